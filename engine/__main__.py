@@ -1,0 +1,67 @@
+"""Command line: `python -m engine generate --prompt TEXT [...]` (see README for the contract)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import GenerationConfig
+
+
+def _generate(args) -> int:
+    from .engine import Engine
+    from .events import write_trace
+
+    cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                           top_k=args.top_k, top_p=args.top_p, seed=args.seed, raw=args.raw)
+    engine = Engine.load(args.target, args.draft, device=args.device, dtype=args.dtype,
+                         trust_remote_code=args.trust_remote_code)
+    result = engine.run(args.prompt, cfg, compare_ar=args.compare_ar)
+    if args.trace:
+        write_trace(args.trace, result.events)
+    s = result.summary
+    if args.json:
+        out = {"text": result.text, "token_ids": result.token_ids, **{k: v for k, v in s.items() if k != "mode"}}
+        print(json.dumps(out))
+    else:
+        print(result.text)
+        line = (f"\n[{s['rounds']} rounds, {s['accepted']}/{s['drafted']} drafts accepted "
+                f"({(s['acceptance_rate'] or 0):.0%}), {s['mean_accepted_length']:.2f} tokens/forward, "
+                f"{s['tokens_per_s']:.1f} tok/s")
+        if args.compare_ar:
+            line += (f"; AR {s['ar_tokens_per_s']:.1f} tok/s, speedup {s['speedup']:.2f}x, "
+                     f"{'identical' if s['identical_to_ar'] else 'different'} output")
+        print(line + "]", file=sys.stderr)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine", description="specviz speculative decoding engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("generate", help="generate from one prompt")
+    g.add_argument("--prompt", required=True, help="the user message (chat template applied unless --raw)")
+    g.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
+    g.add_argument("--draft", default="self", help="drafter spec: self | model:<hub id or path>")
+    g.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
+    g.add_argument("--max-new-tokens", type=int, default=128)
+    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--raw", action="store_true", help="send the prompt without the chat template")
+    g.add_argument("--compare-ar", action="store_true", help="also run the autoregressive baseline and compare")
+    g.add_argument("--trace", metavar="FILE.json", help="write every event to a JSON trace")
+    g.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
+    g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
+    g.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code (off by default)")
+    args = parser.parse_args(argv)
+    try:
+        return _generate(args)
+    except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

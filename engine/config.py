@@ -1,0 +1,54 @@
+"""One dataclass holds every per-run setting; it validates itself with messages meant for users."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+MAX_GAMMA = 16
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    gamma: int = 4  # draft tokens per round, 1..16
+    max_new_tokens: int = 128  # generated tokens at most, >= 1
+    temperature: float = 0.0  # 0 = greedy; > 0 samples (lossless rejection sampling)
+    top_k: int = 0  # keep the k most likely tokens (0 = off); applied to p and q alike
+    top_p: float = 1.0  # nucleus mass in (0, 1]; 1 = off; applied to p and q alike
+    seed: int | None = 0  # seeds the sampler; a seeded run is reproducible
+    raw: bool = False  # send the prompt as-is, without the chat template
+    record_topk: int = 5  # top-k alternatives recorded per position in events (0 = none, cheaper)
+
+    def __post_init__(self):
+        def number(name, value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+                raise ValueError(f"{name} must be a number, got {value!r}")
+
+        for name in ("gamma", "max_new_tokens", "top_k", "record_topk"):
+            value = getattr(self, name)
+            number(name, value)
+            if value != int(value):
+                raise ValueError(f"{name} must be a whole number, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        number("temperature", self.temperature)
+        number("top_p", self.top_p)
+        if not 1 <= self.gamma <= MAX_GAMMA:
+            raise ValueError(f"gamma must be between 1 and {MAX_GAMMA}, got {self.gamma}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if not 0 <= self.temperature < math.inf:
+            raise ValueError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be 0 (off) or positive, got {self.top_k}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not 0 <= self.record_topk <= 20:
+            raise ValueError(f"record_topk must be between 0 and 20, got {self.record_topk}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise ValueError(f"seed must be a whole number, got {self.seed!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)

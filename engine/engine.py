@@ -1,0 +1,244 @@
+"""The speculative loop and its autoregressive baseline, as generators of events.
+
+Round structure (Leviathan et al. 2023): 1. draft γ tokens; 2. verify them in ONE target forward
+over [last committed token, d1..dγ]; 3. accept / resample; 4. roll back the rejected tail by
+moving the cache pointer; 5. commit. The AR baseline is the same loop with γ = 0: the same
+cache, the same forward, the same sampling code, so the two can be raced fairly.
+Invariant between rounds: the target cache holds every committed token but the last one.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from . import sampling
+from .cache import KVCache
+from .config import GenerationConfig
+from .drafters import build_drafter, resolve_draft_model
+from .events import Committed, Drafted, Finished, RolledBack, RoundTimed, RunStarted, Verified
+from .metrics import RunStats
+from .models import EMBEDDED, LoadedModel, load_model
+
+
+def rollback(cache: KVCache, keep: int, round_: int) -> RolledBack | None:
+    """Drop every cached position >= keep (an O(1) pointer move) and describe it as an event."""
+    before = cache.length
+    if keep == before:
+        return None
+    cache.truncate(keep)
+    return RolledBack(round_, list(range(keep, before)), before, keep)
+
+
+@dataclass
+class RunResult:
+    """A finished run: its events, generated ids and text, and the summary metrics."""
+    events: list
+    token_ids: list
+    text: str
+    summary: dict
+
+
+class Engine:
+    """A target and a drafter spec, loaded once; `generate` runs a prompt as a stream of events."""
+
+    def __init__(self, target: LoadedModel, draft: str = "self", trust_remote_code: bool = False):
+        self.target = target
+        self.draft_spec = draft
+        self.draft_model = resolve_draft_model(draft, target, trust_remote_code)
+        self._text_cache: dict[int, str] = {}
+
+    @classmethod
+    def load(cls, target: str = EMBEDDED, draft: str = "self", device: str | None = None,
+             dtype: str | None = None, trust_remote_code: bool = False) -> "Engine":
+        """Load the target (and the draft model, if the spec names one) once."""
+        return cls(load_model(target, device, dtype, trust_remote_code), draft, trust_remote_code)
+
+    # -- text ---------------------------------------------------------------------------
+    def encode(self, prompt: str, raw: bool = False) -> list[int]:
+        """Prompt -> ids; chat models get their chat template unless `raw`."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("prompt is empty: type some text to continue")
+        tok = self.target.tokenizer
+        if not raw and getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                          tokenize=True, return_dict=False)
+            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        else:
+            ids = tok(prompt, add_special_tokens=True)["input_ids"]
+        return [int(i) for i in ids]
+
+    def token_text(self, token_id: int) -> str:
+        text = self._text_cache.get(token_id)
+        if text is None:
+            text = self._text_cache[token_id] = self.target.tokenizer.decode([token_id])
+        return text
+
+    def _topk(self, probs: torch.Tensor, k: int) -> list:
+        if not k:
+            return []
+        return [[[i, self.token_text(i), v] for i, v in row] for row in sampling.topk_list(probs, k)]
+
+    def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False) -> RunResult:
+        """Run to completion; with compare_ar also run the AR baseline on the same prompt ids and compare."""
+        cfg = cfg or GenerationConfig()
+        ids = self.encode(prompt, cfg.raw)
+        events = list(self.generate(prompt, cfg, prompt_ids=ids))
+        done = events[-1]
+        summary = dict(done.summary)
+        if compare_ar:
+            ar_events = list(self.generate(prompt, cfg, "ar", prompt_ids=ids))
+            ar = ar_events[-1]
+            events += ar_events
+            summary.update(ar_token_ids=ar.token_ids, ar_wall_s=ar.summary["wall_s"],
+                           ar_tokens_per_s=ar.summary["tokens_per_s"],
+                           speedup=summary["tokens_per_s"] / ar.summary["tokens_per_s"],
+                           identical_to_ar=ar.token_ids == done.token_ids)
+        return RunResult(events, done.token_ids, done.text, summary)
+
+    # -- the loop -----------------------------------------------------------------------
+    def generate(self, prompt: str, cfg: GenerationConfig | None = None, mode: str = "speculative",
+                 prompt_ids: list[int] | None = None) -> Iterator:
+        """Yield the events of one run. mode: "speculative" or "ar" (the baseline)."""
+        cfg = cfg or GenerationConfig()
+        if mode not in ("speculative", "ar"):
+            raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
+        ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
+        limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
+        if limit and len(ids) + cfg.max_new_tokens > limit:
+            raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
+                             f"target's context of {limit} tokens")
+        return self._run(ids, cfg, mode)
+
+    @torch.inference_mode()
+    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str) -> Iterator:
+        target, model, device = self.target, self.target.model, self.target.device
+        speculative = mode == "speculative"
+        generator = None
+        if not cfg.greedy:
+            generator = torch.Generator(device=device)
+            generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
+        max_len = len(ids) + cfg.max_new_tokens + cfg.gamma + 1
+        cache = KVCache.for_model(model, max_len)
+        drafter = (build_drafter(self.draft_spec, target, self.draft_model, cfg, generator, max_len)
+                   if speculative else None)
+        eos = target.eos_ids
+        prompt_len = len(ids)
+        stats = RunStats()
+
+        paused = 0.0  # time spent outside the engine while the consumer handles events
+
+        def clock() -> float:
+            return time.perf_counter() - paused
+
+        def emit(event):
+            stats.add(event)
+            return event
+
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+        t_start = clock()
+        if len(ids) > 1:  # prefill all but the last prompt token: it is round 1's first input
+            model(torch.tensor([ids[:-1]], device=device), past_key_values=cache, logits_to_keep=1)
+        started = RunStarted(0, uuid.uuid4().hex[:12], mode, target.name, self.draft_spec if speculative else "",
+                         str(device), str(target.dtype).replace("torch.", ""), cfg.to_dict(),
+                         target.tokenizer.decode(ids), list(ids), [self.token_text(i) for i in ids], prompt_len)
+        t_yield = time.perf_counter()
+        yield emit(started)
+        paused += time.perf_counter() - t_yield
+
+        round_, stop_reason = 0, "max_new_tokens"
+        try:
+            while len(ids) - prompt_len < cfg.max_new_tokens:
+                round_ += 1
+                pos = len(ids)  # position of the first token this round can add
+                remaining = cfg.max_new_tokens - (pos - prompt_len)
+                gamma = min(cfg.gamma, remaining - 1) if speculative else 0
+                t0 = clock()
+                out = []  # this round's events, yielded together once the round is timed
+
+                # 1. draft
+                draft = drafter.propose(ids, gamma) if gamma else None
+                sync()
+                t1 = clock()
+
+                # 2. verify: one target forward over [last committed token, d1..dγ]
+                x = torch.tensor([ids[-1]], device=device)
+                if draft is not None:
+                    x = torch.cat([x, draft.token_ids])
+                logits = model(x[None], past_key_values=cache).logits[0]  # (γ+1, V)
+                p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
+
+                # 3. accept / resample
+                if draft is None:
+                    next_id = int(sampling.pick(p[0], cfg.greedy, generator))
+                    verdict = sampling.Verdict(0, next_id, [], [], float(p[0, next_id]))
+                elif cfg.greedy:
+                    verdict = sampling.accept_greedy(draft.token_ids, p)
+                else:
+                    verdict = sampling.accept_sample(draft.token_ids, draft.q, p, generator)
+                t2 = clock()
+                n = verdict.n_accepted
+
+                if draft is not None:
+                    d_ids = draft.token_ids.tolist()
+                    q_d = (draft.q[torch.arange(gamma, device=device), draft.token_ids].tolist()
+                           if draft.q is not None else [1.0] * gamma)
+                    out.append(Drafted(round_, pos, d_ids, [self.token_text(i) for i in d_ids], q_d,
+                                  self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
+                                  drafter.name))
+                    out.append(Verified(round_, pos, verdict.p_draft, verdict.accept_prob,
+                                   [i < n for i in range(gamma)], n if n < gamma else None,
+                                   verdict.next_id, self.token_text(verdict.next_id), verdict.next_p,
+                                   "corrected" if n < gamma else "bonus", self._topk(p, cfg.record_topk),
+                                   cfg.greedy))
+
+                # 4. rollback: the cache holds pos-1 + γ+1 tokens; keep the committed prefix + accepted drafts
+                event = rollback(cache, pos + n, round_)
+                if event is not None:
+                    out.append(event)
+
+                # 5. commit: accepted drafts + the corrected/bonus token, cut at EOS and the budget
+                new = (d_ids[:n] if draft is not None else []) + [verdict.next_id]
+                origins = ["accepted"] * n + ["ar" if draft is None else ("corrected" if n < gamma else "bonus")]
+                p_new = verdict.p_draft[:n] + [verdict.next_p]
+                cut = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))
+                cut = min(cut, remaining)
+                new, origins, p_new = new[:cut], origins[:cut], p_new[:cut]
+                ids.extend(new)
+                if drafter is not None:
+                    drafter.learn(n, ids)
+                out.append(Committed(round_, pos, new, [self.token_text(i) for i in new], origins, p_new))
+                t3 = clock()
+                out.append(RoundTimed(round_, len(ids), t1 - t0, t2 - t1, t3 - t0, t3 - t_start, gamma))
+                t_yield = time.perf_counter()
+                for event in out:
+                    yield emit(event)
+                paused += time.perf_counter() - t_yield
+                if new[-1] in eos:
+                    stop_reason = "eos"
+                    break
+        except GeneratorExit:
+            return  # the consumer stopped listening (Stop button, closed client): nothing more to emit
+
+        wall = clock() - t_start
+        step_s = self._target_step_cost(cache, ids[-1]) if speculative else None
+        new_ids = ids[prompt_len:]
+        yield Finished(round_, len(ids), stop_reason, target.tokenizer.decode(new_ids, skip_special_tokens=True),
+                       new_ids, stats.summary(wall, step_s))
+
+    def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
+        """Median time of a single-token target forward at this context (for c and v); cache untouched."""
+        x = torch.tensor([[last_id]], device=self.target.device)
+        keep, times = cache.length, []
+        for _ in range(3):
+            t = time.perf_counter()
+            self.target.model(x, past_key_values=cache)
+            if self.target.device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+            cache.truncate(keep)
+        return sorted(times)[1]

@@ -1,0 +1,161 @@
+"""Typed events of a speculative (or autoregressive) run, and their JSON trace format.
+
+Every event is a frozen dataclass of plain data (ints, floats, strings, lists, dicts; never
+tensors) carrying its `round` and absolute token positions (`pos`), so a renderer needs no engine
+state and a whole run can be written to JSON and read back into equal objects.
+Top-k alternatives are lists of `[token_id, token_text, prob]`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+TRACE_FORMAT = "specviz-trace"
+TRACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A run begins: its configuration and the prompt as the target sees it."""
+    kind: ClassVar[str] = "run_started"
+    round: int  # always 0
+    run_id: str  # unique per run
+    mode: str  # "speculative" or "ar"
+    target: str  # target model spec
+    draft: str  # drafter spec ("" for ar)
+    device: str  # e.g. "cpu", "cuda:0"
+    dtype: str  # e.g. "float32"
+    config: dict  # the GenerationConfig as a dict
+    prompt_text: str  # the prompt after the chat template
+    prompt_ids: list  # token ids of the prompt
+    prompt_tokens: list  # text of each prompt token
+    pos: int  # position of the first generated token (= prompt length)
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """The drafter proposed tokens for positions pos .. pos+len-1."""
+    kind: ClassVar[str] = "drafted"
+    round: int
+    pos: int  # absolute position of the first drafted token
+    token_ids: list  # drafted ids
+    tokens: list  # their text
+    q: list  # draft probability of each drafted token (1.0 for a one-hot drafter)
+    draft_topk: list  # per drafted position, the draft's top-k [id, text, q] ([] when not recorded)
+    drafter: str  # which drafter proposed this round
+
+
+@dataclass(frozen=True)
+class Verified:
+    """One target forward over [last token, drafts] judged the draft."""
+    kind: ClassVar[str] = "verified"
+    round: int
+    pos: int  # absolute position of the first drafted token
+    p: list  # target probability of each drafted token
+    accept_prob: list  # min(1, p/q) per drafted token (greedy: 1.0 if it is argmax p else 0.0)
+    accepted: list  # bool per drafted token; False from the first rejection on
+    first_rejected: int | None  # index into the draft of the first rejection, None if all accepted
+    next_id: int  # corrected token (after a rejection) or bonus token (all accepted)
+    next_token: str  # its text
+    next_p: float  # its target probability
+    next_kind: str  # "corrected" or "bonus"
+    target_topk: list  # per verified position (len(draft)+1), the target's top-k [id, text, p]
+    greedy: bool  # greedy acceptance rule (argmax) rather than min(1, p/q)
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    """Rejected draft positions were dropped by moving the target cache pointer back."""
+    kind: ClassVar[str] = "rolled_back"
+    round: int
+    positions: list  # absolute positions discarded
+    cache_before: int  # cache length (tokens) before the rollback
+    cache_after: int  # cache length after
+
+
+@dataclass(frozen=True)
+class Committed:
+    """Tokens appended to the output for good."""
+    kind: ClassVar[str] = "committed"
+    round: int
+    pos: int  # absolute position of the first committed token
+    token_ids: list
+    tokens: list  # text of each token
+    origins: list  # per token: "accepted", "corrected", "bonus" or "ar"
+    p: list  # target probability of each token
+
+
+@dataclass(frozen=True)
+class RoundTimed:
+    """Wall-clock cost of one round (seconds)."""
+    kind: ClassVar[str] = "round_timed"
+    round: int
+    pos: int  # position after this round's commit (= tokens so far incl. prompt)
+    draft_s: float  # drafting
+    verify_s: float  # target forward + accept/resample
+    total_s: float  # whole round incl. bookkeeping
+    elapsed_s: float  # since the run started (prefill included)
+    gamma: int  # tokens drafted this round (0 = a plain target step)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The run ended; `summary` holds the metrics computed from this run's events."""
+    kind: ClassVar[str] = "finished"
+    round: int  # number of rounds run
+    pos: int  # final length (prompt + generated)
+    stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
+    text: str  # generated text (special tokens skipped)
+    token_ids: list  # generated ids
+    summary: dict = field(default_factory=dict)
+
+
+EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Drafted, Verified, RolledBack, Committed, RoundTimed, Finished)}
+Event = RunStarted | Drafted | Verified | RolledBack | Committed | RoundTimed | Finished
+
+
+def event_to_dict(event) -> dict:
+    """Plain dict with a "kind" key, ready for json.dumps."""
+    return {"kind": event.kind, **dataclasses.asdict(event)}
+
+
+def event_from_dict(data: dict):
+    """Inverse of event_to_dict; raises ValueError on an unknown kind or wrong fields."""
+    if not isinstance(data, dict) or data.get("kind") not in EVENT_TYPES:
+        raise ValueError(f"unknown event kind {data.get('kind') if isinstance(data, dict) else data!r}")
+    cls = EVENT_TYPES[data["kind"]]
+    fields = {f.name for f in dataclasses.fields(cls)}
+    body = {k: v for k, v in data.items() if k != "kind"}
+    if set(body) != fields and not set(body) <= fields:
+        raise ValueError(f"{data['kind']} event has unknown fields {sorted(set(body) - fields)}")
+    try:
+        return cls(**body)
+    except TypeError as e:
+        raise ValueError(f"{data['kind']} event: {e}") from e
+
+
+def trace_to_json(events) -> str:
+    return json.dumps({"format": TRACE_FORMAT, "version": TRACE_VERSION,
+                       "events": [event_to_dict(e) for e in events]}, ensure_ascii=False)
+
+
+def trace_from_json(text: str) -> list:
+    data = json.loads(text)
+    if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
+        raise ValueError("not a specviz trace (missing format marker)")
+    if data.get("version") != TRACE_VERSION:
+        raise ValueError(f"unsupported trace version {data.get('version')!r}")
+    if not isinstance(data.get("events"), list):
+        raise ValueError("trace has no event list")
+    return [event_from_dict(d) for d in data["events"]]
+
+
+def write_trace(path, events) -> None:
+    Path(path).write_text(trace_to_json(events), encoding="utf-8")
+
+
+def read_trace(path) -> list:
+    return trace_from_json(Path(path).read_text(encoding="utf-8"))

