@@ -45,8 +45,10 @@ class RunResult:
 class Engine:
     """A target and a drafter spec, loaded once; `generate` runs a prompt as a stream of events."""
 
-    def __init__(self, target: LoadedModel, draft: str = "self", trust_remote_code: bool = False):
+    def __init__(self, target: LoadedModel, draft: str = "self", trust_remote_code: bool = False,
+                 measure_step: bool = True):
         self.target = target
+        self.measure_step = measure_step  # time a single target step after each run (for c and v)
         self.draft_spec = draft
         self.draft_model = resolve_draft_model(draft, target, trust_remote_code)
         self._text_cache: dict[int, str] = {}
@@ -225,7 +227,7 @@ class Engine:
             return  # the consumer stopped listening (Stop button, closed client): nothing more to emit
 
         wall = clock() - t_start
-        step_s = self._target_step_cost(cache, ids[-1]) if speculative else None
+        step_s = self._target_step_cost(cache, ids[-1]) if speculative and self.measure_step else None
         new_ids = ids[prompt_len:]
         yield Finished(round_, len(ids), stop_reason, target.tokenizer.decode(new_ids, skip_special_tokens=True),
                        new_ids, stats.summary(wall, step_s))

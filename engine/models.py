@@ -111,7 +111,7 @@ def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_
     except (OSError, ValueError) as e:
         raise ModelLoadError(f"cannot load model {spec!r}: not a local directory or a reachable Hugging Face hub id "
                              f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust_remote_code:
         raise ModelLoadError(f"model {spec!r} ({config.model_type}) is not a causal language model")
