@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import platform
-import re
 import shlex
 import statistics
 import sys
@@ -70,24 +69,25 @@ class Sample:
 
 
 # -- drafter spec -> transformers' equivalent ----------------------------------------------
-def hf_equivalent(spec: str, gamma: int, target: LoadedModel, draft: LoadedModel | None) -> tuple[dict, dict] | None:
+NGRAM_DEFAULT_N = 3  # engine/drafters.py: `ngram` alone means ngram:3 (transformers' own default is 2)
+
+
+def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dict] | None:
     """generate() kwargs (and a JSON-safe copy) matching our drafter spec at γ; None when none exists."""
     spec = spec.strip()
-    if spec == "self" or spec.startswith("model:"):
-        model = target if spec == "self" else draft
-        fixed = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
-                 "assistant_confidence_threshold": 0.0}
-        return {"assistant_model": model.model, **fixed}, {"assistant_model": model.name, **fixed}
-    m = re.fullmatch(r"ngram(?::(\d+))?", spec)
-    if m:
-        kw = {"prompt_lookup_num_tokens": gamma}
-        if m.group(1):
-            kw["max_matching_ngram_size"] = int(m.group(1))
+    name, _, arg = spec.partition(":")
+    fixed = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
+             "assistant_confidence_threshold": 0.0}  # a fixed γ: no schedule, no confidence cut-off
+    if spec == "self" or (name == "model" and arg.strip()):
+        draft = target if spec == "self" else load_model(arg.strip(), str(target.device),
+                                                         str(target.dtype).replace("torch.", ""))
+        return {"assistant_model": draft.model, **fixed}, {"assistant_model": draft.name, **fixed}
+    if name == "ngram" and (not arg or arg.isdigit()):
+        kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": int(arg or NGRAM_DEFAULT_N)}
         return kw, dict(kw)
-    m = re.fullmatch(r"layerskip:(\d+)", spec)
-    if m:
-        kw = {"assistant_early_exit": int(m.group(1)), "num_assistant_tokens": gamma,
-              "num_assistant_tokens_schedule": "constant", "assistant_confidence_threshold": 0.0}
+    if name == "layerskip" and (not arg or arg.isdigit()):
+        layers = int(arg) if arg else max(1, target.model.config.get_text_config().num_hidden_layers // 4)
+        kw = {"assistant_early_exit": layers, **fixed}  # drafters.py's default L is a quarter of the layers
         return kw, dict(kw)
     return None
 
@@ -187,7 +187,7 @@ def load_prompts(path=None, categories=None, limit: int | None = None) -> list[d
     return prompts
 
 
-def build_configs(drafts, gammas, target: LoadedModel, engines: dict, hf: bool) -> tuple[list, list]:
+def build_configs(drafts, gammas, target: LoadedModel, hf: bool) -> tuple[list, list]:
     """Contestants in their interleaving order, and the drafter specs with no transformers counterpart."""
     configs = [BenchConfig(AR, "ours AR", "ours")]
     configs += [BenchConfig(f"ours/{d}/g{g}", f"ours {d} γ={g}", "ours", d, g) for d in drafts for g in gammas]
@@ -196,7 +196,7 @@ def build_configs(drafts, gammas, target: LoadedModel, engines: dict, hf: bool) 
         configs.append(BenchConfig(HF_GREEDY, "HF greedy", "hf"))
         for d in drafts:
             for g in gammas:
-                eq = hf_equivalent(d, g, target, engines[d].draft_model)
+                eq = hf_equivalent(d, g, target)
                 if eq is None:
                     unsupported.append(d)
                     break
@@ -336,7 +336,7 @@ def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
 
 
 # -- event-stream overhead --------------------------------------------------------------------
-def measure_overhead(engine: Engine, ids: list, gamma: int, max_new_tokens: int, pairs: int, tick=None) -> dict:
+def measure_overhead(engine: Engine, drafter: str, ids: list, gamma: int, max_new_tokens: int, pairs: int, tick=None) -> dict:
     """The same speculative run consuming events normally (record_topk=5, kept in a list) vs lean
     (record_topk=0, drained by a deque(maxlen=0)); interleaved pairs, order alternating.
 
@@ -369,7 +369,7 @@ def measure_overhead(engine: Engine, ids: list, gamma: int, max_new_tokens: int,
                 tick()
     ratios = [(n - t) / (l - t) for n, l, t in zip(normal, lean, tails) if l > t]
     ratio = _median(ratios)
-    return {"drafter": engine.draft_spec, "gamma": gamma, "max_new_tokens": max_new_tokens, "pairs": pairs,
+    return {"drafter": drafter, "gamma": gamma, "max_new_tokens": max_new_tokens, "pairs": pairs,
             "normal_s": normal, "lean_s": lean, "calibration_s": tails,
             "raw_ratio": _median(n / l for n, l in zip(normal, lean)), "ratio": ratio,
             "overhead_pct": (ratio - 1) * 100 if ratio else None,
@@ -400,14 +400,14 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     for g in gammas:
         GenerationConfig(gamma=g)  # validates the range with the user-facing message
     rows = prompts if isinstance(prompts, list) else load_prompts(prompts, categories, limit)
-    if isinstance(prompts, list) and categories:
-        rows = [p for p in rows if p["category"] in set(categories)]
+    if isinstance(prompts, list):
+        rows = [p for p in rows if not categories or p["category"] in set(categories)][:limit or None]
 
     loaded = load_model(target, device, dtype)
     engines = {"ar": Engine(loaded, "self")}
     for d in drafts:
         engines[d] = Engine(loaded, d)  # raises a clear ModelLoadError for an unknown spec
-    configs, unsupported = build_configs(drafts, gammas, loaded, engines, hf)
+    configs, unsupported = build_configs(drafts, gammas, loaded, hf)
     encoded = [engines["ar"].encode(p["prompt"]) for p in rows]
     over_cfg = next((c for c in sorted((c for c in configs if c.runner == "ours" and c.gamma),
                                        key=lambda c: abs(c.gamma - 4))), None)
@@ -421,6 +421,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     try:
         def attempt(c, ids, n, prompt_i):
             if c.name in failed:
+                bar.update(1)
                 return None
             bar.set_postfix_str(c.label, refresh=False)
             try:
@@ -445,7 +446,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
         overhead = None
         if over_cfg and overhead_pairs:
             bar.set_postfix_str("event overhead", refresh=False)
-            overhead = measure_overhead(engines[over_cfg.drafter], encoded[0], over_cfg.gamma, max_new_tokens,
+            overhead = measure_overhead(engines[over_cfg.drafter], over_cfg.drafter, encoded[0], over_cfg.gamma, max_new_tokens,
                                         overhead_pairs, tick=lambda: bar.update(1))
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -464,7 +465,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     overall = aggregate(prompt_rows, configs)
     results = {
         "format": "specviz-bench", "version": 1,
-        "command": command or "python -m engine bench " + shlex.join(sys.argv[1:]),
+        "command": command or "python " + shlex.join(sys.argv),
         "machine": machine_info(loaded),
         "settings": {"target": target, "drafts": drafts, "gammas": gammas, "max_new_tokens": max_new_tokens,
                      "repeats": repeats, "hf": hf, "prompts": len(rows), "categories": list(by_cat),
@@ -489,8 +490,8 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     return results
 
 
-def cli(args) -> int:
-    """`python -m engine bench ...` (arguments parsed in __main__)."""
+def cli(args, argv: list) -> int:
+    """`python -m engine bench ...`: arguments parsed in __main__; `argv` is recorded in results.json."""
     def split(text):
         return [s.strip() for s in (text or "").split(",") if s.strip()]
 
@@ -501,7 +502,8 @@ def cli(args) -> int:
     results = run_bench(target=args.target, drafts=split(args.drafts), gammas=gammas, prompts=args.prompts,
                         max_new_tokens=args.max_new_tokens, repeats=args.repeats, out=args.out,
                         categories=split(args.categories) or None, hf=not args.no_hf, limit=args.limit,
-                        overhead_pairs=args.overhead_pairs, device=args.device, dtype=args.dtype)
+                        overhead_pairs=args.overhead_pairs, device=args.device, dtype=args.dtype,
+                        command="python -m engine " + shlex.join(argv))
     out = Path(args.out)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {out / 'report.html'}", file=sys.stderr)
     if results["mismatches"]:

@@ -17,6 +17,8 @@ class GenerationConfig:
     seed: int | None = 0  # seeds the sampler; a seeded run is reproducible
     raw: bool = False  # send the prompt as-is, without the chat template
     record_topk: int = 5  # top-k alternatives recorded per position in events (0 = none, cheaper)
+    adaptive: str = "fixed"  # "fixed" γ, or "heuristic": +2 after a fully accepted round, -1 otherwise
+    p_min: float = 0.0  # confidence threshold in [0, 1): a model drafter stops when its top q is below it
 
     def __post_init__(self):
         def number(name, value):
@@ -43,6 +45,11 @@ class GenerationConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0 <= self.record_topk <= 20:
             raise ValueError(f"record_topk must be between 0 and 20, got {self.record_topk}")
+        number("p_min", self.p_min)
+        if not 0 <= self.p_min < 1:
+            raise ValueError(f"p_min must be in [0, 1), got {self.p_min}")
+        if self.adaptive not in ("fixed", "heuristic"):
+            raise ValueError(f"adaptive must be 'fixed' or 'heuristic', got {self.adaptive!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise ValueError(f"seed must be a whole number, got {self.seed!r}")
 

@@ -1,13 +1,19 @@
 """Drafters propose tokens; the target judges them. Two methods: `propose` and `learn`.
 
-A drafter is built fresh for each run (it owns per-run state such as its KV cache) from a spec
-string; the models behind it are loaded once and shared. Specs in this module:
-  self              the target drafts for itself (100% greedy acceptance: a sanity check)
+A drafter is built fresh for each run (it owns per-run state such as its KV cache) by a factory
+made once per (target, spec); the models behind it are loaded once and shared. Specs:
+  self              the target drafts for itself (100% greedy acceptance: a sanity check, an upper bound)
   model:<id|path>   a separate causal LM that shares the target's vocabulary
+  ngram[:N]         prompt lookup: continue the latest match of the last n <= N tokens (no model)
+  layerskip:L       the target's first L layers + final norm + LM head (shared weights, no copy)
+  quant[:int8|bf16] a lower-precision copy of the target
+  auto              picks drafter and γ each round from measured costs (see adaptive.py)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,49 +25,61 @@ from .sampling import pick, shape_probs
 
 @dataclass
 class Draft:
-    """What a drafter proposes for one round."""
-    token_ids: torch.Tensor  # (γ,) int64 on the target's device
+    """What a drafter proposes for one round (possibly nothing: the round is then a plain target step)."""
+    token_ids: torch.Tensor  # (γ,) int64 on the target's device, γ may be 0
     q: torch.Tensor | None  # (γ, V) draft probabilities, shaped like p; None = one-hot (no distribution)
+    drafter: str = ""  # which drafter proposed it (auto names the one it picked)
+    decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
+    branches: list = field(default_factory=list)  # other candidate continuations (n-gram), for trees
 
 
 class Drafter:
-    """Interface: propose γ tokens after `ids`; learn how many the target accepted."""
+    """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
     name = "drafter"
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         raise NotImplementedError
 
-    def learn(self, n_accepted: int, ids: list[int]) -> None:
-        """`ids` is the committed sequence after this round (prompt + generated)."""
+    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
+        """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
+
+
+def empty_draft(device, name: str) -> Draft:
+    return Draft(torch.empty(0, dtype=torch.long, device=device), None, name)
 
 
 class ModelDrafter(Drafter):
     """A causal LM drafting token by token with its own pointer KV cache."""
 
-    def __init__(self, draft: LoadedModel, name: str, cfg: GenerationConfig,
+    def __init__(self, model: torch.nn.Module, device: torch.device, name: str, cfg: GenerationConfig,
                  generator: torch.Generator | None, max_len: int, out_device: torch.device, vocab: int):
-        self.draft, self.name, self.cfg, self.generator = draft, name, cfg, generator
-        self.cache = KVCache.for_model(draft.model, max_len)
+        self.model, self.device, self.name, self.cfg, self.generator = model, device, name, cfg, generator
+        self.cache = KVCache.for_model(model, max_len)
         self.out_device, self.vocab = out_device, vocab
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         # Feed every committed token the draft cache lacks: one normally, two after an
         # all-accepted round (the last draft token was sampled but never fed).
-        x = torch.tensor([ids[self.cache.length:]], device=self.draft.device)
+        x = torch.tensor([ids[self.cache.length:]], device=self.device)
         tokens, qs = [], []
         for _ in range(gamma):
-            logits = self.draft.model(x, past_key_values=self.cache, logits_to_keep=1).logits[0, -1]  # (V,)
+            logits = self.model(x, past_key_values=self.cache, logits_to_keep=1).logits[0, -1]  # (V,)
             q = shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
+            # confidence threshold (llama.cpp's p_min): stop when the draft is unsure (costs a host sync)
+            if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:
+                break
             tok = pick(q, self.cfg.greedy, self.generator)  # stays on device: no host sync
             tokens.append(tok)
             qs.append(q)
             x = tok.view(1, 1)
+        if not tokens:
+            return empty_draft(self.out_device, self.name)
         q = torch.stack(qs).to(self.out_device)  # (γ, V_draft)
         if q.shape[-1] != self.vocab:  # padded LM heads of different sizes
             q = torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1])) if q.shape[-1] < self.vocab else q[:, :self.vocab]
-        return Draft(torch.stack(tokens).to(self.out_device), q)
+        return Draft(torch.stack(tokens).to(self.out_device), q, self.name)
 
-    def learn(self, n_accepted: int, ids: list[int]) -> None:
+    def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
         # Keep the draft cache's prefix that is still committed: positions < len(ids) - 1,
         # and never more than it holds (after an all-accepted round it is one token behind).
         self.cache.truncate(min(self.cache.length, len(ids) - 1))
@@ -78,23 +96,99 @@ def check_same_vocab(target: LoadedModel, draft: LoadedModel) -> None:
             f"({type(draft.tokenizer).__name__}); {differ} target tokens map to other ids")
 
 
-def resolve_draft_model(spec: str, target: LoadedModel, trust_remote_code: bool = False) -> LoadedModel | None:
-    """Load (once) and validate the model behind a drafter spec; None for drafters without one."""
+def layer_skip_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
+    """A view of `model` that runs only its first `layers` decoder layers (weights shared, not copied)."""
+    inner_name = next(n for n in ("model", "transformer") if hasattr(model, n))
+    inner = getattr(model, inner_name)
+    total = model.config.get_text_config().num_hidden_layers
+    if not 1 <= layers < total:
+        raise ModelLoadError(f"layerskip needs 1 <= L < {total} (the target's layers), got {layers}")
+    if not hasattr(inner, "layers"):
+        raise ModelLoadError(f"layerskip does not support {type(model).__name__}")
+    config = copy.copy(model.config)
+    config.num_hidden_layers = layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:layers]
+    shallow_inner = copy.copy(inner)
+    shallow_inner._modules = dict(inner._modules)
+    shallow_inner.layers = torch.nn.ModuleList(list(inner.layers[:layers]))
+    shallow_inner.config = config
+    shallow = copy.copy(model)
+    shallow._modules = dict(model._modules)
+    setattr(shallow, inner_name, shallow_inner)
+    shallow.config = config
+    return shallow
+
+
+_QUANT: dict = {}
+
+
+def quantized_model(target: LoadedModel, kind: str) -> torch.nn.Module:
+    """A lower-precision copy of the target, made once: int8 dynamic (CPU) or bf16 weights."""
+    key = (id(target.model), kind)
+    if key not in _QUANT:
+        if kind == "int8":
+            if target.device.type != "cpu":
+                raise ModelLoadError("quant:int8 (dynamic int8) runs on CPU only; use quant:bf16 on GPU")
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _QUANT[key] = torch.ao.quantization.quantize_dynamic(
+                    copy.deepcopy(target.model), {torch.nn.Linear}, dtype=torch.qint8).eval()
+        elif kind in ("bf16", "fp16"):
+            dt = torch.bfloat16 if kind == "bf16" else torch.float16
+            _QUANT[key] = copy.deepcopy(target.model).to(dt).eval()
+        else:
+            raise ModelLoadError(f"quant kind must be int8, bf16 or fp16, got {kind!r}")
+    return _QUANT[key]
+
+
+DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int], Drafter]
+
+
+def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = False) -> DrafterFactory:
+    """Validate `spec` now (loading any model once) and return a per-run drafter constructor."""
+    from .adaptive import AutoDrafter
+    from .ngram import NgramDrafter
+
     spec = (spec or "").strip()
+    name, _, arg = spec.partition(":")
+    dev, vocab = target.device, target.vocab_size
+
+    def model_based(model: torch.nn.Module, device) -> DrafterFactory:
+        return lambda cfg, gen, max_len: ModelDrafter(model, device, spec, cfg, gen, max_len, dev, vocab)
+
     if spec == "self":
-        return target
-    if spec.startswith("model:"):
-        name = spec[len("model:"):].strip()
-        if not name:
-            raise ModelLoadError("draft spec 'model:' needs a hub id or a path, e.g. model:embedded")
-        draft = load_model(name, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""),
+        return model_based(target.model, dev)
+    if name == "model":
+        if not arg.strip():
+            raise ModelLoadError("draft spec 'model:' needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M")
+        draft = load_model(arg.strip(), device=str(dev), dtype=str(target.dtype).replace("torch.", ""),
                            trust_remote_code=trust_remote_code)
         check_same_vocab(target, draft)
-        return draft
-    raise ModelLoadError(f"unknown draft spec {spec!r}: use 'self' or 'model:<hub id or path>'")
+        return model_based(draft.model, draft.device)
+    if name == "ngram":
+        n = _int_arg(spec, arg, 3)
+        if not 1 <= n <= 8:
+            raise ModelLoadError(f"ngram:N needs 1 <= N <= 8, got {n}")
+        return lambda cfg, gen, max_len: NgramDrafter(n, dev, spec)
+    if name == "layerskip":
+        layers = _int_arg(spec, arg, max(1, target.model.config.get_text_config().num_hidden_layers // 4))
+        return model_based(layer_skip_model(target.model, layers), dev)
+    if name == "quant":
+        model = quantized_model(target, arg or ("int8" if dev.type == "cpu" else "bf16"))
+        return model_based(model, dev)
+    if spec == "auto":
+        subs = {"ngram": drafter_factory("ngram", target)}
+        return lambda cfg, gen, max_len: AutoDrafter({k: f(cfg, gen, max_len) for k, f in subs.items()}, dev)
+    raise ModelLoadError(f"unknown draft spec {spec!r}: use self, model:<id or path>, ngram[:N], layerskip:L, "
+                         f"quant[:int8|bf16] or auto")
 
 
-def build_drafter(spec: str, target: LoadedModel, draft_model: LoadedModel | None, cfg: GenerationConfig,
-                  generator: torch.Generator | None, max_len: int) -> Drafter:
-    """A fresh per-run drafter for `spec` (validated earlier by resolve_draft_model)."""
-    return ModelDrafter(draft_model, spec.strip(), cfg, generator, max_len, target.device, target.vocab_size)
+def _int_arg(spec: str, arg: str, default: int) -> int:
+    if not arg:
+        return default
+    try:
+        return int(arg)
+    except ValueError:
+        raise ModelLoadError(f"draft spec {spec!r}: {arg!r} is not a whole number") from None

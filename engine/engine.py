@@ -17,9 +17,9 @@ import torch
 
 from . import sampling
 from .cache import KVCache
-from .config import GenerationConfig
-from .drafters import build_drafter, resolve_draft_model
-from .events import Committed, Drafted, Finished, RolledBack, RoundTimed, RunStarted, Verified
+from .config import MAX_GAMMA, GenerationConfig
+from .drafters import drafter_factory
+from .events import Committed, Decided, Drafted, Finished, RolledBack, RoundTimed, RunStarted, Verified
 from .metrics import RunStats
 from .models import EMBEDDED, LoadedModel, load_model
 
@@ -50,7 +50,7 @@ class Engine:
         self.target = target
         self.measure_step = measure_step  # time a single target step after each run (for c and v)
         self.draft_spec = draft
-        self.draft_model = resolve_draft_model(draft, target, trust_remote_code)
+        self.make_drafter = drafter_factory(draft, target, trust_remote_code)  # validates the spec now
         self._text_cache: dict[int, str] = {}
 
     @classmethod
@@ -123,10 +123,10 @@ class Engine:
         if not cfg.greedy:
             generator = torch.Generator(device=device)
             generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
-        max_len = len(ids) + cfg.max_new_tokens + cfg.gamma + 1
+        max_len = len(ids) + cfg.max_new_tokens + MAX_GAMMA + 1
         cache = KVCache.for_model(model, max_len)
-        drafter = (build_drafter(self.draft_spec, target, self.draft_model, cfg, generator, max_len)
-                   if speculative else None)
+        drafter = self.make_drafter(cfg, generator, max_len) if speculative else None
+        gamma_now = cfg.gamma  # γ of the next round; moves only with adaptive="heuristic"
         eos = target.eos_ids
         prompt_len = len(ids)
         stats = RunStats()
@@ -158,12 +158,19 @@ class Engine:
                 round_ += 1
                 pos = len(ids)  # position of the first token this round can add
                 remaining = cfg.max_new_tokens - (pos - prompt_len)
-                gamma = min(cfg.gamma, remaining - 1) if speculative else 0
+                gamma = min(gamma_now, remaining - 1) if speculative else 0
                 t0 = clock()
                 out = []  # this round's events, yielded together once the round is timed
 
-                # 1. draft
+                # 1. draft (a drafter may propose fewer than γ tokens, or none: a plain target step)
                 draft = drafter.propose(ids, gamma) if gamma else None
+                if draft is not None and draft.decision is not None:
+                    out.append(Decided(round_, pos, draft.decision["drafter"], draft.decision["gamma"],
+                                       draft.decision["reason"], draft.decision.get("plain_tokens_per_s"),
+                                       draft.decision["candidates"]))
+                if draft is not None and len(draft.token_ids) == 0:
+                    draft = None
+                gamma = len(draft.token_ids) if draft is not None else 0
                 sync()
                 t1 = clock()
 
@@ -191,7 +198,7 @@ class Engine:
                            if draft.q is not None else [1.0] * gamma)
                     out.append(Drafted(round_, pos, d_ids, [self.token_text(i) for i in d_ids], q_d,
                                   self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
-                                  drafter.name))
+                                  draft.drafter or drafter.name))
                     out.append(Verified(round_, pos, verdict.p_draft, verdict.accept_prob,
                                    [i < n for i in range(gamma)], n if n < gamma else None,
                                    verdict.next_id, self.token_text(verdict.next_id), verdict.next_p,
@@ -212,7 +219,9 @@ class Engine:
                 new, origins, p_new = new[:cut], origins[:cut], p_new[:cut]
                 ids.extend(new)
                 if drafter is not None:
-                    drafter.learn(n, ids)
+                    drafter.learn(n, ids, t2 - t1)
+                    if cfg.adaptive == "heuristic" and gamma:  # transformers' schedule
+                        gamma_now = min(MAX_GAMMA, gamma_now + 2) if n == gamma else max(1, gamma_now - 1)
                 out.append(Committed(round_, pos, new, [self.token_text(i) for i in new], origins, p_new))
                 t3 = clock()
                 out.append(RoundTimed(round_, len(ids), t1 - t0, t2 - t1, t3 - t0, t3 - t_start, gamma))

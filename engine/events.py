@@ -36,6 +36,19 @@ class RunStarted:
 
 
 @dataclass(frozen=True)
+class Decided:
+    """An adaptive drafter (auto) chose this round's drafter and γ; the numbers behind the choice."""
+    kind: ClassVar[str] = "decided"
+    round: int
+    pos: int  # absolute position of the first token this round
+    drafter: str  # chosen drafter ("" = plain target step)
+    gamma: int  # chosen γ (0 = plain step)
+    reason: str  # one sentence: why
+    plain_tokens_per_s: float | None  # predicted rate of plain decoding (1 / t(1))
+    candidates: list  # [{"drafter", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]
+
+
+@dataclass(frozen=True)
 class Drafted:
     """The drafter proposed tokens for positions pos .. pos+len-1."""
     kind: ClassVar[str] = "drafted"
@@ -113,8 +126,8 @@ class Finished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Drafted, Verified, RolledBack, Committed, RoundTimed, Finished)}
-Event = RunStarted | Drafted | Verified | RolledBack | Committed | RoundTimed | Finished
+EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Verified, RolledBack, Committed, RoundTimed, Finished)}
+Event = RunStarted | Decided | Drafted | Verified | RolledBack | Committed | RoundTimed | Finished
 
 
 def event_to_dict(event) -> dict:

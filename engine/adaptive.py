@@ -1,0 +1,129 @@
+"""`auto`: hardware-aware speculation. Each round it picks the drafter and γ with the best predicted
+tokens per second, from costs measured online on this machine:
+
+    rate(d, γ) = E(α_d, γ) / (γ·c_d + t(γ+1))      plain decoding: 1 / t(1)
+
+c_d = seconds per drafted token of drafter d, t(n) = seconds to verify n tokens in one target
+forward (fitted on the rounds seen so far), α_d = drafter d's acceptance rate (decayed counts),
+E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
+and probes the best drafter again every `probe_every` plain rounds. Every choice is returned with
+the numbers behind it, so the UI can explain why.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .drafters import Draft, Drafter, empty_draft
+from .metrics import expected_tokens
+
+PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
+PRIOR_SLOPE = 0.1  # extra verify cost per token, in plain steps, before any verification is seen
+DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
+
+
+class AutoDrafter(Drafter):
+    name = "auto"
+
+    def __init__(self, drafters: dict[str, Drafter], device: torch.device, probe_every: int = 8):
+        self.drafters, self.device, self.probe_every = drafters, device, probe_every
+        self.trials = {d: 0.0 for d in drafters}  # decayed Bernoulli trials seen per drafter
+        self.hits = {d: 0.0 for d in drafters}  # decayed accepted tokens
+        self.cost = {d: None for d in drafters}  # seconds per drafted token (EMA)
+        self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
+        self.plain_streak = 0
+        self.last: tuple[str, int] = ("", 0)  # (drafter, γ) of the round in flight
+
+    # -- estimates ------------------------------------------------------------------------
+    def alpha(self, d: str) -> float:
+        return (self.hits[d] + PRIOR_ALPHA) / (self.trials[d] + 1.0)  # one pseudo-trial of prior
+
+    def verify_s(self, n: int) -> float | None:
+        """t(n): measured when seen, else a least-squares line through what was seen."""
+        if n in self.verify:
+            return self.verify[n]
+        if 1 not in self.verify:
+            return None
+        pts = sorted(self.verify.items())
+        if len(pts) == 1:
+            return self.verify[1] * (1 + PRIOR_SLOPE * (n - 1))
+        mean_n = sum(k for k, _ in pts) / len(pts)
+        mean_t = sum(t for _, t in pts) / len(pts)
+        slope = sum((k - mean_n) * (t - mean_t) for k, t in pts) / sum((k - mean_n) ** 2 for k, _ in pts)
+        return max(self.verify[1], mean_t + max(slope, 0.0) * (n - mean_n))
+
+    # -- the two methods ------------------------------------------------------------------
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        t1 = self.verify_s(1)
+        if t1 is None:  # first round: a plain step measures what everything is compared with
+            return self._plain("measuring one plain target step first", [], None)
+        peeked: dict[str, Draft] = {}
+        candidates = []
+        for d, drafter in self.drafters.items():
+            cap = gamma
+            if getattr(drafter, "peekable", False):  # free to ask (n-gram): only what it has
+                t = time.perf_counter()
+                peeked[d] = drafter.propose(ids, gamma)
+                cap = len(peeked[d].token_ids)
+                self._cost(d, time.perf_counter() - t, max(cap, 1))
+            c = self.cost[d] if self.cost[d] is not None else 0.1 * t1
+            for g in range(1, cap + 1):
+                v = self.verify_s(g + 1)
+                rate = expected_tokens(self.alpha(d), g) / (g * c + v)
+                candidates.append({"drafter": d, "gamma": g, "alpha": round(self.alpha(d), 4),
+                                   "c": round(c / t1, 4), "v": round(v / t1, 4),
+                                   "predicted_tokens_per_s": round(rate, 3)})
+        plain_rate = 1.0 / t1
+        best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
+        reason = None
+        if best is None:
+            return self._plain("no drafter has a proposal", candidates, plain_rate)
+        if best["predicted_tokens_per_s"] <= plain_rate:
+            if self.plain_streak < self.probe_every:
+                return self._plain("no drafter beats plain decoding", candidates, plain_rate)
+            best = min((x for x in candidates if x["drafter"] == best["drafter"]), key=lambda x: x["gamma"])
+            reason = f"probing {best['drafter']} after {self.plain_streak} plain rounds"
+        d, g = best["drafter"], best["gamma"]
+        if d in peeked:
+            draft = peeked[d]
+            draft.token_ids, draft.branches = draft.token_ids[:g], []
+            draft.q = None if draft.q is None else draft.q[:g]
+        else:
+            t = time.perf_counter()
+            draft = self.drafters[d].propose(ids, g)
+            self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
+        self.plain_streak = 0
+        self.last = (d, len(draft.token_ids))
+        draft.drafter = d
+        draft.decision = {"drafter": d, "gamma": len(draft.token_ids),
+                          "reason": reason or f"{d} with γ={g} predicts {best['predicted_tokens_per_s']:.1f} tok/s "
+                                              f"vs {plain_rate:.1f} plain",
+                          "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
+        return draft
+
+    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
+        d, g = self.last
+        n_verified = g + 1
+        old = self.verify.get(n_verified)
+        self.verify[n_verified] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
+        if g:
+            # accepted tokens are successes; a rejection (if any) is the one failure observed
+            self.trials[d] = DECAY * self.trials[d] + n_accepted + (1 if n_accepted < g else 0)
+            self.hits[d] = DECAY * self.hits[d] + n_accepted
+        for drafter in self.drafters.values():
+            drafter.learn(n_accepted if drafter is self.drafters.get(d) else 0, ids, verify_s)
+        self.last = ("", 0)
+
+    # -- helpers --------------------------------------------------------------------------
+    def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
+        self.plain_streak += 1
+        self.last = ("", 0)
+        draft = empty_draft(self.device, "auto")
+        draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
+                          "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}
+        return draft
+
+    def _cost(self, d: str, seconds: float, tokens: int) -> None:
+        per = seconds / tokens
+        self.cost[d] = per if self.cost[d] is None else DECAY * self.cost[d] + (1 - DECAY) * per

@@ -1,0 +1,202 @@
+"""Benchmark results dict (from `bench.run_bench`) -> Markdown tables and a self-contained HTML report.
+
+Pure formatting: no models, no clocks. plotly is imported inside `html()` only, so the engine
+package never needs it to run.
+"""
+from __future__ import annotations
+
+import html as _html
+
+COLUMNS = ["config", "tok/s", "× our AR", "predicted ×", "× HF greedy", "acceptance", "mean acc. len",
+           "acceptance by position", "c", "v(γ+1)", "identical"]
+
+
+def _f(value, spec=".2f", suffix="") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _same(ok) -> str:
+    return "yes" if ok else "**MISMATCH**"
+
+
+def _config_cells(label: str, row: dict | None) -> list[str]:
+    if not row:
+        return [label, "failed"] + ["—"] * (len(COLUMNS) - 2)
+    positions = " ".join(_f(r, ".0%") for r in row.get("per_position_acceptance") or []) or "—"
+    return [label, _f(row.get("tokens_per_s"), ".1f"), _f(row.get("speedup_vs_ar"), ".2f", "×"),
+            _f(row.get("predicted_speedup"), ".2f", "×"), _f(row.get("speedup_vs_hf"), ".2f", "×"),
+            _f(row.get("acceptance_rate"), ".0%"), _f(row.get("mean_accepted_length")), positions,
+            _f(row.get("c"), ".3f"), _f(row.get("v")), _same(row.get("identical"))]
+
+
+def config_table(results: dict, rows: dict) -> tuple[list, list]:
+    """Header and rows (strings) of one per-config table; shared by Markdown and HTML."""
+    return COLUMNS, [_config_cells(c["label"], rows.get(c["name"])) for c in results["configs"]]
+
+
+def _md_table(header: list, rows: list) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _machine_line(results: dict) -> str:
+    m, s = results["machine"], results["settings"]
+    line = (f"{m['platform']}, Python {m['python']}, torch {m['torch']}, transformers {m['transformers']}, "
+            f"{m['threads']} threads ({m['cpu_count']} CPUs), device {m['device']} ({m['dtype']})")
+    if m.get("gpu"):
+        line += f", {m['gpu']}"
+    return (line + f". Target `{s['target']}`, greedy, max_new_tokens={s['max_new_tokens']}, "
+            f"{s['prompts']} prompts x {s['repeats']} repeats, configs interleaved per repeat, each warmed up once; "
+            "medians over repeats.")
+
+
+def position_table(results: dict) -> tuple[list, list]:
+    ours = [c for c in results["configs"] if c["runner"] == "ours" and c["gamma"]]
+    width = max((c["gamma"] for c in ours), default=0)
+    rows = []
+    for c in ours:
+        row = results["overall"].get(c["name"]) or {}
+        rates = row.get("per_position_acceptance") or []
+        rows.append([c["label"]] + [_f(rates[i] if i < len(rates) else None, ".0%") for i in range(width)])
+    return ["config"] + [f"pos {i + 1}" for i in range(width)], rows
+
+
+def markdown(results: dict) -> str:
+    """results.md: overall, per category, per prompt, acceptance by position, prediction, overhead, flags."""
+    s = results["settings"]
+    out = ["# specviz benchmark", "", f"`{results['command']}`", "", _machine_line(results), ""]
+    n = results["mismatches"]
+    out.append(f"**Identity: {n} MISMATCH(ES)** (see the list at the end)." if n else
+               "**Identity:** every greedy output (ours and transformers') is token-identical to our AR output.")
+    out += ["", f"## Overall ({s['prompts']} prompts)", "", _md_table(*config_table(results, results["overall"]))]
+    out += ["", "## By category"]
+    for cat, rows in results["categories"].items():
+        out += ["", f"### {cat}", "", _md_table(*config_table(results, rows))]
+    out += ["", "## Per prompt", ""]
+    for p in results["prompts"]:
+        text = " ".join(p["prompt"].split())
+        out.append(f"{p['id']}. [{p['category']}] {text[:90]}{'…' if len(text) > 90 else ''} "
+                   f"({p['prompt_tokens']} prompt tokens)")
+    header, rows = COLUMNS, []
+    for p in results["prompts"]:
+        for c in results["configs"]:
+            rows.append([str(p["id"]), p["category"]] + _config_cells(c["label"], p["results"].get(c["name"])))
+    out += ["", _md_table(["#", "category"] + header, rows)]
+    if any(c["runner"] == "ours" and c["gamma"] for c in results["configs"]):
+        out += ["", "## Acceptance by draft position (all prompts)", "", _md_table(*position_table(results))]
+    if results["predicted"]:
+        out += ["", "## Predicted speedup E/(γc + v(γ+1)) and its best γ", "",
+                "α = acceptance of the first draft position (pooled over γ), c = median measured draft cost, "
+                "v interpolated from the measured points.", ""]
+        rows = [[d, _f(p["alpha"], ".0%"), _f(p["c"], ".3f"), str(p["best_gamma"]),
+                 _f(p["best_predicted_speedup"], ".2f", "×")] for d, p in results["predicted"].items()]
+        out.append(_md_table(["drafter", "α", "c", "best γ", "predicted × at best γ"], rows))
+    o = results.get("overhead")
+    if o:
+        verdict = "within" if o["within_target"] else "OVER"
+        out += ["", "## Event-stream overhead", "",
+                f"`{o['drafter']}` γ={o['gamma']}, {o['max_new_tokens']} tokens, {o['pairs']} interleaved pairs: "
+                f"events consumed normally (record_topk=5, kept in a list) vs record_topk=0 drained by "
+                f"`deque(maxlen=0)`. Time ratio {_f(o['ratio'], '.3f')} "
+                f"({_f(o['overhead_pct'], '+.1f', '%')}; raw incl. calibration {_f(o['raw_ratio'], '.3f')}): "
+                f"{verdict} the {o['target_pct']:.0f}% target."]
+    notes = []
+    if results["hf_unsupported"]:
+        notes.append("No transformers counterpart for: " + ", ".join(f"`{d}`" for d in results["hf_unsupported"]))
+    for e in results["errors"]:
+        notes.append(f"transformers `{e['config']}` failed (prompt {e['prompt']}): {e['error'][:300]}")
+    for m in results["mismatch_details"]:
+        notes.append(f"**MISMATCH**: `{m['config']}` on prompt {m['prompt']} ({m['category']}) differs from our AR "
+                     f"output at generated token {m['first_diff']}")
+    if notes:
+        out += ["", "## Notes and flags", ""] + [f"- {x}" for x in notes]
+    return "\n".join(out) + "\n"
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+def _html_table(header: list, rows: list) -> str:
+    head = "".join(f"<th>{_html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(
+        f"<td class=\"{'bad' if 'MISMATCH' in c else ''}\">{_html.escape(c.replace('**', ''))}</td>" for c in row)
+        + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def figures(results: dict) -> list:
+    """The report's plotly figures: speedup vs γ, acceptance by position, tokens/s by category."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+
+    palette = qualitative.Plotly
+    configs, overall = results["configs"], results["overall"]
+    drafters = list(dict.fromkeys(c["drafter"] for c in configs if c["drafter"]))
+
+    speed = go.Figure()
+    speed.add_hline(y=1.0, line_dash="dot", line_color="grey", annotation_text="our AR")
+    if overall.get("hf/greedy"):
+        speed.add_hline(y=overall["hf/greedy"]["speedup_vs_ar"], line_dash="dash", line_color="black",
+                        annotation_text="HF greedy", annotation_position="bottom right")
+    for k, d in enumerate(drafters):
+        color = palette[k % len(palette)]
+        ours = [(c["gamma"], overall.get(c["name"])) for c in configs if c["runner"] == "ours" and c["drafter"] == d]
+        ours = [(g, r) for g, r in ours if r]
+        speed.add_scatter(x=[g for g, _ in ours], y=[r["speedup_vs_ar"] for _, r in ours], mode="lines+markers",
+                          name=f"ours {d} (measured)", line_color=color)
+        speed.add_scatter(x=[g for g, _ in ours], y=[r.get("predicted_speedup") for _, r in ours], mode="markers",
+                          name=f"ours {d} (predicted, engine α)", marker=dict(color=color, symbol="circle-open", size=10))
+        pred = results["predicted"].get(d)
+        if pred:
+            speed.add_scatter(x=[g for g, _ in pred["curve"]], y=[v for _, v in pred["curve"]], mode="lines",
+                              name=f"E/(γc+v) {d}: α={pred['alpha']:.2f}, c={pred['c']:.2f}",
+                              line=dict(color=color, dash="dot"))
+        hf = [(c["gamma"], overall.get(c["name"])) for c in configs if c["runner"] == "hf" and c["drafter"] == d]
+        hf = [(g, r) for g, r in hf if r]
+        if hf:
+            speed.add_scatter(x=[g for g, _ in hf], y=[r["speedup_vs_ar"] for _, r in hf], mode="lines+markers",
+                              name=f"HF assisted {d}", line=dict(color=color, dash="dash"), marker_symbol="square")
+    speed.update_layout(title="Speedup vs γ (over our AR baseline, all prompts)", xaxis_title="γ (draft tokens)",
+                        yaxis_title="speedup ×", template="plotly_white")
+
+    accept = go.Figure()
+    for c in configs:
+        row = overall.get(c["name"]) if c["runner"] == "ours" and c["gamma"] else None
+        if row and row.get("per_position_acceptance"):
+            rates = row["per_position_acceptance"]
+            accept.add_scatter(x=list(range(1, len(rates) + 1)), y=rates, mode="lines+markers", name=c["label"])
+    accept.update_layout(title="Acceptance by draft position (all prompts)", xaxis_title="draft position",
+                         yaxis_title="accepted / drafted", yaxis_range=[0, 1.05], template="plotly_white")
+
+    cats = list(results["categories"])
+    bars = go.Figure()
+    for c in configs:
+        bars.add_bar(x=cats, y=[(results["categories"][k].get(c["name"]) or {}).get("tokens_per_s") for k in cats],
+                     name=c["label"])
+    bars.update_layout(title="Tokens/s by category", barmode="group", yaxis_title="tokens/s", template="plotly_white")
+    return [speed, accept, bars]
+
+
+def html(results: dict) -> str:
+    """report.html: one self-contained page (plotly.js inlined once)."""
+    import plotly.io as pio
+
+    parts = [pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False) for i, fig in enumerate(figures(results))]
+    n = results["mismatches"]
+    flag = (f"<p class=\"bad\">{n} greedy output(s) differ from our AR output.</p>" if n else
+            "<p>Every greedy output is token-identical to our AR output.</p>")
+    body = [f"<h1>specviz benchmark</h1><p><code>{_html.escape(results['command'])}</code></p>",
+            f"<p>{_html.escape(_machine_line(results))}</p>", flag, parts[0], parts[1],
+            "<h2>Overall</h2>", _html_table(*config_table(results, results["overall"]))]
+    for cat, rows in results["categories"].items():
+        body += [f"<h3>{_html.escape(cat)}</h3>", _html_table(*config_table(results, rows))]
+    body.append(parts[2])
+    o = results.get("overhead")
+    if o:
+        body.append(f"<p>Event-stream overhead ({_html.escape(o['drafter'])}, γ={o['gamma']}): ratio "
+                    f"{_f(o['ratio'], '.3f')} ({_f(o['overhead_pct'], '+.1f', '%')}), target ≤ 3%.</p>")
+    style = ("body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:13px;margin:.5em 0}"
+             "td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}td:first-child{text-align:left}"
+             ".bad{color:#b00;font-weight:bold}")
+    return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>specviz benchmark</title>"
+            f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>\n")

@@ -1,0 +1,46 @@
+"""Prompt lookup drafting (n-gram, "lookahead" family): no model, the text itself is the draft.
+
+Find the latest earlier occurrence of the last n tokens (n from N down to 1) in prompt + output
+and propose what followed it. There is no draft distribution: q is one-hot on the proposed token,
+which the acceptance rule handles losslessly (accept with p(x), else resample from p without x).
+"""
+from __future__ import annotations
+
+import torch
+
+from .drafters import Draft, Drafter, empty_draft
+
+
+def continuations(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> list[list[int]]:
+    """All distinct continuations (up to γ tokens) of earlier matches of the longest matching suffix.
+
+    Latest match first; the first one is what a chain drafter proposes, the rest are tree branches.
+    """
+    for n in range(min(max_n, len(ids) - 1), 0, -1):
+        suffix = ids[-n:]
+        found, seen = [], set()
+        for start in range(len(ids) - n - 1, -1, -1):  # latest first, excluding the suffix itself
+            if ids[start:start + n] == suffix:
+                cont = tuple(ids[start + n:start + n + gamma])
+                if cont and cont not in seen:
+                    seen.add(cont)
+                    found.append(list(cont))
+                    if len(found) == limit:
+                        return found
+        if found:
+            return found
+    return []
+
+
+class NgramDrafter(Drafter):
+    """Proposes the continuation of the latest match of the last n <= max_n tokens."""
+    peekable = True  # proposing is free and has no side effects: `auto` may ask before choosing
+
+    def __init__(self, max_n: int, device: torch.device, name: str = "ngram"):
+        self.max_n, self.device, self.name = max_n, device, name
+
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        found = continuations(ids, self.max_n, gamma)
+        if not found:
+            return empty_draft(self.device, self.name)
+        return Draft(torch.tensor(found[0], device=self.device), None, self.name, branches=found[1:])

@@ -1,0 +1,53 @@
+"""The app's named API endpoint, called through gradio_client against a real `python app.py` server."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.app_server import serve_app
+
+gradio_client = pytest.importorskip("gradio_client")
+
+COPY_PROMPT = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog."
+
+
+@pytest.fixture(scope="module")
+def client():
+    """One app server (embedded model) for the module, stopped in teardown."""
+    with serve_app() as url:
+        yield gradio_client.Client(url, verbose=False)
+
+
+def test_generate_endpoint_returns_text_and_summary(client):
+    """/generate returns the final text and a summary JSON whose counts are consistent."""
+    text, summary_json = client.predict(COPY_PROMPT, "ngram", 4, 16, 0.0, 0, api_name="/generate")
+    summary = json.loads(summary_json)
+    assert text.strip()
+    assert summary["mode"] == "speculative" and summary["gamma"] == 4
+    assert 1 <= summary["new_tokens"] <= 16
+    assert summary["rounds"] >= 1 and summary["accepted"] <= summary["drafted"]
+    assert summary["stop_reason"] in ("eos", "max_new_tokens")
+
+
+def test_generate_endpoint_is_deterministic_and_isolated(client):
+    """Two concurrent greedy calls with different drafters give the same text (lossless) and do not mix state."""
+    with ThreadPoolExecutor(2) as pool:
+        a = pool.submit(client.predict, COPY_PROMPT, "ngram", 3, 12, 0.0, 0, api_name="/generate")
+        b = pool.submit(client.predict, COPY_PROMPT, "layerskip:8", 2, 12, 0.0, 0, api_name="/generate")
+        (text_a, sum_a), (text_b, sum_b) = a.result(), b.result()
+    assert text_a == text_b
+    assert json.loads(sum_a)["gamma"] == 3 and json.loads(sum_b)["gamma"] == 2
+
+
+@pytest.mark.parametrize("args, message", [
+    (("", "ngram", 4, 8, 0.0, 0), "prompt is empty"),
+    (("hi", "ngram", 40, 8, 0.0, 0), "gamma must be between 1 and 16"),
+    (("hi", "bogus", 4, 8, 0.0, 0), "unknown draft spec"),
+    (("hi", "ngram", 4, 8, 0.0, 0, "no-such-org/no-such-model"), "cannot load model"),
+])
+def test_generate_endpoint_rejects_bad_input(client, args, message):
+    """Bad input comes back as an error carrying the engine's message, and the server keeps working."""
+    with pytest.raises(gradio_client.exceptions.AppError, match=message):
+        client.predict(*args, api_name="/generate")

@@ -1,0 +1,200 @@
+"""End to end in a real browser: `python app.py` on a free port, driven by Playwright + Debian's Chromium.
+
+Runs on the embedded model only (no hub) with short runs; the whole module takes about a minute and a
+half on a busy 2-core CPU. It also writes assets/screenshot.png (the README's screenshot).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.app_server import ROOT, serve_app
+
+sync_api = pytest.importorskip("playwright.sync_api")
+CHROMIUM = "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"{CHROMIUM} not installed (make browser)", allow_module_level=True)
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+GROUNDED = ("Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most importent "
+            "pollinators in the world. Bees visit flowers to colect nectar and pollen.")
+LONG = "Write a long story about a lighthouse keeper and a storm."
+RUN_TIMEOUT_MS = 120_000
+DONE = '#summary .sv-summary[data-done="1"]'
+
+
+@pytest.fixture(scope="module")
+def url():
+    """The app server for this module, killed in teardown."""
+    with serve_app() as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shared():
+    """Values one test hands to the next (the downloaded trace)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def page(browser, url):
+    """One browser session that the tests below drive in order (run, stop, replay)."""
+    pg = browser.new_page(viewport={"width": 1440, "height": 1000})
+    pg.goto(url)
+    pg.wait_for_selector("#prompt textarea")
+    yield pg
+    pg.close()
+
+
+def set_number(page, elem_id: str, value) -> None:
+    """Type into a Slider's / Number's number box (and leave it, so gradio takes the value)."""
+    box = page.locator(f"#{elem_id} input[type=number]").first
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick an option of a gradio Dropdown by its label."""
+    page.get_by_label(label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def generate_and_wait(page) -> None:
+    """Press Generate and wait until a new run (not the one on screen) has finished."""
+    old = page.locator("#summary .sv-summary").get_attribute("data-run") or ""
+    page.click("#generate")
+    page.wait_for_selector(f'{DONE}:not([data-run="{old}"])', timeout=RUN_TIMEOUT_MS)
+
+
+def settle(page, quiet_s: float = 4.0, timeout_s: float = 40.0) -> int:
+    """The summary's round count once it has not changed for quiet_s seconds."""
+    last, since, waited = None, 0.0, 0.0
+    while waited < timeout_s:
+        now = page.locator("#summary .sv-summary").get_attribute("data-rounds")
+        since = since + 0.5 if now == last else 0.0
+        if since >= quiet_s:
+            return int(now)
+        last = now
+        page.wait_for_timeout(500)
+        waited += 0.5
+    raise AssertionError(f"rounds still changing after {timeout_s} s: the run did not stop")
+
+
+def rounds_in_trace(path: str) -> int:
+    from engine.events import trace_from_json
+    from specviz import rounds_of
+
+    return rounds_of(trace_from_json(Path(path).read_text(encoding="utf-8")))
+
+
+def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_factory):
+    """A raced n-gram run on a grounded prompt: coloured tokens, p/q tooltips, tree rounds = trace rounds, 5 charts."""
+    page.fill("#prompt textarea", GROUNDED)
+    choose(page, "Drafter", "ngram")
+    set_number(page, "max-new", 40)
+    page.get_by_label("Race against autoregressive", exact=False).check()
+    generate_and_wait(page)
+    page.wait_for_selector("#summary .sv-speedup", timeout=RUN_TIMEOUT_MS)  # the AR race finished too
+    page.wait_for_selector("#download:not([disabled])", timeout=RUN_TIMEOUT_MS)  # the run has settled
+
+    stream = page.locator("#stream")
+    assert stream.locator(".tok-accepted").count() > 0
+    assert stream.locator(".tok-accepted, .tok-corrected, .tok-bonus, .tok-rejected").count() > 5
+
+    stream.locator(".tok-accepted").nth(2).hover()
+    tip = page.locator(".specviz-tipbox")
+    sync_api.expect(tip).to_be_visible()
+    assert re.search(r"draft q\s*[\d.]+", tip.inner_text()) and re.search(r"target p\s*[\d.]+", tip.inner_text())
+    page.screenshot(path=str(ROOT / "assets" / "screenshot.png"), full_page=True)
+    page.mouse.move(5, 5)
+
+    with page.expect_download() as dl:
+        page.click("#download")
+    trace = tmp_path_factory.mktemp("trace") / "trace.json"
+    dl.value.save_as(trace)
+    rounds = rounds_in_trace(str(trace))
+    assert rounds >= 2
+    assert page.locator("#tree .tree-round[data-round]").count() == rounds
+    assert int(page.locator("#summary .sv-summary").get_attribute("data-rounds")) == rounds
+    assert int(stream.locator(".specviz-stream").get_attribute("data-rounds")) == rounds
+    page.get_by_role("tab", name="Race").click()
+    sync_api.expect(page.locator("#race .race-lane")).to_have_count(2)
+    page.get_by_role("tab", name="Charts").click()
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=30_000)
+    page.get_by_role("tab", name="Speculation tree").click()
+    shared["trace"] = str(trace)  # for the replay test
+
+
+def test_stop_then_new_run(page):
+    """Stop during a long run halts it; a new short run then completes."""
+    page.fill("#prompt textarea", LONG)
+    page.get_by_label("Race against autoregressive", exact=False).uncheck()
+    set_number(page, "max-new", 256)
+    page.click("#generate")
+    page.wait_for_selector('#summary .sv-summary[data-done="0"]', timeout=RUN_TIMEOUT_MS)  # streaming
+    page.click("#stop", timeout=60_000)
+    stopped = settle(page)  # updates already sent still arrive; then nothing more
+    assert 0 < stopped < 100
+    assert page.locator(DONE).count() == 0
+
+    set_number(page, "max-new", 12)
+    generate_and_wait(page)
+    assert page.locator("#stream .tok").count() > 0
+
+
+def test_bad_input_and_offline_hub_model_show_errors(page):
+    """An empty prompt and an unreachable hub model give the engine's message as an error; the app keeps working."""
+    page.fill("#prompt textarea", "")
+    page.click("#generate")
+    sync_api.expect(page.get_by_text("prompt is empty", exact=False).first).to_be_visible(timeout=20_000)
+
+    page.fill("#prompt textarea", "Hello")
+    choose(page, "Model pair (draft → target)", "SmolLM2 135M → 360M (needs the Hugging Face hub)")
+    sync_api.expect(page.get_by_label("Drafter", exact=True)).to_have_value("preset draft model")
+    page.click("#generate")
+    sync_api.expect(page.get_by_text("cannot load model", exact=False).first).to_be_visible(timeout=60_000)
+    choose(page, "Model pair (draft → target)", "SmolLM2-135M-Instruct (embedded)")
+    set_number(page, "max-new", 6)
+    generate_and_wait(page)
+
+
+def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
+    """A saved trace replays in another session without a model; stepping changes the views, not page 1's."""
+    before = page.locator("#stream .specviz-stream").get_attribute("data-rounds")
+    other = browser.new_page(viewport={"width": 1280, "height": 900})
+    other.goto(url)
+    other.wait_for_selector("#prompt textarea")
+    sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(1)  # a fresh session sees none of page 1's run
+    other.locator("#trace-upload input[type=file]").set_input_files(shared["trace"])
+    rounds = rounds_in_trace(shared["trace"])
+    other.wait_for_selector(f'#stream .specviz-stream[data-rounds="{rounds}"]', timeout=30_000)
+    assert other.locator("#tree .tree-round").count() == rounds
+
+    other.click("#prev")
+    other.wait_for_selector(f'#stream .specviz-stream[data-rounds="{rounds - 1}"]', timeout=15_000)
+    assert other.locator("#tree .tree-round").count() == rounds - 1
+    set_number(other, "round", 1)
+    other.wait_for_selector('#stream .specviz-stream[data-rounds="1"]', timeout=15_000)
+    assert other.locator("#tree .tree-round").count() == 1
+    other.click("#next")
+    other.wait_for_selector('#stream .specviz-stream[data-rounds="2"]', timeout=15_000)
+    other.click("#play")
+    other.wait_for_selector(f'#stream .specviz-stream[data-rounds="{rounds}"]', timeout=30_000)
+
+    bad = Path(shared["trace"]).with_name("bad.json")
+    bad.write_text('{"format": "something else"}', encoding="utf-8")
+    other.locator("#trace-upload input[type=file]").set_input_files(str(bad))
+    sync_api.expect(other.get_by_text("not a specviz trace", exact=False).first).to_be_visible(timeout=15_000)
+    assert page.locator("#stream .specviz-stream").get_attribute("data-rounds") == before
+    other.close()

@@ -1,0 +1,78 @@
+"""The benchmark harness on tiny random-weight models: it runs, writes its three outputs, flags mismatches."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine import bench
+from engine.__main__ import main
+from engine.models import load_model
+
+PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "prompt": "Write a loop."}]
+
+
+def test_hf_equivalent_maps_specs(tiny_dirs):
+    """Each drafter spec maps to its transformers counterpart, or to None when there is none."""
+    target = load_model(tiny_dirs["target"])
+    kw, safe = bench.hf_equivalent("self", 3, target)
+    assert kw["assistant_model"] is target.model and safe["num_assistant_tokens"] == 3
+    assert safe["assistant_confidence_threshold"] == 0.0 and safe["num_assistant_tokens_schedule"] == "constant"
+    kw, safe = bench.hf_equivalent(f"model:{tiny_dirs['sharp']}", 2, target)
+    assert kw["assistant_model"] is load_model(tiny_dirs["sharp"]).model
+    assert bench.hf_equivalent("ngram", 4, target)[1] == {"prompt_lookup_num_tokens": 4,
+                                                          "max_matching_ngram_size": bench.NGRAM_DEFAULT_N}
+    assert bench.hf_equivalent("ngram:2", 4, target)[1]["max_matching_ngram_size"] == 2
+    assert bench.hf_equivalent("layerskip:1", 2, target)[1]["assistant_early_exit"] == 1
+    assert bench.hf_equivalent("quant:int8", 2, target) is None
+    assert bench.hf_equivalent("auto", 2, target) is None
+
+
+def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
+    """`python -m engine bench` on tiny models writes results.json/.md/report.html, all outputs identical."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
+    out = tmp_path / "out"
+    rc = main(["bench", "--target", tiny_dirs["target"], "--drafts", f"self,model:{tiny_dirs['sharp']}",
+               "--gammas", "2", "--prompts", str(prompts), "--max-new-tokens", "6", "--repeats", "1",
+               "--overhead-pairs", "1", "--out", str(out)])
+    assert rc == 0
+    results = json.loads((out / "results.json").read_text())
+    names = {c["name"] for c in results["configs"]}
+    assert {"ours/ar", "ours/self/g2", "hf/greedy", "hf/self/g2", f"hf/model:{tiny_dirs['sharp']}/g2"} <= names
+    assert results["mismatches"] == 0 and not results["errors"]
+    assert results["machine"]["torch"] and "bench --target" in results["command"]
+    assert results["overall"]["ours/self/g2"]["acceptance_rate"] == 1.0  # self-drafting accepts every draft
+    assert results["overhead"]["ratio"] is not None
+    md = (out / "results.md").read_text()
+    assert "## Overall" in md and "MISMATCH" not in md
+    page = (out / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Speedup vs γ" in page
+    assert "cdn.plot.ly" not in page.split("<script", 2)[1][:200]  # plotly.js is inlined, not fetched
+
+
+def test_mismatch_is_flagged(tiny_dirs, tmp_path, monkeypatch):
+    """A transformers output that differs from our AR output is counted and flagged, not fatal."""
+    real = bench.time_hf
+
+    def corrupt(target, ids, max_new_tokens, config):
+        sample = real(target, ids, max_new_tokens, config)
+        if config.name == "hf/greedy":
+            sample.token_ids[-1] = (sample.token_ids[-1] + 1) % 49152
+        return sample
+
+    monkeypatch.setattr(bench, "time_hf", corrupt)
+    results = bench.run_bench(target=tiny_dirs["target"], drafts=["self"], gammas=[2], prompts=PROMPTS,
+                              max_new_tokens=5, repeats=1, out=tmp_path, overhead_pairs=0, progress=False)
+    assert results["mismatches"] == 2  # hf/greedy on both prompts
+    assert {m["config"] for m in results["mismatch_details"]} == {"hf/greedy"}
+    assert results["mismatch_details"][0]["first_diff"] == 4
+    assert results["overall"]["hf/greedy"]["identical"] is False
+    assert "MISMATCH" in (tmp_path / "results.md").read_text()
+
+
+def test_unknown_drafter_is_a_clear_error(tiny_dirs, tmp_path):
+    """A drafter spec the engine does not know stops the bench before any timing, with a readable error."""
+    with pytest.raises(ValueError, match="draft spec"):
+        bench.run_bench(target=tiny_dirs["target"], drafts=["nonsense"], gammas=[2], prompts=PROMPTS,
+                        max_new_tokens=3, repeats=1, out=tmp_path, progress=False)

@@ -1,0 +1,94 @@
+"""Drafting strategies and adaptive speculation: lossless for every drafter, decisions in the trace."""
+import pytest
+import torch
+
+from engine import Engine, GenerationConfig, ModelLoadError, load_model
+from engine.ngram import continuations
+from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
+
+DRAFTS = ["ngram", "ngram:1", "layerskip:1", "quant:int8", "quant:bf16", "auto"]
+PROMPTS = ["one two three four one two three", "def add(a, b):\n    return a + b\n\ndef add(", "Tell me a story"]
+
+
+def test_ngram_finds_latest_match_and_all_branches():
+    """Prompt lookup proposes what followed the latest match of the longest suffix; others become branches."""
+    ids = [1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3]
+    assert continuations(ids, 3, 2) == [[7, 8], [9, 1]]
+    assert continuations(ids, 3, 5)[0] == [7, 8, 1, 2, 3]
+    assert continuations([5, 6, 7], 3, 4) == []  # no earlier occurrence of any suffix
+    assert continuations([4, 1, 5, 1], 2, 3) == [[5, 1]]  # falls back to n = 1
+
+
+@pytest.mark.parametrize("spec", DRAFTS)
+@pytest.mark.parametrize("adaptive", ["fixed", "heuristic"])
+def test_every_drafter_is_lossless_greedy_on_tiny(tiny_dirs, spec, adaptive):
+    """Greedy output equals AR for each drafter and adaptive mode (tiny random target)."""
+    engine = Engine(load_model(tiny_dirs["target"]), spec, measure_step=False)
+    for prompt in PROMPTS:
+        cfg = GenerationConfig(gamma=4, max_new_tokens=30, adaptive=adaptive)
+        spec_ids = list(engine.generate(prompt, cfg))[-1].token_ids
+        assert spec_ids == list(engine.generate(prompt, cfg, mode="ar"))[-1].token_ids
+
+
+def test_confidence_threshold_stops_drafting_early(tiny_dirs):
+    """p_min cuts a draft when the draft model is unsure; output stays identical to AR."""
+    engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)
+    free = list(engine.generate("Tell me a story", GenerationConfig(gamma=8, max_new_tokens=30)))
+    qs = sorted(q for e in free if e.kind == "drafted" for q in e.q)  # greedy: each q is the draft's top prob
+    cfg = GenerationConfig(gamma=8, max_new_tokens=30, p_min=qs[len(qs) // 2])
+    events = list(engine.generate("Tell me a story", cfg))
+    drafted = [e for e in events if e.kind == "drafted"]
+    assert drafted and all(min(e.q) >= cfg.p_min for e in drafted)
+    assert sum(len(e.token_ids) for e in drafted) < sum(len(e.token_ids) for e in free if e.kind == "drafted")
+    assert events[-1].token_ids == list(engine.generate("Tell me a story", cfg, mode="ar"))[-1].token_ids
+
+
+@pytest.mark.parametrize("spec", ["ngram", "layerskip:1"])
+def test_sampling_fidelity_per_drafter(tiny_dirs, spec):
+    """The one-hot n-gram path and the layer-skip draft keep the target's exact first-token law."""
+    engine = Engine(load_model(tiny_dirs["target"]), spec, measure_step=False)
+    ids = engine.encode("a b a b a b a", True)
+    p = target_first_token_probs(engine, ids)
+    counts = first_token_counts(engine, ids, 1000)
+    assert chi_square(counts, p) < CHI2_7DF_999
+    drafted = [e for e in engine.generate(None, GenerationConfig(gamma=1, max_new_tokens=2, temperature=1.0,
+                                                                 top_k=8), prompt_ids=ids) if e.kind == "drafted"]
+    assert drafted, "the prompt must give the drafter something to propose"
+
+
+def test_auto_records_every_decision_with_its_inputs(tiny_dirs):
+    """Each auto round emits a decision naming drafter, γ, reason and the candidates' α, c, v, rate."""
+    engine = Engine(load_model(tiny_dirs["target"]), "auto", measure_step=False)
+    events = list(engine.generate("x y z x y z x y z x y", GenerationConfig(gamma=4, max_new_tokens=40), ))
+    decisions = [e for e in events if e.kind == "decided"]
+    rounds = {e.round for e in events if e.kind == "round_timed" and e.gamma + 1}
+    assert decisions and {d.round for d in decisions} <= rounds
+    assert decisions[0].gamma == 0 and "plain target step" in decisions[0].reason
+    assert any(d.candidates for d in decisions)
+    for d in decisions:
+        for c in d.candidates:
+            assert {"drafter", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"} <= set(c)
+        drafted = [e for e in events if e.kind == "drafted" and e.round == d.round]
+        assert len(drafted) == (1 if d.gamma else 0)
+        if drafted:
+            assert len(drafted[0].token_ids) == d.gamma and drafted[0].drafter == d.drafter
+
+
+@pytest.mark.parametrize("spec,message", [("ngram:0", "1 <= N <= 8"), ("ngram:x", "not a whole number"),
+                                          ("layerskip:99", "layerskip needs 1 <= L < 2"),
+                                          ("quant:int3", "quant kind must be")])
+def test_bad_drafter_specs_are_refused(tiny_dirs, spec, message):
+    """Drafter parameters out of range give a clear error at load time."""
+    with pytest.raises(ModelLoadError, match=message):
+        Engine(load_model(tiny_dirs["target"]), spec)
+
+
+def test_layer_skip_shares_target_weights(tiny_dirs):
+    """The layer-skip draft is a view: no weight is copied."""
+    from engine.drafters import layer_skip_model
+
+    target = load_model(tiny_dirs["target"]).model
+    view = layer_skip_model(target, 1)
+    assert len(target.model.layers) == 2 and view.config.num_hidden_layers == 1
+    assert view.lm_head.weight.data_ptr() == target.lm_head.weight.data_ptr()
+    assert view.model.layers[0].self_attn.q_proj.weight.data_ptr() == target.model.layers[0].self_attn.q_proj.weight.data_ptr()

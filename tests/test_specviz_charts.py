@@ -1,0 +1,76 @@
+"""Plotly figures on hand-built event lists: trace counts and values equal what the events imply."""
+import pytest
+
+from engine.metrics import predicted_speedup
+from specviz import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
+                     throughput_fig)
+from specviz.sample import ar_events, sample_events, speculative_events
+
+FIGS = (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, throughput_fig, speedup_model_fig)
+
+
+def test_accepted_length_stacks_origins_per_round():
+    """Bars per round split by origin; totals are the tokens each round committed."""
+    fig = accepted_length_fig(sample_events())
+    bars = {t.name: list(t.y) for t in fig.data}
+    assert bars == {"accepted": [2, 3, 0, 0], "corrected": [1, 0, 1, 0], "bonus": [0, 1, 0, 0], "ar": [0, 0, 0, 1]}
+    assert list(fig.data[0].x) == [1, 2, 3, 4]
+    assert "mean 2.25" in fig.layout.title.text
+
+
+def test_position_acceptance_is_accepted_over_drafted():
+    """Position i's rate counts rounds whose i-th draft was accepted."""
+    fig = position_acceptance_fig(sample_events())
+    assert len(fig.data) == 1
+    assert list(fig.data[0].y) == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+
+
+def test_running_acceptance_after_each_round():
+    """Running α = accepted so far / drafted so far (the γ = 0 round drafts nothing)."""
+    fig = running_acceptance_fig(sample_events())
+    assert len(fig.data) == 2
+    assert list(fig.data[1].x) == [1, 2, 3]
+    assert list(fig.data[1].y) == pytest.approx([2 / 3, 5 / 6, 5 / 9])
+
+
+def test_throughput_has_both_runs_on_their_clocks():
+    """Cumulative tokens vs elapsed_s for the speculative and the AR run."""
+    fig = throughput_fig(sample_events())
+    assert [t.name for t in fig.data] == ["speculative", "autoregressive"]
+    assert list(fig.data[0].x) == [0.0, 0.2, 0.35, 0.45, 0.5]
+    assert list(fig.data[0].y) == [0, 3, 7, 8, 9]
+    assert list(fig.data[1].y) == list(range(10))
+    assert len(throughput_fig(speculative_events()).data) == 1
+
+
+def test_speedup_model_curve_and_points():
+    """Curve E/(γc+v) for γ = 1..16 with v held at its measured value, plus predicted and measured points."""
+    fig = speedup_model_fig(sample_events())
+    curve, predicted, measured = fig.data
+    alpha, c, v = 5 / 9, 0.25, 1.25
+    assert list(curve.x) == list(range(1, 17))
+    assert list(curve.y) == pytest.approx([predicted_speedup(alpha, g, c, v) for g in range(1, 17)])
+    assert "v held at measured 1.25" in curve.name
+    assert list(predicted.y) == pytest.approx([predicted_speedup(alpha, 3, c, v)])
+    assert list(measured.y) == pytest.approx([1.8]) and list(measured.x) == [3]
+    assert any(s.y0 == 1.0 and s.y1 == 1.0 for s in fig.layout.shapes)
+    assert len(speedup_model_fig(speculative_events()).data) == 2  # no AR run: no measured point
+
+
+def test_figures_are_small_and_keep_zoom():
+    """Every figure is compact, white-themed and has a constant uirevision."""
+    for make in FIGS:
+        fig = make(sample_events())
+        assert fig.layout.height == 260 and fig.layout.uirevision == "specviz"
+        assert fig.layout.template.layout.paper_bgcolor in ("white", "#fff", "#ffffff", "rgb(255,255,255)")
+
+
+def test_figures_degrade_to_a_note():
+    """Missing or partial data gives an empty figure with an annotation, never an error."""
+    for make in FIGS:
+        fig = make([])
+        assert len(fig.data) == 0 and fig.layout.annotations
+    partial = speculative_events(finished=False)[:8]
+    assert len(speedup_model_fig(partial).data) == 0  # c, v unknown until the run finishes
+    assert len(accepted_length_fig(partial).data) >= 1
+    assert position_acceptance_fig(ar_events()).layout.annotations

@@ -1,0 +1,183 @@
+"""HTML renderers on hand-built event lists (specviz.sample builds them from engine.events dataclasses)."""
+import re
+from dataclasses import dataclass
+
+from engine.events import Committed, RoundTimed, RunStarted, event_to_dict
+from specviz import (events_upto, render_explain, render_legend, render_race, render_stream, render_tree,
+                     replay_frame, rounds_of, split_runs, time_at_round)
+from specviz.sample import SPEC_ORIGINS, ar_events, sample_events, speculative_events
+
+
+def classes(html, cls):
+    return re.findall(rf'<span class="[^"]*\b{cls}\b[^"]*"', html)
+
+
+@dataclass(frozen=True)
+class Mystery:
+    kind = "mystery"
+    round: int = 1
+
+
+def test_split_runs_separates_speculative_and_ar():
+    """A comparison trace holds two runs; renderers pick them apart by RunStarted.mode."""
+    runs = split_runs(sample_events())
+    assert set(runs) == {"speculative", "ar"}
+    assert runs["speculative"][0].mode == "speculative" and runs["ar"][0].mode == "ar"
+    assert runs["ar"][-1].kind == "finished"
+
+
+def test_stream_classes_and_counts_follow_origins():
+    """Each committed token gets its origin class, in order, with round and position attributes."""
+    html = render_stream(sample_events())
+    toks = re.findall(r'<span class="tok tok-(\w+)[^"]*" data-round="(\d+)" data-pos="(\d+)"', html)
+    committed = [(o, r, p) for o, r, p in toks if o != "rejected"]
+    assert [o for o, _, _ in committed] == SPEC_ORIGINS
+    assert [int(p) for _, _, p in committed] == list(range(2, 11))
+    assert [int(r) for _, r, _ in committed] == [1, 1, 1, 2, 2, 2, 2, 3, 4]
+
+
+def test_rejected_drafts_are_struck_before_their_correction():
+    """Rejected drafts use <del> (not colour alone) and sit right before the corrected token."""
+    html = render_stream(sample_events())
+    assert len(classes(html, "tok-rejected")) == 1 + 3  # round 1: " sat"; round 3: " a", " b", " c"
+    assert len(classes(html, "tok-discarded")) == 2  # round 3's tail after the first rejection
+    assert html.count("<del") == 4
+    assert re.search(r'<del class="tok-text"> sat</del>.*?</span></span><span class="tok tok-corrected"', html)
+    round1 = re.search(r'data-round="1">(.*?)</span><span class="sv-round"', html).group(1)
+    kinds = re.findall(r'<span class="tok tok-(\w+)', round1)
+    assert kinds == ["accepted", "accepted", "rejected", "corrected"]
+
+
+def test_token_text_is_escaped_everywhere():
+    """A token `<script>` and `&` must appear as text in every renderer, never as markup."""
+    events = sample_events()
+    for html in (render_stream(events), render_tree(events), render_race(events), render_explain(events)):
+        assert "<script>" not in html
+    html = render_stream(events)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert " &amp;" in html and " & " not in re.sub(r"<[^>]*>", "", html).replace("&amp;", "")
+
+
+def test_newline_token_is_visible_and_breaks_the_line():
+    """A newline token shows ↵ and a <br>; inside struck drafts it does not break the line."""
+    html = render_stream(sample_events())
+    assert '<span class="ws">↵</span><br>' in html
+
+
+def test_tooltip_carries_q_p_acceptance_and_topk():
+    """Hover content: round, position, q, p, min(1, p/q) and both models' top-k."""
+    html = render_stream(sample_events())
+    first = re.search(r'<span class="tok tok-accepted".*?</span></span></span></span></span>', html).group(0)
+    assert 'data-tip="accepted draft token · round 1 · position 2 · draft q 0.900 · target p 0.850' in first
+    assert "draft q top-k" in first and "target p top-k" in first and 'class="tok-tip"' in first
+    bonus = re.search(r'<span class="tok tok-bonus"[^>]*data-tip="([^"]*)"', html).group(1)
+    assert "bonus" in bonus and "target p 0.500" in bonus
+
+
+def test_upto_round_limits_the_stream():
+    """Replay renders only rounds <= upto_round."""
+    html = render_stream(sample_events(), upto_round=1)
+    assert set(re.findall(r'data-round="(\d+)"', html)) == {"1"}
+    assert len(re.findall(r'<span class="tok tok-(?!rejected)', html)) == 3
+
+
+def test_unknown_kinds_and_dicts_are_handled():
+    """Unknown event kinds (objects or trace dicts) are skipped; known trace dicts are read."""
+    events = speculative_events()
+    noisy = [Mystery(), {"kind": "mystery"}, "junk"] + [event_to_dict(e) for e in events] + [Mystery(2)]
+    assert render_stream(noisy) == render_stream(events)
+    assert render_tree(noisy) == render_tree(events)
+    assert render_race(noisy) == render_race(events)
+
+
+def test_partial_run_renders_what_is_there():
+    """A run still streaming (no Finished, half a round missing) renders without errors."""
+    partial = speculative_events(finished=False)[:8]  # RunStarted + round 1 + round 2's Drafted/Verified
+    html = render_stream(partial)
+    assert 'data-live="1"' in html and "sv-cursor" in html
+    assert len(re.findall(r'<span class="tok tok-(?!rejected)', html)) == 3
+    tree = render_tree(partial)
+    assert 'data-round="2"' in tree and "node-uncommitted" in tree
+    for render in (render_race, render_explain):
+        assert "specviz" in render(partial)
+    for html in (render_stream([]), render_tree([]), render_race([]), render_explain([])):
+        assert "specviz" in html
+
+
+def test_ar_only_stream_uses_ar_class():
+    """With only an AR run, the stream shows its tokens as plain target steps."""
+    html = render_stream(ar_events())
+    assert len(classes(html, "tok-ar")) == 9 and "tok-rejected" not in html
+
+
+def test_tree_marks_rounds_branches_and_rejections():
+    """Each round is a tree element; the corrected token forks beside the rejected draft."""
+    html = render_tree(sample_events())
+    assert re.findall(r'class="tree-round" data-round="(\d+)"', html) == ["1", "2", "3", "4"]
+    assert len(classes(html, "node-rejected")) == 4 and html.count("<del") == 4
+    assert len(classes(html, "node-bonus")) == 1 and len(classes(html, "node-corrected")) == 2
+    # round 1: the rejected " sat" and the corrected " ran" share the parent " cat"
+    assert re.search(r'data-node="1\.1">.*?<ul><li data-node="1\.2">.*?</li><li data-node="1\.next">', html)
+
+
+def test_tree_collapses_old_rounds():
+    """Past max_rounds the older rounds collapse into one summary element."""
+    html = render_tree(sample_events(), max_rounds=2)
+    assert re.findall(r'class="tree-round" data-round="(\d+)"', html) == ["3", "4"]
+    assert '<details class="tree-older" data-rounds="2">' in html and "2 earlier rounds" in html
+
+
+def test_race_verdicts():
+    """Greedy: identical or the first differing token; sampling: identical distributions by design."""
+    assert "Outputs identical" in render_race(sample_events())
+    assert "Outputs differ at token 4." in render_race(sample_events(differ_at=3))
+    sampled = render_race(sample_events(temperature=0.8))
+    assert "Distributions identical (sampling)" in sampled and "exact samples of the target" in sampled
+    assert "AR baseline missing" in render_race(speculative_events())
+
+
+def test_race_replays_each_run_on_its_own_clock():
+    """At wall time t each lane shows only tokens committed by then; speedup is tok/s over tok/s."""
+    html = render_race(sample_events(), t=0.36)
+    assert 'data-mode="ar" data-tokens="3"' in html  # AR rounds at 0.1, 0.2, 0.3 s
+    assert 'data-mode="speculative" data-tokens="7"' in html  # rounds 1-2 by 0.35 s
+    assert 'data-speedup="1.800"' in html  # 18 tok/s vs 10 tok/s
+
+
+def test_explain_uses_this_runs_numbers():
+    """The explanation panel states α, γ, c, v, E and both speedups of this run."""
+    html = render_explain(sample_events())
+    assert "α = accepted / drafted = 0.556" in html and "γ = 3" in html
+    assert "c = 0.250" in html and "v = 1.25" in html and "= 2.04 tokens" in html
+    assert "predicted 1.02×" in html and "measured: 1.80×" in html
+    assert "2 rollbacks, 4 positions dropped" in html
+
+
+def test_replay_helpers():
+    """rounds_of / events_upto / time_at_round cut both runs at the same moment."""
+    events = sample_events()
+    assert rounds_of(events) == 4 and rounds_of([]) == 0
+    assert time_at_round(events, 2) == 0.35
+    cut = events_upto(events, 2)
+    runs = split_runs(cut)
+    assert max(e.round for e in runs["speculative"]) == 2
+    assert not any(e.kind == "finished" for e in cut)
+    assert [e.round for e in runs["ar"] if e.kind == "committed"] == [1, 2, 3]
+    assert len(events_upto(events, None)) == len(events)
+    frame = replay_frame(events, 1)
+    assert set(frame) == {"stream", "tree", "race"} and 'data-round="2"' not in frame["stream"]
+
+
+def test_legend_names_every_origin():
+    """The legend shows a sample of each origin class."""
+    html = render_legend()
+    for origin in ("accepted", "corrected", "bonus", "rejected", "ar"):
+        assert f"tok-{origin}" in html
+
+
+def test_headless_events_are_guessed():
+    """Events without a RunStarted still render (AR guessed from its origins)."""
+    events = [Committed(1, 0, [5], ["x"], ["ar"], [0.5]), RoundTimed(1, 1, 0.0, 0.1, 0.1, 0.1, 0)]
+    assert set(split_runs(events)) == {"ar"}
+    assert len(classes(render_stream(events), "tok-ar")) == 1
+    assert set(split_runs([RunStarted(0, "x", "speculative", "t", "d", "cpu", "f", {}, "", [], [], 0)])) == {"speculative"}
