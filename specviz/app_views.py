@@ -1,0 +1,154 @@
+"""Glue between app.py and the renderers: UI choices -> engine arguments, events -> the tuple of
+view outputs. Pure: no gradio, no torch (engine.config and engine.events are plain Python).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.events import trace_from_json
+from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
+                     throughput_fig)
+from .explain import render_explain
+from .markup import esc
+from .replay import events_upto, replay_frame, rounds_of
+from .runs import main_run, measured_speedup, spec_summary, view_runs
+
+EMBEDDED_PAIR = "SmolLM2-135M-Instruct (embedded)"
+HUB = "(needs the Hugging Face hub)"
+PRESET_DRAFT = "preset draft model"
+# label -> (target spec, draft spec of its preset draft model)
+PAIRS = {
+    EMBEDDED_PAIR: ("embedded", ""),
+    f"SmolLM2 135M → 360M {HUB}": ("HuggingFaceTB/SmolLM2-360M-Instruct", "model:HuggingFaceTB/SmolLM2-135M-Instruct"),
+    f"SmolLM2 135M → 1.7B {HUB}": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "model:HuggingFaceTB/SmolLM2-135M-Instruct"),
+    f"Qwen2.5 0.5B → 1.5B {HUB}": ("Qwen/Qwen2.5-1.5B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
+    f"Qwen2.5 0.5B → 7B {HUB}": ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
+}
+DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
+ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
+MAX_NEW_TOKENS = 512
+MAX_TRACE_BYTES = 5 * 1024 * 1024
+
+# (label, prompt, drafter): grounded prompts repeat their input, so n-gram lookup finds drafts there
+EXAMPLES = [
+    ("Grounded · fix a passage", "Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most "
+     "importent pollinators in the world. Bees visit flowers to colect nectar and pollen, which they use as food "
+     "for the colony.", "ngram"),
+    ("Grounded · edit code", "Rename the variable `n` to `count` in this function and return the whole function:\n\n"
+     "def total(items):\n    n = 0\n    for item in items:\n        n += item.price\n    return n", "ngram"),
+    ("Grounded · extract", "List every city named in this text, one per line:\n\nAnna flew from Paris to Berlin, took a "
+     "train to Vienna, and then drove to Prague before going home to Paris.", "ngram"),
+    ("Open-ended · poem", "Write a short poem about the sea at night.", "layerskip"),
+    ("Open-ended · story", "Tell a very short story about a robot who learns to paint.", "self"),
+    ("Open-ended · explanation", "Explain in three sentences why the sky is blue.", "auto"),
+]
+
+
+def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
+    """(target spec, draft spec) for the chosen model pair, drafter and its parameter (n or L, 0 = default)."""
+    if pair not in PAIRS:
+        raise ValueError(f"unknown model pair {pair!r}")
+    target, preset = PAIRS[pair]
+    if drafter == PRESET_DRAFT:
+        if not preset:
+            raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant or auto")
+        return target, preset
+    if drafter not in DRAFTERS:
+        raise ValueError(f"unknown drafter {drafter!r}")
+    n = int(param or 0)
+    if drafter in ("ngram", "layerskip") and n:
+        return target, f"{drafter}:{n}"
+    return target, drafter
+
+
+def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new_tokens) -> dict:
+    """GenerationConfig keyword arguments from the controls (GenerationConfig itself validates ranges)."""
+    if adaptive not in ADAPTIVE:
+        raise ValueError(f"adaptive must be one of {', '.join(ADAPTIVE)}, got {adaptive!r}")
+    if max_new_tokens is not None and max_new_tokens > MAX_NEW_TOKENS:
+        raise ValueError(f"max_new_tokens is capped at {MAX_NEW_TOKENS} in the app, got {max_new_tokens}")
+
+    def whole(x):
+        return int(x) if isinstance(x, float) and x.is_integer() else x
+
+    confidence = adaptive.startswith("confidence")
+    return dict(gamma=whole(gamma), max_new_tokens=whole(max_new_tokens), temperature=temperature,
+                top_k=whole(top_k or 0), top_p=top_p, seed=None if seed is None else whole(seed),
+                adaptive="fixed" if confidence else adaptive, p_min=p_min if confidence else 0.0)
+
+
+def summary_html(events) -> str:
+    """One line: tokens/s, acceptance, tokens per target forward, rounds, stop reason, speedup when raced."""
+    run = main_run(events)
+    if run is None:
+        return '<div class="specviz sv-summary sv-empty">Type a prompt and press Generate, or load a trace.</div>'
+    s = spec_summary(events) if run.mode == "speculative" else {}
+    tps, alpha, mal = run.tokens_per_s(), s.get("acceptance_rate"), s.get("mean_accepted_length")
+    parts = [f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
+             f"α = {alpha:.2f} ({s.get('accepted', 0)}/{s.get('drafted', 0)} accepted)" if alpha is not None else "",
+             f"{mal:.2f} tokens per target forward" if mal else "",
+             f"{len(run.rounds)} rounds · {run.n_tokens()} tokens"]
+    if run.finished is not None:
+        parts.append(f"stop: {esc(run.finished.stop_reason)}")
+    speedup = measured_speedup(events)
+    if speedup is not None:
+        parts.append(f'<b class="sv-speedup">{speedup:.2f}× vs autoregressive</b>')
+    elif "ar" in view_runs(events) and run.done:
+        parts.append("racing autoregressive…")
+    who = f"{esc(run.started.target)} · draft {esc(run.started.draft or '—')}" if run.started else ""
+    body = " · ".join(p for p in parts if p)
+    run_id = esc(run.started.run_id) if run.started else ""
+    return (f'<div class="specviz sv-summary" data-run="{run_id}" data-rounds="{len(run.rounds)}" '
+            f'data-done="{int(run.done)}">'
+            f'{body}<small>{who}</small></div>')
+
+
+def views(events, r: int | None = None, figures: bool = True) -> tuple:
+    """(stream, tree, race, explain, summary, 5 figures) as they stood after round r (None: everything).
+    figures=False puts None in the figures' places (they cost ~30 ms each, the HTML ~1 ms)."""
+    if r is not None and r >= rounds_of(events):
+        r = None
+    frame = replay_frame(events, r)
+    cut = events_upto(events, r)
+    figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
+            throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
+    return (frame["stream"], frame["tree"], frame["race"], render_explain(cut), summary_html(cut), *figs)
+
+
+def round_delays(events, speed: float) -> dict[int, float]:
+    """round -> seconds to wait before showing it in replay: its measured wall time ÷ speed (0.05..2 s)."""
+    run = main_run(events)
+    speed = max(float(speed or 1.0), 0.01)
+    return {rv.round: min(2.0, max(0.05, (rv.timed.total_s if rv.timed else 0.1) / speed))
+            for rv in (run.rounds if run else [])}
+
+
+def load_trace(path) -> list:
+    """Events of a trace file; ValueError for anything too big, not JSON, not a trace or without rounds."""
+    size = Path(path).stat().st_size
+    if size > MAX_TRACE_BYTES:
+        raise ValueError(f"trace file is {size / 2**20:.1f} MB; the limit is {MAX_TRACE_BYTES // 2**20} MB")
+    try:
+        events = trace_from_json(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("trace file is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"trace file is not JSON ({e.msg} at line {e.lineno})") from None
+    if not rounds_of(events):
+        raise ValueError("trace holds no rounds to replay")
+    return events
+
+
+def api_result(events) -> tuple[str, str]:
+    """(final text, summary JSON) of a finished run, for the named API endpoint."""
+    runs = view_runs(events)
+    spec = runs.get("speculative")
+    done = spec.finished if spec is not None else None
+    summary = dict(done.summary) if done is not None else spec_summary(events)
+    speedup = measured_speedup(events)
+    if speedup is not None:
+        summary["speedup"] = speedup
+    if done is not None:
+        summary["stop_reason"] = done.stop_reason
+    return (done.text if done is not None else ""), json.dumps(summary)

@@ -1,0 +1,127 @@
+"""Small HTML helpers shared by the renderers: escaping, whitespace display, token tooltips.
+
+Markup carries class names and data attributes only; colours and hover behaviour live in
+assets/specviz.css and assets/specviz.js. Every string that came from an event goes through
+`esc` (html.escape with quote=True) before it touches markup.
+"""
+from __future__ import annotations
+
+import html
+
+VISIBLE_WS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def esc(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def fmt_p(x, digits: int = 3) -> str:
+    """A probability (or any float) for display; '–' when missing."""
+    if x is None:
+        return "–"
+    try:
+        return f"{float(x):.{digits}f}"
+    except (TypeError, ValueError):
+        return "–"
+
+
+def stream_text(text: str, breaks: bool = True) -> str:
+    """Token text for the output stream: escaped; a newline shows ↵ (plus a line break when `breaks`)."""
+    if text == "":
+        return '<span class="ws">∅</span>'
+    out = []
+    for part in str(text).replace("\r", "").split("\n"):
+        out.append(esc(part))
+    newline = '<span class="ws">↵</span>' + ("<br>" if breaks else "")
+    return newline.join(out)
+
+
+def visible(text: str) -> str:
+    """Spaces, tabs and newlines made visible (not escaped)."""
+    return "".join(VISIBLE_WS.get(ch, ch) for ch in str(text)) if text != "" else "∅"
+
+
+def label_text(text: str) -> str:
+    """Token text for labels and top-k lists: escaped, with whitespace made visible."""
+    return esc(visible(text))
+
+
+def topk_block(title: str, rows, chosen_id=None) -> str:
+    """One model's top-k as a small list; rows are [id, text, prob]. Empty string when not recorded."""
+    if not rows:
+        return ""
+    items = []
+    for row in rows:
+        try:
+            tid, text, prob = row[0], row[1], row[2]
+        except (TypeError, IndexError):
+            continue
+        mark = " tip-chosen" if chosen_id is not None and tid == chosen_id else ""
+        items.append(f'<span class="tip-k{mark}"><span class="tip-kt">{label_text(text)}</span>'
+                     f'<span class="tip-kp">{fmt_p(prob)}</span></span>')
+    return f'<span class="tip-col"><span class="tip-ct">{esc(title)}</span>{"".join(items)}</span>'
+
+
+def tooltip(head: str, rows: list[tuple[str, str]], blocks: list[str] = ()) -> str:
+    """The hidden child a token carries; CSS shows it on hover, the JS floats it on hover and tap."""
+    body = "".join(f'<span class="tip-row"><span class="tip-l">{esc(k)}</span>'
+                   f'<span class="tip-v">{esc(v)}</span></span>' for k, v in rows)
+    cols = "".join(b for b in blocks if b)
+    cols = f'<span class="tip-cols">{cols}</span>' if cols else ""
+    return f'<span class="tok-tip" role="tooltip"><span class="tip-head">{esc(head)}</span>{body}{cols}</span>'
+
+
+def _at(seq, i):
+    return seq[i] if seq is not None and 0 <= i < len(seq) else None
+
+
+def token_details(rv, i: int, origin: str, greedy: bool):
+    """(head, rows, blocks) describing token i of round `rv` (committed, or a rejected draft when origin is
+    "rejected"/"discarded")."""
+    d, v, c = rv.drafted, rv.verified, rv.committed
+    pos = (c.pos if c is not None and origin not in ("rejected", "discarded", "pending") else
+           (d.pos if d is not None else (c.pos if c is not None else 0))) + i
+    rows = [("round", str(rv.round)), ("position", str(pos))]
+    draft_rows = _at(d.draft_topk, i) if d is not None else None
+    target_rows = _at(v.target_topk, i) if v is not None else None
+    rule = "draft = argmax p" if greedy else "min(1, p/q)"
+    if origin in ("accepted", "rejected", "discarded", "pending") and d is not None:
+        q, p = _at(d.q, i), _at(v.p, i) if v is not None else None
+        acc = _at(v.accept_prob, i) if v is not None else None
+        rows += [("draft q", fmt_p(q)), ("target p", fmt_p(p)), (f"accept ({rule})", fmt_p(acc))]
+        head = {"accepted": "accepted draft token",
+                "rejected": "rejected: failed the acceptance test",
+                "discarded": "discarded: drafted after the rejection (not judged)",
+                "pending": "drafted, not yet verified"}[origin]
+        chosen = _at(d.token_ids, i)
+    elif origin == "corrected":
+        rejected = _at(d.tokens, i) if d is not None else None
+        how = "argmax p" if greedy else "resampled from norm(max(0, p − q))"
+        head = f"corrected: {how}"
+        if rejected is not None:
+            rows.append(("replaces draft", visible(rejected)))
+            rows.append(("its q / p", f"{fmt_p(_at(d.q, i))} / {fmt_p(_at(v.p, i) if v else None)}"))
+        rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
+        chosen = _at(c.token_ids, i) if c is not None else None
+    elif origin == "bonus":
+        head = "bonus: all drafts accepted, one more token from p"
+        rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
+        chosen, draft_rows = (_at(c.token_ids, i) if c is not None else None), None
+    else:  # "ar" or unknown: a plain target step
+        head = "target step (no draft)"
+        rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
+        chosen = _at(c.token_ids, i) if c is not None else None
+    blocks = [topk_block("draft q top-k", draft_rows, chosen), topk_block("target p top-k", target_rows, chosen)]
+    return head, rows, blocks, pos
+
+
+def token_span(rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = True, cls: str = "tok") -> str:
+    """A token with its origin class, data-round / data-pos, a one-line data-tip and the tooltip child."""
+    head, rows, blocks, pos = token_details(rv, i, origin, greedy)
+    summary = " · ".join([head] + [f"{k} {v}" for k, v in rows])
+    struck = origin in ("rejected", "discarded")
+    shown = stream_text(text, breaks=breaks and not struck)
+    inner = f'<del class="tok-text">{shown}</del>' if struck else f'<span class="tok-text">{shown}</span>'
+    kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
+    return (f'<span class="{cls} {kind}" data-round="{rv.round}" data-pos="{pos}" data-origin="{esc(origin)}" '
+            f'tabindex="0" data-tip="{esc(summary)}">{inner}{tooltip(head, rows, blocks)}</span>')

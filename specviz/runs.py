@@ -1,0 +1,198 @@
+"""Events -> per-run, per-round views. This module knows nothing about HTML or plotly.
+
+A list of events may hold several runs (a speculative run, then its AR baseline); each begins
+with a RunStarted. `split_runs` cuts the list into runs by mode, `view_run` groups one run's
+events by round. Unknown event kinds (and anything that is not an event) are skipped, and a
+run still streaming (no Finished yet) yields a view of what is there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.events import EVENT_TYPES, event_from_dict
+from engine.metrics import summarize
+
+ROUND_KINDS = {"drafted", "verified", "rolled_back", "committed", "round_timed"}
+
+
+def as_event(item):
+    """The event itself, an event rebuilt from a trace dict, or None for anything unknown."""
+    if isinstance(item, dict):
+        try:
+            return event_from_dict(item)
+        except ValueError:
+            return None
+    return item if getattr(item, "kind", None) in EVENT_TYPES else None
+
+
+def split_runs(events) -> dict[str, list]:
+    """mode ("speculative" / "ar") -> that run's events; a later run of the same mode replaces an earlier one."""
+    segments: list[tuple[str | None, list]] = []
+    for item in events or []:
+        event = as_event(item)
+        if event is None:
+            continue
+        if event.kind == "run_started":
+            segments.append((event.mode, [event]))
+        elif segments:
+            segments[-1][1].append(event)
+        else:  # a headless list (no RunStarted): guess its mode below
+            segments.append((None, [event]))
+    runs = {}
+    for mode, evs in segments:
+        if mode is None:
+            drafted = any(e.kind == "drafted" for e in evs)
+            origins = [o for e in evs if e.kind == "committed" for o in e.origins]
+            mode = "ar" if not drafted and origins and all(o == "ar" for o in origins) else "speculative"
+        runs[mode] = evs
+    return runs
+
+
+@dataclass
+class RoundView:
+    """Everything one round produced; any part may be missing in a partial or odd trace."""
+    round: int
+    drafted: object = None
+    verified: object = None
+    rolled_back: object = None
+    committed: object = None
+    timed: object = None
+
+    @property
+    def gamma(self) -> int:
+        """Tokens drafted this round (0 = a plain target step)."""
+        return len(self.drafted.token_ids) if self.drafted is not None else 0
+
+    @property
+    def n_accepted(self) -> int:
+        if self.verified is None:
+            return 0
+        return sum(1 for ok in self.verified.accepted if ok)
+
+    @property
+    def first_rejected(self) -> int | None:
+        return self.verified.first_rejected if self.verified is not None else None
+
+    @property
+    def tokens(self) -> list:
+        return list(self.committed.tokens) if self.committed is not None else []
+
+    @property
+    def origins(self) -> list:
+        return list(self.committed.origins) if self.committed is not None else []
+
+
+@dataclass
+class RunView:
+    """One run: its start, its rounds in order and its end (None while streaming)."""
+    mode: str
+    started: object = None
+    rounds: list = field(default_factory=list)
+    finished: object = None
+
+    @property
+    def config(self) -> dict:
+        return dict(self.started.config) if self.started is not None else {}
+
+    @property
+    def gamma(self) -> int:
+        if "gamma" in self.config:
+            return int(self.config["gamma"])
+        return max((r.gamma for r in self.rounds), default=0)
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0 (from the config; else from the Verified events)."""
+        if "temperature" in self.config:
+            return float(self.config["temperature"]) == 0
+        return any(r.verified is not None and r.verified.greedy for r in self.rounds)
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    def upto(self, upto_round: int | None) -> list:
+        """Rounds numbered <= upto_round (all when None)."""
+        return [r for r in self.rounds if upto_round is None or r.round <= upto_round]
+
+    def token_ids(self) -> list:
+        return [t for r in self.rounds if r.committed is not None for t in r.committed.token_ids]
+
+    def n_tokens(self) -> int:
+        return sum(len(r.tokens) for r in self.rounds)
+
+    def elapsed_s(self) -> float | None:
+        """Wall time so far: the Finished summary's, else the last round's elapsed_s."""
+        if self.finished is not None and self.finished.summary.get("wall_s"):
+            return float(self.finished.summary["wall_s"])
+        times = [r.timed.elapsed_s for r in self.rounds if r.timed is not None]
+        return times[-1] if times else None
+
+    def tokens_per_s(self) -> float | None:
+        if self.finished is not None and self.finished.summary.get("tokens_per_s"):
+            return float(self.finished.summary["tokens_per_s"])
+        wall = self.elapsed_s()
+        return self.n_tokens() / wall if wall else None
+
+    def timeline(self) -> list[tuple[float, int]]:
+        """(elapsed_s, tokens committed so far) after each timed round."""
+        out, total = [], 0
+        for r in self.rounds:
+            total += len(r.tokens)
+            if r.timed is not None:
+                out.append((r.timed.elapsed_s, total))
+        return out
+
+    def prompt_tail(self) -> str:
+        """Text of the last prompt token (the context round 1 starts from)."""
+        tokens = self.started.prompt_tokens if self.started is not None else []
+        return tokens[-1] if tokens else ""
+
+
+def view_run(events, mode: str | None = None) -> RunView:
+    """Group one run's events by round (unknown kinds skipped)."""
+    view = RunView(mode or "speculative")
+    by_round: dict[int, RoundView] = {}
+    for item in events or []:
+        event = as_event(item)
+        if event is None:
+            continue
+        if event.kind == "run_started":
+            view.started, view.mode = event, mode or event.mode
+        elif event.kind == "finished":
+            view.finished = event
+        elif event.kind in ROUND_KINDS:
+            rv = by_round.setdefault(event.round, RoundView(event.round))
+            setattr(rv, event.kind if event.kind != "round_timed" else "timed", event)
+    view.rounds = [by_round[k] for k in sorted(by_round)]
+    return view
+
+
+def view_runs(events) -> dict[str, RunView]:
+    """mode -> RunView for every run in the list."""
+    return {mode: view_run(evs, mode) for mode, evs in split_runs(events).items()}
+
+
+def main_run(events, mode: str | None = None) -> RunView | None:
+    """The run a single-run renderer shows: `mode` if given, else the speculative run, else the AR one."""
+    runs = view_runs(events)
+    if mode is not None:
+        return runs.get(mode)
+    return runs.get("speculative") or runs.get("ar")
+
+
+def spec_summary(events) -> dict:
+    """The speculative run's metrics: its Finished summary, else computed from the events so far."""
+    evs = split_runs(events).get("speculative", [])
+    run = view_run(evs, "speculative")
+    return dict(run.finished.summary) if run.finished is not None else summarize(evs)
+
+
+def measured_speedup(events) -> float | None:
+    """Speculative tokens/s ÷ AR tokens/s, when both runs are present."""
+    runs = view_runs(events)
+    spec, ar = runs.get("speculative"), runs.get("ar")
+    if not spec or not ar:
+        return None
+    s, a = spec.tokens_per_s(), ar.tokens_per_s()
+    return s / a if s and a else None

@@ -1,0 +1,55 @@
+"""The output stream: events -> HTML of the committed tokens, coloured by origin, with each round's
+rejected draft tokens struck through where they were rejected (right before that round's corrected
+token). Hovering or tapping a token shows round, position, q, p, min(1, p/q) and both models' top-k.
+"""
+from __future__ import annotations
+
+from .markup import esc, token_span
+from .runs import main_run
+
+LEGEND = (
+    ("accepted", "accepted draft token (q proposed it, the target agreed)"),
+    ("corrected", "corrected: the target's token where a draft was rejected"),
+    ("bonus", "bonus: every draft accepted, one extra token from the target"),
+    ("rejected", "rejected draft token (discarded, struck through)"),
+    ("ar", "plain target step (no draft)"),
+)
+
+
+def round_html(rv, greedy: bool, breaks: bool = True) -> str:
+    """One round's tokens in reading order: accepted drafts, the rejected tail, then the corrected/bonus token."""
+    parts = []
+    origins, tokens = rv.origins, rv.tokens
+    cut = rv.first_rejected
+    for i, (text, origin) in enumerate(zip(tokens, origins)):
+        if i == cut and rv.drafted is not None:  # the draft's rejected tail goes where it was rejected
+            for j in range(cut, len(rv.drafted.tokens)):
+                parts.append(token_span(rv, j, "rejected" if j == cut else "discarded", greedy,
+                                        rv.drafted.tokens[j], breaks=False))
+        parts.append(token_span(rv, i, origin, greedy, text, breaks=breaks))
+    return "".join(parts)
+
+
+def render_stream(events, upto_round: int | None = None, mode: str | None = None) -> str:
+    """HTML of the speculative run's output (or the AR run's when that is the only one), rounds <= upto_round."""
+    run = main_run(events, mode)
+    if run is None or not run.rounds:
+        return '<div class="specviz specviz-stream sv-empty">No tokens yet.</div>'
+    rounds = run.upto(upto_round)
+    body = "".join(f'<span class="sv-round" data-round="{rv.round}">{round_html(rv, run.greedy)}</span>'
+                   for rv in rounds)
+    live = upto_round is None and not run.done
+    cursor = '<span class="sv-cursor" aria-hidden="true">▌</span>' if live else ""
+    shown = rounds[-1].round if rounds else 0
+    return (f'<div class="specviz specviz-stream" data-mode="{esc(run.mode)}" data-rounds="{shown}" '
+            f'data-live="{int(live)}">{body}{cursor}</div>')
+
+
+def render_legend() -> str:
+    """A one-line key: each origin's sample styling and meaning."""
+    items = []
+    for origin, meaning in LEGEND:
+        sample = "<del class=\"tok-text\">tok</del>" if origin == "rejected" else '<span class="tok-text">tok</span>'
+        items.append(f'<span class="sv-legend-item"><span class="tok tok-{origin}">{sample}</span> '
+                     f'{esc(meaning)}</span>')
+    return f'<div class="specviz sv-legend">{"".join(items)}</div>'
