@@ -80,6 +80,25 @@ class Verified:
 
 
 @dataclass(frozen=True)
+class DraftTree:
+    """Tree speculation: every drafted node, how the target judged it, and the accepted path."""
+    kind: ClassVar[str] = "draft_tree"
+    round: int
+    pos: int  # absolute position of depth-1 nodes
+    token_ids: list  # node tokens, parents before children
+    tokens: list  # their text
+    parents: list  # parent node index per node (-1 = the last committed token)
+    q: list  # draft probability of each node's token (1.0 when chosen deterministically)
+    p: list  # target probability of each node's token given its ancestors
+    accept_prob: list  # probability each node was tested with (None = never reached)
+    status: list  # per node: "accepted", "rejected" or "unvisited"
+    path: list  # accepted node indices, root to leaf
+    next_id: int  # corrected or bonus token after the path
+    next_token: str
+    next_kind: str  # "corrected" or "bonus"
+
+
+@dataclass(frozen=True)
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
     kind: ClassVar[str] = "rolled_back"
@@ -126,8 +145,8 @@ class Finished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Verified, RolledBack, Committed, RoundTimed, Finished)}
-Event = RunStarted | Decided | Drafted | Verified | RolledBack | Committed | RoundTimed | Finished
+EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Verified, DraftTree, RolledBack, Committed, RoundTimed, Finished)}
+Event = RunStarted | Decided | Drafted | Verified | DraftTree | RolledBack | Committed | RoundTimed | Finished
 
 
 def event_to_dict(event) -> dict:
@@ -195,7 +214,7 @@ def trace_to_json(events) -> str:
 def trace_from_json(text: str | bytes) -> list:
     """Parse and validate a trace; any problem is a ValueError with a one-line reason."""
     if len(text) > MAX_TRACE_BYTES:
-        raise ValueError(f"trace is {len(text) / 1e6:.1f} MB; the limit is {MAX_TRACE_BYTES / 1e6:.0f} MB")
+        raise ValueError(f"trace is {len(text) / 2**20:.1f} MiB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MiB")
     try:
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:

@@ -196,7 +196,7 @@ def test_draft_with_other_vocabulary_is_refused(tiny_dirs, tmp_path):
     (lambda t: t.replace('"round": 1,', '"round": "one",', 1), "round must be int"),
     (lambda t: re.sub(r'"elapsed_s": [0-9.e-]+', '"elapsed_s": 1e300', t, count=1), "out of range"),
     (lambda t: t.replace('"stop_reason"', '"stop_reason_x"', 1), "unknown fields"),
-    (lambda t: " " * (6 * 1024 * 1024) + t, "the limit is 5 MB"),
+    (lambda t: " " * (6 * 1024 * 1024) + t, "the limit is 5 MiB"),
 ])
 def test_hostile_traces_are_refused(tiny_dirs, mutate, message):
     """Malformed, truncated, oversized or wrongly typed traces fail validation with a clear reason."""

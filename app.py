@@ -1,0 +1,252 @@
+"""specviz app: a Gradio UI that streams a speculative decoding run round by round, replays it, and
+saves / loads its trace. This file only wires components to handlers; the engine makes events,
+specviz.app_views turns them into view outputs.
+
+    python app.py   # serves on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860)
+"""
+from __future__ import annotations
+
+try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
+    import spaces
+except ImportError:
+    spaces = None
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import gradio as gr
+
+import specviz
+from engine import Engine, GenerationConfig, load_model, write_trace
+from engine.models import EMBEDDED
+from specviz import app_views as av
+
+gpu = spaces.GPU(duration=120) if spaces is not None else (lambda fn: fn)
+ROUND_END = ("round_timed", "finished")  # the views refresh once per round
+CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
+APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
+TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # one file per run id, for the download button
+
+
+def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new):
+    """(target, draft, GenerationConfig) from the controls; gr.Error with the engine's message if invalid."""
+    try:
+        target, draft = av.model_specs(pair, drafter, param)
+        return target, draft, GenerationConfig(**av.config_kwargs(gamma, adaptive, p_min, temperature, top_k,
+                                                                   top_p, seed, max_new))
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+
+
+def prepare(target: str, draft: str, progress=None) -> None:
+    """Load the target and build the drafter once (both cached), so a load failure is a gr.Error."""
+    if progress is not None:
+        progress(0.1, desc=f"loading {target} (first use only)")
+    try:
+        Engine(load_model(target), draft)
+    except (ValueError, OSError) as e:
+        raise gr.Error(str(e)) from None
+
+
+@gpu
+def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool):
+    """The speculative run's events, then (race) the AR baseline's on the same prompt ids."""
+    engine = Engine(load_model(target), draft)
+    ids = engine.encode(prompt, cfg.raw)
+    yield from engine.generate(prompt, cfg, prompt_ids=ids)
+    if race:
+        yield from engine.generate(prompt, cfg, "ar", prompt_ids=ids)
+
+
+def trace_file(events) -> str | None:
+    """Write the run's JSON trace to a fresh temp file for the download button."""
+    if not events:
+        return None
+    started = next((e for e in events if e.kind == "run_started"), None)
+    TRACE_DIR.mkdir(parents=True, exist_ok=True)
+    path = TRACE_DIR / f"specviz-trace-{started.run_id if started else int(time.time())}.json"
+    write_trace(path, events)
+    return str(path)
+
+
+def settled(events):
+    """Outputs once a run has ended (finished, stopped or loaded): state, slider, download, views."""
+    rounds = specviz.rounds_of(events)
+    slider = gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
+    return (events, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(events))
+
+
+def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, race, prompt,
+             progress=gr.Progress()):
+    """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
+    target, draft, cfg = parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p,
+                                        seed, max_new)
+    prepare(target, draft, progress)
+    events, charts_at = [], 0.0
+    try:
+        for event in stream_events(target, draft, cfg, prompt, race):
+            events.append(event)
+            if event.kind in ROUND_END:  # HTML views every round; the charts at most every CHARTS_EVERY_S
+                charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
+                charts_at = time.monotonic() if charts else charts_at
+                views = (gr.update() if v is None else v for v in av.views(events, figures=charts))
+                yield (events, gr.update(), gr.update(), *views)
+    except ValueError as e:  # empty prompt, context too long
+        raise gr.Error(str(e)) from None
+    yield settled(events)
+
+
+def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
+                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED) -> tuple[str, str]:
+    """Run to completion on the named target with a draft spec; returns (text, summary JSON)."""
+    try:
+        cfg = GenerationConfig(**av.config_kwargs(gamma, "fixed", 0.0, temperature, 0, 1.0, seed, max_new_tokens))
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    prepare(target, draft)
+    try:
+        events = list(stream_events(target, draft, cfg, prompt, False))
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    return av.api_result(events)
+
+
+def show_round(events, r):
+    """The views at replay round r."""
+    return av.views(events or [], int(r))
+
+
+def step(events, r, delta):
+    r = min(max(int(r) + delta, 0), specviz.rounds_of(events or []))
+    return (r, *av.views(events or [], r))
+
+
+def play(events, r, speed):
+    """Step the slider to the end, waiting each round's measured wall time ÷ speed."""
+    total = specviz.rounds_of(events or [])
+    delays = av.round_delays(events or [], speed)
+    start = 0 if int(r) >= total else int(r)
+    for k in range(start + 1, total + 1):
+        time.sleep(delays.get(k, 0.1))
+        yield (k, *av.views(events, k))
+
+
+def load_trace(path):
+    """Replay a saved trace without any model."""
+    if not path:
+        raise gr.Error("no file uploaded")
+    try:
+        events = av.load_trace(path)
+    except (ValueError, OSError) as e:
+        raise gr.Error(f"cannot load trace: {e}") from None
+    return (*settled(events), None)  # None empties the drop zone for the next file
+
+
+def pair_changed(pair):
+    """Hub pairs default to their preset draft model; the embedded pair to n-gram lookup."""
+    return gr.update(value="ngram" if pair == av.EMBEDDED_PAIR else av.PRESET_DRAFT)
+
+
+def build_demo() -> gr.Blocks:
+    with gr.Blocks(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
+        events = gr.State([])
+        gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
+                    "the target verifies them in one forward, and you see what was accepted, rejected and why.",
+                    elem_classes="sv-header")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=1, min_width=300, elem_classes="sv-controls"):
+                pair = gr.Dropdown(list(av.PAIRS), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
+                with gr.Row():
+                    drafter = gr.Dropdown(list(av.DRAFTERS), value="ngram", label="Drafter", scale=2)
+                    param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1,
+                                      info="ngram n, layerskip layers")
+                gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)")
+                with gr.Row():
+                    adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ")
+                    p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False)
+                max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
+                race = gr.Checkbox(False, label="Race against autoregressive (runs the AR baseline after)")
+                with gr.Accordion("Sampling", open=False):
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                    with gr.Row():
+                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
+                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p")
+                    seed = gr.Number(0, precision=0, label="Seed")
+                with gr.Accordion("Trace", open=True):
+                    download = gr.DownloadButton("Download trace (JSON)", interactive=False, size="sm",
+                                                  elem_id="download")
+                    upload = gr.File(label="Load a trace to replay (no model needed)", file_types=[".json"],
+                                     type="filepath", height=110, elem_id="trace-upload")
+            with gr.Column(scale=3, min_width=480):
+                prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
+                                    placeholder="Ask something, or paste text to copy, edit or extract from")
+                with gr.Row():
+                    run_btn = gr.Button("Generate", variant="primary", elem_id="generate")
+                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
+                gr.Examples([[p, d] for _, p, d in av.EXAMPLES], [prompt, drafter],
+                            example_labels=[label for label, _, _ in av.EXAMPLES], label="Examples")
+                summary = gr.HTML(av.summary_html([]), elem_id="summary")
+                gr.HTML(specviz.render_legend())
+                stream = gr.HTML(specviz.render_stream([]), elem_id="stream")
+                with gr.Row(elem_classes="sv-replay", equal_height=True):
+                    prev_btn = gr.Button("◀ Prev", size="sm", min_width=70, scale=0, elem_id="prev")
+                    play_btn = gr.Button("▶ Play", size="sm", min_width=70, scale=0, elem_id="play")
+                    pause_btn = gr.Button("Pause", size="sm", min_width=60, scale=0, elem_id="pause")
+                    next_btn = gr.Button("Next ▶", size="sm", min_width=70, scale=0, elem_id="next")
+                    slider = gr.Slider(0, 1, value=0, step=1, label="Replay round", interactive=False,
+                                       elem_id="round", scale=4)
+                    speed = gr.Dropdown([0.25, 0.5, 1.0, 2.0, 4.0], value=1.0, label="Speed ×", scale=1,
+                                        min_width=90)
+                with gr.Tabs():
+                    with gr.Tab("Speculation tree", elem_id="tab-tree"):
+                        tree = gr.HTML(specviz.render_tree([]), elem_id="tree")
+                    with gr.Tab("Charts", elem_id="tab-charts"):
+                        with gr.Row():
+                            fig_len, fig_pos = gr.Plot(label="accepted length"), gr.Plot(label="by position")
+                        with gr.Row():
+                            fig_run, fig_tput = gr.Plot(label="running α"), gr.Plot(label="throughput")
+                        fig_speedup = gr.Plot(label="predicted speedup")
+                    with gr.Tab("Race", elem_id="tab-race"):
+                        race_html = gr.HTML(specviz.render_race([]), elem_id="race")
+                    with gr.Tab("Explain", elem_id="tab-explain"):
+                        explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
+
+        view_outs = [stream, tree, race_html, explain, summary, fig_len, fig_pos, fig_run, fig_tput, fig_speedup]
+        controls = [pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, race,
+                    prompt]
+        run_event = run_btn.click(generate, controls, [events, slider, download, *view_outs],
+                                  show_progress="minimal", api_name="run", api_visibility="private")
+        stop_btn.click(settled, [events], [events, slider, download, *view_outs], cancels=[run_event],
+                       api_visibility="private")
+        slider.input(show_round, [events, slider], view_outs, trigger_mode="always_last", show_progress="hidden",
+                     api_visibility="private")
+        prev_btn.click(lambda ev, r: step(ev, r, -1), [events, slider], [slider, *view_outs],
+                       show_progress="hidden", api_visibility="private")
+        next_btn.click(lambda ev, r: step(ev, r, +1), [events, slider], [slider, *view_outs],
+                       show_progress="hidden", api_visibility="private")
+        play_event = play_btn.click(play, [events, slider, speed], [slider, *view_outs], show_progress="hidden",
+                                    api_visibility="private")
+        pause_btn.click(None, cancels=[play_event], api_visibility="private")
+        upload.upload(load_trace, [upload], [events, slider, download, *view_outs, upload],
+                      api_visibility="private")
+        pair.change(pair_changed, [pair], [drafter], api_visibility="private")
+        adaptive.change(lambda a: gr.update(interactive=a.startswith("confidence")), [adaptive], [p_min],
+                        api_visibility="private")
+        gr.api(api_generate, api_name="generate")
+    return demo
+
+
+def main() -> None:
+    load_model(EMBEDDED)  # preload: the first Generate starts at once
+    av.views([])  # and warm up plotly's validators
+    demo = build_demo()
+    demo.queue(default_concurrency_limit=2, max_size=32)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}")
+
+
+if __name__ == "__main__":
+    main()
