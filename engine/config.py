@@ -19,13 +19,15 @@ class GenerationConfig:
     record_topk: int = 5  # top-k alternatives recorded per position in events (0 = none, cheaper)
     adaptive: str = "fixed"  # "fixed" γ, or "heuristic": +2 after a fully accepted round, -1 otherwise
     p_min: float = 0.0  # confidence threshold in [0, 1): a model drafter stops when its top q is below it
+    tree_budget: int = 0  # tree speculation: at most this many draft nodes per round (0 = a chain of γ)
+    tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
 
     def __post_init__(self):
         def number(name, value):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
                 raise ValueError(f"{name} must be a number, got {value!r}")
 
-        for name in ("gamma", "max_new_tokens", "top_k", "record_topk"):
+        for name in ("gamma", "max_new_tokens", "top_k", "record_topk", "tree_budget", "tree_branching"):
             value = getattr(self, name)
             number(name, value)
             if value != int(value):
@@ -45,6 +47,10 @@ class GenerationConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not 0 <= self.record_topk <= 20:
             raise ValueError(f"record_topk must be between 0 and 20, got {self.record_topk}")
+        if not 0 <= self.tree_budget <= 64:
+            raise ValueError(f"tree_budget must be between 0 (chain) and 64 nodes, got {self.tree_budget}")
+        if not 1 <= self.tree_branching <= 8:
+            raise ValueError(f"tree_branching must be between 1 and 8, got {self.tree_branching}")
         number("p_min", self.p_min)
         if not 0 <= self.p_min < 1:
             raise ValueError(f"p_min must be in [0, 1), got {self.p_min}")

@@ -31,6 +31,10 @@ class Draft:
     drafter: str = ""  # which drafter proposed it (auto names the one it picked)
     decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
     branches: list = field(default_factory=list)  # other candidate continuations (n-gram), for trees
+    parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
+    node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
+    chain_q: list | None = None  # set by the engine on a tree's chain view: q of each token
+    chain_rows: torch.Tensor | None = None  # set by the engine on a tree's chain view: target rows
 
 
 class Drafter:
@@ -55,6 +59,7 @@ class ModelDrafter(Drafter):
                  generator: torch.Generator | None, max_len: int, out_device: torch.device, vocab: int):
         self.model, self.device, self.name, self.cfg, self.generator = model, device, name, cfg, generator
         self.cache = KVCache.for_model(model, max_len)
+        self.fed: list[int] = []  # the tokens in the draft cache, in order
         self.out_device, self.vocab = out_device, vocab
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
@@ -72,17 +77,48 @@ class ModelDrafter(Drafter):
             tokens.append(tok)
             qs.append(q)
             x = tok.view(1, 1)
+        forwards = len(qs) + (len(tokens) < gamma)  # one more when p_min stopped the loop
         if not tokens:
+            self.fed = ids[:]
             return empty_draft(self.out_device, self.name)
         q = torch.stack(qs).to(self.out_device)  # (γ, V_draft)
         if q.shape[-1] != self.vocab:  # padded LM heads of different sizes
             q = torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1])) if q.shape[-1] < self.vocab else q[:, :self.vocab]
-        return Draft(torch.stack(tokens).to(self.out_device), q, self.name)
+        chain = torch.stack(tokens).to(self.out_device)
+        self.fed = ids + chain.tolist()[:forwards - 1]  # the last sampled token is not fed (one behind)
+        if self.cfg.tree_budget:
+            return self._tree(chain, q)
+        return Draft(chain, q, self.name)
+
+    def _tree(self, chain: torch.Tensor, q: torch.Tensor) -> Draft:
+        """The drafted chain plus, at each depth, the next most likely tokens of q as sibling leaves."""
+        budget, width = self.cfg.tree_budget, self.cfg.tree_branching
+        alts = torch.topk(q, min(width, q.shape[-1]), dim=-1).indices.tolist()  # (γ, width)
+        tokens, parents, node_q, main = [], [], [], -1
+        for depth, tok in enumerate(chain.tolist()):
+            if len(tokens) >= budget:
+                break
+            parent = main
+            main = len(tokens)
+            tokens.append(tok)
+            parents.append(parent)
+            node_q.append(None if self.cfg.greedy else q[depth])  # sampled from q: tested with min(1, p/q)
+            for alt in alts[depth]:
+                if alt != tok and len(tokens) < budget and sum(1 for x in parents if x == parent) < width:
+                    tokens.append(alt)
+                    parents.append(parent)
+                    node_q.append(None)  # chosen deterministically: tested as one-hot
+        return Draft(torch.tensor(tokens, device=self.out_device), None, self.name, parents=parents, node_q=node_q)
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
-        # Keep the draft cache's prefix that is still committed: positions < len(ids) - 1,
-        # and never more than it holds (after an all-accepted round it is one token behind).
-        self.cache.truncate(min(self.cache.length, len(ids) - 1))
+        # Keep the longest prefix of the draft cache that is still committed (a tree may have
+        # accepted a sibling the draft never fed), and leave the last committed token to feed.
+        keep = 0
+        limit = min(len(self.fed), self.cache.length, len(ids) - 1)
+        while keep < limit and self.fed[keep] == ids[keep]:
+            keep += 1
+        self.cache.truncate(keep)
+        del self.fed[keep:]
 
 
 def check_same_vocab(target: LoadedModel, draft: LoadedModel) -> None:
@@ -171,7 +207,7 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         n = _int_arg(spec, arg, 3)
         if not 1 <= n <= 8:
             raise ModelLoadError(f"ngram:N needs 1 <= N <= 8, got {n}")
-        return lambda cfg, gen, max_len: NgramDrafter(n, dev, spec)
+        return lambda cfg, gen, max_len: NgramDrafter(n, dev, spec, cfg.tree_budget)
     if name == "layerskip":
         layers = _int_arg(spec, arg, max(1, target.model.config.get_text_config().num_hidden_layers // 4))
         return model_based(layer_skip_model(target.model, layers), dev)

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sampling
+from . import sampling, tree
 from .cache import KVCache
 from .config import MAX_GAMMA, GenerationConfig
-from .drafters import drafter_factory
-from .events import Committed, Decided, Drafted, Finished, RolledBack, RoundTimed, RunStarted, Verified
+from .drafters import Draft, drafter_factory
+from .events import Committed, Decided, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified
 from .metrics import RunStats
 from .models import EMBEDDED, LoadedModel, load_model
 
@@ -174,28 +174,39 @@ class Engine:
                 sync()
                 t1 = clock()
 
-                # 2. verify: one target forward over [last committed token, d1..dγ]
-                x = torch.tensor([ids[-1]], device=device)
-                if draft is not None:
-                    x = torch.cat([x, draft.token_ids])
-                logits = model(x[None], past_key_values=cache).logits[0]  # (γ+1, V)
-                p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
-
-                # 3. accept / resample
-                if draft is None:
-                    next_id = int(sampling.pick(p[0], cfg.greedy, generator))
-                    verdict = sampling.Verdict(0, next_id, [], [], float(p[0, next_id]))
-                elif cfg.greedy:
-                    verdict = sampling.accept_greedy(draft.token_ids, p)
+                if draft is not None and draft.parents is not None:
+                    # 2.+3.+4. tree: one forward with a tree mask, walk the tree, compact the cache
+                    verdict, draft, tree_events = self._verify_tree(draft, ids, cache, cfg, generator, round_)
+                    out += tree_events
+                    gamma = len(draft.token_ids)  # from here on: the chain view (path + first rejected child)
+                    p = draft.chain_rows  # target rows of the chain view (None when top-k is not recorded)
                 else:
-                    verdict = sampling.accept_sample(draft.token_ids, draft.q, p, generator)
+                    # 2. verify: one target forward over [last committed token, d1..dγ]
+                    x = torch.tensor([ids[-1]], device=device)
+                    if draft is not None:
+                        x = torch.cat([x, draft.token_ids])
+                    logits = model(x[None], past_key_values=cache).logits[0]  # (γ+1, V)
+                    p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
+
+                    # 3. accept / resample
+                    if draft is None:
+                        next_id = int(sampling.pick(p[0], cfg.greedy, generator))
+                        verdict = sampling.Verdict(0, next_id, [], [], float(p[0, next_id]))
+                    elif cfg.greedy:
+                        verdict = sampling.accept_greedy(draft.token_ids, p)
+                    else:
+                        verdict = sampling.accept_sample(draft.token_ids, draft.q, p, generator)
                 t2 = clock()
                 n = verdict.n_accepted
 
                 if draft is not None:
                     d_ids = draft.token_ids.tolist()
-                    q_d = (draft.q[torch.arange(gamma, device=device), draft.token_ids].tolist()
-                           if draft.q is not None else [1.0] * gamma)
+                    if draft.chain_q is not None:
+                        q_d = draft.chain_q
+                    elif draft.q is not None:
+                        q_d = draft.q[torch.arange(gamma, device=device), draft.token_ids].tolist()
+                    else:
+                        q_d = [1.0] * gamma
                     out.append(Drafted(round_, pos, d_ids, [self.token_text(i) for i in d_ids], q_d,
                                   self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
                                   draft.drafter or drafter.name))
@@ -240,6 +251,42 @@ class Engine:
         new_ids = ids[prompt_len:]
         yield Finished(round_, len(ids), stop_reason, target.tokenizer.decode(new_ids, skip_special_tokens=True),
                        new_ids, stats.summary(wall, step_s))
+
+    def _verify_tree(self, draft, ids: list[int], cache: KVCache, cfg: GenerationConfig, generator, round_: int):
+        """Verify a token tree in one forward; returns the verdict and draft as a chain view, and the events."""
+        model, device, pos = self.target.model, self.target.device, len(ids)
+        tokens, parents = draft.token_ids.tolist(), draft.parents
+        mask, positions = tree.tree_inputs(parents, pos - 1, device)
+        x = torch.tensor([[ids[-1]] + tokens], device=device)
+        logits = model(x, past_key_values=cache, attention_mask=mask, position_ids=positions).logits[0]  # (N+1, V)
+        p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
+        node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
+        if cfg.greedy:
+            tv = tree.accept_tree_greedy(tokens, parents, p)
+        else:
+            tv = tree.accept_tree_sample(tokens, parents, node_q, p, generator)
+        before = cache.length
+        tree.compact(cache, pos - 1, tv.path)  # rollback for trees: keep only the accepted path
+        rows = [0] + [i + 1 for i in tv.path]  # p row each chain-view token was judged with
+        p_of = [float(p[rows[k], tokens[i]]) for k, i in enumerate(tv.path)]
+        q_of = [float(q[tokens[i]]) if q is not None else 1.0 for i, q in zip(range(len(tokens)), node_q)]
+        rejected = [c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.tried]
+        chain = tv.path + rejected[:1]
+        verdict = sampling.Verdict(len(tv.path), tv.next_id, [tv.tried[i] for i in chain],
+                                   p_of + [float(p[rows[-1], tokens[i]]) for i in rejected[:1]], tv.next_p)
+        view = Draft(torch.tensor([tokens[i] for i in chain], dtype=torch.long, device=device), None,
+                     draft.drafter, chain_q=[q_of[i] for i in chain],
+                     chain_rows=p[rows[:len(chain) + 1]] if cfg.record_topk else None)
+        status = ["accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
+                  for i in range(len(tokens))]
+        p_nodes = [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)]
+        events = [DraftTree(round_, pos, tokens, [self.token_text(t) for t in tokens], parents, q_of, p_nodes,
+                            [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.next_id,
+                            self.token_text(tv.next_id), "corrected" if tv.corrected else "bonus")]
+        if before != cache.length:
+            events.append(RolledBack(round_, list(range(pos + len(tv.path), pos + len(tokens))), before,
+                                     cache.length))
+        return verdict, view, events
 
     def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
         """Median time of a single-token target forward at this context (for c and v); cache untouched."""

@@ -2,7 +2,8 @@
 
 acceptance rate = accepted / drafted; mean accepted length = tokens committed per target forward;
 c = draft time per drafted token / target step; v = verify forward / target step;
-predicted speedup = E / (γc + v) with E = (1 - α^(γ+1)) / (1 - α) (Leviathan et al. 2023).
+predicted speedup = E / (γc + v) with E = (1 - α^(γ+1)) / (1 - α) (Leviathan et al. 2023), where α is
+the per-token acceptance probability accepted / (accepted + rejections).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class RunStats:
 
     def __init__(self):
         self.mode, self.gamma, self.prompt_len = "speculative", 0, 0
-        self.rounds = self.new_tokens = self.drafted = self.accepted = 0
+        self.rounds = self.new_tokens = self.drafted = self.accepted = self.rejections = 0
         self.draft_s = self.verify_s = self.elapsed_s = 0.0
         self.pos_drafted: list[int] = []
         self.pos_accepted: list[int] = []
@@ -48,6 +49,7 @@ class RunStats:
                 if ok:
                     self.accepted += 1
                     self.pos_accepted[i] += 1
+            self.rejections += event.first_rejected is not None
         elif kind == "committed":
             self.new_tokens += len(event.token_ids)
         elif kind == "round_timed":
@@ -75,6 +77,10 @@ class RunStats:
         if target_step_s is None and self.ar_step_s:
             target_step_s = sorted(self.ar_step_s)[len(self.ar_step_s) // 2]
         alpha = self.accepted / self.drafted if self.drafted else None
+        # α for the formula: per-token acceptance probability. accepted/drafted counts the tokens
+        # after a rejection as failures although they were never tested; the geometric MLE does not.
+        tested = self.accepted + self.rejections
+        alpha_token = self.accepted / tested if tested else None
         out = {
             "mode": self.mode,
             "gamma": self.gamma if self.mode == "speculative" else 0,
@@ -83,6 +89,7 @@ class RunStats:
             "drafted": self.drafted,
             "accepted": self.accepted,
             "acceptance_rate": alpha,
+            "alpha_per_token": alpha_token,
             "mean_accepted_length": self.new_tokens / self.rounds if self.rounds else None,
             "per_position_acceptance": [a / d if d else None for a, d in zip(self.pos_accepted, self.pos_drafted)],
             "wall_s": wall,
@@ -95,7 +102,7 @@ class RunStats:
         if target_step_s and self.drafted and self.full_verify_s:
             c = self.draft_s / self.drafted / target_step_s
             v = sorted(self.full_verify_s)[len(self.full_verify_s) // 2] / target_step_s
-            out.update(c=c, v=v, predicted_speedup=predicted_speedup(alpha, self.gamma, c, v))
+            out.update(c=c, v=v, predicted_speedup=predicted_speedup(alpha_token, self.gamma, c, v))
         return out
 
 

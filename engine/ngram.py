@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from .drafters import Draft, Drafter, empty_draft
+from .tree import trie
 
 
 def continuations(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> list[list[int]]:
@@ -36,11 +37,15 @@ class NgramDrafter(Drafter):
     """Proposes the continuation of the latest match of the last n <= max_n tokens."""
     peekable = True  # proposing is free and has no side effects: `auto` may ask before choosing
 
-    def __init__(self, max_n: int, device: torch.device, name: str = "ngram"):
-        self.max_n, self.device, self.name = max_n, device, name
+    def __init__(self, max_n: int, device: torch.device, name: str = "ngram", tree_budget: int = 0):
+        self.max_n, self.device, self.name, self.tree_budget = max_n, device, name, tree_budget
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         found = continuations(ids, self.max_n, gamma)
         if not found:
             return empty_draft(self.device, self.name)
+        if self.tree_budget and len(found) > 1:  # every distinct continuation, shared prefixes merged
+            tokens, parents = trie(found)
+            tokens, parents = tokens[:self.tree_budget], parents[:self.tree_budget]  # topological: a prefix is a tree
+            return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents)
         return Draft(torch.tensor(found[0], device=self.device), None, self.name, branches=found[1:])

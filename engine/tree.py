@@ -1,0 +1,134 @@
+"""Tree speculation: verify a whole token tree in ONE target forward, accept a path, compact the cache.
+
+Nodes are in topological order (a parent comes before its children); parent -1 is the root, the
+last committed token. Verification feeds [root, nodes...] with a tree attention mask (each node
+sees the committed prefix and its own ancestors) and position ids = prefix length + depth.
+A chain is the one-branch case: its mask is the causal mask.
+
+Acceptance walks down from the root. Greedy: follow the child equal to argmax p. Sampling
+(lossless, SpecInfer / EAGLE multi-candidate rule): try the children in turn; a child sampled
+from q is accepted with min(1, r(x)/q(x)) and on rejection r <- norm(max(0, r - q)); a child
+chosen deterministically (one-hot q) is accepted with r(x) and on rejection r <- r without x,
+renormalised. When no child is accepted, the next token is sampled from what is left of r.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .cache import KVCache
+from .sampling import residual
+
+
+def depths(parents: list[int]) -> list[int]:
+    """Depth of each node (children of the root have depth 1)."""
+    out: list[int] = []
+    for par in parents:
+        out.append(1 if par < 0 else out[par] + 1)
+    return out
+
+
+def tree_inputs(parents: list[int], prefix: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention mask (1, 1, N+1, prefix+N+1) bool and position ids (1, N+1) for [root, nodes...].
+
+    `prefix` = tokens already in the cache (every committed token but the root).
+    """
+    n = len(parents) + 1  # root + nodes
+    allowed = torch.zeros(n, n, dtype=torch.bool)
+    allowed[0, 0] = True
+    for i, par in enumerate(parents, start=1):
+        allowed[i] = allowed[par + 1]  # everything the parent sees (root's row for top-level nodes)
+        allowed[i, i] = True
+    mask = torch.cat([torch.ones(n, prefix, dtype=torch.bool), allowed], dim=1)  # (N+1, prefix+N+1)
+    pos = torch.tensor([0] + depths(parents)) + prefix
+    return mask[None, None].to(device), pos[None].to(device)
+
+
+def children_of(parents: list[int]) -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for i, par in enumerate(parents):
+        kids.setdefault(par, []).append(i)
+    return kids
+
+
+@dataclass
+class TreeVerdict:
+    path: list[int]  # accepted node indices, root to leaf
+    next_id: int  # corrected (some child was rejected) or bonus (leaf reached) token
+    next_p: float  # its target probability at the position it was emitted
+    tried: dict  # node index -> acceptance probability it was tested with (unvisited nodes absent)
+    corrected: bool  # next_id replaces rejected children (False: bonus after a leaf)
+
+
+def accept_tree_greedy(tokens: list[int], parents: list[int], p: torch.Tensor) -> TreeVerdict:
+    """Longest root-to-node path agreeing with argmax p. p: (N+1, V), row 0 = root."""
+    best = p.argmax(-1).tolist()
+    kids = children_of(parents)
+    node, path, tried = -1, [], {}
+    while True:
+        want = best[node + 1]
+        nxt = None
+        for child in kids.get(node, []):
+            tried[child] = 1.0 if tokens[child] == want else 0.0
+            if tokens[child] == want:
+                nxt = child
+                break
+        if nxt is None:
+            return TreeVerdict(path, want, float(p[node + 1, want]), tried, bool(kids.get(node)))
+        path.append(nxt)
+        node = nxt
+
+
+def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.Tensor,
+                       generator: torch.Generator | None) -> TreeVerdict:
+    """Multi-candidate rejection sampling; q[i] is node i's draft distribution (V,) or None (one-hot)."""
+    kids = children_of(parents)
+    node, path, tried = -1, [], {}
+    while True:
+        r = p[node + 1]
+        nxt = None
+        for child in kids.get(node, []):
+            x = tokens[child]
+            qx = q[child][x] if q[child] is not None else torch.ones((), device=p.device)
+            ratio = torch.clamp(r[x] / qx, max=1.0)
+            tried[child] = float(ratio)
+            if float(torch.rand((), generator=generator, device=p.device)) < float(ratio):
+                nxt = child
+                break
+            r = residual(r, q[child], x)
+        if nxt is None:
+            next_id = int(torch.multinomial(r, 1, generator=generator))
+            return TreeVerdict(path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)))
+        path.append(nxt)
+        node = nxt
+
+
+def compact(cache: KVCache, start: int, path: list[int]) -> None:
+    """Keep the accepted path's entries: move slots start+1+node to start+1+depth, then the pointer.
+
+    `start` is the root's slot. At most len(path) entries move; a chain's path moves none.
+    """
+    src = [start + 1 + node for node in path]
+    dst = list(range(start + 1, start + 1 + len(path)))
+    if src != dst:
+        idx = torch.tensor(src, device=cache.layers[0].keys.device)
+        for layer in cache.layers:
+            for buf in (layer.keys, layer.values):
+                buf[:, :, dst[0]:dst[-1] + 1] = buf.index_select(2, idx)
+    cache.truncate(start + 1 + len(path))
+
+
+def trie(branches: list[list[int]]) -> tuple[list[int], list[int]]:
+    """Merge token sequences into a tree (shared prefixes become one node): (tokens, parents)."""
+    tokens, parents, index = [], [], {}
+    for seq in branches:
+        par = -1
+        for tok in seq:
+            key = (par, tok)
+            if key not in index:
+                index[key] = len(tokens)
+                tokens.append(tok)
+                parents.append(par)
+            par = index[key]
+    return tokens, parents

@@ -1,0 +1,88 @@
+"""Tree speculation: mask and positions, cache compaction, lossless greedy and sampling."""
+import pytest
+import torch
+
+from engine import Engine, GenerationConfig, load_model
+from engine import tree
+from engine.cache import KVCache
+from tests.test_engine import CHI2_7DF_999, chi_square, target_first_token_probs
+
+# root -> a(0) -> c(2); root -> b(1); a -> d(3)
+PARENTS = [-1, -1, 0, 0]
+
+
+def test_tree_mask_and_positions_for_hand_built_tree():
+    """Each node sees the prefix, the root and its own ancestors; position = prefix + depth."""
+    mask, pos = tree.tree_inputs(PARENTS, prefix=3, device="cpu")
+    assert mask.shape == (1, 1, 5, 8) and pos.tolist() == [[3, 4, 4, 5, 5]]
+    m = mask[0, 0, :, 3:].int().tolist()  # columns: root, a, b, c, d
+    assert m == [[1, 0, 0, 0, 0],
+                 [1, 1, 0, 0, 0],
+                 [1, 0, 1, 0, 0],
+                 [1, 1, 0, 1, 0],
+                 [1, 1, 0, 0, 1]]
+    assert mask[0, 0, :, :3].all()
+
+
+def test_greedy_walk_takes_longest_argmax_path():
+    """Greedy follows the child equal to argmax p; a sibling can be the accepted one."""
+    p = torch.full((5, 10), 0.01)
+    for row, best in enumerate([1, 7, 0, 0, 3]):  # argmax at root, a, b, c, d
+        p[row, best] = 0.9
+    tv = tree.accept_tree_greedy([5, 1, 7, 6], PARENTS, p)  # a=5, b=1, c=7, d=6
+    assert tv.path == [1] and tv.next_id == 0 and not tv.corrected  # b accepted, b is a leaf: bonus
+    tv = tree.accept_tree_greedy([1, 2, 7, 3], PARENTS, p)
+    assert tv.path == [0, 2] and tv.next_id == 0  # a then c (argmax after a is 7), then bonus
+
+
+def test_compaction_keeps_exactly_the_accepted_path(tiny_dirs):
+    """After compaction the cache equals one computed from scratch over prefix + accepted path."""
+    model = load_model(tiny_dirs["target"]).model
+    prefix = [11, 12, 13, 14]
+    tokens = [21, 22, 23, 24]  # a, b, c, d with PARENTS
+    cache = KVCache.for_model(model, 32)
+    with torch.inference_mode():
+        model(torch.tensor([prefix[:-1]]), past_key_values=cache)
+        mask, pos = tree.tree_inputs(PARENTS, 3, "cpu")
+        model(torch.tensor([[prefix[-1]] + tokens]), past_key_values=cache, attention_mask=mask, position_ids=pos)
+        tree.compact(cache, 3, [0, 3])  # keep a, d
+        fresh = KVCache.for_model(model, 32)
+        model(torch.tensor([prefix + [21, 24]]), past_key_values=fresh)
+    assert cache.length == fresh.length == 6
+    for mine, ref in zip(cache.layers, fresh.layers):
+        assert torch.allclose(mine.keys[:, :, :6], ref.keys[:, :, :6], atol=1e-5)
+        assert torch.allclose(mine.values[:, :, :6], ref.values[:, :, :6], atol=1e-5)
+
+
+@pytest.mark.parametrize("spec", ["self", "other", "ngram"])
+@pytest.mark.parametrize("budget,branching", [(6, 2), (12, 3)])
+def test_tree_greedy_matches_ar(tiny_dirs, spec, budget, branching):
+    """Greedy tree speculation is token-identical to AR, for model and n-gram trees."""
+    draft = f"model:{tiny_dirs['other']}" if spec == "other" else spec
+    engine = Engine(load_model(tiny_dirs["target"]), draft, measure_step=False)
+    for prompt in ["a b c a b d a b c a b", "Tell me a story"]:
+        cfg = GenerationConfig(gamma=4, max_new_tokens=30, tree_budget=budget, tree_branching=branching)
+        events = list(engine.generate(prompt, cfg))
+        assert events[-1].token_ids == list(engine.generate(prompt, cfg, mode="ar"))[-1].token_ids
+        if spec != "ngram":
+            trees = [e for e in events if e.kind == "draft_tree"]
+            assert trees and all(len(t.token_ids) <= budget for t in trees)
+            assert all(t.status[i] == "accepted" for t in trees for i in t.path)
+
+
+def test_tree_sampling_is_lossless(tiny_dirs):
+    """Siblings tried in turn with p renormalised: the first token still follows the target's top-8 law."""
+    engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)
+    ids = engine.encode("Once upon a time", False)
+    counts = torch.zeros(engine.target.vocab_size)
+    for seed in range(1000):
+        cfg = GenerationConfig(gamma=1, max_new_tokens=2, temperature=1.0, top_k=8, seed=seed,
+                               tree_budget=4, tree_branching=4)
+        counts[list(engine.generate(None, cfg, prompt_ids=ids))[-1].token_ids[0]] += 1
+    assert chi_square(counts, target_first_token_probs(engine, ids)) < CHI2_7DF_999
+
+
+def test_ngram_tree_merges_shared_prefixes():
+    """All matching continuations become one trie: shared prefixes are one node."""
+    tokens, parents = tree.trie([[1, 2, 3], [1, 2, 4], [5]])
+    assert tokens == [1, 2, 3, 4, 5] and parents == [-1, 0, 1, 1, -1]
