@@ -25,6 +25,7 @@ from specviz import app_views as av
 
 gpu = spaces.GPU(duration=120) if spaces is not None else (lambda fn: fn)
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
+MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run is cut after this long (shared server)
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # one file per run id, for the download button
@@ -42,6 +43,10 @@ def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, to
 
 def prepare(target: str, draft: str, progress=None) -> None:
     """Load the target and build the drafter once (both cached), so a load failure is a gr.Error."""
+    try:
+        av.check_allowed(target, draft)
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
     if progress is not None:
         progress(0.1, desc=f"loading {target} (first use only)")
     try:
@@ -58,6 +63,29 @@ def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, r
     yield from engine.generate(prompt, cfg, prompt_ids=ids)
     if race:
         yield from engine.generate(prompt, cfg, "ar", prompt_ids=ids)
+
+
+def within_limit(events, limit_s: float = MAX_RUN_S):
+    """Pass events through until the run has taken limit_s seconds, then stop it (closing the engine)."""
+    deadline = time.monotonic() + limit_s
+    for event in events:
+        yield event
+        if time.monotonic() > deadline:
+            events.close()
+            gr.Warning(f"run stopped at the {limit_s:.0f} s limit per request")
+            return
+
+
+def failed(e: Exception) -> gr.Error:
+    """A run that broke (CUDA out of memory, ...) becomes a message; the server keeps serving."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+    return gr.Error(f"the run failed: {type(e).__name__}: {str(e)[:300]}")
 
 
 def trace_file(events) -> str | None:
@@ -86,7 +114,7 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
     prepare(target, draft, progress)
     events, charts_at = [], 0.0
     try:
-        for event in stream_events(target, draft, cfg, prompt, race):
+        for event in within_limit(stream_events(target, draft, cfg, prompt, race)):
             events.append(event)
             if event.kind in ROUND_END:  # HTML views every round; the charts at most every CHARTS_EVERY_S
                 charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
@@ -95,6 +123,8 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
                 yield (events, gr.update(), gr.update(), *views)
     except ValueError as e:  # empty prompt, context too long
         raise gr.Error(str(e)) from None
+    except RuntimeError as e:  # e.g. torch.cuda.OutOfMemoryError
+        raise failed(e) from None
     yield settled(events)
 
 
@@ -107,9 +137,11 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
         raise gr.Error(str(e)) from None
     prepare(target, draft)
     try:
-        events = list(stream_events(target, draft, cfg, prompt, False))
+        events = list(within_limit(stream_events(target, draft, cfg, prompt, False)))
     except ValueError as e:
         raise gr.Error(str(e)) from None
+    except RuntimeError as e:
+        raise failed(e) from None
     return av.api_result(events)
 
 

@@ -10,7 +10,7 @@ sees it: for our engine that includes building and consuming every event, and ex
 target forwards it spends after the last token to calibrate c and v (see `time_ours`).
 
 This module knows engines, models and clocks; it writes results.json and leaves the Markdown and
-HTML to `bench_report` (which imports plotly lazily). It never imports gradio.
+HTML to `specviz.bench_report`, which the CLI calls. It never imports gradio or plotly.
 """
 from __future__ import annotations
 
@@ -384,7 +384,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
               max_new_tokens: int = 64, repeats: int = 3, out="bench-out", categories=None, hf: bool = True,
               limit: int | None = None, overhead_pairs: int = 3, device: str | None = None,
               dtype: str | None = None, progress: bool = True, command: str | None = None) -> dict:
-    """Run the benchmark in this process; write results.json, results.md and report.html under `out`.
+    """Run the benchmark in this process; write results.json under `out` (the CLI adds the reports).
 
     `prompts` is a JSON-lines path or a list of {"category", "prompt"} dicts (default: the shipped set).
     Returns the results dict (as written to results.json).
@@ -392,7 +392,6 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     from tqdm import tqdm
     from transformers.utils import logging as hf_logging
 
-    from . import bench_report
 
     drafts = [d.strip() for d in drafts if d and d.strip()]
     gammas = sorted({int(g) for g in gammas})
@@ -488,8 +487,6 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
-    (out / "results.md").write_text(bench_report.markdown(results), encoding="utf-8")
-    (out / "report.html").write_text(bench_report.html(results), encoding="utf-8")
     return results
 
 
@@ -507,7 +504,10 @@ def cli(args, argv: list) -> int:
                         categories=split(args.categories) or None, hf=not args.no_hf, limit=args.limit,
                         overhead_pairs=args.overhead_pairs, device=args.device, dtype=args.dtype,
                         command="python -m engine " + shlex.join(argv))
+    from specviz.bench_report import write_reports  # the CLI is a front end, like app.py
+
     out = Path(args.out)
+    write_reports(results, out)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {out / 'report.html'}", file=sys.stderr)
     if results["mismatches"]:
         print(f"WARNING: {results['mismatches']} greedy output(s) differ from our AR output; see results.md",

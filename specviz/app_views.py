@@ -44,6 +44,25 @@ EXAMPLES = [
 ]
 
 
+def allowed_models(env: str | None = None) -> set[str]:
+    """Model ids the UI and API may load: the presets, widened by SPECVIZ_ALLOW_MODELS (comma list)."""
+    import os
+
+    ids = {"embedded"} | {t for t, _ in PAIRS.values()} | {d.split(":", 1)[1] for _, d in PAIRS.values() if d}
+    extra = os.environ.get("SPECVIZ_ALLOW_MODELS", "") if env is None else env
+    return ids | {x.strip() for x in extra.split(",") if x.strip()}
+
+
+def check_allowed(target: str, draft: str, env: str | None = None) -> None:
+    """Refuse (ValueError) a target or draft model outside the allowlist; local paths are never allowed."""
+    allowed = allowed_models(env)
+    names = [("target", target)] + ([("draft", draft.split(":", 1)[1])] if draft.startswith("model:") else [])
+    for role, name in names:
+        if name not in allowed:
+            raise ValueError(f"{role} model {name[:80]!r} is not allowed here; allowed: {', '.join(sorted(allowed))} "
+                             f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)")
+
+
 def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
     """(target spec, draft spec) for the chosen model pair, drafter and its parameter (n or L, 0 = default)."""
     if pair not in PAIRS:

@@ -13,6 +13,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+class ServerURL(str):
+    """The server's URL, carrying the server's process id (for memory checks)."""
+    pid: int
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -45,7 +50,9 @@ def serve_app(timeout_s: float = 180.0):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"app.py did not serve {url} within {timeout_s:.0f} s; see {log}")
             time.sleep(0.5)
-        yield url
+        served = ServerURL(url)
+        served.pid = proc.pid
+        yield served
     finally:
         proc.terminate()
         try:

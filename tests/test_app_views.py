@@ -77,3 +77,15 @@ def test_api_result_gives_text_and_summary_json():
     text, summary = av.api_result(sample_events())
     data = json.loads(summary)
     assert text and data["stop_reason"] and data["speedup"] > 0
+
+
+def test_model_allowlist_refuses_paths_and_unknown_ids():
+    """Only preset models load from the UI/API; an env var widens the list; paths never pass."""
+    from specviz.app_views import check_allowed
+
+    check_allowed("embedded", "model:HuggingFaceTB/SmolLM2-135M-Instruct", env="")
+    check_allowed("embedded", "ngram", env="")
+    for target, draft in [("/etc", "ngram"), ("evil/model", "self"), ("embedded", "model:/tmp/x")]:
+        with pytest.raises(ValueError, match="is not allowed here"):
+            check_allowed(target, draft, env="")
+    check_allowed("my-org/private", "self", env="my-org/private, other/x")

@@ -68,7 +68,9 @@ def test_mismatch_is_flagged(tiny_dirs, tmp_path, monkeypatch):
     assert {m["config"] for m in results["mismatch_details"]} == {"hf/greedy"}
     assert results["mismatch_details"][0]["first_diff"] == 4
     assert results["overall"]["hf/greedy"]["identical"] is False
-    assert "MISMATCH" in (tmp_path / "results.md").read_text()
+    from specviz.bench_report import markdown
+
+    assert "MISMATCH" in markdown(results)
 
 
 def test_unknown_drafter_is_a_clear_error(tiny_dirs, tmp_path):

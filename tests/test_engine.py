@@ -170,6 +170,11 @@ def test_bad_prompt_and_models_are_refused(tiny_dirs, tmp_path):
         load_model(str(tmp_path / "missing"))
     with pytest.raises(ModelLoadError, match="cannot load model 'no-such-org/no-such-model'"):
         load_model("no-such-org/no-such-model")
+    from transformers import T5Config
+
+    T5Config(d_model=8, num_layers=1, num_heads=1, d_kv=8, d_ff=8).save_pretrained(tmp_path / "t5")
+    with pytest.raises(ModelLoadError, match="is not a causal language model"):
+        load_model(str(tmp_path / "t5"))
     with pytest.raises(ModelLoadError, match="unknown draft spec"):
         Engine(engine.target, "telepathy")
     with pytest.raises(ValueError, match="exceeds the target's context of 2048"):

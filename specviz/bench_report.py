@@ -201,3 +201,12 @@ def html(results: dict) -> str:
              ".bad{color:#b00;font-weight:bold}")
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>specviz benchmark</title>"
             f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>\n")
+
+
+def write_reports(results: dict, out) -> None:
+    """results.md and report.html beside results.json in folder `out`."""
+    from pathlib import Path
+
+    out = Path(out)
+    (out / "results.md").write_text(markdown(results), encoding="utf-8")
+    (out / "report.html").write_text(html(results), encoding="utf-8")
