@@ -31,12 +31,13 @@ APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # one file per run id, for the download button
 
 
-def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new):
+def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new,
+                   tree_budget=0, tree_branching=2):
     """(target, draft, GenerationConfig) from the controls; gr.Error with the engine's message if invalid."""
     try:
         target, draft = av.model_specs(pair, drafter, param)
         return target, draft, GenerationConfig(**av.config_kwargs(gamma, adaptive, p_min, temperature, top_k,
-                                                                   top_p, seed, max_new))
+                                                                   top_p, seed, max_new, tree_budget, tree_branching))
     except ValueError as e:
         raise gr.Error(str(e)) from None
 
@@ -106,11 +107,11 @@ def settled(events):
     return (events, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(events))
 
 
-def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, race, prompt,
-             progress=gr.Progress()):
+def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,
+             tree_branching, race, prompt, progress=gr.Progress()):
     """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
     target, draft, cfg = parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p,
-                                        seed, max_new)
+                                        seed, max_new, tree_budget, tree_branching)
     prepare(target, draft, progress)
     events, charts_at = [], 0.0
     try:
@@ -129,20 +130,27 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
 
 
 def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
-                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED) -> tuple[str, str]:
-    """Run to completion on the named target with a draft spec; returns (text, summary JSON)."""
+                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED):
+    """Stream (text so far, summary JSON) once per round; the last pair is the finished run.
+
+    A generator, so a client that cancels or disconnects closes the run and frees its slot.
+    """
     try:
         cfg = GenerationConfig(**av.config_kwargs(gamma, "fixed", 0.0, temperature, 0, 1.0, seed, max_new_tokens))
     except ValueError as e:
         raise gr.Error(str(e)) from None
     prepare(target, draft)
+    events = []
     try:
-        events = list(within_limit(stream_events(target, draft, cfg, prompt, False)))
+        for event in within_limit(stream_events(target, draft, cfg, prompt, False)):
+            events.append(event)
+            if event.kind == "round_timed":
+                yield "".join(t for e in events if e.kind == "committed" for t in e.tokens), ""
     except ValueError as e:
         raise gr.Error(str(e)) from None
     except RuntimeError as e:
         raise failed(e) from None
-    return av.api_result(events)
+    yield av.api_result(events)
 
 
 def show_round(events, r):
@@ -206,6 +214,12 @@ def build_demo() -> gr.Blocks:
                         top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
                         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p")
                     seed = gr.Number(0, precision=0, label="Seed")
+                with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
+                    with gr.Row():
+                        tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",
+                                                elem_id="tree-budget", info="draft nodes per round; depth = γ")
+                        tree_branching = gr.Slider(1, 8, value=2, step=1, label="Branching",
+                                                   elem_id="tree-branching", info="children tried per node")
                 with gr.Accordion("Trace", open=True):
                     download = gr.DownloadButton("Download trace (JSON)", interactive=False, size="sm",
                                                   elem_id="download")
@@ -246,8 +260,8 @@ def build_demo() -> gr.Blocks:
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
 
         view_outs = [stream, tree, race_html, explain, summary, fig_len, fig_pos, fig_run, fig_tput, fig_speedup]
-        controls = [pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, race,
-                    prompt]
+        controls = [pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,
+                    tree_branching, race, prompt]
         run_event = run_btn.click(generate, controls, [events, slider, download, *view_outs],
                                   show_progress="minimal", api_name="run", api_visibility="private")
         stop_btn.click(settled, [events], [events, slider, download, *view_outs], cancels=[run_event],

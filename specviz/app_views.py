@@ -80,8 +80,10 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
     return target, drafter
 
 
-def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new_tokens) -> dict:
-    """GenerationConfig keyword arguments from the controls (GenerationConfig itself validates ranges)."""
+def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new_tokens, tree_budget=0,
+                  tree_branching=2) -> dict:
+    """GenerationConfig keyword arguments from the controls (GenerationConfig itself validates ranges).
+    tree_budget > 0 turns on tree speculation: up to that many draft nodes, tree_branching children each, depth γ."""
     if adaptive not in ADAPTIVE:
         raise ValueError(f"adaptive must be one of {', '.join(ADAPTIVE)}, got {adaptive!r}")
     if max_new_tokens is not None and max_new_tokens > MAX_NEW_TOKENS:
@@ -93,7 +95,9 @@ def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_n
     confidence = adaptive.startswith("confidence")
     return dict(gamma=whole(gamma), max_new_tokens=whole(max_new_tokens), temperature=temperature,
                 top_k=whole(top_k or 0), top_p=top_p, seed=None if seed is None else whole(seed),
-                adaptive="fixed" if confidence else adaptive, p_min=p_min if confidence else 0.0)
+                adaptive="fixed" if confidence else adaptive, p_min=p_min if confidence else 0.0,
+                tree_budget=whole(tree_budget or 0),
+                tree_branching=whole(2 if tree_branching is None else tree_branching))
 
 
 def summary_html(events) -> str:

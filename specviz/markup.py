@@ -118,10 +118,19 @@ def token_details(rv, i: int, origin: str, greedy: bool):
 def token_span(rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = True, cls: str = "tok") -> str:
     """A token with its origin class, data-round / data-pos, a one-line data-tip and the tooltip child."""
     head, rows, blocks, pos = token_details(rv, i, origin, greedy)
+    return tip_span(rv.round, pos, origin, text, head, rows, blocks, breaks, cls)
+
+
+def tip_span(round_, pos, origin: str, text: str, head: str, rows, blocks=(), breaks: bool = True, cls: str = "tok",
+             extra: str = "") -> str:
+    """The markup of one token or tree node: `{cls} {cls}-{origin}` (+ `extra` classes), data attributes,
+    a one-line data-tip and the hidden tooltip child; rejected and discarded text is struck (<del>)."""
     summary = " · ".join([head] + [f"{k} {v}" for k, v in rows])
     struck = origin in ("rejected", "discarded")
     shown = stream_text(text, breaks=breaks and not struck)
     inner = f'<del class="tok-text">{shown}</del>' if struck else f'<span class="tok-text">{shown}</span>'
     kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
-    return (f'<span class="{cls} {kind}" data-round="{rv.round}" data-pos="{pos}" data-origin="{esc(origin)}" '
-            f'tabindex="0" data-tip="{esc(summary)}">{inner}{tooltip(head, rows, blocks)}</span>')
+    extra = f" {esc(extra)}" if extra else ""
+    return (f'<span class="{cls} {kind}{extra}" data-round="{esc(round_)}" data-pos="{esc(pos)}" '
+            f'data-origin="{esc(origin)}" tabindex="0" data-tip="{esc(summary)}">{inner}'
+            f'{tooltip(head, rows, blocks)}</span>')

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from engine.events import EVENT_TYPES, event_from_dict
 from engine.metrics import summarize
 
-ROUND_KINDS = {"drafted", "verified", "rolled_back", "committed", "round_timed"}
+ROUND_KINDS = {"drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
+ATTR = {"round_timed": "timed", "draft_tree": "tree"}  # RoundView attribute of each round event kind
 
 
 def as_event(item):
@@ -57,6 +58,7 @@ class RoundView:
     rolled_back: object = None
     committed: object = None
     timed: object = None
+    tree: object = None  # DraftTree of a tree-speculation round (drafted / verified then hold its chain view)
 
     @property
     def gamma(self) -> int:
@@ -163,7 +165,7 @@ def view_run(events, mode: str | None = None) -> RunView:
             view.finished = event
         elif event.kind in ROUND_KINDS:
             rv = by_round.setdefault(event.round, RoundView(event.round))
-            setattr(rv, event.kind if event.kind != "round_timed" else "timed", event)
+            setattr(rv, ATTR.get(event.kind, event.kind), event)
     view.rounds = [by_round[k] for k in sorted(by_round)]
     return view
 

@@ -13,6 +13,7 @@ LEGEND = (
     ("bonus", "bonus: every draft accepted, one extra token from the target"),
     ("rejected", "rejected draft token (discarded, struck through)"),
     ("ar", "plain target step (no draft)"),
+    ("unvisited", "tree node never tested (its branch was not reached)"),
 )
 
 

@@ -3,15 +3,22 @@
 Each round hangs off the committed trunk (the context token it started from). Its drafted chain
 shows the accepted part, the rejected token (struck, the rejection point marked) and the
 discarded tail; the corrected token forks off the last accepted node as the rejected token's
-sibling, the bonus token follows the last accepted one. The model is a list of nodes with parents,
-so several branches per round (tree drafting) render with no change here.
+sibling, the bonus token follows the last accepted one.
+
+A tree-speculation round (one with a DraftTree event) shows every drafted branch instead: the
+accepted path, the rejected nodes (struck, ✗; the ones where the walk stopped also outlined), the
+unvisited nodes (faded) and the corrected / bonus token after the path. Both kinds of round are
+lists of nodes with parents, drawn by the same nested-list code.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .markup import esc, stream_text, token_span
+from .markup import _at, esc, fmt_p, stream_text, tip_span, token_span, topk_block, visible
 from .runs import main_run
+
+TREE_STATUS = ("accepted", "rejected", "unvisited")
+MAX_TREE_NODES = 128  # nodes drawn per tree round (the engine drafts <= 64; a hostile trace may hold more)
 
 
 @dataclass(frozen=True)
@@ -19,15 +26,50 @@ class Node:
     """One token in a round's tree; `parent` is None for the round's root (the trunk context)."""
     id: str
     parent: str | None
-    index: int  # index into the round's draft / commit (-1 for the root)
+    index: int  # index into the round's draft / commit, or its DraftTree node (-1 for the root)
     text: str
-    origin: str  # context, accepted, rejected, discarded, corrected, bonus, ar, pending
+    origin: str  # context, accepted, rejected, discarded, unvisited, corrected, bonus, ar, pending
     committed: bool
+    depth: int = 0  # tree rounds: depth below the context (1 = a child of the root)
+
+
+def tree_shape(t) -> tuple[list[int], list[int], list[int]]:
+    """(parents, depths, path) of a DraftTree, repaired so any trace renders: a parent comes before its
+    child (else the node hangs off the root), at most MAX_TREE_NODES nodes, path entries are node indices."""
+    n = min(len(t.tokens), MAX_TREE_NODES)
+    parents, depths = [], []
+    for i in range(n):
+        par = _at(t.parents, i)
+        par = par if isinstance(par, int) and not isinstance(par, bool) and -1 <= par < i else -1
+        parents.append(par)
+        depths.append(1 if par < 0 else depths[par] + 1)
+    path = [i for i in t.path if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n]
+    return parents, depths, path
+
+
+def tree_nodes(rv, root: Node) -> list[Node]:
+    """Every node of a DraftTree round, then the corrected / bonus token as a child of the path's end."""
+    t, n_committed = rv.tree, len(rv.tokens)
+    parents, depths, path = tree_shape(t)
+    nodes = [root]
+    for i, par in enumerate(parents):
+        status = _at(t.status, i)
+        origin = status if status in TREE_STATUS else "unvisited"
+        committed = origin == "accepted" and i in path and path.index(i) < n_committed
+        nodes.append(Node(f"{rv.round}.{i}", root.id if par < 0 else f"{rv.round}.{par}", i, str(t.tokens[i]),
+                          origin, committed, depths[i]))
+    kind = t.next_kind if t.next_kind in ("corrected", "bonus") else "corrected"
+    end = f"{rv.round}.{path[-1]}" if path else root.id
+    nodes.append(Node(f"{rv.round}.next", end, len(path), str(t.next_token), kind, len(path) < n_committed,
+                      len(path) + 1))
+    return nodes
 
 
 def round_nodes(rv, context: str) -> list[Node]:
-    """The nodes of one round, parents before children. Today a chain plus the corrected fork."""
+    """The nodes of one round, parents before children: a chain plus the corrected fork, or a whole tree."""
     root = Node(f"{rv.round}.root", None, -1, context, "context", True)
+    if getattr(rv, "tree", None) is not None:
+        return tree_nodes(rv, root)
     nodes = [root]
     n_committed = len(rv.tokens)
     if rv.drafted is None:  # a plain target step: committed tokens only
@@ -56,16 +98,88 @@ def round_nodes(rv, context: str) -> list[Node]:
     return nodes
 
 
-def _subtree(node: Node, children: dict, rv, greedy: bool) -> str:
-    if node.origin == "context":
-        label = f'<span class="node node-context" title="committed context">…{stream_text(node.text, False)}</span>'
+def _tree_target_rows(rv, parent: int, depth: int, path: list[int]):
+    """The target's top-k at a node's position: recorded (chain view) only below the root or a path node."""
+    v = rv.verified
+    if v is None or not (parent < 0 or parent in path):
+        return None
+    return _at(v.target_topk, depth - 1)
+
+
+def tree_node_span(rv, node: Node, greedy: bool, parents: list[int], path: list[int]) -> str:
+    """A tree node (or the corrected / bonus token after the path) with its p / q / accept tooltip."""
+    t, i = rv.tree, node.index
+    pos = (t.pos if isinstance(t.pos, int) else 0) + node.depth - 1
+    rows = [("round", str(rv.round)), ("position", str(pos))]
+    if node.origin in TREE_STATUS:
+        head = {"accepted": "accepted: on the tree's accepted path",
+                "rejected": "rejected: failed the acceptance test",
+                "unvisited": "unvisited: never tested (the walk did not reach it)"}[node.origin]
+        rule = "draft = argmax p" if greedy else "min(1, p/q) on what is left of p"
+        tested = _at(t.accept_prob, i)
+        rows += [("node", f"{i} · depth {node.depth}"), ("draft q", fmt_p(_at(t.q, i))),
+                 ("target p", fmt_p(_at(t.p, i))),
+                 (f"accept ({rule})", "not tested" if tested is None else fmt_p(tested))]
+        chosen, target_rows = _at(t.token_ids, i), _tree_target_rows(rv, parents[i], node.depth, path)
+        stop = node.origin == "rejected" and parents[i] == (path[-1] if path else -1)
+        extra = "node-stop" if stop else ("node-uncommitted" if node.origin == "accepted" and not node.committed
+                                          else "")
     else:
-        label = token_span(rv, node.index, node.origin, greedy, node.text, breaks=False, cls="node")
-        if not node.committed and node.origin not in ("rejected", "discarded"):
-            label = label.replace('class="node ', 'class="node node-uncommitted ', 1)
+        end = path[-1] if path else -1
+        if node.origin == "corrected":
+            how = "argmax p" if greedy else "sampled from what is left of p"
+            head = f"corrected: {how} after the rejected children"
+            rejected = [visible(t.tokens[k]) for k, par in enumerate(parents)
+                        if par == end and _at(t.status, k) == "rejected"]
+            rows.append(("replaces", ", ".join(rejected) or "–"))
+        else:
+            head = "bonus: the path reached a leaf, one more token from p"
+        c = rv.committed
+        p = _at(c.p, len(path)) if c is not None else (rv.verified.next_p if rv.verified is not None else None)
+        rows.append(("target p", fmt_p(p)))
+        chosen, target_rows = t.next_id, _tree_target_rows(rv, end, node.depth, path)
+        extra = "" if node.committed else "node-uncommitted"
+    return tip_span(rv.round, pos, node.origin, node.text, head, rows,
+                    [topk_block("target p top-k", target_rows, chosen)], breaks=False, cls="node", extra=extra)
+
+
+def _subtree(node: Node, children: dict, label, on_path=frozenset()) -> str:
+    if node.origin == "context":
+        text = f'<span class="node node-context" title="committed context">…{stream_text(node.text, False)}</span>'
+    else:
+        text = label(node)
     kids = children.get(node.id, [])
-    inner = "".join(_subtree(k, children, rv, greedy) for k in kids)
-    return f'<li data-node="{esc(node.id)}">{label}{f"<ul>{inner}</ul>" if kids else ""}</li>'
+    inner = "".join(_subtree(k, children, label, on_path) for k in kids)
+    path = ' class="on-path"' if node.id in on_path else ""
+    return f'<li data-node="{esc(node.id)}"{path}>{text}{f"<ul>{inner}</ul>" if kids else ""}</li>'
+
+
+def _chain_label(rv, greedy: bool):
+    def label(node: Node) -> str:
+        text = token_span(rv, node.index, node.origin, greedy, node.text, breaks=False, cls="node")
+        if not node.committed and node.origin not in ("rejected", "discarded"):
+            text = text.replace('class="node ', 'class="node node-uncommitted ', 1)
+        return text
+    return label
+
+
+def _tree_round_html(rv, nodes: list[Node], children: dict, greedy: bool) -> str:
+    """A tree round: every node, the label counting the tree and giving its verdict as a title."""
+    t = rv.tree
+    parents, depths, path = tree_shape(t)
+    status = [_at(t.status, i) for i in range(len(parents))]
+    n_rej, n_unv = status.count("rejected"), sum(1 for s in status if s not in ("accepted", "rejected"))
+    stats = f"tree {len(path)}/{len(t.tokens)} nodes accepted · +{len(rv.tokens)}"
+    end = f"rejected at depth {len(path) + 1}" if t.next_kind == "corrected" else "leaf reached"
+    verdict = (f"{len(t.tokens)} nodes, depth {max(depths, default=0)}: path of {len(path)} accepted, {end}; "
+               f"{n_rej} rejected, {n_unv} unvisited")
+    on_path = {nodes[0].id} | {f"{rv.round}.{i}" for i in path}
+    body = _subtree(nodes[0], children, lambda n: tree_node_span(rv, n, greedy, parents, path), on_path)
+    if len(t.tokens) > len(parents):
+        body += f'<li class="tree-more">+{len(t.tokens) - len(parents)} nodes not drawn</li>'
+    return (f'<div class="tree-round tree-branches" data-round="{rv.round}" data-nodes="{len(t.tokens)}">'
+            f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(t.pos)} · '
+            f'{esc(stats)}</small></span><ul class="tree">{body}</ul></div>')
 
 
 def round_tree_html(rv, context: str, greedy: bool) -> str:
@@ -74,19 +188,26 @@ def round_tree_html(rv, context: str, greedy: bool) -> str:
     for node in nodes:
         if node.parent is not None:
             children.setdefault(node.parent, []).append(node)
+    if rv.tree is not None:
+        return _tree_round_html(rv, nodes, children, greedy)
+    pos = rv.committed.pos if rv.committed is not None else (rv.drafted.pos if rv.drafted is not None else "")
     drafted = rv.gamma
     stats = f"{rv.n_accepted}/{drafted} accepted · +{len(rv.tokens)}" if drafted else f"+{len(rv.tokens)} (no draft)"
-    pos = rv.committed.pos if rv.committed is not None else (rv.drafted.pos if rv.drafted is not None else "")
     verdict = "all accepted" if drafted and rv.first_rejected is None and rv.verified is not None else (
         f"rejected at {rv.first_rejected + 1}" if rv.first_rejected is not None else "")
     return (f'<div class="tree-round" data-round="{rv.round}">'
             f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(pos)} · {esc(stats)}</small></span>'
-            f'<ul class="tree">{_subtree(nodes[0], children, rv, greedy)}</ul></div>')
+            f'<ul class="tree">{_subtree(nodes[0], children, _chain_label(rv, greedy))}</ul></div>')
 
 
-def render_tree(events, upto_round: int | None = None, max_rounds: int = 60) -> str:
-    """HTML of the speculation tree for rounds <= upto_round; older rounds beyond max_rounds collapse
-    into a summary that still shows their committed text."""
+def _weight(rv) -> int:
+    """Nodes a round draws (for the page-size budget)."""
+    return min(len(rv.tree.tokens), MAX_TREE_NODES) + 2 if rv.tree is not None else rv.gamma + 2
+
+
+def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max_nodes: int = 1200) -> str:
+    """HTML of the speculation tree for rounds <= upto_round; older rounds beyond max_rounds (or beyond
+    max_nodes drawn nodes: big trees) collapse into a summary that still shows their committed text."""
     run = main_run(events, "speculative") or main_run(events)
     if run is None or not run.rounds:
         return '<div class="specviz specviz-tree sv-empty">No rounds yet.</div>'
@@ -97,6 +218,10 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60) -> 
         if rv.tokens:
             last = rv.tokens[-1]
     hidden = max(0, len(rounds) - max(1, max_rounds))
+    drawn = sum(_weight(rv) for rv in rounds[hidden:])
+    while drawn > max_nodes and hidden < len(rounds) - 1:
+        drawn -= _weight(rounds[hidden])
+        hidden += 1
     parts = []
     if hidden:
         old = rounds[:hidden]

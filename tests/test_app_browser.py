@@ -137,7 +137,7 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
 
 
 def test_stop_then_new_run(page):
-    """Stop during a long run halts it; a new short run then completes."""
+    """Stop during a long run halts it; a new short tree-speculation run then completes and draws its branches."""
     page.fill("#prompt textarea", LONG)
     page.get_by_label("Race against autoregressive", exact=False).uncheck()
     set_number(page, "max-new", 256)
@@ -149,8 +149,13 @@ def test_stop_then_new_run(page):
     assert page.locator(DONE).count() == 0
 
     set_number(page, "max-new", 12)
+    choose(page, "Drafter", "self")  # a model drafter: every round a tree (its chain + top-q siblings)
+    page.locator("#tree-controls").get_by_text("Tree speculation", exact=True).click()
+    set_number(page, "tree-budget", 8)
     generate_and_wait(page)
     assert page.locator("#stream .tok").count() > 0
+    assert page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
+    set_number(page, "tree-budget", 0)
 
 
 def test_bad_input_and_offline_hub_model_show_errors(page):

@@ -35,6 +35,19 @@ def test_config_kwargs_build_valid_configs_and_surface_engine_errors():
         av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 513)
 
 
+def test_config_kwargs_pass_tree_settings():
+    """Node budget and branching reach GenerationConfig (0 = chain by default); the engine's range errors surface."""
+    chain = GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8))
+    assert (chain.tree_budget, chain.tree_branching) == (0, 2)
+    cfg = GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, tree_budget=16.0, tree_branching=3.0))
+    assert (cfg.tree_budget, cfg.tree_branching) == (16, 3) and isinstance(cfg.tree_budget, int)
+    assert GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, None, None)).tree_budget == 0
+    with pytest.raises(ValueError, match="tree_budget must be between 0"):
+        GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, tree_budget=65))
+    with pytest.raises(ValueError, match="tree_branching must be between 1 and 8"):
+        GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, tree_budget=8, tree_branching=9))
+
+
 def test_views_cut_at_a_round_and_full():
     """views() returns 5 HTML strings + 5 figures; at round r the stream shows r rounds; figures can be skipped."""
     events = sample_events()

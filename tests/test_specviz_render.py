@@ -171,7 +171,7 @@ def test_replay_helpers():
 def test_legend_names_every_origin():
     """The legend shows a sample of each origin class."""
     html = render_legend()
-    for origin in ("accepted", "corrected", "bonus", "rejected", "ar"):
+    for origin in ("accepted", "corrected", "bonus", "rejected", "ar", "unvisited"):
         assert f"tok-{origin}" in html
 
 

@@ -1,0 +1,164 @@
+"""The speculation tree on hand-built tree-speculation rounds (DraftTree events): branches, verdicts, tooltips."""
+import re
+
+from engine.events import (Committed, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified,
+                           event_to_dict, trace_from_json, trace_to_json)
+from specviz import events_upto, render_stream, render_tree, rounds_of
+from specviz.runs import view_run
+
+# round 1 (greedy), drafted at pos 2; the walk: " A" rejected, "The" accepted, " cat" accepted,
+# " sat" and " &" rejected -> corrected " ran". Node 4 `<script>` and the children of rejected nodes are unvisited.
+#   root ─┬─ 0 " A" ✗ ── 2 " dog" (unvisited)
+#         └─ 1 "The" ✓ ─┬─ 3 " cat" ✓ ─┬─ 5 " sat" ✗ ── 7 " on" (unvisited)
+#                       │              ├─ 6 " &" ✗
+#                       │              └─ " ran" (corrected)
+#                       └─ 4 "<script>" (unvisited)
+TOKENS = [" A", "The", " dog", " cat", "<script>alert(1)</script>", " sat", " &", " on"]
+PARENTS = [-1, -1, 0, 1, 1, 3, 3, 5]
+STATUS = ["rejected", "accepted", "unvisited", "accepted", "unvisited", "rejected", "rejected", "unvisited"]
+ACCEPT = [0.0, 1.0, None, 1.0, None, 0.0, 0.0, None]
+Q = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+P = [0.125, 0.75, 0.03, 0.625, 0.0625, 0.1, 0.05, 0.2]
+
+
+def tree_events(finished: bool = True) -> list:
+    """A greedy run: round 1 a branching tree (corrected), round 2 a small tree (bonus), round 3 a plain chain."""
+    config = {"gamma": 3, "max_new_tokens": 7, "temperature": 0.0, "tree_budget": 8, "tree_branching": 3}
+    ev = [RunStarted(0, "tree01", "speculative", "target-test", "ngram", "cpu", "float32", config, "Hi", [1, 2],
+                     ["<|im_start|>", "Hi"], 2)]
+    ev += [DraftTree(1, 2, list(range(20, 28)), TOKENS, PARENTS, Q, P, ACCEPT, STATUS, [1, 3], 12, " ran", "corrected"),
+           RolledBack(1, [4, 5, 6, 7, 8, 9], 11, 4),
+           Drafted(1, 2, [21, 23, 25], ["The", " cat", " sat"], [1.0, 1.0, 1.0], [], "ngram"),
+           Verified(1, 2, [0.75, 0.625, 0.1], [1.0, 1.0, 0.0], [True, True, False], 2, 12, " ran", 0.5, "corrected",
+                    [[[21, "The", 0.75]], [[23, " cat", 0.625]], [[12, " ran", 0.5], [25, " sat", 0.1]]], True),
+           Committed(1, 2, [21, 23, 12], ["The", " cat", " ran"], ["accepted", "accepted", "corrected"],
+                     [0.75, 0.625, 0.5]),
+           RoundTimed(1, 5, 0.01, 0.05, 0.07, 0.2, 3)]
+    ev += [DraftTree(2, 5, [30, 31], ["!", "?"], [-1, -1], [1.0, 1.0], [0.9, 0.05], [1.0, None],
+                     ["accepted", "unvisited"], [0], 16, "\n", "bonus"),
+           Drafted(2, 5, [30], ["!"], [1.0], [], "ngram"),
+           Verified(2, 5, [0.9], [1.0], [True], None, 16, "\n", 0.5, "bonus", [], True),
+           Committed(2, 5, [30, 16], ["!", "\n"], ["accepted", "bonus"], [0.9, 0.5]),
+           RoundTimed(2, 7, 0.01, 0.05, 0.07, 0.3, 1)]
+    ev += [Drafted(3, 7, [40], [" Z"], [1.0], [], "ngram"),
+           Verified(3, 7, [0.2], [0.0], [False], 0, 41, " Y", 0.6, "corrected", [], True),
+           Committed(3, 7, [41], [" Y"], ["corrected"], [0.6]),
+           RoundTimed(3, 8, 0.01, 0.05, 0.07, 0.4, 1)]
+    if finished:
+        ev.append(Finished(3, 8, "max_new_tokens", "The cat ran!\n Y", [21, 23, 12, 30, 16, 41]))
+    return ev
+
+
+def node(html: str, round_: int, i) -> str:
+    """The <span class="node ..."> opening tag of node i of a round."""
+    m = re.search(rf'<li data-node="{round_}\.{i}"[^>]*>(<span class="node [^>]*>)', html)
+    assert m, f"node {round_}.{i} not drawn"
+    return m.group(1)
+
+
+def tip(html: str, round_: int, i) -> str:
+    """The hidden tooltip child of node i of a round."""
+    node_re = rf'<li data-node="{round_}\.{i}"[^>]*><span class="node [^>]*>'
+    m = re.search(node_re + r'.*?(<span class="tok-tip".*?)(?:<ul>|</li>)', html)
+    return m.group(1)
+
+
+def test_every_node_of_a_tree_round_is_drawn_with_its_verdict():
+    """All 8 nodes plus the corrected token are drawn; classes follow accepted / rejected / unvisited."""
+    html = render_tree(tree_events())
+    assert re.findall(r'class="tree-round[^"]*" data-round="(\d+)"', html) == ["1", "2", "3"]
+    for i, status in enumerate(STATUS):
+        assert f"node-{status}" in node(html, 1, i), (i, status)
+    assert "node-corrected" in node(html, 1, "next") and "node-bonus" in node(html, 2, "next")
+    assert "node-unvisited" in node(html, 2, 1)
+    round1 = re.search(r'data-round="1".*?</div>', html).group(0)
+    assert len(re.findall(r'<span class="node [^>]*data-origin=', round1)) == 8 + 1  # 8 nodes + the corrected token
+
+
+def test_tree_layout_nests_children_under_their_parents():
+    """Children sit in their parent's <ul>; the corrected token forks off the path's end beside the rejected ones."""
+    html = render_tree(tree_events())
+    assert re.search(r'data-node="1\.0">.*?<ul><li data-node="1\.2">', html)
+    # node 3 (" cat", on the path) holds " sat", " &" and then the corrected " ran"
+    assert re.search(r'data-node="1\.3" class="on-path">.*?<ul><li data-node="1\.5">.*?<li data-node="1\.7">'
+                     r'.*?</li></ul></li><li data-node="1\.6">.*?</li><li data-node="1\.next">', html)
+    on_path = re.findall(r'data-node="1\.(\w+)" class="on-path"', html)
+    assert on_path == ["root", "1", "3"]
+
+
+def test_the_point_of_rejection_is_marked_and_struck():
+    """Rejected nodes are struck (<del>); those where the walk stopped are node-stop; unvisited ones are not struck."""
+    html = render_tree(tree_events())
+    assert "node-stop" in node(html, 1, 5) and "node-stop" in node(html, 1, 6)
+    assert "node-stop" not in node(html, 1, 0)  # rejected, but the walk went on to its sibling
+    assert re.search(r'data-node="1\.5"[^>]*><span [^>]*><del class="tok-text">', html)
+    assert not re.search(r'data-node="1\.7"[^>]*><span [^>]*><del', html)
+
+
+def test_tree_node_tooltips_carry_p_q_and_accept_prob():
+    """Hovering a node shows its q, p and acceptance (or 'not tested'); path children get the target's top-k."""
+    html = render_tree(tree_events())
+    t3 = tip(html, 1, 3)
+    assert "draft q" in t3 and "1.000" in t3 and "target p" in t3 and "0.625" in t3 and "depth 2" in t3
+    assert 'data-pos="3"' in node(html, 1, 3) and 'data-pos="5"' in node(html, 1, 7)
+    assert "not tested" in tip(html, 1, 7) and "unvisited" in tip(html, 1, 7)
+    t5 = tip(html, 1, 5)
+    assert "not tested" not in t5  # the tooltip ends before its child's
+    assert "rejected" in t5 and "0.100" in t5 and "target p top-k" in t5 and "tip-chosen" in t5
+    tn = tip(html, 1, "next")
+    assert "corrected" in tn and "␣sat, ␣&amp;" in tn and "0.500" in tn
+    assert "data-tip=" in node(html, 1, 4) and "0.062" in node(html, 1, 4)  # one-line summary for the JS tooltip
+
+
+def test_tree_node_text_is_escaped():
+    """A `<script>` node and a ` &` node appear as text, never as markup."""
+    html = render_tree(tree_events())
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert " &amp;" in html and not re.search(r"&(?![a-z]+;|#\d+;|#x[0-9a-f]+;)", html)
+
+
+def test_tree_round_label_counts_nodes():
+    """The round label says how much of the tree was accepted; its title gives the verdict."""
+    html = render_tree(tree_events())
+    assert 'data-nodes="8"' in html and "tree 2/8 nodes accepted · +3" in html
+    assert "path of 2 accepted, rejected at depth 3; 3 rejected, 3 unvisited" in html
+    assert "leaf reached" in html and "0/1 accepted · +1" in html  # round 2 a tree, round 3 a chain
+
+
+def test_chain_view_still_feeds_the_stream_and_replay():
+    """The stream shows the chain view; a trace round-trips; replay cuts the DraftTree with its round."""
+    events = tree_events()
+    stream = render_stream(events)
+    assert re.findall(r'<span class="tok tok-(\w+)', stream) == [
+        "accepted", "accepted", "rejected", "corrected", "accepted", "bonus", "rejected", "corrected"]
+    assert render_tree(trace_from_json(trace_to_json(events))) == render_tree(events)
+    assert render_tree([event_to_dict(e) for e in events]) == render_tree(events)
+    assert rounds_of(events) == 3 and view_run(events).rounds[0].tree is not None
+    cut = events_upto(events, 1)
+    assert [e.round for e in cut if e.kind == "draft_tree"] == [1]
+    assert 'data-round="2"' not in render_tree(events, upto_round=1)
+
+
+def test_partial_tree_round_renders_uncommitted():
+    """A DraftTree without its Committed (a cut trace) still draws, with the path marked uncommitted."""
+    events = [e for e in tree_events(finished=False) if not (e.round == 1 and e.kind in ("committed", "verified"))]
+    html = render_tree(events)
+    assert "node-uncommitted" in node(html, 1, 1) and "node-uncommitted" in node(html, 1, "next")
+
+
+def test_hostile_tree_shapes_render():
+    """Bad parents (forward, out of range), odd statuses and huge trees render bounded, without errors."""
+    n = 300
+    odd = DraftTree(1, 2, [5] * n, ["x"] * n, [7] + [i - 1 for i in range(1, n)], [], [], [], ["weird"] * n,
+                    [99, 0], 6, "<b>", "??")
+    html = render_tree([tree_events()[0], odd])
+    assert "+172 nodes not drawn" in html and "&lt;b&gt;" in html and "node-unvisited" in html
+
+
+def test_big_trees_collapse_older_rounds_by_node_count():
+    """Past max_nodes drawn nodes the oldest rounds fold into the summary, as past max_rounds."""
+    events = tree_events()
+    html = render_tree(events, max_nodes=12)
+    assert re.findall(r'class="tree-round[^"]*" data-round="(\d+)"', html) == ["2", "3"]
+    assert '<details class="tree-older" data-rounds="1">' in html
+    assert render_tree(events, max_nodes=0).count('class="tree-round') == 1  # the newest round always shows
