@@ -130,8 +130,10 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
 
 
 def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
-                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED):
+                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED) -> tuple[str, str]:
     """Stream (text so far, summary JSON) once per round; the last pair is the finished run.
+
+    The return hint names what each yield carries: gr.api derives the endpoint's outputs from it.
 
     A generator, so a client that cancels or disconnects closes the run and frees its slot.
     """

@@ -13,7 +13,9 @@ def _generate(args) -> int:
     from .events import write_trace
 
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                           top_k=args.top_k, top_p=args.top_p, seed=args.seed, raw=args.raw)
+                           top_k=args.top_k, top_p=args.top_p, seed=args.seed, raw=args.raw,
+                           adaptive=args.adaptive, p_min=args.p_min, tree_budget=args.tree_budget,
+                           tree_branching=args.tree_branching)
     engine = Engine.load(args.target, args.draft, device=args.device, dtype=args.dtype,
                          trust_remote_code=args.trust_remote_code)
     result = engine.run(args.prompt, cfg, compare_ar=args.compare_ar)
@@ -49,6 +51,10 @@ def main(argv=None) -> int:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--raw", action="store_true", help="send the prompt without the chat template")
+    g.add_argument("--adaptive", default="fixed", choices=["fixed", "heuristic"], help="γ schedule")
+    g.add_argument("--p-min", type=float, default=0.0, help="confidence threshold for model drafters (0 = off)")
+    g.add_argument("--tree-budget", type=int, default=0, help="tree speculation: draft nodes per round (0 = chain)")
+    g.add_argument("--tree-branching", type=int, default=2, help="tree speculation: children tried per node")
     g.add_argument("--compare-ar", action="store_true", help="also run the autoregressive baseline and compare")
     g.add_argument("--trace", metavar="FILE.json", help="write every event to a JSON trace")
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")

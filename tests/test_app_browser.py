@@ -154,6 +154,7 @@ def test_stop_then_new_run(page):
     set_number(page, "tree-budget", 8)
     generate_and_wait(page)
     assert page.locator("#stream .tok").count() > 0
+    page.wait_for_selector("#tree .tree-branches", timeout=30_000)  # the tree view may land after the summary
     assert page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
     set_number(page, "tree-budget", 0)
 

@@ -1,0 +1,77 @@
+"""Chain vs tree speculation on the same drafter, interleaved, on this machine.
+
+    .venv/bin/python benchmarks/tree_vs_chain.py [--prompts engine/prompts/grounded.jsonl] [--max-new-tokens 96]
+
+For each drafter it runs, per prompt and interleaved: AR, a chain of γ, and a tree with a node
+budget; it prints tokens per target forward (mean accepted length), tokens/s, the speedup over AR,
+and the measured cost v(n) of verifying n tokens in one forward (in target steps), which is what
+decides whether the extra nodes pay. Greedy; every output is checked against AR.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine import Engine, GenerationConfig, load_model  # noqa: E402
+from engine.cache import KVCache  # noqa: E402
+
+
+def verify_cost(model, n: int, context: int = 200, reps: int = 7) -> float:
+    """Median seconds of one forward over n new tokens at `context` cached tokens."""
+    cache = KVCache.for_model(model, context + n + 1)
+    with torch.inference_mode():
+        model(torch.randint(0, 1000, (1, context)), past_key_values=cache)
+        times = []
+        for _ in range(reps):
+            t = time.perf_counter()
+            model(torch.randint(0, 1000, (1, n)), past_key_values=cache)
+            times.append(time.perf_counter() - t)
+            cache.truncate(context)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prompts", default="engine/prompts/grounded.jsonl")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--setups", default="ngram:4:12:3,quant:4:12:3",
+                    help="drafter:gamma:tree_budget:branching, comma-separated (drafter may contain ':')")
+    args = ap.parse_args()
+    target = load_model("embedded")
+    prompts = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
+    step = verify_cost(target.model, 1)
+    print(f"v(n) on this machine (target steps): " + ", ".join(
+        f"v({n})={verify_cost(target.model, n) / step:.2f}" for n in (2, 5, 9, 13, 17, 33)))
+    for setup in args.setups.split(","):
+        *name, gamma, budget, branching = setup.split(":")
+        engine = Engine(target, ":".join(name), measure_step=False)
+        rows = {"ar": [], "chain": [], "tree": []}
+        for prompt in prompts:
+            ids = engine.encode(prompt, False)
+            base = GenerationConfig(gamma=int(gamma), max_new_tokens=args.max_new_tokens, record_topk=0)
+            tree = GenerationConfig(gamma=int(gamma), max_new_tokens=args.max_new_tokens, record_topk=0,
+                                    tree_budget=int(budget), tree_branching=int(branching))
+            ar = list(engine.generate(None, base, "ar", prompt_ids=ids))[-1]
+            for key, cfg in (("ar", None), ("chain", base), ("tree", tree)):
+                done = ar if cfg is None else list(engine.generate(None, cfg, prompt_ids=ids))[-1]
+                assert done.token_ids == ar.token_ids, f"{key} output differs from AR"
+                rows[key].append(done.summary)
+        ar_tps = [s["tokens_per_s"] for s in rows["ar"]]
+        for key in ("chain", "tree"):
+            tps = [s["tokens_per_s"] for s in rows[key]]
+            mal = statistics.mean(s["mean_accepted_length"] for s in rows[key])
+            speed = statistics.median(t / a for t, a in zip(tps, ar_tps))
+            print(f"{':'.join(name):>16} {key:5} γ={gamma} budget={budget if key == 'tree' else '-':>2} "
+                  f"branching={branching if key == 'tree' else '-'}: tokens/forward {mal:.2f}, "
+                  f"{statistics.median(tps):.1f} tok/s, median speedup vs AR {speed:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
