@@ -19,6 +19,7 @@ import torch
 
 from .cache import KVCache
 from .config import GenerationConfig
+from .fastllama import forward_fn
 from .models import LoadedModel, ModelLoadError, load_model
 from .sampling import pick, shape_probs
 
@@ -58,6 +59,7 @@ class ModelDrafter(Drafter):
     def __init__(self, model: torch.nn.Module, device: torch.device, name: str, cfg: GenerationConfig,
                  generator: torch.Generator | None, max_len: int, out_device: torch.device, vocab: int):
         self.model, self.device, self.name, self.cfg, self.generator = model, device, name, cfg, generator
+        self.forward = forward_fn(model)
         self.cache = KVCache.for_model(model, max_len)
         self.fed: list[int] = []  # the tokens in the draft cache, in order
         self.out_device, self.vocab = out_device, vocab
@@ -68,7 +70,7 @@ class ModelDrafter(Drafter):
         x = torch.tensor([ids[self.cache.length:]], device=self.device)
         tokens, qs = [], []
         for _ in range(gamma):
-            logits = self.model(x, past_key_values=self.cache, logits_to_keep=1).logits[0, -1]  # (V,)
+            logits = self.forward(x, self.cache, logits_to_keep=1)[0, -1]  # (V,)
             q = shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
             # confidence threshold (llama.cpp's p_min): stop when the draft is unsure (costs a host sync)
             if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:
@@ -132,8 +134,21 @@ def check_same_vocab(target: LoadedModel, draft: LoadedModel) -> None:
             f"({type(draft.tokenizer).__name__}); {differ} target tokens map to other ids")
 
 
+_SKIP: dict = {}
+
+
 def layer_skip_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
-    """A view of `model` that runs only its first `layers` decoder layers (weights shared, not copied)."""
+    """A view of `model` that runs only its first `layers` decoder layers (weights shared, not copied).
+
+    Made once per (model, layers), so per-run engines reuse it (and its lean forward).
+    """
+    key = (id(model), layers)
+    if key not in _SKIP:
+        _SKIP[key] = _layer_skip_view(model, layers)
+    return _SKIP[key]
+
+
+def _layer_skip_view(model: torch.nn.Module, layers: int) -> torch.nn.Module:
     inner_name = next(n for n in ("model", "transformer") if hasattr(model, n))
     inner = getattr(model, inner_name)
     total = model.config.get_text_config().num_hidden_layers
@@ -153,6 +168,7 @@ def layer_skip_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
     shallow._modules = dict(model._modules)
     setattr(shallow, inner_name, shallow_inner)
     shallow.config = config
+    shallow.skip_of = (model, layers)  # lets the lean forward reuse the target's fused weights
     return shallow
 
 

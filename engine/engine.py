@@ -19,6 +19,7 @@ from . import sampling, tree
 from .cache import KVCache
 from .config import MAX_GAMMA, GenerationConfig
 from .drafters import Draft, drafter_factory
+from .fastllama import forward_fn
 from .events import Committed, Decided, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified
 from .metrics import RunStats
 from .models import EMBEDDED, LoadedModel, load_model
@@ -51,6 +52,7 @@ class Engine:
         self.measure_step = measure_step  # time a single target step after each run (for c and v)
         self.draft_spec = draft
         self.make_drafter = drafter_factory(draft, target, trust_remote_code)  # validates the spec now
+        self.forward = forward_fn(target.model)  # logits of the target: a lean Llama forward when it fits
         self._text_cache: dict[int, str] = {}
 
     @classmethod
@@ -144,7 +146,7 @@ class Engine:
 
         t_start = clock()
         if len(ids) > 1:  # prefill all but the last prompt token: it is round 1's first input
-            model(torch.tensor([ids[:-1]], device=device), past_key_values=cache, logits_to_keep=1)
+            self.forward(torch.tensor([ids[:-1]], device=device), cache, logits_to_keep=1)
         started = RunStarted(0, uuid.uuid4().hex[:12], mode, target.name, self.draft_spec if speculative else "",
                          str(device), str(target.dtype).replace("torch.", ""), cfg.to_dict(),
                          target.tokenizer.decode(ids), list(ids), [self.token_text(i) for i in ids], prompt_len)
@@ -185,7 +187,7 @@ class Engine:
                     x = torch.tensor([ids[-1]], device=device)
                     if draft is not None:
                         x = torch.cat([x, draft.token_ids])
-                    logits = model(x[None], past_key_values=cache).logits[0]  # (γ+1, V)
+                    logits = self.forward(x[None], cache)[0]  # (γ+1, V)
                     p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
 
                     # 3. accept / resample
@@ -258,7 +260,7 @@ class Engine:
         tokens, parents = draft.token_ids.tolist(), draft.parents
         mask, positions = tree.tree_inputs(parents, pos - 1, device)
         x = torch.tensor([[ids[-1]] + tokens], device=device)
-        logits = model(x, past_key_values=cache, attention_mask=mask, position_ids=positions).logits[0]  # (N+1, V)
+        logits = self.forward(x, cache, attention_mask=mask, position_ids=positions)[0]  # (N+1, V)
         p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
         node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
         if cfg.greedy:
@@ -294,7 +296,7 @@ class Engine:
         keep, times = cache.length, []
         for _ in range(3):
             t = time.perf_counter()
-            self.target.model(x, past_key_values=cache)
+            self.forward(x, cache)
             if self.target.device.type == "cuda":
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t)

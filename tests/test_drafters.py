@@ -92,3 +92,21 @@ def test_layer_skip_shares_target_weights(tiny_dirs):
     assert len(target.model.layers) == 2 and view.config.num_hidden_layers == 1
     assert view.lm_head.weight.data_ptr() == target.lm_head.weight.data_ptr()
     assert view.model.layers[0].self_attn.q_proj.weight.data_ptr() == target.model.layers[0].self_attn.q_proj.weight.data_ptr()
+
+
+def test_lean_forward_matches_transformers_and_layer_skip_shares_it(embedded):
+    """The fused Llama forward gives transformers' logits; the layer-skip draft reuses its tensors (no copy)."""
+    from engine.cache import KVCache
+    from engine.drafters import layer_skip_model
+    from engine.fastllama import FastLlama, forward_fn
+
+    fast = forward_fn(embedded.model)
+    assert isinstance(fast, FastLlama)
+    ids = torch.randint(0, 40000, (1, 24))
+    ref_cache, fast_cache = KVCache.for_model(embedded.model, 40), KVCache.for_model(embedded.model, 40)
+    with torch.inference_mode():
+        for chunk in (ids[:, :16], ids[:, 16:21], ids[:, 21:22]):  # prefill, a verify of 5, one step
+            ref = embedded.model(chunk, past_key_values=ref_cache).logits
+            assert torch.allclose(fast(chunk, fast_cache), ref, atol=1e-3, rtol=1e-4)
+    skip = forward_fn(layer_skip_model(embedded.model, 8))
+    assert len(skip.layers) == 8 and all(a is b for a, b in zip(skip.layers, fast.layers))

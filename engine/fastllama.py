@@ -1,0 +1,135 @@
+"""A lean forward pass for Llama-architecture models, sharing the transformers module's weights.
+
+Same math as transformers' LlamaForCausalLM (RMSNorm in fp32, RoPE, GQA attention, SwiGLU), with
+fewer kernel launches: q/k/v and gate/up projections are fused into one matmul each, and no mask is
+built for single-token steps. On a CPU a decode step is bound by reading the weights plus a fixed
+cost per op, and transformers' generic forward spends a large share of the step on the latter.
+Used for the target (and `self` drafts) when the architecture fits; anything else falls back to the
+transformers module. Only the fused weights are new memory; everything else is shared.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .cache import KVCache
+
+
+def supports(model) -> bool:
+    """Llama-family causal LMs without projection biases, on a plain (non-quantized) CPU/CUDA model."""
+    cfg = model.config
+    if getattr(cfg, "model_type", None) not in ("llama",) or getattr(model, "hf_device_map", None):
+        return False
+    if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+        return False
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
+        return False
+    layer = model.model.layers[0]
+    return all(isinstance(m, torch.nn.Linear) for m in (layer.self_attn.q_proj, layer.mlp.gate_proj))
+
+
+class FastLlama:
+    """Callable like the HF model for what the engine needs: (input_ids, cache, ...) -> logits (B, T, V)."""
+
+    def __init__(self, model, layers: int | None = None):
+        cfg, inner = model.config, model.model
+        self.model = model
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.eps = cfg.rms_norm_eps
+        self.embed, self.norm = inner.embed_tokens.weight, inner.norm.weight
+        with torch.no_grad():  # (H, V): x @ W with W contiguous (in, out) is the fast layout for small M on CPU
+            self.head = model.lm_head.weight.t().contiguous()
+        self.rotary = inner.rotary_emb
+        self.layers = []
+        with torch.no_grad():
+            for layer in list(inner.layers)[:layers]:
+                att, mlp = layer.self_attn, layer.mlp
+                self.layers.append((
+                    layer.input_layernorm.weight,
+                    torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]).t().contiguous(),  # (H, q+2kv)
+                    att.o_proj.weight.t().contiguous(),
+                    layer.post_attention_layernorm.weight,
+                    torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).t().contiguous(),  # (H, 2I)
+                    mlp.down_proj.weight.t().contiguous(),
+                ))
+        self.config = cfg
+
+    def truncated(self, layers: int) -> "FastLlama":
+        """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
+        view = object.__new__(FastLlama)
+        view.__dict__.update(self.__dict__)
+        view.layers = self.layers[:layers]
+        return view
+
+    def _rms(self, x, w):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return w * x.to(dtype)
+
+    @staticmethod
+    def _rope(x, cos, sin):
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def __call__(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
+                 position_ids=None, logits_to_keep: int = 0) -> torch.Tensor:
+        b, t = input_ids.shape
+        start = past_key_values.length
+        if position_ids is None:
+            position_ids = torch.arange(start, start + t, device=input_ids.device)[None]
+        x = F.embedding(input_ids, self.embed)  # (B, T, H)
+        cos, sin = self.rotary(x, position_ids)  # (B, T, D)
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, D)
+        mask = attention_mask
+        if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
+            keys = torch.arange(start + t, device=x.device)
+            mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
+        q_size, kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        for layer_idx, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(self.layers):
+            h = self._rms(x, w_in)
+            qkv = h @ w_qkv  # (B, T, q+2kv)
+            q = qkv[..., :q_size].view(b, t, self.heads, self.head_dim).transpose(1, 2)
+            k = qkv[..., q_size:q_size + kv_size].view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+            v = qkv[..., q_size + kv_size:].view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
+            q, k = self._rope(q, cos, sin), self._rope(k, cos, sin)
+            k, v = past_key_values.layers[layer_idx].update(k, v)  # (B, KV, L, D)
+            att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)  # (B, NH, T, D)
+            x = x + att.transpose(1, 2).reshape(b, t, q_size) @ w_o
+            h = self._rms(x, w_post)
+            gate, up = (h @ w_gu).chunk(2, dim=-1)
+            x = x + (F.silu(gate) * up) @ w_down
+        if logits_to_keep:
+            x = x[:, -logits_to_keep:]
+        return self._rms(x, self.norm) @ self.head  # (B, T, V)
+
+
+_FAST: dict = {}
+
+
+def forward_fn(model, layers: int | None = None):
+    """logits = f(input_ids, cache, attention_mask=None, position_ids=None, logits_to_keep=0) for `model`.
+
+    FastLlama where the architecture fits (built once per model), else the transformers module.
+    SPECVIZ_FAST_FORWARD=0 forces the transformers path everywhere.
+    """
+    import os
+
+    if hasattr(model, "skip_of"):  # a layer-skip view: the target's lean forward, cut after L layers
+        base, layers = model.skip_of
+        full = forward_fn(base)
+        if isinstance(full, FastLlama):
+            return full.truncated(layers)
+    if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model):
+        key = (id(model), layers)
+        if key not in _FAST:
+            _FAST[key] = FastLlama(model, layers)
+        return _FAST[key]
+
+    def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0):
+        return model(input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
+                     position_ids=position_ids, logits_to_keep=logits_to_keep).logits
+
+    return hf
