@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from engine.events import EVENT_TYPES, event_from_dict
 from engine.metrics import summarize
 
-ROUND_KINDS = {"drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
+ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
 ATTR = {"round_timed": "timed", "draft_tree": "tree"}  # RoundView attribute of each round event kind
 
 
@@ -53,6 +53,7 @@ def split_runs(events) -> dict[str, list]:
 class RoundView:
     """Everything one round produced; any part may be missing in a partial or odd trace."""
     round: int
+    decided: object = None  # auto's choice for this round and why
     drafted: object = None
     verified: object = None
     rolled_back: object = None

@@ -182,6 +182,15 @@ def _tree_round_html(rv, nodes: list[Node], children: dict, greedy: bool) -> str
             f'{esc(stats)}</small></span><ul class="tree">{body}</ul></div>')
 
 
+def _candidates(decided) -> str:
+    """One line per option auto weighed: drafter, γ, α, c, v and the predicted tokens/s."""
+    lines = [f"{c.get('drafter')} γ={c.get('gamma')}: α {c.get('alpha')}, c {c.get('c')}, v {c.get('v')} -> "
+             f"{c.get('predicted_tokens_per_s')} tok/s" for c in (decided.candidates or [])[:16]]
+    if decided.plain_tokens_per_s is not None:
+        lines.append(f"plain decoding -> {decided.plain_tokens_per_s} tok/s")
+    return "\n".join(lines)
+
+
 def round_tree_html(rv, context: str, greedy: bool) -> str:
     nodes = round_nodes(rv, context)
     children: dict[str, list[Node]] = {}
@@ -195,9 +204,11 @@ def round_tree_html(rv, context: str, greedy: bool) -> str:
     stats = f"{rv.n_accepted}/{drafted} accepted · +{len(rv.tokens)}" if drafted else f"+{len(rv.tokens)} (no draft)"
     verdict = "all accepted" if drafted and rv.first_rejected is None and rv.verified is not None else (
         f"rejected at {rv.first_rejected + 1}" if rv.first_rejected is not None else "")
+    why = (f'<small class="tree-why" title="{esc(_candidates(rv.decided))}">auto: {esc(rv.decided.reason)}</small>'
+           if rv.decided is not None else "")
     return (f'<div class="tree-round" data-round="{rv.round}">'
             f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(pos)} · {esc(stats)}</small></span>'
-            f'<ul class="tree">{_subtree(nodes[0], children, _chain_label(rv, greedy))}</ul></div>')
+            f'{why}<ul class="tree">{_subtree(nodes[0], children, _chain_label(rv, greedy))}</ul></div>')
 
 
 def _weight(rv) -> int:
