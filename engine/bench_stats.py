@@ -1,0 +1,131 @@
+"""Benchmark statistics: medians over repeats, paired speedups, pooled acceptance, predicted curves.
+
+Pure Python on the harness's samples (bench.py); no models, no clocks.
+"""
+from __future__ import annotations
+
+import statistics
+
+from .metrics import predicted_speedup
+
+AR, HF_GREEDY = "ours/ar", "hf/greedy"  # the reference configs every other one is compared with
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def _first_diff(a: list, b: list) -> int | None:
+    """Index of the first differing token (or the shorter length); None when identical."""
+    if a == b:
+        return None
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def summarize_prompt(samples: dict, configs: list) -> dict:
+    """Per config: medians over repeats, paired speedups, acceptance counts, identity vs our AR."""
+    reference = samples[AR][0].token_ids
+    out = {}
+    for c in configs:
+        runs = samples.get(c.name, [])
+        if not runs:
+            out[c.name] = None
+            continue
+        diffs = [_first_diff(s.token_ids, reference) for s in runs]
+        row = {
+            "wall_s": _median(s.wall_s for s in runs),
+            "new_tokens": _median(len(s.token_ids) for s in runs),
+            "tokens_per_s": _median(s.tokens_per_s for s in runs),
+            "speedup_vs_ar": _median(_ratio(s.tokens_per_s, a.tokens_per_s) for s, a in zip(runs, samples[AR])),
+            "speedup_vs_hf": _median(_ratio(s.tokens_per_s, h.tokens_per_s)
+                                     for s, h in zip(runs, samples.get(HF_GREEDY, []))),
+            "identical": all(d is None for d in diffs),
+            "first_diff": next((d for d in diffs if d is not None), None),
+            "runs": [{"wall_s": s.wall_s, "new_tokens": len(s.token_ids), "tokens_per_s": s.tokens_per_s,
+                      "engine_wall_s": (s.summary or {}).get("wall_s")} for s in runs],
+        }
+        if c.runner == "ours" and c.gamma:
+            sums = [s.summary for s in runs]
+            for key in ("acceptance_rate", "mean_accepted_length", "c", "v", "predicted_speedup", "target_step_s"):
+                row[key] = _median(s.get(key) for s in sums)
+            for key in ("drafted", "accepted", "rounds"):
+                row[key] = sum(s[key] for s in sums)
+            row["gen_tokens"] = sum(len(s.token_ids) for s in runs)
+            row["pos_drafted"] = [sum(col) for col in zip(*[s.pos_drafted + [0] * (c.gamma - len(s.pos_drafted))
+                                                            for s in runs])]
+            row["pos_accepted"] = [sum(col) for col in zip(*[s.pos_accepted + [0] * (c.gamma - len(s.pos_accepted))
+                                                             for s in runs])]
+            row["per_position_acceptance"] = [_ratio(a, d) for a, d in zip(row["pos_accepted"], row["pos_drafted"])]
+        out[c.name] = row
+    return out
+
+
+def aggregate(prompt_rows: list, configs: list) -> dict:
+    """Per config over a set of prompts: total tokens / total median time, pooled acceptance counts."""
+    out = {}
+    for c in configs:
+        rows = [r[c.name] for r in prompt_rows if r.get(c.name)]
+        if not rows:
+            out[c.name] = None
+            continue
+        tokens, wall = sum(r["new_tokens"] for r in rows), sum(r["wall_s"] for r in rows)
+        out[c.name] = {"prompts": len(rows), "new_tokens": tokens, "wall_s": wall,
+                       "tokens_per_s": tokens / wall if wall else None,
+                       "identical": all(r["identical"] for r in rows)}
+        if c.runner == "ours" and c.gamma:
+            drafted, accepted = sum(r["drafted"] for r in rows), sum(r["accepted"] for r in rows)
+            pos_d = [sum(col) for col in zip(*[r["pos_drafted"] for r in rows])]
+            pos_a = [sum(col) for col in zip(*[r["pos_accepted"] for r in rows])]
+            alpha, cost, v = _ratio(accepted, drafted), _median(r["c"] for r in rows), _median(r["v"] for r in rows)
+            out[c.name].update(
+                drafted=drafted, accepted=accepted, acceptance_rate=alpha,
+                mean_accepted_length=_ratio(sum(r["gen_tokens"] for r in rows), sum(r["rounds"] for r in rows)),
+                c=cost, v=v, per_position_acceptance=[_ratio(a, d) for a, d in zip(pos_a, pos_d)],
+                pos_drafted=pos_d, pos_accepted=pos_a,
+                predicted_speedup=(predicted_speedup(alpha, c.gamma, cost, v)
+                                   if None not in (alpha, cost, v) else None))
+    for name, row in out.items():
+        if row:
+            row["speedup_vs_ar"] = _ratio(row["tokens_per_s"], (out.get(AR) or {}).get("tokens_per_s"))
+            row["speedup_vs_hf"] = _ratio(row["tokens_per_s"], (out.get(HF_GREEDY) or {}).get("tokens_per_s"))
+    return out
+
+
+def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
+    """Per drafter, E/(γc + v(γ+1)) for γ = 1..max_gamma from the measured α, c and v.
+
+    α is the acceptance of the first drafted position pooled over every γ (under the i.i.d. model
+    of Leviathan et al. that is α itself; accepted/drafted shrinks as γ grows). c is the median
+    over γ; v(n) is interpolated between the measured (γ+1, v) points, held flat outside them.
+    """
+    curves = {}
+    for d in dict.fromkeys(c.drafter for c in configs if c.runner == "ours" and c.gamma):
+        rows = [(c.gamma, overall.get(c.name)) for c in configs if c.runner == "ours" and c.drafter == d]
+        rows = [(g, r) for g, r in rows if r and r.get("pos_drafted")]
+        d1, a1 = sum(r["pos_drafted"][0] for _, r in rows), sum(r["pos_accepted"][0] for _, r in rows)
+        cost = _median(r["c"] for _, r in rows)
+        points = sorted((g + 1, r["v"]) for g, r in rows if r.get("v") is not None)
+        if not d1 or cost is None or not points:
+            continue
+        alpha = a1 / d1
+
+        def v_at(n):
+            if n <= points[0][0]:
+                return points[0][1]
+            for (n0, v0), (n1, v1) in zip(points, points[1:]):
+                if n <= n1:
+                    return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
+            return points[-1][1]
+
+        curve = [[g, predicted_speedup(alpha, g, cost, v_at(g + 1))] for g in range(1, max_gamma + 1)]
+        best = max(curve, key=lambda p: p[1])
+        curves[d] = {"alpha": alpha, "c": cost, "v_points": [list(p) for p in points], "curve": curve,
+                     "best_gamma": best[0], "best_predicted_speedup": best[1]}
+    return curves
+
+
+# -- event-stream overhead --------------------------------------------------------------------
