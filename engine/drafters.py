@@ -32,6 +32,7 @@ class Draft:
     drafter: str = ""  # which drafter proposed it (auto names the one it picked)
     decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
     branches: list = field(default_factory=list)  # other candidate continuations (n-gram), for trees
+    variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
     parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
     node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
     chain_q: list | None = None  # set by the engine on a tree's chain view: q of each token

@@ -17,6 +17,11 @@ def continuations(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> lis
 
     Latest match first; the first one is what a chain drafter proposes, the rest are tree branches.
     """
+    return longest_match(ids, max_n, gamma, limit)[1]
+
+
+def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
+    """(n, continuations) for the longest suffix length n that has earlier matches; (0, []) if none."""
     for n in range(min(max_n, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
         found, seen = [], set()
@@ -27,10 +32,10 @@ def continuations(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> lis
                     seen.add(cont)
                     found.append(list(cont))
                     if len(found) == limit:
-                        return found
+                        return n, found
         if found:
-            return found
-    return []
+            return n, found
+    return 0, []
 
 
 class NgramDrafter(Drafter):
@@ -41,11 +46,12 @@ class NgramDrafter(Drafter):
         self.max_n, self.device, self.name, self.tree_budget = max_n, device, name, tree_budget
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        found = continuations(ids, self.max_n, gamma)
+        n, found = longest_match(ids, self.max_n, gamma)
         if not found:
             return empty_draft(self.device, self.name)
+        variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
         if self.tree_budget and len(found) > 1:  # every distinct continuation, shared prefixes merged
             tokens, parents = trie(found)
             tokens, parents = tokens[:self.tree_budget], parents[:self.tree_budget]  # topological: a prefix is a tree
-            return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents)
-        return Draft(torch.tensor(found[0], device=self.device), None, self.name, branches=found[1:])
+            return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant)
+        return Draft(torch.tensor(found[0], device=self.device), None, self.name, branches=found[1:], variant=variant)
