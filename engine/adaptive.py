@@ -78,8 +78,7 @@ class AutoDrafter(Drafter):
                 v = self.verify_s(g + 1)
                 alpha = self.alpha(d, variant)
                 rate = expected_tokens(alpha, g) / (g * c + v)
-                candidates.append({"drafter": d + (f" ({variant})" if variant else ""), "gamma": g,
-                                   "alpha": round(alpha, 4),
+                candidates.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
                                    "c": round(c / t1, 4), "v": round(v / t1, 4),
                                    "predicted_tokens_per_s": round(rate, 3)})
         plain_rate = 1.0 / t1
@@ -91,8 +90,9 @@ class AutoDrafter(Drafter):
             if self.plain_streak < self.probe_gap:
                 return self._plain("no drafter beats plain decoding", candidates, plain_rate)
             best = min((x for x in candidates if x["drafter"] == best["drafter"]), key=lambda x: x["gamma"])
-            reason = f"probing {best['drafter']} after {self.plain_streak} plain rounds"
-        d, g = best["drafter"].split(" (")[0], best["gamma"]
+            variant = f" ({best['variant']})" if best["variant"] else ""
+            reason = f"probing {best['drafter']}{variant} after {self.plain_streak} plain rounds"
+        d, g = best["drafter"], best["gamma"]
         if d in peeked:
             draft = _cut(peeked[d], g)
         else:

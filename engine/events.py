@@ -45,7 +45,7 @@ class Decided:
     gamma: int  # chosen γ (0 = plain step)
     reason: str  # one sentence: why
     plain_tokens_per_s: float | None  # predicted rate of plain decoding (1 / t(1))
-    candidates: list  # [{"drafter", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]
+    candidates: list  # [{"drafter", "variant", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,12 @@ from .drafters import Draft, Drafter, empty_draft
 from .tree import trie
 
 
-def continuations(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> list[list[int]]:
-    """All distinct continuations (up to γ tokens) of earlier matches of the longest matching suffix.
-
-    Latest match first; the first one is what a chain drafter proposes, the rest are tree branches.
-    """
-    return longest_match(ids, max_n, gamma, limit)[1]
-
-
 def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
-    """(n, continuations) for the longest suffix length n that has earlier matches; (0, []) if none."""
+    """(n, continuations) for the longest suffix length n <= max_n that occurred earlier; (0, []) if none.
+
+    The continuations (up to γ tokens each, distinct, at most `limit`) come latest match first: the
+    first is what a chain drafter proposes, the rest are tree branches.
+    """
     for n in range(min(max_n, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
         found, seen = [], set()

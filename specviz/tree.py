@@ -184,7 +184,7 @@ def _tree_round_html(rv, nodes: list[Node], children: dict, greedy: bool) -> str
 
 def _candidates(decided) -> str:
     """One line per option auto weighed: drafter, γ, α, c, v and the predicted tokens/s."""
-    lines = [f"{c.get('drafter')} γ={c.get('gamma')}: α {c.get('alpha')}, c {c.get('c')}, v {c.get('v')} -> "
+    lines = [f"{c.get('drafter')}{' (' + str(c['variant']) + ')' if c.get('variant') else ''} γ={c.get('gamma')}: α {c.get('alpha')}, c {c.get('c')}, v {c.get('v')} -> "
              f"{c.get('predicted_tokens_per_s')} tok/s" for c in (decided.candidates or [])[:16]]
     if decided.plain_tokens_per_s is not None:
         lines.append(f"plain decoding -> {decided.plain_tokens_per_s} tok/s")

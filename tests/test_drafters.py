@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError, load_model
-from engine.ngram import continuations
+from engine.ngram import longest_match
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
 DRAFTS = ["ngram", "ngram:1", "layerskip:1", "quant:int8", "quant:bf16", "auto"]
@@ -13,10 +13,10 @@ PROMPTS = ["one two three four one two three", "def add(a, b):\n    return a + b
 def test_ngram_finds_latest_match_and_all_branches():
     """Prompt lookup proposes what followed the latest match of the longest suffix; others become branches."""
     ids = [1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3]
-    assert continuations(ids, 3, 2) == [[7, 8], [9, 1]]
-    assert continuations(ids, 3, 5)[0] == [7, 8, 1, 2, 3]
-    assert continuations([5, 6, 7], 3, 4) == []  # no earlier occurrence of any suffix
-    assert continuations([4, 1, 5, 1], 2, 3) == [[5, 1]]  # falls back to n = 1
+    assert longest_match(ids, 3, 2) == (3, [[7, 8], [9, 1]])
+    assert longest_match(ids, 3, 5)[1][0] == [7, 8, 1, 2, 3]
+    assert longest_match([5, 6, 7], 3, 4) == (0, [])  # no earlier occurrence of any suffix
+    assert longest_match([4, 1, 5, 1], 2, 3) == (1, [[5, 1]])  # falls back to n = 1
 
 
 @pytest.mark.parametrize("spec", DRAFTS)
@@ -67,7 +67,7 @@ def test_auto_records_every_decision_with_its_inputs(tiny_dirs):
     assert any(d.candidates for d in decisions)
     for d in decisions:
         for c in d.candidates:
-            assert {"drafter", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"} <= set(c)
+            assert {"drafter", "variant", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"} <= set(c)
         drafted = [e for e in events if e.kind == "drafted" and e.round == d.round]
         assert len(drafted) == (1 if d.gamma else 0)
         if drafted:

@@ -172,10 +172,10 @@ def test_auto_decision_reason_is_shown_and_escaped():
 
     events = [RunStarted(0, "r", "speculative", "t", "auto", "cpu", "float32", {"gamma": 4}, "p", [1], ["p"], 1),
               Decided(1, 1, "", 0, "measuring <b>one</b> plain step", 20.0,
-                      [{"drafter": "ngram", "gamma": 2, "alpha": 0.5, "c": 0.01, "v": 1.2,
+                      [{"drafter": "ngram", "variant": "n=2", "gamma": 2, "alpha": 0.5, "c": 0.01, "v": 1.2,
                         "predicted_tokens_per_s": 25.0}]),
               Committed(1, 1, [5], ["x"], ["ar"], [0.9]),
               RoundTimed(1, 2, 0.0, 0.05, 0.05, 0.05, 0)]
     html = render_tree(events)
     assert "auto: measuring &lt;b&gt;one&lt;/b&gt; plain step" in html and "<b>one</b>" not in html
-    assert "ngram γ=2: α 0.5, c 0.01, v 1.2 -&gt; 25.0 tok/s" in html and "plain decoding -&gt; 20.0 tok/s" in html
+    assert "ngram (n=2) γ=2: α 0.5, c 0.01, v 1.2 -&gt; 25.0 tok/s" in html and "plain decoding -&gt; 20.0 tok/s" in html
