@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     g = sub.add_parser("generate", help="generate from one prompt")
     g.add_argument("--prompt", required=True, help="the user message (chat template applied unless --raw)")
     g.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    g.add_argument("--draft", default="self", help="drafter spec: self | model:<hub id or path>")
+    g.add_argument("--draft", default="self", help="drafter spec: self | model:<hub id or path> | ngram[:N] | layerskip:L | quant[:int8|bf16] | auto")
     g.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     g.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code (off by default)")
     b = sub.add_parser("bench", help="race our AR, our speculative engine and transformers' generate()")
     b.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    b.add_argument("--drafts", default="self", help="comma-separated drafter specs, e.g. self,model:<path>")
+    b.add_argument("--drafts", default="self", help="comma-separated drafter specs, e.g. ngram,auto,self,model:<path>")
     b.add_argument("--gammas", default="1,2,4,8", help="comma-separated draft lengths")
     b.add_argument("--prompts", metavar="FILE.jsonl", default=None,
                    help='JSON lines {"category": ..., "prompt": ...} (default: engine/prompts/bench.jsonl)')

@@ -55,20 +55,29 @@ def empty_draft(device, name: str) -> Draft:
 
 
 class ModelDrafter(Drafter):
-    """A causal LM drafting token by token with its own pointer KV cache."""
+    """A causal LM drafting token by token with its own pointer KV cache, or with the target's.
+
+    A draft that *is* the target's first L layers (`self`, `layerskip:L`) computes the same keys and
+    values as the target does in those layers, so it drafts straight on the target's cache (LayerSkip's
+    shared-cache self-speculation): it never re-feeds committed tokens, and after drafting it moves the
+    pointer back, so the verify forward overwrites its slots with the target's own.
+    """
 
     def __init__(self, model: torch.nn.Module, device: torch.device, name: str, cfg: GenerationConfig,
-                 generator: torch.Generator | None, max_len: int, out_device: torch.device, vocab: int):
+                 generator: torch.Generator | None, max_len: int, out_device: torch.device, vocab: int,
+                 shared_cache: KVCache | None = None):
         self.model, self.device, self.name, self.cfg, self.generator = model, device, name, cfg, generator
         self.forward = forward_fn(model)
-        self.cache = KVCache.for_model(model, max_len)
-        self.fed: list[int] = []  # the tokens in the draft cache, in order
+        self.shared = shared_cache is not None
+        self.cache = shared_cache if self.shared else KVCache.for_model(model, max_len)
+        self.fed: list[int] = []  # the tokens in an own draft cache, in order
         self.out_device, self.vocab = out_device, vocab
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        # Feed every committed token the draft cache lacks: one normally, two after an
-        # all-accepted round (the last draft token was sampled but never fed).
-        x = torch.tensor([ids[self.cache.length:]], device=self.device)
+        # Feed every committed token the draft cache lacks: one normally (always so on a shared
+        # cache), two after an all-accepted round (the last draft token was sampled but never fed).
+        start = self.cache.length
+        x = torch.tensor([ids[start:]], device=self.device)
         tokens, qs = [], []
         for _ in range(gamma):
             logits = self.forward(x, self.cache, logits_to_keep=1)[0, -1]  # (V,)
@@ -81,6 +90,8 @@ class ModelDrafter(Drafter):
             qs.append(q)
             x = tok.view(1, 1)
         forwards = len(qs) + (len(tokens) < gamma)  # one more when p_min stopped the loop
+        if self.shared:
+            self.cache.truncate(start)  # the target's cache as it was: the verify forward rewrites these slots
         if not tokens:
             self.fed = ids[:]
             return empty_draft(self.out_device, self.name)
@@ -114,6 +125,8 @@ class ModelDrafter(Drafter):
         return Draft(torch.tensor(tokens, device=self.out_device), None, self.name, parents=parents, node_q=node_q)
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
+        if self.shared:
+            return  # the target's cache: the engine has already rolled it back
         # Keep the longest prefix of the draft cache that is still committed (a tree may have
         # accepted a sibling the draft never fed), and leave the last committed token to feed.
         keep = 0
@@ -196,7 +209,8 @@ def quantized_model(target: LoadedModel, kind: str) -> torch.nn.Module:
     return _QUANT[key]
 
 
-DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int], Drafter]
+# (cfg, generator, max_len, the target's KV cache) -> a drafter for one run
+DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int, KVCache], Drafter]
 
 
 def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = False) -> DrafterFactory:
@@ -208,11 +222,12 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
     name, _, arg = spec.partition(":")
     dev, vocab = target.device, target.vocab_size
 
-    def model_based(model: torch.nn.Module, device) -> DrafterFactory:
-        return lambda cfg, gen, max_len: ModelDrafter(model, device, spec, cfg, gen, max_len, dev, vocab)
+    def model_based(model: torch.nn.Module, device, share_cache: bool = False) -> DrafterFactory:
+        return lambda cfg, gen, max_len, cache: ModelDrafter(model, device, spec, cfg, gen, max_len, dev, vocab,
+                                                             cache if share_cache else None)
 
     if spec == "self":
-        return model_based(target.model, dev)
+        return model_based(target.model, dev, share_cache=True)
     if name == "model":
         if not arg.strip():
             raise ModelLoadError("draft spec 'model:' needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M")
@@ -224,16 +239,17 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         n = _int_arg(spec, arg, 3)
         if not 1 <= n <= 8:
             raise ModelLoadError(f"ngram:N needs 1 <= N <= 8, got {n}")
-        return lambda cfg, gen, max_len: NgramDrafter(n, dev, spec, cfg.tree_budget)
+        return lambda cfg, gen, max_len, cache: NgramDrafter(n, dev, spec, cfg.tree_budget)
     if name == "layerskip":
         layers = _int_arg(spec, arg, max(1, target.model.config.get_text_config().num_hidden_layers // 4))
-        return model_based(layer_skip_model(target.model, layers), dev)
+        return model_based(layer_skip_model(target.model, layers), dev, share_cache=True)
     if name == "quant":
         model = quantized_model(target, arg or ("int8" if dev.type == "cpu" else "bf16"))
         return model_based(model, dev)
     if spec == "auto":
         subs = {"ngram": drafter_factory("ngram", target)}
-        return lambda cfg, gen, max_len: AutoDrafter({k: f(cfg, gen, max_len) for k, f in subs.items()}, dev)
+        return lambda cfg, gen, max_len, cache: AutoDrafter({k: f(cfg, gen, max_len, cache) for k, f in subs.items()},
+                                                            dev)
     raise ModelLoadError(f"unknown draft spec {spec!r}: use self, model:<id or path>, ngram[:N], layerskip:L, "
                          f"quant[:int8|bf16] or auto")
 

@@ -127,7 +127,7 @@ class Engine:
             generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
         max_len = len(ids) + cfg.max_new_tokens + MAX_GAMMA + 1
         cache = KVCache.for_model(model, max_len)
-        drafter = self.make_drafter(cfg, generator, max_len) if speculative else None
+        drafter = self.make_drafter(cfg, generator, max_len, cache) if speculative else None
         gamma_now = cfg.gamma  # γ of the next round; moves only with adaptive="heuristic"
         eos = target.eos_ids
         prompt_len = len(ids)

@@ -94,6 +94,32 @@ def test_layer_skip_shares_target_weights(tiny_dirs):
     assert view.model.layers[0].self_attn.q_proj.weight.data_ptr() == target.model.layers[0].self_attn.q_proj.weight.data_ptr()
 
 
+@pytest.mark.parametrize("spec, shared", [("self", True), ("layerskip:1", True), ("quant:bf16", False)])
+def test_drafts_of_the_target_itself_run_on_its_cache(tiny_dirs, spec, shared):
+    """`self` and layer-skip draft on the target's KV cache (one token fed per draft step, never a
+    catch-up of committed tokens) and hand it back untouched; a separate model keeps its own cache."""
+    engine = Engine(load_model(tiny_dirs["target"]), spec, measure_step=False)
+    made, fed = [], []
+
+    def make(cfg, gen, max_len, cache):
+        drafter = factory(cfg, gen, max_len, cache)
+        forward = drafter.forward
+        drafter.forward = lambda x, c, **kw: fed.append(x.shape[-1]) or forward(x, c, **kw)
+        made.append((drafter, cache))
+        return drafter
+
+    factory, engine.make_drafter = engine.make_drafter, make
+    cfg = GenerationConfig(gamma=3, max_new_tokens=30)
+    prompt = "one two three four one two three"
+    assert list(engine.generate(prompt, cfg))[-1].token_ids == list(engine.generate(prompt, cfg, "ar"))[-1].token_ids
+    drafter, cache = made[0]
+    assert (drafter.cache is cache) == shared
+    if shared:
+        assert set(fed) == {1}
+    else:
+        assert max(fed) > 1  # a separate cache catches up on committed tokens (the prompt, all-accepted rounds)
+
+
 def test_lean_forward_matches_transformers_and_layer_skip_shares_it(embedded):
     """The fused Llama forward gives transformers' logits; the layer-skip draft reuses its tensors (no copy)."""
     from engine.cache import KVCache
