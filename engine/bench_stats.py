@@ -129,3 +129,22 @@ def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
 
 
 # -- event-stream overhead --------------------------------------------------------------------
+
+
+def head_to_head(overall: dict, configs: list) -> list:
+    """Our config next to transformers' doing the same thing: AR vs greedy generate(), and each drafter
+    and γ vs assisted generation with the equivalent settings. One row per pair that both ran."""
+    hf = {(c.drafter, c.gamma): c for c in configs if c.runner == "hf"}
+    rows = []
+    for c in configs:
+        theirs = hf.get((c.drafter, c.gamma)) if c.runner == "ours" else None
+        ours_row, hf_row = overall.get(c.name), overall.get(theirs.name) if theirs else None
+        if not ours_row or not hf_row:
+            continue
+        measured, predicted = ours_row.get("speedup_vs_ar"), ours_row.get("predicted_speedup")
+        rows.append({"ours": c.name, "hf": theirs.name, "label": c.label, "hf_label": theirs.label,
+                     "ours_tokens_per_s": ours_row["tokens_per_s"], "hf_tokens_per_s": hf_row["tokens_per_s"],
+                     "ratio": _ratio(ours_row["tokens_per_s"], hf_row["tokens_per_s"]),
+                     "identical": bool(ours_row["identical"] and hf_row["identical"]),
+                     "measured_over_predicted": _ratio(measured, predicted) if c.gamma else None})
+    return rows

@@ -46,6 +46,12 @@ def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
     assert results["overhead"]["ratio"] is not None
     md = (out / "results.md").read_text()
     assert "## Overall" in md and "MISMATCH" not in md
+    pairs = {(r["ours"], r["hf"]) for r in results["head_to_head"]}
+    assert {("ours/ar", "hf/greedy"), ("ours/self/g2", "hf/self/g2")} <= pairs  # each paired with its counterpart
+    row = next(r for r in results["head_to_head"] if r["ours"] == "ours/self/g2")
+    assert row["ratio"] == pytest.approx(results["overall"]["ours/self/g2"]["tokens_per_s"]
+                                         / results["overall"]["hf/self/g2"]["tokens_per_s"])
+    assert "## Ours vs transformers" in md
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "Speedup vs γ" in page
     assert "cdn.plot.ly" not in page.split("<script", 2)[1][:200]  # plotly.js is inlined, not fetched
