@@ -136,3 +136,18 @@ def test_lean_forward_matches_transformers_and_layer_skip_shares_it(embedded):
             assert torch.allclose(fast(chunk, fast_cache), ref, atol=1e-3, rtol=1e-4)
     skip = forward_fn(layer_skip_model(embedded.model, 8))
     assert len(skip.layers) == 8 and all(a is b for a, b in zip(skip.layers, fast.layers))
+
+
+def test_auto_extrapolates_verify_cost_from_multi_token_points():
+    """t(1) -> t(2) is a kernel jump on a CPU, so unseen t(n) follows the n >= 2 points, not a line through t(1)."""
+    from engine.adaptive import PRIOR_SLOPE, AutoDrafter
+
+    auto = AutoDrafter({}, torch.device("cpu"))
+    assert auto.verify_s(3) is None  # nothing measured yet
+    auto.verify = {1: 1.0}
+    assert auto.verify_s(5) == pytest.approx(1 + 4 * PRIOR_SLOPE)
+    auto.verify = {1: 1.0, 2: 1.36}
+    assert auto.verify_s(5) == pytest.approx(1.36 + 3 * PRIOR_SLOPE)
+    auto.verify = {1: 1.0, 2: 1.36, 3: 1.40}
+    assert auto.verify_s(5) == pytest.approx(1.48)  # slope 0.04 per token; a line through t(1) would give ~1.8
+    assert auto.verify_s(3) == 1.40  # measured points are used as they are
