@@ -21,17 +21,20 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.cache import KVCache  # noqa: E402
+from engine.fastllama import forward_fn  # noqa: E402
 
 
 def verify_cost(model, n: int, context: int = 200, reps: int = 7) -> float:
-    """Median seconds of one forward over n new tokens at `context` cached tokens."""
+    """Median seconds of one engine forward (the one the engine verifies with) over n new tokens at
+    `context` cached tokens."""
+    forward = forward_fn(model)
     cache = KVCache.for_model(model, context + n + 1)
     with torch.inference_mode():
-        model(torch.randint(0, 1000, (1, context)), past_key_values=cache)
+        forward(torch.randint(0, 1000, (1, context)), cache, logits_to_keep=1)
         times = []
         for _ in range(reps):
             t = time.perf_counter()
-            model(torch.randint(0, 1000, (1, n)), past_key_values=cache)
+            forward(torch.randint(0, 1000, (1, n)), cache)
             times.append(time.perf_counter() - t)
             cache.truncate(context)
     return statistics.median(times)

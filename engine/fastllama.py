@@ -9,8 +9,9 @@ transformers module. Only the fused weights are new memory; everything else is s
 
 Multi-token forwards (verification, prefill) on a CPU go through oneDNN with weights packed once
 into its blocked layout: MKL's sgemm for 2-16 rows runs far below memory bandwidth (a 5-row LM head
-costs ~2x a 1-row one), oneDNN's packed kernel stays close to the 1-row cost. Single-token steps
-keep the plain matmul, which is the faster one for a single row. SPECVIZ_ONEDNN=0 turns packing off.
+costs ~2x a 1-row one), oneDNN's packed kernel stays close to the 1-row cost. fp32 single-token
+steps keep the plain matmul, the faster one for a single row; bf16 uses oneDNN for every size.
+SPECVIZ_ONEDNN=0 turns packing off.
 """
 from __future__ import annotations
 
@@ -44,9 +45,11 @@ class Weight:
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(w_t.t().contiguous(), 4)
             except (RuntimeError, AttributeError):  # a build without oneDNN: the plain matmul it is
                 self.packed = None
+        # fp32: MKL's 1-row matmul runs at memory bandwidth, oneDNN's does not; bf16: oneDNN (AMX) wins at any size
+        self.min_rows = 2 if w_t.dtype == torch.float32 else 1
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.packed is not None and x.numel() > x.shape[-1]:  # more than one row
+        if self.packed is not None and x.numel() >= self.min_rows * x.shape[-1]:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
         return x @ self.t
 
