@@ -5,7 +5,8 @@ fewer kernel launches: q/k/v and gate/up projections are fused into one matmul e
 built for single-token steps. On a CPU a decode step is bound by reading the weights plus a fixed
 cost per op, and transformers' generic forward spends a large share of the step on the latter.
 Used for the target (and `self` drafts) when the architecture fits; anything else falls back to the
-transformers module. Only the fused weights are new memory; everything else is shared.
+transformers module. The fused matrices replace the module's own weights, which become views of
+them (transformers' forward runs unchanged on the views), so the lean layout costs no extra memory.
 
 Multi-token forwards (verification, prefill) on a CPU go through oneDNN with weights packed once
 into its blocked layout: MKL's sgemm for 2-16 rows runs far below memory bandwidth (a 5-row LM head
@@ -55,11 +56,31 @@ class Weight:
 
 
 def _pack_default(model) -> bool:
+    """Pack for oneDNN on a CPU with fp32/bf16 weights, when a second copy of them fits easily in RAM."""
     import os
 
     p = next(model.parameters())
-    return (os.environ.get("SPECVIZ_ONEDNN", "1") != "0" and p.device.type == "cpu"
-            and p.dtype in (torch.float32, torch.bfloat16) and torch.backends.mkldnn.is_available())
+    if os.environ.get("SPECVIZ_ONEDNN", "1") == "0" or p.device.type != "cpu":
+        return False
+    if p.dtype not in (torch.float32, torch.bfloat16) or not torch.backends.mkldnn.is_available():
+        return False
+    weight_bytes = sum(t.numel() * t.element_size() for t in model.parameters())
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return False
+    return weight_bytes <= ram // 4  # the packed copy doubles the weights' memory
+
+
+def _fuse(linears: list, pack: bool) -> "Weight":
+    """One (in, out) matrix with these projections side by side; each Linear's weight becomes a view of it."""
+    w_t = torch.cat([lin.weight for lin in linears]).t().contiguous()  # (in, sum of out)
+    start = 0
+    for lin in linears:
+        n = lin.weight.shape[0]
+        lin.weight = torch.nn.Parameter(w_t[:, start:start + n].t(), requires_grad=False)  # (out, in) view
+        start += n
+    return Weight(w_t, pack)
 
 
 class FastLlama:
@@ -71,25 +92,24 @@ class FastLlama:
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
-        self.embed, self.norm = inner.embed_tokens.weight, inner.norm.weight
         pack = _pack_default(model)
-
-        def weight(w):  # (out, in) -> x @ W with W contiguous (in, out): the fast layout for one row on CPU
-            return Weight(w.t().contiguous(), pack)
-
         with torch.no_grad():
-            self.head = weight(model.lm_head.weight)  # (H, V)
+            tied = inner.embed_tokens.weight is model.lm_head.weight
+            self.head = _fuse([model.lm_head], pack)  # (H, V)
+            if tied:  # the embedding reads its rows from the same (now transposed) matrix
+                inner.embed_tokens.weight = model.lm_head.weight
             self.layers = []
             for layer in list(inner.layers)[:layers]:
                 att, mlp = layer.self_attn, layer.mlp
                 self.layers.append((
                     layer.input_layernorm.weight,
-                    weight(torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])),  # (H, q+2kv)
-                    weight(att.o_proj.weight),
+                    _fuse([att.q_proj, att.k_proj, att.v_proj], pack),  # (H, q+2kv)
+                    _fuse([att.o_proj], pack),
                     layer.post_attention_layernorm.weight,
-                    weight(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])),  # (H, 2I)
-                    weight(mlp.down_proj.weight),
+                    _fuse([mlp.gate_proj, mlp.up_proj], pack),  # (H, 2I)
+                    _fuse([mlp.down_proj], pack),
                 ))
+        self.embed, self.norm = inner.embed_tokens.weight, inner.norm.weight
         self.rotary = inner.rotary_emb
         self.config = cfg
 

@@ -121,21 +121,32 @@ def test_drafts_of_the_target_itself_run_on_its_cache(tiny_dirs, spec, shared):
 
 
 def test_lean_forward_matches_transformers_and_layer_skip_shares_it(embedded):
-    """The fused Llama forward gives transformers' logits; the layer-skip draft reuses its tensors (no copy)."""
+    """The fused Llama forward gives an untouched transformers model's logits, and so does transformers'
+    forward on the shared (view) weights; the lean forward makes no second copy; layer-skip reuses it."""
+    from transformers import AutoModelForCausalLM
+
     from engine.cache import KVCache
     from engine.drafters import layer_skip_model
     from engine.fastllama import FastLlama, forward_fn
+    from engine.models import _embedded_cache
 
+    fresh = AutoModelForCausalLM.from_pretrained(_embedded_cache(), dtype=torch.float32)  # never seen by the engine
     fast = forward_fn(embedded.model)
     assert isinstance(fast, FastLlama)
     ids = torch.randint(0, 40000, (1, 24))
-    ref_cache, fast_cache = KVCache.for_model(embedded.model, 40), KVCache.for_model(embedded.model, 40)
+    caches = [KVCache.for_model(embedded.model, 40) for _ in range(3)]
     with torch.inference_mode():
         for chunk in (ids[:, :16], ids[:, 16:21], ids[:, 21:22]):  # prefill, a verify of 5, one step
-            ref = embedded.model(chunk, past_key_values=ref_cache).logits
-            assert torch.allclose(fast(chunk, fast_cache), ref, atol=1e-3, rtol=1e-4)
+            ref = fresh(chunk, past_key_values=caches[0]).logits
+            assert torch.allclose(fast(chunk, caches[1]), ref, atol=1e-3, rtol=1e-4)
+            assert torch.allclose(embedded.model(chunk, past_key_values=caches[2]).logits, ref, atol=1e-3, rtol=1e-4)
     skip = forward_fn(layer_skip_model(embedded.model, 8))
     assert len(skip.layers) == 8 and all(a is b for a, b in zip(skip.layers, fast.layers))
+    # the fused matrices are the model's weights (its Linear weights are views of them), not a second copy
+    att = embedded.model.model.layers[0].self_attn
+    fused = fast.layers[0][1].t.untyped_storage().data_ptr()
+    assert {w.untyped_storage().data_ptr() for w in (att.q_proj.weight, att.k_proj.weight, att.v_proj.weight)} == {fused}
+    assert embedded.model.lm_head.weight.untyped_storage().data_ptr() == fast.head.t.untyped_storage().data_ptr()
 
 
 def test_auto_extrapolates_verify_cost_from_multi_token_points():
