@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
+import dataclasses
 import json
 import os
 import platform
@@ -135,7 +137,7 @@ def time_ours(engine: Engine, ids: list, cfg: GenerationConfig, mode: str) -> Sa
 
 
 def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchConfig) -> Sample:
-    """transformers' generate() on the same model object, greedy, our EOS ids; timed around the call."""
+    """transformers' generate() on the same weights (a stock copy), greedy, our EOS ids; timed around the call."""
     model, device = target.model, target.device
     eos = sorted(target.eos_ids)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else eos[0]
@@ -152,8 +154,37 @@ def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchCo
     return Sample(out[0, len(ids):].tolist(), wall)
 
 
+def stock_copy(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model` with every weight in its own contiguous tensor, as transformers loads it.
+
+    Our lean forward turns the model's Linear weights into views of its fused matrices; transformers'
+    generate() is timed on this untouched layout instead, as a transformers user would run it.
+    """
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        for p in twin.parameters():  # tied weights are one Parameter: they stay tied
+            p.data = p.data.contiguous()
+    return twin
+
+
+def stock_models(target: LoadedModel, configs: list) -> LoadedModel:
+    """The target for transformers' runs, and each assisted config's assistant, as stock copies (made once)."""
+    copies: dict[int, torch.nn.Module] = {}
+
+    def stock(model):
+        if id(model) not in copies:
+            copies[id(model)] = stock_copy(model)
+        return copies[id(model)]
+
+    for c in configs:
+        if "assistant_model" in c.hf_kwargs:
+            c.hf_kwargs["assistant_model"] = stock(c.hf_kwargs["assistant_model"])  # `self`: the same copy
+    return dataclasses.replace(target, model=stock(target.model))
+
+
 def run_config(config: BenchConfig, engines: dict, target: LoadedModel, ids: list, max_new_tokens: int) -> Sample:
-    """One timed run of `config` on prompt `ids` (the greedy setting every contestant shares)."""
+    """One timed run of `config` on prompt `ids` (the greedy setting every contestant shares);
+    `target` is transformers' stock copy for an "hf" config."""
     if config.runner == "hf":
         return time_hf(target, ids, max_new_tokens, config)
     cfg = GenerationConfig(gamma=max(config.gamma, 1), max_new_tokens=max_new_tokens)
@@ -289,6 +320,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     for d in drafts:
         engines[d] = Engine(loaded, d)  # raises a clear ModelLoadError for an unknown spec
     configs, unsupported = build_configs(drafts, gammas, loaded, hf)
+    hf_target = stock_models(loaded, configs) if hf else loaded
     encoded = [engines["ar"].encode(p["prompt"]) for p in rows]
     over_cfg = next((c for c in sorted((c for c in configs if c.runner == "ours" and c.gamma),
                                        key=lambda c: abs(c.gamma - 4))), None)
@@ -306,7 +338,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
                 return None
             bar.set_postfix_str(c.label, refresh=False)
             try:
-                return run_config(c, engines, loaded, ids, n)
+                return run_config(c, engines, hf_target if c.runner == "hf" else loaded, ids, n)
             except Exception as e:  # a transformers path that breaks is reported, not fatal
                 if c.runner != "hf":
                     raise

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from engine import bench
 from engine.__main__ import main
@@ -84,3 +85,25 @@ def test_unknown_drafter_is_a_clear_error(tiny_dirs, tmp_path):
     with pytest.raises(ValueError, match="draft spec"):
         bench.run_bench(target=tiny_dirs["target"], drafts=["nonsense"], gammas=[2], prompts=PROMPTS,
                         max_new_tokens=3, repeats=1, out=tmp_path, progress=False)
+
+
+def test_transformers_runs_on_a_stock_copy(tiny_dirs, tmp_path, monkeypatch):
+    """transformers is timed on its own contiguous weights (as its users load them), not on the views our
+    lean forward leaves in the shared model; `self` assists with that same copy."""
+    seen = []
+    real = bench.time_hf
+
+    def spy(target, ids, max_new_tokens, config):
+        seen.append((target.model, config.hf_kwargs.get("assistant_model")))
+        return real(target, ids, max_new_tokens, config)
+
+    monkeypatch.setattr(bench, "time_hf", spy)
+    bench.run_bench(target=tiny_dirs["target"], drafts=["self"], gammas=[2], prompts=PROMPTS[:1],
+                    max_new_tokens=3, repeats=1, out=tmp_path, overhead_pairs=0, progress=False)
+    ours = load_model(tiny_dirs["target"]).model
+    assert not ours.model.layers[0].self_attn.q_proj.weight.is_contiguous()  # the engine's fused view
+    models = {id(m) for pair in seen for m in pair if m is not None}
+    assert len(models) == 1 and id(ours) not in models  # one stock copy, target and `self` assistant alike
+    stock = seen[0][0]
+    assert all(p.is_contiguous() for p in stock.parameters())
+    assert torch.equal(stock.model.layers[0].self_attn.q_proj.weight, ours.model.layers[0].self_attn.q_proj.weight)
