@@ -29,7 +29,7 @@ test: setup browser
 	$(PY) -m pytest -q tests
 
 bench: setup
-	$(PY) -m engine bench --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 1 --out bench-out
+	$(PY) -m engine bench --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 3 --out bench-out
 
 clean:
 	rm -rf $(VENV)

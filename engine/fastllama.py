@@ -112,6 +112,7 @@ class FastLlama:
         self.embed, self.norm = inner.embed_tokens.weight, inner.norm.weight
         self.rotary = inner.rotary_emb
         self.config = cfg
+        self.fp32 = self.head.t.dtype == torch.float32  # single-token steps take _step
 
     def truncated(self, layers: int) -> "FastLlama":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
@@ -135,6 +136,9 @@ class FastLlama:
     def __call__(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
                  position_ids=None, logits_to_keep: int = 0) -> torch.Tensor:
         b, t = input_ids.shape
+        if (b == t == 1 and self.fp32 and attention_mask is None and position_ids is None
+                and _ready(past_key_values)):
+            return self._step(input_ids, past_key_values)
         start = past_key_values.length
         if position_ids is None:
             position_ids = torch.arange(start, start + t, device=input_ids.device)[None]
@@ -162,6 +166,40 @@ class FastLlama:
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
         return self.head(self._rms(x, self.norm))  # (B, T, V)
+
+    def _step(self, input_ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """One fp32 token (a decode or draft step): the same math as __call__, bit for bit, on 2-D rows
+        with plain matmuls, q and k rotated together, K/V written straight into the cache buffers and
+        in-place residuals. A step pays per-op overhead as well as the weight reads; this trims it."""
+        start = cache.length
+        end = start + 1
+        if end > cache.max_len:
+            raise RuntimeError(f"KV cache full: {end} tokens > {cache.max_len} slots")
+        nh, nkv, hd, eps, mm = self.heads, self.kv_heads, self.head_dim, self.eps, torch.mm
+        qk_size, half = (nh + nkv) * hd, hd // 2
+        x = F.embedding(input_ids, self.embed).view(1, -1)  # (1, H)
+        cos, sin = self.rotary(x[None], torch.arange(start, end, device=x.device)[None])  # (1, 1, D)
+        for layer, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in zip(cache.layers, self.layers):
+            h = w_in * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))  # RMSNorm, as _rms
+            qkv = mm(h, w_qkv.t)  # (1, q+2kv)
+            qk = qkv[:, :qk_size].view(nh + nkv, 1, hd)  # q heads then k heads, (NH+KV, 1, D)
+            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
+            layer.keys[:, :, start:end].copy_(qk[nh:])  # (1, KV, 1, D) into slot `start`
+            layer.values[:, :, start:end].copy_(qkv[:, qk_size:].view(1, nkv, 1, hd))
+            layer.length = end
+            att = F.scaled_dot_product_attention(qk[:nh][None], layer.keys[:, :, :end], layer.values[:, :, :end],
+                                                 enable_gqa=True)  # (1, NH, 1, D)
+            x.add_(mm(att.view(1, nh * hd), w_o.t))
+            h = w_post * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+            gate, up = mm(h, w_gu.t).chunk(2, dim=-1)
+            x.add_(mm(F.silu(gate).mul_(up), w_down.t))
+        x = self.norm * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+        return mm(x, self.head.t).view(1, 1, -1)  # (1, 1, V)
+
+
+def _ready(cache) -> bool:
+    """A pointer cache whose buffers exist (the first write allocates them, through the general path)."""
+    return isinstance(cache, KVCache) and cache.layers[0].is_initialized
 
 
 _FAST: dict = {}
