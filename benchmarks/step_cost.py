@@ -1,10 +1,9 @@
-"""Cost of a single-token decode step: the lean forward's fp32 step path vs its general path.
+"""Cost of a single-token decode step: the lean forward's fp32 row path vs its general path.
 
     .venv/bin/python benchmarks/step_cost.py
 
-Greedy-decodes 48 tokens after a 100-token prefill with each path (the general one is forced by
-passing explicit position ids), interleaved 5 times; prints the median ms/token of each. Both paths
-give bit-identical logits (tests/test_drafters.py checks it).
+Greedy-decodes 48 tokens after a 100-token prefill with each path, interleaved 5 times; prints the
+median ms/token of each. Both paths give bit-identical logits (tests/test_drafters.py checks it).
 """
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ def decode(forward, model, ids: torch.Tensor, general: bool, n: int = 48) -> flo
     x = ids[:, -1:]
     t = time.perf_counter()
     for _ in range(n):
-        kw = {"position_ids": torch.tensor([[cache.length]])} if general else {}
-        x = forward(x, cache, **kw)[:, -1:].argmax(-1)
+        x = (forward._general if general else forward)(x, cache)[:, -1:].argmax(-1)
     return (time.perf_counter() - t) / n * 1e3
 
 
@@ -37,16 +35,16 @@ def main() -> None:
     target = load_model("embedded")
     forward = forward_fn(target.model)
     ids = torch.randint(0, 40000, (1, 100))
-    times = {"step path": [], "general path": []}
+    times = {"row path": [], "general path": []}
     with torch.inference_mode():
         decode(forward, target.model, ids, False, 4)
         decode(forward, target.model, ids, True, 4)
         for _ in range(5):
-            times["step path"].append(decode(forward, target.model, ids, False))
+            times["row path"].append(decode(forward, target.model, ids, False))
             times["general path"].append(decode(forward, target.model, ids, True))
     for name, ms in times.items():
         print(f"{name:13s} {statistics.median(ms):.1f} ms/token")
-    print(f"ratio {statistics.median(times['general path']) / statistics.median(times['step path']):.3f}")
+    print(f"ratio {statistics.median(times['general path']) / statistics.median(times['row path']):.3f}")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ class Weight:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None and x.numel() >= self.min_rows * x.shape[-1]:
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return x @ self.t
+        return torch.mm(x, self.t) if x.dim() == 2 else x @ self.t
 
 
 def _pack_default(model) -> bool:
@@ -112,7 +112,7 @@ class FastLlama:
         self.embed, self.norm = inner.embed_tokens.weight, inner.norm.weight
         self.rotary = inner.rotary_emb
         self.config = cfg
-        self.fp32 = self.head.t.dtype == torch.float32  # single-token steps take _step
+        self.fp32 = self.head.t.dtype == torch.float32  # batch-1 forwards on a ready cache take _rows
 
     def truncated(self, layers: int) -> "FastLlama":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
@@ -135,10 +135,14 @@ class FastLlama:
 
     def __call__(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
                  position_ids=None, logits_to_keep: int = 0) -> torch.Tensor:
+        if input_ids.shape[0] == 1 and self.fp32 and _ready(past_key_values):
+            return self._rows(input_ids, past_key_values, attention_mask, position_ids, logits_to_keep)
+        return self._general(input_ids, past_key_values, attention_mask, position_ids, logits_to_keep)
+
+    def _general(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
+                 position_ids=None, logits_to_keep: int = 0) -> torch.Tensor:
+        """Any batch, dtype and cache (the first write allocates a pointer cache's buffers)."""
         b, t = input_ids.shape
-        if (b == t == 1 and self.fp32 and attention_mask is None and position_ids is None
-                and _ready(past_key_values)):
-            return self._step(input_ids, past_key_values)
         start = past_key_values.length
         if position_ids is None:
             position_ids = torch.arange(start, start + t, device=input_ids.device)[None]
@@ -167,34 +171,44 @@ class FastLlama:
             x = x[:, -logits_to_keep:]
         return self.head(self._rms(x, self.norm))  # (B, T, V)
 
-    def _step(self, input_ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """One fp32 token (a decode or draft step): the same math as __call__, bit for bit, on 2-D rows
-        with plain matmuls, q and k rotated together, K/V written straight into the cache buffers and
-        in-place residuals. A step pays per-op overhead as well as the weight reads; this trims it."""
+    def _rows(self, input_ids: torch.Tensor, cache: KVCache, attention_mask=None, position_ids=None,
+              logits_to_keep: int = 0) -> torch.Tensor:
+        """One sequence of T fp32 tokens (a step, a verify, a tree): the same math as __call__ on 2-D rows,
+        with q and k rotated together, K/V written straight into the cache buffers and in-place
+        residuals. A forward on this CPU pays per-op overhead as well as the weight reads; this trims it."""
+        t = input_ids.shape[1]
         start = cache.length
-        end = start + 1
+        end = start + t
         if end > cache.max_len:
             raise RuntimeError(f"KV cache full: {end} tokens > {cache.max_len} slots")
-        nh, nkv, hd, eps, mm = self.heads, self.kv_heads, self.head_dim, self.eps, torch.mm
+        nh, nkv, hd, eps = self.heads, self.kv_heads, self.head_dim, self.eps
         qk_size, half = (nh + nkv) * hd, hd // 2
-        x = F.embedding(input_ids, self.embed).view(1, -1)  # (1, H)
-        cos, sin = self.rotary(x[None], torch.arange(start, end, device=x.device)[None])  # (1, 1, D)
+        x = F.embedding(input_ids, self.embed).view(t, -1)  # (T, H)
+        if position_ids is None:
+            position_ids = torch.arange(start, end, device=x.device)[None]
+        cos, sin = self.rotary(x[None], position_ids)  # (1, T, D)
+        mask = attention_mask
+        if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
+            keys = torch.arange(end, device=x.device)
+            mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
         for layer, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in zip(cache.layers, self.layers):
             h = w_in * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))  # RMSNorm, as _rms
-            qkv = mm(h, w_qkv.t)  # (1, q+2kv)
-            qk = qkv[:, :qk_size].view(nh + nkv, 1, hd)  # q heads then k heads, (NH+KV, 1, D)
+            qkv = w_qkv(h)  # (T, q+2kv)
+            qk = qkv[:, :qk_size].view(t, nh + nkv, hd).transpose(0, 1)  # q heads then k heads, (NH+KV, T, D)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
-            layer.keys[:, :, start:end].copy_(qk[nh:])  # (1, KV, 1, D) into slot `start`
-            layer.values[:, :, start:end].copy_(qkv[:, qk_size:].view(1, nkv, 1, hd))
+            layer.keys[:, :, start:end].copy_(qk[nh:])  # (1, KV, T, D) into slots start..end-1
+            layer.values[:, :, start:end].copy_(qkv[:, qk_size:].view(t, nkv, hd).transpose(0, 1))
             layer.length = end
             att = F.scaled_dot_product_attention(qk[:nh][None], layer.keys[:, :, :end], layer.values[:, :, :end],
-                                                 enable_gqa=True)  # (1, NH, 1, D)
-            x.add_(mm(att.view(1, nh * hd), w_o.t))
+                                                 attn_mask=mask, enable_gqa=True)  # (1, NH, T, D)
+            x.add_(w_o(att[0].transpose(0, 1).reshape(t, nh * hd)))
             h = w_post * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-            gate, up = mm(h, w_gu.t).chunk(2, dim=-1)
-            x.add_(mm(F.silu(gate).mul_(up), w_down.t))
+            gate, up = w_gu(h).chunk(2, dim=-1)
+            x.add_(w_down(F.silu(gate).mul_(up)))
+        if logits_to_keep:
+            x = x[-logits_to_keep:]
         x = self.norm * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
-        return mm(x, self.head.t).view(1, 1, -1)  # (1, 1, V)
+        return self.head(x)[None]  # (1, T, V)
 
 
 def _ready(cache) -> bool:

@@ -140,11 +140,14 @@ def test_lean_forward_matches_transformers_and_layer_skip_shares_it(embedded):
             ref = fresh(chunk, past_key_values=caches[0]).logits
             assert torch.allclose(fast(chunk, caches[1]), ref, atol=1e-3, rtol=1e-4)
             assert torch.allclose(embedded.model(chunk, past_key_values=caches[2]).logits, ref, atol=1e-3, rtol=1e-4)
-        # the single-token fast path computes exactly what the general path does (same cache state after)
-        step = fast(ids[:, 22:23], caches[1])
-        caches[1].truncate(22)
-        general = fast(ids[:, 22:23], caches[1], position_ids=torch.tensor([[22]]))
-        assert torch.equal(step, general) and caches[1].length == 23
+        # the batch-1 row path computes exactly what the general path does, one token or several
+        for n in (1, 5):
+            caches[1].truncate(22 - n)
+            rows = fast(ids[:, 22 - n:22], caches[1])
+            caches[1].truncate(22 - n)
+            general = fast._general(ids[:, 22 - n:22], caches[1])
+            assert caches[1].length == 22
+            assert torch.equal(rows, general)
     skip = forward_fn(layer_skip_model(embedded.model, 8))
     assert len(skip.layers) == 8 and all(a is b for a, b in zip(skip.layers, fast.layers))
     # the fused matrices are the model's weights (its Linear weights are views of them), not a second copy
