@@ -4,8 +4,10 @@ Same math as transformers' LlamaForCausalLM (RMSNorm in fp32, RoPE, GQA attentio
 fewer kernel launches: q/k/v and gate/up projections are fused into one matmul each, and no mask is
 built for single-token steps. On a CPU a decode step is bound by reading the weights plus a fixed
 cost per op, and transformers' generic forward spends a large share of the step on the latter.
-Used for the target (and `self` drafts) when the architecture fits; anything else falls back to the
-transformers module. The fused matrices replace the module's own weights, which become views of
+Batch-1 fp32 forwards on a ready pointer cache (everything the engine runs after the prefill) take
+`_rows`, which trims the per-op overhead further and is bit-identical to the general path, `_general`.
+Used for the target (and `self` and layer-skip drafts) when the architecture fits; anything else
+falls back to the transformers module. The fused matrices replace the module's own weights, which become views of
 them (transformers' forward runs unchanged on the views), so the lean layout costs no extra memory.
 
 Multi-token forwards (verification, prefill) on a CPU go through oneDNN with weights packed once
