@@ -70,7 +70,7 @@ class ModelDrafter(Drafter):
         self.forward = forward_fn(model)
         self.shared = shared_cache is not None
         self.cache = shared_cache if self.shared else KVCache.for_model(model, max_len)
-        self.fed: list[int] = []  # the tokens in an own draft cache, in order
+        self.fed: list[int] = []  # the tokens in an own draft cache, in order (unused on a shared one)
         self.out_device, self.vocab = out_device, vocab
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
@@ -93,13 +93,15 @@ class ModelDrafter(Drafter):
         if self.shared:
             self.cache.truncate(start)  # the target's cache as it was: the verify forward rewrites these slots
         if not tokens:
-            self.fed = ids[:]
+            if not self.shared:
+                self.fed = ids[:]
             return empty_draft(self.out_device, self.name)
         q = torch.stack(qs).to(self.out_device)  # (γ, V_draft)
         if q.shape[-1] != self.vocab:  # padded LM heads of different sizes
             q = torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1])) if q.shape[-1] < self.vocab else q[:, :self.vocab]
         chain = torch.stack(tokens).to(self.out_device)
-        self.fed = ids + chain.tolist()[:forwards - 1]  # the last sampled token is not fed (one behind)
+        if not self.shared:  # an own cache: remember what it holds (the last sampled token is not fed)
+            self.fed = ids + chain.tolist()[:forwards - 1]
         if self.cfg.tree_budget:
             return self._tree(chain, q)
         return Draft(chain, q, self.name)
