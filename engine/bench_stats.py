@@ -143,6 +143,7 @@ def head_to_head(overall: dict, configs: list) -> list:
             continue
         measured, predicted = ours_row.get("speedup_vs_ar"), ours_row.get("predicted_speedup")
         rows.append({"ours": c.name, "hf": theirs.name, "label": c.label, "hf_label": theirs.label,
+                     "kind": "assisted" if c.gamma else "greedy",
                      "ours_tokens_per_s": ours_row["tokens_per_s"], "hf_tokens_per_s": hf_row["tokens_per_s"],
                      "ratio": _ratio(ours_row["tokens_per_s"], hf_row["tokens_per_s"]),
                      "identical": bool(ours_row["identical"] and hf_row["identical"]),

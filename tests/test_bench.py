@@ -52,6 +52,7 @@ def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
     row = next(r for r in results["head_to_head"] if r["ours"] == "ours/self/g2")
     assert row["ratio"] == pytest.approx(results["overall"]["ours/self/g2"]["tokens_per_s"]
                                          / results["overall"]["hf/self/g2"]["tokens_per_s"])
+    assert {r["ours"]: r["kind"] for r in results["head_to_head"]}["ours/ar"] == "greedy" and row["kind"] == "assisted"
     assert "## Ours vs transformers" in md
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "Speedup vs γ" in page
