@@ -194,7 +194,8 @@ class FastLlama:
             keys = torch.arange(end, device=x.device)
             mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
         for layer, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in zip(cache.layers, self.layers):
-            h = w_in * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))  # RMSNorm, as _rms
+            # RMSNorm, written out as _rms does it for fp32: calling _rms here cost ~3% of a step (step_cost.py)
+            h = w_in * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
             qkv = w_qkv(h)  # (T, q+2kv)
             qk = qkv[:, :qk_size].view(t, nh + nkv, hd).transpose(0, 1)  # q heads then k heads, (NH+KV, T, D)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
