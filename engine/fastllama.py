@@ -11,8 +11,8 @@ falls back to the transformers module. The fused matrices replace the module's o
 them (transformers' forward runs unchanged on the views), so the lean layout costs no extra memory.
 
 Multi-token forwards (verification, prefill) on a CPU go through oneDNN with weights packed once
-into its blocked layout: MKL's sgemm for 2-16 rows runs far below memory bandwidth (a 5-row LM head
-costs ~2x a 1-row one), oneDNN's packed kernel stays close to the 1-row cost. fp32 single-token
+into its blocked layout: MKL's sgemm for 2-16 rows runs far below memory bandwidth (a 5-token forward
+took 1.68x a 1-token one, packed 1.37x: benchmarks/onednn_cost.py). fp32 single-token
 steps keep the plain matmul, the faster one for a single row; bf16 uses oneDNN for every size.
 SPECVIZ_ONEDNN=0 turns packing off.
 """
