@@ -37,7 +37,8 @@ def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, to
     try:
         target, draft = av.model_specs(pair, drafter, param)
         return target, draft, GenerationConfig(**av.config_kwargs(gamma, adaptive, p_min, temperature, top_k,
-                                                                   top_p, seed, max_new, tree_budget, tree_branching))
+                                                                   top_p, seed, max_new, tree_budget, tree_branching),
+                                               time_limit_s=MAX_RUN_S)
     except ValueError as e:
         raise gr.Error(str(e)) from None
 
@@ -58,23 +59,19 @@ def prepare(target: str, draft: str, progress=None) -> None:
 
 @gpu
 def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool):
-    """The speculative run's events, then (race) the AR baseline's on the same prompt ids."""
+    """(lane, event) of the speculative run, interleaved round by round with the AR baseline's when racing."""
     engine = Engine(load_model(target), draft)
-    ids = engine.encode(prompt, cfg.raw)
-    yield from engine.generate(prompt, cfg, prompt_ids=ids)
     if race:
-        yield from engine.generate(prompt, cfg, "ar", prompt_ids=ids)
+        yield from engine.race(prompt, cfg)
+    else:
+        for event in engine.generate(prompt, cfg):
+            yield "speculative", event
 
 
-def within_limit(events, limit_s: float = MAX_RUN_S):
-    """Pass events through until the run has taken limit_s seconds, then stop it (closing the engine)."""
-    deadline = time.monotonic() + limit_s
-    for event in events:
-        yield event
-        if time.monotonic() > deadline:
-            events.close()
-            gr.Warning(f"run stopped at the {limit_s:.0f} s limit per request")
-            return
+def time_limit_warning(lanes: dict) -> None:
+    """A run the engine stopped at the time limit says so (what was generated stays)."""
+    if any(evs and evs[-1].kind == "finished" and evs[-1].stop_reason == "time_limit" for evs in lanes.values()):
+        gr.Warning(f"run stopped at the {MAX_RUN_S:.0f} s limit per request")
 
 
 def failed(e: Exception) -> gr.Error:
@@ -113,11 +110,12 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
     target, draft, cfg = parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p,
                                         seed, max_new, tree_budget, tree_branching)
     prepare(target, draft, progress)
-    events, charts_at = [], 0.0
+    lanes, events, charts_at = {"speculative": [], "ar": []}, [], 0.0
     try:
-        for event in within_limit(stream_events(target, draft, cfg, prompt, race)):
-            events.append(event)
+        for lane, event in stream_events(target, draft, cfg, prompt, race):
+            lanes[lane].append(event)
             if event.kind in ROUND_END:  # HTML views every round; the charts at most every CHARTS_EVERY_S
+                events = lanes["speculative"] + lanes["ar"]  # one run after the other: the trace's order
                 charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
                 charts_at = time.monotonic() if charts else charts_at
                 views = (gr.update() if v is None else v for v in av.views(events, figures=charts))
@@ -126,7 +124,8 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
         raise gr.Error(str(e)) from None
     except RuntimeError as e:  # e.g. torch.cuda.OutOfMemoryError
         raise failed(e) from None
-    yield settled(events)
+    time_limit_warning(lanes)
+    yield settled(lanes["speculative"] + lanes["ar"])
 
 
 def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
@@ -138,13 +137,14 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
     A generator, so a client that cancels or disconnects closes the run and frees its slot.
     """
     try:
-        cfg = GenerationConfig(**av.config_kwargs(gamma, "fixed", 0.0, temperature, 0, 1.0, seed, max_new_tokens))
+        cfg = GenerationConfig(**av.config_kwargs(gamma, "fixed", 0.0, temperature, 0, 1.0, seed, max_new_tokens),
+                               time_limit_s=MAX_RUN_S)
     except ValueError as e:
         raise gr.Error(str(e)) from None
     prepare(target, draft)
     events = []
     try:
-        for event in within_limit(stream_events(target, draft, cfg, prompt, False)):
+        for _, event in stream_events(target, draft, cfg, prompt, False):
             events.append(event)
             if event.kind == "round_timed":
                 yield "".join(t for e in events if e.kind == "committed" for t in e.tokens), ""
@@ -209,7 +209,7 @@ def build_demo() -> gr.Blocks:
                     adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ")
                     p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False)
                 max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
-                race = gr.Checkbox(False, label="Race against autoregressive (runs the AR baseline after)")
+                race = gr.Checkbox(False, label="Race against autoregressive (both lanes run interleaved, side by side)")
                 with gr.Accordion("Sampling", open=False):
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
                     with gr.Row():

@@ -21,6 +21,7 @@ class GenerationConfig:
     p_min: float = 0.0  # confidence threshold in [0, 1): a model drafter stops when its top q is below it
     tree_budget: int = 0  # tree speculation: at most this many draft nodes per round (0 = a chain of γ)
     tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
+    time_limit_s: float | None = None  # wall seconds (prefill included) after which the run stops; None = none
 
     def __post_init__(self):
         def number(name, value):
@@ -56,6 +57,10 @@ class GenerationConfig:
             raise ValueError(f"p_min must be in [0, 1), got {self.p_min}")
         if self.adaptive not in ("fixed", "heuristic"):
             raise ValueError(f"adaptive must be 'fixed' or 'heuristic', got {self.adaptive!r}")
+        if self.time_limit_s is not None:
+            number("time_limit_s", self.time_limit_s)
+            if not 0 < self.time_limit_s <= 86400:
+                raise ValueError(f"time_limit_s must be in (0, 86400] seconds or None, got {self.time_limit_s}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
             raise ValueError(f"seed must be a whole number, got {self.seed!r}")
 

@@ -8,10 +8,15 @@ made once per (target, spec); the models behind it are loaded once and shared. S
   layerskip:L       the target's first L layers + final norm + LM head (shared weights, no copy)
   quant[:int8|bf16] a lower-precision copy of the target
   auto              picks drafter and γ each round from measured costs (see adaptive.py)
+  oracle:A[:C]      the target's own greedy continuation, each token corrupted with probability 1 − A,
+                    at a cost of C target steps per drafted token (busy compute; default 0): a drafter of
+                    known acceptance, to check the cost model against measurement
 """
 from __future__ import annotations
 
 import copy
+import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,6 +53,9 @@ class Drafter:
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
         """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
+
+    def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
+        """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
 
 
 def empty_draft(device, name: str) -> Draft:
@@ -137,6 +145,65 @@ class ModelDrafter(Drafter):
             keep += 1
         self.cache.truncate(keep)
         del self.fed[keep:]
+
+
+class OracleDrafter(Drafter):
+    """Proposes the target's own greedy continuation (from a reference pass made before the timed run),
+    each token replaced by another with probability 1 − alpha, so greedy verification accepts each
+    drafted token with probability exactly alpha (Leviathan et al.'s i.i.d. model, made true). Lossless
+    like any drafter: the target still verifies. Under sampling its tokens are one-hot proposals whose
+    acceptance is p(x), not alpha. Each drafted token costs `cost` target steps of busy compute."""
+
+    def __init__(self, alpha: float, cost: float, reference: Callable, device: torch.device, vocab: int, name: str):
+        self.alpha, self.cost, self.reference, self.device, self.vocab, self.name = (alpha, cost, reference, device,
+                                                                                     vocab, name)
+        self.ref: list[int] = []
+        self.prompt_len, self.step_s, self.seed = 0, 0.0, 0
+
+    def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
+        self.ref, self.step_s = self.reference(prompt_ids, cfg.max_new_tokens)
+        self.prompt_len, self.seed = len(prompt_ids), cfg.seed or 0
+
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        t_end = time.perf_counter() + self.cost * self.step_s * gamma
+        start = len(ids) - self.prompt_len
+        tokens = []
+        for k, tok in enumerate(self.ref[start:start + gamma]):
+            draw = random.Random(self.seed * 1_000_003 + start + k)  # keyed by position: independent of γ
+            if draw.random() >= self.alpha:
+                tok = (tok + 1 + draw.randrange(self.vocab - 1)) % self.vocab  # any other token
+            tokens.append(tok)
+        while time.perf_counter() < t_end:  # the drafting cost, spent as compute
+            pass
+        if not tokens:
+            return empty_draft(self.device, self.name)
+        return Draft(torch.tensor(tokens, device=self.device), None, self.name)
+
+
+def greedy_reference(target: LoadedModel) -> Callable:
+    """(prompt ids, n) -> (the target's greedy continuation, seconds of one target step), memoised."""
+    forward, memo = forward_fn(target.model), {}
+
+    @torch.inference_mode()
+    def reference(prompt_ids: list[int], n: int):
+        key = (tuple(prompt_ids), n)
+        if key not in memo:
+            cache = KVCache.for_model(target.model, len(prompt_ids) + n + 1)
+            x, out, steps = torch.tensor([prompt_ids], device=target.device), [], []
+            for _ in range(n):
+                t = time.perf_counter()
+                tok = int(forward(x, cache, logits_to_keep=1)[0, -1].argmax())
+                steps.append(time.perf_counter() - t)
+                out.append(tok)
+                if tok in target.eos_ids:
+                    break
+                x = torch.tensor([[tok]], device=target.device)
+            while len(memo) >= 16:
+                memo.pop(next(iter(memo)))
+            memo[key] = (out, sorted(steps[1:] or steps)[len(steps[1:] or steps) // 2])
+        return memo[key]
+
+    return reference
 
 
 def check_same_vocab(target: LoadedModel, draft: LoadedModel) -> None:
@@ -252,8 +319,19 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         subs = {"ngram": drafter_factory("ngram", target)}
         return lambda cfg, gen, max_len, cache: AutoDrafter({k: f(cfg, gen, max_len, cache) for k, f in subs.items()},
                                                             dev)
+    if name == "oracle":
+        alpha_s, _, cost_s = arg.partition(":")
+        try:
+            alpha, cost = float(alpha_s), float(cost_s or 0)
+        except ValueError:
+            raise ModelLoadError(f"draft spec {spec!r}: use oracle:A[:C] with A the acceptance in [0, 1] and C the "
+                                 f"draft cost in target steps, e.g. oracle:0.8 or oracle:0.8:0.1") from None
+        if not 0 <= alpha <= 1 or not 0 <= cost <= 10:
+            raise ModelLoadError(f"oracle:A[:C] needs 0 <= A <= 1 and 0 <= C <= 10, got {spec!r}")
+        reference = greedy_reference(target)
+        return lambda cfg, gen, max_len, cache: OracleDrafter(alpha, cost, reference, dev, vocab, spec)
     raise ModelLoadError(f"unknown draft spec {spec!r}: use self, model:<id or path>, ngram[:N], layerskip:L, "
-                         f"quant[:int8|bf16] or auto")
+                         f"quant[:int8|bf16], auto or oracle:A[:C]")
 
 
 def _int_arg(spec: str, arg: str, default: int) -> int:

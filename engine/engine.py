@@ -21,8 +21,21 @@ from .config import MAX_GAMMA, GenerationConfig
 from .drafters import Draft, drafter_factory
 from .fastllama import forward_fn
 from .events import Committed, Decided, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified
-from .metrics import RunStats
+from .metrics import RunStats, summarize
 from .models import EMBEDDED, LoadedModel, load_model
+
+
+PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
+
+
+def cache_slots(prompt_len: int, cfg: GenerationConfig) -> int:
+    """KV slots a run can need: the one place that sizes the cache.
+
+    A round starts with every committed token but the last in the cache (at most prompt + max_new − 2)
+    and writes the last one plus its draft: γ tokens (up to MAX_GAMMA under adaptive γ) or a tree of
+    up to tree_budget nodes. One more slot covers the single-token probe after the run.
+    """
+    return prompt_len + cfg.max_new_tokens + max(MAX_GAMMA, cfg.tree_budget) + 1
 
 
 def rollback(cache: KVCache, keep: int, round_: int) -> RolledBack | None:
@@ -32,6 +45,11 @@ def rollback(cache: KVCache, keep: int, round_: int) -> RolledBack | None:
         return None
     cache.truncate(keep)
     return RolledBack(round_, list(range(keep, before)), before, keep)
+
+
+def _deadline(cfg: GenerationConfig) -> float | None:
+    """time.monotonic() after which a run stops (stop_reason "time_limit"); None without a limit."""
+    return None if cfg.time_limit_s is None else time.monotonic() + cfg.time_limit_s
 
 
 @dataclass
@@ -87,26 +105,53 @@ class Engine:
         return [[[i, self.token_text(i), v] for i, v in row] for row in sampling.topk_list(probs, k)]
 
     def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False) -> RunResult:
-        """Run to completion; with compare_ar also run the AR baseline on the same prompt ids and compare."""
+        """Run to completion; with compare_ar race the AR baseline on the same prompt ids, interleaved."""
         cfg = cfg or GenerationConfig()
-        ids = self.encode(prompt, cfg.raw)
-        events = list(self.generate(prompt, cfg, prompt_ids=ids))
-        done = events[-1]
-        summary = dict(done.summary)
-        if compare_ar:
-            ar_events = list(self.generate(prompt, cfg, "ar", prompt_ids=ids))
-            ar = ar_events[-1]
-            events += ar_events
-            summary.update(ar_token_ids=ar.token_ids, ar_wall_s=ar.summary["wall_s"],
-                           ar_tokens_per_s=ar.summary["tokens_per_s"],
-                           speedup=summary["tokens_per_s"] / ar.summary["tokens_per_s"],
-                           identical_to_ar=ar.token_ids == done.token_ids)
-        return RunResult(events, done.token_ids, done.text, summary)
+        if not compare_ar:
+            events = list(self.generate(prompt, cfg))
+            done = events[-1]
+            return RunResult(events, done.token_ids, done.text, dict(done.summary))
+        lanes = {"speculative": [], "ar": []}
+        for lane, event in self.race(prompt, cfg):
+            lanes[lane].append(event)
+        done = lanes["speculative"][-1]
+        return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text,
+                         summarize(lanes["speculative"], lanes["ar"]))
+
+    def race(self, prompt: str, cfg: GenerationConfig | None = None,
+             prompt_ids: list[int] | None = None) -> Iterator[tuple[str, object]]:
+        """The speculative run and the AR baseline of the same target, interleaved on this one thread.
+
+        Yields (lane, event) with lane "speculative" or "ar". Each step advances, by one round, the
+        lane whose own clock is behind, so both lanes grow as if they ran side by side, and any outside
+        load lands on both. Each lane's clock counts only its own compute (a lane's generator does not
+        count the time it is suspended), and one deadline (cfg.time_limit_s) covers the whole race.
+        """
+        cfg = cfg or GenerationConfig()
+        ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
+        deadline = _deadline(cfg)
+        lanes = {"speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=deadline),
+                 "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=deadline)}
+        clock = dict.fromkeys(lanes, 0.0)
+        try:
+            while lanes:
+                lane = min(lanes, key=clock.__getitem__)  # the lane that is behind in its own time
+                for event in lanes[lane]:
+                    yield lane, event
+                    if event.kind == "round_timed":
+                        clock[lane] = event.elapsed_s
+                        break
+                else:  # that lane has finished
+                    del lanes[lane]
+        finally:
+            for gen in lanes.values():
+                gen.close()
 
     # -- the loop -----------------------------------------------------------------------
     def generate(self, prompt: str, cfg: GenerationConfig | None = None, mode: str = "speculative",
-                 prompt_ids: list[int] | None = None) -> Iterator:
-        """Yield the events of one run. mode: "speculative" or "ar" (the baseline)."""
+                 prompt_ids: list[int] | None = None, deadline: float | None = None) -> Iterator:
+        """Yield the events of one run. mode: "speculative" or "ar" (the baseline).
+        deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one)."""
         cfg = cfg or GenerationConfig()
         if mode not in ("speculative", "ar"):
             raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
@@ -115,19 +160,21 @@ class Engine:
         if limit and len(ids) + cfg.max_new_tokens > limit:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
                              f"target's context of {limit} tokens")
-        return self._run(ids, cfg, mode)
+        return self._run(ids, cfg, mode, deadline if deadline is not None else _deadline(cfg))
 
     @torch.inference_mode()
-    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str) -> Iterator:
+    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, deadline: float | None) -> Iterator:
         target, model, device = self.target, self.target.model, self.target.device
         speculative = mode == "speculative"
         generator = None
         if not cfg.greedy:
             generator = torch.Generator(device=device)
             generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
-        max_len = len(ids) + cfg.max_new_tokens + MAX_GAMMA + 1
+        max_len = cache_slots(len(ids), cfg)
         cache = KVCache.for_model(model, max_len)
         drafter = self.make_drafter(cfg, generator, max_len, cache) if speculative else None
+        if drafter is not None:
+            drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
         gamma_now = cfg.gamma  # γ of the next round; moves only with adaptive="heuristic"
         eos = target.eos_ids
         prompt_len = len(ids)
@@ -144,9 +191,15 @@ class Engine:
 
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
+        def late() -> bool:
+            return deadline is not None and time.monotonic() > deadline
+
         t_start = clock()
-        if len(ids) > 1:  # prefill all but the last prompt token: it is round 1's first input
-            self.forward(torch.tensor([ids[:-1]], device=device), cache, logits_to_keep=1)
+        for start in range(0, len(ids) - 1, PREFILL_CHUNK):  # all but the last prompt token: round 1's input
+            if late():
+                break
+            self.forward(torch.tensor([ids[start:min(start + PREFILL_CHUNK, len(ids) - 1)]], device=device), cache,
+                         logits_to_keep=1)
         started = RunStarted(0, uuid.uuid4().hex[:12], mode, target.name, self.draft_spec if speculative else "",
                          str(device), str(target.dtype).replace("torch.", ""), cfg.to_dict(),
                          target.tokenizer.decode(ids), list(ids), [self.token_text(i) for i in ids], prompt_len)
@@ -157,6 +210,9 @@ class Engine:
         round_, stop_reason = 0, "max_new_tokens"
         try:
             while len(ids) - prompt_len < cfg.max_new_tokens:
+                if late():
+                    stop_reason = "time_limit"
+                    break
                 round_ += 1
                 pos = len(ids)  # position of the first token this round can add
                 remaining = cfg.max_new_tokens - (pos - prompt_len)
@@ -200,23 +256,30 @@ class Engine:
                         verdict = sampling.accept_sample(draft.token_ids, draft.q, p, generator)
                 t2 = clock()
                 n = verdict.n_accepted
+                d_ids = draft.token_ids.tolist() if draft is not None else []
+                ended = next((i + 1 for i in range(n) if d_ids[i] in eos), None)  # an accepted end-of-text
+                if ended is not None:  # the drafts after it are never committed: not accepted, not tested
+                    n = ended
 
                 if draft is not None:
-                    d_ids = draft.token_ids.tolist()
                     if draft.chain_q is not None:
                         q_d = draft.chain_q
                     elif draft.q is not None:
                         q_d = draft.q[torch.arange(gamma, device=device), draft.token_ids].tolist()
                     else:
                         q_d = [1.0] * gamma
-                    out.append(Drafted(round_, pos, d_ids, [self.token_text(i) for i in d_ids], q_d,
-                                  self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
-                                  draft.drafter or drafter.name))
-                    out.append(Verified(round_, pos, verdict.p_draft, verdict.accept_prob,
-                                   [i < n for i in range(gamma)], n if n < gamma else None,
-                                   verdict.next_id, self.token_text(verdict.next_id), verdict.next_p,
-                                   "corrected" if n < gamma else "bonus", self._topk(p, cfg.record_topk),
-                                   cfg.greedy))
+                    rejected = n < gamma and ended is None
+                    out.append(Drafted(round=round_, pos=pos, token_ids=d_ids, tokens=[self.token_text(i) for i in d_ids],
+                                       q=q_d, draft_topk=self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
+                                       drafter=draft.drafter or drafter.name))
+                    out.append(Verified(
+                        round=round_, pos=pos, p=verdict.p_draft, accept_prob=verdict.accept_prob,
+                        accepted=[i < n for i in range(gamma)], first_rejected=n if rejected else None,
+                        next_id=verdict.next_id, next_token=self.token_text(verdict.next_id), next_p=verdict.next_p,
+                        next_kind="corrected" if n < gamma else "bonus", target_topk=self._topk(p, cfg.record_topk),
+                        greedy=cfg.greedy, u=verdict.u,
+                        residual_topk=(self._topk(verdict.dist[None], cfg.record_topk)[0]
+                                       if rejected and verdict.dist is not None and cfg.record_topk else [])))
 
                 # 4. rollback: the cache holds pos-1 + γ+1 tokens; keep the committed prefix + accepted drafts
                 event = rollback(cache, pos + n, round_)
@@ -224,7 +287,7 @@ class Engine:
                     out.append(event)
 
                 # 5. commit: accepted drafts + the corrected/bonus token, cut at EOS and the budget
-                new = (d_ids[:n] if draft is not None else []) + [verdict.next_id]
+                new = d_ids[:n] + [verdict.next_id]
                 origins = ["accepted"] * n + ["ar" if draft is None else ("corrected" if n < gamma else "bonus")]
                 p_new = verdict.p_draft[:n] + [verdict.next_p]
                 cut = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))
@@ -275,7 +338,8 @@ class Engine:
         rejected = [c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.tried]
         chain = tv.path + rejected[:1]
         verdict = sampling.Verdict(len(tv.path), tv.next_id, [tv.tried[i] for i in chain],
-                                   p_of + [float(p[rows[-1], tokens[i]]) for i in rejected[:1]], tv.next_p)
+                                   p_of + [float(p[rows[-1], tokens[i]]) for i in rejected[:1]], tv.next_p,
+                                   u=[tv.u[i] for i in chain] if tv.u is not None else None, dist=tv.dist)
         view = Draft(torch.tensor([tokens[i] for i in chain], dtype=torch.long, device=device), None,
                      draft.drafter, chain_q=[q_of[i] for i in chain],
                      chain_rows=p[rows[:len(chain) + 1]] if cfg.record_topk else None)

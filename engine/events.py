@@ -69,7 +69,7 @@ class Verified:
     pos: int  # absolute position of the first drafted token
     p: list  # target probability of each drafted token
     accept_prob: list  # min(1, p/q) per drafted token (greedy: 1.0 if it is argmax p else 0.0)
-    accepted: list  # bool per drafted token; False from the first rejection on
+    accepted: list  # bool per drafted token; False from the first rejection on, and after an accepted end-of-text
     first_rejected: int | None  # index into the draft of the first rejection, None if all accepted
     next_id: int  # corrected token (after a rejection) or bonus token (all accepted)
     next_token: str  # its text
@@ -77,6 +77,8 @@ class Verified:
     next_kind: str  # "corrected" or "bonus"
     target_topk: list  # per verified position (len(draft)+1), the target's top-k [id, text, p]
     greedy: bool  # greedy acceptance rule (argmax) rather than min(1, p/q)
+    u: list | None = None  # sampling: the uniform draw u each drafted token was tested with (accepted iff u < accept_prob)
+    residual_topk: list = field(default_factory=list)  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ class Finished:
     kind: ClassVar[str] = "finished"
     round: int  # number of rounds run
     pos: int  # final length (prompt + generated)
-    stop_reason: str  # "eos", "max_new_tokens" or "cancelled"
+    stop_reason: str  # "eos", "max_new_tokens" or "time_limit"
     text: str  # generated text (special tokens skipped)
     token_ids: list  # generated ids
     summary: dict = field(default_factory=dict)

@@ -1,42 +1,37 @@
 """Metrics of a run, computed from its events (live, one event at a time, or from a saved trace).
 
-acceptance rate = accepted / drafted; mean accepted length = tokens committed per target forward;
-c = draft time per drafted token / target step; v = verify forward / target step;
-predicted speedup = E / (γc + v) with E = (1 - α^(γ+1)) / (1 - α) (Leviathan et al. 2023), where α is
-the per-token acceptance probability accepted / (accepted + rejections).
+Counts come from the events; every modelled number (α, E, c, v, the predicted speedup, the timing
+guards) comes from costmodel.py, so the engine's summary, the app's panels and the bench report
+agree. `summarize(spec_events, ar_events)` is the one summary of a run, raced or not.
+
+Reported as in the field: acceptance rate = accepted / drafted (vLLM's, a count ratio, never fed to
+the formula); mean accepted length = tokens committed per target forward; speedup = speculative
+tok/s ÷ AR tok/s of the same target on the same prompt.
 """
 from __future__ import annotations
 
-
-def expected_tokens(alpha: float, gamma: int) -> float:
-    """E: expected tokens per target forward with acceptance rate alpha and gamma drafts."""
-    if alpha >= 1.0:
-        return gamma + 1.0
-    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
-
-
-def predicted_speedup(alpha: float, gamma: int, c: float, v: float) -> float:
-    """Walltime improvement over AR when a draft step costs c and verifying γ+1 tokens costs v target steps."""
-    return expected_tokens(alpha, gamma) / (gamma * c + v)
+from . import costmodel
+from .costmodel import expected_tokens, predicted_speedup  # noqa: F401  (re-exported: the one E and speedup)
 
 
 class RunStats:
-    """Accumulates counters from events; `summary()` turns them into the metrics dict."""
+    """Accumulates counters and round timings from one run's events; `summary()` turns them into metrics."""
 
     def __init__(self):
-        self.mode, self.gamma, self.prompt_len = "speculative", 0, 0
-        self.rounds = self.new_tokens = self.drafted = self.accepted = self.rejections = 0
-        self.draft_s = self.verify_s = self.elapsed_s = 0.0
+        self.mode, self.gamma, self.prompt_len, self.max_new_tokens = "speculative", 0, 0, 0
+        self.new_tokens = self.drafted = self.accepted = self.rejections = 0
+        self.elapsed_s = 0.0
         self.pos_drafted: list[int] = []
         self.pos_accepted: list[int] = []
-        self.full_verify_s: list[float] = []  # verify time of rounds that drafted the full gamma
-        self.ar_step_s: list[float] = []  # verify time of plain (γ = 0) steps
-        self.finished: dict = {}
+        self.rounds: list[tuple[int, float, float]] = []  # (γ drafted, draft_s, total_s) per timed round
+        self.token_ids: list[int] = []
+        self.finished = None  # the Finished event, once seen
 
     def add(self, event) -> None:
         kind = getattr(event, "kind", None)
         if kind == "run_started":
             self.mode, self.gamma = event.mode, int(event.config.get("gamma", 0))
+            self.max_new_tokens = int(event.config.get("max_new_tokens", 0))
             self.prompt_len = event.pos
         elif kind == "drafted":
             n = len(event.token_ids)
@@ -47,68 +42,108 @@ class RunStats:
         elif kind == "verified":
             for i, ok in enumerate(event.accepted):
                 if ok:
+                    self._grow(i + 1)
                     self.accepted += 1
                     self.pos_accepted[i] += 1
             self.rejections += event.first_rejected is not None
         elif kind == "committed":
             self.new_tokens += len(event.token_ids)
+            self.token_ids += list(event.token_ids)
         elif kind == "round_timed":
-            self.rounds += 1
-            self.draft_s += event.draft_s
-            self.verify_s += event.verify_s
-            self.elapsed_s = event.elapsed_s
-            if event.gamma == 0:
-                self.ar_step_s.append(event.verify_s)
-            elif event.gamma == self.gamma:
-                self.full_verify_s.append(event.verify_s)
+            self.rounds.append((int(event.gamma), float(event.draft_s), float(event.total_s)))
+            self.elapsed_s = float(event.elapsed_s)
         elif kind == "finished":
-            self.finished = event.summary
+            self.finished = event
 
     def _grow(self, n: int) -> None:
         while len(self.pos_drafted) < n:
             self.pos_drafted.append(0)
             self.pos_accepted.append(0)
 
-    def summary(self, wall_s: float | None = None, target_step_s: float | None = None) -> dict:
-        """Metrics dict; target_step_s (one target forward of one token) enables c, v and the prediction."""
-        wall = wall_s if wall_s is not None else self.finished.get("wall_s", self.elapsed_s)
-        if target_step_s is None:
-            target_step_s = self.finished.get("target_step_s")
-        if target_step_s is None and self.ar_step_s:
-            target_step_s = sorted(self.ar_step_s)[len(self.ar_step_s) // 2]
-        alpha = self.accepted / self.drafted if self.drafted else None
-        # α for the formula: per-token acceptance probability. accepted/drafted counts the tokens
-        # after a rejection as failures although they were never tested; the geometric MLE does not.
-        tested = self.accepted + self.rejections
-        alpha_token = self.accepted / tested if tested else None
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    def wall_s(self) -> float:
+        """The run's wall time: its Finished summary's when plausible, else the last round's elapsed time."""
+        wall = (self.finished.summary or {}).get("wall_s") if self.finished is not None else None
+        ok = isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall >= self.elapsed_s > 0
+        return float(wall) if ok else self.elapsed_s
+
+    def step_times(self) -> list[float]:
+        """Round times of plain (γ = 0) rounds: the cost AR decoding pays per token."""
+        return [total for g, _, total in self.rounds if g == 0]
+
+    def summary(self, wall_s: float | None = None, target_step_s: float | None = None,
+                ar: "RunStats | None" = None) -> dict:
+        """Metrics dict. t(1) comes from the AR lane when one was raced (same prompt, same noise), else from
+        this run's plain rounds, else from `target_step_s` (a probe of one single-token forward)."""
+        wall = wall_s if wall_s is not None else self.wall_s()
+        if target_step_s is None and self.finished is not None:
+            probe = (self.finished.summary or {}).get("target_step_s")
+            target_step_s = probe if isinstance(probe, (int, float)) and not isinstance(probe, bool) else None
+        plain = self.step_times()
+        if ar is not None and ar.step_times():
+            step_times, source = ar.step_times(), "the AR lane"
+        elif len(plain) >= costmodel.MIN_SAMPLES:
+            step_times, source = plain, "this run's plain rounds"
+        else:
+            step_times, source = [], "a one-token probe after the run"
+        step = costmodel.median(step_times) if step_times else target_step_s
+        alpha = costmodel.alpha(self.accepted, self.rejections) if self.mode == "speculative" else None
         out = {
             "mode": self.mode,
             "gamma": self.gamma if self.mode == "speculative" else 0,
-            "rounds": self.rounds,
+            "max_new_tokens": self.max_new_tokens,
+            "rounds": len(self.rounds),
             "new_tokens": self.new_tokens,
             "drafted": self.drafted,
             "accepted": self.accepted,
-            "acceptance_rate": alpha,
-            "alpha_per_token": alpha_token,
-            "mean_accepted_length": self.new_tokens / self.rounds if self.rounds else None,
+            "rejections": self.rejections,
+            "alpha": alpha,
+            "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
+            "mean_accepted_length": self.new_tokens / len(self.rounds) if self.rounds else None,
             "per_position_acceptance": [a / d if d else None for a, d in zip(self.pos_accepted, self.pos_drafted)],
             "wall_s": wall,
             "tokens_per_s": self.new_tokens / wall if wall else None,
-            "draft_s": self.draft_s,
-            "verify_s": self.verify_s,
-            "target_step_s": target_step_s,
-            "c": None, "v": None, "predicted_speedup": None,
+            "draft_s": sum(d for _, d, _ in self.rounds),
+            "verify_s": sum(t - d for _, d, t in self.rounds),
         }
-        if target_step_s and self.drafted and self.full_verify_s:
-            c = self.draft_s / self.drafted / target_step_s
-            v = sorted(self.full_verify_s)[len(self.full_verify_s) // 2] / target_step_s
-            out.update(c=c, v=v, predicted_speedup=predicted_speedup(alpha_token, self.gamma, c, v))
+        if self.mode != "speculative":
+            out.update(target_step_s=step, step_spread=costmodel.spread(step_times), timing_flags=[])
+            return out
+        cost = costmodel.costs(self.rounds, step, source if step else "none", step_times)
+        if ar is not None:
+            cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.step_times()))
+        model = costmodel.prediction(alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"])
+        out.update(cost, **model, probe_step_s=target_step_s)
+        out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable
+        out["timing_reliable"] = not cost["timing_flags"]
+        if ar is not None:
+            out.update(race(self, ar))
         return out
 
 
-def summarize(events) -> dict:
-    """The summary of a whole run from its events (e.g. a trace read from disk)."""
+def race(spec: RunStats, ar: RunStats) -> dict:
+    """The race's verdict fields: only once both lanes have finished (never a provisional ratio)."""
+    if not (spec.done and ar.done):
+        return {"speedup": None, "identical_to_ar": None, "race_done": False}
+    s, a = spec.new_tokens / spec.wall_s() if spec.wall_s() else None, ar.new_tokens / ar.wall_s() if ar.wall_s() else None
+    diff = next((i for i, (x, y) in enumerate(zip(spec.token_ids, ar.token_ids)) if x != y), None)
+    if diff is None and len(spec.token_ids) != len(ar.token_ids):
+        diff = min(len(spec.token_ids), len(ar.token_ids))
+    return {"race_done": True, "ar_token_ids": list(ar.token_ids), "ar_wall_s": ar.wall_s(), "ar_tokens_per_s": a,
+            "speedup": s / a if s and a else None, "identical_to_ar": diff is None, "first_diff": diff}
+
+
+def stats_of(events) -> RunStats:
     stats = RunStats()
-    for event in events:
+    for event in events or []:
         stats.add(event)
-    return stats.summary()
+    return stats
+
+
+def summarize(events, ar_events=None) -> dict:
+    """The summary of a run from its events (e.g. a trace read from disk); with the AR lane's events, the
+    race's too (t(1) from the AR lane, the speedup and identity once both have finished)."""
+    return stats_of(events).summary(ar=stats_of(ar_events) if ar_events else None)

@@ -63,6 +63,8 @@ class Verdict:
     accept_prob: list  # min(1, p/q) per drafted token (greedy: 1.0 / 0.0 for argmax match)
     p_draft: list  # p of each drafted token
     next_p: float  # p of next_id
+    u: list | None = None  # sampling: the uniform draw each drafted token was tested with (None when greedy)
+    dist: torch.Tensor | None = None  # sampling: the distribution next_id was drawn from, (V,)
 
 
 def accept_greedy(draft: torch.Tensor, p: torch.Tensor) -> Verdict:
@@ -92,7 +94,7 @@ def accept_sample(draft: torch.Tensor, q: torch.Tensor | None, p: torch.Tensor,
     p_draft = p[rows, draft]  # (γ,)
     q_draft = q[rows, draft] if q is not None else torch.ones_like(p_draft)
     ratio = (p_draft / q_draft).clamp(max=1.0)
-    u = torch.rand(gamma, generator=generator, device=p.device)
+    u = torch.rand(gamma, generator=generator, device=p.device)  # (γ,) one uniform draw per drafted token
     ok = (u < ratio).int()
     n = int(ok.cumprod(0).sum())
     if n < gamma:
@@ -100,7 +102,7 @@ def accept_sample(draft: torch.Tensor, q: torch.Tensor | None, p: torch.Tensor,
     else:
         dist = p[gamma]
     next_id = int(torch.multinomial(dist, 1, generator=generator))
-    return Verdict(n, next_id, ratio.tolist(), p_draft.tolist(), float(p[n, next_id]))
+    return Verdict(n, next_id, ratio.tolist(), p_draft.tolist(), float(p[n, next_id]), u.tolist(), dist)
 
 
 def topk_list(probs: torch.Tensor, k: int) -> list[list]:

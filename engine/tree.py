@@ -59,6 +59,8 @@ class TreeVerdict:
     next_p: float  # its target probability at the position it was emitted
     tried: dict  # node index -> acceptance probability it was tested with (unvisited nodes absent)
     corrected: bool  # next_id replaces rejected children (False: bonus after a leaf)
+    u: dict | None = None  # sampling: node index -> the uniform draw it was tested with
+    dist: torch.Tensor | None = None  # sampling: the distribution next_id was drawn from, (V,)
 
 
 def accept_tree_greedy(tokens: list[int], parents: list[int], p: torch.Tensor) -> TreeVerdict:
@@ -84,7 +86,7 @@ def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.
                        generator: torch.Generator | None) -> TreeVerdict:
     """Multi-candidate rejection sampling; q[i] is node i's draft distribution (V,) or None (one-hot)."""
     kids = children_of(parents)
-    node, path, tried = -1, [], {}
+    node, path, tried, draws = -1, [], {}, {}
     while True:
         r = p[node + 1]
         nxt = None
@@ -93,13 +95,14 @@ def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.
             qx = q[child][x] if q[child] is not None else torch.ones((), device=p.device)
             ratio = torch.clamp(r[x] / qx, max=1.0)
             tried[child] = float(ratio)
-            if float(torch.rand((), generator=generator, device=p.device)) < float(ratio):
+            draws[child] = float(torch.rand((), generator=generator, device=p.device))
+            if draws[child] < tried[child]:
                 nxt = child
                 break
             r = residual(r, q[child], x)
         if nxt is None:
             next_id = int(torch.multinomial(r, 1, generator=generator))
-            return TreeVerdict(path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)))
+            return TreeVerdict(path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)), draws, r)
         path.append(nxt)
         node = nxt
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engine import costmodel
 from engine.events import MAX_TRACE_BYTES, trace_from_json
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
 from .explain import render_explain
 from .markup import esc
 from .replay import events_upto, replay_frame, rounds_of
-from .runs import main_run, measured_speedup, spec_summary, view_runs
+from .runs import main_run, spec_summary, view_runs
 
 EMBEDDED_PAIR = "SmolLM2-135M-Instruct (embedded)"
 HUB = "(needs the Hugging Face hub)"
@@ -101,23 +102,32 @@ def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_n
 
 
 def summary_html(events) -> str:
-    """One line: tokens/s, acceptance, tokens per target forward, rounds, stop reason, speedup when raced."""
+    """One line: tokens/s, α, tokens per target forward, rounds, stop reason; when raced, each lane's
+    progress until both have finished, then the measured speedup beside the predicted one."""
     run = main_run(events)
     if run is None:
         return '<div class="specviz sv-summary sv-empty">Type a prompt and press Generate, or load a trace.</div>'
     s = spec_summary(events) if run.mode == "speculative" else {}
-    tps, alpha, mal = run.tokens_per_s(), s.get("acceptance_rate"), s.get("mean_accepted_length")
+    tps, alpha, mal = run.tokens_per_s(), s.get("alpha"), s.get("mean_accepted_length")
     parts = [f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
-             f"α = {alpha:.2f} ({s.get('accepted', 0)}/{s.get('drafted', 0)} accepted)" if alpha is not None else "",
+             f"α = {alpha:.2f} per token ({s.get('accepted', 0)} of {s.get('drafted', 0)} drafts accepted)"
+             if alpha is not None else "",
              f"{mal:.2f} tokens per target forward" if mal else "",
              f"{len(run.rounds)} rounds · {run.n_tokens()} tokens"]
     if run.finished is not None:
         parts.append(f"stop: {esc(run.finished.stop_reason)}")
-    speedup = measured_speedup(events)
-    if speedup is not None:
-        parts.append(f'<b class="sv-speedup">{speedup:.2f}× vs autoregressive</b>')
-    elif "ar" in view_runs(events) and run.done:
-        parts.append("racing autoregressive…")
+    ar = view_runs(events).get("ar")
+    if s.get("speedup") is not None:
+        predicted = s.get("predicted_speedup")
+        parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>'
+                     + (f" (predicted {predicted:.2f}×)" if predicted is not None else ""))
+    elif ar is not None:
+        target = run.target_tokens or "?"
+        parts.append(f'<span class="sv-racing">racing: speculative {run.n_tokens()}/{target} · '
+                     f'autoregressive {ar.n_tokens()}/{target} tokens</span>')
+    if s.get("timing_flags"):
+        reasons = "; ".join(s["timing_flags"])
+        parts.append(f'<span class="sv-warn" title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)} ({esc(reasons)})</span>')
     who = f"{esc(run.started.target)} · draft {esc(run.started.draft or '—')}" if run.started else ""
     body = " · ".join(p for p in parts if p)
     run_id = esc(run.started.run_id) if run.started else ""
@@ -159,13 +169,9 @@ def load_trace(path) -> list:
 
 def api_result(events) -> tuple[str, str]:
     """(final text, summary JSON) of a finished run, for the named API endpoint."""
-    runs = view_runs(events)
-    spec = runs.get("speculative")
+    spec = view_runs(events).get("speculative")
     done = spec.finished if spec is not None else None
-    summary = dict(done.summary) if done is not None else spec_summary(events)
-    speedup = measured_speedup(events)
-    if speedup is not None:
-        summary["speedup"] = speedup
+    summary = spec_summary(events)
     if done is not None:
         summary["stop_reason"] = done.stop_reason
     return (done.text if done is not None else ""), json.dumps(summary)

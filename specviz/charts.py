@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine.metrics import expected_tokens, predicted_speedup
-from .runs import measured_speedup, spec_summary, split_runs, view_run, view_runs
+from engine import costmodel
+from engine.config import MAX_GAMMA
+from .runs import spec_summary, split_runs, view_run, view_runs
 
 HEIGHT = 260
 UIREVISION = "specviz"
-MAX_GAMMA = 16  # the engine's largest gamma
 COLORS = {"accepted": "#2da44e", "corrected": "#e16f24", "bonus": "#8250df", "rejected": "#cf222e",
           "ar": "#6e7781", "speculative": "#0969da", "model": "#0969da", "measured": "#e16f24"}
 ORIGINS = ("accepted", "corrected", "bonus", "ar")
@@ -84,29 +84,35 @@ def position_acceptance_fig(events) -> go.Figure:
         return empty_fig(title, "no verified drafts yet")
     fig = _figure(title, "draft position", "accepted / drafted")
     x = list(range(1, len(drafted) + 1))
-    fig.add_trace(go.Bar(x=x, y=[a / d for a, d in zip(accepted, drafted)], name="acceptance",
+    fig.add_trace(go.Bar(x=x, y=[a / d for a, d in zip(accepted, drafted)], name="accepted / drafted",
                          marker_color=COLORS["accepted"], customdata=list(zip(accepted, drafted)),
                          hovertemplate="position %{x}: %{y:.2f} (%{customdata[0]}/%{customdata[1]})<extra></extra>"))
+    alpha = spec_summary(events).get("alpha")
+    if alpha is not None:  # the i.i.d. model behind E: position i is kept with probability α^i
+        fig.add_trace(go.Scatter(x=x, y=[alpha ** i for i in x], mode="lines+markers", name=f"model α^i, α={alpha:.2f}",
+                                 line=dict(color=COLORS["model"], dash="dot"), marker=dict(size=5),
+                                 hovertemplate="position %{x}: α^i = %{y:.2f}<extra></extra>"))
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
 
 
 def running_acceptance_fig(events) -> go.Figure:
-    """Acceptance rate accepted/drafted so far, after each round (plus each round's own rate)."""
+    """α so far after each round (accepted / tested positions, the cost model's α), plus each round's
+    own accepted / drafted."""
     title = "Running acceptance rate"
     run = _spec(events)
     rows = [rv for rv in (run.rounds if run else []) if rv.gamma and rv.verified is not None]
     if not rows:
         return empty_fig(title, "no verified drafts yet")
-    fig = _figure(title, "round", "α (accepted / drafted)")
-    x, own, running, acc, dr = [], [], [], 0, 0
+    fig = _figure(title, "round", "α (per token)")
+    x, own, running, acc, rej = [], [], [], 0, 0
     for rv in rows:
-        acc, dr = acc + rv.n_accepted, dr + rv.gamma
+        acc, rej = acc + rv.n_accepted, rej + (rv.first_rejected is not None)
         x.append(rv.round)
         own.append(rv.n_accepted / rv.gamma)
-        running.append(acc / dr)
-    fig.add_trace(go.Scatter(x=x, y=own, mode="markers", name="this round", opacity=0.35,
+        running.append(costmodel.alpha(acc, rej))
+    fig.add_trace(go.Scatter(x=x, y=own, mode="markers", name="this round: accepted / drafted", opacity=0.35,
                              marker=dict(color=COLORS["accepted"], size=5),
                              hovertemplate="round %{x}: %{y:.2f}<extra>this round</extra>"))
     fig.add_trace(go.Scatter(x=x, y=running, mode="lines", name="running α", line=dict(color=COLORS["model"]),
@@ -134,36 +140,36 @@ def throughput_fig(events) -> go.Figure:
 
 
 def speedup_model_fig(events) -> go.Figure:
-    """Predicted speedup E/(γc+v) over γ = 1..16 from this run's α, c, v, with the measured point.
-
-    Assumption (stated in the legend): v, the cost of one verify forward in target steps, is
-    measured only at this run's γ+1 tokens and is held constant at that value for every γ.
-    """
+    """Predicted speedup E/(γc + v(γ+1)) over γ = 1..16 from this run's α, c and measured v(n), with the
+    run's own prediction and, once the race has finished, the measured speedup. All from the cost model;
+    timings it flags as impossible or unstable are not plotted as truth."""
     title = "Predicted speedup vs γ"
     summary = spec_summary(events)
-    alpha, c, v = summary.get("acceptance_rate"), summary.get("c"), summary.get("v")
-    gamma_run = int(summary.get("gamma") or 0)
-    if alpha is None or c is None or v is None or not gamma_run:
+    alpha, c, v_points = summary.get("alpha"), summary.get("c"), dict(summary.get("v_points") or [])
+    gamma_run = summary.get("gamma") or 0
+    flags = summary.get("timing_flags") or []
+    if alpha is None or c is None or not v_points or not gamma_run:
         return empty_fig(title, "needs a finished speculative run with timing (α, c, v)")
+    if flags:
+        return empty_fig(title, f"{costmodel.BUSY}:<br>" + "<br>".join(flags[:3]))
     fig = _figure(title, "γ (draft tokens per round)", "speedup over AR (×)")
-    gammas = list(range(1, MAX_GAMMA + 1))
-    ys = [predicted_speedup(alpha, g, c, v) for g in gammas]
-    es = [expected_tokens(alpha, g) for g in gammas]
-    label = f"E/(γc+v), α={alpha:.2f}, c={c:.3f}, v held at measured {v:.2f}"
+    points = costmodel.curve(alpha, c, v_points, MAX_GAMMA)
+    gammas, es, ys = [g for g, _, _ in points], [e for _, e, _ in points], [y for _, _, y in points]
+    label = f"E/(γc+v(γ+1)), α={alpha:.2f}, c={c:.3f}, v measured at n={', '.join(str(n) for n in v_points)}"
     fig.add_trace(go.Scatter(x=gammas, y=ys, mode="lines+markers", name=label, customdata=es,
                              line=dict(color=COLORS["model"]), marker=dict(size=4),
-                             hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})"
-                                           f"<extra>assumes v={v:.2f} at every γ</extra>"))
-    fig.add_trace(go.Scatter(x=[gamma_run], y=[predicted_speedup(alpha, gamma_run, c, v)], mode="markers",
-                             name=f"this run's γ={gamma_run} (predicted)",
-                             marker=dict(color=COLORS["model"], size=11, symbol="circle-open", line=dict(width=2)),
-                             hovertemplate="γ=%{x}: predicted %{y:.2f}×<extra></extra>"))
-    measured = measured_speedup(events)
+                             hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})<extra></extra>"))
+    predicted = summary.get("predicted_speedup")
+    if predicted is not None:
+        fig.add_trace(go.Scatter(x=[gamma_run], y=[predicted], mode="markers", name=f"this run (predicted {predicted:.2f}×)",
+                                 marker=dict(color=COLORS["model"], size=11, symbol="circle-open", line=dict(width=2)),
+                                 hovertemplate="this run: predicted %{y:.2f}×<extra></extra>"))
+    measured = summary.get("speedup")
     if measured is not None:
-        fig.add_trace(go.Scatter(x=[gamma_run], y=[measured], mode="markers", name="measured (spec ÷ AR tok/s)",
+        fig.add_trace(go.Scatter(x=[gamma_run], y=[measured], mode="markers", name=f"measured {measured:.2f}× (race)",
                                  marker=dict(color=COLORS["measured"], size=11, symbol="diamond"),
                                  hovertemplate="γ=%{x}: measured %{y:.2f}×<extra></extra>"))
-    best = gammas[max(range(len(ys)), key=ys.__getitem__)]
+    best = max(points, key=lambda p: p[2])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#6e7781")
-    fig.update_layout(title_text=f"{title} · best γ={best} ({max(ys):.2f}×)")
+    fig.update_layout(title_text=f"{title} · best γ={best[0]} ({best[2]:.2f}×)")
     return fig

@@ -85,13 +85,20 @@ def token_details(rv, i: int, origin: str, greedy: bool):
     draft_rows = _at(d.draft_topk, i) if d is not None else None
     target_rows = _at(v.target_topk, i) if v is not None else None
     rule = "draft = argmax p" if greedy else "min(1, p/q)"
+    residual_rows = None
     if origin in ("accepted", "rejected", "discarded", "pending") and d is not None:
         q, p = _at(d.q, i), _at(v.p, i) if v is not None else None
         acc = _at(v.accept_prob, i) if v is not None else None
-        rows += [("draft q", fmt_p(q)), ("target p", fmt_p(p)), (f"accept ({rule})", fmt_p(acc))]
+        rows.append(("draft q", fmt_p(q)))
+        if origin in ("accepted", "rejected"):  # a discarded token was never tested: no p, no verdict
+            rows += [("target p", fmt_p(p)), (f"accept ({rule})", fmt_p(acc))]
+            u = _at(getattr(v, "u", None), i)
+            if isinstance(u, (int, float)) and isinstance(acc, (int, float)):  # sampling: the uniform draw
+                rows.append(("test", f"u = {u:.3f} {'<' if origin == 'accepted' else '≥'} min(1, p/q) = {acc:.3f} "
+                                     f"→ {origin}"))
         head = {"accepted": "accepted draft token",
                 "rejected": "rejected: failed the acceptance test",
-                "discarded": "discarded: drafted after the rejection (not judged)",
+                "discarded": "discarded: drafted after the rejection or the end of text (not judged)",
                 "pending": "drafted, not yet verified"}[origin]
         chosen = _at(d.token_ids, i)
     elif origin == "corrected":
@@ -103,6 +110,10 @@ def token_details(rv, i: int, origin: str, greedy: bool):
             rows.append(("its q / p", f"{fmt_p(_at(d.q, i))} / {fmt_p(_at(v.p, i) if v else None)}"))
         rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
         chosen = _at(c.token_ids, i) if c is not None else None
+        u, acc = _at(getattr(v, "u", None), i), _at(v.accept_prob, i) if v is not None else None
+        if isinstance(u, (int, float)) and isinstance(acc, (int, float)):
+            rows.append(("test", f"u = {u:.3f} ≥ min(1, p/q) = {acc:.3f} → rejected; resampled from the residual"))
+        residual_rows = getattr(v, "residual_topk", None) or None
     elif origin == "bonus":
         head = "bonus: all drafts accepted, one more token from p"
         rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
@@ -111,7 +122,8 @@ def token_details(rv, i: int, origin: str, greedy: bool):
         head = "target step (no draft)"
         rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
         chosen = _at(c.token_ids, i) if c is not None else None
-    blocks = [topk_block("draft q top-k", draft_rows, chosen), topk_block("target p top-k", target_rows, chosen)]
+    blocks = [topk_block("draft q top-k", draft_rows, chosen), topk_block("target p top-k", target_rows, chosen),
+              topk_block("residual norm(max(0, p − q)) top-k", residual_rows, chosen)]
     return head, rows, blocks, pos
 
 

@@ -1,11 +1,13 @@
 """The race: the AR output beside the speculative output, each replayable on its own measured
-timeline (a round's tokens appear at its RoundTimed.elapsed_s), with times, tokens/s, speedup and a
-verdict on whether the outputs agree. Events -> HTML; every token text is escaped.
+timeline (a round's tokens appear at its RoundTimed.elapsed_s), with times, tokens/s and each lane's
+progress against the token target. The engine runs the two lanes interleaved on one thread, each
+timing only its own compute; the verdict (speedup, identical or not) appears only once both have
+finished. Events -> HTML; every token text is escaped.
 """
 from __future__ import annotations
 
 from .markup import esc, stream_text
-from .runs import view_runs
+from .runs import spec_summary, view_runs
 
 LANES = (("ar", "Autoregressive", "target only, one token per forward"),
          ("speculative", "Speculative", "draft proposes, target verifies"))
@@ -32,52 +34,59 @@ def _lane(mode: str, title: str, subtitle: str, run, t) -> str:
                     f'<span class="tok-text">{stream_text(text)}</span></span>'
                     for r in rounds for i, (text, o) in enumerate(zip(r.tokens, r.origins)))
     state = "done" if run.done and len(rounds) == len(run.rounds) else "running"
+    goal = total if run.done else max(run.target_tokens, total, 1)  # the token target until the lane is done
     clock = f"{now:.2f} s" if now is not None else "–"
     if wall is not None and t is not None:
         clock += f" / {wall:.2f} s"
-    stats = (f'<span class="race-stat">{clock}</span><span class="race-stat">{shown} tokens</span>'
+    stats = (f'<span class="race-stat">{clock}</span><span class="race-stat">{shown}/{goal} tokens</span>'
              f'<span class="race-stat">{f"{tps:.1f}" if tps else "–"} tok/s</span>')
-    bar = f'<progress class="race-progress" max="{max(total, 1)}" value="{shown}"></progress>'
-    return (f'<div class="race-lane race-{state}" data-mode="{mode}" data-tokens="{shown}">'
+    bar = f'<progress class="race-progress" max="{goal}" value="{shown}"></progress>'
+    return (f'<div class="race-lane race-{state}" data-mode="{mode}" data-tokens="{shown}" data-goal="{goal}">'
             f'<div class="race-head"><b>{title}</b><small>{subtitle}</small></div>'
             f'<div class="race-stats">{stats}</div>{bar}<div class="race-out">{spans}</div></div>')
 
 
 def verdict(spec, ar) -> str:
-    """Plain-text verdict: greedy runs must match token for token; sampled runs differ by design."""
+    """Plain-text verdict, only once both lanes have finished: greedy runs must match token for token;
+    sampled runs differ by design."""
     if spec is None or ar is None:
         return "Run both to compare (AR baseline missing)." if ar is None else "Speculative run missing."
+    if not (spec.done and ar.done):
+        return "Racing: the verdict appears when both lanes have finished."
     if not spec.greedy:
         return ("Distributions identical (sampling): outputs differ by design, "
                 "both are exact samples of the target.")
     a, b = spec.token_ids(), ar.token_ids()
     diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-    complete = spec.done and ar.done
     if diff is None and len(a) == len(b):
-        return "Outputs identical (greedy)." if complete else f"Identical so far ({len(a)} tokens)."
-    if diff is None:
-        if not complete:
-            return f"Identical so far ({min(len(a), len(b))} tokens)."
-        diff = min(len(a), len(b))
-    return f"Outputs differ at token {diff + 1}."
+        return "Outputs identical (greedy)."
+    return f"Outputs differ at token {(diff if diff is not None else min(len(a), len(b))) + 1}."
 
 
 def render_race(events, t: float | None = None) -> str:
-    """HTML of both outputs as committed by wall time t (None: everything), their speed and the verdict."""
+    """HTML of both outputs as committed by wall time t (None: everything), their speed and, once both
+    lanes have finished, the verdict with the measured (and predicted) speedup."""
     runs = view_runs(events)
     spec, ar = runs.get("speculative"), runs.get("ar")
     if spec is None and ar is None:
         return '<div class="specviz specviz-race sv-empty">No runs yet.</div>'
     lanes = "".join(_lane(mode, title, sub, runs.get(mode), t) for mode, title, sub in LANES)
-    speed = ""
-    if spec is not None and ar is not None and spec.tokens_per_s() and ar.tokens_per_s():
-        ratio = spec.tokens_per_s() / ar.tokens_per_s()
-        speed = f'<span class="race-speedup" data-speedup="{ratio:.3f}">speedup {ratio:.2f}×</span>'
+    summary = spec_summary(events) if spec is not None and ar is not None else {}
+    speed, warn = "", ""
+    if summary.get("speedup") is not None:
+        pred = summary.get("predicted_speedup")
+        speed = (f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
+                 f'{summary["speedup"]:.2f}×</span>' + (f'<span class="race-predicted">predicted {pred:.2f}×</span>'
+                                                         if pred is not None else ""))
+    if summary.get("timing_flags"):
+        warn = (f'<span class="race-warn sv-warn">⚠ machine was busy: timing unreliable ('
+                f'{esc("; ".join(summary["timing_flags"]))})</span>')
     text = verdict(spec, ar)
-    ok = "same" if text.startswith(("Outputs identical", "Identical", "Distributions")) else "differ"
-    if spec is None or ar is None:
+    ok = "same" if text.startswith(("Outputs identical", "Distributions")) else "differ"
+    if spec is None or ar is None or not (spec.done and ar.done):
         ok = "pending"
     at = "" if t is None else f' data-t="{t:.3f}"'
     return (f'<div class="specviz specviz-race"{at}>'
             f'<div class="race-lanes">{lanes}</div>'
-            f'<div class="race-verdict race-{ok}">{speed}<span class="race-verdict-text">{esc(text)}</span></div></div>')
+            f'<div class="race-verdict race-{ok}">{speed}<span class="race-verdict-text">{esc(text)}</span>{warn}</div>'
+            f'</div>')

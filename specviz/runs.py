@@ -125,17 +125,24 @@ class RunView:
         return sum(len(r.tokens) for r in self.rounds)
 
     def elapsed_s(self) -> float | None:
-        """Wall time so far: the Finished summary's, else the last round's elapsed_s."""
-        if self.finished is not None and self.finished.summary.get("wall_s"):
-            return float(self.finished.summary["wall_s"])
+        """Wall time so far: the last round's elapsed_s, or the Finished summary's wall_s when it is a
+        plausible number (not before the last round: a trace's stored numbers are not trusted blindly)."""
         times = [r.timed.elapsed_s for r in self.rounds if r.timed is not None]
-        return times[-1] if times else None
+        last = times[-1] if times else None
+        wall = self.finished.summary.get("wall_s") if self.finished is not None else None
+        if isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall >= (last or 0) and wall > 0:
+            return float(wall)
+        return last
 
     def tokens_per_s(self) -> float | None:
-        if self.finished is not None and self.finished.summary.get("tokens_per_s"):
-            return float(self.finished.summary["tokens_per_s"])
         wall = self.elapsed_s()
         return self.n_tokens() / wall if wall else None
+
+    @property
+    def target_tokens(self) -> int:
+        """The token target of the run (max_new_tokens), for progress bars; 0 when unknown."""
+        value = self.config.get("max_new_tokens")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
     def timeline(self) -> list[tuple[float, int]]:
         """(elapsed_s, tokens committed so far) after each timed round."""
@@ -185,17 +192,15 @@ def main_run(events, mode: str | None = None) -> RunView | None:
 
 
 def spec_summary(events) -> dict:
-    """The speculative run's metrics: its Finished summary, else computed from the events so far."""
-    evs = split_runs(events).get("speculative", [])
-    run = view_run(evs, "speculative")
-    return dict(run.finished.summary) if run.finished is not None else summarize(evs)
+    """The speculative run's metrics, recomputed from its events by the engine's one cost model (with the
+    AR lane's when raced): never a trace's stored numbers, so a panel cannot disagree with another."""
+    runs = split_runs(events)
+    return summarize(runs.get("speculative", []), runs.get("ar"))
 
 
 def measured_speedup(events) -> float | None:
-    """Speculative tokens/s ÷ AR tokens/s, when both runs are present."""
-    runs = view_runs(events)
-    spec, ar = runs.get("speculative"), runs.get("ar")
-    if not spec or not ar:
+    """Speculative tokens/s ÷ AR tokens/s, once both lanes have finished (never a provisional ratio)."""
+    runs = split_runs(events)
+    if "speculative" not in runs or "ar" not in runs:
         return None
-    s, a = spec.tokens_per_s(), ar.tokens_per_s()
-    return s / a if s and a else None
+    return spec_summary(events).get("speedup")

@@ -15,7 +15,7 @@ PROMPT_IDS, PROMPT_TOKENS = [1, 2], ["<|im_start|>", "Hi"]
 SPEC_TOKENS = ["The", " cat", " ran", "<script>alert(1)</script>", " &", " dog", "\n", " Z", "!"]
 SPEC_IDS = [10, 11, 12, 13, 14, 15, 16, 17, 18]
 SPEC_ORIGINS = ["accepted", "accepted", "corrected", "accepted", "accepted", "accepted", "bonus", "corrected", "ar"]
-TARGET_STEP_S = 0.04
+TARGET_STEP_S = 0.04  # one target step; the AR lane pays this per token, a verify of 4 tokens 1.5 of it
 
 
 def _topk(*rows):
@@ -47,7 +47,7 @@ def speculative_events(temperature: float = 0.0, finished: bool = True) -> list:
                           [(30, ".", 0.5)]), greedy),
            RolledBack(1, [4], 5, 4),
            Committed(1, 2, [10, 11, 12], ["The", " cat", " ran"], ["accepted", "accepted", "corrected"], [0.85, 0.7, 0.6]),
-           RoundTimed(1, 5, 0.03, 0.05, 0.09, 0.20, 3)]
+           RoundTimed(1, 5, 0.006, 0.055, 0.066, 0.086, 3)]
     # round 2: all three accepted, bonus newline
     ev += [Drafted(2, 5, [13, 14, 15], ["<script>alert(1)</script>", " &", " dog"], [0.7, 0.9, 0.8],
                    _topk([(13, "<script>alert(1)</script>", 0.7)], [(14, " &", 0.9)], [(15, " dog", 0.8)]), "draft-test"),
@@ -56,24 +56,25 @@ def speculative_events(temperature: float = 0.0, finished: bool = True) -> list:
                           [(16, "\n", 0.5), (31, " <b>", 0.2)]), greedy),
            Committed(2, 5, [13, 14, 15, 16], ["<script>alert(1)</script>", " &", " dog", "\n"],
                      ["accepted", "accepted", "accepted", "bonus"], [0.8, 0.95, 0.9, 0.5]),
-           RoundTimed(2, 9, 0.03, 0.05, 0.09, 0.35, 3)]
+           RoundTimed(2, 9, 0.006, 0.055, 0.066, 0.152, 3)]
     # round 3: the first draft rejected -> " Z"
     ev += [Drafted(3, 9, [21, 22, 23], [" a", " b", " c"], [0.5, 0.5, 0.5], [], "draft-test"),
            Verified(3, 9, [0.05, 0.3, 0.2], [0.0, 1.0, 0.0], [False, False, False], 0, 17, " Z", 0.4, "corrected",
                     [], greedy),
            RolledBack(3, [9, 10, 11], 12, 9),
            Committed(3, 9, [17], [" Z"], ["corrected"], [0.4]),
-           RoundTimed(3, 10, 0.03, 0.05, 0.09, 0.45, 3)]
+           RoundTimed(3, 10, 0.006, 0.055, 0.066, 0.218, 3)]
     # round 4: one token left in the budget, so no draft
     ev += [Committed(4, 10, [18], ["!"], ["ar"], [0.9]),
-           RoundTimed(4, 11, 0.0, 0.04, 0.05, 0.50, 0)]
+           RoundTimed(4, 11, 0.0, 0.038, 0.04, 0.258, 0)]
     if finished:
-        ev.append(_finish(ev, 4, 11, SPEC_IDS, SPEC_TOKENS, 0.50, TARGET_STEP_S))
+        ev.append(_finish(ev, 4, 11, SPEC_IDS, SPEC_TOKENS, 0.26, TARGET_STEP_S))
     return ev
 
 
 def ar_events(differ_at: int | None = None, temperature: float = 0.0) -> list:
-    """The AR baseline: one token per round, 0.1 s each; `differ_at` (0-based) swaps one token."""
+    """The AR baseline: one token per round, one target step (0.04 s) each after a 0.02 s prefill;
+    `differ_at` (0-based) swaps one token."""
     ev = [RunStarted(0, "ar01", "ar", "target-test", "", "cpu", "float32", _config(temperature), "Hi",
                      PROMPT_IDS, PROMPT_TOKENS, 2)]
     ids, tokens = list(SPEC_IDS), list(SPEC_TOKENS)
@@ -81,8 +82,8 @@ def ar_events(differ_at: int | None = None, temperature: float = 0.0) -> list:
         ids[differ_at], tokens[differ_at] = 99, " other"
     for k, (tid, text) in enumerate(zip(ids, tokens)):
         ev += [Committed(k + 1, 2 + k, [tid], [text], ["ar"], [0.9]),
-               RoundTimed(k + 1, 3 + k, 0.0, 0.09, 0.1, round(0.1 * (k + 1), 3), 0)]
-    ev.append(_finish(ev, len(ids), 2 + len(ids), ids, tokens, 0.9))
+               RoundTimed(k + 1, 3 + k, 0.0, 0.038, TARGET_STEP_S, round(0.02 + TARGET_STEP_S * (k + 1), 3), 0)]
+    ev.append(_finish(ev, len(ids), 2 + len(ids), ids, tokens, 0.38))
     return ev
 
 

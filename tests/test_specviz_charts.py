@@ -1,7 +1,7 @@
 """Plotly figures on hand-built event lists: trace counts and values equal what the events imply."""
 import pytest
 
-from engine.metrics import predicted_speedup
+from engine.costmodel import expected_tokens, predicted_speedup
 from specviz import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
 from specviz.sample import ar_events, sample_events, speculative_events
@@ -19,40 +19,42 @@ def test_accepted_length_stacks_origins_per_round():
 
 
 def test_position_acceptance_is_accepted_over_drafted():
-    """Position i's rate counts rounds whose i-th draft was accepted."""
+    """Position i's rate counts rounds whose i-th draft was accepted; beside it the model's α^i."""
     fig = position_acceptance_fig(sample_events())
-    assert len(fig.data) == 1
+    assert len(fig.data) == 2
     assert list(fig.data[0].y) == pytest.approx([2 / 3, 2 / 3, 1 / 3])
+    assert list(fig.data[1].y) == pytest.approx([(5 / 7) ** i for i in (1, 2, 3)])  # α = 5 accepted / 7 tested
 
 
 def test_running_acceptance_after_each_round():
-    """Running α = accepted so far / drafted so far (the γ = 0 round drafts nothing)."""
+    """Running α = accepted so far / (accepted + rejections) so far: the cost model's per-token α."""
     fig = running_acceptance_fig(sample_events())
     assert len(fig.data) == 2
     assert list(fig.data[1].x) == [1, 2, 3]
-    assert list(fig.data[1].y) == pytest.approx([2 / 3, 5 / 6, 5 / 9])
+    assert list(fig.data[1].y) == pytest.approx([2 / 3, 5 / 6, 5 / 7])
 
 
 def test_throughput_has_both_runs_on_their_clocks():
     """Cumulative tokens vs elapsed_s for the speculative and the AR run."""
     fig = throughput_fig(sample_events())
     assert [t.name for t in fig.data] == ["speculative", "autoregressive"]
-    assert list(fig.data[0].x) == [0.0, 0.2, 0.35, 0.45, 0.5]
+    assert list(fig.data[0].x) == [0.0, 0.086, 0.152, 0.218, 0.258]
     assert list(fig.data[0].y) == [0, 3, 7, 8, 9]
     assert list(fig.data[1].y) == list(range(10))
     assert len(throughput_fig(speculative_events()).data) == 1
 
 
 def test_speedup_model_curve_and_points():
-    """Curve E/(γc+v) for γ = 1..16 with v held at its measured value, plus predicted and measured points."""
+    """Curve E/(γc+v(γ+1)) for γ = 1..16 from the run's α, c and measured v, plus predicted and measured points."""
     fig = speedup_model_fig(sample_events())
     curve, predicted, measured = fig.data
-    alpha, c, v = 5 / 9, 0.25, 1.25
+    alpha, c, v4 = 5 / 7, 0.05, 1.5  # 5 accepted of 7 tested; draft 6 ms per token, verify 60 ms, step 40 ms
     assert list(curve.x) == list(range(1, 17))
-    assert list(curve.y) == pytest.approx([predicted_speedup(alpha, g, c, v) for g in range(1, 17)])
-    assert "v held at measured 1.25" in curve.name
-    assert list(predicted.y) == pytest.approx([predicted_speedup(alpha, 3, c, v)])
-    assert list(measured.y) == pytest.approx([1.8]) and list(measured.x) == [3]
+    assert curve.y[2] == pytest.approx(predicted_speedup(alpha, 3, c, v4))  # γ = 3: v measured at n = 4
+    assert all(y <= expected_tokens(alpha, g) / (g * c + 1) for g, y in zip(curve.x, curve.y))  # v(n) >= 1
+    run = (3 * expected_tokens(alpha, 3) + 1) / (3 * (3 * c + v4) + 1)  # rounds γ = 3, 3, 3 and one plain step
+    assert list(predicted.y) == pytest.approx([run])
+    assert list(measured.y) == pytest.approx([0.38 / 0.26]) and list(measured.x) == [3]
     assert any(s.y0 == 1.0 and s.y1 == 1.0 for s in fig.layout.shapes)
     assert len(speedup_model_fig(speculative_events()).data) == 2  # no AR run: no measured point
 

@@ -138,18 +138,18 @@ def test_race_verdicts():
 
 def test_race_replays_each_run_on_its_own_clock():
     """At wall time t each lane shows only tokens committed by then; speedup is tok/s over tok/s."""
-    html = render_race(sample_events(), t=0.36)
-    assert 'data-mode="ar" data-tokens="3"' in html  # AR rounds at 0.1, 0.2, 0.3 s
-    assert 'data-mode="speculative" data-tokens="7"' in html  # rounds 1-2 by 0.35 s
-    assert 'data-speedup="1.800"' in html  # 18 tok/s vs 10 tok/s
+    html = render_race(sample_events(), t=0.1)
+    assert 'data-mode="ar" data-tokens="2"' in html  # AR rounds end at 0.06, 0.10, 0.14 s, ...
+    assert 'data-mode="speculative" data-tokens="3"' in html  # round 1 by 0.086 s, round 2 at 0.152 s
+    assert 'data-speedup="1.462"' in html  # 9 tokens in 0.26 s vs 9 in 0.38 s
 
 
 def test_explain_uses_this_runs_numbers():
     """The explanation panel states α, γ, c, v, E and both speedups of this run."""
     html = render_explain(sample_events())
-    assert "α = accepted / drafted = 0.556" in html and "γ = 3" in html
-    assert "c = 0.250" in html and "v = 1.25" in html and "= 2.04 tokens" in html
-    assert "predicted 1.02×" in html and "measured: 1.80×" in html
+    assert "α = 0.714 (5 of 9 drafted tokens accepted, 2 rejections)" in html and "γ = 3" in html
+    assert "c = 0.050" in html and "v = 1.50" in html and "= 2.19 tokens" in html
+    assert "predicted 1.47×" in html and "measured: 1.46×" in html
     assert "2 rollbacks, 4 positions dropped" in html
 
 
@@ -157,7 +157,7 @@ def test_replay_helpers():
     """rounds_of / events_upto / time_at_round cut both runs at the same moment."""
     events = sample_events()
     assert rounds_of(events) == 4 and rounds_of([]) == 0
-    assert time_at_round(events, 2) == 0.35
+    assert time_at_round(events, 2) == 0.152
     cut = events_upto(events, 2)
     runs = split_runs(cut)
     assert max(e.round for e in runs["speculative"]) == 2

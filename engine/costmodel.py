@@ -1,0 +1,175 @@
+"""The one cost model of speculative decoding: α, E(α, γ), the measured costs c and v(n), the
+predicted speedup, and the guards that say when a timing cannot be trusted. The run summary
+(metrics.py), every chart, the Explain tab, auto's choices and the bench report call this module;
+none of them computes these numbers on its own. Pure Python floats: no torch, no clocks.
+
+α is the **per-token acceptance probability**, accepted / (accepted + rejections): it counts only
+the draft positions the target actually tested. A position after a round's first rejection (or
+after an accepted end-of-text) was never tested, so it is neither a success nor a failure. That is
+the maximum-likelihood estimate of the i.i.d. acceptance probability of Leviathan et al. (2023),
+which is exactly what E assumes. accepted / drafted (the "acceptance rate" vLLM reports) counts
+untested positions as failures and shrinks as γ grows: we show it as a count ("30 of 129 drafts
+accepted"), never as α.
+
+Costs are in units of one plain target step t(1), the time AR decoding pays per token:
+    c     = draft seconds per drafted token / t(1)
+    v(n)  = seconds of a round that verifies n tokens (forward + acceptance + commit, drafting
+            excluded) / t(1); v(1) = 1 by definition
+    predicted speedup = Σ_rounds E(α, γ_r) / Σ_rounds (γ_r·c + v(γ_r + 1))
+which for a fixed γ is the textbook E / (γc + v(γ+1)).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+BUSY = "machine was busy: timing unreliable"
+DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not one cost
+MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
+
+
+def alpha(accepted: float, rejections: float) -> float | None:
+    """Per-token acceptance probability: successes over tested positions (None when nothing was tested)."""
+    tested = accepted + rejections
+    return float(accepted) / tested if tested > 0 else None
+
+
+def expected_tokens(alpha: float, gamma: float) -> float:
+    """E: expected tokens per target forward with per-token acceptance α and γ drafts (floats only)."""
+    a, g = min(max(float(alpha), 0.0), 1.0), max(float(gamma), 0.0)
+    if a >= 1.0:
+        return g + 1.0
+    return (1.0 - a ** (g + 1.0)) / (1.0 - a)
+
+
+def predicted_speedup(alpha: float, gamma: float, c: float, v: float) -> float | None:
+    """E / (γc + v): speedup over AR when a draft step costs c and verifying γ+1 tokens costs v target steps."""
+    cost = float(gamma) * float(c) + float(v)
+    return expected_tokens(alpha, gamma) / cost if cost > 0 else None
+
+
+def verify_curve(points: dict) -> "callable":
+    """n -> verify cost (any unit, t(1) = points[1]) from measured points: measured where seen, else a
+    least-squares line through the multi-token points (n >= 2), never below t(1).
+
+    One token and several run different kernels on a CPU (a 1-row matmul vs a packed multi-row one),
+    so t(1) -> t(2) is a jump and t(2..n) a gentle slope: a line through t(1) as well would overestimate
+    long verifies. With a single multi-token point the slope is `prior_slope`·t(1) per token.
+    """
+    prior_slope = 0.1
+    pts = sorted((int(n), float(t)) for n, t in points.items() if n >= 2)
+    t1 = points.get(1)
+
+    def at(n: int) -> float | None:
+        if n in points:
+            return float(points[n])
+        if t1 is None and not pts:
+            return None
+        floor = t1 if t1 is not None else 0.0
+        if not pts:
+            return t1 * (1 + prior_slope * (n - 1))
+        if len(pts) == 1:
+            k0, v0 = pts[0]
+            return max(floor, v0 + prior_slope * (t1 if t1 is not None else v0 / k0) * (n - k0))
+        mean_n = sum(k for k, _ in pts) / len(pts)
+        mean_t = sum(t for _, t in pts) / len(pts)
+        slope = sum((k - mean_n) * (t - mean_t) for k, t in pts) / sum((k - mean_n) ** 2 for k, _ in pts)
+        return max(floor, mean_t + max(slope, 0.0) * (n - mean_n))
+
+    return at
+
+
+def median(values) -> float | None:
+    values = [float(v) for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def spread(values) -> float | None:
+    """Relative interquartile range (p75 − p25) / median of a sample; None below MIN_SAMPLES."""
+    values = sorted(float(v) for v in values)
+    if len(values) < MIN_SAMPLES:
+        return None
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    mid = statistics.median(values)
+    return (q3 - q1) / mid if mid > 0 else None
+
+
+def drift(values) -> float | None:
+    """How far the median of the second half of a time series moved from the first half's (relative)."""
+    values = [float(v) for v in values]
+    if len(values) < 2 * MIN_SAMPLES:
+        return None
+    half = len(values) // 2
+    a, b = statistics.median(values[:half]), statistics.median(values[half:])
+    return abs(b - a) / min(a, b) if min(a, b) > 0 else None
+
+
+def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: list | None = None) -> dict:
+    """c, v(n) and their spreads from a run's timed rounds [(γ, draft_s, round_s), ...] in units of step_s.
+
+    round_s is the whole round; the verify cost of a round is round_s − draft_s. Returns the fields of
+    the summary that belong to the cost model, with `timing_flags` naming anything that cannot be right.
+    """
+    out = {"target_step_s": step_s, "step_source": step_source, "c": None, "v": None, "v_points": {},
+           "c_spread": None, "v_spread": None, "step_spread": spread(ar_step_times or []), "timing_flags": []}
+    flags = out["timing_flags"]
+    if not step_s or step_s <= 0 or not math.isfinite(step_s):
+        return out
+    drafted = sum(g for g, _, _ in rounds)
+    if drafted:
+        per_token = [d / g / step_s for g, d, _ in rounds if g]
+        out["c"] = sum(d for g, d, _ in rounds if g) / drafted / step_s
+        out["c_spread"] = spread(per_token)
+    by_n: dict[int, list] = {}
+    for g, d, total in rounds:
+        by_n.setdefault(g + 1, []).append(max(total - d, 0.0) / step_s)
+    out["v_points"] = {n: median(vs) for n, vs in sorted(by_n.items()) if n >= 2}
+    gammas = [g for g, _, _ in rounds if g]
+    if gammas:
+        common = statistics.mode(gammas) + 1  # the v the summary quotes: the most frequent verify size
+        curve = verify_curve({1: 1.0, **out["v_points"]})
+        out["v"] = curve(common)
+        out["v_spread"] = spread(by_n.get(common, []))
+    if out["c"] is not None and out["c"] < 0:
+        flags.append(f"draft cost c = {out['c']:.3f} < 0 is impossible")
+    for n, v in out["v_points"].items():
+        if v < 0.9:
+            flags.append(f"verifying {n} tokens measured at v = {v:.2f} target steps: less than one step "
+                         f"is impossible")
+        elif v > 1.5 * n + 1:
+            flags.append(f"verifying {n} tokens measured at v = {v:.1f} target steps: far above {n}")
+    moved = drift(ar_step_times or [])
+    if moved is not None and moved > DRIFT_LIMIT:
+        flags.append(f"the target step time moved {moved:.0%} during the run")
+    for n, vs in sorted(by_n.items()):
+        moved = drift(vs) if n >= 2 else None
+        if moved is not None and moved > DRIFT_LIMIT:
+            flags.append(f"the verify time of {n} tokens moved {moved:.0%} during the run")
+            break
+    return out
+
+
+def prediction(alpha_: float | None, gammas: list, c: float | None, v_points: dict) -> dict:
+    """Model tokens per target forward and predicted speedup for rounds that drafted gammas[r] tokens."""
+    if alpha_ is None or c is None or not gammas:
+        return {"expected_tokens": None, "predicted_speedup": None}
+    curve = verify_curve({1: 1.0, **v_points})
+    tokens = sum(expected_tokens(alpha_, g) for g in gammas)
+    cost = sum(g * c + curve(g + 1) for g in gammas)
+    return {"expected_tokens": tokens / len(gammas), "predicted_speedup": tokens / cost if cost > 0 else None}
+
+
+def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:
+    """[(γ, E, predicted speedup)] for a fixed γ = 1..max_gamma, v(γ+1) from the measured points."""
+    at = verify_curve({1: 1.0, **v_points})
+    return [(g, expected_tokens(alpha_, g), predicted_speedup(alpha_, g, c, at(g + 1))) for g in range(1, max_gamma + 1)]
+
+
+def compare_lanes(spec_step_s: float | None, ar_step_s: float | None) -> list:
+    """Flags when the speculative lane's own step estimate and the AR lane's measured step disagree."""
+    if not spec_step_s or not ar_step_s:
+        return []
+    ratio = spec_step_s / ar_step_s
+    if not 1 - DRIFT_LIMIT <= ratio <= 1 + DRIFT_LIMIT:
+        return [f"the two lanes measured target steps {ratio:.2f}× apart: one was slowed by an outside load"]
+    return []
