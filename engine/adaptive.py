@@ -17,11 +17,10 @@ import time
 import torch
 
 from .drafters import Draft, Drafter, empty_draft
-from .metrics import expected_tokens
+from . import costmodel
 from .tree import depths
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
-PRIOR_SLOPE = 0.1  # extra verify cost per token, in plain steps, before any verification is seen
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 
 
@@ -43,30 +42,15 @@ class AutoDrafter(Drafter):
     def alpha(self, d: str, variant: str = "") -> float:
         """Acceptance of drafter d's proposals of this variant (e.g. n-gram match length), with a prior."""
         key = (d, variant)
-        return (self.hits.get(key, 0.0) + PRIOR_ALPHA) / (self.trials.get(key, 0.0) + 1.0)  # one pseudo-trial
+        hits, trials = self.hits.get(key, 0.0), self.trials.get(key, 0.0)
+        # the cost model's α (accepted / tested) with one pseudo-trial worth PRIOR_ALPHA
+        return costmodel.alpha(hits + PRIOR_ALPHA, trials - hits + 1.0 - PRIOR_ALPHA)
 
     def verify_s(self, n: int) -> float | None:
-        """t(n): measured when seen, else a line through the multi-token points seen (n >= 2).
-
-        One token and several run different kernels (a CPU's 1-row matmul vs a packed multi-row one),
-        so t(1) -> t(2) is a jump and t(2..n) a gentle slope: a line through t(1) as well would
-        overestimate long verifies, by ~0.8 steps at n = 5 on the development CPU.
-        """
-        if n in self.verify:
-            return self.verify[n]
+        """t(n) in seconds: measured when seen, else the cost model's line through the multi-token points."""
         if 1 not in self.verify:
             return None
-        t1 = self.verify[1]
-        pts = sorted((k, t) for k, t in self.verify.items() if k >= 2)
-        if not pts:
-            return t1 * (1 + PRIOR_SLOPE * (n - 1))
-        if len(pts) == 1:
-            k0, t0 = pts[0]
-            return max(t1, t0 + PRIOR_SLOPE * t1 * (n - k0))
-        mean_n = sum(k for k, _ in pts) / len(pts)
-        mean_t = sum(t for _, t in pts) / len(pts)
-        slope = sum((k - mean_n) * (t - mean_t) for k, t in pts) / sum((k - mean_n) ** 2 for k, _ in pts)
-        return max(t1, mean_t + max(slope, 0.0) * (n - mean_n))
+        return costmodel.verify_curve(self.verify)(n)
 
     # -- the two methods ------------------------------------------------------------------
     def propose(self, ids: list[int], gamma: int) -> Draft:
@@ -86,7 +70,7 @@ class AutoDrafter(Drafter):
             for g in range(1, cap + 1):
                 v = self.verify_s(g + 1)
                 alpha = self.alpha(d, variant)
-                rate = expected_tokens(alpha, g) / (g * c + v)
+                rate = costmodel.predicted_speedup(alpha, g, c / t1, v / t1) / t1  # tokens per second
                 candidates.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
                                    "c": round(c / t1, 4), "v": round(v / t1, 4),
                                    "predicted_tokens_per_s": round(rate, 3)})

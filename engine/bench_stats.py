@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from .metrics import predicted_speedup
+from . import costmodel
 
 AR, HF_GREEDY = "ours/ar", "hf/greedy"  # the reference configs every other one is compared with
 
@@ -50,10 +50,13 @@ def summarize_prompt(samples: dict, configs: list) -> dict:
         }
         if c.runner == "ours" and c.gamma:
             sums = [s.summary for s in runs]
-            for key in ("acceptance_rate", "mean_accepted_length", "c", "v", "predicted_speedup", "target_step_s"):
+            for key in ("alpha", "acceptance_rate", "mean_accepted_length", "c", "v", "predicted_speedup",
+                        "target_step_s"):
                 row[key] = _median(s.get(key) for s in sums)
-            for key in ("drafted", "accepted", "rounds"):
-                row[key] = sum(s[key] for s in sums)
+            for key in ("drafted", "accepted", "rejections", "rounds", "model_tokens", "model_steps"):
+                row[key] = sum(s.get(key) or 0 for s in sums)
+            row["v_points"] = [[n, _median(dict(s.get("v_points") or []).get(n) for s in sums)]
+                               for n in sorted({n for s in sums for n, _ in s.get("v_points") or []})]
             row["gen_tokens"] = sum(len(s.token_ids) for s in runs)
             row["pos_drafted"] = [sum(col) for col in zip(*[s.pos_drafted + [0] * (c.gamma - len(s.pos_drafted))
                                                             for s in runs])]
@@ -78,16 +81,18 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
                        "identical": all(r["identical"] for r in rows)}
         if c.runner == "ours" and c.gamma:
             drafted, accepted = sum(r["drafted"] for r in rows), sum(r["accepted"] for r in rows)
+            rejections = sum(r["rejections"] for r in rows)
             pos_d = [sum(col) for col in zip(*[r["pos_drafted"] for r in rows])]
             pos_a = [sum(col) for col in zip(*[r["pos_accepted"] for r in rows])]
-            alpha, cost, v = _ratio(accepted, drafted), _median(r["c"] for r in rows), _median(r["v"] for r in rows)
+            tokens, steps = sum(r["model_tokens"] for r in rows), sum(r["model_steps"] for r in rows)
             out[c.name].update(
-                drafted=drafted, accepted=accepted, acceptance_rate=alpha,
+                drafted=drafted, accepted=accepted, rejections=rejections,
+                alpha=costmodel.alpha(accepted, rejections), acceptance_rate=_ratio(accepted, drafted),
                 mean_accepted_length=_ratio(sum(r["gen_tokens"] for r in rows), sum(r["rounds"] for r in rows)),
-                c=cost, v=v, per_position_acceptance=[_ratio(a, d) for a, d in zip(pos_a, pos_d)],
+                c=_median(r["c"] for r in rows), v=_median(r["v"] for r in rows),
+                per_position_acceptance=[_ratio(a, d) for a, d in zip(pos_a, pos_d)],
                 pos_drafted=pos_d, pos_accepted=pos_a,
-                predicted_speedup=(predicted_speedup(alpha, c.gamma, cost, v)
-                                   if None not in (alpha, cost, v) else None))
+                predicted_speedup=_ratio(tokens, steps))  # the cost model's Σ E / Σ cost, pooled over runs
     for name, row in out.items():
         if row:
             row["speedup_vs_ar"] = _ratio(row["tokens_per_s"], (out.get(AR) or {}).get("tokens_per_s"))
@@ -96,34 +101,23 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
 
 
 def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
-    """Per drafter, E/(γc + v(γ+1)) for γ = 1..max_gamma from the measured α, c and v.
+    """Per drafter, the cost model's E/(γc + v(γ+1)) for γ = 1..max_gamma from the measured α, c and v.
 
-    α is the acceptance of the first drafted position pooled over every γ (under the i.i.d. model
-    of Leviathan et al. that is α itself; accepted/drafted shrinks as γ grows). c is the median
-    over γ; v(n) is interpolated between the measured (γ+1, v) points, held flat outside them.
+    α is the per-token α pooled over every γ the drafter ran (accepted / tested positions); c is the
+    median over γ; v(n) is the cost model's curve through the measured (n, v) points.
     """
     curves = {}
     for d in dict.fromkeys(c.drafter for c in configs if c.runner == "ours" and c.gamma):
         rows = [(c.gamma, overall.get(c.name)) for c in configs if c.runner == "ours" and c.drafter == d]
-        rows = [(g, r) for g, r in rows if r and r.get("pos_drafted")]
-        d1, a1 = sum(r["pos_drafted"][0] for _, r in rows), sum(r["pos_accepted"][0] for _, r in rows)
+        rows = [(g, r) for g, r in rows if r and r.get("drafted")]
+        alpha = costmodel.alpha(sum(r["accepted"] for _, r in rows), sum(r["rejections"] for _, r in rows))
         cost = _median(r["c"] for _, r in rows)
-        points = sorted((g + 1, r["v"]) for g, r in rows if r.get("v") is not None)
-        if not d1 or cost is None or not points:
+        points = {g + 1: r["v"] for g, r in rows if r.get("v") is not None}
+        if alpha is None or cost is None or not points:
             continue
-        alpha = a1 / d1
-
-        def v_at(n):
-            if n <= points[0][0]:
-                return points[0][1]
-            for (n0, v0), (n1, v1) in zip(points, points[1:]):
-                if n <= n1:
-                    return v0 + (v1 - v0) * (n - n0) / (n1 - n0)
-            return points[-1][1]
-
-        curve = [[g, predicted_speedup(alpha, g, cost, v_at(g + 1))] for g in range(1, max_gamma + 1)]
+        curve = [[g, y] for g, _, y in costmodel.curve(alpha, cost, points, max_gamma)]
         best = max(curve, key=lambda p: p[1])
-        curves[d] = {"alpha": alpha, "c": cost, "v_points": [list(p) for p in points], "curve": curve,
+        curves[d] = {"alpha": alpha, "c": cost, "v_points": sorted([n, v] for n, v in points.items()), "curve": curve,
                      "best_gamma": best[0], "best_predicted_speedup": best[1]}
     return curves
 

@@ -26,6 +26,7 @@ import statistics
 BUSY = "machine was busy: timing unreliable"
 DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not one cost
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
+PRIOR_SLOPE = 0.1  # extra verify cost per token, in target steps, before two multi-token sizes are seen
 
 
 def alpha(accepted: float, rejections: float) -> float | None:
@@ -54,9 +55,8 @@ def verify_curve(points: dict) -> "callable":
 
     One token and several run different kernels on a CPU (a 1-row matmul vs a packed multi-row one),
     so t(1) -> t(2) is a jump and t(2..n) a gentle slope: a line through t(1) as well would overestimate
-    long verifies. With a single multi-token point the slope is `prior_slope`·t(1) per token.
+    long verifies. With a single multi-token point the slope is PRIOR_SLOPE·t(1) per token.
     """
-    prior_slope = 0.1
     pts = sorted((int(n), float(t)) for n, t in points.items() if n >= 2)
     t1 = points.get(1)
 
@@ -67,10 +67,10 @@ def verify_curve(points: dict) -> "callable":
             return None
         floor = t1 if t1 is not None else 0.0
         if not pts:
-            return t1 * (1 + prior_slope * (n - 1))
+            return t1 * (1 + PRIOR_SLOPE * (n - 1))
         if len(pts) == 1:
             k0, v0 = pts[0]
-            return max(floor, v0 + prior_slope * (t1 if t1 is not None else v0 / k0) * (n - k0))
+            return max(floor, v0 + PRIOR_SLOPE * (t1 if t1 is not None else v0 / k0) * (n - k0))
         mean_n = sum(k for k, _ in pts) / len(pts)
         mean_t = sum(t for _, t in pts) / len(pts)
         slope = sum((k - mean_n) * (t - mean_t) for k, t in pts) / sum((k - mean_n) ** 2 for k, _ in pts)
@@ -152,11 +152,12 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
 def prediction(alpha_: float | None, gammas: list, c: float | None, v_points: dict) -> dict:
     """Model tokens per target forward and predicted speedup for rounds that drafted gammas[r] tokens."""
     if alpha_ is None or c is None or not gammas:
-        return {"expected_tokens": None, "predicted_speedup": None}
+        return {"expected_tokens": None, "predicted_speedup": None, "model_tokens": None, "model_steps": None}
     curve = verify_curve({1: 1.0, **v_points})
     tokens = sum(expected_tokens(alpha_, g) for g in gammas)
     cost = sum(g * c + curve(g + 1) for g in gammas)
-    return {"expected_tokens": tokens / len(gammas), "predicted_speedup": tokens / cost if cost > 0 else None}
+    return {"expected_tokens": tokens / len(gammas), "predicted_speedup": tokens / cost if cost > 0 else None,
+            "model_tokens": tokens, "model_steps": cost}  # pooled over runs: Σ tokens / Σ steps
 
 
 def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:

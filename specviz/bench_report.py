@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import html as _html
 
-COLUMNS = ["config", "tok/s", "× our AR", "predicted ×", "× HF greedy", "acceptance", "mean acc. len",
+COLUMNS = ["config", "tok/s", "× our AR", "predicted ×", "× HF greedy", "α (per token)", "accepted / drafted",
+           "mean acc. len",
            "acceptance by position", "c", "v(γ+1)", "identical"]
 
 
@@ -25,7 +26,8 @@ def _config_cells(label: str, row: dict | None) -> list[str]:
     positions = " ".join(_f(r, ".0%") for r in row.get("per_position_acceptance") or []) or "—"
     return [label, _f(row.get("tokens_per_s"), ".1f"), _f(row.get("speedup_vs_ar"), ".2f", "×"),
             _f(row.get("predicted_speedup"), ".2f", "×"), _f(row.get("speedup_vs_hf"), ".2f", "×"),
-            _f(row.get("acceptance_rate"), ".0%"), _f(row.get("mean_accepted_length")), positions,
+            _f(row.get("alpha"), ".0%"), _f(row.get("acceptance_rate"), ".0%"), _f(row.get("mean_accepted_length")),
+            positions,
             _f(row.get("c"), ".3f"), _f(row.get("v")), _same(row.get("identical"))]
 
 
@@ -109,8 +111,8 @@ def markdown(results: dict) -> str:
         out += ["", "## Acceptance by draft position (all prompts)", "", _md_table(*position_table(results))]
     if results["predicted"]:
         out += ["", "## Predicted speedup E/(γc + v(γ+1)) and its best γ", "",
-                "α = acceptance of the first draft position (pooled over γ), c = median measured draft cost, "
-                "v interpolated from the measured points.", ""]
+                "α = per-token acceptance, accepted / tested positions (pooled over γ), c = median measured draft "
+                "cost, v(n) the cost model's curve through the measured points (engine/costmodel.py).", ""]
         rows = [[d, _f(p["alpha"], ".0%"), _f(p["c"], ".3f"), str(p["best_gamma"]),
                  _f(p["best_predicted_speedup"], ".2f", "×")] for d, p in results["predicted"].items()]
         out.append(_md_table(["drafter", "α", "c", "best γ", "predicted × at best γ"], rows))

@@ -159,7 +159,8 @@ def test_lean_forward_matches_transformers_and_layer_skip_shares_it(embedded):
 
 def test_auto_extrapolates_verify_cost_from_multi_token_points():
     """t(1) -> t(2) is a kernel jump on a CPU, so unseen t(n) follows the n >= 2 points, not a line through t(1)."""
-    from engine.adaptive import PRIOR_SLOPE, AutoDrafter
+    from engine.adaptive import AutoDrafter
+    from engine.costmodel import PRIOR_SLOPE
 
     auto = AutoDrafter({}, torch.device("cpu"))
     assert auto.verify_s(3) is None  # nothing measured yet
