@@ -7,13 +7,25 @@ run still streaming (no Finished yet) yields a view of what is there.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+from engine.config import MAX_GAMMA
 from engine.events import EVENT_TYPES, event_from_dict
 from engine.metrics import summarize
 
 ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
 ATTR = {"round_timed": "timed", "draft_tree": "tree"}  # RoundView attribute of each round event kind
+
+
+def _real(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def positive(x) -> float | None:
+    """x as a float when it is a real number > 0 (a time or a rate), else None: events built by hand, not
+    read through trace_from_json, may hold a string, 0 or a negative number there."""
+    return float(x) if _real(x) and x > 0 else None
 
 
 def as_event(item):
@@ -99,15 +111,16 @@ class RunView:
 
     @property
     def gamma(self) -> int:
-        if "gamma" in self.config:
-            return int(self.config["gamma"])
+        gamma = self.config.get("gamma")
+        if isinstance(gamma, int) and not isinstance(gamma, bool) and 0 <= gamma <= MAX_GAMMA:
+            return gamma
         return max((r.gamma for r in self.rounds), default=0)
 
     @property
     def greedy(self) -> bool:
         """Temperature 0 (from the config; else from the Verified events)."""
-        if "temperature" in self.config:
-            return float(self.config["temperature"]) == 0
+        if _real(self.config.get("temperature")):
+            return self.config["temperature"] == 0
         return any(r.verified is not None and r.verified.greedy for r in self.rounds)
 
     @property
@@ -126,14 +139,16 @@ class RunView:
 
     def elapsed_s(self) -> float | None:
         """Wall time so far: the Finished summary's, else the last round's elapsed_s."""
-        if self.finished is not None and self.finished.summary.get("wall_s"):
-            return float(self.finished.summary["wall_s"])
+        wall = positive(self.finished.summary.get("wall_s")) if self.finished is not None else None
+        if wall:
+            return wall
         times = [r.timed.elapsed_s for r in self.rounds if r.timed is not None]
         return times[-1] if times else None
 
     def tokens_per_s(self) -> float | None:
-        if self.finished is not None and self.finished.summary.get("tokens_per_s"):
-            return float(self.finished.summary["tokens_per_s"])
+        rate = positive(self.finished.summary.get("tokens_per_s")) if self.finished is not None else None
+        if rate:
+            return rate
         wall = self.elapsed_s()
         return self.n_tokens() / wall if wall else None
 
