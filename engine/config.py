@@ -18,7 +18,7 @@ WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message s
 }
 
 
-def _short(value) -> str:
+def short_repr(value) -> str:
     """repr of a user's value, cut so a huge one cannot flood the message."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
@@ -27,7 +27,7 @@ def _short(value) -> str:
 def _number(name: str, value, allowed: str) -> None:
     """A real number, not a bool, a string or NaN; the message names the setting and its range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number {allowed}, got {_short(value)}")
+        raise ValueError(f"{name} must be a number {allowed}, got {short_repr(value)}")
 
 
 @dataclass(frozen=True)
@@ -67,9 +67,9 @@ class GenerationConfig:
             raise ValueError(f"adaptive must be 'fixed' or 'heuristic', got {self.adaptive!r}")
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
                                       or not 0 <= self.seed <= MAX_SEED):
-            raise ValueError(f"seed must be a whole number in 0..2**63-1 (or None), got {_short(self.seed)}")
+            raise ValueError(f"seed must be a whole number in 0..2**63-1 (or None), got {short_repr(self.seed)}")
         if not isinstance(self.raw, bool):
-            raise ValueError(f"raw must be true or false, got {_short(self.raw)}")
+            raise ValueError(f"raw must be true or false, got {short_repr(self.raw)}")
 
     @property
     def greedy(self) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig
+from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
@@ -21,12 +21,8 @@ TREE_STATUS = ("accepted", "rejected", "unvisited")
 CONFIG_KEYS = set(GenerationConfig.__dataclass_fields__)
 
 
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _real(value) -> bool:
+def real_number(value) -> bool:
+    """A finite int or float, not a bool."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -35,18 +31,18 @@ def prob(where: str, value, none_ok: bool = False, below_one: bool = False) -> N
     if value is None and none_ok:
         return
     high = 1.0 if below_one else 1.0 + PROB_SLACK
-    if not (_real(value) and 0.0 <= value and (value < high if below_one else value <= high)):
+    if not (real_number(value) and 0.0 <= value and (value < high if below_one else value <= high)):
         allowed = "a probability in [0, 1)" if below_one else "a probability in [0, 1]"
-        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {_short(value)}")
+        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {short_repr(value)}")
 
 
 def positive(where: str, value, none_ok: bool = True, zero_ok: bool = False) -> None:
     """A cost or rate: > 0 (>= 0 when `zero_ok`), or None."""
     if value is None and none_ok:
         return
-    if not (_real(value) and (value >= 0 if zero_ok else value > 0)):
+    if not (real_number(value) and (value >= 0 if zero_ok else value > 0)):
         allowed = "a number >= 0" if zero_ok else "a number > 0"
-        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {_short(value)}")
+        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {short_repr(value)}")
 
 
 def whole(where: str, value, low: int, high: int | None = None) -> None:
@@ -54,7 +50,7 @@ def whole(where: str, value, low: int, high: int | None = None) -> None:
     if not (isinstance(value, int) and not isinstance(value, bool) and low <= value
             and (high is None or value <= high)):
         allowed = f"a whole number in {low}..{high}" if high is not None else f"a whole number >= {low}"
-        raise ValueError(f"{where} must be {allowed}, got {_short(value)}")
+        raise ValueError(f"{where} must be {allowed}, got {short_repr(value)}")
 
 
 def each(where: str, values: list, check, *args, **kwargs) -> None:
@@ -65,12 +61,12 @@ def each(where: str, values: list, check, *args, **kwargs) -> None:
 def texts(where: str, values: list) -> None:
     for i, value in enumerate(values):
         if not isinstance(value, str):
-            raise ValueError(f"{where}[{i}] must be a string, got {_short(value)}")
+            raise ValueError(f"{where}[{i}] must be a string, got {short_repr(value)}")
 
 
 def one_of(where: str, value, allowed: tuple) -> None:
     if value not in allowed:
-        raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {_short(value)}")
+        raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {short_repr(value)}")
 
 
 def same_length(kind: str, event, names: list[str], at_most: int | None = None) -> None:
@@ -102,7 +98,7 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             prob(where + key, value, none_ok=True)
         elif key == "per_position_acceptance":
             if not isinstance(value, list):
-                raise ValueError(f"{where}{key} must be a list of probabilities, got {_short(value)}")
+                raise ValueError(f"{where}{key} must be a list of probabilities, got {short_repr(value)}")
             each(where + key, value, prob, none_ok=True)
         elif key == "gamma":
             whole(where + key, value, 0 if ar else 1, MAX_GAMMA)
@@ -117,12 +113,12 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             positive(where + key, value, zero_ok=True)
         elif key == "ar_token_ids":
             if not isinstance(value, list):
-                raise ValueError(f"{where}{key} must be a list of token ids, got {_short(value)}")
+                raise ValueError(f"{where}{key} must be a list of token ids, got {short_repr(value)}")
             each(where + key, value, whole, 0)
         elif key == "identical_to_ar" and not isinstance(value, bool):
-            raise ValueError(f"{where}{key} must be true or false, got {_short(value)}")
+            raise ValueError(f"{where}{key} must be true or false, got {short_repr(value)}")
         elif key == "mode" and not isinstance(value, str):
-            raise ValueError(f"{where}{key} must be a string, got {_short(value)}")
+            raise ValueError(f"{where}{key} must be a string, got {short_repr(value)}")
 
 
 def check_decided(e) -> None:
@@ -131,7 +127,7 @@ def check_decided(e) -> None:
     for i, c in enumerate(e.candidates):
         where = f"decided.candidates[{i}]"
         if not isinstance(c, dict):
-            raise ValueError(f"{where} must be an object, got {_short(c)}")
+            raise ValueError(f"{where} must be an object, got {short_repr(c)}")
         prob(f"{where}.alpha", c.get("alpha"), none_ok=True)
         if "gamma" in c:
             whole(f"{where}.gamma", c["gamma"], 0, MAX_GAMMA)
@@ -152,7 +148,7 @@ def check_verified(e) -> None:
     each("verified.accept_prob", e.accept_prob, prob)
     for i, ok in enumerate(e.accepted):
         if not isinstance(ok, bool):
-            raise ValueError(f"verified.accepted[{i}] must be true or false, got {_short(ok)}")
+            raise ValueError(f"verified.accepted[{i}] must be true or false, got {short_repr(ok)}")
     if e.first_rejected is not None:
         whole("verified.first_rejected", e.first_rejected, 0, max(len(e.accepted) - 1, 0))
     whole("verified.next_id", e.next_id, 0)
@@ -161,7 +157,7 @@ def check_verified(e) -> None:
     u = getattr(e, "u", None)  # sampling mode's uniform draws (None when greedy)
     if u is not None:
         if not isinstance(u, list):
-            raise ValueError(f"verified.u must be a list of uniform draws in [0, 1) or null, got {_short(u)}")
+            raise ValueError(f"verified.u must be a list of uniform draws in [0, 1) or null, got {short_repr(u)}")
         each("verified.u", u, prob, none_ok=True, below_one=True)
 
 
@@ -198,14 +194,14 @@ def check_timed(e) -> None:
 
 def check_started(e) -> None:
     if not (isinstance(e.run_id, str) and RUN_ID.fullmatch(e.run_id)):
-        raise ValueError(f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {_short(e.run_id)}")
+        raise ValueError(f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}")
     one_of("run_started.mode", e.mode, ("speculative", "ar"))
     check_config(e.config)
     same_length("run_started", e, ["prompt_ids", "prompt_tokens"])
     each("run_started.prompt_ids", e.prompt_ids, whole, 0)
     texts("run_started.prompt_tokens", e.prompt_tokens)
     if e.pos != len(e.prompt_ids):
-        raise ValueError(f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {_short(e.pos)}")
+        raise ValueError(f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}")
 
 
 CHECKS = {"run_started": check_started, "decided": check_decided, "drafted": check_drafted,

@@ -7,25 +7,21 @@ run still streaming (no Finished yet) yields a view of what is there.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 from engine.config import MAX_GAMMA
 from engine.events import EVENT_TYPES, event_from_dict
+from engine.validate import real_number
 from engine.metrics import summarize
 
 ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
 ATTR = {"round_timed": "timed", "draft_tree": "tree"}  # RoundView attribute of each round event kind
 
 
-def _real(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def positive(x) -> float | None:
     """x as a float when it is a real number > 0 (a time or a rate), else None: events built by hand, not
     read through trace_from_json, may hold a string, 0 or a negative number there."""
-    return float(x) if _real(x) and x > 0 else None
+    return float(x) if real_number(x) and x > 0 else None
 
 
 def as_event(item):
@@ -119,7 +115,7 @@ class RunView:
     @property
     def greedy(self) -> bool:
         """Temperature 0 (from the config; else from the Verified events)."""
-        if _real(self.config.get("temperature")):
+        if real_number(self.config.get("temperature")):
             return self.config["temperature"] == 0
         return any(r.verified is not None and r.verified.greedy for r in self.rounds)
 
