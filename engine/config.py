@@ -49,10 +49,10 @@ class GenerationConfig:
         for name, (low, high, allowed) in WHOLE_SETTINGS.items():
             value = getattr(self, name)
             _number(name, value, allowed)
-            if not (low <= value and (high is None or value <= high) and math.isfinite(value)):
-                raise ValueError(f"{name} must be {allowed}, got {value!r}")
-            if value != int(value):
+            if not math.isfinite(value) or value != int(value):
                 raise ValueError(f"{name} must be a whole number {allowed}, got {value!r}")
+            if not (low <= value and (high is None or value <= high)):
+                raise ValueError(f"{name} must be {allowed}, got {value!r}")
             object.__setattr__(self, name, int(value))
         _number("temperature", self.temperature, TEMPERATURE_RANGE)
         if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
