@@ -5,16 +5,39 @@ import math
 from dataclasses import asdict, dataclass
 
 MAX_GAMMA = 16
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0  # logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already
+TEMPERATURE_RANGE = f"0 (greedy) or between {MIN_TEMPERATURE} and {MAX_TEMPERATURE:g}"
+MAX_SEED = 2**63 - 1  # torch's generator takes a signed 64-bit seed
+WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message says it)
+    "gamma": (1, MAX_GAMMA, f"between 1 and {MAX_GAMMA}"),
+    "max_new_tokens": (1, None, "at least 1"),
+    "top_k": (0, None, "0 (off) or positive"),
+    "record_topk": (0, 20, "between 0 and 20"),
+    "tree_budget": (0, 64, "between 0 (chain) and 64 nodes"),
+    "tree_branching": (1, 8, "between 1 and 8"),
+}
+
+
+def short_repr(value) -> str:
+    """repr of a user's value, cut so a huge one cannot flood the message."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _number(name: str, value, allowed: str) -> None:
+    """A real number, not a bool, a string or NaN; the message names the setting and its range."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{name} must be a number {allowed}, got {short_repr(value)}")
 
 
 @dataclass(frozen=True)
 class GenerationConfig:
     gamma: int = 4  # draft tokens per round, 1..16
     max_new_tokens: int = 128  # generated tokens at most, >= 1
-    temperature: float = 0.0  # 0 = greedy; > 0 samples (lossless rejection sampling)
+    temperature: float = 0.0  # 0 = greedy; 0.01..100 samples (lossless rejection sampling)
     top_k: int = 0  # keep the k most likely tokens (0 = off); applied to p and q alike
     top_p: float = 1.0  # nucleus mass in (0, 1]; 1 = off; applied to p and q alike
-    seed: int | None = 0  # seeds the sampler; a seeded run is reproducible
+    seed: int | None = 0  # seeds the sampler, 0..2**63-1; a seeded run is reproducible
     raw: bool = False  # send the prompt as-is, without the chat template
     record_topk: int = 5  # top-k alternatives recorded per position in events (0 = none, cheaper)
     adaptive: str = "fixed"  # "fixed" γ, or "heuristic": +2 after a fully accepted round, -1 otherwise
@@ -24,45 +47,34 @@ class GenerationConfig:
     time_limit_s: float | None = None  # wall seconds (prefill included) after which the run stops; None = none
 
     def __post_init__(self):
-        def number(name, value):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-                raise ValueError(f"{name} must be a number, got {value!r}")
-
-        for name in ("gamma", "max_new_tokens", "top_k", "record_topk", "tree_budget", "tree_branching"):
+        for name, (low, high, allowed) in WHOLE_SETTINGS.items():
             value = getattr(self, name)
-            number(name, value)
-            if value != int(value):
-                raise ValueError(f"{name} must be a whole number, got {value!r}")
+            _number(name, value, allowed)
+            if not math.isfinite(value) or value != int(value):
+                raise ValueError(f"{name} must be a whole number {allowed}, got {value!r}")
+            if not (low <= value and (high is None or value <= high)):
+                raise ValueError(f"{name} must be {allowed}, got {value!r}")
             object.__setattr__(self, name, int(value))
-        number("temperature", self.temperature)
-        number("top_p", self.top_p)
-        if not 1 <= self.gamma <= MAX_GAMMA:
-            raise ValueError(f"gamma must be between 1 and {MAX_GAMMA}, got {self.gamma}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
-        if not 0 <= self.temperature < math.inf:
-            raise ValueError(f"temperature must be 0 (greedy) or positive, got {self.temperature}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be 0 (off) or positive, got {self.top_k}")
+        _number("temperature", self.temperature, TEMPERATURE_RANGE)
+        if not (self.temperature == 0 or MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE):
+            raise ValueError(f"temperature must be {TEMPERATURE_RANGE}, got {self.temperature!r}")
+        _number("top_p", self.top_p, "in (0, 1]")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if not 0 <= self.record_topk <= 20:
-            raise ValueError(f"record_topk must be between 0 and 20, got {self.record_topk}")
-        if not 0 <= self.tree_budget <= 64:
-            raise ValueError(f"tree_budget must be between 0 (chain) and 64 nodes, got {self.tree_budget}")
-        if not 1 <= self.tree_branching <= 8:
-            raise ValueError(f"tree_branching must be between 1 and 8, got {self.tree_branching}")
-        number("p_min", self.p_min)
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        _number("p_min", self.p_min, "in [0, 1)")
         if not 0 <= self.p_min < 1:
-            raise ValueError(f"p_min must be in [0, 1), got {self.p_min}")
+            raise ValueError(f"p_min must be in [0, 1), got {self.p_min!r}")
         if self.adaptive not in ("fixed", "heuristic"):
             raise ValueError(f"adaptive must be 'fixed' or 'heuristic', got {self.adaptive!r}")
         if self.time_limit_s is not None:
-            number("time_limit_s", self.time_limit_s)
+            _number("time_limit_s", self.time_limit_s, "in (0, 86400] seconds or None")
             if not 0 < self.time_limit_s <= 86400:
-                raise ValueError(f"time_limit_s must be in (0, 86400] seconds or None, got {self.time_limit_s}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise ValueError(f"seed must be a whole number, got {self.seed!r}")
+                raise ValueError(f"time_limit_s must be in (0, 86400] seconds or None, got {self.time_limit_s!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not 0 <= self.seed <= MAX_SEED):
+            raise ValueError(f"seed must be a whole number in 0..2**63-1 (or None), got {short_repr(self.seed)}")
+        if not isinstance(self.raw, bool):
+            raise ValueError(f"raw must be true or false, got {short_repr(self.raw)}")
 
     @property
     def greedy(self) -> bool:

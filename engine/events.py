@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from .validate import validate_events
+
 TRACE_FORMAT = "specviz-trace"
 TRACE_VERSION = 1
 
@@ -160,6 +162,7 @@ MAX_TRACE_BYTES = 5 * 1024 * 1024  # an uploaded trace larger than this is refus
 MAX_EVENTS = 50_000
 MAX_NUMBER = 1e12  # any number beyond this in a trace is hostile or corrupt
 MAX_DEPTH = 6  # nesting of lists/dicts inside one field
+UNBOUNDED = {"run_started.config.seed"}  # any 64-bit seed is a real one; GenerationConfig checks 0..2**63-1
 
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,)}
 
@@ -171,7 +174,7 @@ def _check_plain(value, where: str, depth: int = 0) -> None:
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return
     if isinstance(value, (int, float)):
-        if not abs(value) <= MAX_NUMBER:  # also catches NaN
+        if not abs(value) <= MAX_NUMBER and not (where in UNBOUNDED and isinstance(value, int)):  # also NaN
             raise ValueError(f"{where}: number {value!r} out of range")
         return
     if isinstance(value, list):
@@ -214,12 +217,13 @@ def trace_to_json(events) -> str:
 
 
 def trace_from_json(text: str | bytes) -> list:
-    """Parse and validate a trace; any problem is a ValueError with a one-line reason."""
+    """Parse and validate a trace (types and sizes here, meaning in engine/validate.py); any problem is a
+    ValueError with a one-line reason."""
     if len(text) > MAX_TRACE_BYTES:
         raise ValueError(f"trace is {len(text) / 2**20:.1f} MiB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MiB")
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, bad UTF-8, an int of over 4300 digits
         raise ValueError(f"trace is not valid JSON ({str(e)[:80]})") from None
     if not isinstance(data, dict) or data.get("format") != TRACE_FORMAT:
         raise ValueError("not a specviz trace (missing format marker)")
@@ -231,8 +235,7 @@ def trace_from_json(text: str | bytes) -> list:
     if len(events) > MAX_EVENTS:
         raise ValueError(f"trace has {len(events)} events; the limit is {MAX_EVENTS}")
     out = [event_from_dict(d) for d in events]
-    if out[0].kind != "run_started":
-        raise ValueError("trace must begin with a run_started event")
+    validate_events(out)  # what the numbers mean: probabilities, γ, rounds, positions, costs
     return out
 
 

@@ -137,7 +137,7 @@ class FastLlama:
 
     def __call__(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
                  position_ids=None, logits_to_keep: int = 0) -> torch.Tensor:
-        if input_ids.shape[0] == 1 and self.fp32 and _ready(past_key_values):
+        if input_ids.shape[0] == 1 and self.fp32 and _ready(past_key_values, len(self.layers)):
             return self._rows(input_ids, past_key_values, attention_mask, position_ids, logits_to_keep)
         return self._general(input_ids, past_key_values, attention_mask, position_ids, logits_to_keep)
 
@@ -214,9 +214,11 @@ class FastLlama:
         return self.head(x)[None]  # (1, T, V)
 
 
-def _ready(cache) -> bool:
-    """A pointer cache whose buffers exist (the first write allocates them, through the general path)."""
-    return isinstance(cache, KVCache) and cache.layers[0].is_initialized
+def _ready(cache, layers: int) -> bool:
+    """A pointer cache whose buffers exist in each of the first `layers` layers (the first write allocates
+    them, through the general path). Every layer counts: with a one-token prompt there is no prefill, and a
+    layer-skip draft sharing the cache allocates only its own first L layers before the target's verify."""
+    return isinstance(cache, KVCache) and all(layer.is_initialized for layer in cache.layers[:layers])
 
 
 _FAST: dict = {}

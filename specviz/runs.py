@@ -9,11 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.config import MAX_GAMMA
 from engine.events import EVENT_TYPES, event_from_dict
+from engine.validate import real_number
 from engine.metrics import summarize
 
 ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
 ATTR = {"round_timed": "timed", "draft_tree": "tree"}  # RoundView attribute of each round event kind
+
+
+def positive(x) -> float | None:
+    """x as a float when it is a real number > 0 (a time or a rate), else None: events built by hand, not
+    read through trace_from_json, may hold a string, 0 or a negative number there."""
+    return float(x) if real_number(x) and x > 0 else None
 
 
 def as_event(item):
@@ -99,15 +107,16 @@ class RunView:
 
     @property
     def gamma(self) -> int:
-        if "gamma" in self.config:
-            return int(self.config["gamma"])
+        gamma = self.config.get("gamma")
+        if isinstance(gamma, int) and not isinstance(gamma, bool) and 0 <= gamma <= MAX_GAMMA:
+            return gamma
         return max((r.gamma for r in self.rounds), default=0)
 
     @property
     def greedy(self) -> bool:
         """Temperature 0 (from the config; else from the Verified events)."""
-        if "temperature" in self.config:
-            return float(self.config["temperature"]) == 0
+        if real_number(self.config.get("temperature")):
+            return self.config["temperature"] == 0
         return any(r.verified is not None and r.verified.greedy for r in self.rounds)
 
     @property
@@ -129,10 +138,8 @@ class RunView:
         plausible number (not before the last round: a trace's stored numbers are not trusted blindly)."""
         times = [r.timed.elapsed_s for r in self.rounds if r.timed is not None]
         last = times[-1] if times else None
-        wall = self.finished.summary.get("wall_s") if self.finished is not None else None
-        if isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall >= (last or 0) and wall > 0:
-            return float(wall)
-        return last
+        wall = positive(self.finished.summary.get("wall_s")) if self.finished is not None else None
+        return wall if wall and wall >= (last or 0) else last
 
     def tokens_per_s(self) -> float | None:
         wall = self.elapsed_s()

@@ -143,15 +143,25 @@ def tree_node_span(rv, node: Node, greedy: bool, parents: list[int], path: list[
                     [topk_block("target p top-k", target_rows, chosen)], breaks=False, cls="node", extra=extra)
 
 
-def _subtree(node: Node, children: dict, label, on_path=frozenset()) -> str:
-    if node.origin == "context":
-        text = f'<span class="node node-context" title="committed context">…{stream_text(node.text, False)}</span>'
-    else:
-        text = label(node)
-    kids = children.get(node.id, [])
-    inner = "".join(_subtree(k, children, label, on_path) for k in kids)
-    path = ' class="on-path"' if node.id in on_path else ""
-    return f'<li data-node="{esc(node.id)}"{path}>{text}{f"<ul>{inner}</ul>" if kids else ""}</li>'
+def _subtree(root: Node, children: dict, label, on_path=frozenset()) -> str:
+    """Nested <li>/<ul> markup of the tree under `root`, built with an explicit stack: a chain of
+    thousands of tokens (a hand-made trace) must not exhaust Python's recursion limit."""
+    out, stack = [], [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        kids = children.get(node.id, [])
+        if done:  # every child has been written: close this node
+            out.append("</ul></li>" if kids else "</li>")
+            continue
+        if node.origin == "context":
+            text = f'<span class="node node-context" title="committed context">…{stream_text(node.text, False)}</span>'
+        else:
+            text = label(node)
+        path = ' class="on-path"' if node.id in on_path else ""
+        out.append(f'<li data-node="{esc(node.id)}"{path}>{text}{"<ul>" if kids else ""}')
+        stack.append((node, True))
+        stack.extend((kid, False) for kid in reversed(kids))
+    return "".join(out)
 
 
 def _chain_label(rv, greedy: bool):
@@ -213,7 +223,7 @@ def round_tree_html(rv, context: str, greedy: bool) -> str:
 
 def _weight(rv) -> int:
     """Nodes a round draws (for the page-size budget)."""
-    return min(len(rv.tree.tokens), MAX_TREE_NODES) + 2 if rv.tree is not None else rv.gamma + 2
+    return min(len(rv.tree.tokens), MAX_TREE_NODES) + 2 if rv.tree is not None else max(rv.gamma, len(rv.tokens)) + 2
 
 
 def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max_nodes: int = 1200) -> str:

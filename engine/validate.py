@@ -1,0 +1,255 @@
+"""What a trace's events must mean, beyond their types: the checks `trace_from_json` runs last.
+
+A trace comes from a file anyone can edit, and renderers trust its numbers: probabilities (p, q, α)
+in [0, 1], γ within 1..MAX_GAMMA, rounds no more than the events, positions within the prompt plus
+the tokens the run holds, costs positive, parallel lists of one length, known `config` and
+`summary` keys of the right type. Every refusal is a one-line ValueError naming the field and its
+allowed range. This module knows nothing about JSON, HTML or torch.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
+
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
+PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
+NEXT_KINDS = ("corrected", "bonus")
+TREE_STATUS = ("accepted", "rejected", "unvisited")
+CONFIG_KEYS = set(GenerationConfig.__dataclass_fields__)
+
+
+def real_number(value) -> bool:
+    """A finite int or float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def prob(where: str, value, none_ok: bool = False, below_one: bool = False) -> None:
+    """A probability in [0, 1] (in [0, 1) when `below_one`: a uniform draw)."""
+    if value is None and none_ok:
+        return
+    high = 1.0 if below_one else 1.0 + PROB_SLACK
+    if not (real_number(value) and 0.0 <= value and (value < high if below_one else value <= high)):
+        allowed = "a probability in [0, 1)" if below_one else "a probability in [0, 1]"
+        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {short_repr(value)}")
+
+
+def positive(where: str, value, none_ok: bool = True, zero_ok: bool = False) -> None:
+    """A cost or rate: > 0 (>= 0 when `zero_ok`), or None."""
+    if value is None and none_ok:
+        return
+    if not (real_number(value) and (value >= 0 if zero_ok else value > 0)):
+        allowed = "a number >= 0" if zero_ok else "a number > 0"
+        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {short_repr(value)}")
+
+
+def whole(where: str, value, low: int, high: int | None = None) -> None:
+    """An int (not a bool, not a float) in low..high."""
+    if not (isinstance(value, int) and not isinstance(value, bool) and low <= value
+            and (high is None or value <= high)):
+        allowed = f"a whole number in {low}..{high}" if high is not None else f"a whole number >= {low}"
+        raise ValueError(f"{where} must be {allowed}, got {short_repr(value)}")
+
+
+def each(where: str, values: list, check, *args, **kwargs) -> None:
+    for i, value in enumerate(values):
+        check(f"{where}[{i}]", value, *args, **kwargs)
+
+
+def texts(where: str, values: list) -> None:
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise ValueError(f"{where}[{i}] must be a string, got {short_repr(value)}")
+
+
+def one_of(where: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {short_repr(value)}")
+
+
+def same_length(kind: str, event, names: list[str], at_most: int | None = None) -> None:
+    """Parallel lists of an event (one entry per token) have one length, at most `at_most`."""
+    lengths = {name: len(getattr(event, name)) for name in names}
+    n = lengths[names[0]]
+    for name, length in lengths.items():
+        if length != n:
+            raise ValueError(f"{kind}.{name} must have one entry per token ({n}, like {kind}.{names[0]}), "
+                             f"got {length}")
+    if at_most is not None and n > at_most:
+        raise ValueError(f"{kind}.{names[0]} must hold at most {at_most} tokens, got {n}")
+
+
+def check_config(config: dict) -> None:
+    """The known keys of RunStarted.config, checked by GenerationConfig itself (unknown keys are kept as data)."""
+    known = {k: v for k, v in config.items() if k in CONFIG_KEYS}
+    try:
+        GenerationConfig(**known)
+    except ValueError as e:
+        raise ValueError(f"run_started.config.{e}") from None
+
+
+def check_summary(summary: dict, ar: bool, n_events: int) -> None:
+    """The known keys of Finished.summary (engine/metrics.py writes them); unknown keys are kept as data."""
+    where = "finished.summary."
+    for key, value in summary.items():
+        if key in ("acceptance_rate", "alpha"):
+            prob(where + key, value, none_ok=True)
+        elif key == "per_position_acceptance":
+            if not isinstance(value, list):
+                raise ValueError(f"{where}{key} must be a list of probabilities, got {short_repr(value)}")
+            each(where + key, value, prob, none_ok=True)
+        elif key == "gamma":
+            whole(where + key, value, 0 if ar else 1, MAX_GAMMA)
+        elif key == "rounds":
+            whole(where + key, value, 0, n_events)
+        elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens"):
+            whole(where + key, value, 0)
+        elif key in ("wall_s", "target_step_s", "c", "v", "ar_wall_s"):
+            positive(where + key, value)
+        elif key in ("tokens_per_s", "draft_s", "verify_s", "predicted_speedup", "ar_tokens_per_s", "speedup",
+                     "mean_accepted_length", "expected_tokens", "model_tokens", "model_steps", "c_spread", "v_spread",
+                     "step_spread", "probe_step_s"):
+            positive(where + key, value, zero_ok=True)
+        elif key == "ar_token_ids":
+            if not isinstance(value, list):
+                raise ValueError(f"{where}{key} must be a list of token ids, got {short_repr(value)}")
+            each(where + key, value, whole, 0)
+        elif key == "identical_to_ar" and not isinstance(value, bool):
+            raise ValueError(f"{where}{key} must be true or false, got {short_repr(value)}")
+        elif key == "mode" and not isinstance(value, str):
+            raise ValueError(f"{where}{key} must be a string, got {short_repr(value)}")
+
+
+def check_decided(e) -> None:
+    whole("decided.gamma", e.gamma, 0, MAX_GAMMA)
+    positive("decided.plain_tokens_per_s", e.plain_tokens_per_s, zero_ok=True)
+    for i, c in enumerate(e.candidates):
+        where = f"decided.candidates[{i}]"
+        if not isinstance(c, dict):
+            raise ValueError(f"{where} must be an object, got {short_repr(c)}")
+        prob(f"{where}.alpha", c.get("alpha"), none_ok=True)
+        if "gamma" in c:
+            whole(f"{where}.gamma", c["gamma"], 0, MAX_GAMMA)
+        for key in ("c", "v", "predicted_tokens_per_s"):  # auto rounds a cheap drafter's c to 0.0
+            positive(f"{where}.{key}", c.get(key), zero_ok=True)
+
+
+def check_drafted(e) -> None:
+    same_length("drafted", e, ["token_ids", "tokens", "q"], MAX_GAMMA)
+    each("drafted.token_ids", e.token_ids, whole, 0)
+    texts("drafted.tokens", e.tokens)
+    each("drafted.q", e.q, prob)
+
+
+def check_verified(e) -> None:
+    same_length("verified", e, ["accepted", "p", "accept_prob"], MAX_GAMMA)
+    each("verified.p", e.p, prob)
+    each("verified.accept_prob", e.accept_prob, prob)
+    for i, ok in enumerate(e.accepted):
+        if not isinstance(ok, bool):
+            raise ValueError(f"verified.accepted[{i}] must be true or false, got {short_repr(ok)}")
+    if e.first_rejected is not None:
+        whole("verified.first_rejected", e.first_rejected, 0, max(len(e.accepted) - 1, 0))
+    whole("verified.next_id", e.next_id, 0)
+    prob("verified.next_p", e.next_p)
+    one_of("verified.next_kind", e.next_kind, NEXT_KINDS)
+    u = getattr(e, "u", None)  # sampling mode's uniform draws (None when greedy)
+    if u is not None:
+        if not isinstance(u, list):
+            raise ValueError(f"verified.u must be a list of uniform draws in [0, 1) or null, got {short_repr(u)}")
+        each("verified.u", u, prob, none_ok=True, below_one=True)
+
+
+def check_tree(e) -> None:
+    names = ["token_ids", "tokens", "parents", "q", "p", "accept_prob", "status"]
+    same_length("draft_tree", e, names, MAX_TREE_NODES)
+    each("draft_tree.token_ids", e.token_ids, whole, 0)
+    texts("draft_tree.tokens", e.tokens)
+    for i, parent in enumerate(e.parents):
+        whole(f"draft_tree.parents[{i}]", parent, -1, i - 1)  # parents come before their children
+    each("draft_tree.q", e.q, prob)
+    each("draft_tree.p", e.p, prob)
+    each("draft_tree.accept_prob", e.accept_prob, prob, none_ok=True)
+    for i, status in enumerate(e.status):
+        one_of(f"draft_tree.status[{i}]", status, TREE_STATUS)
+    each("draft_tree.path", e.path, whole, 0, max(len(e.token_ids) - 1, 0))
+    whole("draft_tree.next_id", e.next_id, 0)
+    one_of("draft_tree.next_kind", e.next_kind, NEXT_KINDS)
+
+
+def check_committed(e) -> None:
+    same_length("committed", e, ["token_ids", "tokens", "origins", "p"], MAX_TREE_NODES + 1)
+    each("committed.token_ids", e.token_ids, whole, 0)
+    texts("committed.tokens", e.tokens)
+    texts("committed.origins", e.origins)
+    each("committed.p", e.p, prob)
+
+
+def check_timed(e) -> None:
+    for name in ("draft_s", "verify_s", "total_s", "elapsed_s"):
+        positive(f"round_timed.{name}", getattr(e, name), none_ok=False, zero_ok=True)
+    whole("round_timed.gamma", e.gamma, 0, MAX_GAMMA)
+
+
+def check_started(e) -> None:
+    if not (isinstance(e.run_id, str) and RUN_ID.fullmatch(e.run_id)):
+        raise ValueError(f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}")
+    one_of("run_started.mode", e.mode, ("speculative", "ar"))
+    check_config(e.config)
+    same_length("run_started", e, ["prompt_ids", "prompt_tokens"])
+    each("run_started.prompt_ids", e.prompt_ids, whole, 0)
+    texts("run_started.prompt_tokens", e.prompt_tokens)
+    if e.pos != len(e.prompt_ids):
+        raise ValueError(f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}")
+
+
+CHECKS = {"run_started": check_started, "decided": check_decided, "drafted": check_drafted,
+          "verified": check_verified, "draft_tree": check_tree, "committed": check_committed,
+          "round_timed": check_timed}
+
+
+def positions(e) -> list[tuple[str, object]]:
+    """(field, value) of every absolute position an event carries."""
+    out = [(f"{e.kind}.pos", e.pos)] if hasattr(e, "pos") else []
+    if e.kind == "rolled_back":
+        out += [("rolled_back.cache_before", e.cache_before), ("rolled_back.cache_after", e.cache_after)]
+        out += [(f"rolled_back.positions[{i}]", p) for i, p in enumerate(e.positions)]
+    return out
+
+
+def check_run(run: list, n_events: int) -> None:
+    """One run (a RunStarted and what follows it): every position lies within its prompt + its tokens."""
+    started = run[0]
+    committed = sum(len(e.token_ids) for e in run if e.kind == "committed")
+    generated = max([committed] + [len(e.token_ids) for e in run if e.kind == "finished"])
+    drafts = max((len(e.token_ids) for e in run if e.kind in ("drafted", "draft_tree")), default=0)
+    limit = started.pos + generated + drafts + 1  # the verify forward writes the drafts and one more slot
+    for e in run:
+        for where, pos in positions(e):
+            whole(where, pos, 0, limit)
+        if e.kind == "rolled_back" and e.cache_after > e.cache_before:
+            raise ValueError(f"rolled_back.cache_after must be at most cache_before ({e.cache_before}), "
+                             f"got {e.cache_after}")
+        if e.kind == "finished":
+            each("finished.token_ids", e.token_ids, whole, 0)
+            check_summary(e.summary, started.mode == "ar", n_events)
+
+
+def validate_events(events: list) -> None:
+    """Refuse (ValueError, one line) a list of typed events whose numbers cannot mean a real run."""
+    n = len(events)
+    if not events or events[0].kind != "run_started":
+        raise ValueError("trace must begin with a run_started event")
+    run: list = []
+    for e in events:
+        whole(f"{e.kind}.round", e.round, 0, n)  # a round number cannot exceed the number of events
+        check = CHECKS.get(e.kind)
+        if check is not None:
+            check(e)
+        if e.kind == "run_started" and run:
+            check_run(run, n)
+            run = []
+        run.append(e)
+    check_run(run, n)
