@@ -61,7 +61,7 @@ def bad_tree(**change):
 BAD = [  # (what, change to the sample trace, the start of the message)
     ("alpha -3", edit("finished", "summary.acceptance_rate", -3), "finished.summary.acceptance_rate must be a probability in [0, 1]"),
     ("alpha string", edit("finished", "summary.acceptance_rate", "a"), "finished.summary.acceptance_rate must be a probability"),
-    ("alpha per token 2", edit("finished", "summary.alpha_per_token", 2.0), "finished.summary.alpha_per_token must be a probability"),
+    ("alpha 2", edit("finished", "summary.alpha", 2.0), "finished.summary.alpha must be a probability"),
     ("per position", edit("finished", "summary.per_position_acceptance", [0.5, 1.5]), "finished.summary.per_position_acceptance[1] must be a probability"),
     ("summary gamma 3e7", edit("finished", "summary.gamma", 3e7), "finished.summary.gamma must be a whole number in 1..16"),
     ("summary gamma int", edit("finished", "summary.gamma", 30_000_000), "finished.summary.gamma must be a whole number in 1..16"),
@@ -145,7 +145,7 @@ def test_the_sample_and_its_edge_values_are_accepted():
     """The checks are not stricter than a run: α = 0 and 1, an AR summary's γ = 0, null costs, the largest seed,
     unknown keys kept as data, a decision, a tree."""
     events = sample_dicts()
-    for change in (edit("finished", "summary.acceptance_rate", 0), edit("finished", "summary.alpha_per_token", 1.0),
+    for change in (edit("finished", "summary.acceptance_rate", 0), edit("finished", "summary.alpha", 1.0),
                    edit("finished", "summary.gamma", 0, nth=1), edit("finished", "summary.c", None),
                    edit("finished", "summary.v", None), edit("finished", "summary.extra_note", "kept as data"),
                    edit("run_started", "config.future_setting", [1, 2]), edit("run_started", "config.seed", 2**63 - 1),
@@ -160,11 +160,11 @@ def test_the_issues_crafted_trace_is_refused():
     while len(wrap(events)) < 44 * 1024:  # pad with real-looking rounds, as the probe's trace had
         events[-1:-1] = [dict(e) for e in sample_dicts()[1:21]]
     summary = [e for e in events if e["kind"] == "finished"][0]["summary"]
-    summary.update(acceptance_rate=-3, gamma=3e7, c=0.5, v=1.2, alpha_per_token=-3)
-    with pytest.raises(ValueError, match=r"finished\.summary\.(gamma|acceptance_rate) must be"):
+    summary.update(acceptance_rate=-3, gamma=3e7, c=0.5, v=1.2, alpha=-3)
+    with pytest.raises(ValueError, match=r"finished\.summary\.(gamma|acceptance_rate|alpha) must be"):
         trace_from_json(wrap(events))
     summary["gamma"] = 3
-    with pytest.raises(ValueError, match=r"finished\.summary\.acceptance_rate must be a probability in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"finished\.summary\.(acceptance_rate|alpha) must be a probability in \[0, 1\]"):
         trace_from_json(wrap(events))
 
 
@@ -172,9 +172,9 @@ def test_uniform_draws_of_a_verified_event_are_checked():
     """Sampling mode's uniform draws u (a field the engine may record) must lie in [0, 1); None is allowed."""
     verified = next(e for e in sample_events(temperature=0.7) if e.kind == "verified")
     for u in (None, [0.0, 0.5, 0.999]):
-        check_verified(types.SimpleNamespace(**asdict(verified), u=u))
+        check_verified(types.SimpleNamespace(**{**asdict(verified), "u": u}))
     with pytest.raises(ValueError, match=r"verified\.u\[1\] must be a probability in \[0, 1\)"):
-        check_verified(types.SimpleNamespace(**asdict(verified), u=[0.1, 1.0]))
+        check_verified(types.SimpleNamespace(**{**asdict(verified), "u": [0.1, 1.0]}))
 
 
 def test_event_count_limit_is_exact():
