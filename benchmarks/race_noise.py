@@ -1,0 +1,95 @@
+"""Is the race's verdict robust to a busy machine? The interleaved race vs the old sequential way.
+
+    .venv/bin/python benchmarks/race_noise.py [--draft ngram] [--gamma 4] [--max-new-tokens 64]
+
+For each of the 6 grounded prompts (engine/prompts/grounded.jsonl), measures the speedup over AR twice
+on a quiet machine and twice while a CPU-burning process runs beside it, switching its load on and off
+at random every 0.3-1.5 s (bounded: it stops by itself after --burn-s seconds and is killed at the end):
+  - interleaved: Engine.run(compare_ar=True), the two lanes advancing round by round on one thread;
+  - sequential: the speculative run, then the AR run, each timed on its own (how the race worked before).
+Prints each prompt's speedups and how far the noisy one moved from the quiet one, then the medians.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine import Engine, GenerationConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BURNER = """
+import random, time
+end = time.time() + {seconds}
+rng = random.Random(1)
+while time.time() < end:
+    busy_until = time.time() + rng.uniform(0.3, 1.5)
+    while time.time() < busy_until:
+        pass
+    time.sleep(rng.uniform(0.3, 1.5))
+"""
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def interleaved(engine: Engine, prompt: str, cfg: GenerationConfig) -> tuple[float, list]:
+    s = engine.run(prompt, cfg, compare_ar=True).summary
+    return s["speedup"], s["timing_flags"]
+
+
+def sequential(engine: Engine, prompt: str, cfg: GenerationConfig) -> float:
+    spec = list(engine.generate(prompt, cfg))[-1].summary
+    ar = list(engine.generate(prompt, cfg, "ar"))[-1].summary
+    return spec["tokens_per_s"] / ar["tokens_per_s"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--draft", default="ngram")
+    ap.add_argument("--gamma", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--burn-s", type=float, default=900, help="the burner stops by itself after this long")
+    args = ap.parse_args()
+    prompts = [json.loads(line)["prompt"] for line in (ROOT / "engine/prompts/grounded.jsonl").read_text().splitlines()
+               if line.strip()][:6]
+    engine = Engine.load(draft=args.draft)
+    cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    interleaved(engine, prompts[0], cfg)  # warm-up
+    print(f"# race under load: {args.draft} γ={args.gamma}, {args.max_new_tokens} new tokens, greedy fp32, "
+          f"{cpu_name()}, torch threads {__import__('torch').get_num_threads()}")
+    print("| prompt | interleaved quiet | interleaved busy | moved | flagged busy | sequential quiet | "
+          "sequential busy | moved |")
+    print("|---|---|---|---|---|---|---|---|")
+    moved = {"interleaved": [], "sequential": []}
+    for k, prompt in enumerate(prompts, 1):
+        quiet_i, _ = interleaved(engine, prompt, cfg)
+        quiet_s = sequential(engine, prompt, cfg)
+        burner = subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s)])
+        try:
+            busy_i, flags = interleaved(engine, prompt, cfg)
+            busy_s = sequential(engine, prompt, cfg)
+        finally:
+            burner.kill()
+            burner.wait()
+        mi, ms = abs(busy_i / quiet_i - 1), abs(busy_s / quiet_s - 1)
+        moved["interleaved"].append(mi)
+        moved["sequential"].append(ms)
+        print(f"| {k} | {quiet_i:.2f}× | {busy_i:.2f}× | {mi:.0%} | {'yes' if flags else 'no'} | {quiet_s:.2f}× | "
+              f"{busy_s:.2f}× | {ms:.0%} |", flush=True)
+    for way, values in moved.items():
+        print(f"{way}: the busy speedup moved from the quiet one by median {statistics.median(values):.0%}, "
+              f"at most {max(values):.0%}")
+
+
+if __name__ == "__main__":
+    main()
