@@ -34,7 +34,7 @@ MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Pla
 MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
 STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))  # a session's run is dropped after this idle time
-MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "200"))  # sessions kept in memory; the oldest go first
+MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "64"))  # sessions kept in memory; the oldest go first
 CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))  # runs, API calls, trace loads and Plays at once
 TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))  # trace files kept in TRACE_DIR (and < 1 h old)
 COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
@@ -304,8 +304,10 @@ def build_demo() -> gr.Blocks:
                     tree_branching, race, prompt]
         run_event = run_btn.click(generate, controls, [events, slider, download, *view_outs],
                                   show_progress="minimal", api_name="run", api_visibility="private", **COMPUTE)
-        stop_btn.click(settled, [events], [events, slider, download, *view_outs], cancels=[run_event],
-                       api_name="stop", api_visibility="private")
+        # Stop cancels the run first, then settles what it generated: settling in the same click would race
+        # the run's last frames, which then overwrite the "stop: cancelled" views.
+        stop_btn.click(lambda: None, None, None, cancels=[run_event], queue=False, api_visibility="private").then(
+            settled, [events], [events, slider, download, *view_outs], api_name="stop", api_visibility="private")
         slider.input(show_round, [events, slider], view_outs, trigger_mode="always_last", show_progress="hidden",
                      api_visibility="private")
         prev_btn.click(lambda ev, r: step(ev, r, -1), [events, slider], [slider, *view_outs],
