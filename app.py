@@ -19,7 +19,7 @@ from pathlib import Path
 import gradio as gr
 
 import specviz
-from engine import Engine, GenerationConfig, load_model, write_trace
+from engine import Engine, GenerationConfig, load_model
 from engine.models import EMBEDDED
 from specviz import app_guard as guard
 from specviz import app_views as av
