@@ -88,7 +88,9 @@ def call_event(url: str, api_name: str, data: list, session: str, timeout_s: flo
     body = {"data": data, "fn_index": index, "session_hash": session, "event_data": None, "trigger_id": None}
     result = {"outputs": None, "error": None, "warnings": [], "updates": 0}
     with httpx.Client(timeout=timeout_s) as http:
-        event_id = http.post(f"{url}gradio_api/queue/join", json=body).raise_for_status().json()["event_id"]
+        # json.dumps, not httpx's encoder: a hostile client can send NaN, Infinity and lone surrogates too
+        event_id = http.post(f"{url}gradio_api/queue/join", content=json.dumps(body),
+                             headers={"content-type": "application/json"}).raise_for_status().json()["event_id"]
         with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
             for line in stream.iter_lines():
                 if not line.startswith("data:"):

@@ -3,6 +3,7 @@ and the server's limits (run time, uploads, session state, one compute queue) th
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -65,6 +66,7 @@ def test_generate_endpoint_is_deterministic_and_isolated(client):
     (("hi", "ngram", 4, [10], 0.0, 0), "max_new_tokens must be a whole number, got list"),
     (("hi", None, 4, 8, 0.0, 0), "draft must be a model name"),
     (("hi", "ngram", 4, 8, 0.0, 0, 7), "target must be a model name"),
+    (("hi", "ngram", 4, 8, 0.0, 0, None), "target must be a model name"),
     (("word " * 2100, "ngram", 4, 8, 0.0, 0), "the app takes at most 2048 prompt tokens"),
     (("hi", "ngram", float("inf"), 8, 0.0, 0), "gamma must be a whole number, got inf"),
     (("hi", "ngram", 4, 8, 0.0, float("nan")), "seed must be a whole number, got nan"),
@@ -75,10 +77,11 @@ def test_generate_endpoint_is_deterministic_and_isolated(client):
     (("hi", "model:/etc", 4, 8, 0.0, 0), "is not allowed here"),
     (("hi", "ngram", 4, 8, -1.0, 0), "temperature must be 0"),
 ])
-def test_generate_endpoint_rejects_bad_input(client, args, message):
-    """Bad input comes back as an error naming the setting (and its range), and the server keeps working."""
-    with pytest.raises(gradio_client.exceptions.AppError, match=message):
-        client.predict(*args, api_name="/generate")
+def test_generate_endpoint_rejects_bad_input(server, client, args, message):
+    """Bad input (sent as raw JSON: NaN, Infinity and lone surrogates too) comes back as an error naming the
+    setting and its range, and the server keeps working."""
+    reply = call_event(server, "generate", list(args) + ["embedded"] * (7 - len(args)), uuid.uuid4().hex)
+    assert reply["error"] is not None and re.search(message, reply["error"]), reply
     assert client.predict("Say hi.", "ngram", 2, 2, 0.0, 0, api_name="/generate")[0]
 
 
@@ -215,22 +218,15 @@ def test_sessions_beyond_the_capacity_lose_their_state_oldest_first(few_sessions
     assert replay_rounds_in(few_sessions, sessions[0]) == 0
 
 
-def slope(values: list[float]) -> float:
-    """Least-squares growth per step."""
-    mean_x, mean_y = (len(values) - 1) / 2, sum(values) / len(values)
-    return (sum((x - mean_x) * (y - mean_y) for x, y in enumerate(values))
-            / sum((x - mean_x) ** 2 for x in range(len(values))))
-
-
 def test_memory_does_not_grow_with_sessions_past_the_capacity(few_sessions, tmp_path):
-    """Past SPECVIZ_MAX_SESSIONS=2 old sessions are freed: over 12 more sessions loading a 2.5 MB trace, RSS grows
-    by less than half of what one session's outputs weigh per session (kept per session it grew ~3x that)."""
+    """Past SPECVIZ_MAX_SESSIONS=2 old sessions are freed: 12 more sessions loading a 2.5 MB trace leave RSS within
+    25% of its level once the capacity was reached (kept per session, each added ~35 MB here: +55%)."""
     path = trace_of(tmp_path, 1600)
     for _ in range(2):  # the capacity is reached
-        loaded = load_in_session(few_sessions, path, uuid.uuid4().hex)
-    session_mib = len(json.dumps(loaded["outputs"])) / 2**20  # what Gradio keeps of one session's outputs
+        assert load_in_session(few_sessions, path, uuid.uuid4().hex)["error"] is None
+    baseline = rss_mib(few_sessions.pid)
     rss = []
     for _ in range(12):
         assert load_in_session(few_sessions, path, uuid.uuid4().hex)["error"] is None
-        rss.append(rss_mib(few_sessions.pid))
-    assert slope(rss) < session_mib / 2, (rss, session_mib)
+        rss.append(round(rss_mib(few_sessions.pid)))
+    assert rss[-1] < 1.25 * baseline, (baseline, rss)
