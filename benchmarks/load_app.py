@@ -6,7 +6,9 @@
 For --seconds it keeps 8 streaming /generate clients busy, while another client starts long runs and
 disconnects (half cancel, half drop the connection), and another uploads the largest allowed trace and
 loads it in a fresh session. Then it prints latency percentiles (queue wait + run), the server's RSS
-before and after (its pid is known when this script started it, or given with --pid), and the errors.
+after one warm-up run (the engine's first run allocates its working buffers once), its highest sample
+during the load and after it (its pid is known when this script started it, or given with --pid), and
+the errors.
 """
 from __future__ import annotations
 
@@ -151,8 +153,11 @@ def run(url: str, pid: int | None, seconds: float, clients: int, max_new: int) -
     host = urlparse(url).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit(f"loopback only: {url} is not on this machine")
+    import gradio_client
+
     trace = largest_trace(Path(tempfile.mkdtemp(prefix="specviz-load-")))
-    before = rss_mib(pid)
+    gradio_client.Client(url, verbose=False).predict(PROMPTS[0], "ngram", 4, 8, 0.0, 0, api_name="/generate")
+    before, samples = rss_mib(pid), []
     tally, until = Tally(), time.monotonic() + seconds
     workers = [threading.Thread(target=streaming_client, args=(url, n, until, tally, max_new)) for n in range(clients)]
     workers += [threading.Thread(target=disconnecting_client, args=(url, until, tally)),
@@ -160,15 +165,17 @@ def run(url: str, pid: int | None, seconds: float, clients: int, max_new: int) -
     started = time.monotonic()
     for w in workers:
         w.start()
-    for w in workers:
-        w.join()
+    while any(w.is_alive() for w in workers):
+        samples.append(rss_mib(pid) or 0.0)
+        time.sleep(1)
     after = rss_mib(pid)
     print(f"{clients} streaming /generate clients ({max_new} new tokens each), 1 disconnecting client, "
           f"1 uploading a {trace.stat().st_size / 2**20:.2f} MiB trace; {time.monotonic() - started:.0f} s")
     for kind, values in sorted(tally.latency.items()):
         print(f"  {kind:28s} {percentiles(values) if kind != 'disconnect' else f'n={len(values):4d}'}")
     if before is not None:
-        print(f"  server RSS {before:.0f} MiB before, {after:.0f} MiB after")
+        print(f"  server RSS {before:.0f} MiB after a warm-up run, {max(samples):.0f} MiB at most during the load, "
+              f"{after:.0f} MiB after")
     n_errors = sum(len(v) for v in tally.errors.values())
     print(f"  errors: {n_errors}")
     for kind, messages in tally.errors.items():
