@@ -34,7 +34,7 @@ MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Pla
 MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
 STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))  # a session's run is dropped after this idle time
-MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "64"))  # sessions kept in memory; the oldest go first
+MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))  # sessions kept in memory; the oldest go first
 CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))  # runs, API calls, trace loads and Plays at once
 TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))  # trace files kept in TRACE_DIR (and < 1 h old)
 COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
