@@ -17,6 +17,7 @@ from tests.app_server import call_event, serve_app, upload
 gradio_client = pytest.importorskip("gradio_client")
 
 COPY_PROMPT = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog."
+LONG_PROMPT = "Write a long story about a lighthouse keeper and a storm."  # runs to max_new_tokens
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +114,7 @@ def test_cancelled_clients_free_their_slots(server):
     Each long run needs 256 tokens; if the cancelled runs kept their slots the new run would wait for one of
     them to finish, and that run would have sent its final summary.
     """
-    long_prompt = "Write a long story about a lighthouse keeper and a storm."
-    jobs = [gradio_client.Client(server, verbose=False).submit(long_prompt, "ngram", 4, 256, 0.0, 0,
+    jobs = [gradio_client.Client(server, verbose=False).submit(LONG_PROMPT, "ngram", 4, 256, 0.0, 0,
                                                                api_name="/generate") for _ in range(2)]
     while not all(len(job.outputs()) >= 1 for job in jobs):  # both are streaming: they hold the slots
         assert not any(job.done() for job in jobs), "a long run ended before streaming"
@@ -130,7 +130,7 @@ def test_cancelled_clients_free_their_slots(server):
 
 def test_a_third_concurrent_run_waits_for_a_slot(server):
     """With 2 compute slots, the third of three concurrent /generate calls starts only after one of the first two ends."""
-    jobs = [gradio_client.Client(server, verbose=False).submit(COPY_PROMPT, "ngram", 3, 24, 0.0, 0,
+    jobs = [gradio_client.Client(server, verbose=False).submit(LONG_PROMPT, "ngram", 3, 128, 0.0, 0,
                                                                api_name="/generate") for _ in range(2)]
     while not all(job.outputs() for job in jobs):  # both hold a slot
         time.sleep(0.05)
@@ -146,6 +146,24 @@ def test_a_third_concurrent_run_waits_for_a_slot(server):
         time.sleep(0.02)
     assert "third started" in order and order.index("third started") >= 1, order
     assert third.result()[0].strip() and all(job.result()[0].strip() for job in jobs)
+
+
+def test_a_trace_load_waits_for_the_slots_runs_hold(server, tmp_path):
+    """UI trace loads share the compute slots with /generate: with both held by API runs, a load ends after one of them."""
+    file = upload(server, trace_of(tmp_path, 5))  # the upload itself is not queued; the load is
+    jobs = [gradio_client.Client(server, verbose=False).submit(LONG_PROMPT, "ngram", 3, 128, 0.0, 0,
+                                                               api_name="/generate") for _ in range(2)]
+    while not all(job.outputs() for job in jobs):  # both hold a slot
+        time.sleep(0.05)
+    order = []
+    with ThreadPoolExecutor(1) as pool:
+        load = pool.submit(call_event, server, "load_trace", [file], uuid.uuid4().hex)
+        load.add_done_callback(lambda _: order.append("load"))
+        while not load.done():
+            if any(job.done() for job in jobs) and "run" not in order:
+                order.append("run")
+            time.sleep(0.02)
+    assert load.result()["error"] is None and order[0] == "run", order
 
 
 # --- limits, on servers started with small settings --------------------------------------------------
@@ -182,8 +200,7 @@ def replay_rounds_in(url, session: str) -> int:
 def test_time_limit_stop_returns_the_text_and_says_so(limited):
     """A run cut by SPECVIZ_MAX_RUN_S returns the text committed so far with stop_reason "time_limit"."""
     client = gradio_client.Client(limited, verbose=False)
-    text, summary = client.predict("Write a long story about a lighthouse keeper and a storm.", "ngram", 4, 512,
-                                   0.0, 0, api_name="/generate")
+    text, summary = client.predict(LONG_PROMPT, "ngram", 4, 512, 0.0, 0, api_name="/generate")
     summary = json.loads(summary)
     assert summary["stop_reason"] == "time_limit"
     assert text.strip() and 0 < summary["new_tokens"] < 512
