@@ -19,42 +19,54 @@ from pathlib import Path
 import gradio as gr
 
 import specviz
-from engine import Engine, GenerationConfig, load_model, write_trace
+from engine import Engine, GenerationConfig, load_model
 from engine.models import EMBEDDED
+from specviz import app_guard as guard
 from specviz import app_views as av
 
 gpu = spaces.GPU(duration=120) if spaces is not None else (lambda fn: fn)
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
-MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run is cut after this long (shared server)
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
-TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # one file per run id, for the download button
+TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # trace files for the download button, pruned
+# Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
+MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
+MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
+MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
+STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))  # a session's run is dropped after this idle time
+MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))  # sessions kept in memory; the oldest go first
+CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))  # runs, API calls, trace loads and Plays at once
+TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))  # trace files kept in TRACE_DIR (and < 1 h old)
+COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
 
 
 def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new,
                    tree_budget=0, tree_branching=2):
-    """(target, draft, GenerationConfig) from the controls; gr.Error with the engine's message if invalid."""
-    try:
-        target, draft = av.model_specs(pair, drafter, param)
-        return target, draft, GenerationConfig(**av.config_kwargs(gamma, adaptive, p_min, temperature, top_k,
-                                                                   top_p, seed, max_new, tree_budget, tree_branching),
-                                               time_limit_s=MAX_RUN_S)
-    except ValueError as e:
-        raise gr.Error(str(e)) from None
+    """(target, draft, GenerationConfig) from the controls; ValueError with the engine's message if invalid."""
+    target, draft = av.model_specs(pair, drafter, param)
+    return target, draft, GenerationConfig(**av.config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p,
+                                                               seed, max_new, tree_budget, tree_branching),
+                                           time_limit_s=MAX_RUN_S)
 
 
-def prepare(target: str, draft: str, progress=None) -> None:
-    """Load the target and build the drafter once (both cached), so a load failure is a gr.Error."""
-    try:
-        av.check_allowed(target, draft)
-    except ValueError as e:
-        raise gr.Error(str(e)) from None
+def prepare(target: str, draft: str, prompt: str, raw: bool, progress=None) -> None:
+    """Check the models and the prompt, load the target and build the drafter once (both cached):
+    any refusal, a load failure included, is a ValueError with the message for the user."""
+    av.check_allowed(target, draft)
+    guard.check_prompt(prompt, MAX_PROMPT_TOKENS)
     if progress is not None:
         progress(0.1, desc=f"loading {target} (first use only)")
     try:
-        Engine(load_model(target), draft)
-    except (ValueError, OSError) as e:
-        raise gr.Error(str(e)) from None
+        engine = Engine(load_model(target), draft)
+    except OSError as e:
+        raise ValueError(str(e)) from None
+    guard.check_prompt_tokens(len(engine.encode(prompt, raw)), MAX_PROMPT_TOKENS)
+
+
+def refused(message: str, outputs: int) -> tuple:
+    """A UI refusal: one warning toast, and every output left as it was (the last good run stays)."""
+    gr.Warning(message)
+    return (gr.skip(),) * outputs
 
 
 @gpu
@@ -74,7 +86,7 @@ def time_limit_warning(lanes: dict) -> None:
         gr.Warning(f"run stopped at the {MAX_RUN_S:.0f} s limit per request")
 
 
-def failed(e: Exception) -> gr.Error:
+def failure(e: Exception) -> str:
     """A run that broke (CUDA out of memory, ...) becomes a message; the server keeps serving."""
     try:
         import torch
@@ -83,33 +95,45 @@ def failed(e: Exception) -> gr.Error:
             torch.cuda.empty_cache()
     except ImportError:
         pass
-    return gr.Error(f"the run failed: {type(e).__name__}: {str(e)[:300]}")
+    return f"the run failed: {type(e).__name__}: {str(e)[:300]}"
 
 
 def trace_file(events) -> str | None:
-    """Write the run's JSON trace to a fresh temp file for the download button."""
+    """Write the run's JSON trace under a fresh name for the download button (None when it cannot be written)."""
     if not events:
         return None
-    started = next((e for e in events if e.kind == "run_started"), None)
-    TRACE_DIR.mkdir(parents=True, exist_ok=True)
-    path = TRACE_DIR / f"specviz-trace-{started.run_id if started else int(time.time())}.json"
-    write_trace(path, events)
-    return str(path)
+    try:
+        return str(guard.write_trace_file(TRACE_DIR, events, TRACE_FILES, max_age_s=3600))
+    except OSError as e:
+        gr.Warning(f"the trace could not be saved for download: {e}")
+        return None
 
 
-def settled(events):
-    """Outputs once a run has ended (finished, stopped or loaded): state, slider, download, views."""
-    rounds = specviz.rounds_of(events)
+def settled(state, cut_reason: str | None = "cancelled"):
+    """Outputs once a run has ended (finished, cut or loaded): the compact state, slider, download, views.
+    A run cut before its end (cut_reason: "time_limit", "cancelled") gets a Finished event saying so."""
+    events = guard.unpack(state)
+    if cut_reason is not None:
+        events = guard.ended(events, cut_reason)
+    rounds = guard.replay_rounds(events)
     slider = gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
-    return (events, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(events))
+    return (guard.pack(events), slider, gr.update(value=trace_file(events), interactive=bool(events)),
+            *av.views(events))
+
+
+RUN_OUTPUTS = 13  # state, slider, download and the 10 views
 
 
 def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,
              tree_branching, race, prompt, progress=gr.Progress()):
     """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
-    target, draft, cfg = parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p,
-                                        seed, max_new, tree_budget, tree_branching)
-    prepare(target, draft, progress)
+    try:
+        target, draft, cfg = parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p,
+                                            seed, max_new, tree_budget, tree_branching)
+        prepare(target, draft, prompt, cfg.raw, progress)
+    except ValueError as e:
+        yield refused(str(e), RUN_OUTPUTS)
+        return
     lanes, events, charts_at = {"speculative": [], "ar": []}, [], 0.0
     try:
         for lane, event in stream_events(target, draft, cfg, prompt, race):
@@ -121,27 +145,33 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
                 views = (gr.update() if v is None else v for v in av.views(events, figures=charts))
                 yield (events, gr.update(), gr.update(), *views)
     except ValueError as e:  # empty prompt, context too long
-        raise gr.Error(str(e)) from None
-    except RuntimeError as e:  # e.g. torch.cuda.OutOfMemoryError
-        raise failed(e) from None
+        yield refused(str(e), RUN_OUTPUTS)
+        return
+    except RuntimeError as e:  # e.g. torch.cuda.OutOfMemoryError: keep what was generated
+        gr.Warning(failure(e))
+        yield settled(lanes["speculative"] + lanes["ar"], "cancelled")
+        return
     time_limit_warning(lanes)
-    yield settled(lanes["speculative"] + lanes["ar"])
+    yield settled(lanes["speculative"] + lanes["ar"], None)  # the engine ended every lane with its Finished
 
 
 def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
                  temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED) -> tuple[str, str]:
-    """Stream (text so far, summary JSON) once per round; the last pair is the finished run.
+    """Stream (text so far, summary JSON) once per round; the last pair is the finished run, or the
+    text committed before the time limit with stop_reason "time_limit".
 
     The return hint names what each yield carries: gr.api derives the endpoint's outputs from it.
 
     A generator, so a client that cancels or disconnects closes the run and frees its slot.
     """
     try:
-        cfg = GenerationConfig(**av.config_kwargs(gamma, "fixed", 0.0, temperature, 0, 1.0, seed, max_new_tokens),
-                               time_limit_s=MAX_RUN_S)
+        args = guard.api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target,
+                                   av.MAX_NEW_TOKENS, MAX_PROMPT_TOKENS)
+        cfg = GenerationConfig(**av.config_kwargs(args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0,
+                                                  args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S)
+        prepare(target, draft, prompt, cfg.raw)
     except ValueError as e:
         raise gr.Error(str(e)) from None
-    prepare(target, draft)
     events = []
     try:
         for _, event in stream_events(target, draft, cfg, prompt, False):
@@ -151,39 +181,46 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
     except ValueError as e:
         raise gr.Error(str(e)) from None
     except RuntimeError as e:
-        raise failed(e) from None
-    yield av.api_result(events)
+        raise gr.Error(failure(e)) from None
+    yield av.api_result(events, cut_reason="time_limit")
 
 
-def show_round(events, r):
+def show_round(state, r):
     """The views at replay round r."""
-    return av.views(events or [], int(r))
+    return av.views(guard.unpack(state), int(r))
 
 
-def step(events, r, delta):
-    r = min(max(int(r) + delta, 0), specviz.rounds_of(events or []))
-    return (r, *av.views(events or [], r))
+def step(state, r, delta):
+    events = guard.unpack(state)
+    r = min(max(int(r) + delta, 0), guard.replay_rounds(events))
+    return (r, *av.views(events, r))
 
 
-def play(events, r, speed):
-    """Step the slider to the end, waiting each round's measured wall time ÷ speed."""
-    total = specviz.rounds_of(events or [])
-    delays = av.round_delays(events or [], speed)
-    start = 0 if int(r) >= total else int(r)
+def play(state, r, speed):
+    """Step the slider to the end, waiting each round's measured wall time ÷ speed. Bounded work: at most
+    the rounds present in the run, and no longer than MAX_RUN_S."""
+    events = guard.unpack(state)
+    total = guard.replay_rounds(events)
+    delays = av.round_delays(events, speed)
+    start, deadline = (0 if int(r) >= total else int(r)), time.monotonic() + MAX_RUN_S
     for k in range(start + 1, total + 1):
+        if time.monotonic() > deadline:
+            gr.Warning(f"replay stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S)")
+            return
         time.sleep(delays.get(k, 0.1))
         yield (k, *av.views(events, k))
 
 
 def load_trace(path):
-    """Replay a saved trace without any model."""
+    """Replay a saved trace without any model. A bad file is one warning; the last good run stays."""
     if not path:
-        raise gr.Error("no file uploaded")
+        return refused("no file uploaded", RUN_OUTPUTS + 1)
     try:
-        events = av.load_trace(path)
-    except (ValueError, OSError) as e:
-        raise gr.Error(f"cannot load trace: {e}") from None
-    return (*settled(events), None)  # None empties the drop zone for the next file
+        return (*settled(av.load_trace(path), cut_reason=None), None)  # None empties the drop zone
+    except (ValueError, OSError, RecursionError) as e:
+        return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None)
+    finally:
+        Path(path).unlink(missing_ok=True)  # read or refused: the upload is not kept on disk
 
 
 def pair_changed(pair):
@@ -193,7 +230,7 @@ def pair_changed(pair):
 
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
-        events = gr.State([])
+        events = gr.State([], time_to_live=STATE_TTL_S)  # the session's run: packed bytes once settled
         gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
                     "the target verifies them in one forward, and you see what was accepted, rejected and why.",
                     elem_classes="sv-header")
@@ -265,24 +302,26 @@ def build_demo() -> gr.Blocks:
         controls = [pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,
                     tree_branching, race, prompt]
         run_event = run_btn.click(generate, controls, [events, slider, download, *view_outs],
-                                  show_progress="minimal", api_name="run", api_visibility="private")
-        stop_btn.click(settled, [events], [events, slider, download, *view_outs], cancels=[run_event],
-                       api_visibility="private")
+                                  show_progress="minimal", api_name="run", api_visibility="private", **COMPUTE)
+        # Stop cancels the run first, then settles what it generated: settling in the same click would race
+        # the run's last frames, which then overwrite the "stop: cancelled" views.
+        stop_btn.click(lambda: None, None, None, cancels=[run_event], queue=False, api_visibility="private").then(
+            settled, [events], [events, slider, download, *view_outs], api_name="stop", api_visibility="private")
         slider.input(show_round, [events, slider], view_outs, trigger_mode="always_last", show_progress="hidden",
                      api_visibility="private")
         prev_btn.click(lambda ev, r: step(ev, r, -1), [events, slider], [slider, *view_outs],
                        show_progress="hidden", api_visibility="private")
         next_btn.click(lambda ev, r: step(ev, r, +1), [events, slider], [slider, *view_outs],
-                       show_progress="hidden", api_visibility="private")
+                       show_progress="hidden", api_name="next", api_visibility="private")
         play_event = play_btn.click(play, [events, slider, speed], [slider, *view_outs], show_progress="hidden",
-                                    api_visibility="private")
+                                    api_name="play", api_visibility="private", **COMPUTE)
         pause_btn.click(None, cancels=[play_event], api_visibility="private")
         upload.upload(load_trace, [upload], [events, slider, download, *view_outs, upload],
-                      api_visibility="private")
+                      api_name="load_trace", api_visibility="private", **COMPUTE)
         pair.change(pair_changed, [pair], [drafter], api_visibility="private")
         adaptive.change(lambda a: gr.update(interactive=a.startswith("confidence")), [adaptive], [p_min],
                         api_visibility="private")
-        gr.api(api_generate, api_name="generate")
+        gr.api(api_generate, api_name="generate", **COMPUTE)
     return demo
 
 
@@ -290,9 +329,10 @@ def main() -> None:
     load_model(EMBEDDED)  # preload: the first Generate starts at once
     av.views([])  # and warm up plotly's validators
     demo = build_demo()
-    demo.queue(default_concurrency_limit=2, max_size=32)
+    demo.queue(default_concurrency_limit=CONCURRENCY, max_size=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+                max_file_size=int(MAX_UPLOAD_MB * 2**20), state_session_capacity=MAX_SESSIONS,
                 css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}")
 
 

@@ -143,7 +143,7 @@ class Finished:
     kind: ClassVar[str] = "finished"
     round: int  # number of rounds run
     pos: int  # final length (prompt + generated)
-    stop_reason: str  # "eos", "max_new_tokens" or "time_limit"
+    stop_reason: str  # "eos", "max_new_tokens", "time_limit" (the engine), or "cancelled" (Stop, an error: the app)
     text: str  # generated text (special tokens skipped)
     token_ids: list  # generated ids
     summary: dict = field(default_factory=dict)

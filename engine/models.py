@@ -133,31 +133,47 @@ def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_
 
 
 _LOADED: dict[tuple, LoadedModel] = {}
-_LOCK = threading.Lock()
+_LOCKS: dict[tuple, threading.Lock] = {}  # one lock per model key: loading one model never blocks another
+_LOCKS_GUARD = threading.Lock()  # held only to look up or add a key's lock
+
+
+def _lock_for(key: tuple) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
 
 
 def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | None = None,
                trust_remote_code: bool = False) -> LoadedModel:
-    """Load `spec` ("embedded", a hub id or a local directory) once; later calls return the same object."""
+    """Load `spec` ("embedded", a hub id or a local directory) once; later calls return the same object.
+
+    A loaded model is returned without taking any lock; a load holds only its own key's lock, so
+    another visitor's slow hub download never delays a model that is already loaded or loading elsewhere.
+    """
     if not isinstance(spec, str) or not spec.strip():
         raise ModelLoadError("model spec is empty: use 'embedded', a hub id or a local directory")
     spec = spec.strip()
     dev, dt = auto_device_dtype(device, dtype)
     key = (spec, str(dev), dt, trust_remote_code)
+    loaded = _LOADED.get(key)
+    if loaded is not None:
+        return loaded
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # keep stderr for our own messages
-    with _LOCK:
-        if key in _LOADED:
+    with _lock_for(key):
+        if key in _LOADED:  # loaded by the caller we waited for
             return _LOADED[key]
-        if spec == EMBEDDED:
-            model, tok = _load_embedded(dt, dev)
-        else:
-            model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
-        if getattr(model, "hf_device_map", None) is None:
-            model = model.to(dev)
-        model.eval()
-        first = next(model.parameters())
-        loaded = LoadedModel(spec, model, tok, first.device, first.dtype)
-        _LOADED[key] = loaded
-        return loaded
+        _LOADED[key] = _load(spec, dev, dt, trust_remote_code)
+        return _LOADED[key]
+
+
+def _load(spec: str, dev: torch.device, dt: torch.dtype, trust_remote_code: bool) -> LoadedModel:
+    if spec == EMBEDDED:
+        model, tok = _load_embedded(dt, dev)
+    else:
+        model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
+    if getattr(model, "hf_device_map", None) is None:
+        model = model.to(dev)
+    model.eval()
+    first = next(model.parameters())
+    return LoadedModel(spec, model, tok, first.device, first.dtype)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine import costmodel
 from engine.events import MAX_TRACE_BYTES, trace_from_json
+from .app_guard import SEED_MAX, ended, whole
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
 from .explain import render_explain
@@ -87,18 +88,16 @@ def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_n
     tree_budget > 0 turns on tree speculation: up to that many draft nodes, tree_branching children each, depth γ."""
     if adaptive not in ADAPTIVE:
         raise ValueError(f"adaptive must be one of {', '.join(ADAPTIVE)}, got {adaptive!r}")
-    if max_new_tokens is not None and max_new_tokens > MAX_NEW_TOKENS:
+    max_new_tokens = whole("max_new_tokens", max_new_tokens)
+    if max_new_tokens > MAX_NEW_TOKENS:
         raise ValueError(f"max_new_tokens is capped at {MAX_NEW_TOKENS} in the app, got {max_new_tokens}")
-
-    def whole(x):
-        return int(x) if isinstance(x, float) and x.is_integer() else x
-
     confidence = adaptive.startswith("confidence")
-    return dict(gamma=whole(gamma), max_new_tokens=whole(max_new_tokens), temperature=temperature,
-                top_k=whole(top_k or 0), top_p=top_p, seed=None if seed is None else whole(seed),
+    return dict(gamma=whole("gamma", gamma), max_new_tokens=max_new_tokens, temperature=temperature,
+                top_k=whole("top_k", top_k or 0), top_p=top_p,
+                seed=None if seed is None else whole("seed", seed, 0, SEED_MAX),
                 adaptive="fixed" if confidence else adaptive, p_min=p_min if confidence else 0.0,
-                tree_budget=whole(tree_budget or 0),
-                tree_branching=whole(2 if tree_branching is None else tree_branching))
+                tree_budget=whole("tree_budget", tree_budget or 0),
+                tree_branching=whole("tree_branching", 2 if tree_branching is None else tree_branching))
 
 
 def summary_html(events) -> str:
@@ -167,11 +166,13 @@ def load_trace(path) -> list:
     return events
 
 
-def api_result(events) -> tuple[str, str]:
-    """(final text, summary JSON) of a finished run, for the named API endpoint."""
-    spec = view_runs(events).get("speculative")
+def api_result(events, cut_reason: str = "cancelled") -> tuple[str, str]:
+    """(final text, summary JSON) for the named API endpoint; a run cut before the engine finished it
+    (cut_reason: "time_limit", "cancelled") still returns its committed text and says why it stopped."""
+    runs = view_runs(ended(events, cut_reason))
+    spec = runs.get("speculative")
     done = spec.finished if spec is not None else None
-    summary = spec_summary(events)
+    summary = spec_summary(ended(events, cut_reason))
     if done is not None:
         summary["stop_reason"] = done.stop_reason
     return (done.text if done is not None else ""), json.dumps(summary)

@@ -90,3 +90,27 @@ def ar_events(differ_at: int | None = None, temperature: float = 0.0) -> list:
 def sample_events(temperature: float = 0.0, with_ar: bool = True, differ_at: int | None = None) -> list:
     """Speculative run followed by its AR baseline, as the app records a comparison."""
     return speculative_events(temperature) + (ar_events(differ_at, temperature) if with_ar else [])
+
+
+def long_events(rounds: int, topk: int = 5) -> list:
+    """A consistent greedy speculative run of `rounds` rounds (3 drafts all accepted + a bonus each, `topk`
+    alternatives per position): big traces for the app's upload, memory and load tests."""
+    config = dict(_config(0.0), max_new_tokens=4 * rounds, record_topk=topk)
+    ev = [RunStarted(0, "long01", "speculative", "target-test", "draft-test", "cpu", "float32", config, "Hi",
+                     PROMPT_IDS, PROMPT_TOKENS, 2)]
+    ids, tokens = [], []
+    for r in range(1, rounds + 1):
+        pos = 2 + 4 * (r - 1)
+        draft_ids, draft_tokens = [100 + r % 50, 200, 300], [f" w{r % 50}", " and", " so"]
+        alts = [[[tid + j, f"{text}{j}", round(0.9 / (j + 1), 3)] for j in range(topk)]
+                for tid, text in zip(draft_ids + [16], draft_tokens + ["\n"])]
+        ev += [Drafted(r, pos, draft_ids, draft_tokens, [0.8, 0.7, 0.6], alts[:3], "draft-test"),
+               Verified(r, pos, [0.85, 0.75, 0.65], [1.0, 1.0, 1.0], [True, True, True], None, 16, "\n", 0.5,
+                        "bonus", alts, True),
+               Committed(r, pos, draft_ids + [16], draft_tokens + ["\n"], ["accepted"] * 3 + ["bonus"],
+                         [0.85, 0.75, 0.65, 0.5]),
+               RoundTimed(r, pos + 4, 0.01, 0.03, 0.05, round(0.05 * r, 3), 3)]
+        ids += draft_ids + [16]
+        tokens += draft_tokens + ["\n"]
+    ev.append(_finish(ev, rounds, 2 + 4 * rounds, ids, tokens, round(0.05 * rounds, 3), TARGET_STEP_S))
+    return ev

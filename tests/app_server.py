@@ -25,12 +25,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_app(timeout_s: float = 180.0):
-    """Yield the URL of a fresh app server; its output goes to a log file named in any startup error."""
+def serve_app(timeout_s: float = 180.0, **env_vars: str):
+    """Yield the URL of a fresh app server (env_vars added to its environment, e.g. SPECVIZ_MAX_RUN_S="3");
+    its output goes to a log file named in any startup error."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))  # 1 thread: far faster on a busy 2-core box
+               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **env_vars)  # 1 thread: faster on a busy 2-core box
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-app-{port}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=out,
@@ -60,3 +61,62 @@ def serve_app(timeout_s: float = 180.0):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def fn_index(url: str, api_name: str) -> int:
+    """Index of the app's event named api_name (private UI events included), from the server's /config."""
+    import httpx
+
+    config = httpx.get(f"{url}config", timeout=30).json()
+    for dep in config["dependencies"]:
+        if dep.get("api_name") == api_name:
+            return dep["id"]
+    raise KeyError(api_name)
+
+
+def call_event(url: str, api_name: str, data: list, session: str, timeout_s: float = 300.0) -> dict:
+    """Run one of the app's events in `session` as the browser does (join the queue, read its event stream).
+
+    Returns {"outputs": the last outputs (None if none), "error": the error message or None,
+    "warnings": the warning toasts, "updates": how many output messages arrived}.
+    """
+    import json
+
+    import httpx
+
+    index = fn_index(url, api_name)
+    body = {"data": data, "fn_index": index, "session_hash": session, "event_data": None, "trigger_id": None}
+    result = {"outputs": None, "error": None, "warnings": [], "updates": 0}
+    with httpx.Client(timeout=timeout_s) as http:
+        # json.dumps, not httpx's encoder: a hostile client can send NaN, Infinity and lone surrogates too
+        event_id = http.post(f"{url}gradio_api/queue/join", content=json.dumps(body),
+                             headers={"content-type": "application/json"}).raise_for_status().json()["event_id"]
+        with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("event_id") not in (None, event_id):
+                    continue
+                if msg.get("msg") == "log" and msg.get("level") == "warning":
+                    result["warnings"].append(msg.get("log"))
+                elif msg.get("msg") in ("process_generating", "process_completed"):
+                    output = msg.get("output") or {}
+                    if output.get("data") is not None:
+                        result["outputs"], result["updates"] = output["data"], result["updates"] + 1
+                    if msg["msg"] == "process_completed":
+                        result["error"] = None if msg.get("success") else str(output.get("error"))
+                        return result
+                elif msg.get("msg") == "close_stream":
+                    return result
+    return result
+
+
+def upload(url: str, path: Path) -> dict:
+    """Upload a file as the browser's file drop does; the FileData for an event's input, or HTTPStatusError."""
+    import httpx
+
+    with open(path, "rb") as f:
+        reply = httpx.post(f"{url}gradio_api/upload", files={"files": (path.name, f, "application/json")}, timeout=120)
+    reply.raise_for_status()
+    return {"path": reply.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}

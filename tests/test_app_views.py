@@ -7,8 +7,9 @@ import pytest
 
 from engine.config import GenerationConfig
 from engine.events import trace_to_json
+from specviz import app_guard as guard
 from specviz import app_views as av
-from specviz.sample import sample_events
+from specviz.sample import long_events, sample_events, speculative_events
 
 
 def test_model_specs_map_controls_to_engine_specs():
@@ -102,3 +103,96 @@ def test_model_allowlist_refuses_paths_and_unknown_ids():
         with pytest.raises(ValueError, match="is not allowed here"):
             check_allowed(target, draft, env="")
     check_allowed("my-org/private", "self", env="my-org/private, other/x")
+
+
+# --- specviz.app_guard: what the public app checks and bounds ---------------------------------------
+
+API_OK = dict(prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature=0.0, seed=0, target="embedded")
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("prompt", "bad \ud800 text", "prompt is not valid text: a lone surrogate"),
+    ("prompt", 42, "prompt must be text, got int"),
+    ("prompt", "x" * 2048 * guard.CHARS_PER_TOKEN + "x", "at most 2048 prompt tokens"),
+    ("max_new_tokens", "10", "max_new_tokens must be a whole number, got str"),
+    ("max_new_tokens", [10], "max_new_tokens must be a whole number, got list"),
+    ("max_new_tokens", 513, "max_new_tokens must be between 1 and 512"),
+    ("target", None, "target must be a model name"),
+    ("target", 7, "target must be a model name"),
+    ("draft", None, "draft must be a model name"),
+    ("draft", 3, "draft must be a model name"),
+    ("gamma", float("inf"), "gamma must be a whole number, got inf"),
+    ("gamma", float("nan"), "gamma must be a whole number, got nan"),
+    ("gamma", 1e300, "gamma must be between 1 and 16"),
+    ("gamma", True, "gamma must be a whole number, got bool"),
+    ("seed", float("inf"), "seed must be a whole number, got inf"),
+    ("seed", float("nan"), "seed must be a whole number, got nan"),
+    ("seed", 2**64, "seed must be between 0 and 9223372036854775807"),
+    ("seed", -1, "seed must be between 0 and"),
+    ("temperature", float("nan"), "temperature must be a finite number"),
+    ("temperature", "0", "temperature must be a finite number"),
+])
+def test_api_arguments_name_the_setting_and_its_range(name, value, message):
+    """Every bad /generate argument a JSON client can send is refused with a message naming the setting."""
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        guard.api_arguments(**dict(API_OK, **{name: value}), max_new_cap=av.MAX_NEW_TOKENS, max_prompt_tokens=2048)
+    assert guard.api_arguments(**API_OK, max_new_cap=512, max_prompt_tokens=2048)["gamma"] == 4
+
+
+def test_prompt_token_cap_names_the_limit_and_its_variable():
+    """A prompt over the app's token cap is refused with both numbers and the environment variable."""
+    guard.check_prompt_tokens(2048, 2048)
+    with pytest.raises(ValueError, match=r"prompt is 2049 tokens; the app takes at most 2048 .*SPECVIZ_MAX_PROMPT_TOKENS"):
+        guard.check_prompt_tokens(2049, 2048)
+
+
+def test_trace_files_get_fresh_names_and_the_folder_stays_bounded(tmp_path):
+    """A run_id with '/', NUL or 300 characters never reaches a file name; the folder keeps at most `keep` files."""
+    import dataclasses
+    import os
+
+    written = []
+    for run_id in ["../../etc/passwd", "a/b", "nul\x00id", "x" * 300, "same", "same"]:
+        events = sample_events()
+        events[0] = dataclasses.replace(events[0], run_id=run_id)
+        path = guard.write_trace_file(tmp_path / "traces", events, keep=3, max_age_s=3600)
+        assert path.parent == tmp_path / "traces" and run_id not in path.name and path.exists()
+        assert av.load_trace(path)[0].run_id == run_id  # the trace itself is intact
+        written.append(path)
+        assert len(list((tmp_path / "traces").iterdir())) <= 3
+    assert len(set(written)) == len(written)  # the same run_id twice: two files, none overwritten
+    old = written[-1]
+    os.utime(old, (0, 0))  # as if written in 1970
+    guard.write_trace_file(tmp_path / "traces", sample_events(), keep=3, max_age_s=3600)
+    assert not old.exists()
+
+
+def test_pack_keeps_a_run_compact_and_exact():
+    """A session's settled run packs to far fewer bytes than its JSON trace and unpacks to equal events."""
+    events = long_events(200)
+    blob = guard.pack(events)
+    assert isinstance(blob, bytes) and len(blob) < len(trace_to_json(events)) / 5
+    assert guard.unpack(blob) == events and guard.unpack(events) == events and guard.unpack(None) == []
+
+
+def test_a_cut_run_ends_with_its_committed_text_and_reason():
+    """A run cut before the engine's Finished (time limit, Stop) still yields its text and says why it stopped."""
+    cut = [e for e in speculative_events() if e.kind != "finished"][:-2]  # rounds 1-3 committed, round 4 not
+    text, summary = av.api_result(cut, cut_reason="time_limit")
+    assert text == "The cat ran<script>alert(1)</script> & dog\n Z"
+    assert json.loads(summary)["stop_reason"] == "time_limit" and json.loads(summary)["new_tokens"] == 8
+    done = guard.ended(cut, "cancelled")
+    assert done[-1].kind == "finished" and done[-1].stop_reason == "cancelled" and done[-1].round == 3
+    assert "stop: cancelled" in av.summary_html(done)
+    assert guard.ended(sample_events(), "cancelled") == sample_events()  # a finished run is left alone
+
+
+def test_replay_length_is_bounded_by_the_rounds_present():
+    """A trace numbering its last round 1e12 gets a replay slider of its real length, not 1e12 steps."""
+    import dataclasses
+
+    events = [dataclasses.replace(e, round=10**12) if e.kind != "run_started" and e.round == 4 else e
+              for e in speculative_events(finished=False)]
+    assert guard.replay_rounds(events) == 4 and guard.replay_rounds(sample_events()) == 4
+    assert guard.replay_rounds([]) == 0
+
