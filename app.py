@@ -252,7 +252,9 @@ def build_demo() -> gr.Blocks:
                     with gr.Row():
                         top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
                         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p")
-                    seed = gr.Number(0, precision=0, label="Seed")
+                    seed = gr.Number(0, precision=0, label="Seed",
+                                     info="a seeded run repeats exactly, except with auto: its choices follow "
+                                          "measured time")
                 with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
                     with gr.Row():
                         tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",

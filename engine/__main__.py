@@ -27,12 +27,15 @@ def _generate(args) -> int:
         print(json.dumps(out))
     else:
         print(result.text)
-        line = (f"\n[{s['rounds']} rounds, {s['accepted']}/{s['drafted']} drafts accepted "
-                f"({(s['acceptance_rate'] or 0):.0%}), {s['mean_accepted_length']:.2f} tokens/forward, "
-                f"{s['tokens_per_s']:.1f} tok/s")
+        alpha = f"α {s['alpha']:.2f} per token" if s.get("alpha") is not None else "no drafts tested"
+        line = (f"\n[{s['rounds']} rounds, {s['accepted']}/{s['drafted']} drafts accepted ({alpha}), "
+                f"{s['mean_accepted_length']:.2f} tokens/forward, {s['tokens_per_s']:.1f} tok/s")
         if args.compare_ar:
-            line += (f"; AR {s['ar_tokens_per_s']:.1f} tok/s, speedup {s['speedup']:.2f}x, "
+            line += (f"; AR {s['ar_tokens_per_s']:.1f} tok/s, raced side by side: speedup {s['speedup']:.2f}x "
+                     f"(predicted {(s['predicted_speedup'] or 0):.2f}x), "
                      f"{'identical' if s['identical_to_ar'] else 'different'} output")
+        if s.get("timing_flags"):
+            line += "; WARNING machine was busy: timing unreliable (" + "; ".join(s["timing_flags"]) + ")"
         print(line + "]", file=sys.stderr)
     return 0
 
@@ -43,7 +46,7 @@ def main(argv=None) -> int:
     g = sub.add_parser("generate", help="generate from one prompt")
     g.add_argument("--prompt", required=True, help="the user message (chat template applied unless --raw)")
     g.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    g.add_argument("--draft", default="self", help="drafter spec: self | model:<hub id or path> | ngram[:N] | layerskip:L | quant[:int8|bf16] | auto")
+    g.add_argument("--draft", default="self", help="drafter spec: self | model:<hub id or path> | ngram[:N] | layerskip:L | quant[:int8|bf16] | auto | oracle:A[:C]")
     g.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -55,7 +58,7 @@ def main(argv=None) -> int:
     g.add_argument("--p-min", type=float, default=0.0, help="confidence threshold for model drafters (0 = off)")
     g.add_argument("--tree-budget", type=int, default=0, help="tree speculation: draft nodes per round (0 = chain)")
     g.add_argument("--tree-branching", type=int, default=2, help="tree speculation: children tried per node")
-    g.add_argument("--compare-ar", action="store_true", help="also run the autoregressive baseline and compare")
+    g.add_argument("--compare-ar", action="store_true", help="race the autoregressive baseline, interleaved round by round, and compare")
     g.add_argument("--trace", metavar="FILE.json", help="write every event to a JSON trace")
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
