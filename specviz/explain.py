@@ -12,6 +12,11 @@ def _num(x, fmt: str = ".2f") -> str:
     return format(x, fmt) if isinstance(x, (int, float)) and not isinstance(x, bool) else "–"
 
 
+def _spread(x) -> str:
+    """ ' (spread 12%)': the interquartile range of the per-round samples over their median."""
+    return f" (spread {x:.0%})" if isinstance(x, (int, float)) and not isinstance(x, bool) else ""
+
+
 def render_explain(events) -> str:
     """Definitions of draft, target, γ, α, rollback and E/(γc+v), tied to this run's numbers.
 
@@ -44,8 +49,10 @@ def render_explain(events) -> str:
         f"<code>E = (1 − α<sup>γ+1</sup>) / (1 − α)</code> = {_num(E)} tokens per target forward predicted from α "
         f"(measured: {_num(s.get('mean_accepted_length'))}; they differ when acceptance is not independent from token "
         "to token, e.g. n-gram matches run in streaks)",
-        f"<code>speedup ≈ E / (γc + v)</code> with c = {_num(c, '.3f')} (draft step ÷ target step), "
-        f"v = {_num(v)} (verify round ÷ target step, measured) → predicted {_num(pred)}×",
+        f"<code>speedup ≈ E / (γc + v)</code> with c = {_num(c, '.3f')}{_spread(s.get('c_spread'))} (draft step ÷ "
+        f"target step), v = {_num(v)}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
+        f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
+        f"{esc(s.get('step_source') or '–')} → predicted {_num(pred)}×",
         f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)" if measured is not None
         else "measured: turn on the race against AR to measure the real speedup",
     ]

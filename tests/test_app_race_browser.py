@@ -43,7 +43,8 @@ def test_two_lanes_grow_together_and_the_verdict_waits(tmp_path):
         box.fill("64")
         box.press("Tab")
         page.get_by_label("Race against autoregressive", exact=False).check()
-        page.click("#tab-race-button, button:has-text('Race')")
+        page.get_by_role("tab", name="Race").click()
+        page.wait_for_selector("#race")
         page.click("#generate")
         samples, deadline = [], time.monotonic() + 240
         while time.monotonic() < deadline:

@@ -157,7 +157,11 @@ def test_trace_files_get_fresh_names_and_the_folder_stays_bounded(tmp_path):
         events[0] = dataclasses.replace(events[0], run_id=run_id)
         path = guard.write_trace_file(tmp_path / "traces", events, keep=3, max_age_s=3600)
         assert path.parent == tmp_path / "traces" and run_id not in path.name and path.exists()
-        assert av.load_trace(path)[0].run_id == run_id  # the trace itself is intact
+        if run_id == "same":
+            assert av.load_trace(path)[0].run_id == run_id  # the trace itself is intact
+        else:  # written as the run had it, refused when uploaded back (engine/validate.py)
+            with pytest.raises(ValueError, match="run_id must be 1 to 64 characters"):
+                av.load_trace(path)
         written.append(path)
         assert len(list((tmp_path / "traces").iterdir())) <= 3
     assert len(set(written)) == len(written)  # the same run_id twice: two files, none overwritten
