@@ -46,6 +46,15 @@ def _lane(mode: str, title: str, subtitle: str, run, t) -> str:
             f'<div class="race-stats">{stats}</div>{bar}<div class="race-out">{spans}</div></div>')
 
 
+def live_time(spec, ar) -> float | None:
+    """While racing, both lanes are shown at one moment of their own clocks: the earlier of the two lanes'
+    latest times. The engine keeps the lanes at equal shares of their work, so the faster lane's clock is
+    behind; showing both at its time lets each lane grow at its own measured pace. The slower lane's last
+    stretch appears with the verdict."""
+    times = [run.elapsed_s() for run in (spec, ar)]
+    return min(times) if None not in times else 0.0
+
+
 def verdict(spec, ar) -> str:
     """Plain-text verdict, only once both lanes have finished: greedy runs must match token for token;
     sampled runs differ by design."""
@@ -70,6 +79,8 @@ def render_race(events, t: float | None = None) -> str:
     spec, ar = runs.get("speculative"), runs.get("ar")
     if spec is None and ar is None:
         return '<div class="specviz specviz-race sv-empty">No runs yet.</div>'
+    if t is None and spec is not None and ar is not None and not (spec.done and ar.done):
+        t = live_time(spec, ar)
     lanes = "".join(_lane(mode, title, sub, runs.get(mode), t) for mode, title, sub in LANES)
     summary = spec_summary(events) if spec is not None and ar is not None else {}
     speed, warn = "", ""
