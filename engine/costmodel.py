@@ -25,6 +25,7 @@ import statistics
 
 BUSY = "machine was busy: timing unreliable"
 DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not one cost
+SPREAD_LIMIT = 0.35  # round times whose interquartile range exceeds this share of their median are not one cost
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
 PRIOR_SLOPE = 0.1  # extra verify cost per token, in target steps, before two multi-token sizes are seen
 
@@ -125,8 +126,8 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
         by_n.setdefault(g + 1, []).append(max(total - d, 0.0) / step_s)
     out["v_points"] = {n: median(vs) for n, vs in sorted(by_n.items()) if n >= 2}
     gammas = [g for g, _, _ in rounds if g]
+    common = statistics.mode(gammas) + 1 if gammas else 0  # the v the summary quotes: the most frequent size
     if gammas:
-        common = statistics.mode(gammas) + 1  # the v the summary quotes: the most frequent verify size
         curve = verify_curve({1: 1.0, **out["v_points"]})
         out["v"] = curve(common)
         out["v_spread"] = spread(by_n.get(common, []))
@@ -138,6 +139,9 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
                          f"is impossible")
         elif v > 1.5 * n + 1:
             flags.append(f"verifying {n} tokens measured at v = {v:.1f} target steps: far above {n}")
+    for name, value in (("target step", out["step_spread"]), (f"verify of {common} tokens", out["v_spread"])):
+        if value is not None and value > SPREAD_LIMIT:
+            flags.append(f"{name} times varied by {value:.0%} of their median (interquartile range)")
     moved = drift(ar_step_times or [])
     if moved is not None and moved > DRIFT_LIMIT:
         flags.append(f"the target step time moved {moved:.0%} during the run")

@@ -93,6 +93,8 @@ def test_drift_and_busy_lanes_are_flagged():
     assert not steady["timing_flags"]
     moved = costmodel.costs([(4, 0.001, 0.061)] * 6, 0.04, "ar", [0.04] * 5 + [0.07] * 5)
     assert any("moved" in f for f in moved["timing_flags"])
+    bursty = costmodel.costs([(4, 0.001, 0.061)] * 6, 0.04, "ar", [0.04, 0.09] * 5)  # a load on and off
+    assert any("varied by" in f for f in bursty["timing_flags"])
     assert costmodel.compare_lanes(0.04, 0.041) == []
     assert costmodel.compare_lanes(0.04, 0.1)
 
