@@ -11,6 +11,19 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"  # Debian's Chromium (make browser): Playwright's own download does not work here
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def playwright_or_skip():
+    """Playwright's sync API, or skip the calling test module when it or Debian's Chromium is missing."""
+    import pytest
+
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed (make browser)", allow_module_level=True)
+    return sync_api
 
 
 class ServerURL(str):

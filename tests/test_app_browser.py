@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, serve_app
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip, serve_app
 
-sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} not installed (make browser)", allow_module_level=True)
-
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+sync_api = playwright_or_skip()
+ARGS = CHROMIUM_ARGS
 GROUNDED = ("Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most importent "
             "pollinators in the world. Bees visit flowers to colect nectar and pollen.")
 LONG = "Write a long story about a lighthouse keeper and a storm."
@@ -161,8 +156,11 @@ def test_stop_then_new_run(page):
     choose(page, "Drafter", "self")  # a model drafter: every round a tree (its chain + top-q siblings)
     page.locator("#tree-controls").get_by_text("Tree speculation", exact=True).click()
     set_number(page, "tree-budget", 8)
+    sync_api.expect(page.locator("#tree-budget input[type=number]").first).to_have_value("8")
+    sync_api.expect(page.locator("#max-new input[type=number]").first).to_have_value("12")
     generate_and_wait(page)
     assert page.locator("#stream .tok").count() > 0
+    page.get_by_role("tab", name="Speculation tree").click()
     page.wait_for_selector("#tree .tree-branches", timeout=30_000)  # the tree view may land after the summary
     assert page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
     set_number(page, "tree-budget", 0)

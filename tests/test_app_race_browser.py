@@ -3,19 +3,11 @@ when both have finished (Playwright + Debian's Chromium against `python app.py`)
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-import pytest
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip, serve_app
 
-from tests.app_server import serve_app
-
-sync_api = pytest.importorskip("playwright.sync_api")
-CHROMIUM = "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"{CHROMIUM} not installed (make browser)", allow_module_level=True)
-
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
+sync_api = playwright_or_skip()
+ARGS = CHROMIUM_ARGS
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 LANES = """() => {
   const lane = m => document.querySelector(`#race .race-lane[data-mode="${m}"]`);
