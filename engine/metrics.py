@@ -24,6 +24,7 @@ class RunStats:
         self.pos_drafted: list[int] = []
         self.pos_accepted: list[int] = []
         self.rounds: list[tuple[int, float, float]] = []  # (γ drafted, draft_s, total_s) per timed round
+        self.forward_s: list[float] = []  # verify_s of plain rounds: one forward and a pick, like the probe
         self.token_ids: list[int] = []
         self.finished = None  # the Finished event, once seen
 
@@ -51,6 +52,8 @@ class RunStats:
             self.token_ids += list(event.token_ids)
         elif kind == "round_timed":
             self.rounds.append((int(event.gamma), float(event.draft_s), float(event.total_s)))
+            if event.gamma == 0:
+                self.forward_s.append(float(event.verify_s))
             self.elapsed_s = float(event.elapsed_s)
         elif kind == "finished":
             self.finished = event
@@ -114,7 +117,8 @@ class RunStats:
             return out
         cost = costmodel.costs(self.rounds, step, source if step else "none", step_times)
         if ar is not None:
-            cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.step_times()))
+            # like with like: the probe times a bare one-token forward, as the AR lane's verify_s does
+            cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.forward_s))
         model = costmodel.prediction(alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"])
         out.update(cost, **model, probe_step_s=target_step_s)
         out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable
