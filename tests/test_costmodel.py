@@ -1,6 +1,5 @@
 """The one cost model: every panel shows the same α, E and prediction; impossible timings are flagged."""
 import json
-import time
 
 import pytest
 
@@ -23,12 +22,13 @@ def test_alpha_counts_only_tested_positions():
 
 
 def test_maths_is_float_and_bounded():
-    """A hostile α or γ (e.g. from a trace) costs microseconds, never an exact big-integer power."""
-    t = time.perf_counter()
-    e = costmodel.expected_tokens(-3, 3e7)
+    """A hostile α or γ (e.g. from a trace) is computed in floats, never as an exact big-integer power
+    (an int (-3) ** (3e7 + 1) held the GIL for seconds): int inputs give float results, α is clamped."""
+    e = costmodel.expected_tokens(-3, 3 * 10 ** 7)
     s = costmodel.predicted_speedup(-3, 10 ** 9, 0.1, 1.5)
-    assert time.perf_counter() - t < 1.0  # an exact (-3) ** (3e7 + 1) would hold the GIL for seconds
-    assert e == 1.0 and s is not None and s >= 0
+    assert type(e) is float and type(s) is float
+    assert e == 1.0 and s >= 0
+    assert type(costmodel.expected_tokens(1, 3)) is float and costmodel.expected_tokens(2, 3) == 4.0
     assert costmodel.predicted_speedup(0.5, 3, 0.0, 0.0) is None  # c = v = 0: no division by zero
 
 
