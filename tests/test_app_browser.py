@@ -144,7 +144,8 @@ def test_stop_then_new_run(page):
     """Stop during a long run halts it and says so; a new short tree-speculation run then completes and draws its branches."""
     page.fill("#prompt textarea", LONG)
     page.get_by_label("Race against autoregressive", exact=False).uncheck()
-    set_number(page, "max-new", 256)
+    choose(page, "Drafter", "layerskip")  # the slowest drafter and the longest run: it cannot end before Stop lands
+    set_number(page, "max-new", 512)
     page.click("#generate")
     page.wait_for_selector('#summary .sv-summary[data-done="0"]', timeout=RUN_TIMEOUT_MS)  # streaming
     page.click("#stop", timeout=60_000)
