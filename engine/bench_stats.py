@@ -4,16 +4,10 @@ Pure Python on the harness's samples (bench.py); no models, no clocks.
 """
 from __future__ import annotations
 
-import statistics
 
 from . import costmodel
 
 AR, HF_GREEDY = "ours/ar", "hf/greedy"  # the reference configs every other one is compared with
-
-def _median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
 
 def _ratio(a, b):
     return a / b if a is not None and b else None
@@ -37,11 +31,11 @@ def summarize_prompt(samples: dict, configs: list) -> dict:
             continue
         diffs = [_first_diff(s.token_ids, reference) for s in runs]
         row = {
-            "wall_s": _median(s.wall_s for s in runs),
-            "new_tokens": _median(len(s.token_ids) for s in runs),
-            "tokens_per_s": _median(s.tokens_per_s for s in runs),
-            "speedup_vs_ar": _median(_ratio(s.tokens_per_s, a.tokens_per_s) for s, a in zip(runs, samples[AR])),
-            "speedup_vs_hf": _median(_ratio(s.tokens_per_s, h.tokens_per_s)
+            "wall_s": costmodel.median(s.wall_s for s in runs),
+            "new_tokens": costmodel.median(len(s.token_ids) for s in runs),
+            "tokens_per_s": costmodel.median(s.tokens_per_s for s in runs),
+            "speedup_vs_ar": costmodel.median(_ratio(s.tokens_per_s, a.tokens_per_s) for s, a in zip(runs, samples[AR])),
+            "speedup_vs_hf": costmodel.median(_ratio(s.tokens_per_s, h.tokens_per_s)
                                      for s, h in zip(runs, samples.get(HF_GREEDY, []))),
             "identical": all(d is None for d in diffs),
             "first_diff": next((d for d in diffs if d is not None), None),
@@ -52,10 +46,10 @@ def summarize_prompt(samples: dict, configs: list) -> dict:
             sums = [s.summary for s in runs]
             for key in ("alpha", "acceptance_rate", "mean_accepted_length", "c", "v", "predicted_speedup",
                         "target_step_s"):
-                row[key] = _median(s.get(key) for s in sums)
+                row[key] = costmodel.median(s.get(key) for s in sums)
             for key in ("drafted", "accepted", "rejections", "rounds", "model_tokens", "model_steps"):
                 row[key] = sum(s.get(key) or 0 for s in sums)
-            row["v_points"] = [[n, _median(dict(s.get("v_points") or []).get(n) for s in sums)]
+            row["v_points"] = [[n, costmodel.median(dict(s.get("v_points") or []).get(n) for s in sums)]
                                for n in sorted({n for s in sums for n, _ in s.get("v_points") or []})]
             row["gen_tokens"] = sum(len(s.token_ids) for s in runs)
             row["pos_drafted"] = [sum(col) for col in zip(*[s.pos_drafted + [0] * (c.gamma - len(s.pos_drafted))
@@ -89,7 +83,7 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
                 drafted=drafted, accepted=accepted, rejections=rejections,
                 alpha=costmodel.alpha(accepted, rejections), acceptance_rate=_ratio(accepted, drafted),
                 mean_accepted_length=_ratio(sum(r["gen_tokens"] for r in rows), sum(r["rounds"] for r in rows)),
-                c=_median(r["c"] for r in rows), v=_median(r["v"] for r in rows),
+                c=costmodel.median(r["c"] for r in rows), v=costmodel.median(r["v"] for r in rows),
                 per_position_acceptance=[_ratio(a, d) for a, d in zip(pos_a, pos_d)],
                 pos_drafted=pos_d, pos_accepted=pos_a,
                 predicted_speedup=_ratio(tokens, steps))  # the cost model's Σ E / Σ cost, pooled over runs
@@ -111,7 +105,7 @@ def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
         rows = [(c.gamma, overall.get(c.name)) for c in configs if c.runner == "ours" and c.drafter == d]
         rows = [(g, r) for g, r in rows if r and r.get("drafted")]
         alpha = costmodel.alpha(sum(r["accepted"] for _, r in rows), sum(r["rejections"] for _, r in rows))
-        cost = _median(r["c"] for _, r in rows)
+        cost = costmodel.median(r["c"] for _, r in rows)
         points = {g + 1: r["v"] for g, r in rows if r.get("v") is not None}
         if alpha is None or cost is None or not points:
             continue

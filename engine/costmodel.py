@@ -81,7 +81,8 @@ def verify_curve(points: dict) -> "callable":
 
 
 def median(values) -> float | None:
-    values = [float(v) for v in values if v is not None]
+    """Median of the values that are not None; None when there are none."""
+    values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
 
 

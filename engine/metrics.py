@@ -11,7 +11,6 @@ tok/s ÷ AR tok/s of the same target on the same prompt.
 from __future__ import annotations
 
 from . import costmodel
-from .costmodel import expected_tokens, predicted_speedup  # noqa: F401  (re-exported: the one E and speedup)
 
 
 class RunStats:
