@@ -26,6 +26,7 @@ class RunStats:
         self.forward_s: list[float] = []  # verify_s of plain rounds: one forward and a pick, like the probe
         self.token_ids: list[int] = []
         self.finished = None  # the Finished event, once seen
+        self.threads = 0  # CPU torch threads the run computed with (0: not recorded)
 
     def add(self, event) -> None:
         kind = getattr(event, "kind", None)
@@ -33,6 +34,7 @@ class RunStats:
             self.mode, self.gamma = event.mode, int(event.config.get("gamma", 0))
             self.max_new_tokens = int(event.config.get("max_new_tokens", 0))
             self.prompt_len = event.pos
+            self.threads = int(getattr(event, "threads", 0) or 0)
         elif kind == "drafted":
             n = len(event.token_ids)
             self.drafted += n
@@ -107,6 +109,7 @@ class RunStats:
             "mean_accepted_length": self.new_tokens / len(self.rounds) if self.rounds else None,
             "per_position_acceptance": [a / d if d else None for a, d in zip(self.pos_accepted, self.pos_drafted)],
             "wall_s": wall,
+            "threads": self.threads or None,
             "tokens_per_s": self.new_tokens / wall if wall else None,
             "draft_s": sum(d for _, d, _ in self.rounds),
             "verify_s": sum(t - d for _, d, t in self.rounds),
