@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BURNER = """
 import random, time
 end = time.time() + {seconds}
-rng = random.Random(1)
+rng = random.Random({seed})
 while time.time() < end:
     busy_until = time.time() + rng.uniform(0.3, 1.5)
     while time.time() < busy_until:
@@ -65,6 +65,7 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--burn-s", type=float, default=900, help="the burner stops by itself after this long")
+    ap.add_argument("--burners", type=int, default=1, help="CPU-burning processes (1: one core busy; 2: both)")
     args = ap.parse_args()
     prompts = [json.loads(line)["prompt"] for line in (ROOT / "engine/prompts/grounded.jsonl").read_text().splitlines()
                if line.strip()][:6]
@@ -76,18 +77,20 @@ def main() -> None:
     for way in ways.values():  # warm-up
         way(prompts[0])
     print(f"# race under load: {args.draft} γ={args.gamma}, {args.max_new_tokens} new tokens, greedy fp32, "
-          f"{cpu_name()}, {torch.get_num_threads()} torch threads by default, one CPU burner")
+          f"{cpu_name()}, {torch.get_num_threads()} torch threads by default, {args.burners} CPU burner(s)")
     print("| prompt | " + " | ".join(f"{w}: quiet | busy | moved | flagged" for w in ways) + " |")
     print("|---|" + "---|---|---|---|" * len(ways))
     moved = {way: [] for way in ways}
     for k, prompt in enumerate(prompts, 1):
         quiet = {way: run(prompt)[0] for way, run in ways.items()}
-        burner = subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s)])
+        burners = [subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s, seed=b + 1)])
+                   for b in range(args.burners)]
         try:
             busy = {way: run(prompt) for way, run in ways.items()}
         finally:
-            burner.kill()
-            burner.wait()
+            for burner in burners:
+                burner.kill()
+                burner.wait()
         cells = []
         for way in ways:
             m = abs(busy[way][0] / quiet[way] - 1)

@@ -8,6 +8,7 @@ Invariant between rounds: the target cache holds every committed token but the l
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import uuid
@@ -22,6 +23,7 @@ from .cache import KVCache
 from .config import MAX_GAMMA, GenerationConfig
 from .drafters import Draft, drafter_factory
 from .fastllama import forward_fn
+from .loadwatch import LoadWatch
 from .events import Committed, Decided, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified
 from .metrics import RunStats, summarize
 from .models import EMBEDDED, LoadedModel, load_model
@@ -169,6 +171,8 @@ class Engine:
         speedup moving by up to ~30% under a one-core load with 2 threads, and ≤ ~7% with 1). The setting
         is per OS thread, so it is made around each step of a lane and undone before each yield: a
         consumer that resumes the race from other threads (Gradio does) and other runs are untouched.
+        Each lane's Finished summary also says how much CPU other processes took while it computed
+        (engine/loadwatch.py; a flag when they wanted more cores than the race left free).
         """
         cfg = cfg or GenerationConfig()
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
@@ -180,15 +184,18 @@ class Engine:
             raise ValueError(f"race threads must be 1..{MAX_THREADS} (or None: the caller's), got {threads!r}")
         if self.target.device.type != "cpu":
             threads = None
+        watch = LoadWatch(threads, enabled=self.target.device.type == "cpu")
         try:
             while lanes:
                 lane = min(lanes, key=done.__getitem__)  # the lane behind in its share of the work
                 while True:
-                    with torch_threads(threads):
+                    with torch_threads(threads), watch.step(lane):
                         event = next(lanes[lane], None)
                     if event is None:  # that lane has finished
                         del lanes[lane]
                         break
+                    if event.kind == "finished":  # what other processes took while this lane computed
+                        event = dataclasses.replace(event, summary={**(event.summary or {}), **watch.summary(lane)})
                     yield lane, event
                     if event.kind == "committed":
                         done[lane] += len(event.token_ids)

@@ -121,6 +121,10 @@ class RunStats:
         if ar is not None:
             # like with like: the probe times a bare one-token forward, as the AR lane's verify_s does
             cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.forward_s))
+            lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in (self, ar)]
+            cost["timing_flags"] += costmodel.contention(*lanes)
+            shares = [s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))]
+            out["contended_share"] = max(shares) if shares else None
         model = costmodel.prediction(alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"])
         out.update(cost, **model, probe_step_s=target_step_s)
         out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable
