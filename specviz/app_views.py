@@ -13,8 +13,12 @@ from .charts import (accepted_length_fig, position_acceptance_fig, running_accep
                      throughput_fig)
 from .explain import render_explain
 from .markup import esc
-from .replay import events_upto, replay_frame, rounds_of
-from .runs import main_run, spec_summary, view_runs
+from .race import render_race
+from .replay import events_upto, rounds_of, time_at_round
+from .runs import RunSet, main_run, run_set, spec_summary, view_runs
+from .tokens import render_stream
+from .tree import render_tree
+from .verify import render_verify
 
 EMBEDDED_PAIR = "SmolLM2-135M-Instruct (embedded)"
 HUB = "(needs the Hugging Face hub)"
@@ -30,6 +34,8 @@ PAIRS = {
 DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
+STOP_LABELS = {"cancelled": "stopped (Stop pressed)", "time_limit": "stopped at the time limit",
+               "eos": "done: end of text", "max_new_tokens": "done: max new tokens reached"}
 
 # (label, prompt, drafter): grounded prompts repeat their input, so n-gram lookup finds drafts there
 EXAMPLES = [
@@ -114,7 +120,9 @@ def summary_html(events) -> str:
              f"{mal:.2f} tokens per target forward" if mal else "",
              f"{len(run.rounds)} rounds · {run.n_tokens()} tokens"]
     if run.finished is not None:
-        parts.append(f"stop: {esc(run.finished.stop_reason)}")
+        reason = run.finished.stop_reason
+        parts.append(f'<span class="sv-stop" data-stop="{esc(reason)}">{esc(STOP_LABELS.get(reason, f"stop: {reason}"))}'
+                     f'</span>')
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
         predicted = s.get("predicted_speedup")
@@ -135,16 +143,25 @@ def summary_html(events) -> str:
             f'{body}<small>{who}</small></div>')
 
 
-def views(events, r: int | None = None, figures: bool = True) -> tuple:
-    """(stream, tree, race, explain, summary, 5 figures) as they stood after round r (None: everything).
-    figures=False puts None in the figures' places (they cost ~30 ms each, the HTML ~1 ms)."""
+VIEWS = ("stream", "tree", "race", "explain", "summary", "verify", "fig_len", "fig_pos", "fig_run", "fig_tput",
+         "fig_speedup")  # the order of views()'s outputs
+
+
+def views(events, r: int | None = None, figures: bool = True, selected: int | None = None) -> tuple:
+    """(stream, tree, race, explain, summary, verify, 5 figures) as they stood after round r (None: everything).
+    figures=False puts None in the figures' places (they cost ~30 ms each, the HTML ~1 ms).
+
+    Pass the RunSet a streaming run folds its events into (RunSet.add): each call then folds nothing again,
+    builds only the rounds not drawn before and the summary once, so a run's updates cost O(R) each."""
+    events = run_set(events)
     if r is not None and r >= rounds_of(events):
         r = None
-    frame = replay_frame(events, r)
     cut = events_upto(events, r)
+    t = None if r is None else time_at_round(events, r)
     figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
             throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
-    return (frame["stream"], frame["tree"], frame["race"], render_explain(cut), summary_html(cut), *figs)
+    return (render_stream(cut, upto_round=r), render_tree(cut, upto_round=r), render_race(events, t=t), render_explain(cut), summary_html(cut),
+            render_verify(cut, selected), *figs)
 
 
 def round_delays(events, speed: float) -> dict[int, float]:

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel
 from engine.config import MAX_GAMMA
-from .runs import spec_summary, split_runs, view_run, view_runs
+from .runs import spec_summary, view_runs
 
 HEIGHT = 260
 UIREVISION = "specviz"
@@ -37,8 +37,8 @@ def empty_fig(title: str, note: str) -> go.Figure:
 
 
 def _spec(events):
-    run = view_run(split_runs(events).get("speculative", []), "speculative")
-    return run if run.rounds else None
+    run = view_runs(events).get("speculative")
+    return run if run is not None and run.rounds else None
 
 
 def accepted_length_fig(events) -> go.Figure:
