@@ -35,7 +35,7 @@ def _topk(rows, chosen_id) -> str:
             continue
         mark = " vf-chosen" if tid == chosen_id else ""
         items.append(f'<li class="vf-k{mark}"><code>{label_text(text)}</code> {fmt_p(prob, 2)}</li>')
-    return f'<ol class="vf-topk">{"".join(items)}</ol>' if items else '<span class="vf-none">not recorded</span>'
+    return f'<ol class="vf-topk">{"".join(items)}</ol>' if items else '<span class="vf-none">–</span>'
 
 
 def _stop_reason(rv, greedy: bool) -> str:
