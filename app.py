@@ -11,6 +11,7 @@ try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
 except ImportError:
     spaces = None
 
+import functools
 import os
 import tempfile
 import time
@@ -267,6 +268,68 @@ def pair_changed(pair):
     return gr.update(value="ngram" if pair == av.EMBEDDED_PAIR else av.PRESET_DRAFT)
 
 
+TOUR_TRACE = Path(__file__).resolve().parent / "assets" / "tour-trace.json"  # a recorded n-gram run (make_tour.py)
+TOUR_ROUND = 2  # the round the captions walk through: 4 drafted, the 4th rejected
+TOUR = [  # (round shown, caption, seconds on screen): the guided first minute
+    (1, "Round 1: nothing in the prompt matches the text so far yet, so the target makes one plain step (grey).", 3.5),
+    (2, "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the γ = 4 tokens "
+        "that followed it there.", 4.5),
+    (2, "② The target checks all 4 drafts in ONE forward pass. The verify view below shows, per drafted token, the "
+        "draft's q and the target's p: greedy decoding accepts a draft when it is the target's top choice.", 5.5),
+    (2, "③ The first draft that fails (struck through, ✗) is rejected; anything drafted after it would be "
+        "discarded unseen.", 4.5),
+    (2, "④ The target's cache already holds the rejected position: moving its length pointer back drops it in O(1), "
+        "no copying.", 4.5),
+    (2, "⑤ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target forward. "
+        "When all drafts pass, the same forward adds a bonus token (+).", 5.5),
+    (None, "The remaining rounds: most accept every draft and commit 5 tokens per target forward. That is the "
+           "speedup: verifying 5 tokens costs about as much as generating 1.", 0.7),
+]
+
+
+@functools.lru_cache(maxsize=1)
+def tour_runs():
+    """The tour's recorded run, packed and folded once."""
+    return guard.pack(av.load_trace(TOUR_TRACE))
+
+
+def tour_caption(text: str, step: int | None, done: bool = False) -> str:
+    counter = f'<span class="sv-tour-step">{step}/{len(TOUR)}</span>' if step else ""
+    return (f'<div class="specviz sv-tour" data-done="{int(done)}" data-step="{step or 0}" role="status" '
+            f'aria-live="polite">{counter}<span class="sv-tour-text">{av.esc(text)}</span></div>')
+
+
+TOUR_END = "Now try your own prompt: pick an example or type one and press Generate. Click any token to verify its round."
+
+
+def tour(request: gr.Request = None):
+    """The guided first minute: the recorded run plays round by round with captions, no click and no model.
+    ?tour=0 in the page address turns it off."""
+    if request is not None and request.query_params.get("tour") == "0":
+        yield (gr.skip(),) * (RUN_OUTPUTS + 1)
+        return
+    packed = tour_runs()
+    runs = guard.runs(packed)
+    total = guard.replay_rounds(runs)
+    slider = gr.update(maximum=total, interactive=True)
+    for step, (r, text, wait) in enumerate(TOUR, 1):
+        rounds = [r] if r is not None else range(TOUR_ROUND + 1, total + 1)
+        for k in rounds:
+            yield (packed, gr.update(maximum=total, value=k, interactive=True), gr.skip(), *av.views(runs, k),
+                   tour_caption(text, step))
+            time.sleep(wait)
+    yield (*tour_end(), )
+
+
+def tour_end():
+    """The tour skipped or over: the whole recorded run on screen and the hand-over caption."""
+    packed = tour_runs()
+    runs = guard.runs(packed)
+    total = guard.replay_rounds(runs)
+    return (packed, gr.update(maximum=total, value=total, interactive=True), gr.skip(), *av.views(runs),
+            tour_caption(TOUR_END, None, done=True))
+
+
 def running_buttons():
     """While a run streams: Generate disabled, Stop live and red."""
     return gr.update(interactive=False, value="Generating …"), gr.update(interactive=True, variant="stop")
@@ -332,6 +395,11 @@ def build_demo() -> gr.Blocks:
                             label="Examples", elem_id="examples")
                 gr.HTML(av.examples_html(), elem_id="expect")
                 summary = gr.HTML(av.summary_html([]), elem_id="summary")
+                with gr.Row(elem_classes="sv-tour-row", equal_height=True):
+                    tour_html = gr.HTML(tour_caption("", None, done=True), elem_id="tour")
+                    skip_btn = gr.Button("Skip the tour", size="sm", scale=0, min_width=110, elem_id="tour-skip")
+                    replay_tour_btn = gr.Button("▶ Replay the tour", size="sm", scale=0, min_width=130,
+                                                elem_id="tour-replay")
                 gr.HTML(specviz.render_legend())
                 output_only = gr.Checkbox(False, label="Show output only (hide drafts)", elem_id="output-only",
                                           container=False)
@@ -384,7 +452,7 @@ def build_demo() -> gr.Blocks:
         play_event = play_btn.click(play, [events, slider, speed], [slider, *view_outs], api_name="play", **hidden,
                                     **COMPUTE)
         pause_btn.click(None, cancels=[play_event], api_visibility="private")
-        selected.input(select_round, [events, selected, slider], [verify], trigger_mode="always_last", **hidden)
+        selected.change(select_round, [events, selected, slider], [verify], trigger_mode="always_last", **hidden)
         load_controls = [pair, drafter, param, gamma, adaptive, temperature, top_k, top_p, seed, max_new, tree_budget,
                          tree_branching]
         upload.upload(load_trace, [upload], [events, slider, download, *view_outs, upload, *load_controls],
@@ -397,6 +465,18 @@ def build_demo() -> gr.Blocks:
                         api_visibility="private")
         output_only.change(None, [output_only], None, js=OUTPUT_ONLY_JS, api_visibility="private")
         gr.api(api_generate, api_name="generate", **COMPUTE)
+        tour_outs = [events, slider, download, *view_outs, tour_html]
+        light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
+        tour_event = demo.load(tour, None, tour_outs, **light)
+        replay_event = replay_tour_btn.click(tour, None, tour_outs, **light)
+        tours = [tour_event, replay_event]
+        skip_btn.click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
+            tour_end, None, tour_outs, **hidden)
+        for button in (run_btn, prev_btn, next_btn, play_btn):  # the user takes over: the tour stops where it is
+            button.click(lambda: tour_caption("", None, done=True), None, [tour_html], cancels=tours, queue=False,
+                         **hidden)
+        upload.upload(lambda: tour_caption("", None, done=True), None, [tour_html], cancels=tours, queue=False,
+                      **hidden)
     return demo
 
 

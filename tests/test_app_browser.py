@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip, serve_app
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip
 
 sync_api = playwright_or_skip()
 ARGS = CHROMIUM_ARGS
@@ -24,10 +24,9 @@ DONE = '#summary .sv-summary[data-done="1"]'
 
 
 @pytest.fixture(scope="module")
-def url():
-    """The app server for this module, killed in teardown."""
-    with serve_app() as u:
-        yield u
+def url(app_url):
+    """The app server (shared by the browser test modules); pages open it with the tour off."""
+    return app_url + "?tour=0"
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +149,9 @@ def test_stop_then_new_run(page):
     page.wait_for_selector('#summary .sv-summary[data-done="0"]', timeout=RUN_TIMEOUT_MS)  # streaming
     page.click("#stop", timeout=60_000)
     stopped = settle(page)  # updates already sent may still arrive; then nothing more
-    assert stopped > 0 and "stop: cancelled" in page.locator("#summary").inner_text()  # stopped, and it says so
+    assert stopped > 0 and "stopped (Stop pressed)" in page.locator("#summary").inner_text()  # it says so
+    sync_api.expect(page.locator("#generate")).to_be_enabled()
+    sync_api.expect(page.locator("#stop")).to_be_disabled()
     assert page.locator(DONE).count() == 1  # settled: replay and download work on what was generated
 
     set_number(page, "max-new", 12)
