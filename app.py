@@ -415,9 +415,9 @@ def build_demo() -> gr.Blocks:
                                         min_width=90)
                 selected = gr.Textbox(visible="hidden", elem_id="sv-select", container=False)
                 with gr.Tabs():
-                    with gr.Tab("Verify a round", elem_id="tab-verify"):
+                    with gr.Tab("Verify", elem_id="tab-verify"):
                         verify = gr.HTML(specviz.render_verify([]), elem_id="verify")
-                    with gr.Tab("Speculation tree", elem_id="tab-tree"):
+                    with gr.Tab("Tree", elem_id="tab-tree"):
                         tree = gr.HTML(specviz.render_tree([]), elem_id="tree")
                     with gr.Tab("Charts", elem_id="tab-charts"):
                         with gr.Row():

@@ -135,7 +135,7 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
     sync_api.expect(page.locator("#race .race-lane")).to_have_count(2)
     page.get_by_role("tab", name="Charts").click()
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=30_000)
-    page.get_by_role("tab", name="Speculation tree").click()
+    page.get_by_role("tab", name="Tree").click()
     shared["trace"] = str(trace)  # for the replay test
 
 
@@ -162,7 +162,7 @@ def test_stop_then_new_run(page):
     sync_api.expect(page.locator("#max-new input[type=number]").first).to_have_value("12")
     generate_and_wait(page)
     assert page.locator("#stream .tok").count() > 0
-    page.get_by_role("tab", name="Speculation tree").click()
+    page.get_by_role("tab", name="Tree").click()
     page.wait_for_selector("#tree .tree-branches", timeout=30_000)  # the tree view may land after the summary
     assert page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
     set_number(page, "tree-budget", 0)

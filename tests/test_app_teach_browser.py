@@ -120,7 +120,7 @@ def test_tree_tokens_stay_readable_at_gamma_16(browser, app_url, shot):
     """At γ = 16 the tree's smallest token font is at least 12 px (no compounding per level of depth)."""
     page = open_page(browser, app_url)
     run_example(page, 40, gamma=16)
-    page.get_by_role("tab", name="Speculation tree").click()
+    page.get_by_role("tab", name="Tree").click()
     page.wait_for_selector("#tree .node", timeout=30_000)
     sizes = page.evaluate("[...document.querySelectorAll('#tree .node')].map(n => parseFloat(getComputedStyle(n).fontSize))")
     deepest = page.evaluate("Math.max(...[...document.querySelectorAll('#tree .tree-round')].map(r => r.querySelectorAll('ul').length))")
@@ -137,7 +137,7 @@ WIDER = """() => {
   for (const el of document.querySelectorAll('body *')) {
     const r = el.getBoundingClientRect();
     if (r.width === 0 || getComputedStyle(el).visibility === 'hidden') continue;
-    if ((r.right > w + 1 || r.left < -1) && !clipped(el)) bad.push(el.tagName + '.' + el.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+    if ((r.right > w + 1 || (r.left < -1 && r.right > 0)) && !clipped(el))  /* plotly measures text in an svg parked off-screen */ bad.push(el.tagName + '.' + el.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
   }
   return {w, scroll: document.documentElement.scrollWidth, bad: bad.slice(0, 8)};
 }"""
@@ -150,8 +150,12 @@ def test_phone_width_puts_the_prompt_first_and_nothing_overflows(browser, app_ur
     skip_tour(page)
     prompt_top = page.locator("#prompt").bounding_box()["y"]
     assert prompt_top < page.locator("#generate").bounding_box()["y"] < page.get_by_label("Drafter", exact=True).bounding_box()["y"]
-    for tab in ("Verify a round", "Speculation tree", "Charts", "Race", "Explain"):
-        page.get_by_role("tab", name=tab).click()
+    for tab in ("Verify", "Tree", "Charts", "Race", "Explain"):
+        button = page.get_by_role("tab", name=tab, exact=True)
+        if not button.is_visible():  # narrow screens fold the later tabs into gradio's overflow menu
+            page.click('button[aria-label="More tabs"]')
+            button = page.locator(".overflow-dropdown button", has_text=tab)
+        button.click()
         page.wait_for_timeout(800)
         result = page.evaluate(WIDER)
         assert result["scroll"] <= result["w"] and not result["bad"], (tab, result)
