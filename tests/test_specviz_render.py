@@ -194,3 +194,19 @@ def test_headless_events_are_guessed():
     assert set(split_runs(events)) == {"ar"}
     assert len(classes(render_stream(events), "tok-ar")) == 1
     assert set(split_runs([RunStarted(0, "x", "speculative", "t", "d", "cpu", "f", {}, "", [], [], 0)])) == {"speculative"}
+
+
+def test_explain_says_why_it_pays_with_this_runs_c_and_v():
+    """The Explain panel ties γ·c + v to this run's measured numbers, draws the measured v(n) and says when
+    speculation stops paying, all from the cost model."""
+    from engine import costmodel
+    from specviz import render_explain, spec_summary
+
+    events = sample_events()
+    s = spec_summary(events)
+    html = render_explain(events)
+    assert "memory-bound" in html and 'class="sv-vn"' in html and "v(4) = 1.50 target steps" in html
+    assert f"{s['predicted_speedup']:.2f}×" in html
+    low = costmodel.predicted_speedup(0.2, s["gamma"], s["c"], s["v"])
+    assert f"α = 0.2 → {low:.2f}×" in html
+    assert 'class="sv-vn"' not in render_explain([])  # nothing measured yet: no chart
