@@ -493,7 +493,8 @@ def warm_up() -> None:
 
 
 def main() -> None:
-    warm_up()
+    if os.environ.get("SPECVIZ_WARM_UP", "1") != "0":  # 0: skip it (benchmarks/first_token.py compares both)
+        warm_up()
     demo = build_demo()
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
