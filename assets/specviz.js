@@ -74,7 +74,7 @@
   function linked(round, on) {  /* hover a token: its round lights up in the stream, the tree and the verify view */
     document.querySelectorAll(".specviz .is-linked").forEach(function (n) { n.classList.remove("is-linked"); });
     if (!on || round === undefined) return;
-    document.querySelectorAll('.specviz [data-round="' + round + '"]:is(.sv-round, .tree-round, .specviz-verify)')
+    document.querySelectorAll('[data-round="' + round + '"]:is(.sv-round, .tree-round, .specviz-verify)')
       .forEach(function (n) { n.classList.add("is-linked"); });
   }
   function show(tok) {

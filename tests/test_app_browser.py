@@ -128,7 +128,8 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
     dl.value.save_as(trace)
     rounds = rounds_in_trace(str(trace))
     assert rounds >= 2
-    assert page.locator("#tree .tree-round[data-round]").count() == rounds
+    page.get_by_role("tab", name="Tree").click()  # gradio draws a tab's content once it is opened
+    sync_api.expect(page.locator("#tree .tree-round[data-round]")).to_have_count(rounds)
     assert int(page.locator("#summary .sv-summary").get_attribute("data-rounds")) == rounds
     assert int(stream.locator(".specviz-stream").get_attribute("data-rounds")) == rounds
     page.get_by_role("tab", name="Race").click()
@@ -191,6 +192,7 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     other.goto(url)
     other.wait_for_selector("#prompt textarea")
     sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(1)  # a fresh session sees none of page 1's run
+    other.get_by_role("tab", name="Tree").click()  # gradio draws a tab's content once it is opened
     other.locator("#trace-upload input[type=file]").set_input_files(shared["trace"])
     rounds = rounds_in_trace(shared["trace"])
     other.wait_for_selector(f'#stream .specviz-stream[data-rounds="{rounds}"]', timeout=30_000)
