@@ -11,6 +11,7 @@ try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
 except ImportError:
     spaces = None
 
+import functools
 import os
 import tempfile
 import time
@@ -23,6 +24,7 @@ from engine import Engine, GenerationConfig, load_model
 from engine.models import EMBEDDED
 from specviz import app_guard as guard
 from specviz import app_views as av
+from specviz.runs import RunSet
 
 gpu = spaces.GPU(duration=120) if spaces is not None else (lambda fn: fn)
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
@@ -49,13 +51,11 @@ def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, to
                                            time_limit_s=MAX_RUN_S)
 
 
-def prepare(target: str, draft: str, prompt: str, raw: bool, progress=None) -> None:
+def prepare(target: str, draft: str, prompt: str, raw: bool) -> None:
     """Check the models and the prompt, load the target and build the drafter once (both cached):
     any refusal, a load failure included, is a ValueError with the message for the user."""
     av.check_allowed(target, draft)
     guard.check_prompt(prompt, MAX_PROMPT_TOKENS)
-    if progress is not None:
-        progress(0.1, desc=f"loading {target} (first use only)")
     try:
         engine = Engine(load_model(target), draft)
     except OSError as e:
@@ -115,44 +115,63 @@ def settled(state, cut_reason: str | None = "cancelled"):
     events = guard.unpack(state)
     if cut_reason is not None:
         events = guard.ended(events, cut_reason)
-    rounds = guard.replay_rounds(events)
+    packed = guard.pack(events)
+    runs = guard.runs(packed)  # kept for the replay steps that follow
+    rounds = guard.replay_rounds(runs)
     slider = gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
-    return (guard.pack(events), slider, gr.update(value=trace_file(events), interactive=bool(events)),
-            *av.views(events))
+    return (packed, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(runs))
 
 
-RUN_OUTPUTS = 13  # state, slider, download and the 10 views
+RUN_OUTPUTS = 3 + len(av.VIEWS)  # state, slider, download and the views
+
+
+SUMMARY = av.VIEWS.index("summary") + 3  # the summary's place among the run outputs
+
+
+def status(message: str) -> tuple:
+    """Outputs that change only the summary line: a one-line status where real work happens (a model load)."""
+    out = [gr.skip()] * RUN_OUTPUTS
+    out[SUMMARY] = f'<div class="specviz sv-summary sv-status" data-done="0">{av.esc(message)}</div>'
+    return tuple(out)
+
+
+def refused_run(message: str, state) -> tuple:
+    """A refused run: one warning, the last run's views stay, its summary line back in place of any status."""
+    out = list(refused(message, RUN_OUTPUTS))
+    out[SUMMARY] = av.summary_html(guard.runs(state))
+    return tuple(out)
 
 
 def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,
-             tree_branching, race, prompt, progress=gr.Progress()):
+             tree_branching, race, prompt, state=None):
     """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
     try:
         target, draft, cfg = parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p,
                                             seed, max_new, tree_budget, tree_branching)
-        prepare(target, draft, prompt, cfg.raw, progress)
+        if target != "embedded" or draft.startswith(("model:", "quant")):  # the embedded model is loaded at start-up
+            yield status(f"loading {target} and its drafter (first use only) …")
+        prepare(target, draft, prompt, cfg.raw)
     except ValueError as e:
-        yield refused(str(e), RUN_OUTPUTS)
+        yield refused_run(str(e), state)
         return
-    lanes, events, charts_at = {"speculative": [], "ar": []}, [], 0.0
+    runs, charts_at = RunSet(), 0.0  # the run's events, folded once as they arrive
     try:
         for lane, event in stream_events(target, draft, cfg, prompt, race):
-            lanes[lane].append(event)
+            runs.add(event, lane)
             if event.kind in ROUND_END:  # HTML views every round; the charts at most every CHARTS_EVERY_S
-                events = lanes["speculative"] + lanes["ar"]  # one run after the other: the trace's order
                 charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
                 charts_at = time.monotonic() if charts else charts_at
-                views = (gr.update() if v is None else v for v in av.views(events, figures=charts))
-                yield (events, gr.update(), gr.update(), *views)
+                views = (gr.update() if v is None else v for v in av.views(runs, figures=charts))
+                yield (runs, gr.update(), gr.update(), *views)
     except ValueError as e:  # empty prompt, context too long
-        yield refused(str(e), RUN_OUTPUTS)
+        yield refused_run(str(e), state)
         return
     except RuntimeError as e:  # e.g. torch.cuda.OutOfMemoryError: keep what was generated
         gr.Warning(failure(e))
-        yield settled(lanes["speculative"] + lanes["ar"], "cancelled")
+        yield settled(runs, "cancelled")
         return
-    time_limit_warning(lanes)
-    yield settled(lanes["speculative"] + lanes["ar"], None)  # the engine ended every lane with its Finished
+    time_limit_warning(runs.segments)
+    yield settled(runs, None)  # the engine ended every lane with its Finished
 
 
 def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
@@ -187,19 +206,31 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
 
 def show_round(state, r):
     """The views at replay round r."""
-    return av.views(guard.unpack(state), int(r))
+    return av.views(guard.runs(state), int(r))
 
 
 def step(state, r, delta):
-    events = guard.unpack(state)
+    events = guard.runs(state)
     r = min(max(int(r) + delta, 0), guard.replay_rounds(events))
     return (r, *av.views(events, r))
+
+
+def select_round(state, choice, r):
+    """The verify view of the round the user picked (a click in the stream or tree, or the view's own arrows),
+    as it stood at the replay round r."""
+    try:
+        picked = int(str(choice).split(":")[0])
+    except ValueError:
+        return gr.skip()
+    events = guard.runs(state)
+    cut = av.events_upto(events, None if r is None or int(r) >= guard.replay_rounds(events) else int(r))
+    return av.render_verify(cut, picked)
 
 
 def play(state, r, speed):
     """Step the slider to the end, waiting each round's measured wall time ÷ speed. Bounded work: at most
     the rounds present in the run, and no longer than MAX_RUN_S."""
-    events = guard.unpack(state)
+    events = guard.runs(state)
     total = guard.replay_rounds(events)
     delays = av.round_delays(events, speed)
     start, deadline = (0 if int(r) >= total else int(r)), time.monotonic() + MAX_RUN_S
@@ -211,14 +242,23 @@ def play(state, r, speed):
         yield (k, *av.views(events, k))
 
 
+CONTROL_NAMES = ("pair", "drafter", "param", "gamma", "adaptive", "temperature", "top_k", "top_p", "seed", "max_new",
+                 "tree_budget", "tree_branching")  # the controls a loaded trace sets (av.controls_of)
+
+
 def load_trace(path):
-    """Replay a saved trace without any model. A bad file is one warning; the last good run stays."""
+    """Replay a saved trace without any model, the controls set to what it ran with. A bad file is one
+    warning; the last good run and the controls stay."""
+    keep = (gr.skip(),) * len(CONTROL_NAMES)
     if not path:
-        return refused("no file uploaded", RUN_OUTPUTS + 1)
+        return (*refused("no file uploaded", RUN_OUTPUTS + 1), *keep)
     try:
-        return (*settled(av.load_trace(path), cut_reason=None), None)  # None empties the drop zone
+        events = av.load_trace(path)
+        values = av.controls_of(events)
+        controls = tuple(gr.update(value=values[name]) if name in values else gr.skip() for name in CONTROL_NAMES)
+        return (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
     except (ValueError, OSError, RecursionError) as e:
-        return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None)
+        return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
     finally:
         Path(path).unlink(missing_ok=True)  # read or refused: the upload is not kept on disk
 
@@ -228,54 +268,141 @@ def pair_changed(pair):
     return gr.update(value="ngram" if pair == av.EMBEDDED_PAIR else av.PRESET_DRAFT)
 
 
+TOUR_TRACE = Path(__file__).resolve().parent / "assets" / "tour-trace.json"  # a recorded n-gram run (make_tour.py)
+TOUR_ROUND = 2  # the round the captions walk through: 4 drafted, the 4th rejected
+TOUR = [  # (round shown, caption, seconds on screen): the guided first minute
+    (1, "Round 1: nothing in the prompt matches the text so far yet, so the target makes one plain step (grey).", 3.5),
+    (2, "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the γ = 4 tokens "
+        "that followed it there.", 4.5),
+    (2, "② The target checks all 4 drafts in ONE forward pass. The verify view below shows, per drafted token, the "
+        "draft's q and the target's p: greedy decoding accepts a draft when it is the target's top choice.", 5.5),
+    (2, "③ The first draft that fails (struck through, ✗) is rejected; anything drafted after it would be "
+        "discarded unseen.", 4.5),
+    (2, "④ The target's cache already holds the rejected position: moving its length pointer back drops it in O(1), "
+        "no copying.", 4.5),
+    (2, "⑤ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target forward. "
+        "When all drafts pass, the same forward adds a bonus token (+).", 5.5),
+    (None, "The remaining rounds: most accept every draft and commit 5 tokens per target forward. That is the "
+           "speedup: verifying 5 tokens costs about as much as generating 1.", 0.7),
+]
+
+
+@functools.lru_cache(maxsize=1)
+def tour_runs():
+    """The tour's recorded run, packed and folded once."""
+    return guard.pack(av.load_trace(TOUR_TRACE))
+
+
+def tour_caption(text: str, step: int | None, done: bool = False) -> str:
+    counter = f'<span class="sv-tour-step">{step}/{len(TOUR)}</span>' if step else ""
+    return (f'<div class="specviz sv-tour" data-done="{int(done)}" data-step="{step or 0}" role="status" '
+            f'aria-live="polite">{counter}<span class="sv-tour-text">{av.esc(text)}</span></div>')
+
+
+TOUR_END = "Now try your own prompt: pick an example or type one and press Generate. Click any token to verify its round."
+
+
+def tour(request: gr.Request = None):
+    """The guided first minute: the recorded run plays round by round with captions, no click and no model.
+    ?tour=0 in the page address turns it off."""
+    if request is not None and request.query_params.get("tour") == "0":
+        yield (gr.skip(),) * (RUN_OUTPUTS + 1)
+        return
+    packed = tour_runs()
+    runs = guard.runs(packed)
+    total = guard.replay_rounds(runs)
+    slider = gr.update(maximum=total, interactive=True)
+    for step, (r, text, wait) in enumerate(TOUR, 1):
+        rounds = [r] if r is not None else range(TOUR_ROUND + 1, total + 1)
+        for k in rounds:
+            yield (packed, gr.update(maximum=total, value=k, interactive=True), gr.skip(), *av.views(runs, k),
+                   tour_caption(text, step))
+            time.sleep(wait)
+    yield (*tour_end(), )
+
+
+def tour_end():
+    """The tour skipped or over: the whole recorded run on screen and the hand-over caption."""
+    packed = tour_runs()
+    runs = guard.runs(packed)
+    total = guard.replay_rounds(runs)
+    return (packed, gr.update(maximum=total, value=total, interactive=True), gr.skip(), *av.views(runs),
+            tour_caption(TOUR_END, None, done=True))
+
+
+def running_buttons():
+    """While a run streams: Generate disabled, Stop live and red."""
+    return gr.update(interactive=False, value="Generating …"), gr.update(interactive=True, variant="stop")
+
+
+def idle_buttons():
+    """Between runs: Generate live, Stop greyed out."""
+    return gr.update(interactive=True, value="Generate"), gr.update(interactive=False, variant="secondary")
+
+
+OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
+
+
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
-        events = gr.State([], time_to_live=STATE_TTL_S)  # the session's run: packed bytes once settled
+        events = gr.State([], time_to_live=STATE_TTL_S)  # the session's run: a RunSet while streaming, packed bytes once settled
         gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
                     "the target verifies them in one forward, and you see what was accepted, rejected and why.",
                     elem_classes="sv-header")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=1, min_width=300, elem_classes="sv-controls"):
+        with gr.Row(equal_height=False, elem_classes="sv-layout"):
+            with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
                 pair = gr.Dropdown(list(av.PAIRS), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
                 with gr.Row():
-                    drafter = gr.Dropdown(list(av.DRAFTERS), value="ngram", label="Drafter", scale=2)
-                    param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1,
+                    drafter = gr.Dropdown(list(av.DRAFTERS), value="ngram", label="Drafter", scale=2, min_width=120)
+                    param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1, min_width=100,
                                       info="ngram n, layerskip layers")
-                gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)")
+                gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)", elem_id="gamma")
                 with gr.Row():
-                    adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ")
-                    p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False)
+                    adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ", min_width=120)
+                    p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False,
+                                      min_width=120)
                 max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
                 race = gr.Checkbox(False, label="Race against autoregressive (both lanes run interleaved, side by side)")
                 with gr.Accordion("Sampling", open=False):
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
                     with gr.Row():
-                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)")
-                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p")
+                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
+                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)
                     seed = gr.Number(0, precision=0, label="Seed",
                                      info="a seeded run repeats exactly, except with auto: its choices follow "
                                           "measured time")
                 with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
                     with gr.Row():
                         tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",
-                                                elem_id="tree-budget", info="draft nodes per round; depth = γ")
+                                                elem_id="tree-budget", info="draft nodes per round; depth = γ",
+                                                min_width=120)
                         tree_branching = gr.Slider(1, 8, value=2, step=1, label="Branching",
-                                                   elem_id="tree-branching", info="children tried per node")
+                                                   elem_id="tree-branching", info="children tried per node",
+                                                   min_width=120)
                 with gr.Accordion("Trace", open=True):
                     download = gr.DownloadButton("Download trace (JSON)", interactive=False, size="sm",
                                                   elem_id="download")
                     upload = gr.File(label="Load a trace to replay (no model needed)", file_types=[".json"],
                                      type="filepath", height=110, elem_id="trace-upload")
-            with gr.Column(scale=3, min_width=480):
+            with gr.Column(scale=3, min_width=300, elem_classes="sv-main"):
                 prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
                                     placeholder="Ask something, or paste text to copy, edit or extract from")
-                with gr.Row():
-                    run_btn = gr.Button("Generate", variant="primary", elem_id="generate")
-                    stop_btn = gr.Button("Stop", variant="stop", elem_id="stop")
-                gr.Examples([[p, d] for _, p, d in av.EXAMPLES], [prompt, drafter],
-                            example_labels=[label for label, _, _ in av.EXAMPLES], label="Examples")
+                with gr.Row(elem_classes="sv-buttons"):
+                    run_btn = gr.Button("Generate", variant="primary", elem_id="generate", min_width=120)
+                    stop_btn = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, min_width=80)
+                gr.Examples([[p, d] for _, p, d, _ in av.EXAMPLES], [prompt, drafter],
+                            example_labels=[label for label, _, _, _ in av.EXAMPLES],
+                            label="Examples", elem_id="examples")
+                gr.HTML(av.examples_html(), elem_id="expect")
                 summary = gr.HTML(av.summary_html([]), elem_id="summary")
+                with gr.Row(elem_classes="sv-tour-row", equal_height=True):
+                    tour_html = gr.HTML(tour_caption("", None, done=True), elem_id="tour")
+                    skip_btn = gr.Button("Skip the tour", size="sm", scale=0, min_width=110, elem_id="tour-skip")
+                    replay_tour_btn = gr.Button("▶ Replay the tour", size="sm", scale=0, min_width=130,
+                                                elem_id="tour-replay")
                 gr.HTML(specviz.render_legend())
+                output_only = gr.Checkbox(False, label="Show output only (hide drafts)", elem_id="output-only",
+                                          container=False)
                 stream = gr.HTML(specviz.render_stream([]), elem_id="stream")
                 with gr.Row(elem_classes="sv-replay", equal_height=True):
                     prev_btn = gr.Button("◀ Prev", size="sm", min_width=70, scale=0, elem_id="prev")
@@ -283,53 +410,91 @@ def build_demo() -> gr.Blocks:
                     pause_btn = gr.Button("Pause", size="sm", min_width=60, scale=0, elem_id="pause")
                     next_btn = gr.Button("Next ▶", size="sm", min_width=70, scale=0, elem_id="next")
                     slider = gr.Slider(0, 1, value=0, step=1, label="Replay round", interactive=False,
-                                       elem_id="round", scale=4)
+                                       elem_id="round", scale=4, min_width=160)
                     speed = gr.Dropdown([0.25, 0.5, 1.0, 2.0, 4.0], value=1.0, label="Speed ×", scale=1,
                                         min_width=90)
+                selected = gr.Textbox(visible="hidden", elem_id="sv-select", container=False)
                 with gr.Tabs():
-                    with gr.Tab("Speculation tree", elem_id="tab-tree"):
+                    with gr.Tab("Verify", elem_id="tab-verify"):
+                        verify = gr.HTML(specviz.render_verify([]), elem_id="verify")
+                    with gr.Tab("Tree", elem_id="tab-tree"):
                         tree = gr.HTML(specviz.render_tree([]), elem_id="tree")
                     with gr.Tab("Charts", elem_id="tab-charts"):
                         with gr.Row():
-                            fig_len, fig_pos = gr.Plot(label="accepted length"), gr.Plot(label="by position")
+                            fig_len = gr.Plot(label="accepted length", min_width=300)
+                            fig_pos = gr.Plot(label="by position", min_width=300)
                         with gr.Row():
-                            fig_run, fig_tput = gr.Plot(label="running α"), gr.Plot(label="throughput")
+                            fig_run = gr.Plot(label="running α", min_width=300)
+                            fig_tput = gr.Plot(label="throughput", min_width=300)
                         fig_speedup = gr.Plot(label="predicted speedup")
                     with gr.Tab("Race", elem_id="tab-race"):
                         race_html = gr.HTML(specviz.render_race([]), elem_id="race")
                     with gr.Tab("Explain", elem_id="tab-explain"):
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
 
-        view_outs = [stream, tree, race_html, explain, summary, fig_len, fig_pos, fig_run, fig_tput, fig_speedup]
+        view_outs = [stream, tree, race_html, explain, summary, verify, fig_len, fig_pos, fig_run, fig_tput, fig_speedup]
         controls = [pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,
                     tree_branching, race, prompt]
-        run_event = run_btn.click(generate, controls, [events, slider, download, *view_outs],
-                                  show_progress="minimal", api_name="run", api_visibility="private", **COMPUTE)
+        hidden = dict(show_progress="hidden", api_visibility="private")
+        run_event = run_btn.click(running_buttons, None, [run_btn, stop_btn], queue=False, **hidden).then(
+            generate, controls + [events], [events, slider, download, *view_outs], api_name="run", **hidden,
+            **COMPUTE)
+        run_event.then(idle_buttons, None, [run_btn, stop_btn], queue=False, **hidden)
         # Stop cancels the run first, then settles what it generated: settling in the same click would race
-        # the run's last frames, which then overwrite the "stop: cancelled" views.
+        # the run's last frames, which then overwrite the "stopped" views.
         stop_btn.click(lambda: None, None, None, cancels=[run_event], queue=False, api_visibility="private").then(
-            settled, [events], [events, slider, download, *view_outs], api_name="stop", api_visibility="private")
-        slider.input(show_round, [events, slider], view_outs, trigger_mode="always_last", show_progress="hidden",
-                     api_visibility="private")
-        prev_btn.click(lambda ev, r: step(ev, r, -1), [events, slider], [slider, *view_outs],
-                       show_progress="hidden", api_visibility="private")
-        next_btn.click(lambda ev, r: step(ev, r, +1), [events, slider], [slider, *view_outs],
-                       show_progress="hidden", api_name="next", api_visibility="private")
-        play_event = play_btn.click(play, [events, slider, speed], [slider, *view_outs], show_progress="hidden",
-                                    api_name="play", api_visibility="private", **COMPUTE)
+            settled, [events], [events, slider, download, *view_outs], api_name="stop", **hidden).then(
+            idle_buttons, None, [run_btn, stop_btn], queue=False, **hidden)
+        slider.input(show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
+        prev_btn.click(lambda ev, r: step(ev, r, -1), [events, slider], [slider, *view_outs], **hidden)
+        next_btn.click(lambda ev, r: step(ev, r, +1), [events, slider], [slider, *view_outs], api_name="next",
+                       **hidden)
+        play_event = play_btn.click(play, [events, slider, speed], [slider, *view_outs], api_name="play", **hidden,
+                                    **COMPUTE)
         pause_btn.click(None, cancels=[play_event], api_visibility="private")
-        upload.upload(load_trace, [upload], [events, slider, download, *view_outs, upload],
+        selected.change(select_round, [events, selected, slider], [verify], trigger_mode="always_last", **hidden)
+        load_controls = [pair, drafter, param, gamma, adaptive, temperature, top_k, top_p, seed, max_new, tree_budget,
+                         tree_branching]
+        upload.upload(load_trace, [upload], [events, slider, download, *view_outs, upload, *load_controls],
                       api_name="load_trace", api_visibility="private", **COMPUTE)
         pair.change(pair_changed, [pair], [drafter], api_visibility="private")
+        drafter.change(lambda d: gr.update(interactive=d != "auto",
+                                           info="auto chooses γ each round" if d == "auto" else None),
+                       [drafter], [gamma], api_visibility="private")
         adaptive.change(lambda a: gr.update(interactive=a.startswith("confidence")), [adaptive], [p_min],
                         api_visibility="private")
+        output_only.change(None, [output_only], None, js=OUTPUT_ONLY_JS, api_visibility="private")
         gr.api(api_generate, api_name="generate", **COMPUTE)
+        tour_outs = [events, slider, download, *view_outs, tour_html]
+        light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
+        tour_event = demo.load(tour, None, tour_outs, **light)
+        replay_event = replay_tour_btn.click(tour, None, tour_outs, **light)
+        tours = [tour_event, replay_event]
+        skip_btn.click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
+            tour_end, None, tour_outs, **hidden)
+        for button in (run_btn, prev_btn, next_btn, play_btn):  # the user takes over: the tour stops where it is
+            button.click(lambda: tour_caption("", None, done=True), None, [tour_html], cancels=tours, queue=False,
+                         **hidden)
+        upload.upload(lambda: tour_caption("", None, done=True), None, [tour_html], cancels=tours, queue=False,
+                      **hidden)
     return demo
 
 
+def warm_up() -> None:
+    """Load the embedded model and run a few tokens through every path the first Generate takes (the engine's
+    lean forward, n-gram drafting, verification, the AR baseline, the renderers and plotly), so the first
+    visitor's first token comes as fast as later ones."""
+    engine = Engine(load_model(EMBEDDED), "ngram")
+    cfg = GenerationConfig(gamma=4, max_new_tokens=6)
+    runs = RunSet()
+    for lane, event in engine.race("Repeat: the cat sat on the mat. The cat sat", cfg):
+        runs.add(event, lane)
+    av.views(runs)
+
+
 def main() -> None:
-    load_model(EMBEDDED)  # preload: the first Generate starts at once
-    av.views([])  # and warm up plotly's validators
+    if os.environ.get("SPECVIZ_WARM_UP", "1") != "0":  # 0: skip it (benchmarks/first_token.py compares both)
+        warm_up()
     demo = build_demo()
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),

@@ -38,6 +38,10 @@ class AutoDrafter(Drafter):
         self.probing = False  # the round in flight is a probe
         self.last: tuple[str, int, str] = ("", 0, "")  # (drafter, γ, variant) of the round in flight
 
+    def prepare(self, prompt_ids: list[int], cfg) -> None:
+        for drafter in self.drafters.values():  # n-gram: which prompt positions the chat template wrote
+            drafter.prepare(prompt_ids, cfg)
+
     # -- estimates ------------------------------------------------------------------------
     def alpha(self, d: str, variant: str = "") -> float:
         """Acceptance of drafter d's proposals of this variant (e.g. n-gram match length), with a prior."""

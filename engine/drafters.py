@@ -308,7 +308,10 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         n = _int_arg(spec, arg, 3)
         if not 1 <= n <= 8:
             raise ModelLoadError(f"ngram:N needs 1 <= N <= 8, got {n}")
-        return lambda cfg, gen, max_len, cache: NgramDrafter(n, dev, spec, cfg.tree_budget)
+        tok = target.tokenizer
+        special = frozenset(getattr(tok, "all_special_ids", None) or [])
+        text_of = tok.decode if hasattr(tok, "decode") else str
+        return lambda cfg, gen, max_len, cache: NgramDrafter(n, dev, spec, cfg.tree_budget, special, text_of)
     if name == "layerskip":
         layers = _int_arg(spec, arg, max(1, target.model.config.get_text_config().num_hidden_layers // 4))
         return model_based(layer_skip_model(target.model, layers), dev, share_cache=True)

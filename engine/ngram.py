@@ -3,6 +3,10 @@
 Find the latest earlier occurrence of the last n tokens (n from N down to 1) in prompt + output
 and propose what followed it. There is no draft distribution: q is one-hot on the proposed token,
 which the acceptance rule handles losslessly (accept with p(x), else resample from p without x).
+
+The chat template's own tokens are no source: matching "<|im_end|>\n" against the template would
+propose "<|im_start|>assistant" in every run's first round, a draft the target always rejects. Only
+the user's text and the output are searched (`template_mask`).
 """
 from __future__ import annotations
 
@@ -23,7 +27,8 @@ def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tup
         found, seen = [], set()
         for start in range(len(ids) - n - 1, -1, -1):  # latest first, excluding the suffix itself
             if ids[start:start + n] == suffix:
-                cont = tuple(ids[start + n:start + n + gamma])
+                cont = ids[start + n:start + n + gamma]
+                cont = tuple(cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))])  # stop at the template
                 if cont and cont not in seen:
                     seen.add(cont)
                     found.append(list(cont))
@@ -34,15 +39,58 @@ def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tup
     return 0, []
 
 
+def template_mask(ids: list[int], special: set[int], text_of) -> list[bool]:
+    """True at the prompt positions the chat template wrote: its special tokens, each turn's role header (up to
+    its newline) and every turn but the user's (the default system message). A prompt with no special tokens
+    (raw text) has none; a template whose turns have no "user" role loses only its special tokens and headers."""
+    mask, role, user_seen, header = [False] * len(ids), None, False, False
+    roles = []  # (role, content start, content end) per turn
+    for j, t in enumerate(ids):
+        if t in special:
+            mask[j], header, role = True, True, ""
+            roles.append([None, j + 1, j + 1])
+            continue
+        if header:  # the role name up to its newline
+            mask[j] = True
+            text = text_of(t)
+            role += text
+            if "\n" in text:
+                header = False
+                roles[-1][0], roles[-1][1] = role.strip().lower(), j + 1
+            continue
+        if roles:
+            roles[-1][2] = j + 1
+    user_seen = any(r == "user" for r, _, _ in roles)
+    if user_seen:
+        for r, start, end in roles:
+            if r != "user":
+                mask[start:end] = [True] * (end - start)
+    return mask
+
+
 class NgramDrafter(Drafter):
     """Proposes the continuation of the latest match of the last n <= max_n tokens."""
     peekable = True  # proposing is free and has no side effects: `auto` may ask before choosing
 
-    def __init__(self, max_n: int, device: torch.device, name: str = "ngram", tree_budget: int = 0):
+    def __init__(self, max_n: int, device: torch.device, name: str = "ngram", tree_budget: int = 0,
+                 special: frozenset = frozenset(), text_of=None):
         self.max_n, self.device, self.name, self.tree_budget = max_n, device, name, tree_budget
+        self.special, self.text_of = special, text_of or str  # the tokenizer's special ids and id -> text
+        self.mask: list[bool] = []  # template positions of this run's prompt (prepare)
+
+    def prepare(self, prompt_ids: list[int], cfg) -> None:
+        self.mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else []
+
+    def source(self, ids: list[int]) -> list[int]:
+        """ids with the template's positions replaced by distinct negative numbers: nothing matches them and a
+        continuation stops before them."""
+        if not any(self.mask):
+            return ids
+        n = len(self.mask)
+        return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        n, found = longest_match(ids, self.max_n, gamma)
+        n, found = longest_match(self.source(ids), self.max_n, gamma)
         if not found:
             return empty_draft(self.device, self.name)
         variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length

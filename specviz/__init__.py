@@ -16,6 +16,7 @@ from .replay import events_upto, replay_frame, rounds_of, time_at_round
 from .runs import RoundView, RunView, measured_speedup, spec_summary, split_runs, view_run, view_runs
 from .tokens import render_legend, render_stream
 from .tree import Node, render_tree, round_nodes
+from .verify import render_verify
 
 ASSETS_DIR = Path(__file__).resolve().parent.parent / "assets"
 CSS_PATH = ASSETS_DIR / "specviz.css"
@@ -29,7 +30,7 @@ def head_html() -> str:
 
 
 __all__ = [
-    "render_stream", "render_legend", "render_tree", "render_race", "render_explain", "verdict",
+    "render_stream", "render_legend", "render_tree", "render_verify", "render_race", "render_explain", "verdict",
     "accepted_length_fig", "position_acceptance_fig", "running_acceptance_fig", "throughput_fig",
     "speedup_model_fig", "empty_fig", "rounds_of", "events_upto", "time_at_round", "replay_frame",
     "split_runs", "view_run", "view_runs", "spec_summary", "measured_speedup", "RunView", "RoundView",

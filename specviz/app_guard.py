@@ -18,7 +18,7 @@ from engine.events import EVENT_TYPES, Finished, write_trace
 from engine.metrics import summarize
 
 from .replay import rounds_of
-from .runs import ROUND_KINDS, as_event, main_run
+from .runs import ROUND_KINDS, RunSet, as_event, main_run
 
 SEED_MAX = 2**63 - 1
 CHARS_PER_TOKEN = 16  # a prompt longer than this many characters per allowed token is refused untokenized
@@ -96,6 +96,21 @@ def unpack(state) -> list:
     if not state:
         return []
     return list(_decoded(state) if isinstance(state, bytes) else state)
+
+
+def runs(state) -> RunSet:
+    """The session's run folded into a RunSet: the live one while streaming; for a settled run one RunSet per
+    packed blob, kept for the next replay step, so stepping reuses every round's markup."""
+    if isinstance(state, RunSet):
+        return state
+    if isinstance(state, bytes) and state:
+        return _folded(state)
+    return RunSet(unpack(state))
+
+
+@functools.lru_cache(maxsize=4)
+def _folded(blob: bytes) -> RunSet:
+    return RunSet(_decoded(blob))
 
 
 @functools.lru_cache(maxsize=2)  # scrubbing the replay slider decodes the same run again and again

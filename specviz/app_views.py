@@ -13,8 +13,12 @@ from .charts import (accepted_length_fig, position_acceptance_fig, running_accep
                      throughput_fig)
 from .explain import render_explain
 from .markup import esc
-from .replay import events_upto, replay_frame, rounds_of
-from .runs import main_run, spec_summary, view_runs
+from .race import render_race
+from .replay import events_upto, rounds_of, time_at_round
+from .runs import RunSet, main_run, run_set, spec_summary, view_runs
+from .tokens import render_stream
+from .tree import render_tree
+from .verify import render_verify
 
 EMBEDDED_PAIR = "SmolLM2-135M-Instruct (embedded)"
 HUB = "(needs the Hugging Face hub)"
@@ -30,20 +34,34 @@ PAIRS = {
 DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
+STOP_LABELS = {"cancelled": "stopped (Stop pressed)", "time_limit": "stopped at the time limit",
+               "eos": "done: end of text", "max_new_tokens": "done: max new tokens reached"}
 
-# (label, prompt, drafter): grounded prompts repeat their input, so n-gram lookup finds drafts there
+# (label, prompt, drafter, what to expect): prompts the embedded 135M model does well (checked by running them:
+# README "Examples"); the expectation is what a run on this machine showed, greedy, γ = 4, 64 tokens
 EXAMPLES = [
-    ("Grounded · fix a passage", "Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most "
-     "importent pollinators in the world. Bees visit flowers to colect nectar and pollen, which they use as food "
-     "for the colony.", "ngram"),
-    ("Grounded · edit code", "Rename the variable `n` to `count` in this function and return the whole function:\n\n"
-     "def total(items):\n    n = 0\n    for item in items:\n        n += item.price\n    return n", "ngram"),
-    ("Grounded · extract", "List every city named in this text, one per line:\n\nAnna flew from Paris to Berlin, took a "
-     "train to Vienna, and then drove to Prague before going home to Paris.", "ngram"),
-    ("Open-ended · poem", "Write a short poem about the sea at night.", "layerskip"),
-    ("Open-ended · story", "Tell a very short story about a robot who learns to paint.", "self"),
-    ("Open-ended · explanation", "Explain in three sentences why the sky is blue.", "auto"),
+    ("Good drafter · copy a passage", "Copy this text exactly:\n\nThe honeybee is one of the most important "
+     "pollinators in the world. Bees visit flowers to collect nectar and pollen, which they use as food for the "
+     "colony.", "ngram", "n-gram finds the passage in the prompt: most drafts accepted (α ≈ 0.9), ~3-4 tokens "
+     "per target forward"),
+    ("Good drafter · list it again", "Here is a list of fruits: apple, banana, cherry, date, elderberry, fig, grape. "
+     "Write the same list again, in the same order.", "ngram", "n-gram drafts the list from the prompt "
+     "(α ≈ 0.75); the words around it are the target's own"),
+    ("Model drafter · int8 copy", "Explain in three sentences why the sky is blue.", "quant",
+     "an int8 copy of the target agrees often (α ≈ 0.65), but each of its draft steps costs time on a CPU"),
+    ("Sanity check · self-drafting", "Write a short poem about the sea at night.", "self",
+     "the target drafts for itself: every draft accepted (α = 1), yet no faster: drafting costs a full step"),
+    ("Bad drafter · layer skip", "Write a short poem about the sea at night.", "layerskip",
+     "the first quarter of the layers of a model not trained for early exit: watch nearly every draft fail (α ≈ 0)"),
+    ("Adaptive · auto", "Copy this sentence, then say what it means: A rolling stone gathers no moss.", "auto",
+     "auto drafts (n-gram) only where it predicts a gain and says why each round, in the tree"),
 ]
+
+
+def examples_html() -> str:
+    """What each example should show, one line each, beside the example buttons."""
+    items = "".join(f"<li><b>{esc(label)}</b>: {esc(expect)}</li>" for label, _, _, expect in EXAMPLES)
+    return f'<details class="specviz sv-expect"><summary>What each example shows</summary><ul>{items}</ul></details>'
 
 
 def allowed_models(env: str | None = None) -> set[str]:
@@ -114,7 +132,9 @@ def summary_html(events) -> str:
              f"{mal:.2f} tokens per target forward" if mal else "",
              f"{len(run.rounds)} rounds · {run.n_tokens()} tokens"]
     if run.finished is not None:
-        parts.append(f"stop: {esc(run.finished.stop_reason)}")
+        reason = run.finished.stop_reason
+        parts.append(f'<span class="sv-stop" data-stop="{esc(reason)}">{esc(STOP_LABELS.get(reason, f"stop: {reason}"))}'
+                     f'</span>')
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
         predicted = s.get("predicted_speedup")
@@ -135,16 +155,56 @@ def summary_html(events) -> str:
             f'{body}<small>{who}</small></div>')
 
 
-def views(events, r: int | None = None, figures: bool = True) -> tuple:
-    """(stream, tree, race, explain, summary, 5 figures) as they stood after round r (None: everything).
-    figures=False puts None in the figures' places (they cost ~30 ms each, the HTML ~1 ms)."""
+VIEWS = ("stream", "tree", "race", "explain", "summary", "verify", "fig_len", "fig_pos", "fig_run", "fig_tput",
+         "fig_speedup")  # the order of views()'s outputs
+
+
+def views(events, r: int | None = None, figures: bool = True, selected: int | None = None) -> tuple:
+    """(stream, tree, race, explain, summary, verify, 5 figures) as they stood after round r (None: everything).
+    figures=False puts None in the figures' places (they cost ~30 ms each, the HTML ~1 ms).
+
+    Pass the RunSet a streaming run folds its events into (RunSet.add): each call then folds nothing again,
+    builds only the rounds not drawn before and the summary once, so a run's updates cost O(R) each."""
+    events = run_set(events)
     if r is not None and r >= rounds_of(events):
         r = None
-    frame = replay_frame(events, r)
     cut = events_upto(events, r)
+    t = None if r is None else time_at_round(events, r)
     figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
             throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
-    return (frame["stream"], frame["tree"], frame["race"], render_explain(cut), summary_html(cut), *figs)
+    return (render_stream(cut, upto_round=r), render_tree(cut, upto_round=r), render_race(events, t=t), render_explain(cut), summary_html(cut),
+            render_verify(cut, selected), *figs)
+
+
+def controls_of(events) -> dict:
+    """The controls a loaded trace ran with (pair, drafter, its parameter, γ, sampling, tree): only the ones
+    its RunStarted names with values the controls can show."""
+    run = main_run(events, "speculative") or main_run(events)
+    if run is None or run.started is None:
+        return {}
+    cfg, out = run.config, {}
+    target = run.started.target
+    pair = next((label for label, (t, _) in PAIRS.items() if t == target), None)
+    if pair is not None:
+        out["pair"] = pair
+    name, _, arg = (run.started.draft or "").partition(":")
+    if name in ("ngram", "layerskip", "self", "quant", "auto"):
+        out["drafter"], out["param"] = name, int(arg) if arg.isdigit() else 0
+    elif name == "model":
+        out["drafter"] = PRESET_DRAFT
+    for key, ctl, low, high in (("gamma", "gamma", 1, 16), ("max_new_tokens", "max_new", 1, MAX_NEW_TOKENS),
+                                ("top_k", "top_k", 0, 10**6), ("tree_budget", "tree_budget", 0, 64),
+                                ("tree_branching", "tree_branching", 1, 8), ("seed", "seed", 0, SEED_MAX)):
+        v = cfg.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and low <= v <= high:
+            out[ctl] = v
+    for key, low, high in (("temperature", 0, 2), ("top_p", 0.05, 1)):
+        v = cfg.get(key)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and low <= v <= high:
+            out[key] = v
+    if cfg.get("adaptive") in ("fixed", "heuristic"):
+        out["adaptive"] = "confidence (p_min)" if (cfg.get("p_min") or 0) > 0 else cfg["adaptive"]
+    return out
 
 
 def round_delays(events, speed: float) -> dict[int, float]:

@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 
 from engine import costmodel
 from engine.config import MAX_GAMMA
-from .runs import spec_summary, split_runs, view_run, view_runs
+from .runs import spec_summary, view_runs
 
-HEIGHT = 260
+HEIGHT = 290
 UIREVISION = "specviz"
 COLORS = {"accepted": "#2da44e", "corrected": "#e16f24", "bonus": "#8250df", "rejected": "#cf222e",
           "ar": "#6e7781", "speculative": "#0969da", "model": "#0969da", "measured": "#e16f24"}
@@ -18,11 +18,16 @@ ORIGINS = ("accepted", "corrected", "bonus", "ar")
 
 def _figure(title: str, xtitle: str = "", ytitle: str = "") -> go.Figure:
     fig = go.Figure()
+    # transparent: the figure takes the page's light or dark background (assets/app.css turns text light in dark
+    # mode); the legend sits at the container's bottom edge, below the x-axis title, never across it
     fig.update_layout(template="plotly_white", height=HEIGHT, uirevision=UIREVISION,
+                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
                       title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left"),
-                      margin=dict(l=48, r=12, t=36, b=40), font=dict(size=11),
-                      legend=dict(orientation="h", y=-0.25, x=0, font=dict(size=10)),
-                      xaxis_title=xtitle, yaxis_title=ytitle)
+                      margin=dict(l=48, r=12, t=36, b=84), font=dict(size=11, color="#6e7781"),
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=10),
+                                  bgcolor="rgba(0,0,0,0)"),
+                      xaxis=dict(title=xtitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
+                      yaxis=dict(title=ytitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"))
     return fig
 
 
@@ -37,8 +42,8 @@ def empty_fig(title: str, note: str) -> go.Figure:
 
 
 def _spec(events):
-    run = view_run(split_runs(events).get("speculative", []), "speculative")
-    return run if run.rounds else None
+    run = view_runs(events).get("speculative")
+    return run if run is not None and run.rounds else None
 
 
 def accepted_length_fig(events) -> go.Figure:
@@ -155,7 +160,7 @@ def speedup_model_fig(events) -> go.Figure:
     fig = _figure(title, "γ (draft tokens per round)", "speedup over AR (×)")
     points = costmodel.curve(alpha, c, v_points, MAX_GAMMA)
     gammas, es, ys = [g for g, _, _ in points], [e for _, e, _ in points], [y for _, _, y in points]
-    label = f"E/(γc+v(γ+1)), α={alpha:.2f}, c={c:.3f}, v measured at n={', '.join(str(n) for n in v_points)}"
+    label = f"E/(γc+v(γ+1)): α={alpha:.2f}, c={c:.3f}, measured v(n)"
     fig.add_trace(go.Scatter(x=gammas, y=ys, mode="lines+markers", name=label, customdata=es,
                              line=dict(color=COLORS["model"]), marker=dict(size=4),
                              hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})<extra></extra>"))

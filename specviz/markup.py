@@ -3,10 +3,15 @@
 Markup carries class names and data attributes only; colours and hover behaviour live in
 assets/specviz.css and assets/specviz.js. Every string that came from an event goes through
 `esc` (html.escape with quote=True) before it touches markup.
+
+A token's tooltip travels once, as compact JSON in its `data-tip` attribute
+(`{"h": head, "r": [[label, value], ...], "k": [[title, chosen index, [[text, prob], ...]], ...]}`);
+specviz.js builds the floating box from it on hover, focus or tap, with textContent only.
 """
 from __future__ import annotations
 
 import html
+import json
 
 VISIBLE_WS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
@@ -46,29 +51,46 @@ def label_text(text: str) -> str:
     return esc(visible(text))
 
 
-def topk_block(title: str, rows, chosen_id=None) -> str:
-    """One model's top-k as a small list; rows are [id, text, prob]. Empty string when not recorded."""
+def topk_block(title: str, rows, chosen_id=None) -> list | None:
+    """One model's top-k for a tooltip: [title, index of the chosen token (-1: none), [[text, prob], ...]];
+    None when not recorded. Texts have their whitespace made visible; probabilities keep 3 decimals."""
     if not rows:
-        return ""
-    items = []
+        return None
+    items, chosen = [], -1
     for row in rows:
         try:
             tid, text, prob = row[0], row[1], row[2]
-        except (TypeError, IndexError):
+        except (TypeError, IndexError, KeyError):
             continue
-        mark = " tip-chosen" if chosen_id is not None and tid == chosen_id else ""
-        items.append(f'<span class="tip-k{mark}"><span class="tip-kt">{label_text(text)}</span>'
-                     f'<span class="tip-kp">{fmt_p(prob)}</span></span>')
-    return f'<span class="tip-col"><span class="tip-ct">{esc(title)}</span>{"".join(items)}</span>'
+        if chosen_id is not None and tid == chosen_id:
+            chosen = len(items)
+        items.append([visible(text)[:40], round(float(prob), 3) if isinstance(prob, (int, float)) else None])
+    return [title, chosen, items] if items else None
 
 
-def tooltip(head: str, rows: list[tuple[str, str]], blocks: list[str] = ()) -> str:
-    """The hidden child a token carries; CSS shows it on hover, the JS floats it on hover and tap."""
-    body = "".join(f'<span class="tip-row"><span class="tip-l">{esc(k)}</span>'
-                   f'<span class="tip-v">{esc(v)}</span></span>' for k, v in rows)
-    cols = "".join(b for b in blocks if b)
-    cols = f'<span class="tip-cols">{cols}</span>' if cols else ""
-    return f'<span class="tok-tip" role="tooltip"><span class="tip-head">{esc(head)}</span>{body}{cols}</span>'
+def attr_json(value) -> str:
+    """JSON for a single-quoted attribute: only &, <, > and ' are escaped (a double quote needs none)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("'", "&#39;")
+
+
+def tip_json(head: str, rows, blocks=()) -> str:
+    """The data-tip payload of a token: its head line, label/value rows and top-k columns."""
+    return attr_json({"h": head, "r": [[k, v] for k, v in rows], "k": [b for b in blocks if b]})
+
+
+def read_tip(markup: str) -> dict:
+    """The tooltip data of the first token in `markup` (for tests and tools)."""
+    import re
+
+    m = re.search(r"data-tip='([^']*)'", markup)
+    return json.loads(html.unescape(m.group(1))) if m else {}
+
+
+def tip_text(tip: dict) -> str:
+    """A tooltip's data as one line of text, as the box shows it (for tests and tools)."""
+    cols = " ".join(f"{c[0]}: " + ", ".join(f"{t} {p}" for t, p in c[2]) for c in tip.get("k", []))
+    return " · ".join([tip.get("h", "")] + [f"{k} {v}" for k, v in tip.get("r", [])]) + (" · " + cols if cols else "")
 
 
 def _at(seq, i):
@@ -135,14 +157,14 @@ def token_span(rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = 
 
 def tip_span(round_, pos, origin: str, text: str, head: str, rows, blocks=(), breaks: bool = True, cls: str = "tok",
              extra: str = "") -> str:
-    """The markup of one token or tree node: `{cls} {cls}-{origin}` (+ `extra` classes), data attributes,
-    a one-line data-tip and the hidden tooltip child; rejected and discarded text is struck (<del>)."""
-    summary = " · ".join([head] + [f"{k} {v}" for k, v in rows])
+    """The markup of one token or tree node: `{cls} {cls}-{origin}` (+ `extra` classes), data attributes and
+    the tooltip's data once (data-tip); rejected and discarded text is struck (<del>). Not a tab stop:
+    the stream is one focusable element whose arrow keys move between tokens (specviz.js)."""
+    rows = [(k, v) for k, v in rows if k not in ("round", "position")]  # the box reads them from data-round/-pos
     struck = origin in ("rejected", "discarded")
     shown = stream_text(text, breaks=breaks and not struck)
     inner = f'<del class="tok-text">{shown}</del>' if struck else f'<span class="tok-text">{shown}</span>'
     kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
     extra = f" {esc(extra)}" if extra else ""
     return (f'<span class="{cls} {kind}{extra}" data-round="{esc(round_)}" data-pos="{esc(pos)}" '
-            f'data-origin="{esc(origin)}" tabindex="0" data-tip="{esc(summary)}">{inner}'
-            f'{tooltip(head, rows, blocks)}</span>')
+            f"data-tip='{tip_json(head, rows, blocks)}'>{inner}</span>")

@@ -4,7 +4,7 @@ and the wall time of that moment (so the AR run can be cut at the same instant o
 from __future__ import annotations
 
 from .race import render_race
-from .runs import ROUND_KINDS, as_event, main_run, split_runs, view_run
+from .runs import ROUND_KINDS, RunSet, as_event, main_run, run_set, split_runs, view_run
 from .tokens import render_stream
 from .tree import render_tree
 
@@ -46,6 +46,8 @@ def _cut_by_time(evs, t):
 
 def events_upto(events, r: int | None) -> list:
     """The events as they stood after round r of the main run; other runs cut at the same wall time."""
+    if isinstance(events, RunSet):
+        return events if r is None else events.cut(r, time_at_round(events, r))
     if r is None:
         return [e for e in map(as_event, events or []) if e is not None]
     runs = split_runs(events)
@@ -61,6 +63,7 @@ def events_upto(events, r: int | None) -> list:
 
 def replay_frame(events, r: int | None) -> dict:
     """stream / tree / race HTML as they stood after round r (None: the whole run)."""
+    events = run_set(events)
     t = None if r is None else time_at_round(events, r)
     return {"stream": render_stream(events, upto_round=r), "tree": render_tree(events, upto_round=r),
             "race": render_race(events, t=t)}

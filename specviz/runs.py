@@ -36,6 +36,8 @@ def as_event(item):
 
 def split_runs(events) -> dict[str, list]:
     """mode ("speculative" / "ar") -> that run's events; a later run of the same mode replaces an earlier one."""
+    if isinstance(events, RunSet):
+        return events.segments
     segments: list[tuple[str | None, list]] = []
     for item in events or []:
         event = as_event(item)
@@ -59,7 +61,8 @@ def split_runs(events) -> dict[str, list]:
 
 @dataclass
 class RoundView:
-    """Everything one round produced; any part may be missing in a partial or odd trace."""
+    """Everything one round produced; any part may be missing in a partial or odd trace.
+    `memo` keeps what renderers built from it (its HTML); adding an event to the round clears it."""
     round: int
     decided: object = None  # auto's choice for this round and why
     drafted: object = None
@@ -68,6 +71,17 @@ class RoundView:
     committed: object = None
     timed: object = None
     tree: object = None  # DraftTree of a tree-speculation round (drafted / verified then hold its chain view)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def cached(self, key, build):
+        """build() once per key while the round is unchanged (a renderer's markup of this round)."""
+        if key not in self.memo:
+            self.memo[key] = build()
+        return self.memo[key]
+
+    def attach(self, event) -> None:
+        setattr(self, ATTR.get(event.kind, event.kind), event)
+        self.memo.clear()
 
     @property
     def gamma(self) -> int:
@@ -179,15 +193,121 @@ def view_run(events, mode: str | None = None) -> RunView:
         elif event.kind == "finished":
             view.finished = event
         elif event.kind in ROUND_KINDS:
-            rv = by_round.setdefault(event.round, RoundView(event.round))
-            setattr(rv, ATTR.get(event.kind, event.kind), event)
+            by_round.setdefault(event.round, RoundView(event.round)).attach(event)
     view.rounds = [by_round[k] for k in sorted(by_round)]
     return view
 
 
 def view_runs(events) -> dict[str, RunView]:
     """mode -> RunView for every run in the list."""
+    if isinstance(events, RunSet):
+        return events.runs
     return {mode: view_run(evs, mode) for mode, evs in split_runs(events).items()}
+
+
+class RunSet:
+    """Events folded once into runs and rounds: what every renderer reads, built in O(1) per event.
+
+    The app keeps one per streaming run and `add`s each event as it arrives; renderers accept it
+    wherever they accept a list of events (split_runs, view_runs and spec_summary read it directly),
+    so a round's HTML is built once (RoundView.memo) and the summary once per update, not once per panel.
+    """
+
+    def __init__(self, events=()):
+        self.segments: dict[str, list] = {}  # mode -> that run's events (the trace's order)
+        self.runs: dict[str, RunView] = {}
+        self._rounds: dict[str, dict[int, RoundView]] = {}
+        self._mode: str | None = None  # the run being folded
+        self.version = 0  # bumped by every event: the summary's cache key
+        self._summary: tuple[int, dict] | None = None
+        events = list(events or [])
+        if events and getattr(as_event(events[0]), "kind", None) != "run_started":
+            for mode, evs in split_runs(events).items():  # a headless list: split_runs guesses its mode
+                self._start(mode)
+                for e in evs:
+                    self._fold(e)
+            return
+        for e in events:
+            self.add(e)
+
+    def __iter__(self):
+        """The events in trace order (so a RunSet can stand for its list, e.g. for write_trace)."""
+        for evs in self.segments.values():
+            yield from evs
+
+    def __len__(self) -> int:
+        return sum(len(evs) for evs in self.segments.values())
+
+    def _start(self, mode: str) -> None:
+        self._mode = mode
+        self.segments[mode], self._rounds[mode] = [], {}
+        self.runs[mode] = RunView(mode)
+
+    def add(self, item, lane: str | None = None) -> None:
+        """Fold one event in (unknown kinds are skipped). `lane` names the run it belongs to when two runs
+        stream interleaved (the race); without it, the event belongs to the run started last."""
+        event = as_event(item)
+        if event is None:
+            return
+        if event.kind == "run_started":
+            self._start(lane or (event.mode if event.mode in ("speculative", "ar") else "speculative"))
+        elif lane is not None and lane in self.runs:
+            self._mode = lane
+        elif self._mode is None:
+            self._start(lane or "speculative")
+        self._fold(event)
+
+    def _fold(self, event) -> None:
+        mode = self._mode
+        self.segments[mode].append(event)
+        self.version += 1
+        run = self.runs[mode]
+        if event.kind == "run_started":
+            run.started = event
+        elif event.kind == "finished":
+            run.finished = event
+        elif event.kind in ROUND_KINDS:
+            by_round = self._rounds[mode]
+            rv = by_round.get(event.round)
+            if rv is None:
+                rv = by_round[event.round] = RoundView(event.round)
+                if run.rounds and run.rounds[-1].round > event.round:  # out of order (a hand-made trace)
+                    run.rounds = [by_round[k] for k in sorted(by_round)]
+                else:
+                    run.rounds.append(rv)
+            rv.attach(event)
+
+    def summary(self) -> dict:
+        """spec_summary of these events, computed once per version."""
+        if self._summary is None or self._summary[0] != self.version:
+            spec = self.segments.get("speculative", [])
+            self._summary = (self.version, summarize(spec, self.segments.get("ar")))
+        return self._summary[1]
+
+    def cut(self, r: int, t: float | None) -> "RunSet":
+        """The runs as they stood after round r of the main run (mode `main`), the other run at wall time t:
+        new RunViews over the same RoundView objects, so their cached markup is reused."""
+        out = RunSet()
+        main = self.runs.get("speculative") or self.runs.get("ar")
+        for mode, run in self.runs.items():
+            total = max((rv.round for rv in run.rounds), default=0)
+            if run is main:
+                rounds = [rv for rv in run.rounds if rv.round <= r]
+                ended = r >= total
+            else:
+                rounds = [rv for rv in run.rounds if rv.timed is not None and rv.timed.elapsed_s <= (t or 0.0)]
+                ended = len(rounds) == len(run.rounds)
+            keep = {rv.round for rv in rounds}
+            out.segments[mode] = [e for e in self.segments[mode] if not (
+                (e.kind in ROUND_KINDS and e.round not in keep) or (e.kind == "finished" and not ended))]
+            out.runs[mode] = RunView(mode, run.started, rounds, run.finished if ended else None)
+        out.version = self.version
+        return out
+
+
+def run_set(events) -> RunSet:
+    """events as a RunSet (itself when it already is one)."""
+    return events if isinstance(events, RunSet) else RunSet(events)
 
 
 def main_run(events, mode: str | None = None) -> RunView | None:
@@ -201,6 +321,8 @@ def main_run(events, mode: str | None = None) -> RunView | None:
 def spec_summary(events) -> dict:
     """The speculative run's metrics, recomputed from its events by the engine's one cost model (with the
     AR lane's when raced): never a trace's stored numbers, so a panel cannot disagree with another."""
+    if isinstance(events, RunSet):
+        return events.summary()
     runs = split_runs(events)
     return summarize(runs.get("speculative", []), runs.get("ar"))
 

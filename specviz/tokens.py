@@ -1,6 +1,7 @@
 """The output stream: events -> HTML of the committed tokens, coloured by origin, with each round's
 rejected draft tokens struck through where they were rejected (right before that round's corrected
 token). Hovering or tapping a token shows round, position, q, p, min(1, p/q) and both models' top-k.
+Each round's markup is built once (RoundView.cached) and reused by later updates of a streaming run.
 """
 from __future__ import annotations
 
@@ -37,13 +38,15 @@ def render_stream(events, upto_round: int | None = None, mode: str | None = None
     if run is None or not run.rounds:
         return '<div class="specviz specviz-stream sv-empty">No tokens yet.</div>'
     rounds = run.upto(upto_round)
-    body = "".join(f'<span class="sv-round" data-round="{rv.round}">{round_html(rv, run.greedy)}</span>'
-                   for rv in rounds)
+    greedy = run.greedy
+    body = "".join(rv.cached(("stream", greedy), lambda rv=rv: f'<span class="sv-round" data-round="{rv.round}">'
+                                                             f'{round_html(rv, greedy)}</span>') for rv in rounds)
     live = upto_round is None and not run.done
     cursor = '<span class="sv-cursor" aria-hidden="true">▌</span>' if live else ""
     shown = rounds[-1].round if rounds else 0
     return (f'<div class="specviz specviz-stream" data-mode="{esc(run.mode)}" data-rounds="{shown}" '
-            f'data-live="{int(live)}">{body}{cursor}</div>')
+            f'data-live="{int(live)}" tabindex="0" role="group" aria-label="output tokens: arrow keys move between '
+            f'tokens, Enter opens a round in the verify view">{body}{cursor}</div>')
 
 
 def render_legend() -> str:

@@ -253,7 +253,8 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max
         parts.append(f'<details class="tree-older" data-rounds="{hidden}"><summary>{hidden} earlier rounds · '
                      f'{committed} tokens committed · {accepted}/{drafted} drafts accepted</summary>'
                      f'<div class="tree-older-text">{text}</div></details>')
-    for rv, context in list(zip(rounds, contexts))[hidden:]:
-        parts.append(round_tree_html(rv, context, run.greedy))
+    greedy = run.greedy
+    for rv, context in list(zip(rounds, contexts))[hidden:]:  # each round's markup built once (RoundView.cached)
+        parts.append(rv.cached(("tree", context, greedy), lambda rv=rv, c=context: round_tree_html(rv, c, greedy)))
     return (f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}">'
             f'<div class="tree-trunk">{"".join(parts)}</div></div>')

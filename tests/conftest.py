@@ -52,3 +52,12 @@ def embedded():
     from engine.models import load_model
 
     return load_model("embedded")
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """One `python app.py` server shared by the browser test modules (started on first use, stopped at the end)."""
+    from tests.app_server import serve_app
+
+    with serve_app() as url:
+        yield url

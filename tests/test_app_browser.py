@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip, serve_app
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip
 
 sync_api = playwright_or_skip()
 ARGS = CHROMIUM_ARGS
@@ -24,10 +24,9 @@ DONE = '#summary .sv-summary[data-done="1"]'
 
 
 @pytest.fixture(scope="module")
-def url():
-    """The app server for this module, killed in teardown."""
-    with serve_app() as u:
-        yield u
+def url(app_url):
+    """The app server (shared by the browser test modules); pages open it with the tour off."""
+    return app_url + "?tour=0"
 
 
 @pytest.fixture(scope="module")
@@ -129,14 +128,15 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
     dl.value.save_as(trace)
     rounds = rounds_in_trace(str(trace))
     assert rounds >= 2
-    assert page.locator("#tree .tree-round[data-round]").count() == rounds
+    page.get_by_role("tab", name="Tree").click()  # gradio draws a tab's content once it is opened
+    sync_api.expect(page.locator("#tree .tree-round[data-round]")).to_have_count(rounds)
     assert int(page.locator("#summary .sv-summary").get_attribute("data-rounds")) == rounds
     assert int(stream.locator(".specviz-stream").get_attribute("data-rounds")) == rounds
     page.get_by_role("tab", name="Race").click()
     sync_api.expect(page.locator("#race .race-lane")).to_have_count(2)
     page.get_by_role("tab", name="Charts").click()
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=30_000)
-    page.get_by_role("tab", name="Speculation tree").click()
+    page.get_by_role("tab", name="Tree").click()
     shared["trace"] = str(trace)  # for the replay test
 
 
@@ -150,7 +150,9 @@ def test_stop_then_new_run(page):
     page.wait_for_selector('#summary .sv-summary[data-done="0"]', timeout=RUN_TIMEOUT_MS)  # streaming
     page.click("#stop", timeout=60_000)
     stopped = settle(page)  # updates already sent may still arrive; then nothing more
-    assert stopped > 0 and "stop: cancelled" in page.locator("#summary").inner_text()  # stopped, and it says so
+    assert stopped > 0 and "stopped (Stop pressed)" in page.locator("#summary").inner_text()  # it says so
+    sync_api.expect(page.locator("#generate")).to_be_enabled()
+    sync_api.expect(page.locator("#stop")).to_be_disabled()
     assert page.locator(DONE).count() == 1  # settled: replay and download work on what was generated
 
     set_number(page, "max-new", 12)
@@ -161,7 +163,7 @@ def test_stop_then_new_run(page):
     sync_api.expect(page.locator("#max-new input[type=number]").first).to_have_value("12")
     generate_and_wait(page)
     assert page.locator("#stream .tok").count() > 0
-    page.get_by_role("tab", name="Speculation tree").click()
+    page.get_by_role("tab", name="Tree").click()
     page.wait_for_selector("#tree .tree-branches", timeout=30_000)  # the tree view may land after the summary
     assert page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
     set_number(page, "tree-budget", 0)
@@ -190,6 +192,7 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     other.goto(url)
     other.wait_for_selector("#prompt textarea")
     sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(1)  # a fresh session sees none of page 1's run
+    other.get_by_role("tab", name="Tree").click()  # gradio draws a tab's content once it is opened
     other.locator("#trace-upload input[type=file]").set_input_files(shared["trace"])
     rounds = rounds_in_trace(shared["trace"])
     other.wait_for_selector(f'#stream .specviz-stream[data-rounds="{rounds}"]', timeout=30_000)

@@ -43,7 +43,9 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
     bad.write_text('{"format": "something else"}', encoding="utf-8")
     with pytest.warns(UserWarning, match="cannot load trace: not a specviz trace"):
         out = app.load_trace(str(bad))
-    assert list(out[:-1]) == [SKIP] * app.RUN_OUTPUTS and out[-1] is None  # only the drop zone is emptied
+    n = app.RUN_OUTPUTS
+    assert list(out[:n]) == [SKIP] * n and out[n] is None  # only the drop zone is emptied
+    assert list(out[n + 1:]) == [SKIP] * len(app.CONTROL_NAMES)  # the controls stay
     assert not bad.exists()  # the upload is not kept on disk
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
@@ -55,13 +57,41 @@ def test_bad_controls_are_one_warning_and_no_run():
     """γ out of range in the UI is a warning naming the setting; the generator yields only untouched outputs."""
     with pytest.warns(UserWarning, match="gamma must be between 1 and 16"):
         frames = list(app.generate(app.av.EMBEDDED_PAIR, "ngram", 0, 40, "fixed", 0.4, 0, 0, 1, 0, 8, 0, 2, False,
-                                   "hello", progress=None))
-    assert frames == [(SKIP,) * app.RUN_OUTPUTS]
+                                   "hello", None))
+    assert len(frames) == 1 and all(v == SKIP for i, v in enumerate(frames[0]) if i != app.SUMMARY)
+    assert "sv-empty" in frames[0][app.SUMMARY]  # the summary line of the last run (none) back in place
 
 
 def test_stop_says_the_run_was_stopped():
     """Stop settles the run so far with stop reason "cancelled", and keeps its tokens."""
     live = speculative_events(finished=False)
     out = app.settled(live)  # state, slider, download, then stream, tree, race, explain, summary, figures
-    assert "stop: cancelled" in out[7] and 'data-rounds="4"' in out[3]
+    assert "stopped (Stop pressed)" in out[app.SUMMARY] and 'data-rounds="4"' in out[3]
     assert guard.unpack(out[0])[-1].stop_reason == "cancelled"
+
+
+def test_a_loaded_trace_sets_the_controls_it_ran_with(tmp_path):
+    """Loading a trace moves the drafter, γ and max new tokens to what the trace ran with (a self trace says self)."""
+    events = sample_events()
+    events[0] = dataclasses.replace(events[0], draft="layerskip:8", target="embedded")
+    good = tmp_path / "good.json"
+    good.write_text(trace_to_json(events), encoding="utf-8")
+    out = app.load_trace(str(good))
+    controls = dict(zip(app.CONTROL_NAMES, out[app.RUN_OUTPUTS + 1:]))
+    assert controls["drafter"]["value"] == "layerskip" and controls["param"]["value"] == 8
+    assert controls["gamma"]["value"] == 3 and controls["max_new"]["value"] == 9
+    assert controls["pair"]["value"] == app.av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
+
+
+def test_the_tour_walks_one_round_then_hands_over(monkeypatch):
+    """The tour shows the recorded run round by round with numbered captions (no model, no click), stays on the
+    round with a rejection for the five steps, and ends on the hand-over caption with the whole run on screen."""
+    monkeypatch.setattr(app.time, "sleep", lambda s: None)
+    frames = list(app.tour(None))
+    captions = [f[-1] for f in frames]
+    assert all("sv-tour" in c for c in captions) and "Now try your own prompt" in captions[-1]
+    rounds = [f[1]["value"] for f in frames[:-1]]
+    assert rounds[:6] == [1] + [app.TOUR_ROUND] * 5 and rounds == sorted(rounds)
+    assert 'data-step="6"' in captions[5] and "rejected" in captions[3]
+    verify = frames[3][3 + app.av.VIEWS.index("verify")]
+    assert f'data-round="{app.TOUR_ROUND}"' in verify and "vf-rejected" in verify

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.app_server import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip, serve_app
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
 
 sync_api = playwright_or_skip()
 ARGS = CHROMIUM_ARGS
@@ -22,10 +22,11 @@ LANES = """() => {
 }"""
 
 
-def test_two_lanes_grow_together_and_the_verdict_waits(tmp_path):
+def test_two_lanes_grow_together_and_the_verdict_waits(app_url):
     """During a raced run both lanes show partial progress at the same time with no speedup on screen;
     the speedup and 'Outputs identical' appear once both lanes are done."""
-    with serve_app() as url, sync_api.sync_playwright() as p:
+    url = app_url + "?tour=0"
+    with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1440, "height": 1000})
         page.goto(url)

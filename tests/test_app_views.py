@@ -50,15 +50,18 @@ def test_config_kwargs_pass_tree_settings():
 
 
 def test_views_cut_at_a_round_and_full():
-    """views() returns 5 HTML strings + 5 figures; at round r the stream shows r rounds; figures can be skipped."""
+    """views() returns 6 HTML strings + 5 figures; at round r the stream shows r rounds; figures can be skipped."""
     events = sample_events()
     full = av.views(events)
-    assert len(full) == 10 and all(isinstance(v, str) for v in full[:5])
+    assert len(full) == len(av.VIEWS) == 11 and all(isinstance(v, str) for v in full[:6])
     assert 'data-rounds="4"' in full[0] and 'data-rounds="4"' in full[4]
     at1 = av.views(events, 1)
     assert 'data-rounds="1"' in at1[0] and at1[1].count('class="tree-round"') == 1
     assert av.views(events, 99)[0] == full[0]
-    assert av.views(events, figures=False)[5:] == (None,) * 5
+    assert av.views(events, figures=False)[6:] == (None,) * 5
+    assert 'data-round="4"' not in full[5] and 'data-round="3"' in full[5]  # verify: the last verified round
+    assert 'class="specviz specviz-verify" data-round="1"' in at1[5]
+    assert 'class="specviz specviz-verify" data-round="2"' in av.views(events, selected=2)[5]
     assert "sv-empty" in av.summary_html([]) and "vs autoregressive" in full[4]
 
 
@@ -187,7 +190,7 @@ def test_a_cut_run_ends_with_its_committed_text_and_reason():
     assert json.loads(summary)["stop_reason"] == "time_limit" and json.loads(summary)["new_tokens"] == 8
     done = guard.ended(cut, "cancelled")
     assert done[-1].kind == "finished" and done[-1].stop_reason == "cancelled" and done[-1].round == 3
-    assert "stop: cancelled" in av.summary_html(done)
+    assert "stopped (Stop pressed)" in av.summary_html(done)
     assert guard.ended(sample_events(), "cancelled") == sample_events()  # a finished run is left alone
 
 
@@ -200,3 +203,51 @@ def test_replay_length_is_bounded_by_the_rounds_present():
     assert guard.replay_rounds(events) == 4 and guard.replay_rounds(sample_events()) == 4
     assert guard.replay_rounds([]) == 0
 
+
+
+def test_views_per_round_do_work_linear_in_the_events(monkeypatch):
+    """A streamed run folded into one RunSet, with views() after every round, folds each event once, builds each
+    round's stream and tree markup once and the summary once per update: O(R) per round, not O(R²) in all."""
+    from specviz import runs, tokens, tree
+
+    counts = {"as_event": 0, "round_html": 0, "round_tree_html": 0, "summarize": 0}
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def wrapper(*a, **k):
+            counts[name] += 1
+            return real(*a, **k)
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(runs, "as_event")
+    counted(tokens, "round_html")
+    counted(tree, "round_tree_html")
+    counted(runs, "summarize")
+    events = long_events(120)
+    rs, updates = runs.RunSet(), 0
+    for e in events:
+        rs.add(e)
+        if e.kind == "round_timed":
+            av.views(rs, figures=False)
+            updates += 1
+    n_rounds = sum(1 for e in events if e.kind == "round_timed")
+    assert updates == n_rounds >= 100
+    assert counts["as_event"] == len(events)  # each event folded once (quadratic: ~len(events) * updates / 2)
+    assert counts["round_html"] == n_rounds and counts["round_tree_html"] == n_rounds
+    assert counts["summarize"] == updates  # once per update, shared by the summary, explain and race panels
+    final = av.views(rs, figures=False)
+    assert final[:6] == av.views(list(events), figures=False)[:6]  # the same views as from the plain list
+
+
+def test_a_token_carries_its_tooltip_once_in_a_few_hundred_bytes():
+    """Bytes per token of the stream stay bounded (a top-5 of both models, no duplicated tooltip payload)."""
+    from specviz import render_stream
+    from specviz.markup import read_tip
+
+    events = long_events(200)
+    html = render_stream(events)
+    n = html.count('class="tok ')
+    assert n >= 200 and len(html.encode("utf-8")) / n < 450
+    tip = read_tip(html[html.index('class="tok tok-accepted'):])
+    assert tip["h"] == "accepted draft token" and tip["k"] and "tabindex" not in html.replace('class="specviz specviz-stream"', "")[200:]

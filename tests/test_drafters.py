@@ -171,3 +171,27 @@ def test_auto_extrapolates_verify_cost_from_multi_token_points():
     auto.verify = {1: 1.0, 2: 1.36, 3: 1.40}
     assert auto.verify_s(5) == pytest.approx(1.48)  # slope 0.04 per token; a line through t(1) would give ~1.8
     assert auto.verify_s(3) == 1.40  # measured points are used as they are
+
+
+def test_ngram_never_drafts_from_the_chat_template(embedded):
+    """The n-gram index holds the user's text and the output only: the first round of a chat prompt no longer
+    proposes "<|im_start|>assistant" (a draft the target always rejects), and no draft ever holds a special token;
+    a raw prompt (no template) keeps every position as a source."""
+    from engine import Engine, GenerationConfig
+    from engine.ngram import template_mask
+
+    engine = Engine(embedded, "ngram")
+    prompt = "Copy this text exactly:\n\nThe cat sat on the mat. The dog sat on the log."
+    ids = engine.encode(prompt)
+    tok = embedded.tokenizer
+    mask = template_mask(ids, set(tok.all_special_ids), tok.decode)
+    kept = tok.decode([t for t, m in zip(ids, mask) if not m])
+    assert kept == prompt  # exactly the user's text survives: no role names, no system message, no specials
+    assert template_mask(ids[:5], set(), tok.decode) == [False] * 5  # a raw prompt: nothing masked
+    events = list(engine.generate(prompt, GenerationConfig(gamma=4, max_new_tokens=24)))
+    drafted = [e for e in events if e.kind == "drafted"]
+    assert drafted and all(not set(e.token_ids) & set(tok.all_special_ids) for e in drafted)
+    assert all("assistant" not in "".join(e.tokens) for e in drafted)
+    first = [e for e in events if e.round == 1]
+    assert not any(e.kind == "drafted" and e.token_ids for e in first)  # nothing to match yet: a plain step
+    assert sum(len(e.token_ids) for e in drafted) > 4  # the passage itself is still drafted from

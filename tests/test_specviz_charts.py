@@ -60,11 +60,15 @@ def test_speedup_model_curve_and_points():
 
 
 def test_figures_are_small_and_keep_zoom():
-    """Every figure is compact, white-themed and has a constant uirevision."""
+    """Every figure is compact, transparent (it takes the light or dark page's background), keeps its legend in
+    the bottom margin (below the x-axis title) and has a constant uirevision."""
+    from specviz.charts import HEIGHT
+
     for make in FIGS:
         fig = make(sample_events())
-        assert fig.layout.height == 260 and fig.layout.uirevision == "specviz"
-        assert fig.layout.template.layout.paper_bgcolor in ("white", "#fff", "#ffffff", "rgb(255,255,255)")
+        assert fig.layout.height == HEIGHT <= 300 and fig.layout.uirevision == "specviz"
+        assert fig.layout.paper_bgcolor == fig.layout.plot_bgcolor == "rgba(0,0,0,0)"
+        assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.margin.b >= 80
 
 
 def test_figures_degrade_to_a_note():

@@ -1,5 +1,7 @@
 """HTML renderers on hand-built event lists (specviz.sample builds them from engine.events dataclasses)."""
 import re
+
+from specviz.markup import read_tip, tip_text
 from dataclasses import dataclass
 
 from engine.events import Committed, RoundTimed, RunStarted, event_to_dict
@@ -42,7 +44,7 @@ def test_rejected_drafts_are_struck_before_their_correction():
     assert len(classes(html, "tok-rejected")) == 1 + 3  # round 1: " sat"; round 3: " a", " b", " c"
     assert len(classes(html, "tok-discarded")) == 2  # round 3's tail after the first rejection
     assert html.count("<del") == 4
-    assert re.search(r'<del class="tok-text"> sat</del>.*?</span></span><span class="tok tok-corrected"', html)
+    assert re.search(r'<del class="tok-text"> sat</del></span><span class="tok tok-corrected"', html)
     round1 = re.search(r'data-round="1">(.*?)</span><span class="sv-round"', html).group(1)
     kinds = re.findall(r'<span class="tok tok-(\w+)', round1)
     assert kinds == ["accepted", "accepted", "rejected", "corrected"]
@@ -67,11 +69,22 @@ def test_newline_token_is_visible_and_breaks_the_line():
 def test_tooltip_carries_q_p_acceptance_and_topk():
     """Hover content: round, position, q, p, min(1, p/q) and both models' top-k."""
     html = render_stream(sample_events())
-    first = re.search(r'<span class="tok tok-accepted".*?</span></span></span></span></span>', html).group(0)
-    assert 'data-tip="accepted draft token · round 1 · position 2 · draft q 0.900 · target p 0.850' in first
-    assert "draft q top-k" in first and "target p top-k" in first and 'class="tok-tip"' in first
-    bonus = re.search(r'<span class="tok tok-bonus"[^>]*data-tip="([^"]*)"', html).group(1)
+    first = html[html.index('<span class="tok tok-accepted"'):]
+    assert 'data-round="1" data-pos="2"' in first[:80]
+    tip = tip_text(read_tip(first))
+    assert tip.startswith("accepted draft token · draft q 0.900 · target p 0.850 · accept (draft = argmax p) 1.000")
+    assert "draft q top-k: The 0.9" in tip and "target p top-k: The 0.85" in tip
+    bonus = tip_text(read_tip(html[html.index('<span class="tok tok-bonus"'):]))
     assert "bonus" in bonus and "target p 0.500" in bonus
+
+
+def test_discarded_tokens_show_no_verdict_and_tokens_are_not_tab_stops():
+    """A discarded draft was never judged: its tooltip has q but no p and no acceptance; no token is a tab stop
+    (the stream itself is the one focusable element)."""
+    html = render_stream(sample_events())
+    discarded = [tip_text(read_tip(html[m.start():])) for m in re.finditer('class="tok tok-rejected tok-discarded"', html)]
+    assert discarded and all("not judged" in t and "target p" not in t and "accept" not in t for t in discarded)
+    assert html.count('tabindex="0"') == 1 and 'class="specviz specviz-stream"' in html[:60]
 
 
 def test_upto_round_limits_the_stream():
@@ -181,3 +194,19 @@ def test_headless_events_are_guessed():
     assert set(split_runs(events)) == {"ar"}
     assert len(classes(render_stream(events), "tok-ar")) == 1
     assert set(split_runs([RunStarted(0, "x", "speculative", "t", "d", "cpu", "f", {}, "", [], [], 0)])) == {"speculative"}
+
+
+def test_explain_says_why_it_pays_with_this_runs_c_and_v():
+    """The Explain panel ties γ·c + v to this run's measured numbers, draws the measured v(n) and says when
+    speculation stops paying, all from the cost model."""
+    from engine import costmodel
+    from specviz import render_explain, spec_summary
+
+    events = sample_events()
+    s = spec_summary(events)
+    html = render_explain(events)
+    assert "memory-bound" in html and 'class="sv-vn"' in html and "v(4) = 1.50 target steps" in html
+    assert f"{s['predicted_speedup']:.2f}×" in html
+    low = costmodel.predicted_speedup(0.2, s["gamma"], s["c"], s["v"])
+    assert f"α = 0.2 → {low:.2f}×" in html
+    assert 'class="sv-vn"' not in render_explain([])  # nothing measured yet: no chart

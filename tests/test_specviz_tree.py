@@ -1,6 +1,8 @@
 """The speculation tree on hand-built tree-speculation rounds (DraftTree events): branches, verdicts, tooltips."""
 import re
 
+from specviz.markup import read_tip, tip_text
+
 from engine.events import (Committed, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified,
                            event_to_dict, trace_from_json, trace_to_json)
 from specviz import events_upto, render_stream, render_tree, rounds_of
@@ -57,10 +59,8 @@ def node(html: str, round_: int, i) -> str:
 
 
 def tip(html: str, round_: int, i) -> str:
-    """The hidden tooltip child of node i of a round."""
-    node_re = rf'<li data-node="{round_}\.{i}"[^>]*><span class="node [^>]*>'
-    m = re.search(node_re + r'.*?(<span class="tok-tip".*?)(?:<ul>|</li>)', html)
-    return m.group(1)
+    """The tooltip of node i of a round, as the box shows it (one line of text)."""
+    return tip_text(read_tip(node(html, round_, i)))
 
 
 def test_every_node_of_a_tree_round_is_drawn_with_its_verdict():
@@ -72,7 +72,7 @@ def test_every_node_of_a_tree_round_is_drawn_with_its_verdict():
     assert "node-corrected" in node(html, 1, "next") and "node-bonus" in node(html, 2, "next")
     assert "node-unvisited" in node(html, 2, 1)
     round1 = re.search(r'data-round="1".*?</div>', html).group(0)
-    assert len(re.findall(r'<span class="node [^>]*data-origin=', round1)) == 8 + 1  # 8 nodes + the corrected token
+    assert len(re.findall(r'<span class="node [^>]*data-tip=', round1)) == 8 + 1  # 8 nodes + the corrected token
 
 
 def test_tree_layout_nests_children_under_their_parents():
@@ -104,10 +104,11 @@ def test_tree_node_tooltips_carry_p_q_and_accept_prob():
     assert "not tested" in tip(html, 1, 7) and "unvisited" in tip(html, 1, 7)
     t5 = tip(html, 1, 5)
     assert "not tested" not in t5  # the tooltip ends before its child's
-    assert "rejected" in t5 and "0.100" in t5 and "target p top-k" in t5 and "tip-chosen" in t5
+    assert "rejected" in t5 and "0.100" in t5 and "target p top-k" in t5
+    assert read_tip(node(html, 1, 5))["k"][0][1] >= 0  # the drafted token is marked in the target's top-k
     tn = tip(html, 1, "next")
-    assert "corrected" in tn and "␣sat, ␣&amp;" in tn and "0.500" in tn
-    assert "data-tip=" in node(html, 1, 4) and "0.062" in node(html, 1, 4)  # one-line summary for the JS tooltip
+    assert "corrected" in tn and "␣sat, ␣&" in tn and "0.500" in tn
+    assert "0.062" in tip(html, 1, 4)
 
 
 def test_tree_node_text_is_escaped():

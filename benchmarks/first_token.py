@@ -1,0 +1,85 @@
+"""Time from start-up to the first token: start `python app.py`, wait until it serves, then run the first
+example prompt twice through the app's own "run" event and time each run's first streamed update carrying
+tokens. Not a test (it measures time); run it on a quiet machine:
+
+    /work/bin/cpu-quiet .venv/bin/python benchmarks/first_token.py            # with the start-up warm-up
+    SPECVIZ_WARM_UP=0 .venv/bin/python benchmarks/first_token.py              # without it, for comparison
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specviz.app_views import EMBEDDED_PAIR, EXAMPLES  # noqa: E402
+from tests.app_server import fn_index, free_port  # noqa: E402
+
+
+def first_token_s(url: str, prompt: str) -> tuple[float, float]:
+    """(seconds from pressing Generate to the first update with tokens, to the run's end)."""
+    data = [EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 32, 0, 2, False, prompt, None]
+    session = uuid.uuid4().hex
+    body = {"data": data, "fn_index": fn_index(url, "run"), "session_hash": session, "event_data": None,
+            "trigger_id": None}
+    first = None
+    with httpx.Client(timeout=300) as http:
+        t0 = time.perf_counter()
+        http.post(f"{url}gradio_api/queue/join", json=body).raise_for_status()
+        with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("msg") in ("process_generating", "process_completed") and first is None:
+                    out = (msg.get("output") or {}).get("data") or []
+                    if any(isinstance(v, str) and 'class="tok ' in v for v in out):
+                        first = time.perf_counter() - t0
+                if msg.get("msg") == "process_completed":
+                    return first or float("nan"), time.perf_counter() - t0
+    raise RuntimeError("the run did not complete")
+
+
+def main() -> None:
+    port = free_port()
+    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+               GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    url = f"http://127.0.0.1:{port}/"
+    t_start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.2)
+        serving = time.perf_counter() - t_start
+        prompt = EXAMPLES[0][1]
+        first, first_total = first_token_s(url, prompt)
+        later, later_total = first_token_s(url, prompt)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
+    print(f"warm-up at start-up: {'on' if warm else 'off (SPECVIZ_WARM_UP=0)'}")
+    print(f"start-up until the app serves: {serving:.1f} s")
+    print(f"first run:  first token {first:.2f} s after Generate (start-up to first token {serving + first:.1f} s), "
+          f"whole run {first_total:.2f} s")
+    print(f"later run:  first token {later:.2f} s after Generate, whole run {later_total:.2f} s")
+    print(f"first ÷ later (first token): {first / later:.2f}")
+
+
+if __name__ == "__main__":
+    main()

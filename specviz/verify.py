@@ -1,0 +1,114 @@
+"""The verify view of one round: for each drafted position, q and p of the drafted token as bars with the
+acceptance rule drawn on them (greedy: is it the target's argmax; sampling: min(1, p/q) and the recorded
+draw u), the draft's and the target's top-k side by side, and where the round stopped and why.
+Events -> HTML; every token text is escaped.
+"""
+from __future__ import annotations
+
+from .markup import _at, esc, fmt_p, label_text
+from .runs import main_run
+
+TOPK_SHOWN = 4
+
+
+def _num(x) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _bar(kind: str, value, label: str, marker=None) -> str:
+    """A horizontal bar 0..1 (width from the CSS variable --w); an optional marker line at --u."""
+    v = _num(value)
+    width = f"{min(max(v, 0.0), 1.0):.3f}" if v is not None else "0"
+    mark = ""
+    if _num(marker) is not None:
+        mark = f'<span class="vf-u" style="--u:{min(max(marker, 0.0), 1.0):.3f}" title="u = {marker:.3f}"></span>'
+    return (f'<span class="vf-bar vf-{kind}" style="--w:{width}"><span class="vf-fill"></span>{mark}'
+            f'<span class="vf-num">{esc(label)} {fmt_p(v)}</span></span>')
+
+
+def _topk(rows, chosen_id) -> str:
+    items = []
+    for row in (rows or [])[:TOPK_SHOWN]:
+        try:
+            tid, text, prob = row[0], row[1], row[2]
+        except (TypeError, IndexError, KeyError):
+            continue
+        mark = " vf-chosen" if tid == chosen_id else ""
+        items.append(f'<li class="vf-k{mark}"><code>{label_text(text)}</code> {fmt_p(prob, 2)}</li>')
+    return f'<ol class="vf-topk">{"".join(items)}</ol>' if items else '<span class="vf-none">–</span>'
+
+
+def _stop_reason(rv, greedy: bool) -> str:
+    """One sentence: where the round stopped and why."""
+    v, d = rv.verified, rv.drafted
+    nxt = label_text(v.next_token)
+    if v.first_rejected is not None:
+        k = v.first_rejected
+        tok = label_text(_at(d.tokens, k) or "")
+        p, q, u, acc = _at(v.p, k), _at(d.q, k), _at(v.u, k) if v.u else None, _at(v.accept_prob, k)
+        why = (f"it is not the target's argmax (p = {fmt_p(p)})" if greedy else
+               f"u = {fmt_p(u)} ≥ min(1, p/q) = {fmt_p(acc)}" if _num(u) is not None else
+               f"its test min(1, p/q) = {fmt_p(acc)} failed")
+        rest = len(d.tokens) - k - 1
+        tail = f"; the {rest} drafted after it were discarded unseen" if rest > 0 else ""
+        how = "argmax p" if greedy else "sampled from norm(max(0, p − q))"
+        return (f"Stopped at draft position {k + 1}: <code>{tok}</code> was rejected because {esc(why)}{tail}. "
+                f"The target's <code>{nxt}</code> ({how}) was committed in its place.")
+    if rv.committed is not None and len(rv.committed.tokens) <= rv.n_accepted:
+        return "The draft was accepted up to an end-of-text token: the run ended there."
+    return (f"All {len(d.tokens)} drafts were accepted, so the same target forward gave one more token for free: "
+            f"the bonus <code>{nxt}</code> (p = {fmt_p(v.next_p)}).")
+
+
+def render_verify(events, round_: int | None = None) -> str:
+    """HTML of the verify view of round `round_` (None: the last verified round) of the speculative run."""
+    run = main_run(events)
+    rounds = [rv for rv in (run.rounds if run else []) if rv.drafted is not None and rv.verified is not None]
+    if not rounds:
+        return ('<div class="specviz specviz-verify sv-empty">Select a round (click a token in the output, a round '
+                'in the tree, or move the replay slider) to see how the target judged each drafted token.</div>')
+    rv = next((r for r in rounds if r.round == round_), None) if round_ is not None else None
+    if rv is None:
+        shown = [r for r in rounds if round_ is None or r.round <= round_]
+        rv = shown[-1] if shown else rounds[0]
+    d, v, greedy = rv.drafted, rv.verified, run.greedy
+    rule = ("greedy: a draft is accepted iff it is the target's argmax" if greedy else
+            "sampling: accepted iff u < min(1, p/q), u ~ U(0, 1)")
+    idx = [r.round for r in rounds]
+    k = idx.index(rv.round)
+    nav = "".join(f'<button class="vf-nav" data-select-round="{r}" aria-label="{label} round">{sym}</button>'
+                  for r, sym, label in ((idx[k - 1] if k else None, "◀", "previous"),
+                                        (idx[k + 1] if k + 1 < len(idx) else None, "▶", "next")) if r is not None)
+    rows = []
+    for i, text in enumerate(d.tokens):
+        q, p, acc = _at(d.q, i), _at(v.p, i), _at(v.accept_prob, i)
+        u = _at(v.u, i) if v.u else None
+        chosen = _at(d.token_ids, i)
+        tested = v.first_rejected is None or i <= v.first_rejected
+        ok = bool(_at(v.accepted, i))
+        verdict = "accepted" if ok else ("rejected" if tested and i == v.first_rejected else "not tested")
+        target_rows = _at(v.target_topk, i)
+        if greedy:
+            top = _at(target_rows, 0) if target_rows else None
+            argmax = label_text(top[1]) if top else "–"
+            test = f'<span class="vf-rule">argmax p = <code>{argmax}</code> {"=" if ok else "≠"} draft</span>'
+            if not tested:
+                test = '<span class="vf-rule">not tested: after the rejection</span>'
+        else:
+            test = _bar("acc", acc, "min(1, p/q)", u) if tested else '<span class="vf-rule">not tested</span>'
+        rows.append(f'<tr class="vf-row vf-{verdict.replace(" ", "-")}" data-i="{i}">'
+                    f'<td class="vf-pos">{i + 1}<small>pos {esc(d.pos + i if isinstance(d.pos, int) else "")}</small></td>'
+                    f'<td class="vf-tok"><code>{label_text(text)}</code></td>'
+                    f'<td class="vf-bars">{_bar("q", q, "q")}{_bar("p", p if tested else None, "p")}{test}</td>'
+                    f'<td class="vf-verdict">{esc(verdict)}</td>'
+                    f'<td>{_topk(_at(d.draft_topk, i), chosen)}</td><td>{_topk(target_rows, chosen)}</td></tr>')
+    rb = rv.rolled_back
+    rollback = (f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
+                f"{esc(rb.cache_after)} ({len(rb.positions)} positions dropped, no copy)." if rb is not None else "")
+    head = (f'<div class="vf-head">{nav}<b>Round {rv.round}</b><span>drafter {esc(d.drafter)} · γ = {len(d.tokens)} · '
+            f'{esc(rule)}</span></div>')
+    table = ('<table class="vf-table"><thead><tr><th>#</th><th>draft</th><th>q (draft) · p (target) · the test</th>'
+             '<th>verdict</th><th>draft top-k</th><th>target top-k</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table>')
+    return (f'<div class="specviz specviz-verify" data-round="{rv.round}" data-positions="{len(d.tokens)}">{head}'
+            f'<div class="vf-scroll">{table}</div><p class="vf-why">{_stop_reason(rv, greedy)}{rollback}</p></div>')

@@ -1,0 +1,206 @@
+"""The teaching and polish features in a real browser (Playwright + Debian's Chromium against `python app.py`,
+the server shared with the other browser modules): the guided tour, the verify view, the tree at γ = 16, the
+phone layout, dark charts, one error per bad upload, Generate disabled while running.
+
+SPECVIZ_SCREENSHOT=1 writes the README's screenshots (assets/tour.png, verify.png, tree-gamma16.png); otherwise
+they go to a temp folder.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip
+
+sync_api = playwright_or_skip()
+expect = sync_api.expect
+RUN_TIMEOUT_MS = 120_000
+DONE = '#summary .sv-summary[data-done="1"]'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def shot(tmp_path):
+    """Path of a screenshot: under assets/ only when asked (SPECVIZ_SCREENSHOT=1)."""
+    def path(name: str) -> str:
+        folder = ROOT / "assets" if os.environ.get("SPECVIZ_SCREENSHOT") == "1" else tmp_path
+        return str(Path(folder) / name)
+    return path
+
+
+def open_page(browser, url, tour=False, width=1440, height=1000, theme=None):
+    query = [] if tour else ["tour=0"]
+    if theme:
+        query.append(f"__theme={theme}")
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url + ("?" + "&".join(query) if query else ""))
+    page.wait_for_selector("#prompt textarea")
+    return page
+
+
+def set_number(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]").first
+    box.fill(str(value))
+    box.press("Tab")
+
+
+def run_example(page, max_new: int, gamma: int | None = None) -> None:
+    """The first example (copy a passage, n-gram), short; checks Generate is disabled while it runs."""
+    page.locator("#examples button").first.click()
+    set_number(page, "max-new", max_new)
+    if gamma is not None:
+        set_number(page, "gamma", gamma)
+        expect(page.locator("#gamma input[type=number]").first).to_have_value(str(gamma))
+    old = page.locator("#summary .sv-summary").get_attribute("data-run") or ""
+    page.click("#generate")
+    expect(page.locator("#generate")).to_be_disabled(timeout=10_000)  # no second run while this one streams
+    expect(page.locator("#stop")).to_be_enabled()
+    page.wait_for_selector(f'{DONE}:not([data-run="{old}"])', timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#generate")).to_be_enabled(timeout=15_000)
+    expect(page.locator("#stop")).to_be_disabled()
+
+
+def skip_tour(page) -> None:
+    page.wait_for_selector('#tour .sv-tour[data-step="1"], #tour .sv-tour[data-step="2"]', timeout=60_000)
+    page.click("#tour-skip")
+    page.wait_for_selector('#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000)
+
+
+def test_tour_plays_without_a_click_and_can_be_skipped(browser, app_url, shot):
+    """On page load the recorded run plays with numbered captions and no click; Skip hands over at once;
+    the tour replays from its button by keyboard."""
+    page = open_page(browser, app_url, tour=True)
+    page.wait_for_selector('#tour .sv-tour[data-step="3"]', timeout=60_000)  # it advanced on its own
+    assert page.locator("#stream .tok").count() > 0 and page.locator("#verify .vf-row").count() == 4
+    page.screenshot(path=shot("tour.png"))
+    page.click("#tour-skip")
+    page.wait_for_selector('#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000)
+    page.wait_for_timeout(6000)  # a skipped tour stays skipped: no caption comes back
+    assert page.locator('#tour .sv-tour[data-done="1"]').count() == 1
+    rounds = int(page.locator("#stream .specviz-stream").get_attribute("data-rounds"))
+    assert rounds > 2  # the whole recorded run is left to explore
+    page.focus("#tour-replay")
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#tour .sv-tour[data-step="1"]', timeout=30_000)
+    page.focus("#tour-skip")
+    page.keyboard.press("Enter")
+    page.wait_for_selector('#tour .sv-tour[data-done="1"]', timeout=30_000)
+    page.close()
+
+
+def test_verify_view_shows_bars_for_each_drafted_position(browser, app_url, shot):
+    """Clicking a token selects its round: the verify view shows a q and a p bar and a verdict per drafted
+    position, and where the round stopped; Generate was disabled while the run streamed."""
+    page = open_page(browser, app_url)
+    run_example(page, 32)
+    token = page.locator("#stream .tok-accepted").nth(6)
+    r = token.get_attribute("data-round")
+    token.click()
+    view = page.locator(f'#verify .specviz-verify[data-round="{r}"]')
+    expect(view).to_have_count(1, timeout=15_000)
+    n = int(view.get_attribute("data-positions"))
+    assert n >= 1 and view.locator(".vf-row").count() == n
+    assert view.locator(".vf-row .vf-q").count() == n and view.locator(".vf-row .vf-p").count() == n
+    assert view.locator(".vf-why").inner_text().strip()
+    page.mouse.move(5, 5)
+    page.locator("#verify").screenshot(path=shot("verify.png"))
+    page.close()
+
+
+def test_tree_tokens_stay_readable_at_gamma_16(browser, app_url, shot):
+    """At γ = 16 the tree's smallest token font is at least 12 px (no compounding per level of depth)."""
+    page = open_page(browser, app_url)
+    run_example(page, 40, gamma=16)
+    page.get_by_role("tab", name="Tree").click()
+    page.wait_for_selector("#tree .node", timeout=30_000)
+    sizes = page.evaluate("[...document.querySelectorAll('#tree .node')].map(n => parseFloat(getComputedStyle(n).fontSize))")
+    deepest = page.evaluate("Math.max(...[...document.querySelectorAll('#tree .tree-round')].map(r => r.querySelectorAll('ul').length))")
+    assert deepest >= 8 and sizes and min(sizes) >= 12, (deepest, min(sizes))
+    page.locator("#tree").screenshot(path=shot("tree-gamma16.png"))
+    page.close()
+
+
+WIDER = """() => {
+  const w = document.documentElement.clientWidth, bad = [];
+  const clipped = el => { for (let a = el.parentElement; a; a = a.parentElement) {
+      const o = getComputedStyle(a).overflowX; if (o === 'auto' || o === 'scroll' || o === 'hidden') return true; }
+    return false; };
+  for (const el of document.querySelectorAll('body *')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || getComputedStyle(el).visibility === 'hidden') continue;
+    if ((r.right > w + 1 || (r.left < -1 && r.right > 0)) && !clipped(el))  /* plotly measures text in an svg parked off-screen */ bad.push(el.tagName + '.' + el.className + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+  }
+  return {w, scroll: document.documentElement.scrollWidth, bad: bad.slice(0, 8)};
+}"""
+
+
+def test_phone_width_puts_the_prompt_first_and_nothing_overflows(browser, app_url):
+    """At 390 px the prompt and Generate come before the controls, and no element is wider than the viewport
+    (outside a scrolling panel), on every tab, with the tour's run on screen."""
+    page = open_page(browser, app_url, tour=True, width=390, height=844)
+    skip_tour(page)
+    prompt_top = page.locator("#prompt").bounding_box()["y"]
+    assert prompt_top < page.locator("#generate").bounding_box()["y"] < page.get_by_label("Drafter", exact=True).bounding_box()["y"]
+    for tab in ("Verify", "Tree", "Charts", "Race", "Explain"):
+        button = page.get_by_role("tab", name=tab, exact=True)
+        if not button.is_visible():  # narrow screens fold the later tabs into gradio's overflow menu
+            page.click('button[aria-label="More tabs"]')
+            button = page.locator(".overflow-dropdown button", has_text=tab)
+        button.click()
+        page.wait_for_timeout(800)
+        result = page.evaluate(WIDER)
+        assert result["scroll"] <= result["w"] and not result["bad"], (tab, result)
+    page.close()
+
+
+LUMA = """(c) => { const m = c.match(/[\\d.]+/g).map(Number); return (0.2126 * m[0] + 0.7152 * m[1] + 0.0722 * m[2]) / 255; }"""
+CHART_COLORS = """() => {
+  const plot = document.querySelector('.js-plotly-plot');
+  let bg = 'rgb(255, 255, 255)';
+  for (let a = plot; a; a = a.parentElement) {
+    const c = getComputedStyle(a).backgroundColor;
+    if (c && c !== 'transparent' && !c.startsWith('rgba(0, 0, 0, 0)')) { bg = c; break; }
+  }
+  const paper = plot.querySelector('.main-svg').style.background || getComputedStyle(plot.querySelector('.main-svg')).backgroundColor;
+  const text = getComputedStyle(plot.querySelector('.xtitle, .gtitle')).fill;
+  const box = s => { const e = plot.querySelector(s); return e ? e.getBoundingClientRect().toJSON() : null; };
+  return {bg, paper, text, legend: box('.legend'), xtitle: box('.xtitle')};
+}"""
+
+
+def test_dark_mode_charts_are_dark_and_legends_clear_the_axis_titles(browser, app_url):
+    """In dark mode a chart shows the page's dark background with light text; its legend does not overlap the
+    x-axis title."""
+    page = open_page(browser, app_url, tour=True, theme="dark")
+    skip_tour(page)
+    page.get_by_role("tab", name="Charts").click()
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .legend').length >= 2", timeout=30_000)
+    colors = page.evaluate(CHART_COLORS)
+    luma = lambda c: page.evaluate(LUMA, c)  # noqa: E731
+    assert luma(colors["bg"]) < 0.3 and luma(colors["text"]) > 0.6, colors
+    assert "255, 255, 255" not in colors["paper"], colors
+    lg, xt = colors["legend"], colors["xtitle"]
+    assert lg and xt and (lg["top"] >= xt["bottom"] or lg["bottom"] <= xt["top"]), colors
+    page.close()
+
+
+def test_one_bad_upload_shows_one_error(browser, app_url, tmp_path):
+    """A bad trace is one message, once, and no red Error pill over the other panels."""
+    page = open_page(browser, app_url)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something else"}', encoding="utf-8")
+    page.locator("#trace-upload input[type=file]").set_input_files(str(bad))
+    expect(page.get_by_text("not a specviz trace", exact=False).first).to_be_visible(timeout=15_000)
+    page.wait_for_timeout(1500)
+    assert page.get_by_text("not a specviz trace", exact=False).count() == 1
+    assert page.get_by_text("Error", exact=True).count() == 0
+    page.close()
