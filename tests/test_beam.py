@@ -107,7 +107,8 @@ def test_speculative_equals_plain_tiny(tiny, num_beams):
 @pytest.mark.parametrize("num_beams", [2, 4])
 def test_speculative_equals_plain_embedded(small, num_beams):
     """On the embedded model: n-gram on a copy prompt, a random drafter and `self` all return the plain
-    beams and scores; n-gram on the copy prompt saves target forwards."""
+    beams and scores; at B = 2 n-gram on the copy prompt saves target forwards (at B = 4 the 4 kept beams
+    are rarely all on drafted chains: README, "Beam search")."""
     self_engine = Engine(small.target, draft="self")
     for prompt in PROMPTS[:2]:
         ids = small.encode(prompt)
@@ -117,7 +118,7 @@ def test_speculative_equals_plain_embedded(small, num_beams):
                                 (self_engine, None)):
             events, spec = run(engine, ids, cfg, True, drafter)
             same_beams(spec, plain)
-            if prompt == COPY and drafter is None and engine is small:
+            if prompt == COPY and drafter is None and engine is small and num_beams == 2:
                 assert events[-1].summary["forwards_saved"] > 0
 
 
