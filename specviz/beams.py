@@ -3,7 +3,8 @@
 Each cell is the token a surviving beam added at that step; a beam that continues another slot's
 beam says so (↰ parent). Cells whose beam has a child at the next step are survivors, the others were
 pruned there; tokens read from a drafted path (speculative beam search) are marked, a round's first
-column is marked, and the final best hypothesis's path is highlighted across lanes. Hover shows the
+column is marked, and the final best hypothesis's path is highlighted across lanes; ⏹ marks where a
+hypothesis finished (EOS or the length limit), the best one's lane is starred. Hover shows the
 cumulative score, the parent and the round. With the plain run's events too, a race line compares
 target forwards and wall time. This module knows nothing about torch or gradio; token text is escaped.
 """
@@ -43,7 +44,20 @@ def _sequences(steps) -> list:
     return out
 
 
-def _cell(s, i: int, seqs, nxt, best: tuple | None, first_of_round: bool) -> str:
+def _ends(steps, seqs, best: tuple | None) -> dict:
+    """(column, slot) of the cell each finished hypothesis extends -> [(token, score, is the best)]."""
+    ends: dict = {}
+    for k, s in enumerate(steps):
+        for f in s.finished:
+            parent = f.get("parent")
+            if k == 0 or not isinstance(parent, int) or not 0 <= parent < len(seqs[k - 1]):
+                continue  # finished at the first step: no cell to hang it on
+            whole = seqs[k - 1][parent] + (f.get("token_id"),)
+            ends.setdefault((k - 1, parent), []).append((f.get("token", ""), f.get("score", 0.0), whole == best))
+    return ends
+
+
+def _cell(s, i: int, seqs, nxt, best: tuple | None, first_of_round: bool, ends=()) -> str:
     parent, score = s.parents[i], s.scores[i]
     drafted = bool(s.drafted[i]) if i < len(s.drafted) else False
     survived = nxt is None or i in nxt.parents
@@ -65,8 +79,11 @@ def _cell(s, i: int, seqs, nxt, best: tuple | None, first_of_round: bool) -> str
     mark = f'<span class="beam-parent">↰{esc(parent)}</span>' if parent != i else ""
     span = tip_span(s.round, s.pos, "beam", s.tokens[i] if i < len(s.tokens) else "", head, rows, breaks=False,
                     extra=" ".join(classes))
+    badges = "".join(f'<span class="beam-end{" beam-end-best" if is_best else ""}" data-score="{score:.6f}" '
+                     f'title="{"best hypothesis" if is_best else "hypothesis"} ends here: {esc(token)} '
+                     f'(score {score:.4f})">⏹</span>' for token, score, is_best in ends)
     return (f'<span class="beam-cell" data-beam="{i}" data-parent="{esc(parent)}" data-step="{esc(s.pos)}">'
-            f'{mark}{span}</span>')
+            f'{mark}{span}{badges}</span>')
 
 
 def render_beams(events, ar_events=None) -> str:
@@ -79,6 +96,10 @@ def render_beams(events, ar_events=None) -> str:
     result = run["result"]
     best = tuple(result.token_ids[0]) if result is not None and result.token_ids else None
     seqs = _sequences(steps)
+    ends = _ends(steps, seqs, best)
+    best_lane = next((slot for (_, slot), items in ends.items() if any(b for _, _, b in items)), None)
+    if best_lane is None and best is not None:  # not among the finished (a time limit): a running beam
+        best_lane = next((i for i, sq in enumerate(seqs[-1]) if sq == best), None)
     rounds_seen, columns = set(), []
     for k, s in enumerate(steps):
         first = s.round not in rounds_seen
@@ -86,10 +107,9 @@ def render_beams(events, ar_events=None) -> str:
         columns.append((s, seqs[k], steps[k + 1] if k + 1 < len(steps) else None, first))
     lanes = []
     for i in range(width):
-        cells = "".join(_cell(s, i, sq, nxt, best, first) if i < len(s.parents) else '<span class="beam-cell"></span>'
-                        for s, sq, nxt, first in columns)
-        ends_best = best is not None and i < len(seqs[-1]) and seqs[-1][i] == best[:len(seqs[-1][i])]
-        lanes.append(f'<div class="beam-lane{" beam-lane-best" if ends_best else ""}" data-beam="{i}">'
+        cells = "".join(_cell(s, i, sq, nxt, best, first, ends.get((k, i), ())) if i < len(s.parents)
+                        else '<span class="beam-cell"></span>' for k, (s, sq, nxt, first) in enumerate(columns))
+        lanes.append(f'<div class="beam-lane{" beam-lane-best" if i == best_lane else ""}" data-beam="{i}">'
                      f'<span class="beam-label">beam {i}</span>{cells}</div>')
     parts = [f'<div class="specviz specviz-beams" data-beams="{width}" data-steps="{len(steps)}">',
              _head(run), f'<div class="beam-lanes" style="--beam-steps:{len(steps)}">{"".join(lanes)}</div>']

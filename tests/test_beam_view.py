@@ -23,17 +23,17 @@ def run(mode="speculative", wall=1.0):
             BeamStep(round=2, pos=2, parents=[0, 0], token_ids=[12, 13], tokens=["c", "d"], scores=[-1.5, -2.5],
                      drafted=[False, False], finished=[]),
             BeamStep(round=2, pos=3, parents=[1, 0], token_ids=[14, 15], tokens=["e", "f"], scores=[-2.6, -2.7],
-                     drafted=[False, False], finished=[{"parent": 0, "token_id": 2, "token": "</s>", "score": -0.6}]),
+                     drafted=[False, False], finished=[{"parent": 1, "token_id": 2, "token": "</s>", "score": -0.87}]),
             BeamVerified(round=2, pos=2, steps=2, verified=[1, 0], origins=[0, 0], positions=6, cache_before=4,
                          cache_after=3),
-            BeamResult(round=2, pos=4, num_beams=2, token_ids=[[10, 13, 14], [10, 12, 15]], texts=["x", "y"],
+            BeamResult(round=2, pos=4, num_beams=2, token_ids=[[10, 13, 2], [10, 12, 15]], texts=["x", "y"],
                        scores=[-0.87, -0.9]),
-            Finished(2, 4, "max_new_tokens", "x", [10, 13, 14], {"wall_s": wall})]
+            Finished(2, 4, "eos", "x", [10, 13, 2], {"wall_s": wall})]
 
 
 def test_lanes_survivors_and_best_path():
-    """One lane per beam; a cell without a child next step is pruned; the best hypothesis (10, 13, 14)
-    is marked on the cells it runs through, across lanes, and its final lane is starred."""
+    """One lane per beam; a cell without a child next step is pruned; the best hypothesis (10, 13, EOS)
+    is marked on the cells it runs through, across lanes; where it ended is marked and that lane starred."""
     html = render_beams(run())
     assert len(re.findall(r'<div class="beam-lane[ "]', html)) == 2
     assert 'data-beams="2"' in html and 'data-steps="3"' in html
@@ -41,10 +41,12 @@ def test_lanes_survivors_and_best_path():
                        r'class="tok tok-beam ([^"]*)"', html)
     marks = {(int(b), int(s)): cls for b, _, s, cls in cells}
     assert "beam-pruned" in marks[(1, 1)] and "beam-survived" in marks[(0, 1)]
-    assert "beam-best" in marks[(0, 1)] and "beam-best" in marks[(1, 2)] and "beam-best" in marks[(0, 3)]
-    assert "beam-best" not in marks[(0, 2)] and "beam-best" not in marks[(1, 3)]
+    assert "beam-best" in marks[(0, 1)] and "beam-best" in marks[(1, 2)]
+    assert "beam-best" not in marks[(0, 2)] and "beam-best" not in marks[(0, 3)] and "beam-best" not in marks[(1, 3)]
+    assert re.search(r'data-beam="1" data-parent="0" data-step="2">.*?beam-end beam-end-best', html)
+    assert html.count("beam-end-best") == 1
     assert "beam-drafted" in marks[(0, 1)] and "beam-drafted" not in marks[(1, 1)]
-    assert '<div class="beam-lane beam-lane-best" data-beam="0">' in html
+    assert '<div class="beam-lane beam-lane-best" data-beam="1">' in html
     assert "beam-hyp-best" in html and "-0.8700" in html
 
 
