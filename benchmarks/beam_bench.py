@@ -54,7 +54,9 @@ def main(argv=None) -> int:
             row = {"num_beams": b, "category": p["category"], "steps": s["steps"],
                    "spec_forwards": s["target_forwards"], "plain_forwards": s["ar_target_forwards"],
                    "spec_wall_s": s["wall_s"], "plain_wall_s": s["ar_wall_s"], "speedup": s["speedup"],
-                   "reorder_s": s["reorder_s"], "same_beams": s["identical_to_ar"]}
+                   "reorder_s": s["reorder_s"], "reorder_bytes": s["reorder_bytes"], "reorders": s["reorders"],
+                   "plain_reorder_s": s["ar_reorder_s"], "plain_reorder_bytes": s["ar_reorder_bytes"],
+                   "same_beams": s["identical_to_ar"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
     lines = [f"# Speculative vs plain beam search ({args.draft}, γ = {args.gamma}, {args.max_new_tokens} new tokens)",
@@ -72,6 +74,12 @@ def main(argv=None) -> int:
         sw, pw = sum(r["spec_wall_s"] for r in rs), sum(r["plain_wall_s"] for r in rs)
         lines.append(f"| {b} | **all** | {steps} | {sf} | {pf} | {sf / steps:.2f} | {sw:.2f} | {pw:.2f} | "
                      f"{pw / sw:.2f}× | {all(r['same_beams'] for r in rs)} |")
+    spec_reorder = sum(r["reorder_s"] for r in rows)
+    lines += ["", f"Beam reordering (gather of cache rows) in the speculative lanes: {sum(r['reorders'] for r in rows)} "
+              f"gathers, {sum(r['reorder_bytes'] for r in rows) / 2**20:.0f} MiB copied, {spec_reorder:.2f} s = "
+              f"{100 * spec_reorder / sum(r['spec_wall_s'] for r in rows):.1f}% of their time; in the plain lanes "
+              f"{sum(r['plain_reorder_bytes'] for r in rows) / 2**20:.0f} MiB, {sum(r['plain_reorder_s'] for r in rows):.2f} s"
+              f" = {100 * sum(r['plain_reorder_s'] for r in rows) / sum(r['plain_wall_s'] for r in rows):.1f}%."]
     Path(args.out + ".json").write_text(json.dumps({"cpu": cpu_name(), "args": vars(args), "rows": rows}, indent=1))
     Path(args.out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -332,4 +332,5 @@ def race_summary(spec_events: list, plain_events: list) -> dict:
     same = None not in results and results[0].token_ids == results[1].token_ids
     return {**spec, "ar_target_forwards": plain["target_forwards"], "ar_wall_s": plain["wall_s"],
             "ar_token_ids": list(plain_events[-1].token_ids), "ar_tokens_per_s": plain["tokens_per_s"],
+            "ar_reorder_s": plain["reorder_s"], "ar_reorder_bytes": plain["reorder_bytes"],
             "speedup": plain["wall_s"] / spec["wall_s"] if spec["wall_s"] else None, "identical_to_ar": same}
