@@ -3,7 +3,7 @@
 Each cell is the token a surviving beam added at that step; a beam that continues another slot's
 beam says so (↰ parent). Cells whose beam has a child at the next step are survivors, the others were
 pruned there; tokens read from a drafted path (speculative beam search) are marked, a round's first
-column is marked, and the final best hypothesis's path is highlighted across lanes; ⏹ marks where a
+column is marked, and the final best hypothesis's path is highlighted across lanes; ■ marks where a
 hypothesis finished (EOS or the length limit), the best one's lane is starred. Hover shows the
 cumulative score, the parent and the round. With the plain run's events too, a race line compares
 target forwards and wall time. This module knows nothing about torch or gradio; token text is escaped.
@@ -81,7 +81,7 @@ def _cell(s, i: int, seqs, nxt, best: tuple | None, first_of_round: bool, ends=(
                     extra=" ".join(classes))
     badges = "".join(f'<span class="beam-end{" beam-end-best" if is_best else ""}" data-score="{score:.6f}" '
                      f'title="{"best hypothesis" if is_best else "hypothesis"} ends here: {esc(token)} '
-                     f'(score {score:.4f})">⏹</span>' for token, score, is_best in ends)
+                     f'(score {score:.4f})">■</span>' for token, score, is_best in ends)
     return (f'<span class="beam-cell" data-beam="{i}" data-parent="{esc(parent)}" data-step="{esc(s.pos)}">'
             f'{mark}{span}{badges}</span>')
 
