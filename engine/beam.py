@@ -105,6 +105,12 @@ def beam_step(state: BeamState, log_probs: torch.Tensor, eos: frozenset, max_new
     return new, StepOut([parents[i] for i in nxt], [tokens[i] for i in nxt], finished, go_on)
 
 
+def on_drafted_path(draft: list, depth: int, token: int) -> bool:
+    """A beam that stood on its origin's drafts d_1..d_depth and now added `token` is still on the drafted
+    path iff token is d_(depth+1): only then does the round's forward hold its next-token row."""
+    return depth < len(draft) and token == draft[depth]
+
+
 # -- the cache of B rows ------------------------------------------------------------------------
 def expand_rows(cache: KVCache, rows: int) -> None:
     """A cache filled with one row (the prompt) becomes `rows` identical rows (one copy, once per run)."""
@@ -229,8 +235,7 @@ def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
                 while True:
                     state, step = beam_step(state, log_probs[origin, depth], eos, cfg.max_new_tokens)
                     origin = [origin[p] for p in step.parents]
-                    on_draft = [depth < len(drafts[o]) and tok == drafts[o][depth]
-                                for o, tok in zip(origin, step.tokens)]
+                    on_draft = [on_drafted_path(drafts[o], depth, tok) for o, tok in zip(origin, step.tokens)]
                     depth += 1
                     go_on = step.go_on
                     out.append(BeamStep(round=round_, pos=pos + depth - 1, parents=step.parents,

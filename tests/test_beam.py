@@ -104,6 +104,19 @@ def test_speculative_equals_plain_tiny(tiny, num_beams):
     assert saved > 0  # `self` drafts some beams' paths: fewer forwards than steps somewhere
 
 
+def test_negative_control_a_replay_off_the_drafted_paths_differs(tiny, monkeypatch):
+    """The equality tests can fail: a replay that reads rows off the drafted paths (a wrong rule) returns
+    other scores than plain beam search."""
+    import engine.beam as beam
+
+    ids = tiny.encode(PROMPTS[1], raw=True)
+    cfg = GenerationConfig(num_beams=2, max_new_tokens=12, gamma=3)
+    _, plain = run(tiny, ids, cfg, False)
+    monkeypatch.setattr(beam, "on_drafted_path", lambda draft, depth, token: depth < len(draft))
+    _, wrong = run(tiny, ids, cfg, True, PerBeam(RandomDrafter(tiny.target.vocab_size)))
+    assert wrong.token_ids != plain.token_ids or wrong.scores != pytest.approx(plain.scores, abs=1e-4)
+
+
 @pytest.mark.parametrize("num_beams", [2, 4])
 def test_speculative_equals_plain_embedded(small, num_beams):
     """On the embedded model: n-gram on a copy prompt, a random drafter and `self` all return the plain
