@@ -343,6 +343,50 @@ def idle_buttons():
 OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
 
 
+@gpu
+def stream_beams(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool):
+    """(lane, event) of a speculative beam search, interleaved with the plain one of the same width when racing."""
+    engine = Engine(load_model(target), draft)
+    if race:
+        yield from engine.race(prompt, cfg)
+    else:
+        for event in engine.generate(prompt, cfg):
+            yield "speculative", event
+
+
+def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt):
+    """Stream the beam view once per round (see specviz/beams.py); a bad setting is one warning."""
+    try:
+        target, draft = av.model_specs(pair, drafter, param)
+        cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), num_beams=int(num_beams),
+                               time_limit_s=MAX_RUN_S)
+        prepare(target, draft, prompt, cfg.raw)
+        lanes = {"speculative": [], "ar": []}
+        for lane, event in stream_beams(target, draft, cfg, prompt, bool(race)):
+            lanes[lane].append(event)
+            if event.kind in ROUND_END:
+                yield specviz.render_beams(lanes["speculative"], lanes["ar"])
+    except (ValueError, RuntimeError) as e:
+        gr.Warning(failure(e) if isinstance(e, RuntimeError) else str(e))
+        yield gr.skip()
+        return
+    yield specviz.render_beams(lanes["speculative"], lanes["ar"])
+
+
+def beam_section(pair, drafter, param, gamma, max_new, prompt) -> None:
+    """The beam-search tab: width, race, a button and the beam view; it reuses the main controls."""
+    with gr.Row():
+        num_beams = gr.Slider(2, 8, value=3, step=1, label="Beams B", elem_id="num-beams", scale=2)
+        beam_race = gr.Checkbox(True, label="Race plain beam search of the same width", elem_id="beam-race", scale=2)
+        beam_btn = gr.Button("Beam search", variant="primary", elem_id="beam-run", scale=1)
+    gr.Markdown("Exact beam search (transformers' definition, length penalty 1, early stopping off). Each beam's "
+                "drafter (ngram or self) proposes γ tokens; one target forward verifies every beam's draft and "
+                "the search replays while the beams it keeps stay on drafted paths. Same beams, same scores.")
+    view = gr.HTML(specviz.render_beams([]), elem_id="beams")
+    beam_btn.click(beam_generate, [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt], [view],
+                   show_progress="minimal", api_name="beam", api_visibility="private", **COMPUTE)
+
+
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
         events = gr.State([], time_to_live=STATE_TTL_S)  # the session's run: a RunSet while streaming, packed bytes once settled
@@ -431,6 +475,8 @@ def build_demo() -> gr.Blocks:
                         race_html = gr.HTML(specviz.render_race([]), elem_id="race")
                     with gr.Tab("Explain", elem_id="tab-explain"):
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
+                    with gr.Tab("Beam search", elem_id="tab-beams"):
+                        beam_section(pair, drafter, param, gamma, max_new, prompt)
 
         view_outs = [stream, tree, race_html, explain, summary, verify, fig_len, fig_pos, fig_run, fig_tput, fig_speedup]
         controls = [pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new, tree_budget,

@@ -15,7 +15,7 @@ def _generate(args) -> int:
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
                            top_k=args.top_k, top_p=args.top_p, seed=args.seed, raw=args.raw,
                            adaptive=args.adaptive, p_min=args.p_min, tree_budget=args.tree_budget,
-                           tree_branching=args.tree_branching)
+                           tree_branching=args.tree_branching, num_beams=args.num_beams)
     engine = Engine.load(args.target, args.draft, device=args.device, dtype=args.dtype,
                          trust_remote_code=args.trust_remote_code)
     threads = {} if args.race_threads is None else {"race_threads": args.race_threads or None}
@@ -26,6 +26,14 @@ def _generate(args) -> int:
     if args.json:
         out = {"text": result.text, "token_ids": result.token_ids, **{k: v for k, v in s.items() if k != "mode"}}
         print(json.dumps(out))
+    elif cfg.num_beams > 1:
+        print(result.text)
+        line = (f"\n[beam search B={s['num_beams']}: score {s['score']:.4f}, {s['steps']} steps in {s['target_forwards']} "
+                f"target forwards ({s['forwards_saved']} saved), {s['tokens_per_s']:.1f} tok/s")
+        if args.compare_ar:
+            line += (f"; plain beam search {s['ar_target_forwards']} forwards, raced side by side: speedup "
+                     f"{s['speedup']:.2f}x, {'same beams' if s['identical_to_ar'] else 'different beams'}")
+        print(line + "]", file=sys.stderr)
     else:
         print(result.text)
         alpha = f"α {s['alpha']:.2f} per token" if s.get("alpha") is not None else "no drafts tested"
@@ -59,6 +67,8 @@ def main(argv=None) -> int:
     g.add_argument("--p-min", type=float, default=0.0, help="confidence threshold for model drafters (0 = off)")
     g.add_argument("--tree-budget", type=int, default=0, help="tree speculation: draft nodes per round (0 = chain)")
     g.add_argument("--tree-branching", type=int, default=2, help="tree speculation: children tried per node")
+    g.add_argument("--num-beams", type=int, default=1,
+                   help="beam search width B, 2..8 (greedy; --draft ngram[:N] or self); 1 = off")
     g.add_argument("--compare-ar", action="store_true", help="race the autoregressive baseline, interleaved round by round, and compare")
     g.add_argument("--race-threads", type=int, default=None, metavar="N",
                    help="CPU threads both race lanes compute with (0 = torch's default; default "

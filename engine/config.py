@@ -15,6 +15,7 @@ WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message s
     "record_topk": (0, 20, "between 0 and 20"),
     "tree_budget": (0, 64, "between 0 (chain) and 64 nodes"),
     "tree_branching": (1, 8, "between 1 and 8"),
+    "num_beams": (1, 8, "1 (off) or between 2 and 8"),
 }
 
 
@@ -45,6 +46,7 @@ class GenerationConfig:
     tree_budget: int = 0  # tree speculation: at most this many draft nodes per round (0 = a chain of γ)
     tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
     time_limit_s: float | None = None  # wall seconds (prefill included) after which the run stops; None = none
+    num_beams: int = 1  # beam search width B, 2..8 (engine/beam.py; greedy, chain drafts); 1 = off
 
     def __post_init__(self):
         for name, (low, high, allowed) in WHOLE_SETTINGS.items():
@@ -73,6 +75,9 @@ class GenerationConfig:
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
                                       or not 0 <= self.seed <= MAX_SEED):
             raise ValueError(f"seed must be a whole number in 0..2**63-1 (or None), got {short_repr(self.seed)}")
+        if self.num_beams > 1 and (self.temperature != 0 or self.tree_budget):
+            raise ValueError(f"num_beams > 1 (beam search) needs temperature 0 and tree_budget 0, got temperature "
+                             f"{self.temperature!r} and tree_budget {self.tree_budget!r}")
         if not isinstance(self.raw, bool):
             raise ValueError(f"raw must be true or false, got {short_repr(self.raw)}")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sampling, tree
+from . import beam, sampling, tree
 from .cache import KVCache
 from .config import MAX_GAMMA, GenerationConfig
 from .drafters import Draft, drafter_factory
@@ -148,8 +148,8 @@ class Engine:
         for lane, event in self.race(prompt, cfg, threads=race_threads):
             lanes[lane].append(event)
         done = lanes["speculative"][-1]
-        return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text,
-                         summarize(lanes["speculative"], lanes["ar"]))
+        summary = (beam.race_summary if cfg.num_beams > 1 else summarize)(lanes["speculative"], lanes["ar"])
+        return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text, summary)
 
     def race(self, prompt: str, cfg: GenerationConfig | None = None,
              prompt_ids: list[int] | None = None, threads: int | None = RACE_THREADS) -> Iterator[tuple[str, object]]:
@@ -185,6 +185,9 @@ class Engine:
         if self.target.device.type != "cpu":
             threads = None
         watch = LoadWatch(threads, enabled=self.target.device.type == "cpu")
+        if cfg.num_beams > 1:  # speculative vs plain beam search of the same width
+            yield from beam.race(lanes, threads, torch_threads)
+            return
         try:
             while lanes:
                 lane = min(lanes, key=done.__getitem__)  # the lane behind in its share of the work
@@ -217,7 +220,10 @@ class Engine:
         if limit and len(ids) + cfg.max_new_tokens > limit:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
                              f"target's context of {limit} tokens")
-        return self._run(ids, cfg, mode, deadline if deadline is not None else _deadline(cfg))
+        deadline = deadline if deadline is not None else _deadline(cfg)
+        if cfg.num_beams > 1:  # beam search (engine/beam.py): its own loop over a B-row cache
+            return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
+        return self._run(ids, cfg, mode, deadline)
 
     @torch.inference_mode()
     def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, deadline: float | None) -> Iterator:

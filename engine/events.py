@@ -246,3 +246,58 @@ def write_trace(path, events) -> None:
 
 def read_trace(path) -> list:
     return trace_from_json(Path(path).read_text(encoding="utf-8"))
+
+
+# -- beam search (engine/beam.py) -------------------------------------------------------------------
+@dataclass(frozen=True)
+class BeamDrafted:
+    """Speculative beam search: each running beam's drafter proposed tokens after that beam."""
+    kind: ClassVar[str] = "beam_drafted"
+    round: int
+    pos: int  # absolute position of the first drafted token (every beam has the same length)
+    token_ids: list  # per beam (index at the round's start): its drafted ids (may be empty)
+    tokens: list  # per beam: their text
+    drafter: str
+
+
+@dataclass(frozen=True)
+class BeamStep:
+    """One beam-search step: the B beams that survive it, each one token longer than its parent."""
+    kind: ClassVar[str] = "beam_step"
+    round: int
+    pos: int  # absolute position of the token this step adds
+    parents: list  # per surviving beam: index of the beam (before this step) it extends
+    token_ids: list  # per surviving beam: the token it added
+    tokens: list  # their text
+    scores: list  # per surviving beam: cumulative log-probability (sum of log p of its tokens)
+    drafted: list  # per surviving beam: True if its token was its path's drafted token (read from the round's forward)
+    finished: list  # hypotheses entering the finished set here: {"parent", "token_id", "token", "score" (÷ length)}
+
+
+@dataclass(frozen=True)
+class BeamVerified:
+    """The round's one target forward, and how far the replayed beam search stayed on the drafted paths."""
+    kind: ClassVar[str] = "beam_verified"
+    round: int
+    pos: int  # absolute position of the first token this round added
+    steps: int  # beam-search steps replayed from this one forward (1 = a plain step)
+    verified: list  # per beam (index at the round's start): how many of its drafted tokens a surviving beam stands on
+    origins: list  # per beam after the round: the beam (at the round's start) whose cache row it kept
+    positions: int  # tokens in the forward: B × (γ + 1)
+    cache_before: int  # cache length per row after the forward
+    cache_after: int  # after the rollback (= every beam's length − 1)
+
+
+@dataclass(frozen=True)
+class BeamResult:
+    """The finished hypotheses of a beam search, best first (transformers' returned sequence is the first)."""
+    kind: ClassVar[str] = "beam_result"
+    round: int
+    pos: int  # prompt + the best hypothesis's length
+    num_beams: int
+    token_ids: list  # per hypothesis: generated ids
+    texts: list  # per hypothesis: decoded text
+    scores: list  # per hypothesis: log-probability ÷ length ** length_penalty
+
+
+EVENT_TYPES.update({cls.kind: cls for cls in (BeamDrafted, BeamStep, BeamVerified, BeamResult)})

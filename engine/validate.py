@@ -223,8 +223,11 @@ def check_run(run: list, n_events: int) -> None:
     """One run (a RunStarted and what follows it): every position lies within its prompt + its tokens."""
     started = run[0]
     committed = sum(len(e.token_ids) for e in run if e.kind == "committed")
-    generated = max([committed] + [len(e.token_ids) for e in run if e.kind == "finished"])
-    drafts = max((len(e.token_ids) for e in run if e.kind in ("drafted", "draft_tree")), default=0)
+    generated = max([committed, sum(e.steps for e in run if e.kind == "beam_verified")]  # beam search: its steps
+                    + [len(e.token_ids) for e in run if e.kind == "finished"])
+    drafts = max([len(e.token_ids) for e in run if e.kind in ("drafted", "draft_tree")]
+                 + [len(d) for e in run if e.kind == "beam_drafted" for d in e.token_ids if isinstance(d, list)],
+                 default=0)
     limit = started.pos + generated + drafts + 1  # the verify forward writes the drafts and one more slot
     for e in run:
         for where, pos in positions(e):

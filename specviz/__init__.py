@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .beams import render_beams
 from .charts import (accepted_length_fig, empty_fig, position_acceptance_fig, running_acceptance_fig,
                      speedup_model_fig, throughput_fig)
 from .explain import render_explain
@@ -30,7 +31,8 @@ def head_html() -> str:
 
 
 __all__ = [
-    "render_stream", "render_legend", "render_tree", "render_verify", "render_race", "render_explain", "verdict",
+    "render_stream", "render_legend", "render_beams", "render_tree", "render_verify", "render_race", "render_explain",
+    "verdict",
     "accepted_length_fig", "position_acceptance_fig", "running_acceptance_fig", "throughput_fig",
     "speedup_model_fig", "empty_fig", "rounds_of", "events_upto", "time_at_round", "replay_frame",
     "split_runs", "view_run", "view_runs", "spec_summary", "measured_speedup", "RunView", "RoundView",

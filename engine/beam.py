@@ -1,0 +1,341 @@
+"""Beam search on the engine's pointer cache, plain or speculative, as a generator of events.
+
+The search is transformers' beam search (generation/utils.py `_beam_search`, v5) for one prompt:
+each step takes the top K = max(2, 1 + #eos)·B continuations of all B running beams by cumulative
+log-probability, keeps the best B that did not hit EOS / the length limit as the running beams, and
+offers those of the top B that did to the finished set (score = log-prob ÷ generated length ^
+length_penalty). It stops when the finished set cannot improve (early_stopping=False's heuristic:
+the best running beam's score ÷ its current length is no better than the worst finished one),
+when every candidate hits the limit, or, with early_stopping=True, when B hypotheses have finished.
+
+The KV cache holds B rows, one per running beam, all of one length (every beam grows one token
+per step). Reordering beams is a gather of rows (`reorder_rows`): a copy of the live prefix.
+
+Speculative beam search (`speculative=True`): each beam's drafter proposes up to γ tokens; ONE
+target forward over the (B, γ+1) inputs [last token of beam b, its drafts] gives the target's
+log-probabilities after every prefix of every drafted path. The beam search is then replayed step
+by step from those rows: a running beam whose tokens since the round began are its origin's drafts
+d_1..d_k finds its next-token log-probs in row k of its origin. The replay continues while every
+running beam it selects lies on a drafted path; the first step that selects one off the paths is
+still exact (it used rows of beams on the paths), and ends the round. The cache then keeps, per new
+beam, its origin's row up to the beam's last token but one (a gather of rows and a pointer move:
+the rollback). Each replayed step sees exactly the log-probabilities a plain step would compute,
+so the beams and scores are those of plain beam search (up to the float rounding of a (γ+1)-token
+forward against a 1-token one). This module knows nothing about HTML.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, replace
+
+import torch
+
+from .cache import KVCache
+from .config import GenerationConfig
+from .events import BeamDrafted, BeamResult, BeamStep, BeamVerified, Finished, RoundTimed, RunStarted
+
+NEG = -1.0e9  # transformers' "impossible" score
+PREFILL_CHUNK = 512
+
+
+@dataclass
+class BeamState:
+    """Running beams and the finished set of one beam search (transformers' tensors, batch 1)."""
+    seqs: list  # (B) generated ids of each running beam
+    scores: torch.Tensor  # (B,) float32 cumulative log-prob of each running beam
+    done_seqs: list  # (B) generated ids of each finished slot
+    done_scores: torch.Tensor  # (B,) float32 length-penalised score of each finished slot (NEG = empty)
+    done_flags: torch.Tensor  # (B,) bool: slot holds a finished hypothesis
+    improvable: bool = True  # the early-stopping heuristic still allows a better finished hypothesis
+    length: int = 0  # tokens generated so far by every running beam
+
+    @classmethod
+    def start(cls, num_beams: int) -> "BeamState":
+        scores = torch.zeros(num_beams)
+        scores[1:] = NEG  # all rows hold the prompt: only beam 0's continuations count at first
+        return cls([[] for _ in range(num_beams)], scores, [[] for _ in range(num_beams)],
+                   torch.full((num_beams,), NEG), torch.zeros(num_beams, dtype=torch.bool))
+
+
+@dataclass
+class StepOut:
+    """What one beam-search step chose."""
+    parents: list  # per new running beam: index of the running beam it extends
+    tokens: list  # per new running beam: the token it appended
+    finished: list  # [(parent, token, score)] hypotheses that entered the finished set at this step
+    go_on: bool  # False: the search is over
+
+
+def beam_step(state: BeamState, log_probs: torch.Tensor, eos: frozenset, max_new_tokens: int,
+              length_penalty: float = 1.0, early_stopping: bool | str = False) -> tuple[BeamState, StepOut]:
+    """One step of transformers' beam search from the running beams' next-token log-probs (B, V)."""
+    num_beams, vocab = log_probs.shape
+    keep = max(2, 1 + len(eos)) * num_beams
+    acc = (log_probs + state.scores[:, None]).reshape(1, -1)  # (1, B·V)
+    top_lp, top_idx = torch.topk(acc, k=keep)  # (1, K)
+    parents, tokens = (top_idx // vocab)[0].tolist(), (top_idx % vocab)[0].tolist()
+    cand = [state.seqs[b] + [t] for b, t in zip(parents, tokens)]
+    hits = torch.tensor([[t in eos or state.length + 1 >= max_new_tokens for t in tokens]])  # (1, K)
+    # running beams for the next step: the best B that did not just finish
+    run_lp = top_lp + hits.to(torch.float32) * NEG
+    nxt = torch.topk(run_lp, k=num_beams)[1][0].tolist()
+    # finished set: the top-B candidates that finished compete with the ones kept so far
+    top_mask = torch.arange(keep) < num_beams
+    just_done = hits & top_mask[None, :]
+    done_lp = top_lp / ((state.length + 1) ** length_penalty)
+    full = bool(state.done_flags.all()) and early_stopping is True
+    done_lp += float(full) * NEG
+    done_lp += float(not state.improvable) * NEG
+    done_lp += (~just_done) * NEG
+    merged = torch.cat((state.done_scores[None], done_lp), dim=1)  # (1, B + K)
+    pick = torch.topk(merged, k=num_beams)[1][0].tolist()
+    flags = torch.cat((state.done_flags, just_done[0]))
+    all_seqs = state.done_seqs + cand
+    finished = [(parents[i - num_beams], tokens[i - num_beams], float(merged[0, i]))
+                for i in pick if i >= num_beams and bool(flags[i])]
+    new = BeamState([cand[i] for i in nxt], run_lp[0, nxt], [all_seqs[i] for i in pick], merged[0, pick],
+                    flags[pick], state.improvable, state.length + 1)
+    # early-stopping heuristic: can the best running beam still beat the worst finished one?
+    best_len = max_new_tokens if early_stopping == "never" and length_penalty > 0 else new.length
+    best_running = new.scores[0] / (best_len ** length_penalty)
+    worst = torch.where(new.done_flags, new.done_scores.min(), torch.tensor(NEG))
+    new.improvable = state.improvable and bool((best_running > worst).any())
+    go_on = new.improvable and not (bool(new.done_flags.all()) and early_stopping is True) and not bool(hits.all())
+    return new, StepOut([parents[i] for i in nxt], [tokens[i] for i in nxt], finished, go_on)
+
+
+def on_drafted_path(draft: list, depth: int, token: int) -> bool:
+    """A beam that stood on its origin's drafts d_1..d_depth and now added `token` is still on the drafted
+    path iff token is d_(depth+1): only then does the round's forward hold its next-token row."""
+    return depth < len(draft) and token == draft[depth]
+
+
+# -- the cache of B rows ------------------------------------------------------------------------
+def expand_rows(cache: KVCache, rows: int) -> None:
+    """A cache filled with one row (the prompt) becomes `rows` identical rows (one copy, once per run)."""
+    for layer in cache.layers:
+        if layer.is_initialized and layer.keys.shape[0] != rows:
+            layer.keys = layer.keys.expand(rows, -1, -1, -1).contiguous()
+            layer.values = layer.values.expand(rows, -1, -1, -1).contiguous()
+
+
+def reorder_rows(cache: KVCache, rows: torch.Tensor) -> int:
+    """Row i of the cache becomes row rows[i] (beam reordering), live prefix only; returns bytes copied."""
+    n = cache.length
+    copied = 0
+    for layer in cache.layers:
+        for buf in (layer.keys, layer.values):
+            buf[:, :, :n] = buf[rows, :, :n]  # a gather, then a copy back in place
+            copied += 2 * buf[:, :, :n].numel() * buf.element_size()
+    return copied
+
+
+# -- drafting for every beam ----------------------------------------------------------------------
+class PerBeam:
+    """Beam drafting with a chain drafter that keeps no per-run state (n-gram, random): one call per beam."""
+
+    def __init__(self, drafter):
+        self.drafter, self.name = drafter, drafter.name
+
+    def propose(self, beams: list, gamma: int) -> list:
+        return [self.drafter.propose(ids, gamma).token_ids.tolist() for ids in beams]
+
+
+class SelfBeams:
+    """`self` for beams: each beam's drafts are the target's own greedy continuation of it, drafted in
+    batched (B, 1) steps on the target's cache, whose pointer is moved back afterwards (the verify
+    forward rewrites those slots). 100% of greedy paths verify; beams off the greedy path do not."""
+    name = "self"
+
+    def __init__(self, forward, cache: KVCache, device):
+        self.forward, self.cache, self.device = forward, cache, device
+
+    def propose(self, beams: list, gamma: int) -> list:
+        start = self.cache.length
+        x = torch.tensor([[ids[-1]] for ids in beams], device=self.device)  # (B, 1)
+        out = []
+        for _ in range(gamma):
+            x = self.forward(x, self.cache)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
+            out.append(x)
+        self.cache.truncate(start)
+        return torch.cat(out, dim=1).tolist() if out else [[] for _ in beams]
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def beam_run(engine, ids: list[int], cfg: GenerationConfig, speculative: bool, deadline: float | None,
+             cache_len: int, drafter=None):
+    """The events of one beam search of the target from prompt `ids` (engine: an Engine; cache_len: its
+    cache_slots; drafter: a beam drafter, by default the one for the engine's draft spec, checked now)."""
+    if speculative and drafter is None:
+        check_beam_draft(engine.draft_spec)
+    return _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter)
+
+
+def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
+    target, device, forward = engine.target, engine.target.device, engine.forward
+    num_beams, eos, prompt_len = cfg.num_beams, target.eos_ids, len(ids)
+    with torch.inference_mode():
+        cache = KVCache.for_model(target.model, cache_len)
+        if speculative and drafter is None:
+            drafter = make_beam_drafter(engine, cfg, cache)
+        paused, t_start = 0.0, time.perf_counter()
+
+        def clock():
+            return time.perf_counter() - paused
+
+        for start in range(0, prompt_len - 1, PREFILL_CHUNK):  # all but the last prompt token, one row
+            forward(torch.tensor([ids[start:min(start + PREFILL_CHUNK, prompt_len - 1)]], device=device), cache,
+                    logits_to_keep=1)
+        expand_rows(cache, num_beams)  # (with a one-token prompt nothing is cached: the first forward allocates B rows)
+    t_yield = time.perf_counter()
+    yield RunStarted(0, uuid.uuid4().hex[:12], "speculative" if speculative else "ar", target.name,
+                     (drafter.name if drafter is not None else "") if speculative else "", str(device),
+                     str(target.dtype).replace("torch.", ""), cfg.to_dict(), target.tokenizer.decode(ids), list(ids),
+                     [engine.token_text(i) for i in ids], prompt_len,
+                     threads=torch.get_num_threads() if device.type == "cpu" else 0)
+    paused += time.perf_counter() - t_yield
+
+    state = BeamState.start(num_beams)
+    round_, stop_reason, go_on = 0, "max_new_tokens", True
+    forwards = rows_forwarded = reorders = bytes_copied = drafted_total = 0
+    reorder_s = 0.0
+    try:
+        while go_on:
+            if deadline is not None and time.monotonic() > deadline:
+                stop_reason = "time_limit"
+                break
+            round_ += 1
+            out = []
+            t0 = clock()
+            with torch.inference_mode():
+                pos = prompt_len + state.length  # absolute position of the first token this round adds
+                room = cfg.max_new_tokens - state.length - 1  # drafts beyond the length limit cannot be used
+                beams = [list(ids) + s for s in state.seqs]
+                # 1. draft: up to γ tokens per beam
+                drafts = drafter.propose(beams, min(cfg.gamma, room)) if speculative and room > 0 else []
+                drafts = [d[:room] for d in drafts] or [[] for _ in beams]
+                width = max(len(d) for d in drafts)
+                drafted_total += sum(len(d) for d in drafts)
+                if speculative:
+                    out.append(BeamDrafted(round=round_, pos=pos, token_ids=drafts,
+                                           tokens=[[engine.token_text(t) for t in d] for d in drafts],
+                                           drafter=drafter.name))
+                t1 = clock()
+                # 2. verify: one forward over (B, γ+1) = [last token of each beam, its drafts (padded)]
+                x = torch.tensor([[b[-1]] + d + [0] * (width - len(d)) for b, d in zip(beams, drafts)], device=device)
+                before = cache.length
+                logits = forward(x, cache)  # (B, γ+1, V)
+                log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, γ+1, V)
+                forwards += 1
+                rows_forwarded += x.numel()
+                # 3. replay the beam search on the drafted paths
+                origin = list(range(num_beams))  # per running beam: the row (beam at round start) it descends from
+                depth = 0  # tokens every running beam has added since the round began
+                while True:
+                    state, step = beam_step(state, log_probs[origin, depth], eos, cfg.max_new_tokens)
+                    origin = [origin[p] for p in step.parents]
+                    on_draft = [on_drafted_path(drafts[o], depth, tok) for o, tok in zip(origin, step.tokens)]
+                    depth += 1
+                    go_on = step.go_on
+                    out.append(BeamStep(round=round_, pos=pos + depth - 1, parents=step.parents,
+                                        token_ids=step.tokens, tokens=[engine.token_text(t) for t in step.tokens],
+                                        scores=[float(s) for s in state.scores], drafted=on_draft,
+                                        finished=[{"parent": p, "token_id": t, "token": engine.token_text(t),
+                                                   "score": s} for p, t, s in step.finished]))
+                    if not go_on or not all(on_draft):
+                        break
+                # 4. rollback: keep, per new beam, its origin's row up to its last token but one
+                verified = [0] * num_beams
+                for o, ok in zip(origin, on_draft):
+                    verified[o] = max(verified[o], depth if ok else depth - 1)
+                cache.truncate(before + depth)
+                t_r = time.perf_counter()
+                if origin != list(range(num_beams)):
+                    bytes_copied += reorder_rows(cache, torch.tensor(origin, device=device))
+                    reorders += 1
+                reorder_s += time.perf_counter() - t_r
+                out.append(BeamVerified(round=round_, pos=pos, steps=depth, verified=verified, origins=origin,
+                                        positions=x.numel(), cache_before=before + x.shape[1],
+                                        cache_after=cache.length))
+            t2 = clock()
+            out.append(RoundTimed(round_, prompt_len + state.length, t1 - t0, t2 - t1, t2 - t0, t2 - t_start,
+                                  sum(len(d) for d in drafts)))
+            t_yield = time.perf_counter()
+            for event in out:
+                yield event
+            paused += time.perf_counter() - t_yield
+    except GeneratorExit:
+        return
+
+    wall = clock() - t_start
+    hyps = [(seq, float(s)) for seq, s, f in zip(state.done_seqs, state.done_scores, state.done_flags) if bool(f)]
+    if not hyps:  # stopped early (time limit): the running beams, scored like finished ones would be
+        hyps = [(seq, float(s) / max(1, state.length)) for seq, s in zip(state.seqs, state.scores)]
+        hyps.sort(key=lambda h: -h[1])
+    best = hyps[0][0]
+    if stop_reason != "time_limit" and best and best[-1] in eos:
+        stop_reason = "eos"
+    yield BeamResult(round=round_, pos=prompt_len + len(best), num_beams=num_beams,
+                     token_ids=[h[0] for h in hyps],
+                     texts=[target.tokenizer.decode(h[0], skip_special_tokens=True) for h in hyps],
+                     scores=[h[1] for h in hyps])
+    summary = {"mode": "beam_speculative" if speculative else "beam", "num_beams": num_beams,
+               "gamma": cfg.gamma if speculative else 0, "max_new_tokens": cfg.max_new_tokens, "rounds": round_,
+               "new_tokens": len(best), "steps": state.length, "target_forwards": forwards,
+               "forwards_saved": state.length - forwards, "positions_forwarded": rows_forwarded,
+               "drafted": drafted_total, "steps_per_forward": state.length / forwards if forwards else None,
+               "score": hyps[0][1], "wall_s": wall, "tokens_per_s": len(best) / wall if wall else None,
+               "reorders": reorders, "reorder_s": reorder_s, "reorder_bytes": bytes_copied,
+               "threads": torch.get_num_threads() if device.type == "cpu" else None}
+    yield Finished(round_, prompt_len + len(best), stop_reason, target.tokenizer.decode(best, skip_special_tokens=True),
+                   list(best), summary)
+
+
+def check_beam_draft(spec: str) -> None:
+    """Beam search drafts with ngram[:N] (per beam) or self (batched on the B-row cache)."""
+    if spec != "self" and spec.split(":")[0] != "ngram":
+        raise ValueError(f"beam search (num_beams > 1) drafts with 'ngram[:N]' or 'self', got draft {spec!r}")
+
+
+def make_beam_drafter(engine, cfg: GenerationConfig, cache: KVCache):
+    """The beam drafter for the engine's draft spec: ngram[:N] per beam, or `self` batched on the cache."""
+    check_beam_draft(engine.draft_spec)
+    if engine.draft_spec == "self":
+        return SelfBeams(engine.forward, cache, engine.target.device)
+    return PerBeam(engine.make_drafter(replace(cfg, tree_budget=0), None, cache.max_len, cache))
+
+
+def race(lanes: dict, threads: int | None, torch_threads):
+    """Speculative and plain beam search of one width ({"speculative": events, "ar": events}), interleaved one
+    round at a time: always the lane that has done fewer beam steps (Engine.race explains why this makes the
+    timing fair); torch_threads(threads) wraps each step (engine.torch_threads)."""
+    done = dict.fromkeys(lanes, 0)
+    try:
+        while lanes:
+            lane = min(lanes, key=done.__getitem__)
+            while True:
+                with torch_threads(threads):
+                    event = next(lanes[lane], None)
+                if event is None:
+                    del lanes[lane]
+                    break
+                yield lane, event
+                if event.kind == "beam_step":
+                    done[lane] += 1
+                if event.kind == "round_timed":
+                    break
+    finally:
+        for gen in lanes.values():
+            gen.close()
+
+
+def race_summary(spec_events: list, plain_events: list) -> dict:
+    """The speculative lane's summary plus the plain lane's forwards and time, the speedup and the verdict."""
+    spec, plain = spec_events[-1].summary, plain_events[-1].summary
+    results = [next((e for e in events if e.kind == "beam_result"), None) for events in (spec_events, plain_events)]
+    same = None not in results and results[0].token_ids == results[1].token_ids
+    return {**spec, "ar_target_forwards": plain["target_forwards"], "ar_wall_s": plain["wall_s"],
+            "ar_token_ids": list(plain_events[-1].token_ids), "ar_tokens_per_s": plain["tokens_per_s"],
+            "ar_reorder_s": plain["reorder_s"], "ar_reorder_bytes": plain["reorder_bytes"],
+            "speedup": plain["wall_s"] / spec["wall_s"] if spec["wall_s"] else None, "identical_to_ar": same}
