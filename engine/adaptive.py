@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from .drafters import Draft, Drafter, empty_draft
+from .draft import Draft, Drafter, empty_draft
 from . import costmodel
 from .tree import depths
 
@@ -135,7 +135,7 @@ class AutoDrafter(Drafter):
 def _cut(draft: Draft, gamma: int) -> Draft:
     """The draft limited to γ tokens: a chain's first γ, or a tree's nodes of depth <= γ."""
     if draft.parents is None:
-        draft.token_ids, draft.branches = draft.token_ids[:gamma], []
+        draft.token_ids = draft.token_ids[:gamma]
         draft.q = None if draft.q is None else draft.q[:gamma]
         return draft
     keep = [i for i, depth in enumerate(depths(draft.parents)) if depth <= gamma]  # parents come first

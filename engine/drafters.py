@@ -18,48 +18,17 @@ import copy
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 
+from .adaptive import AutoDrafter
 from .cache import KVCache
 from .config import GenerationConfig
+from .draft import Draft, Drafter, empty_draft  # noqa: F401  (Draft and Drafter: the interface, re-exported)
 from .fastllama import forward_fn
 from .models import LoadedModel, ModelLoadError, load_model
+from .ngram import NgramDrafter
 from .sampling import pick, shape_probs
-
-
-@dataclass
-class Draft:
-    """What a drafter proposes for one round (possibly nothing: the round is then a plain target step)."""
-    token_ids: torch.Tensor  # (γ,) int64 on the target's device, γ may be 0
-    q: torch.Tensor | None  # (γ, V) draft probabilities, shaped like p; None = one-hot (no distribution)
-    drafter: str = ""  # which drafter proposed it (auto names the one it picked)
-    decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
-    branches: list = field(default_factory=list)  # other candidate continuations (n-gram), for trees
-    variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
-    parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
-    node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
-    chain_q: list | None = None  # set by the engine on a tree's chain view: q of each token
-    chain_rows: torch.Tensor | None = None  # set by the engine on a tree's chain view: target rows
-
-
-class Drafter:
-    """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
-    name = "drafter"
-
-    def propose(self, ids: list[int], gamma: int) -> Draft:
-        raise NotImplementedError
-
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
-
-    def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
-        """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
-
-
-def empty_draft(device, name: str) -> Draft:
-    return Draft(torch.empty(0, dtype=torch.long, device=device), None, name)
 
 
 class ModelDrafter(Drafter):
@@ -284,9 +253,6 @@ DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int, KVCa
 
 def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = False) -> DrafterFactory:
     """Validate `spec` now (loading any model once) and return a per-run drafter constructor."""
-    from .adaptive import AutoDrafter
-    from .ngram import NgramDrafter
-
     spec = (spec or "").strip()
     name, _, arg = spec.partition(":")
     dev, vocab = target.device, target.vocab_size

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .drafters import Draft, Drafter, empty_draft
+from .draft import Draft, Drafter, empty_draft
 from .tree import trie
 
 
@@ -50,4 +50,4 @@ class NgramDrafter(Drafter):
             tokens, parents = trie(found)
             tokens, parents = tokens[:self.tree_budget], parents[:self.tree_budget]  # topological: a prefix is a tree
             return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant)
-        return Draft(torch.tensor(found[0], device=self.device), None, self.name, branches=found[1:], variant=variant)
+        return Draft(torch.tensor(found[0], device=self.device), None, self.name, variant=variant)
