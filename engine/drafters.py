@@ -59,14 +59,14 @@ class ModelDrafter(Drafter):
         for _ in range(gamma):
             logits = self.forward(x, self.cache, logits_to_keep=1)[0, -1]  # (V,)
             q = shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
-            # confidence threshold (llama.cpp's p_min): stop when the draft is unsure (costs a host sync)
-            if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:
-                break
             tok = pick(q, self.cfg.greedy, self.generator)  # stays on device: no host sync
             tokens.append(tok)
             qs.append(q)
             x = tok.view(1, 1)
-        forwards = len(qs) + (len(tokens) < gamma)  # one more when p_min stopped the loop
+            # confidence threshold (llama.cpp's p_min): stop after a token the draft is unsure of. That token
+            # is kept: its forward is paid for, and it was sampled from q, so the target tests it losslessly.
+            if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:  # (a host sync)
+                break
         if self.shared:
             self.cache.truncate(start)  # the target's cache as it was: the verify forward rewrites these slots
         if not tokens:
@@ -78,7 +78,7 @@ class ModelDrafter(Drafter):
             q = torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1])) if q.shape[-1] < self.vocab else q[:, :self.vocab]
         chain = torch.stack(tokens).to(self.out_device)
         if not self.shared:  # an own cache: remember what it holds (the last sampled token is not fed)
-            self.fed = ids + chain.tolist()[:forwards - 1]
+            self.fed = ids + chain.tolist()[:-1]
         if self.cfg.tree_budget:
             return self._tree(chain, q)
         return Draft(chain, q, self.name)
@@ -282,9 +282,8 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         model = quantized_model(target, arg or ("int8" if dev.type == "cpu" else "bf16"))
         return model_based(model, dev)
     if spec == "auto":
-        subs = {"ngram": drafter_factory("ngram", target)}
-        return lambda cfg, gen, max_len, cache: AutoDrafter({k: f(cfg, gen, max_len, cache) for k, f in subs.items()},
-                                                            dev)
+        ngram = drafter_factory("ngram", target)
+        return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev)
     if name == "oracle":
         alpha_s, _, cost_s = arg.partition(":")
         try:
