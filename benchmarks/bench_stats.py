@@ -1,11 +1,11 @@
 """Benchmark statistics: medians over repeats, paired speedups, pooled acceptance, predicted curves.
 
-Pure Python on the harness's samples (bench.py); no models, no clocks.
+Pure Python on the harness's samples (harness.py); no models, no clocks.
 """
 from __future__ import annotations
 
-
-from . import costmodel
+from engine import costmodel
+from engine.config import MAX_GAMMA
 
 AR, HF_GREEDY = "ours/ar", "hf/greedy"  # the reference configs every other one is compared with
 
@@ -94,7 +94,7 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
     return out
 
 
-def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
+def predicted_curves(overall: dict, configs: list, max_gamma: int = MAX_GAMMA) -> dict:
     """Per drafter, the cost model's E/(γc + v(γ+1)) for γ = 1..max_gamma from the measured α, c and v.
 
     α is the per-token α pooled over every γ the drafter ran (accepted / tested positions); c is the
@@ -114,9 +114,6 @@ def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
         curves[d] = {"alpha": alpha, "c": cost, "v_points": sorted([n, v] for n, v in points.items()), "curve": curve,
                      "best_gamma": best[0], "best_predicted_speedup": best[1]}
     return curves
-
-
-# -- event-stream overhead --------------------------------------------------------------------
 
 
 def head_to_head(overall: dict, configs: list) -> list:
