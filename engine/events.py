@@ -1,6 +1,6 @@
 """Typed events of a speculative (or autoregressive) run, and their JSON trace format.
 
-Every event is a frozen dataclass of plain data (ints, floats, strings, lists, dicts; never
+Every event is a frozen, keyword-only dataclass of plain data (ints, floats, strings, lists, dicts; never
 tensors) carrying its `round` and absolute token positions (`pos`), so a renderer needs no engine
 state and a whole run can be written to JSON and read back into equal objects.
 Top-k alternatives are lists of `[token_id, token_text, prob]`.
@@ -19,7 +19,7 @@ TRACE_FORMAT = "specviz-trace"
 TRACE_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunStarted:
     """A run begins: its configuration and the prompt as the target sees it."""
     kind: ClassVar[str] = "run_started"
@@ -37,7 +37,7 @@ class RunStarted:
     pos: int  # position of the first generated token (= prompt length)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decided:
     """An adaptive drafter (auto) chose this round's drafter and γ; the numbers behind the choice."""
     kind: ClassVar[str] = "decided"
@@ -50,7 +50,7 @@ class Decided:
     candidates: list  # [{"drafter", "variant", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Drafted:
     """The drafter proposed tokens for positions pos .. pos+len-1."""
     kind: ClassVar[str] = "drafted"
@@ -63,7 +63,7 @@ class Drafted:
     drafter: str  # which drafter proposed this round
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Verified:
     """One target forward over [last token, drafts] judged the draft."""
     kind: ClassVar[str] = "verified"
@@ -83,7 +83,7 @@ class Verified:
     residual_topk: list = field(default_factory=list)  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DraftTree:
     """Tree speculation: every drafted node, how the target judged it, and the accepted path."""
     kind: ClassVar[str] = "draft_tree"
@@ -102,7 +102,7 @@ class DraftTree:
     next_kind: str  # "corrected" or "bonus"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
     kind: ClassVar[str] = "rolled_back"
@@ -112,7 +112,7 @@ class RolledBack:
     cache_after: int  # cache length after
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Committed:
     """Tokens appended to the output for good."""
     kind: ClassVar[str] = "committed"
@@ -124,7 +124,7 @@ class Committed:
     p: list  # target probability of each token
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RoundTimed:
     """Wall-clock cost of one round (seconds)."""
     kind: ClassVar[str] = "round_timed"
@@ -137,7 +137,7 @@ class RoundTimed:
     gamma: int  # tokens drafted this round (0 = a plain target step)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finished:
     """The run ended; `summary` holds the metrics computed from this run's events."""
     kind: ClassVar[str] = "finished"
