@@ -134,3 +134,21 @@ def head_to_head(overall: dict, configs: list) -> list:
                      "identical": bool(ours_row["identical"] and hf_row["identical"]),
                      "measured_over_predicted": _ratio(measured, predicted) if c.gamma else None})
     return rows
+
+
+def tabulate(rows: list, encoded: list, samples: list, configs: list) -> dict:
+    """results.json's tables: per prompt, per category and overall rows, mismatches, head-to-head, predictions."""
+    prompt_rows = [summarize_prompt(s, configs) for s in samples]
+    mismatches = [{"prompt": i, "category": p["category"], "config": c.name, "first_diff": r[c.name]["first_diff"]}
+                  for i, (p, r) in enumerate(zip(rows, prompt_rows)) for c in configs
+                  if r[c.name] and not r[c.name]["identical"]]
+    by_cat: dict = {}
+    for p, r in zip(rows, prompt_rows):
+        by_cat.setdefault(p["category"], []).append(r)
+    overall = aggregate(prompt_rows, configs)
+    return {"mismatches": len(mismatches), "mismatch_details": mismatches,
+            "prompts": [{"id": i, "category": p["category"], "prompt": p["prompt"], "prompt_tokens": len(ids),
+                         "results": r} for i, (p, ids, r) in enumerate(zip(rows, encoded, prompt_rows))],
+            "categories": {cat: aggregate(rs, configs) for cat, rs in by_cat.items()},
+            "overall": overall, "head_to_head": head_to_head(overall, configs),
+            "predicted": predicted_curves(overall, configs)}

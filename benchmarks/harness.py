@@ -25,7 +25,7 @@ from engine.config import GenerationConfig
 from engine.engine import Engine
 from engine.models import EMBEDDED, LoadedModel, load_model
 
-from .bench_stats import AR, HF_GREEDY, aggregate, head_to_head, predicted_curves, summarize_prompt  # noqa: F401
+from .bench_stats import AR, HF_GREEDY, tabulate  # noqa: F401
 from .hf_equiv import hf_equivalent, time_hf
 from .timing import BenchConfig, measure_overhead, time_ours
 
@@ -122,32 +122,58 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
         engines[d] = Engine(loaded, d)  # raises a clear ModelLoadError for an unknown spec
     configs, unsupported = build_configs(drafts, gammas, loaded, hf)
     encoded = [engines["ar"].encode(p["prompt"]) for p in rows]
+    samples, errors, overhead = race_configs(configs, engines, loaded, encoded, max_new_tokens, repeats,
+                                             overhead_pairs, progress)
+    tables = tabulate(rows, encoded, samples, configs)
+    results = {
+        "format": "specviz-bench", "version": 1,
+        "command": command or "python " + shlex.join(sys.argv),
+        "machine": machine_info(loaded),
+        "settings": {"target": target, "drafts": drafts, "gammas": gammas, "max_new_tokens": max_new_tokens,
+                     "repeats": repeats, "hf": hf, "prompts": len(rows), "categories": list(tables["categories"]),
+                     "temperature": 0.0, "warmup_tokens": min(max_new_tokens, WARMUP_TOKENS)},
+        "configs": [c.to_dict() for c in configs],
+        "hf_unsupported": unsupported,
+        "errors": errors,
+        **tables,
+        "overhead": overhead,
+    }
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    return results
+
+
+def race_configs(configs: list, engines: dict, loaded: LoadedModel, encoded: list, max_new_tokens: int, repeats: int,
+                 overhead_pairs: int, progress: bool) -> tuple[list, list, dict | None]:
+    """Every config on every prompt, interleaved (A B C A B C ...) after one untimed warm-up each; then the
+    event-stream overhead. Returns (samples per prompt {config name: [Sample]}, errors, overhead)."""
     over_cfg = next((c for c in sorted((c for c in configs if c.runner == "ours" and c.gamma),
                                        key=lambda c: abs(c.gamma - 4))), None)
-
-    total = len(configs) * (1 + len(rows) * repeats) + (2 * overhead_pairs if over_cfg and overhead_pairs else 0)
+    total = len(configs) * (1 + len(encoded) * repeats) + (2 * overhead_pairs if over_cfg and overhead_pairs else 0)
     bar = tqdm(total=total, desc="bench", unit="run", file=sys.stderr, disable=not progress, dynamic_ncols=True)
-    samples = [{c.name: [] for c in configs} for _ in rows]
-    failed, errors = set(), []
+    samples = [{c.name: [] for c in configs} for _ in encoded]
+    failed, errors, overhead = set(), [], None
+
+    def attempt(c, ids, n, prompt_i):
+        if c.name in failed:
+            bar.update(1)
+            return None
+        bar.set_postfix_str(c.label, refresh=False)
+        try:
+            return run_config(c, engines, loaded, ids, n)
+        except Exception as e:  # a transformers path that breaks is reported, not fatal
+            if c.runner != "hf":
+                raise
+            failed.add(c.name)
+            errors.append({"config": c.name, "prompt": prompt_i, "error": f"{type(e).__name__}: {e}"})
+            return None
+        finally:
+            bar.update(1)
+
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # assisted generation warns about its own internal kwargs
     try:
-        def attempt(c, ids, n, prompt_i):
-            if c.name in failed:
-                bar.update(1)
-                return None
-            bar.set_postfix_str(c.label, refresh=False)
-            try:
-                return run_config(c, engines, loaded, ids, n)
-            except Exception as e:  # a transformers path that breaks is reported, not fatal
-                if c.runner != "hf":
-                    raise
-                failed.add(c.name)
-                errors.append({"config": c.name, "prompt": prompt_i, "error": f"{type(e).__name__}: {e}"})
-                return None
-            finally:
-                bar.update(1)
-
         for c in configs:  # warm-up: once per config, untimed
             attempt(c, encoded[0], min(max_new_tokens, WARMUP_TOKENS), -1)
         for i, ids in enumerate(encoded):
@@ -156,47 +182,11 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
                     sample = attempt(c, ids, max_new_tokens, i)
                     if sample is not None:
                         samples[i][c.name].append(sample)
-        overhead = None
         if over_cfg and overhead_pairs:
             bar.set_postfix_str("event overhead", refresh=False)
-            overhead = measure_overhead(engines[over_cfg.drafter], over_cfg.drafter, encoded[0], over_cfg.gamma, max_new_tokens,
-                                        overhead_pairs, tick=lambda: bar.update(1))
+            overhead = measure_overhead(engines[over_cfg.drafter], over_cfg.drafter, encoded[0], over_cfg.gamma,
+                                        max_new_tokens, overhead_pairs, tick=lambda: bar.update(1))
     finally:
         hf_logging.set_verbosity(verbosity)
         bar.close()
-
-    prompt_rows = [summarize_prompt(s, configs) for s in samples]
-    mismatches = []
-    for i, (p, r) in enumerate(zip(rows, prompt_rows)):
-        for c in configs:
-            if r[c.name] and not r[c.name]["identical"]:
-                mismatches.append({"prompt": i, "category": p["category"], "config": c.name,
-                                   "first_diff": r[c.name]["first_diff"]})
-    by_cat = {}
-    for i, p in enumerate(rows):
-        by_cat.setdefault(p["category"], []).append(prompt_rows[i])
-    overall = aggregate(prompt_rows, configs)
-    results = {
-        "format": "specviz-bench", "version": 1,
-        "command": command or "python " + shlex.join(sys.argv),
-        "machine": machine_info(loaded),
-        "settings": {"target": target, "drafts": drafts, "gammas": gammas, "max_new_tokens": max_new_tokens,
-                     "repeats": repeats, "hf": hf, "prompts": len(rows), "categories": list(by_cat),
-                     "temperature": 0.0, "warmup_tokens": min(max_new_tokens, WARMUP_TOKENS)},
-        "configs": [c.to_dict() for c in configs],
-        "hf_unsupported": unsupported,
-        "errors": errors,
-        "mismatches": len(mismatches),
-        "mismatch_details": mismatches,
-        "prompts": [{"id": i, "category": p["category"], "prompt": p["prompt"], "prompt_tokens": len(ids),
-                     "results": r} for i, (p, ids, r) in enumerate(zip(rows, encoded, prompt_rows))],
-        "categories": {cat: aggregate(rs, configs) for cat, rs in by_cat.items()},
-        "overall": overall,
-        "head_to_head": head_to_head(overall, configs),
-        "predicted": predicted_curves(overall, configs),
-        "overhead": overhead,
-    }
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
-    return results
+    return samples, errors, overhead

@@ -5,6 +5,8 @@ over [last committed token, d1..dγ]; 3. accept / resample; 4. roll back the rej
 moving the cache pointer; 5. commit. The AR baseline is the same loop with γ = 0: the same
 cache, the same forward, the same sampling code, so the two can be raced fairly.
 Invariant between rounds: the target cache holds every committed token but the last one.
+Phases 2-5 are one pure step (step.py, returning a Step); this module drafts, times the step around it
+and hands its events (built in record.py) to the consumer.
 """
 from __future__ import annotations
 
