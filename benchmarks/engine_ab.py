@@ -36,12 +36,12 @@ def load(package: str):
     return mods[0].Engine, mods[1].GenerationConfig, mods[2].KVCache, mods[3].load_model
 
 
-def timed_run(engine, cfg, mode, ids) -> tuple[float, list]:
+def timed_run(engine, cfg, mode, ids) -> tuple[float, list, dict]:
     events, t0 = [], time.perf_counter()
     t_last = t0
     for event in engine.generate("", cfg, mode, prompt_ids=ids):
         if event.kind == "finished":
-            return t_last - t0, list(event.token_ids)
+            return t_last - t0, list(event.token_ids), event.summary
         events.append(event)
         t_last = time.perf_counter()
     raise RuntimeError("no finished event")
@@ -52,14 +52,17 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="a checkout of the code to compare against")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--drafts", default="ar,ngram,self,auto", help="which of ar, ngram, self, auto to run")
+    ap.add_argument("--forward-pairs", type=int, default=15)
     args = ap.parse_args()
+    configs = [c for c in CONFIGS if c[0] in args.drafts.split(",")]
     tmp = Path(tempfile.mkdtemp())
     shutil.copytree(Path(args.base) / "engine", tmp / "engine_base")
     sys.path[:0] = [str(tmp), str(ROOT)]
     sides = {"old": load("engine_base"), "new": load("engine")}
     targets = {side: s[3]("embedded") for side, s in sides.items()}
     engines = {side: {d: sides[side][0](targets[side], d if d != "ar" else "self", measure_step=False)
-                      for d, _, _ in CONFIGS} for side in sides}
+                      for d in {"ar"} | {c[0] for c in configs}} for side in sides}
 
     # 1. one forward of each lean forward
     x = torch.randint(0, 40000, (1, 213))
@@ -69,7 +72,7 @@ def main() -> None:
             engines[side]["ar"].forward(x[:, :200], caches[side], logits_to_keep=1)
         for n in (1, 5, 13):
             ms = {side: [] for side in sides}
-            for i in range(15):
+            for i in range(args.forward_pairs):
                 for side in (("old", "new") if i % 2 == 0 else ("new", "old")):
                     t = time.perf_counter()
                     engines[side]["ar"].forward(x[:, 200:200 + n], caches[side])
@@ -80,24 +83,29 @@ def main() -> None:
 
     # 2. whole runs, old and new alternating
     encoded = [engines["new"]["ar"].encode(p) for p in PROMPTS]
-    totals = {(side, d, g): 0.0 for side in sides for d, g, _ in CONFIGS}
-    same = {(d, g): True for d, g, _ in CONFIGS}
-    for d, g, mode in CONFIGS:  # warm-up
+    totals = {(side, d, g): 0.0 for side in sides for d, g, _ in configs}
+    rounds = {(side, d, g): [0, 0] for side in sides for d, g, _ in configs}  # rounds, drafted tokens
+    same = {(d, g): True for d, g, _ in configs}
+    for d, g, mode in configs:  # warm-up
         for side in sides:
             timed_run(engines[side][d], sides[side][1](gamma=g, max_new_tokens=8), mode, encoded[0])
     for r in range(args.repeats):
         for i, ids in enumerate(encoded):
-            for d, g, mode in CONFIGS:
+            for d, g, mode in configs:
                 out = {}
                 for side in (("old", "new") if (r + i) % 2 == 0 else ("new", "old")):
                     cfg = sides[side][1](gamma=g, max_new_tokens=args.max_new_tokens)
-                    wall, out[side] = timed_run(engines[side][d], cfg, mode, ids)
+                    wall, out[side], summary = timed_run(engines[side][d], cfg, mode, ids)
                     totals[(side, d, g)] += wall
+                    rounds[(side, d, g)][0] += summary.get("rounds") or 0
+                    rounds[(side, d, g)][1] += summary.get("drafted") or 0
                 same[(d, g)] &= out["old"] == out["new"]
-    for d, g, _ in CONFIGS:
+    for d, g, _ in configs:
         old, new = totals[("old", d, g)], totals[("new", d, g)]
+        (r_old, d_old), (r_new, d_new) = rounds[("old", d, g)], rounds[("new", d, g)]
         print(f"{d:6s} γ={g}: old {old:.2f} s, new {new:.2f} s, new/old {new / old:.3f}, "
-              f"{'identical' if same[(d, g)] else 'DIFFERENT'} output")
+              f"{'identical' if same[(d, g)] else 'DIFFERENT'} output; rounds {r_old} vs {r_new}, "
+              f"drafted tokens {d_old} vs {d_new}")
 
 
 if __name__ == "__main__":
