@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate --prompt TEXT [...]` (see README; the benchmark is `python -m benchmarks`)."""
+"""Command line: `python -m engine generate --prompt TEXT [...]` (the benchmark: `python -m benchmarks`)."""
 from __future__ import annotations
 
 import argparse
