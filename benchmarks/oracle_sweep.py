@@ -44,7 +44,8 @@ def main() -> None:
                 s = engines[a].run(prompt, cfg, compare_ar=True).summary
                 rows[a].append(s)
     print(f"# oracle sweep: γ={args.gamma}, {args.max_new_tokens} new tokens, draft cost {args.cost:g} steps, greedy "
-          f"fp32, {len(PROMPTS)} prompts × {args.repeats} repeats, {cpu_name()}")
+          f"fp32, {len(PROMPTS)} prompts × {args.repeats} repeats, {cpu_name()}, "
+          f"race lanes on {rows[ALPHAS[0]][0].get('threads') or 'all'} CPU thread(s)")
     print("| α set | α measured | c | v(γ+1) | measured × | predicted × | measured ÷ predicted | identical | flagged |")
     print("|---|---|---|---|---|---|---|---|---|")
     for a, runs in rows.items():

@@ -2,11 +2,15 @@
 
     .venv/bin/python benchmarks/race_noise.py [--draft ngram] [--gamma 4] [--max-new-tokens 64]
 
-For each of the 6 grounded prompts (engine/prompts/grounded.jsonl), measures the speedup over AR twice
-on a quiet machine and twice while a CPU-burning process runs beside it, switching its load on and off
-at random every 0.3-1.5 s (bounded: it stops by itself after --burn-s seconds and is killed at the end):
-  - interleaved: Engine.run(compare_ar=True), the two lanes advancing round by round on one thread;
-  - sequential: the speculative run, then the AR run, each timed on its own (how the race worked before).
+For each of the 6 grounded prompts (engine/prompts/grounded.jsonl), measures the speedup over AR on a
+quiet machine and again while a CPU-burning process runs beside it, switching its load on and off at
+random every 0.3-1.5 s (bounded: it stops by itself after --burn-s seconds and is killed at the end),
+three ways, one after the other for each prompt:
+  - interleaved, 1 thread: Engine.run(compare_ar=True) as it ships: the two lanes advance round by round
+    on one OS thread and compute with one torch thread (RACE_THREADS);
+  - interleaved, all threads: the same with torch's default thread count (race_threads=None);
+  - sequential: the speculative run, then the AR run, each timed on its own with the default threads
+    (how the race worked before).
 Prints each prompt's speedups and how far the noisy one moved from the quiet one, then the medians.
 """
 from __future__ import annotations
@@ -20,13 +24,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch  # noqa: E402
+
 from engine import Engine, GenerationConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BURNER = """
 import random, time
 end = time.time() + {seconds}
-rng = random.Random(1)
+rng = random.Random({seed})
 while time.time() < end:
     busy_until = time.time() + rng.uniform(0.3, 1.5)
     while time.time() < busy_until:
@@ -42,8 +48,8 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def interleaved(engine: Engine, prompt: str, cfg: GenerationConfig) -> tuple[float, list]:
-    s = engine.run(prompt, cfg, compare_ar=True).summary
+def interleaved(engine: Engine, prompt: str, cfg: GenerationConfig, threads: int | None) -> tuple[float, list]:
+    s = engine.run(prompt, cfg, compare_ar=True, race_threads=threads).summary
     return s["speedup"], s["timing_flags"]
 
 
@@ -59,37 +65,42 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--burn-s", type=float, default=900, help="the burner stops by itself after this long")
+    ap.add_argument("--burners", type=int, default=1, help="CPU-burning processes (1: one core busy; 2: both)")
     args = ap.parse_args()
     prompts = [json.loads(line)["prompt"] for line in (ROOT / "engine/prompts/grounded.jsonl").read_text().splitlines()
                if line.strip()][:6]
     engine = Engine.load(draft=args.draft)
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    interleaved(engine, prompts[0], cfg)  # warm-up
+    ways = {"interleaved, 1 thread": lambda p: interleaved(engine, p, cfg, 1),
+            f"interleaved, {torch.get_num_threads()} threads": lambda p: interleaved(engine, p, cfg, None),
+            "sequential": lambda p: (sequential(engine, p, cfg), [])}
+    for way in ways.values():  # warm-up
+        way(prompts[0])
     print(f"# race under load: {args.draft} γ={args.gamma}, {args.max_new_tokens} new tokens, greedy fp32, "
-          f"{cpu_name()}, torch threads {__import__('torch').get_num_threads()}")
-    print("| prompt | interleaved quiet | interleaved busy | moved | flagged busy | sequential quiet | "
-          "sequential busy | moved |")
-    print("|---|---|---|---|---|---|---|---|")
-    moved = {"interleaved": [], "sequential": []}
+          f"{cpu_name()}, {torch.get_num_threads()} torch threads by default, {args.burners} CPU burner(s)")
+    print("| prompt | " + " | ".join(f"{w}: quiet | busy | moved | flagged" for w in ways) + " |")
+    print("|---|" + "---|---|---|---|" * len(ways))
+    moved = {way: [] for way in ways}
     for k, prompt in enumerate(prompts, 1):
-        quiet_i, _ = interleaved(engine, prompt, cfg)
-        quiet_s = sequential(engine, prompt, cfg)
-        burner = subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s)])
+        quiet = {way: run(prompt)[0] for way, run in ways.items()}
+        burners = [subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s, seed=b + 1)])
+                   for b in range(args.burners)]
         try:
-            busy_i, flags = interleaved(engine, prompt, cfg)
-            busy_s = sequential(engine, prompt, cfg)
+            busy = {way: run(prompt) for way, run in ways.items()}
         finally:
-            burner.kill()
-            burner.wait()
-        mi, ms = abs(busy_i / quiet_i - 1), abs(busy_s / quiet_s - 1)
-        moved["interleaved"].append(mi)
-        moved["sequential"].append(ms)
-        print(f"| {k} | {quiet_i:.2f}× | {busy_i:.2f}× | {mi:.0%} | {'yes' if flags else 'no'} | {quiet_s:.2f}× | "
-              f"{busy_s:.2f}× | {ms:.0%} |", flush=True)
+            for burner in burners:
+                burner.kill()
+                burner.wait()
+        cells = []
+        for way in ways:
+            m = abs(busy[way][0] / quiet[way] - 1)
+            moved[way].append(m)
+            flagged = "–" if way == "sequential" else ("yes" if busy[way][1] else "no")
+            cells.append(f"{quiet[way]:.2f}× | {busy[way][0]:.2f}× | {m:.0%} | {flagged}")
+        print(f"| {k} | " + " | ".join(cells) + " |", flush=True)
     for way, values in moved.items():
         print(f"{way}: the busy speedup moved from the quiet one by median {statistics.median(values):.0%}, "
               f"at most {max(values):.0%}")
-
 
 if __name__ == "__main__":
     main()

@@ -18,7 +18,8 @@ def _generate(args) -> int:
                            tree_branching=args.tree_branching)
     engine = Engine.load(args.target, args.draft, device=args.device, dtype=args.dtype,
                          trust_remote_code=args.trust_remote_code)
-    result = engine.run(args.prompt, cfg, compare_ar=args.compare_ar)
+    threads = {} if args.race_threads is None else {"race_threads": args.race_threads or None}
+    result = engine.run(args.prompt, cfg, compare_ar=args.compare_ar, **threads)
     if args.trace:
         write_trace(args.trace, result.events)
     s = result.summary
@@ -32,7 +33,7 @@ def _generate(args) -> int:
                 f"{s['mean_accepted_length']:.2f} tokens/forward, {s['tokens_per_s']:.1f} tok/s")
         if args.compare_ar:
             line += (f"; AR {s['ar_tokens_per_s']:.1f} tok/s, raced side by side: speedup {s['speedup']:.2f}x "
-                     f"(predicted {(s['predicted_speedup'] or 0):.2f}x), "
+                     f"(predicted {(s['predicted_speedup'] or 0):.2f}x, {s.get('threads') or '?'} CPU thread(s) per lane), "
                      f"{'identical' if s['identical_to_ar'] else 'different'} output")
         if s.get("timing_flags"):
             line += "; WARNING machine was busy: timing unreliable (" + "; ".join(s["timing_flags"]) + ")"
@@ -59,6 +60,9 @@ def main(argv=None) -> int:
     g.add_argument("--tree-budget", type=int, default=0, help="tree speculation: draft nodes per round (0 = chain)")
     g.add_argument("--tree-branching", type=int, default=2, help="tree speculation: children tried per node")
     g.add_argument("--compare-ar", action="store_true", help="race the autoregressive baseline, interleaved round by round, and compare")
+    g.add_argument("--race-threads", type=int, default=None, metavar="N",
+                   help="CPU threads both race lanes compute with (0 = torch's default; default "
+                        "$SPECVIZ_RACE_THREADS or 1: an outside load then slows both lanes alike)")
     g.add_argument("--trace", metavar="FILE.json", help="write every event to a JSON trace")
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")

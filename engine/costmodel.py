@@ -26,6 +26,7 @@ import statistics
 BUSY = "machine was busy: timing unreliable"
 DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not one cost
 SPREAD_LIMIT = 0.35  # round times whose interquartile range exceeds this share of their median are not one cost
+CONTENTION_LIMIT = 0.10  # share of a race lane's compute under CPU contention above which its timing is flagged
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
 PRIOR_SLOPE = 0.1  # extra verify cost per token, in target steps, before two multi-token sizes are seen
 
@@ -169,6 +170,16 @@ def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:
     """[(γ, E, predicted speedup)] for a fixed γ = 1..max_gamma, v(γ+1) from the measured points."""
     at = verify_curve({1: 1.0, **v_points})
     return [(g, expected_tokens(alpha_, g), predicted_speedup(alpha_, g, c, at(g + 1))) for g in range(1, max_gamma + 1)]
+
+
+def contention(*finished_summaries) -> list:
+    """Flags a race whose lanes computed while other processes wanted more CPU than the race left free,
+    for more than CONTENTION_LIMIT of a lane's compute (measured from the OS: engine/loadwatch.py)."""
+    shares = [s.get("contended_share") for s in finished_summaries if isinstance(s, dict)]
+    shares = [x for x in shares if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    if shares and max(shares) > CONTENTION_LIMIT:
+        return [f"other processes wanted more CPU than the race left free for {max(shares):.0%} of a lane's compute"]
+    return []
 
 
 def compare_lanes(spec_step_s: float | None, ar_step_s: float | None) -> list:

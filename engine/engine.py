@@ -10,9 +10,12 @@ and hands its events (built in record.py) to the consumer.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +25,7 @@ from .config import MAX_GAMMA, GenerationConfig
 from .drafters import drafter_factory
 from .events import Finished, RoundTimed, RunStarted
 from .fastllama import forward_fn
+from .loadwatch import LoadWatch
 from .metrics import RunStats, summarize
 from .models import EMBEDDED, LoadedModel, load_model
 from .record import TokenText, round_events
@@ -29,6 +33,33 @@ from .step import step
 
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
+MAX_THREADS = 256
+
+
+def _race_threads() -> int | None:
+    """SPECVIZ_RACE_THREADS: CPU threads a race computes with, 1..MAX_THREADS; 0 keeps torch's default."""
+    raw = os.environ.get("SPECVIZ_RACE_THREADS", "1")
+    if not raw.strip().isdigit() or int(raw) > MAX_THREADS:
+        raise ValueError(f"SPECVIZ_RACE_THREADS must be a whole number 0..{MAX_THREADS} "
+                         f"(0: torch's default thread count), got {raw!r}")
+    return int(raw) or None
+
+
+RACE_THREADS = _race_threads()
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """torch's intra-op threads set to n for this OS thread inside the block (None: unchanged)."""
+    if n is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def cache_slots(prompt_len: int, cfg: GenerationConfig) -> int:
@@ -115,22 +146,24 @@ class Engine:
     def token_text(self, token_id: int) -> str:
         return self.text(token_id)
 
-    def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False) -> RunResult:
-        """Run to completion; with compare_ar race the AR baseline on the same prompt ids, interleaved."""
+    def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False,
+            race_threads: int | None = RACE_THREADS) -> RunResult:
+        """Run to completion; with compare_ar race the AR baseline on the same prompt ids, interleaved
+        (race_threads: see race)."""
         cfg = cfg or GenerationConfig()
         if not compare_ar:
             events = list(self.generate(prompt, cfg))
             done = events[-1]
             return RunResult(events, done.token_ids, done.text, dict(done.summary))
         lanes = {"speculative": [], "ar": []}
-        for lane, event in self.race(prompt, cfg):
+        for lane, event in self.race(prompt, cfg, threads=race_threads):
             lanes[lane].append(event)
         done = lanes["speculative"][-1]
         return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text,
                          summarize(lanes["speculative"], lanes["ar"]))
 
     def race(self, prompt: str, cfg: GenerationConfig | None = None,
-             prompt_ids: list[int] | None = None) -> Iterator[tuple[str, object]]:
+             prompt_ids: list[int] | None = None, threads: int | None = RACE_THREADS) -> Iterator[tuple[str, object]]:
         """The speculative run and the AR baseline of the same target, interleaved on this one thread.
 
         Yields (lane, event) with lane "speculative" or "ar". Each step advances, by one round, the lane
@@ -141,6 +174,16 @@ class Engine:
         stretch exposed alone: that moved the speedup by 25-50% under a bursty load.) Each lane's clock
         counts only its own compute (a lane's generator does not count the time it is suspended), and one
         deadline (cfg.time_limit_s) covers the whole race.
+
+        threads: on a CPU, the torch threads both lanes compute with (default RACE_THREADS = 1; None keeps
+        the caller's). Interleaving makes a load hit both lanes, but only one thread makes it hit them
+        alike: with several, every kernel waits at a barrier for the thread the load has descheduled, and
+        the wait weighs more on some kernel shapes than others (benchmarks/race-noise.md measured the
+        speedup moving by up to ~30% under a one-core load with 2 threads, and ≤ ~7% with 1). The setting
+        is per OS thread, so it is made around each step of a lane and undone before each yield: a
+        consumer that resumes the race from other threads (Gradio does) and other runs are untouched.
+        Each lane's Finished summary also says how much CPU other processes took while it computed
+        (engine/loadwatch.py; a flag when they wanted more cores than the race left free).
         """
         cfg = cfg or GenerationConfig()
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
@@ -148,17 +191,27 @@ class Engine:
         lanes = {"speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=deadline),
                  "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=deadline)}
         done = dict.fromkeys(lanes, 0)  # tokens committed per lane
+        if threads is not None and not (isinstance(threads, int) and 1 <= threads <= MAX_THREADS):
+            raise ValueError(f"race threads must be 1..{MAX_THREADS} (or None: the caller's), got {threads!r}")
+        if self.target.device.type != "cpu":
+            threads = None
+        watch = LoadWatch(threads, enabled=self.target.device.type == "cpu")
         try:
             while lanes:
                 lane = min(lanes, key=done.__getitem__)  # the lane behind in its share of the work
-                for event in lanes[lane]:
+                while True:
+                    with torch_threads(threads), watch.step(lane):
+                        event = next(lanes[lane], None)
+                    if event is None:  # that lane has finished
+                        del lanes[lane]
+                        break
+                    if event.kind == "finished":  # what other processes took while this lane computed
+                        event = dataclasses.replace(event, summary={**(event.summary or {}), **watch.summary(lane)})
                     yield lane, event
                     if event.kind == "committed":
                         done[lane] += len(event.token_ids)
                     if event.kind == "round_timed":
                         break
-                else:  # that lane has finished
-                    del lanes[lane]
         finally:
             for gen in lanes.values():
                 gen.close()
@@ -246,7 +299,7 @@ class Engine:
                           draft=self.draft_spec if mode == "speculative" else "", device=str(t.device),
                           dtype=str(t.dtype).replace("torch.", ""), config=cfg.to_dict(),
                           prompt_text=t.tokenizer.decode(ids), prompt_ids=list(ids), prompt_tokens=self.text.many(ids),
-                          pos=len(ids))
+                          pos=len(ids), threads=torch.get_num_threads() if t.device.type == "cpu" else 0)
 
     def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
         """Median time of a single-token target forward at this context (for c and v); cache untouched."""

@@ -35,6 +35,7 @@ class RunStarted:
     prompt_ids: list  # token ids of the prompt
     prompt_tokens: list  # text of each prompt token
     pos: int  # position of the first generated token (= prompt length)
+    threads: int = 0  # CPU torch threads the run computed with (0: not recorded, or not a CPU)
 
 
 @dataclass(frozen=True, kw_only=True)

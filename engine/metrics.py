@@ -46,6 +46,7 @@ class RunStats:
         self.forward_s: list[float] = []  # verify_s of plain rounds: one forward and a pick, like the probe
         self.token_ids: list[int] = []
         self.finished = None  # the Finished event, once seen
+        self.threads = 0  # CPU torch threads the run computed with (0: not recorded)
 
     def add(self, event) -> None:
         kind = getattr(event, "kind", None)
@@ -53,6 +54,7 @@ class RunStats:
             self.mode, self.gamma = event.mode, int(event.config.get("gamma", 0))
             self.max_new_tokens = int(event.config.get("max_new_tokens", 0))
             self.prompt_len = event.pos
+            self.threads = int(getattr(event, "threads", 0) or 0)
         elif kind == "drafted":
             self.drafted += len(event.token_ids)
         elif kind == "verified":
@@ -115,6 +117,7 @@ class RunStats:
             "mean_accepted_length": self.new_tokens / len(self.rounds) if self.rounds else None,
             "per_position_acceptance": [a / d if d else None for a, d in zip(self.pos_accepted, self.pos_drafted)],
             "wall_s": wall,
+            "threads": self.threads or None,
             "tokens_per_s": self.new_tokens / wall if wall else None,
             "draft_s": sum(d for _, d, _ in self.rounds),
             "verify_s": sum(t - d for _, d, t in self.rounds),
@@ -126,6 +129,10 @@ class RunStats:
         if ar is not None:
             # like with like: the probe times a bare one-token forward, as the AR lane's verify_s does
             cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.forward_s))
+            lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in (self, ar)]
+            cost["timing_flags"] += costmodel.contention(*lanes)
+            shares = [s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))]
+            out["contended_share"] = max(shares) if shares else None
         model = costmodel.prediction(alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"])
         out.update(cost, **model, probe_step_s=target_step_s)
         out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable

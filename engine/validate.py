@@ -94,7 +94,7 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
     """The known keys of Finished.summary (engine/metrics.py writes them); unknown keys are kept as data."""
     where = "finished.summary."
     for key, value in summary.items():
-        if key in ("acceptance_rate", "alpha"):
+        if key in ("acceptance_rate", "alpha", "contended_share"):
             prob(where + key, value, none_ok=True)
         elif key == "per_position_acceptance":
             if not isinstance(value, list):
@@ -110,7 +110,7 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             positive(where + key, value)
         elif key in ("tokens_per_s", "draft_s", "verify_s", "predicted_speedup", "ar_tokens_per_s", "speedup",
                      "mean_accepted_length", "expected_tokens", "model_tokens", "model_steps", "c_spread", "v_spread",
-                     "step_spread", "probe_step_s"):
+                     "step_spread", "probe_step_s", "outside_cores", "free_cores"):
             positive(where + key, value, zero_ok=True)
         elif key == "ar_token_ids":
             if not isinstance(value, list):

@@ -89,6 +89,12 @@ def render_race(events, t: float | None = None) -> str:
         speed = (f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
                  f'{summary["speedup"]:.2f}×</span>' + (f'<span class="race-predicted">predicted {pred:.2f}×</span>'
                                                          if pred is not None else ""))
+    if summary.get("threads") and spec is not None and spec.done and ar is not None and ar.done:
+        n = summary["threads"]
+        speed += (f'<span class="race-threads" title="Engine.race computes both lanes with the same thread count '
+                  f'(SPECVIZ_RACE_THREADS) so that an outside load slows them alike; a solo run may use more '
+                  f'threads and show more tok/s, not a different ratio.">both lanes on {n} CPU thread'
+                  f'{"s" if n != 1 else ""}</span>')
     if summary.get("timing_flags"):
         warn = (f'<span class="race-warn sv-warn">⚠ machine was busy: timing unreliable ('
                 f'{esc("; ".join(summary["timing_flags"]))})</span>')

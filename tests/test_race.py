@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError
-from engine.engine import cache_slots
+from engine.engine import cache_slots, torch_threads, _race_threads
 from engine.metrics import summarize
 from engine.models import load_model
 from tests.test_sampling import CHI2_999, chi_square
@@ -22,7 +22,8 @@ def test_race_lanes_equal_separate_runs(tiny_dirs, temperature):
     lanes = {"speculative": [], "ar": []}
     for lane, event in engine.race("Tell me about the sea", cfg):
         lanes[lane].append(event)
-    alone = {mode: list(engine.generate("Tell me about the sea", cfg, mode)) for mode in ("speculative", "ar")}
+    with torch_threads(1):  # the race computes on one thread: compare like with like
+        alone = {mode: list(engine.generate("Tell me about the sea", cfg, mode)) for mode in ("speculative", "ar")}
     for mode in lanes:
         assert _ids(lanes[mode]) == _ids(alone[mode]) == lanes[mode][-1].token_ids
     if temperature == 0:
@@ -41,6 +42,59 @@ def test_race_interleaves_round_by_round(tiny_dirs):
     for lane in ("speculative", "ar"):
         kinds = [kind for name, kind in order if name == lane]
         assert kinds[0] == "run_started" and kinds[-1] == "finished" and kinds.count("finished") == 1
+
+
+def test_race_threads_stay_inside_the_lanes(tiny_dirs):
+    """Both lanes compute on the race's thread count; the caller's threads, on whichever OS thread resumes
+    the race (Gradio resumes a generator from worker threads), are what they were before each step."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    engine = Engine(load_model(tiny_dirs["target"]), "self", measure_step=False)
+    race = engine.race("1, 2, 3,", GenerationConfig(gamma=2, max_new_tokens=16), threads=1)
+
+    def step():
+        before = torch.get_num_threads()
+        item = next(race, None)
+        return item, before, torch.get_num_threads()
+
+    started, steps = {}, 0
+    with ThreadPoolExecutor(max_workers=3) as pool, torch_threads(2):
+        while True:
+            item, before, after = pool.submit(step).result()
+            assert before == after and torch.get_num_threads() == 2
+            if item is None:
+                break
+            steps += 1
+            lane, event = item
+            if event.kind == "run_started":
+                started[lane] = event.threads
+    assert started == {"speculative": 1, "ar": 1} and steps > 10
+    with torch_threads(2):
+        mine = [e.threads for _, e in engine.race("1, 2,", GenerationConfig(gamma=2, max_new_tokens=4), threads=None)
+                if e.kind == "run_started"]
+    assert mine == [2, 2]
+    summary = engine.run("1, 2,", GenerationConfig(gamma=2, max_new_tokens=4), compare_ar=True, race_threads=1).summary
+    assert summary["threads"] == 1
+
+
+@pytest.mark.parametrize("bad", [0, -1, 10_000, 1.5])
+def test_race_threads_out_of_range_is_refused(tiny_dirs, bad):
+    engine = Engine(load_model(tiny_dirs["target"]), "self", measure_step=False)
+    with pytest.raises(ValueError, match=r"race threads must be 1\.\.256"):
+        next(engine.race("1, 2,", GenerationConfig(max_new_tokens=4), threads=bad))
+
+
+@pytest.mark.parametrize("raw, expected", [("1", 1), ("0", None), (" 3 ", 3)])
+def test_race_threads_setting(monkeypatch, raw, expected):
+    monkeypatch.setenv("SPECVIZ_RACE_THREADS", raw)
+    assert _race_threads() == expected
+
+
+@pytest.mark.parametrize("raw", ["many", "-2", "999", ""])
+def test_race_threads_setting_names_its_range(monkeypatch, raw):
+    monkeypatch.setenv("SPECVIZ_RACE_THREADS", raw)
+    with pytest.raises(ValueError, match=r"SPECVIZ_RACE_THREADS must be a whole number 0\.\.256"):
+        _race_threads()
 
 
 def test_run_compare_ar_uses_the_race(tiny_dirs):
