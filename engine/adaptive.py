@@ -1,13 +1,14 @@
-"""`auto`: hardware-aware speculation. Each round it picks the drafter and γ with the best predicted
-tokens per second, from costs measured online on this machine:
+"""`auto`: hardware-aware speculation. Each round it asks its drafter (n-gram lookup, free to ask) what
+it has, and picks the γ with the best predicted tokens per second, from costs measured online on this
+machine, or plain decoding:
 
-    rate(d, γ) = E(α_d, γ) / (γ·c_d + t(γ+1))      plain decoding: 1 / t(1)
+    rate(γ) = E(α, γ) / (γ·c + t(γ+1))      plain decoding: 1 / t(1)
 
-c_d = seconds per drafted token of drafter d, t(n) = seconds to verify n tokens in one target
-forward (fitted on the rounds seen so far), α_d = drafter d's acceptance rate (decayed counts),
+c = seconds per drafted token, t(n) = seconds to verify n tokens in one target
+forward (fitted on the rounds seen so far), α = the drafter's acceptance rate (decayed counts),
 E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
-probes find nothing. Acceptance is tracked per drafter variant (n-gram: per match length). Every choice is returned with
+probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
 the numbers behind it, so the UI can explain why.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 import torch
 
-from .drafters import Draft, Drafter, empty_draft
+from .draft import Draft, Drafter, empty_draft
 from . import costmodel
 from .tree import depths
 
@@ -25,28 +26,29 @@ DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 
 
 class AutoDrafter(Drafter):
+    """Wraps one drafter that is free to ask (n-gram lookup: `peekable`), and each round decides whether
+    drafting pays and with which γ. It asks the drafter first, so it prices only what the drafter has."""
     name = "auto"
 
-    def __init__(self, drafters: dict[str, Drafter], device: torch.device, probe_every: int = 8):
-        self.drafters, self.device, self.probe_every = drafters, device, probe_every
-        self.trials: dict[tuple, float] = {}  # (drafter, variant) -> decayed Bernoulli trials seen
-        self.hits: dict[tuple, float] = {}  # (drafter, variant) -> decayed accepted tokens
-        self.cost = {d: None for d in drafters}  # seconds per drafted token (EMA)
+    def __init__(self, drafter: Drafter, device: torch.device, probe_every: int = 8):
+        self.drafter, self.device, self.probe_every = drafter, device, probe_every
+        self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
+        self.hits: dict[str, float] = {}  # variant -> decayed accepted tokens
+        self.cost: float | None = None  # seconds per drafted token (EMA)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
-        self.last: tuple[str, int, str] = ("", 0, "")  # (drafter, γ, variant) of the round in flight
+        self.last: tuple[int, str] = (0, "")  # (γ, variant) of the round in flight
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         for drafter in self.drafters.values():  # n-gram: which prompt positions the chat template wrote
             drafter.prepare(prompt_ids, cfg)
 
     # -- estimates ------------------------------------------------------------------------
-    def alpha(self, d: str, variant: str = "") -> float:
-        """Acceptance of drafter d's proposals of this variant (e.g. n-gram match length), with a prior."""
-        key = (d, variant)
-        hits, trials = self.hits.get(key, 0.0), self.trials.get(key, 0.0)
+    def alpha(self, variant: str = "") -> float:
+        """Acceptance of the drafter's proposals of this variant (e.g. n-gram match length), with a prior."""
+        hits, trials = self.hits.get(variant, 0.0), self.trials.get(variant, 0.0)
         # the cost model's α (accepted / tested) with one pseudo-trial worth PRIOR_ALPHA
         return costmodel.alpha(hits + PRIOR_ALPHA, trials - hits + 1.0 - PRIOR_ALPHA)
 
@@ -61,23 +63,17 @@ class AutoDrafter(Drafter):
         t1 = self.verify_s(1)
         if t1 is None:  # first round: a plain step measures what everything is compared with
             return self._plain("measuring one plain target step first", [], None)
-        peeked: dict[str, Draft] = {}
+        t = time.perf_counter()
+        draft = self.drafter.propose(ids, gamma)  # free to ask: only what it has
+        cap, variant, d = len(draft.token_ids), draft.variant, self.drafter.name
+        self._cost(time.perf_counter() - t, max(cap, 1))
+        c, alpha = self.cost if self.cost is not None else 0.1 * t1, self.alpha(variant)
         candidates = []
-        for d, drafter in self.drafters.items():
-            cap, variant = gamma, ""
-            if getattr(drafter, "peekable", False):  # free to ask (n-gram): only what it has
-                t = time.perf_counter()
-                peeked[d] = drafter.propose(ids, gamma)
-                cap, variant = len(peeked[d].token_ids), peeked[d].variant
-                self._cost(d, time.perf_counter() - t, max(cap, 1))
-            c = self.cost[d] if self.cost[d] is not None else 0.1 * t1
-            for g in range(1, cap + 1):
-                v = self.verify_s(g + 1)
-                alpha = self.alpha(d, variant)
-                rate = costmodel.predicted_speedup(alpha, g, c / t1, v / t1) / t1  # tokens per second
-                candidates.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
-                                   "c": round(c / t1, 4), "v": round(v / t1, 4),
-                                   "predicted_tokens_per_s": round(rate, 3)})
+        for g in range(1, cap + 1):
+            v = self.verify_s(g + 1)
+            rate = costmodel.predicted_speedup(alpha, g, c / t1, v / t1) / t1  # tokens per second
+            candidates.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
+                               "c": round(c / t1, 4), "v": round(v / t1, 4), "predicted_tokens_per_s": round(rate, 3)})
         plain_rate = 1.0 / t1
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
         reason = None
@@ -86,60 +82,50 @@ class AutoDrafter(Drafter):
         if best["predicted_tokens_per_s"] <= plain_rate:
             if self.plain_streak < self.probe_gap:
                 return self._plain("no drafter beats plain decoding", candidates, plain_rate)
-            best = min((x for x in candidates if x["drafter"] == best["drafter"]), key=lambda x: x["gamma"])
-            variant = f" ({best['variant']})" if best["variant"] else ""
-            reason = f"probing {best['drafter']}{variant} after {self.plain_streak} plain rounds"
-        d, g = best["drafter"], best["gamma"]
-        if d in peeked:
-            draft = _cut(peeked[d], g)
-        else:
-            t = time.perf_counter()
-            draft = self.drafters[d].propose(ids, g)
-            self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
+            best = candidates[0]  # probe with the smallest γ
+            reason = f"probing {d}{f' ({variant})' if variant else ''} after {self.plain_streak} plain rounds"
+        draft = _cut(draft, best["gamma"])
         self.plain_streak = 0
-        self.last = (d, len(draft.token_ids), draft.variant)
+        self.last = (len(draft.token_ids), variant)
         self.probing = reason is not None
         draft.drafter = d
         draft.decision = {"drafter": d, "gamma": len(draft.token_ids),
-                          "reason": reason or f"{d} with γ={g} predicts {best['predicted_tokens_per_s']:.1f} tok/s "
-                                              f"vs {plain_rate:.1f} plain",
+                          "reason": reason or f"{d} with γ={best['gamma']} predicts "
+                                              f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain",
                           "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
         return draft
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        d, g, variant = self.last
+        g, variant = self.last
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
-        n_verified = g + 1
-        old = self.verify.get(n_verified)
-        self.verify[n_verified] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
+        old = self.verify.get(g + 1)
+        self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
         if g:
             # accepted tokens are successes; a rejection (if any) is the one failure observed
-            key = (d, variant)
-            self.trials[key] = DECAY * self.trials.get(key, 0.0) + n_accepted + (1 if n_accepted < g else 0)
-            self.hits[key] = DECAY * self.hits.get(key, 0.0) + n_accepted
-        for drafter in self.drafters.values():
-            drafter.learn(n_accepted if drafter is self.drafters.get(d) else 0, ids, verify_s)
-        self.last = ("", 0, "")
+            self.trials[variant] = DECAY * self.trials.get(variant, 0.0) + n_accepted + (1 if n_accepted < g else 0)
+            self.hits[variant] = DECAY * self.hits.get(variant, 0.0) + n_accepted
+        self.drafter.learn(n_accepted if g else 0, ids, verify_s)
+        self.last = (0, "")
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
         self.plain_streak += 1
-        self.last = ("", 0, "")
+        self.last = (0, "")
         draft = empty_draft(self.device, "auto")
         draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
                           "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}
         return draft
 
-    def _cost(self, d: str, seconds: float, tokens: int) -> None:
+    def _cost(self, seconds: float, tokens: int) -> None:
         per = seconds / tokens
-        self.cost[d] = per if self.cost[d] is None else DECAY * self.cost[d] + (1 - DECAY) * per
+        self.cost = per if self.cost is None else DECAY * self.cost + (1 - DECAY) * per
 
 
 def _cut(draft: Draft, gamma: int) -> Draft:
     """The draft limited to γ tokens: a chain's first γ, or a tree's nodes of depth <= γ."""
     if draft.parents is None:
-        draft.token_ids, draft.branches = draft.token_ids[:gamma], []
+        draft.token_ids = draft.token_ids[:gamma]
         draft.q = None if draft.q is None else draft.q[:gamma]
         return draft
     keep = [i for i, depth in enumerate(depths(draft.parents)) if depth <= gamma]  # parents come first

@@ -189,10 +189,11 @@ def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
                     logits_to_keep=1)
         expand_rows(cache, num_beams)  # (with a one-token prompt nothing is cached: the first forward allocates B rows)
     t_yield = time.perf_counter()
-    yield RunStarted(0, uuid.uuid4().hex[:12], "speculative" if speculative else "ar", target.name,
-                     (drafter.name if drafter is not None else "") if speculative else "", str(device),
-                     str(target.dtype).replace("torch.", ""), cfg.to_dict(), target.tokenizer.decode(ids), list(ids),
-                     [engine.token_text(i) for i in ids], prompt_len,
+    yield RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode="speculative" if speculative else "ar",
+                     target=target.name, draft=(drafter.name if drafter is not None else "") if speculative else "",
+                     device=str(device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
+                     prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids),
+                     prompt_tokens=[engine.token_text(i) for i in ids], pos=prompt_len,
                      threads=torch.get_num_threads() if device.type == "cpu" else 0)
     paused += time.perf_counter() - t_yield
 
@@ -259,8 +260,8 @@ def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
                                         positions=x.numel(), cache_before=before + x.shape[1],
                                         cache_after=cache.length))
             t2 = clock()
-            out.append(RoundTimed(round_, prompt_len + state.length, t1 - t0, t2 - t1, t2 - t0, t2 - t_start,
-                                  sum(len(d) for d in drafts)))
+            out.append(RoundTimed(round=round_, pos=prompt_len + state.length, draft_s=t1 - t0, verify_s=t2 - t1,
+                                  total_s=t2 - t0, elapsed_s=t2 - t_start, gamma=sum(len(d) for d in drafts)))
             t_yield = time.perf_counter()
             for event in out:
                 yield event
@@ -288,8 +289,8 @@ def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
                "score": hyps[0][1], "wall_s": wall, "tokens_per_s": len(best) / wall if wall else None,
                "reorders": reorders, "reorder_s": reorder_s, "reorder_bytes": bytes_copied,
                "threads": torch.get_num_threads() if device.type == "cpu" else None}
-    yield Finished(round_, prompt_len + len(best), stop_reason, target.tokenizer.decode(best, skip_special_tokens=True),
-                   list(best), summary)
+    yield Finished(round=round_, pos=prompt_len + len(best), stop_reason=stop_reason,
+                   text=target.tokenizer.decode(best, skip_special_tokens=True), token_ids=list(best), summary=summary)
 
 
 def check_beam_draft(spec: str) -> None:

@@ -18,48 +18,17 @@ import copy
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 
+from .adaptive import AutoDrafter
 from .cache import KVCache
 from .config import GenerationConfig
+from .draft import Draft, Drafter, empty_draft  # noqa: F401  (Draft and Drafter: the interface, re-exported)
 from .fastllama import forward_fn
 from .models import LoadedModel, ModelLoadError, load_model
+from .ngram import NgramDrafter
 from .sampling import pick, shape_probs
-
-
-@dataclass
-class Draft:
-    """What a drafter proposes for one round (possibly nothing: the round is then a plain target step)."""
-    token_ids: torch.Tensor  # (γ,) int64 on the target's device, γ may be 0
-    q: torch.Tensor | None  # (γ, V) draft probabilities, shaped like p; None = one-hot (no distribution)
-    drafter: str = ""  # which drafter proposed it (auto names the one it picked)
-    decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
-    branches: list = field(default_factory=list)  # other candidate continuations (n-gram), for trees
-    variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
-    parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
-    node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
-    chain_q: list | None = None  # set by the engine on a tree's chain view: q of each token
-    chain_rows: torch.Tensor | None = None  # set by the engine on a tree's chain view: target rows
-
-
-class Drafter:
-    """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
-    name = "drafter"
-
-    def propose(self, ids: list[int], gamma: int) -> Draft:
-        raise NotImplementedError
-
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
-
-    def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
-        """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
-
-
-def empty_draft(device, name: str) -> Draft:
-    return Draft(torch.empty(0, dtype=torch.long, device=device), None, name)
 
 
 class ModelDrafter(Drafter):
@@ -90,14 +59,14 @@ class ModelDrafter(Drafter):
         for _ in range(gamma):
             logits = self.forward(x, self.cache, logits_to_keep=1)[0, -1]  # (V,)
             q = shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
-            # confidence threshold (llama.cpp's p_min): stop when the draft is unsure (costs a host sync)
-            if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:
-                break
             tok = pick(q, self.cfg.greedy, self.generator)  # stays on device: no host sync
             tokens.append(tok)
             qs.append(q)
             x = tok.view(1, 1)
-        forwards = len(qs) + (len(tokens) < gamma)  # one more when p_min stopped the loop
+            # confidence threshold (llama.cpp's p_min): stop after a token the draft is unsure of. That token
+            # is kept: its forward is paid for, and it was sampled from q, so the target tests it losslessly.
+            if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:  # (a host sync)
+                break
         if self.shared:
             self.cache.truncate(start)  # the target's cache as it was: the verify forward rewrites these slots
         if not tokens:
@@ -109,7 +78,7 @@ class ModelDrafter(Drafter):
             q = torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1])) if q.shape[-1] < self.vocab else q[:, :self.vocab]
         chain = torch.stack(tokens).to(self.out_device)
         if not self.shared:  # an own cache: remember what it holds (the last sampled token is not fed)
-            self.fed = ids + chain.tolist()[:forwards - 1]
+            self.fed = ids + chain.tolist()[:-1]
         if self.cfg.tree_budget:
             return self._tree(chain, q)
         return Draft(chain, q, self.name)
@@ -284,9 +253,6 @@ DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int, KVCa
 
 def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = False) -> DrafterFactory:
     """Validate `spec` now (loading any model once) and return a per-run drafter constructor."""
-    from .adaptive import AutoDrafter
-    from .ngram import NgramDrafter
-
     spec = (spec or "").strip()
     name, _, arg = spec.partition(":")
     dev, vocab = target.device, target.vocab_size
@@ -319,9 +285,8 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         model = quantized_model(target, arg or ("int8" if dev.type == "cpu" else "bf16"))
         return model_based(model, dev)
     if spec == "auto":
-        subs = {"ngram": drafter_factory("ngram", target)}
-        return lambda cfg, gen, max_len, cache: AutoDrafter({k: f(cfg, gen, max_len, cache) for k, f in subs.items()},
-                                                            dev)
+        ngram = drafter_factory("ngram", target)
+        return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev)
     if name == "oracle":
         alpha_s, _, cost_s = arg.partition(":")
         try:

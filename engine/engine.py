@@ -5,6 +5,8 @@ over [last committed token, d1..dγ]; 3. accept / resample; 4. roll back the rej
 moving the cache pointer; 5. commit. The AR baseline is the same loop with γ = 0: the same
 cache, the same forward, the same sampling code, so the two can be raced fairly.
 Invariant between rounds: the target cache holds every committed token but the last one.
+Phases 2-5 are one pure step (step.py, returning a Step); this module drafts, times the step around it
+and hands its events (built in record.py) to the consumer.
 """
 from __future__ import annotations
 
@@ -18,15 +20,17 @@ from dataclasses import dataclass
 
 import torch
 
-from . import beam, sampling, tree
+from . import beam
 from .cache import KVCache
 from .config import MAX_GAMMA, GenerationConfig
-from .drafters import Draft, drafter_factory
+from .drafters import drafter_factory
+from .events import Finished, RoundTimed, RunStarted
 from .fastllama import forward_fn
 from .loadwatch import LoadWatch
-from .events import Committed, Decided, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified
 from .metrics import RunStats, summarize
 from .models import EMBEDDED, LoadedModel, load_model
+from .record import TokenText, round_events
+from .step import step
 
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
@@ -69,13 +73,29 @@ def cache_slots(prompt_len: int, cfg: GenerationConfig) -> int:
     return prompt_len + cfg.max_new_tokens + max(MAX_GAMMA, cfg.tree_budget) + 1
 
 
-def rollback(cache: KVCache, keep: int, round_: int) -> RolledBack | None:
-    """Drop every cached position >= keep (an O(1) pointer move) and describe it as an event."""
-    before = cache.length
-    if keep == before:
-        return None
-    cache.truncate(keep)
-    return RolledBack(round_, list(range(keep, before)), before, keep)
+def next_gamma(cfg: GenerationConfig, gamma: int, drafted: int, accepted: int) -> int:
+    """γ of the next round: fixed, or transformers' heuristic schedule (+2 after a fully accepted round, −1 else)."""
+    if cfg.adaptive != "heuristic" or not drafted:
+        return gamma
+    return min(MAX_GAMMA, gamma + 2) if accepted == drafted else max(1, gamma - 1)
+
+
+class _Clock:
+    """Seconds of the run's own compute: the time it spends suspended at a yield (the consumer's) is not counted."""
+
+    def __init__(self):
+        self.paused = 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.paused
+
+    def hand_over(self, events: list, stats: RunStats) -> Iterator:
+        """Yield events to the consumer (counting each into stats) with the clock stopped."""
+        t = time.perf_counter()
+        for event in events:
+            stats.add(event)
+            yield event
+        self.paused += time.perf_counter() - t
 
 
 def _deadline(cfg: GenerationConfig) -> float | None:
@@ -102,7 +122,7 @@ class Engine:
         self.draft_spec = draft
         self.make_drafter = drafter_factory(draft, target, trust_remote_code)  # validates the spec now
         self.forward = forward_fn(target.model)  # logits of the target: a lean Llama forward when it fits
-        self._text_cache: dict[int, str] = {}
+        self.text = TokenText(target.tokenizer)  # id -> text, memoised
 
     @classmethod
     def load(cls, target: str = EMBEDDED, draft: str = "self", device: str | None = None,
@@ -125,15 +145,7 @@ class Engine:
         return [int(i) for i in ids]
 
     def token_text(self, token_id: int) -> str:
-        text = self._text_cache.get(token_id)
-        if text is None:
-            text = self._text_cache[token_id] = self.target.tokenizer.decode([token_id])
-        return text
-
-    def _topk(self, probs: torch.Tensor, k: int) -> list:
-        if not k:
-            return []
-        return [[[i, self.token_text(i), v] for i, v in row] for row in sampling.topk_list(probs, k)]
+        return self.text(token_id)
 
     def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False,
             race_threads: int | None = RACE_THREADS) -> RunResult:
@@ -227,196 +239,74 @@ class Engine:
 
     @torch.inference_mode()
     def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, deadline: float | None) -> Iterator:
-        target, model, device = self.target, self.target.model, self.target.device
-        speculative = mode == "speculative"
+        """One run: prefill, then rounds of (1. draft, 2.-5. the pure step), each turned into events."""
+        target, device, prompt_len = self.target, self.target.device, len(ids)
         generator = None
         if not cfg.greedy:
             generator = torch.Generator(device=device)
             generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
-        max_len = cache_slots(len(ids), cfg)
-        cache = KVCache.for_model(model, max_len)
-        drafter = self.make_drafter(cfg, generator, max_len, cache) if speculative else None
+        max_len = cache_slots(prompt_len, cfg)
+        cache = KVCache.for_model(target.model, max_len)
+        drafter = self.make_drafter(cfg, generator, max_len, cache) if mode == "speculative" else None
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
-        gamma_now = cfg.gamma  # γ of the next round; moves only with adaptive="heuristic"
-        eos = target.eos_ids
-        prompt_len = len(ids)
-        stats = RunStats()
-
-        paused = 0.0  # time spent outside the engine while the consumer handles events
-
-        def clock() -> float:
-            return time.perf_counter() - paused
-
-        def emit(event):
-            stats.add(event)
-            return event
-
+        clock, stats, late = _Clock(), RunStats(), lambda: deadline is not None and time.monotonic() > deadline
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-
-        def late() -> bool:
-            return deadline is not None and time.monotonic() > deadline
-
         t_start = clock()
-        for start in range(0, len(ids) - 1, PREFILL_CHUNK):  # all but the last prompt token: round 1's input
+        self._prefill(ids, cache, late)
+        yield from clock.hand_over([self._started(ids, cfg, mode)], stats)
+        gamma_now, round_, stop_reason = cfg.gamma, 0, "max_new_tokens"  # γ moves only with adaptive="heuristic"
+        while len(ids) - prompt_len < cfg.max_new_tokens:
+            if late():
+                stop_reason = "time_limit"
+                break
+            round_ += 1
+            remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
+            gamma = min(gamma_now, remaining - 1) if drafter is not None else 0
+            t0 = clock()
+            # 1. draft (a drafter may propose fewer than γ tokens, or none: a plain target step)
+            draft = drafter.propose(ids, gamma) if gamma else None
+            sync()
+            t1 = clock()
+            # 2. verify  3. accept / resample  4. roll back  5. commit: one pure step
+            s = step(self.forward, ids, draft, cache, cfg, generator, eos=target.eos_ids, remaining=remaining,
+                     device=device)
+            t2 = clock()
+            ids.extend(s.new)
+            if drafter is not None:
+                drafter.learn(s.n_accepted, ids, t2 - t1)
+                gamma_now = next_gamma(cfg, gamma_now, len(s.drafted), s.n_accepted)
+            events = round_events(s, round_, self.text, cfg.record_topk, cfg.greedy,
+                                  drafter.name if drafter is not None else "")
+            t3 = clock()
+            events.append(RoundTimed(round=round_, pos=len(ids), draft_s=t1 - t0, verify_s=t2 - t1, total_s=t3 - t0,
+                                     elapsed_s=t3 - t_start, gamma=len(s.drafted)))
+            yield from clock.hand_over(events, stats)  # a consumer that stops listening ends the run here
+            if s.new[-1] in target.eos_ids:
+                stop_reason = "eos"
+                break
+        wall = clock() - t_start
+        step_s = self._target_step_cost(cache, ids[-1]) if drafter is not None and self.measure_step else None
+        new_ids = ids[prompt_len:]
+        yield Finished(round=round_, pos=len(ids), stop_reason=stop_reason, token_ids=new_ids,
+                       text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
+                       summary=stats.summary(wall, step_s))
+
+    def _prefill(self, ids: list[int], cache: KVCache, late) -> None:
+        """All but the last prompt token (round 1's input), in chunks; the time limit is checked between them."""
+        for start in range(0, len(ids) - 1, PREFILL_CHUNK):
             if late():
                 break
-            self.forward(torch.tensor([ids[start:min(start + PREFILL_CHUNK, len(ids) - 1)]], device=device), cache,
-                         logits_to_keep=1)
-        started = RunStarted(0, uuid.uuid4().hex[:12], mode, target.name, self.draft_spec if speculative else "",
-                         str(device), str(target.dtype).replace("torch.", ""), cfg.to_dict(),
-                         target.tokenizer.decode(ids), list(ids), [self.token_text(i) for i in ids], prompt_len,
-                             threads=torch.get_num_threads() if device.type == "cpu" else 0)
-        t_yield = time.perf_counter()
-        yield emit(started)
-        paused += time.perf_counter() - t_yield
+            chunk = ids[start:min(start + PREFILL_CHUNK, len(ids) - 1)]
+            self.forward(torch.tensor([chunk], device=self.target.device), cache, logits_to_keep=1)
 
-        round_, stop_reason = 0, "max_new_tokens"
-        try:
-            while len(ids) - prompt_len < cfg.max_new_tokens:
-                if late():
-                    stop_reason = "time_limit"
-                    break
-                round_ += 1
-                pos = len(ids)  # position of the first token this round can add
-                remaining = cfg.max_new_tokens - (pos - prompt_len)
-                gamma = min(gamma_now, remaining - 1) if speculative else 0
-                t0 = clock()
-                out = []  # this round's events, yielded together once the round is timed
-
-                # 1. draft (a drafter may propose fewer than γ tokens, or none: a plain target step)
-                draft = drafter.propose(ids, gamma) if gamma else None
-                if draft is not None and draft.decision is not None:
-                    out.append(Decided(round_, pos, draft.decision["drafter"], draft.decision["gamma"],
-                                       draft.decision["reason"], draft.decision.get("plain_tokens_per_s"),
-                                       draft.decision["candidates"]))
-                if draft is not None and len(draft.token_ids) == 0:
-                    draft = None
-                gamma = len(draft.token_ids) if draft is not None else 0
-                sync()
-                t1 = clock()
-
-                if draft is not None and draft.parents is not None:
-                    # 2.+3.+4. tree: one forward with a tree mask, walk the tree, compact the cache
-                    verdict, draft, tree_events = self._verify_tree(draft, ids, cache, cfg, generator, round_)
-                    out += tree_events
-                    gamma = len(draft.token_ids)  # from here on: the chain view (path + first rejected child)
-                    p = draft.chain_rows  # target rows of the chain view (None when top-k is not recorded)
-                else:
-                    # 2. verify: one target forward over [last committed token, d1..dγ]
-                    x = torch.tensor([ids[-1]], device=device)
-                    if draft is not None:
-                        x = torch.cat([x, draft.token_ids])
-                    logits = self.forward(x[None], cache)[0]  # (γ+1, V)
-                    p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
-
-                    # 3. accept / resample
-                    if draft is None:
-                        next_id = int(sampling.pick(p[0], cfg.greedy, generator))
-                        verdict = sampling.Verdict(0, next_id, [], [], float(p[0, next_id]))
-                    elif cfg.greedy:
-                        verdict = sampling.accept_greedy(draft.token_ids, p)
-                    else:
-                        verdict = sampling.accept_sample(draft.token_ids, draft.q, p, generator)
-                t2 = clock()
-                n = verdict.n_accepted
-                d_ids = draft.token_ids.tolist() if draft is not None else []
-                ended = next((i + 1 for i in range(n) if d_ids[i] in eos), None)  # an accepted end-of-text
-                if ended is not None:  # the drafts after it are never committed: not accepted, not tested
-                    n = ended
-
-                if draft is not None:
-                    if draft.chain_q is not None:
-                        q_d = draft.chain_q
-                    elif draft.q is not None:
-                        q_d = draft.q[torch.arange(gamma, device=device), draft.token_ids].tolist()
-                    else:
-                        q_d = [1.0] * gamma
-                    rejected = n < gamma and ended is None
-                    out.append(Drafted(round=round_, pos=pos, token_ids=d_ids, tokens=[self.token_text(i) for i in d_ids],
-                                       q=q_d, draft_topk=self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
-                                       drafter=draft.drafter or drafter.name))
-                    out.append(Verified(
-                        round=round_, pos=pos, p=verdict.p_draft, accept_prob=verdict.accept_prob,
-                        accepted=[i < n for i in range(gamma)], first_rejected=n if rejected else None,
-                        next_id=verdict.next_id, next_token=self.token_text(verdict.next_id), next_p=verdict.next_p,
-                        next_kind="corrected" if n < gamma else "bonus", target_topk=self._topk(p, cfg.record_topk),
-                        greedy=cfg.greedy, u=verdict.u,
-                        residual_topk=(self._topk(verdict.dist[None], cfg.record_topk)[0]
-                                       if rejected and verdict.dist is not None and cfg.record_topk else [])))
-
-                # 4. rollback: the cache holds pos-1 + γ+1 tokens; keep the committed prefix + accepted drafts
-                event = rollback(cache, pos + n, round_)
-                if event is not None:
-                    out.append(event)
-
-                # 5. commit: accepted drafts + the corrected/bonus token, cut at EOS and the budget
-                new = d_ids[:n] + [verdict.next_id]
-                origins = ["accepted"] * n + ["ar" if draft is None else ("corrected" if n < gamma else "bonus")]
-                p_new = verdict.p_draft[:n] + [verdict.next_p]
-                cut = next((i + 1 for i, t in enumerate(new) if t in eos), len(new))
-                cut = min(cut, remaining)
-                new, origins, p_new = new[:cut], origins[:cut], p_new[:cut]
-                ids.extend(new)
-                if drafter is not None:
-                    drafter.learn(n, ids, t2 - t1)
-                    if cfg.adaptive == "heuristic" and gamma:  # transformers' schedule
-                        gamma_now = min(MAX_GAMMA, gamma_now + 2) if n == gamma else max(1, gamma_now - 1)
-                out.append(Committed(round_, pos, new, [self.token_text(i) for i in new], origins, p_new))
-                t3 = clock()
-                out.append(RoundTimed(round_, len(ids), t1 - t0, t2 - t1, t3 - t0, t3 - t_start, gamma))
-                t_yield = time.perf_counter()
-                for event in out:
-                    yield emit(event)
-                paused += time.perf_counter() - t_yield
-                if new[-1] in eos:
-                    stop_reason = "eos"
-                    break
-        except GeneratorExit:
-            return  # the consumer stopped listening (Stop button, closed client): nothing more to emit
-
-        wall = clock() - t_start
-        step_s = self._target_step_cost(cache, ids[-1]) if speculative and self.measure_step else None
-        new_ids = ids[prompt_len:]
-        yield Finished(round_, len(ids), stop_reason, target.tokenizer.decode(new_ids, skip_special_tokens=True),
-                       new_ids, stats.summary(wall, step_s))
-
-    def _verify_tree(self, draft, ids: list[int], cache: KVCache, cfg: GenerationConfig, generator, round_: int):
-        """Verify a token tree in one forward; returns the verdict and draft as a chain view, and the events."""
-        model, device, pos = self.target.model, self.target.device, len(ids)
-        tokens, parents = draft.token_ids.tolist(), draft.parents
-        mask, positions = tree.tree_inputs(parents, pos - 1, device)
-        x = torch.tensor([[ids[-1]] + tokens], device=device)
-        logits = self.forward(x, cache, attention_mask=mask, position_ids=positions)[0]  # (N+1, V)
-        p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
-        node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
-        if cfg.greedy:
-            tv = tree.accept_tree_greedy(tokens, parents, p)
-        else:
-            tv = tree.accept_tree_sample(tokens, parents, node_q, p, generator)
-        before = cache.length
-        tree.compact(cache, pos - 1, tv.path)  # rollback for trees: keep only the accepted path
-        rows = [0] + [i + 1 for i in tv.path]  # p row each chain-view token was judged with
-        p_of = [float(p[rows[k], tokens[i]]) for k, i in enumerate(tv.path)]
-        q_of = [float(q[tokens[i]]) if q is not None else 1.0 for i, q in zip(range(len(tokens)), node_q)]
-        rejected = [c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.tried]
-        chain = tv.path + rejected[:1]
-        verdict = sampling.Verdict(len(tv.path), tv.next_id, [tv.tried[i] for i in chain],
-                                   p_of + [float(p[rows[-1], tokens[i]]) for i in rejected[:1]], tv.next_p,
-                                   u=[tv.u[i] for i in chain] if tv.u is not None else None, dist=tv.dist)
-        view = Draft(torch.tensor([tokens[i] for i in chain], dtype=torch.long, device=device), None,
-                     draft.drafter, chain_q=[q_of[i] for i in chain],
-                     chain_rows=p[rows[:len(chain) + 1]] if cfg.record_topk else None)
-        status = ["accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
-                  for i in range(len(tokens))]
-        p_nodes = [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)]
-        events = [DraftTree(round_, pos, tokens, [self.token_text(t) for t in tokens], parents, q_of, p_nodes,
-                            [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.next_id,
-                            self.token_text(tv.next_id), "corrected" if tv.corrected else "bonus")]
-        if before != cache.length:
-            events.append(RolledBack(round_, list(range(pos + len(tv.path), pos + len(tokens))), before,
-                                     cache.length))
-        return verdict, view, events
+    def _started(self, ids: list[int], cfg: GenerationConfig, mode: str) -> RunStarted:
+        t = self.target
+        return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode=mode, target=t.name,
+                          draft=self.draft_spec if mode == "speculative" else "", device=str(t.device),
+                          dtype=str(t.dtype).replace("torch.", ""), config=cfg.to_dict(),
+                          prompt_text=t.tokenizer.decode(ids), prompt_ids=list(ids), prompt_tokens=self.text.many(ids),
+                          pos=len(ids), threads=torch.get_num_threads() if t.device.type == "cpu" else 0)
 
     def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
         """Median time of a single-token target forward at this context (for c and v); cache untouched."""

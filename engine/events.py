@@ -1,6 +1,6 @@
 """Typed events of a speculative (or autoregressive) run, and their JSON trace format.
 
-Every event is a frozen dataclass of plain data (ints, floats, strings, lists, dicts; never
+Every event is a frozen, keyword-only dataclass of plain data (ints, floats, strings, lists, dicts; never
 tensors) carrying its `round` and absolute token positions (`pos`), so a renderer needs no engine
 state and a whole run can be written to JSON and read back into equal objects.
 Top-k alternatives are lists of `[token_id, token_text, prob]`.
@@ -19,7 +19,7 @@ TRACE_FORMAT = "specviz-trace"
 TRACE_VERSION = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunStarted:
     """A run begins: its configuration and the prompt as the target sees it."""
     kind: ClassVar[str] = "run_started"
@@ -38,7 +38,7 @@ class RunStarted:
     threads: int = 0  # CPU torch threads the run computed with (0: not recorded, or not a CPU)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Decided:
     """An adaptive drafter (auto) chose this round's drafter and γ; the numbers behind the choice."""
     kind: ClassVar[str] = "decided"
@@ -51,7 +51,7 @@ class Decided:
     candidates: list  # [{"drafter", "variant", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Drafted:
     """The drafter proposed tokens for positions pos .. pos+len-1."""
     kind: ClassVar[str] = "drafted"
@@ -64,7 +64,7 @@ class Drafted:
     drafter: str  # which drafter proposed this round
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Verified:
     """One target forward over [last token, drafts] judged the draft."""
     kind: ClassVar[str] = "verified"
@@ -84,7 +84,7 @@ class Verified:
     residual_topk: list = field(default_factory=list)  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DraftTree:
     """Tree speculation: every drafted node, how the target judged it, and the accepted path."""
     kind: ClassVar[str] = "draft_tree"
@@ -103,7 +103,7 @@ class DraftTree:
     next_kind: str  # "corrected" or "bonus"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
     kind: ClassVar[str] = "rolled_back"
@@ -113,7 +113,7 @@ class RolledBack:
     cache_after: int  # cache length after
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Committed:
     """Tokens appended to the output for good."""
     kind: ClassVar[str] = "committed"
@@ -125,7 +125,7 @@ class Committed:
     p: list  # target probability of each token
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RoundTimed:
     """Wall-clock cost of one round (seconds)."""
     kind: ClassVar[str] = "round_timed"
@@ -138,7 +138,7 @@ class RoundTimed:
     gamma: int  # tokens drafted this round (0 = a plain target step)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finished:
     """The run ended; `summary` holds the metrics computed from this run's events."""
     kind: ClassVar[str] = "finished"
@@ -249,7 +249,7 @@ def read_trace(path) -> list:
 
 
 # -- beam search (engine/beam.py) -------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BeamDrafted:
     """Speculative beam search: each running beam's drafter proposed tokens after that beam."""
     kind: ClassVar[str] = "beam_drafted"
@@ -260,7 +260,7 @@ class BeamDrafted:
     drafter: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BeamStep:
     """One beam-search step: the B beams that survive it, each one token longer than its parent."""
     kind: ClassVar[str] = "beam_step"
@@ -274,7 +274,7 @@ class BeamStep:
     finished: list  # hypotheses entering the finished set here: {"parent", "token_id", "token", "score" (÷ length)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BeamVerified:
     """The round's one target forward, and how far the replayed beam search stayed on the drafted paths."""
     kind: ClassVar[str] = "beam_verified"
@@ -288,7 +288,7 @@ class BeamVerified:
     cache_after: int  # after the rollback (= every beam's length − 1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BeamResult:
     """The finished hypotheses of a beam search, best first (transformers' returned sequence is the first)."""
     kind: ClassVar[str] = "beam_result"

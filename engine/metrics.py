@@ -13,6 +13,26 @@ from __future__ import annotations
 from . import costmodel
 
 
+def count_positions(drafted: list[int], accepted: list[int], verdict: list) -> None:
+    """Count one verified round into per-position tallies: position i was drafted (and tested, or cut by an
+    accepted end-of-text) and accepted iff verdict[i]. The one per-position count every report uses."""
+    while len(drafted) < len(verdict):
+        drafted.append(0)
+        accepted.append(0)
+    for i, ok in enumerate(verdict):
+        drafted[i] += 1
+        accepted[i] += bool(ok)
+
+
+def position_counts(events) -> tuple[list[int], list[int]]:
+    """(drafted, accepted) per draft position 1..γ over a run's verified events."""
+    drafted, accepted = [], []
+    for event in events or []:
+        if getattr(event, "kind", None) == "verified":
+            count_positions(drafted, accepted, event.accepted)
+    return drafted, accepted
+
+
 class RunStats:
     """Accumulates counters and round timings from one run's events; `summary()` turns them into metrics."""
 
@@ -36,17 +56,10 @@ class RunStats:
             self.prompt_len = event.pos
             self.threads = int(getattr(event, "threads", 0) or 0)
         elif kind == "drafted":
-            n = len(event.token_ids)
-            self.drafted += n
-            self._grow(n)
-            for i in range(n):
-                self.pos_drafted[i] += 1
+            self.drafted += len(event.token_ids)
         elif kind == "verified":
-            for i, ok in enumerate(event.accepted):
-                if ok:
-                    self._grow(i + 1)
-                    self.accepted += 1
-                    self.pos_accepted[i] += 1
+            count_positions(self.pos_drafted, self.pos_accepted, event.accepted)
+            self.accepted += sum(map(bool, event.accepted))
             self.rejections += event.first_rejected is not None
         elif kind == "committed":
             self.new_tokens += len(event.token_ids)
@@ -58,11 +71,6 @@ class RunStats:
             self.elapsed_s = float(event.elapsed_s)
         elif kind == "finished":
             self.finished = event
-
-    def _grow(self, n: int) -> None:
-        while len(self.pos_drafted) < n:
-            self.pos_drafted.append(0)
-            self.pos_accepted.append(0)
 
     @property
     def done(self) -> bool:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import torch
 
-from .drafters import Draft, Drafter, empty_draft
+from .draft import Draft, Drafter, empty_draft
 from .tree import trie
 
 
 def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
     """(n, continuations) for the longest suffix length n <= max_n that occurred earlier; (0, []) if none.
+    The reference: a scan of the whole sequence (NgramIndex.match gives the same, incrementally).
 
     The continuations (up to γ tokens each, distinct, at most `limit`) come latest match first: the
     first is what a chain drafter proposes, the rest are tree branches.
@@ -68,6 +69,48 @@ def template_mask(ids: list[int], special: set[int], text_of) -> list[bool]:
     return mask
 
 
+class NgramIndex:
+    """Where every n-gram (n <= max_n) of a growing sequence starts, updated with only the new tokens.
+
+    `match` gives what `longest_match` gives, without rescanning the sequence from token 0 every round:
+    indexing is O(new tokens x max_n) per round, a lookup walks only the suffix's own occurrences.
+    The sequence may only grow (committed tokens never change); any other change rebuilds the index.
+    """
+
+    def __init__(self, max_n: int):
+        self.max_n = max_n
+        self.starts: dict[tuple, list[int]] = {}  # n-gram -> its start positions, ascending
+        self.seen: list[int] = []  # the tokens indexed so far
+
+    def _extend(self, ids: list[int]) -> None:
+        old = len(self.seen)
+        if old > len(ids) or (old and ids[old - 1] != self.seen[-1]):  # not a continuation: start again
+            self.starts, self.seen, old = {}, [], 0
+        self.seen.extend(ids[old:])
+        for end in range(old, len(ids)):  # every n-gram that ends at a new token
+            for n in range(1, min(self.max_n, end + 1) + 1):
+                self.starts.setdefault(tuple(ids[end - n + 1:end + 1]), []).append(end - n + 1)
+
+    def match(self, ids: list[int], gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
+        """(n, continuations) exactly as longest_match(ids, max_n, gamma, limit)."""
+        self._extend(ids)
+        for n in range(min(self.max_n, len(ids) - 1), 0, -1):
+            found, seen = [], set()
+            for start in reversed(self.starts.get(tuple(ids[-n:]), [])):  # latest first
+                if start + n >= len(ids):  # the suffix itself
+                    continue
+                cont = tuple(ids[start + n:start + n + gamma])
+                cont = cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))]  # stop at the template
+                if cont and cont not in seen:
+                    seen.add(cont)
+                    found.append(list(cont))
+                    if len(found) == limit:
+                        return n, found
+            if found:
+                return n, found
+        return 0, []
+
+
 class NgramDrafter(Drafter):
     """Proposes the continuation of the latest match of the last n <= max_n tokens."""
     peekable = True  # proposing is free and has no side effects: `auto` may ask before choosing
@@ -77,6 +120,7 @@ class NgramDrafter(Drafter):
         self.max_n, self.device, self.name, self.tree_budget = max_n, device, name, tree_budget
         self.special, self.text_of = special, text_of or str  # the tokenizer's special ids and id -> text
         self.mask: list[bool] = []  # template positions of this run's prompt (prepare)
+        self.index = NgramIndex(max_n)  # per run: drafters are built fresh for each
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else []
@@ -90,7 +134,7 @@ class NgramDrafter(Drafter):
         return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        n, found = longest_match(self.source(ids), self.max_n, gamma)
+        n, found = self.index.match(self.source(ids), gamma)
         if not found:
             return empty_draft(self.device, self.name)
         variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
@@ -98,4 +142,4 @@ class NgramDrafter(Drafter):
             tokens, parents = trie(found)
             tokens, parents = tokens[:self.tree_budget], parents[:self.tree_budget]  # topological: a prefix is a tree
             return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant)
-        return Draft(torch.tensor(found[0], device=self.device), None, self.name, branches=found[1:], variant=variant)
+        return Draft(torch.tensor(found[0], device=self.device), None, self.name, variant=variant)

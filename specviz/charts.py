@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from engine import costmodel
+from engine import costmodel, metrics
 from engine.config import MAX_GAMMA
 from .runs import spec_summary, view_runs
 
@@ -66,19 +66,8 @@ def accepted_length_fig(events) -> go.Figure:
 
 
 def position_counts(events) -> tuple[list[int], list[int]]:
-    """(drafted, accepted) counts per draft position 1..γ of the speculative run."""
-    run = _spec(events)
-    drafted, accepted = [], []
-    for rv in run.rounds if run else []:
-        if rv.drafted is None or rv.verified is None:
-            continue
-        for i, ok in enumerate(rv.verified.accepted[:rv.gamma]):
-            if i >= len(drafted):
-                drafted.append(0)
-                accepted.append(0)
-            drafted[i] += 1
-            accepted[i] += bool(ok)
-    return drafted, accepted
+    """(drafted, accepted) counts per draft position 1..γ of the speculative run (the engine's one count)."""
+    return metrics.position_counts(split_runs(events).get("speculative", []))
 
 
 def position_acceptance_fig(events) -> go.Figure:

@@ -31,42 +31,42 @@ def _finish(events, rounds, pos, ids, tokens, wall, step_s=None):
     stats = RunStats()
     for e in events:
         stats.add(e)
-    return Finished(rounds, pos, "max_new_tokens", "".join(tokens), list(ids), stats.summary(wall, step_s))
+    return Finished(round=rounds, pos=pos, stop_reason="max_new_tokens", text="".join(tokens), token_ids=list(ids), summary=stats.summary(wall, step_s))
 
 
 def speculative_events(temperature: float = 0.0, finished: bool = True) -> list:
     """The speculative run (rounds 1-4) described in the module docstring."""
     greedy = temperature == 0
-    ev = [RunStarted(0, "spec01", "speculative", "target-test", "draft-test", "cpu", "float32",
-                     _config(temperature), "Hi", PROMPT_IDS, PROMPT_TOKENS, 2)]
+    ev = [RunStarted(round=0, run_id="spec01", mode="speculative", target="target-test", draft="draft-test", device="cpu", dtype="float32",
+                     config=_config(temperature), prompt_text="Hi", prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2)]
     # round 1: The, cat accepted; " sat" rejected -> " ran"
-    ev += [Drafted(1, 2, [10, 11, 20], ["The", " cat", " sat"], [0.9, 0.8, 0.6],
-                   _topk([(10, "The", 0.9)], [(11, " cat", 0.8)], [(20, " sat", 0.6), (12, " ran", 0.2)]), "draft-test"),
-           Verified(1, 2, [0.85, 0.7, 0.1], [1.0, 1.0, 0.0], [True, True, False], 2, 12, " ran", 0.6, "corrected",
-                    _topk([(10, "The", 0.85)], [(11, " cat", 0.7)], [(12, " ran", 0.6), (20, " sat", 0.1)],
-                          [(30, ".", 0.5)]), greedy),
-           RolledBack(1, [4], 5, 4),
-           Committed(1, 2, [10, 11, 12], ["The", " cat", " ran"], ["accepted", "accepted", "corrected"], [0.85, 0.7, 0.6]),
-           RoundTimed(1, 5, 0.006, 0.055, 0.066, 0.086, 3)]
+    ev += [Drafted(round=1, pos=2, token_ids=[10, 11, 20], tokens=["The", " cat", " sat"], q=[0.9, 0.8, 0.6],
+                   draft_topk=_topk([(10, "The", 0.9)], [(11, " cat", 0.8)], [(20, " sat", 0.6), (12, " ran", 0.2)]), drafter="draft-test"),
+           Verified(round=1, pos=2, p=[0.85, 0.7, 0.1], accept_prob=[1.0, 1.0, 0.0], accepted=[True, True, False], first_rejected=2, next_id=12, next_token=" ran", next_p=0.6, next_kind="corrected",
+                    target_topk=_topk([(10, "The", 0.85)], [(11, " cat", 0.7)], [(12, " ran", 0.6), (20, " sat", 0.1)],
+                          [(30, ".", 0.5)]), greedy=greedy),
+           RolledBack(round=1, positions=[4], cache_before=5, cache_after=4),
+           Committed(round=1, pos=2, token_ids=[10, 11, 12], tokens=["The", " cat", " ran"], origins=["accepted", "accepted", "corrected"], p=[0.85, 0.7, 0.6]),
+           RoundTimed(round=1, pos=5, draft_s=0.006, verify_s=0.055, total_s=0.066, elapsed_s=0.086, gamma=3)]
     # round 2: all three accepted, bonus newline
-    ev += [Drafted(2, 5, [13, 14, 15], ["<script>alert(1)</script>", " &", " dog"], [0.7, 0.9, 0.8],
-                   _topk([(13, "<script>alert(1)</script>", 0.7)], [(14, " &", 0.9)], [(15, " dog", 0.8)]), "draft-test"),
-           Verified(2, 5, [0.8, 0.95, 0.9], [1.0, 1.0, 1.0], [True, True, True], None, 16, "\n", 0.5, "bonus",
-                    _topk([(13, "<script>alert(1)</script>", 0.8)], [(14, " &", 0.95)], [(15, " dog", 0.9)],
-                          [(16, "\n", 0.5), (31, " <b>", 0.2)]), greedy),
-           Committed(2, 5, [13, 14, 15, 16], ["<script>alert(1)</script>", " &", " dog", "\n"],
-                     ["accepted", "accepted", "accepted", "bonus"], [0.8, 0.95, 0.9, 0.5]),
-           RoundTimed(2, 9, 0.006, 0.055, 0.066, 0.152, 3)]
+    ev += [Drafted(round=2, pos=5, token_ids=[13, 14, 15], tokens=["<script>alert(1)</script>", " &", " dog"], q=[0.7, 0.9, 0.8],
+                   draft_topk=_topk([(13, "<script>alert(1)</script>", 0.7)], [(14, " &", 0.9)], [(15, " dog", 0.8)]), drafter="draft-test"),
+           Verified(round=2, pos=5, p=[0.8, 0.95, 0.9], accept_prob=[1.0, 1.0, 1.0], accepted=[True, True, True], first_rejected=None, next_id=16, next_token="\n", next_p=0.5, next_kind="bonus",
+                    target_topk=_topk([(13, "<script>alert(1)</script>", 0.8)], [(14, " &", 0.95)], [(15, " dog", 0.9)],
+                          [(16, "\n", 0.5), (31, " <b>", 0.2)]), greedy=greedy),
+           Committed(round=2, pos=5, token_ids=[13, 14, 15, 16], tokens=["<script>alert(1)</script>", " &", " dog", "\n"],
+                     origins=["accepted", "accepted", "accepted", "bonus"], p=[0.8, 0.95, 0.9, 0.5]),
+           RoundTimed(round=2, pos=9, draft_s=0.006, verify_s=0.055, total_s=0.066, elapsed_s=0.152, gamma=3)]
     # round 3: the first draft rejected -> " Z"
-    ev += [Drafted(3, 9, [21, 22, 23], [" a", " b", " c"], [0.5, 0.5, 0.5], [], "draft-test"),
-           Verified(3, 9, [0.05, 0.3, 0.2], [0.0, 1.0, 0.0], [False, False, False], 0, 17, " Z", 0.4, "corrected",
-                    [], greedy),
-           RolledBack(3, [9, 10, 11], 12, 9),
-           Committed(3, 9, [17], [" Z"], ["corrected"], [0.4]),
-           RoundTimed(3, 10, 0.006, 0.055, 0.066, 0.218, 3)]
+    ev += [Drafted(round=3, pos=9, token_ids=[21, 22, 23], tokens=[" a", " b", " c"], q=[0.5, 0.5, 0.5], draft_topk=[], drafter="draft-test"),
+           Verified(round=3, pos=9, p=[0.05, 0.3, 0.2], accept_prob=[0.0, 1.0, 0.0], accepted=[False, False, False], first_rejected=0, next_id=17, next_token=" Z", next_p=0.4, next_kind="corrected",
+                    target_topk=[], greedy=greedy),
+           RolledBack(round=3, positions=[9, 10, 11], cache_before=12, cache_after=9),
+           Committed(round=3, pos=9, token_ids=[17], tokens=[" Z"], origins=["corrected"], p=[0.4]),
+           RoundTimed(round=3, pos=10, draft_s=0.006, verify_s=0.055, total_s=0.066, elapsed_s=0.218, gamma=3)]
     # round 4: one token left in the budget, so no draft
-    ev += [Committed(4, 10, [18], ["!"], ["ar"], [0.9]),
-           RoundTimed(4, 11, 0.0, 0.038, 0.04, 0.258, 0)]
+    ev += [Committed(round=4, pos=10, token_ids=[18], tokens=["!"], origins=["ar"], p=[0.9]),
+           RoundTimed(round=4, pos=11, draft_s=0.0, verify_s=0.038, total_s=0.04, elapsed_s=0.258, gamma=0)]
     if finished:
         ev.append(_finish(ev, 4, 11, SPEC_IDS, SPEC_TOKENS, 0.26, TARGET_STEP_S))
     return ev
@@ -75,14 +75,14 @@ def speculative_events(temperature: float = 0.0, finished: bool = True) -> list:
 def ar_events(differ_at: int | None = None, temperature: float = 0.0) -> list:
     """The AR baseline: one token per round, one target step (0.04 s) each after a 0.02 s prefill;
     `differ_at` (0-based) swaps one token."""
-    ev = [RunStarted(0, "ar01", "ar", "target-test", "", "cpu", "float32", _config(temperature), "Hi",
-                     PROMPT_IDS, PROMPT_TOKENS, 2)]
+    ev = [RunStarted(round=0, run_id="ar01", mode="ar", target="target-test", draft="", device="cpu", dtype="float32", config=_config(temperature), prompt_text="Hi",
+                     prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2)]
     ids, tokens = list(SPEC_IDS), list(SPEC_TOKENS)
     if differ_at is not None:
         ids[differ_at], tokens[differ_at] = 99, " other"
     for k, (tid, text) in enumerate(zip(ids, tokens)):
-        ev += [Committed(k + 1, 2 + k, [tid], [text], ["ar"], [0.9]),
-               RoundTimed(k + 1, 3 + k, 0.0, 0.038, TARGET_STEP_S, round(0.02 + TARGET_STEP_S * (k + 1), 3), 0)]
+        ev += [Committed(round=k + 1, pos=2 + k, token_ids=[tid], tokens=[text], origins=["ar"], p=[0.9]),
+               RoundTimed(round=k + 1, pos=3 + k, draft_s=0.0, verify_s=0.038, total_s=TARGET_STEP_S, elapsed_s=round(0.02 + TARGET_STEP_S * (k + 1), 3), gamma=0)]
     ev.append(_finish(ev, len(ids), 2 + len(ids), ids, tokens, 0.38))
     return ev
 
@@ -96,20 +96,20 @@ def long_events(rounds: int, topk: int = 5) -> list:
     """A consistent greedy speculative run of `rounds` rounds (3 drafts all accepted + a bonus each, `topk`
     alternatives per position): big traces for the app's upload, memory and load tests."""
     config = dict(_config(0.0), max_new_tokens=4 * rounds, record_topk=topk)
-    ev = [RunStarted(0, "long01", "speculative", "target-test", "draft-test", "cpu", "float32", config, "Hi",
-                     PROMPT_IDS, PROMPT_TOKENS, 2)]
+    ev = [RunStarted(round=0, run_id="long01", mode="speculative", target="target-test", draft="draft-test", device="cpu", dtype="float32", config=config, prompt_text="Hi",
+                     prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2)]
     ids, tokens = [], []
     for r in range(1, rounds + 1):
         pos = 2 + 4 * (r - 1)
         draft_ids, draft_tokens = [100 + r % 50, 200, 300], [f" w{r % 50}", " and", " so"]
         alts = [[[tid + j, f"{text}{j}", round(0.9 / (j + 1), 3)] for j in range(topk)]
                 for tid, text in zip(draft_ids + [16], draft_tokens + ["\n"])]
-        ev += [Drafted(r, pos, draft_ids, draft_tokens, [0.8, 0.7, 0.6], alts[:3], "draft-test"),
-               Verified(r, pos, [0.85, 0.75, 0.65], [1.0, 1.0, 1.0], [True, True, True], None, 16, "\n", 0.5,
-                        "bonus", alts, True),
-               Committed(r, pos, draft_ids + [16], draft_tokens + ["\n"], ["accepted"] * 3 + ["bonus"],
-                         [0.85, 0.75, 0.65, 0.5]),
-               RoundTimed(r, pos + 4, 0.01, 0.03, 0.05, round(0.05 * r, 3), 3)]
+        ev += [Drafted(round=r, pos=pos, token_ids=draft_ids, tokens=draft_tokens, q=[0.8, 0.7, 0.6], draft_topk=alts[:3], drafter="draft-test"),
+               Verified(round=r, pos=pos, p=[0.85, 0.75, 0.65], accept_prob=[1.0, 1.0, 1.0], accepted=[True, True, True], first_rejected=None, next_id=16, next_token="\n", next_p=0.5,
+                        next_kind="bonus", target_topk=alts, greedy=True),
+               Committed(round=r, pos=pos, token_ids=draft_ids + [16], tokens=draft_tokens + ["\n"], origins=["accepted"] * 3 + ["bonus"],
+                         p=[0.85, 0.75, 0.65, 0.5]),
+               RoundTimed(round=r, pos=pos + 4, draft_s=0.01, verify_s=0.03, total_s=0.05, elapsed_s=round(0.05 * r, 3), gamma=3)]
         ids += draft_ids + [16]
         tokens += draft_tokens + ["\n"]
     ev.append(_finish(ev, rounds, 2 + 4 * rounds, ids, tokens, round(0.05 * rounds, 3), TARGET_STEP_S))

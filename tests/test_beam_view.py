@@ -9,8 +9,9 @@ from specviz import render_beams
 
 
 def started(mode="speculative"):
-    return RunStarted(0, "r1", mode, "t", "ngram" if mode == "speculative" else "", "cpu", "float32",
-                      {"num_beams": 2, "gamma": 2}, "p", [5], ["p"], 1)
+    return RunStarted(round=0, run_id="r1", mode=mode, target="t", draft="ngram" if mode == "speculative" else "",
+                      device="cpu", dtype="float32", config={"num_beams": 2, "gamma": 2}, prompt_text="p",
+                      prompt_ids=[5], prompt_tokens=["p"], pos=1)
 
 
 def run(mode="speculative", wall=1.0):

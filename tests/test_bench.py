@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 
-from engine import bench
-from engine.__main__ import main
+from benchmarks import harness as bench
+from benchmarks.__main__ import main
+from benchmarks.hf_equiv import NGRAM_DEFAULT_N, hf_equivalent
 from engine.models import load_model
 
 PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "prompt": "Write a loop."}]
@@ -16,25 +17,25 @@ PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "p
 def test_hf_equivalent_maps_specs(tiny_dirs):
     """Each drafter spec maps to its transformers counterpart, or to None when there is none."""
     target = load_model(tiny_dirs["target"])
-    kw, safe = bench.hf_equivalent("self", 3, target)
+    kw, safe = hf_equivalent("self", 3, target)
     assert kw["assistant_model"] is target.model and safe["num_assistant_tokens"] == 3
     assert safe["assistant_confidence_threshold"] == 0.0 and safe["num_assistant_tokens_schedule"] == "constant"
-    kw, safe = bench.hf_equivalent(f"model:{tiny_dirs['sharp']}", 2, target)
+    kw, safe = hf_equivalent(f"model:{tiny_dirs['sharp']}", 2, target)
     assert kw["assistant_model"] is load_model(tiny_dirs["sharp"]).model
-    assert bench.hf_equivalent("ngram", 4, target)[1] == {"prompt_lookup_num_tokens": 4,
-                                                          "max_matching_ngram_size": bench.NGRAM_DEFAULT_N}
-    assert bench.hf_equivalent("ngram:2", 4, target)[1]["max_matching_ngram_size"] == 2
-    assert bench.hf_equivalent("layerskip:1", 2, target)[1]["assistant_early_exit"] == 1
-    assert bench.hf_equivalent("quant:int8", 2, target) is None
-    assert bench.hf_equivalent("auto", 2, target) is None
+    assert hf_equivalent("ngram", 4, target)[1] == {"prompt_lookup_num_tokens": 4,
+                                                          "max_matching_ngram_size": NGRAM_DEFAULT_N}
+    assert hf_equivalent("ngram:2", 4, target)[1]["max_matching_ngram_size"] == 2
+    assert hf_equivalent("layerskip:1", 2, target)[1]["assistant_early_exit"] == 1
+    assert hf_equivalent("quant:int8", 2, target) is None
+    assert hf_equivalent("auto", 2, target) is None
 
 
 def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
-    """`python -m engine bench` on tiny models writes results.json/.md/report.html, all outputs identical."""
+    """`python -m benchmarks` on tiny models writes results.json/.md/report.html, all outputs identical."""
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
     out = tmp_path / "out"
-    rc = main(["bench", "--target", tiny_dirs["target"], "--drafts", f"self,model:{tiny_dirs['sharp']}",
+    rc = main(["--target", tiny_dirs["target"], "--drafts", f"self,model:{tiny_dirs['sharp']}",
                "--gammas", "2", "--prompts", str(prompts), "--max-new-tokens", "6", "--repeats", "1",
                "--overhead-pairs", "1", "--out", str(out)])
     assert rc == 0
@@ -42,7 +43,7 @@ def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
     names = {c["name"] for c in results["configs"]}
     assert {"ours/ar", "ours/self/g2", "hf/greedy", "hf/self/g2", f"hf/model:{tiny_dirs['sharp']}/g2"} <= names
     assert results["mismatches"] == 0 and not results["errors"]
-    assert results["machine"]["torch"] and "bench --target" in results["command"]
+    assert results["machine"]["torch"] and "python -m benchmarks --target" in results["command"]
     assert results["overall"]["ours/self/g2"]["acceptance_rate"] == 1.0  # self-drafting accepts every draft
     assert results["overhead"]["ratio"] is not None
     md = (out / "results.md").read_text()
@@ -76,7 +77,7 @@ def test_mismatch_is_flagged(tiny_dirs, tmp_path, monkeypatch):
     assert {m["config"] for m in results["mismatch_details"]} == {"hf/greedy"}
     assert results["mismatch_details"][0]["first_diff"] == 4
     assert results["overall"]["hf/greedy"]["identical"] is False
-    from specviz.bench_report import markdown
+    from benchmarks.report import markdown
 
     assert "MISMATCH" in markdown(results)
 
@@ -88,9 +89,9 @@ def test_unknown_drafter_is_a_clear_error(tiny_dirs, tmp_path):
                         max_new_tokens=3, repeats=1, out=tmp_path, progress=False)
 
 
-def test_transformers_runs_on_a_stock_copy(tiny_dirs, tmp_path, monkeypatch):
-    """transformers is timed on its own contiguous weights (as its users load them), not on the views our
-    lean forward leaves in the shared model; `self` assists with that same copy."""
+def test_transformers_runs_on_the_engines_own_model_unchanged(tiny_dirs, tmp_path, monkeypatch):
+    """transformers is timed on the very model the engine loaded, with its weights as loaded: the lean
+    forward owns its fused copies, so no stock copy is needed and `self` assists with that same model."""
     seen = []
     real = bench.time_hf
 
@@ -99,12 +100,10 @@ def test_transformers_runs_on_a_stock_copy(tiny_dirs, tmp_path, monkeypatch):
         return real(target, ids, max_new_tokens, config)
 
     monkeypatch.setattr(bench, "time_hf", spy)
+    ours = load_model(tiny_dirs["target"]).model
+    before = {name: p.data_ptr() for name, p in ours.named_parameters()}
     bench.run_bench(target=tiny_dirs["target"], drafts=["self"], gammas=[2], prompts=PROMPTS[:1],
                     max_new_tokens=3, repeats=1, out=tmp_path, overhead_pairs=0, progress=False)
-    ours = load_model(tiny_dirs["target"]).model
-    assert not ours.model.layers[0].self_attn.q_proj.weight.is_contiguous()  # the engine's fused view
-    models = {id(m) for pair in seen for m in pair if m is not None}
-    assert len(models) == 1 and id(ours) not in models  # one stock copy, target and `self` assistant alike
-    stock = seen[0][0]
-    assert all(p.is_contiguous() for p in stock.parameters())
-    assert torch.equal(stock.model.layers[0].self_attn.q_proj.weight, ours.model.layers[0].self_attn.q_proj.weight)
+    assert {id(m) for pair in seen for m in pair if m is not None} == {id(ours)}
+    assert {name: p.data_ptr() for name, p in ours.named_parameters()} == before
+    assert all(p.is_contiguous() for p in ours.parameters())

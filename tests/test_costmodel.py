@@ -4,8 +4,8 @@ import json
 import pytest
 
 from engine import costmodel
-from engine.bench import Sample
-from engine.bench_stats import AR, aggregate, summarize_prompt
+from benchmarks.timing import Sample
+from benchmarks.bench_stats import AR, aggregate, summarize_prompt
 from engine.metrics import summarize
 from specviz import render_explain, render_race, speedup_model_fig
 from specviz import app_views as av

@@ -215,7 +215,7 @@ def test_html_in_trace_tokens_survives_as_data(tiny_dirs):
     """Token text is data: a `<script>` token round-trips unchanged (renderers escape it)."""
     from engine.events import Committed, RunStarted, event_to_dict
 
-    events = [RunStarted(0, "x", "ar", "t", "", "cpu", "float32", {}, "<b>", [1], ["<b>"], 1),
-              Committed(1, 1, [5], ["<script>alert(1)</script>"], ["ar"], [0.5])]
+    events = [RunStarted(round=0, run_id="x", mode="ar", target="t", draft="", device="cpu", dtype="float32", config={}, prompt_text="<b>", prompt_ids=[1], prompt_tokens=["<b>"], pos=1),
+              Committed(round=1, pos=1, token_ids=[5], tokens=["<script>alert(1)</script>"], origins=["ar"], p=[0.5])]
     assert trace_from_json(trace_to_json(events))[1].tokens == ["<script>alert(1)</script>"]
     assert event_to_dict(events[1])["kind"] == "committed"

@@ -190,10 +190,10 @@ def test_legend_names_every_origin():
 
 def test_headless_events_are_guessed():
     """Events without a RunStarted still render (AR guessed from its origins)."""
-    events = [Committed(1, 0, [5], ["x"], ["ar"], [0.5]), RoundTimed(1, 1, 0.0, 0.1, 0.1, 0.1, 0)]
+    events = [Committed(round=1, pos=0, token_ids=[5], tokens=["x"], origins=["ar"], p=[0.5]), RoundTimed(round=1, pos=1, draft_s=0.0, verify_s=0.1, total_s=0.1, elapsed_s=0.1, gamma=0)]
     assert set(split_runs(events)) == {"ar"}
     assert len(classes(render_stream(events), "tok-ar")) == 1
-    assert set(split_runs([RunStarted(0, "x", "speculative", "t", "d", "cpu", "f", {}, "", [], [], 0)])) == {"speculative"}
+    assert set(split_runs([RunStarted(round=0, run_id="x", mode="speculative", target="t", draft="d", device="cpu", dtype="f", config={}, prompt_text="", prompt_ids=[], prompt_tokens=[], pos=0)])) == {"speculative"}
 
 
 def test_explain_says_why_it_pays_with_this_runs_c_and_v():

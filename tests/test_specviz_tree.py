@@ -26,28 +26,28 @@ P = [0.125, 0.75, 0.03, 0.625, 0.0625, 0.1, 0.05, 0.2]
 def tree_events(finished: bool = True) -> list:
     """A greedy run: round 1 a branching tree (corrected), round 2 a small tree (bonus), round 3 a plain chain."""
     config = {"gamma": 3, "max_new_tokens": 7, "temperature": 0.0, "tree_budget": 8, "tree_branching": 3}
-    ev = [RunStarted(0, "tree01", "speculative", "target-test", "ngram", "cpu", "float32", config, "Hi", [1, 2],
-                     ["<|im_start|>", "Hi"], 2)]
-    ev += [DraftTree(1, 2, list(range(20, 28)), TOKENS, PARENTS, Q, P, ACCEPT, STATUS, [1, 3], 12, " ran", "corrected"),
-           RolledBack(1, [4, 5, 6, 7, 8, 9], 11, 4),
-           Drafted(1, 2, [21, 23, 25], ["The", " cat", " sat"], [1.0, 1.0, 1.0], [], "ngram"),
-           Verified(1, 2, [0.75, 0.625, 0.1], [1.0, 1.0, 0.0], [True, True, False], 2, 12, " ran", 0.5, "corrected",
-                    [[[21, "The", 0.75]], [[23, " cat", 0.625]], [[12, " ran", 0.5], [25, " sat", 0.1]]], True),
-           Committed(1, 2, [21, 23, 12], ["The", " cat", " ran"], ["accepted", "accepted", "corrected"],
-                     [0.75, 0.625, 0.5]),
-           RoundTimed(1, 5, 0.01, 0.05, 0.07, 0.2, 3)]
-    ev += [DraftTree(2, 5, [30, 31], ["!", "?"], [-1, -1], [1.0, 1.0], [0.9, 0.05], [1.0, None],
-                     ["accepted", "unvisited"], [0], 16, "\n", "bonus"),
-           Drafted(2, 5, [30], ["!"], [1.0], [], "ngram"),
-           Verified(2, 5, [0.9], [1.0], [True], None, 16, "\n", 0.5, "bonus", [], True),
-           Committed(2, 5, [30, 16], ["!", "\n"], ["accepted", "bonus"], [0.9, 0.5]),
-           RoundTimed(2, 7, 0.01, 0.05, 0.07, 0.3, 1)]
-    ev += [Drafted(3, 7, [40], [" Z"], [1.0], [], "ngram"),
-           Verified(3, 7, [0.2], [0.0], [False], 0, 41, " Y", 0.6, "corrected", [], True),
-           Committed(3, 7, [41], [" Y"], ["corrected"], [0.6]),
-           RoundTimed(3, 8, 0.01, 0.05, 0.07, 0.4, 1)]
+    ev = [RunStarted(round=0, run_id="tree01", mode="speculative", target="target-test", draft="ngram", device="cpu", dtype="float32", config=config, prompt_text="Hi", prompt_ids=[1, 2],
+                     prompt_tokens=["<|im_start|>", "Hi"], pos=2)]
+    ev += [DraftTree(round=1, pos=2, token_ids=list(range(20, 28)), tokens=TOKENS, parents=PARENTS, q=Q, p=P, accept_prob=ACCEPT, status=STATUS, path=[1, 3], next_id=12, next_token=" ran", next_kind="corrected"),
+           RolledBack(round=1, positions=[4, 5, 6, 7, 8, 9], cache_before=11, cache_after=4),
+           Drafted(round=1, pos=2, token_ids=[21, 23, 25], tokens=["The", " cat", " sat"], q=[1.0, 1.0, 1.0], draft_topk=[], drafter="ngram"),
+           Verified(round=1, pos=2, p=[0.75, 0.625, 0.1], accept_prob=[1.0, 1.0, 0.0], accepted=[True, True, False], first_rejected=2, next_id=12, next_token=" ran", next_p=0.5, next_kind="corrected",
+                    target_topk=[[[21, "The", 0.75]], [[23, " cat", 0.625]], [[12, " ran", 0.5], [25, " sat", 0.1]]], greedy=True),
+           Committed(round=1, pos=2, token_ids=[21, 23, 12], tokens=["The", " cat", " ran"], origins=["accepted", "accepted", "corrected"],
+                     p=[0.75, 0.625, 0.5]),
+           RoundTimed(round=1, pos=5, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.2, gamma=3)]
+    ev += [DraftTree(round=2, pos=5, token_ids=[30, 31], tokens=["!", "?"], parents=[-1, -1], q=[1.0, 1.0], p=[0.9, 0.05], accept_prob=[1.0, None],
+                     status=["accepted", "unvisited"], path=[0], next_id=16, next_token="\n", next_kind="bonus"),
+           Drafted(round=2, pos=5, token_ids=[30], tokens=["!"], q=[1.0], draft_topk=[], drafter="ngram"),
+           Verified(round=2, pos=5, p=[0.9], accept_prob=[1.0], accepted=[True], first_rejected=None, next_id=16, next_token="\n", next_p=0.5, next_kind="bonus", target_topk=[], greedy=True),
+           Committed(round=2, pos=5, token_ids=[30, 16], tokens=["!", "\n"], origins=["accepted", "bonus"], p=[0.9, 0.5]),
+           RoundTimed(round=2, pos=7, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.3, gamma=1)]
+    ev += [Drafted(round=3, pos=7, token_ids=[40], tokens=[" Z"], q=[1.0], draft_topk=[], drafter="ngram"),
+           Verified(round=3, pos=7, p=[0.2], accept_prob=[0.0], accepted=[False], first_rejected=0, next_id=41, next_token=" Y", next_p=0.6, next_kind="corrected", target_topk=[], greedy=True),
+           Committed(round=3, pos=7, token_ids=[41], tokens=[" Y"], origins=["corrected"], p=[0.6]),
+           RoundTimed(round=3, pos=8, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.4, gamma=1)]
     if finished:
-        ev.append(Finished(3, 8, "max_new_tokens", "The cat ran!\n Y", [21, 23, 12, 30, 16, 41]))
+        ev.append(Finished(round=3, pos=8, stop_reason="max_new_tokens", text="The cat ran!\n Y", token_ids=[21, 23, 12, 30, 16, 41]))
     return ev
 
 
@@ -150,8 +150,8 @@ def test_partial_tree_round_renders_uncommitted():
 def test_hostile_tree_shapes_render():
     """Bad parents (forward, out of range), odd statuses and huge trees render bounded, without errors."""
     n = 300
-    odd = DraftTree(1, 2, [5] * n, ["x"] * n, [7] + [i - 1 for i in range(1, n)], [], [], [], ["weird"] * n,
-                    [99, 0], 6, "<b>", "??")
+    odd = DraftTree(round=1, pos=2, token_ids=[5] * n, tokens=["x"] * n, parents=[7] + [i - 1 for i in range(1, n)], q=[], p=[], accept_prob=[], status=["weird"] * n,
+                    path=[99, 0], next_id=6, next_token="<b>", next_kind="??")
     html = render_tree([tree_events()[0], odd])
     assert "+172 nodes not drawn" in html and "&lt;b&gt;" in html and "node-unvisited" in html
 
@@ -171,12 +171,12 @@ def test_auto_decision_reason_is_shown_and_escaped():
 
     from specviz import render_tree
 
-    events = [RunStarted(0, "r", "speculative", "t", "auto", "cpu", "float32", {"gamma": 4}, "p", [1], ["p"], 1),
-              Decided(1, 1, "", 0, "measuring <b>one</b> plain step", 20.0,
-                      [{"drafter": "ngram", "variant": "n=2", "gamma": 2, "alpha": 0.5, "c": 0.01, "v": 1.2,
+    events = [RunStarted(round=0, run_id="r", mode="speculative", target="t", draft="auto", device="cpu", dtype="float32", config={"gamma": 4}, prompt_text="p", prompt_ids=[1], prompt_tokens=["p"], pos=1),
+              Decided(round=1, pos=1, drafter="", gamma=0, reason="measuring <b>one</b> plain step", plain_tokens_per_s=20.0,
+                      candidates=[{"drafter": "ngram", "variant": "n=2", "gamma": 2, "alpha": 0.5, "c": 0.01, "v": 1.2,
                         "predicted_tokens_per_s": 25.0}]),
-              Committed(1, 1, [5], ["x"], ["ar"], [0.9]),
-              RoundTimed(1, 2, 0.0, 0.05, 0.05, 0.05, 0)]
+              Committed(round=1, pos=1, token_ids=[5], tokens=["x"], origins=["ar"], p=[0.9]),
+              RoundTimed(round=1, pos=2, draft_s=0.0, verify_s=0.05, total_s=0.05, elapsed_s=0.05, gamma=0)]
     html = render_tree(events)
     assert "auto: measuring &lt;b&gt;one&lt;/b&gt; plain step" in html and "<b>one</b>" not in html
     assert "ngram (n=2) γ=2: α 0.5, c 0.01, v 1.2 -&gt; 25.0 tok/s" in html and "plain decoding -&gt; 20.0 tok/s" in html

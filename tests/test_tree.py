@@ -86,3 +86,28 @@ def test_ngram_tree_merges_shared_prefixes():
     """All matching continuations become one trie: shared prefixes are one node."""
     tokens, parents = tree.trie([[1, 2, 3], [1, 2, 4], [5]])
     assert tokens == [1, 2, 3, 4, 5] and parents == [-1, 0, 1, 1, -1]
+
+
+def test_one_step_type_for_chain_tree_and_plain_rounds(tiny_dirs):
+    """step() judges a chain, a tree and no draft alike: a Step whose cache keeps exactly pos + accepted,
+    whose commit starts with the accepted drafts, and whose tree (when there is one) has the chain view's path."""
+    from engine.draft import Draft
+    from engine.step import Step, step
+
+    target = load_model(tiny_dirs["target"])
+    engine = Engine(target, "self", measure_step=False)
+    ids = engine.encode("one two three four", True)
+    ar = list(engine.generate(None, GenerationConfig(max_new_tokens=3), mode="ar", prompt_ids=ids))[-1].token_ids
+    cfg, t = GenerationConfig(), torch.tensor
+    drafts = {"plain": None,
+              "chain": Draft(t([ar[0], ar[1] + 1, ar[2]]), None, "test"),  # the second token is wrong
+              "tree": Draft(t([ar[0], ar[0] + 1, ar[1]]), None, "test", parents=[-1, -1, 0])}  # a branch at depth 1
+    for kind, draft in drafts.items():
+        cache = KVCache.for_model(target.model, len(ids) + 8)
+        engine.forward(t([ids[:-1]]), cache)
+        s = step(engine.forward, ids, draft, cache, cfg, None, eos=target.eos_ids, remaining=8, device=target.device)
+        assert isinstance(s, Step) and cache.length == s.cache_after == len(ids) + s.n_accepted
+        assert s.new == ar[:len(s.new)] and s.new[:s.n_accepted] == s.drafted[:s.n_accepted]
+        assert len(s.p_rows) == s.n_accepted + 1 if kind == "tree" else len(s.p_rows) == len(s.drafted) + 1
+        assert (s.tree is not None) == (kind == "tree")
+    assert s.tree.path == [0, 2] and s.drafted == [ar[0], ar[1]] and s.n_accepted == 2 and s.new == ar[:3]

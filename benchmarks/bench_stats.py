@@ -1,11 +1,11 @@
 """Benchmark statistics: medians over repeats, paired speedups, pooled acceptance, predicted curves.
 
-Pure Python on the harness's samples (bench.py); no models, no clocks.
+Pure Python on the harness's samples (harness.py); no models, no clocks.
 """
 from __future__ import annotations
 
-
-from . import costmodel
+from engine import costmodel
+from engine.config import MAX_GAMMA
 
 AR, HF_GREEDY = "ours/ar", "hf/greedy"  # the reference configs every other one is compared with
 
@@ -94,7 +94,7 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
     return out
 
 
-def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
+def predicted_curves(overall: dict, configs: list, max_gamma: int = MAX_GAMMA) -> dict:
     """Per drafter, the cost model's E/(γc + v(γ+1)) for γ = 1..max_gamma from the measured α, c and v.
 
     α is the per-token α pooled over every γ the drafter ran (accepted / tested positions); c is the
@@ -116,9 +116,6 @@ def predicted_curves(overall: dict, configs: list, max_gamma: int = 16) -> dict:
     return curves
 
 
-# -- event-stream overhead --------------------------------------------------------------------
-
-
 def head_to_head(overall: dict, configs: list) -> list:
     """Our config next to transformers' doing the same thing: AR vs greedy generate(), and each drafter
     and γ vs assisted generation with the equivalent settings. One row per pair that both ran."""
@@ -137,3 +134,21 @@ def head_to_head(overall: dict, configs: list) -> list:
                      "identical": bool(ours_row["identical"] and hf_row["identical"]),
                      "measured_over_predicted": _ratio(measured, predicted) if c.gamma else None})
     return rows
+
+
+def tabulate(rows: list, encoded: list, samples: list, configs: list) -> dict:
+    """results.json's tables: per prompt, per category and overall rows, mismatches, head-to-head, predictions."""
+    prompt_rows = [summarize_prompt(s, configs) for s in samples]
+    mismatches = [{"prompt": i, "category": p["category"], "config": c.name, "first_diff": r[c.name]["first_diff"]}
+                  for i, (p, r) in enumerate(zip(rows, prompt_rows)) for c in configs
+                  if r[c.name] and not r[c.name]["identical"]]
+    by_cat: dict = {}
+    for p, r in zip(rows, prompt_rows):
+        by_cat.setdefault(p["category"], []).append(r)
+    overall = aggregate(prompt_rows, configs)
+    return {"mismatches": len(mismatches), "mismatch_details": mismatches,
+            "prompts": [{"id": i, "category": p["category"], "prompt": p["prompt"], "prompt_tokens": len(ids),
+                         "results": r} for i, (p, ids, r) in enumerate(zip(rows, encoded, prompt_rows))],
+            "categories": {cat: aggregate(rs, configs) for cat, rs in by_cat.items()},
+            "overall": overall, "head_to_head": head_to_head(overall, configs),
+            "predicted": predicted_curves(overall, configs)}

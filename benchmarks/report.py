@@ -1,11 +1,15 @@
-"""Benchmark results dict (from `bench.run_bench`) -> Markdown tables and a self-contained HTML report.
+"""Benchmark results dict (from `harness.run_bench`) -> Markdown tables and a self-contained HTML report.
 
-Pure formatting: no models, no clocks. plotly is imported inside `html()` only, so the engine
-package never needs it to run.
+Pure formatting: no models, no clocks.
 """
 from __future__ import annotations
 
 import html as _html
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.colors import qualitative
 
 COLUMNS = ["config", "tok/s", "× our AR", "predicted ×", "× HF greedy", "α (per token)", "accepted / drafted",
            "mean acc. len",
@@ -150,8 +154,6 @@ def _html_table(header: list, rows: list) -> str:
 
 def figures(results: dict) -> list:
     """The report's plotly figures: speedup vs γ, acceptance by position, tokens/s by category."""
-    import plotly.graph_objects as go
-    from plotly.colors import qualitative
 
     palette = qualitative.Plotly
     configs, overall = results["configs"], results["overall"]
@@ -203,7 +205,6 @@ def figures(results: dict) -> list:
 
 def html(results: dict) -> str:
     """report.html: one self-contained page (plotly.js inlined once)."""
-    import plotly.io as pio
 
     parts = [pio.to_html(fig, include_plotlyjs=(i == 0), full_html=False) for i, fig in enumerate(figures(results))]
     n = results["mismatches"]
@@ -231,7 +232,6 @@ def html(results: dict) -> str:
 
 def write_reports(results: dict, out) -> None:
     """results.md and report.html beside results.json in folder `out`."""
-    from pathlib import Path
 
     out = Path(out)
     (out / "results.md").write_text(markdown(results), encoding="utf-8")

@@ -1,0 +1,112 @@
+"""This checkout's engine against another checkout's, interleaved in one process (a refactor's before/after).
+
+    git worktree add --detach /tmp/base <commit>
+    .venv/bin/python benchmarks/engine_ab.py --base /tmp/base [--max-new-tokens 48] [--repeats 2]
+
+The base checkout's engine/ is imported as a second package (`engine_base`), each with its own copy of
+the embedded target. First one forward of each lean forward at 200 cached tokens (1, 5 and 13 new tokens,
+median of 15, interleaved); then whole greedy runs (AR and drafters, events kept in a list as an app
+would), old and new alternating, with the total time to the last round and a token-for-token identity
+check. Prints the new ÷ old time ratios (below 1: the new engine is faster).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = ["Explain what a hash map is in two sentences.",
+           "Copy this text exactly: The quick brown fox jumps over the lazy dog. The quick brown fox jumps again.",
+           "def add(a, b):\n    return a + b\n\nRewrite the function above with type hints.",
+           "Summarise: Speculative decoding drafts tokens cheaply and verifies them in one target forward."]
+CONFIGS = [("ar", 1, "ar"), ("ngram", 3, "speculative"), ("self", 3, "speculative"), ("auto", 4, "speculative")]
+
+
+def load(package: str):
+    """(Engine, GenerationConfig, KVCache, load_model) of one engine package."""
+    mods = [importlib.import_module(f"{package}.{m}") for m in ("engine", "config", "cache", "models")]
+    return mods[0].Engine, mods[1].GenerationConfig, mods[2].KVCache, mods[3].load_model
+
+
+def timed_run(engine, cfg, mode, ids) -> tuple[float, list, dict]:
+    events, t0 = [], time.perf_counter()
+    t_last = t0
+    for event in engine.generate("", cfg, mode, prompt_ids=ids):
+        if event.kind == "finished":
+            return t_last - t0, list(event.token_ids), event.summary
+        events.append(event)
+        t_last = time.perf_counter()
+    raise RuntimeError("no finished event")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True, help="a checkout of the code to compare against")
+    ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--drafts", default="ar,ngram,self,auto", help="which of ar, ngram, self, auto to run")
+    ap.add_argument("--forward-pairs", type=int, default=15)
+    args = ap.parse_args()
+    configs = [c for c in CONFIGS if c[0] in args.drafts.split(",")]
+    tmp = Path(tempfile.mkdtemp())
+    shutil.copytree(Path(args.base) / "engine", tmp / "engine_base")
+    sys.path[:0] = [str(tmp), str(ROOT)]
+    sides = {"old": load("engine_base"), "new": load("engine")}
+    targets = {side: s[3]("embedded") for side, s in sides.items()}
+    engines = {side: {d: sides[side][0](targets[side], d if d != "ar" else "self", measure_step=False)
+                      for d in {"ar"} | {c[0] for c in configs}} for side in sides}
+
+    # 1. one forward of each lean forward
+    x = torch.randint(0, 40000, (1, 213))
+    with torch.inference_mode():
+        caches = {side: sides[side][2].for_model(targets[side].model, 240) for side in sides}
+        for side in sides:
+            engines[side]["ar"].forward(x[:, :200], caches[side], logits_to_keep=1)
+        for n in (1, 5, 13):
+            ms = {side: [] for side in sides}
+            for i in range(args.forward_pairs):
+                for side in (("old", "new") if i % 2 == 0 else ("new", "old")):
+                    t = time.perf_counter()
+                    engines[side]["ar"].forward(x[:, 200:200 + n], caches[side])
+                    ms[side].append((time.perf_counter() - t) * 1e3)
+                    caches[side].truncate(200)
+            old, new = statistics.median(ms["old"]), statistics.median(ms["new"])
+            print(f"forward of {n:2d} tokens at 200 cached: old {old:.1f} ms, new {new:.1f} ms, new/old {new / old:.3f}")
+
+    # 2. whole runs, old and new alternating
+    encoded = [engines["new"]["ar"].encode(p) for p in PROMPTS]
+    totals = {(side, d, g): 0.0 for side in sides for d, g, _ in configs}
+    rounds = {(side, d, g): [0, 0] for side in sides for d, g, _ in configs}  # rounds, drafted tokens
+    same = {(d, g): True for d, g, _ in configs}
+    for d, g, mode in configs:  # warm-up
+        for side in sides:
+            timed_run(engines[side][d], sides[side][1](gamma=g, max_new_tokens=8), mode, encoded[0])
+    for r in range(args.repeats):
+        for i, ids in enumerate(encoded):
+            for d, g, mode in configs:
+                out = {}
+                for side in (("old", "new") if (r + i) % 2 == 0 else ("new", "old")):
+                    cfg = sides[side][1](gamma=g, max_new_tokens=args.max_new_tokens)
+                    wall, out[side], summary = timed_run(engines[side][d], cfg, mode, ids)
+                    totals[(side, d, g)] += wall
+                    rounds[(side, d, g)][0] += summary.get("rounds") or 0
+                    rounds[(side, d, g)][1] += summary.get("drafted") or 0
+                same[(d, g)] &= out["old"] == out["new"]
+    for d, g, _ in configs:
+        old, new = totals[("old", d, g)], totals[("new", d, g)]
+        (r_old, d_old), (r_new, d_new) = rounds[("old", d, g)], rounds[("new", d, g)]
+        print(f"{d:6s} γ={g}: old {old:.2f} s, new {new:.2f} s, new/old {new / old:.3f}, "
+              f"{'identical' if same[(d, g)] else 'DIFFERENT'} output; rounds {r_old} vs {r_new}, "
+              f"drafted tokens {d_old} vs {d_new}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""transformers' side of the benchmark: our drafter specs as generate() kwargs, and one timed generate().
+
+transformers' generate() runs on the very model the engine loaded: the engine's lean forward owns its
+own fused weights and never changes the module, so no copy is needed.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+
+import torch
+
+from engine.models import LoadedModel, load_model
+
+from .timing import BenchConfig, Sample
+
+NGRAM_DEFAULT_N = 3  # engine/drafters.py: `ngram` alone means ngram:3 (transformers' own default is 2)
+
+
+def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dict] | None:
+    """generate() kwargs (and a JSON-safe copy) matching our drafter spec at γ; None when none exists."""
+    spec = spec.strip()
+    name, _, arg = spec.partition(":")
+    fixed = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
+             "assistant_confidence_threshold": 0.0}  # a fixed γ: no schedule, no confidence cut-off
+    if spec == "self" or (name == "model" and arg.strip()):
+        draft = target if spec == "self" else load_model(arg.strip(), str(target.device),
+                                                         str(target.dtype).replace("torch.", ""))
+        return {"assistant_model": draft.model, **fixed}, {"assistant_model": draft.name, **fixed}
+    if name == "ngram" and (not arg or arg.isdigit()):
+        kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": int(arg or NGRAM_DEFAULT_N)}
+        return kw, dict(kw)
+    if name == "layerskip" and (not arg or arg.isdigit()):
+        layers = int(arg) if arg else max(1, target.model.config.get_text_config().num_hidden_layers // 4)
+        kw = {"assistant_early_exit": layers, **fixed}  # drafters.py's default L is a quarter of the layers
+        return kw, dict(kw)
+    return None
+
+
+@contextlib.contextmanager
+def _fixed_assistant(models: list, kwargs: dict):
+    """transformers 5.23 reads γ, its schedule and the confidence threshold from the *assistant's*
+    generation_config, ignoring the generate() kwargs: set them there for one call, then restore."""
+    keys = [k for k in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+            if k in kwargs]
+    saved = [(m.generation_config, k, getattr(m.generation_config, k, None)) for m in models for k in keys]
+    try:
+        for gc, k, _ in saved:
+            setattr(gc, k, kwargs[k])
+        yield
+    finally:
+        for gc, k, old in saved:
+            setattr(gc, k, old)
+
+
+
+def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchConfig) -> Sample:
+    """transformers' generate() on the same loaded model the engine uses (it never changes the module's
+    weights), greedy, our EOS ids; timed around the call."""
+    model, device = target.model, target.device
+    eos = sorted(target.eos_ids)
+    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else eos[0]
+    x = torch.tensor([ids], device=device)
+    models = [model] + ([config.hf_kwargs["assistant_model"]] if "assistant_model" in config.hf_kwargs else [])
+    with _fixed_assistant(models, config.hf_kwargs), torch.inference_mode():
+        t0 = time.perf_counter()
+        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, do_sample=False,
+                             num_beams=1, repetition_penalty=1.0, eos_token_id=eos, pad_token_id=pad,
+                             **config.hf_kwargs)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+    return Sample(out[0, len(ids):].tolist(), wall)

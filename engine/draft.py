@@ -1,0 +1,42 @@
+"""The drafting interface (transformers' candidate generators): one call proposes, one call learns.
+
+Every strategy (a draft model, n-gram lookup, layer skip, a tree, auto) implements `Drafter` and
+returns a `Draft`. This module sits below drafters.py, ngram.py and adaptive.py, which all import it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .config import GenerationConfig
+
+
+@dataclass
+class Draft:
+    """What a drafter proposes for one round (possibly nothing: the round is then a plain target step)."""
+    token_ids: torch.Tensor  # (γ,) int64 on the target's device, γ may be 0
+    q: torch.Tensor | None  # (γ, V) draft probabilities, shaped like p; None = one-hot (no distribution)
+    drafter: str = ""  # which drafter proposed it (auto names the one it picked)
+    decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
+    variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
+    parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
+    node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
+
+
+class Drafter:
+    """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
+    name = "drafter"
+
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        raise NotImplementedError
+
+    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
+        """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
+
+    def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
+        """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
+
+
+def empty_draft(device, name: str) -> Draft:
+    return Draft(torch.empty(0, dtype=torch.long, device=device), None, name)

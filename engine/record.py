@@ -1,0 +1,66 @@
+"""Steps -> events: the one place where a round's outcome becomes plain data for renderers and traces.
+
+The pure step (step.py) returns tensors and ids; here they become the frozen events of events.py,
+with token texts and the top-k alternatives the config asks to record. Nothing here runs a model.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import sampling
+from .events import Committed, Decided, Drafted, DraftTree, RolledBack, Verified
+from .step import Step
+
+
+class TokenText:
+    """id -> text through the tokenizer, memoised; top-k rows as [[id, text, prob], ...]."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.memo = tokenizer, {}
+
+    def __call__(self, token_id: int) -> str:
+        text = self.memo.get(token_id)
+        if text is None:
+            text = self.memo[token_id] = self.tokenizer.decode([token_id])
+        return text
+
+    def many(self, ids: list[int]) -> list[str]:
+        return [self(i) for i in ids]
+
+    def topk(self, probs: torch.Tensor | None, k: int) -> list:
+        """(..., V) -> per row the top-k as [[id, text, prob], ...]; [] when k is 0 or there are no rows."""
+        if not k or probs is None:
+            return []
+        return [[[i, self(i), v] for i, v in row] for row in sampling.topk_list(probs, k)]
+
+
+def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy: bool, drafter: str) -> list:
+    """The events of one round, in order: decided, draft_tree, drafted, verified, rolled_back, committed."""
+    out, d = [], s.draft
+    if d is not None and d.decision is not None:  # auto's choice, and the numbers behind it
+        c = d.decision
+        out.append(Decided(round=round_, pos=s.pos, drafter=c["drafter"], gamma=c["gamma"], reason=c["reason"],
+                           plain_tokens_per_s=c.get("plain_tokens_per_s"), candidates=c["candidates"]))
+    if s.tree is not None:
+        t = s.tree
+        out.append(DraftTree(round=round_, pos=s.pos, token_ids=t.token_ids, tokens=text.many(t.token_ids),
+                             parents=t.parents, q=t.q, p=t.p, accept_prob=t.tried, status=t.status, path=t.path,
+                             next_id=s.verdict.next_id, next_token=text(s.verdict.next_id),
+                             next_kind="corrected" if t.corrected else "bonus"))
+    if s.drafted:
+        v, n = s.verdict, s.n_accepted
+        draft_rows = d.q if s.tree is None else None  # a tree's chain view has no q rows
+        out.append(Drafted(round=round_, pos=s.pos, token_ids=s.drafted, tokens=text.many(s.drafted), q=s.q,
+                           draft_topk=text.topk(draft_rows, record_topk), drafter=d.drafter or drafter))
+        residual = text.topk(v.dist[None], record_topk)[0] if s.rejected and v.dist is not None and record_topk else []
+        out.append(Verified(round=round_, pos=s.pos, p=v.p_draft, accept_prob=v.accept_prob,
+                            accepted=[i < n for i in range(len(s.drafted))],
+                            first_rejected=n if s.rejected else None, next_id=v.next_id, next_token=text(v.next_id),
+                            next_p=v.next_p, next_kind=s.next_kind, target_topk=text.topk(s.p_rows, record_topk),
+                            greedy=greedy, u=v.u, residual_topk=residual))
+    if s.cache_after != s.cache_before:  # the rollback: a pointer move (a tree also compacted its path)
+        out.append(RolledBack(round=round_, positions=list(range(s.cache_after, s.cache_before)),
+                              cache_before=s.cache_before, cache_after=s.cache_after))
+    out.append(Committed(round=round_, pos=s.pos, token_ids=s.new, tokens=text.many(s.new), origins=s.origins,
+                         p=s.p_new))
+    return out

@@ -1,0 +1,141 @@
+"""One round of speculative decoding as a pure step: verify, accept, roll back, commit.
+
+`step(...)` takes the committed ids, the target's cache and a draft (a chain, a tree, or None for a
+plain target step) and returns a `Step`: the tokens the target judged, its verdict, what the cache
+keeps and what is committed. No events and no clocks in here: engine.py times the step around it and
+record.py turns the Step into events. Chains and trees return the same Step; a tree's *chain view*
+(its accepted path, then the first child rejected after it) fills the chain fields, and the whole
+tree rides along in `Step.tree` for the tree view.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import sampling, tree
+from .cache import KVCache
+from .config import GenerationConfig
+from .draft import Draft
+from .sampling import Verdict
+
+
+@dataclass
+class TreeStep:
+    """Every node of a verified token tree and how the target judged it (plain data)."""
+    token_ids: list  # node tokens, parents before children
+    parents: list  # parent index per node (-1 = the last committed token)
+    q: list  # draft probability of each node's token (1.0 when chosen deterministically)
+    p: list  # target probability of each node's token given its ancestors
+    tried: list  # per node: the acceptance probability it was tested with, None if never reached
+    status: list  # per node: "accepted", "rejected" or "unvisited"
+    path: list  # accepted node indices, root to leaf
+    corrected: bool  # the next token replaces rejected children (False: a bonus after a leaf)
+
+
+@dataclass
+class Step:
+    """What one round did. `drafted` is what the target judged, in order (a tree's chain view)."""
+    pos: int  # position of the first token this round can add
+    draft: Draft | None  # the drafter's proposal as made, maybe empty (None: no drafter asked)
+    drafted: list  # ids judged left to right; [] for a plain step
+    q: list  # draft probability of each drafted token (1.0: one-hot)
+    verdict: Verdict  # the target's judgement of `drafted` and the next token
+    n_accepted: int  # drafted tokens kept: the verdict's, cut just after an accepted end-of-text
+    eos_accepted: bool  # an accepted draft was an end-of-text: the drafts after it were never tested
+    p_rows: torch.Tensor  # (len(drafted)+1, V): the target probabilities each drafted token was judged with
+    tree: TreeStep | None  # tree speculation: the whole tree; None for a chain
+    cache_before: int  # target cache length after the verify forward
+    cache_after: int  # ... after the rollback: pos + n_accepted
+    new: list  # committed ids: accepted drafts + the corrected / bonus / plain token, cut at EOS and budget
+    origins: list  # per committed id: "accepted", "corrected", "bonus" or "ar"
+    p_new: list  # target probability of each committed id
+
+    @property
+    def rejected(self) -> bool:
+        """The target rejected a drafted token (after an accepted end-of-text nothing was tested)."""
+        return self.n_accepted < len(self.drafted) and not self.eos_accepted
+
+    @property
+    def next_kind(self) -> str:
+        """The token after the kept drafts: "corrected" (it replaces a draft) or "bonus"."""
+        return "corrected" if self.n_accepted < len(self.drafted) else "bonus"
+
+
+def step(forward, ids: list[int], draft: Draft | None, cache: KVCache, cfg: GenerationConfig,
+         generator: torch.Generator | None, *, eos: frozenset, remaining: int, device: torch.device) -> Step:
+    """One round on `cache`, which holds every committed token but the last (ids[-1]); `remaining` is the
+    token budget left. The caller drafted (phase 1) and appends `Step.new` to ids."""
+    pos, proposal = len(ids), draft
+    if draft is not None and len(draft.token_ids) == 0:
+        draft = None  # the drafter had nothing: a plain target step
+    # 2.+3. verify in ONE target forward, then accept / resample
+    if draft is not None and draft.parents is not None:
+        drafted, q, verdict, p_rows, tree_step = _judge_tree(forward, ids, draft, cache, cfg, generator)
+    else:
+        drafted, q, verdict, p_rows = _judge_chain(forward, ids, draft, cache, cfg, generator, device)
+        tree_step = None
+    ended = next((i + 1 for i in range(verdict.n_accepted) if drafted[i] in eos), None)  # an accepted EOS
+    n = verdict.n_accepted if ended is None else ended  # the drafts after it are never kept
+    # 4. rollback: keep the committed prefix and the accepted drafts (a tree first compacts its path)
+    before = cache.length
+    if tree_step is not None:
+        tree.compact(cache, pos - 1, tree_step.path)
+    cache.truncate(pos + n)
+    # 5. commit: accepted drafts + the corrected / bonus token, cut at EOS and at the token budget
+    kind = "ar" if draft is None else ("corrected" if n < len(drafted) else "bonus")
+    new = drafted[:n] + [verdict.next_id]
+    origins = ["accepted"] * n + [kind]
+    p_new = verdict.p_draft[:n] + [verdict.next_p]
+    cut = min(next((i + 1 for i, t in enumerate(new) if t in eos), len(new)), remaining)
+    return Step(pos=pos, draft=proposal, drafted=drafted, q=q, verdict=verdict, n_accepted=n,
+                eos_accepted=ended is not None, p_rows=p_rows, tree=tree_step, cache_before=before,
+                cache_after=cache.length, new=new[:cut], origins=origins[:cut], p_new=p_new[:cut])
+
+
+def _judge_chain(forward, ids, draft, cache, cfg, generator, device):
+    """One target forward over [last committed token, d1..dγ]; the chain rule on its rows."""
+    x = torch.tensor([ids[-1]], device=device)
+    if draft is not None:
+        x = torch.cat([x, draft.token_ids])
+    logits = forward(x[None], cache)[0]  # (γ+1, V)
+    p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
+    if draft is None:
+        next_id = int(sampling.pick(p[0], cfg.greedy, generator))
+        return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p
+    drafted = draft.token_ids.tolist()
+    if draft.q is not None:
+        q = draft.q[torch.arange(len(drafted), device=draft.q.device), draft.token_ids].tolist()
+    else:
+        q = [1.0] * len(drafted)
+    if cfg.greedy:
+        return drafted, q, sampling.accept_greedy(draft.token_ids, p), p
+    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, generator), p
+
+
+def _judge_tree(forward, ids, draft, cache, cfg, generator):
+    """One target forward over [root, nodes...] with a tree mask; walk the tree; return its chain view."""
+    tokens, parents, pos = draft.token_ids.tolist(), draft.parents, len(ids)
+    device = draft.token_ids.device
+    mask, positions = tree.tree_inputs(parents, pos - 1, device)
+    x = torch.tensor([[ids[-1]] + tokens], device=device)
+    logits = forward(x, cache, attention_mask=mask, position_ids=positions)[0]  # (N+1, V)
+    p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
+    node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
+    if cfg.greedy:
+        tv = tree.accept_tree_greedy(tokens, parents, p)
+    else:
+        tv = tree.accept_tree_sample(tokens, parents, node_q, p, generator)
+    q_of = [float(q[tok]) if q is not None else 1.0 for tok, q in zip(tokens, node_q)]
+    rejected = [c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.tried]
+    chain = tv.path + rejected[:1]  # the chain view: the path, then the first child rejected after it
+    rows = [0] + [i + 1 for i in tv.path]  # the p row each chain-view token was judged with
+    p_chain = [float(p[rows[k], tokens[i]]) for k, i in enumerate(chain)]
+    verdict = Verdict(len(tv.path), tv.next_id, [tv.tried[i] for i in chain], p_chain, tv.next_p,
+                      u=[tv.u[i] for i in chain] if tv.u is not None else None, dist=tv.dist)
+    status = ["accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
+              for i in range(len(tokens))]
+    whole = TreeStep(tokens, parents, q_of, [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
+                     [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.corrected)
+    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole
+
