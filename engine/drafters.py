@@ -42,6 +42,7 @@ class Draft:
     node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
     chain_q: list | None = None  # set by the engine on a tree's chain view: q of each token
     chain_rows: torch.Tensor | None = None  # set by the engine on a tree's chain view: target rows
+    retokenized: dict | None = None  # a draft with another vocabulary: both tokenisations (a `retokenized` event)
 
 
 class Drafter:
@@ -285,6 +286,7 @@ DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int, KVCa
 def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = False) -> DrafterFactory:
     """Validate `spec` now (loading any model once) and return a per-run drafter constructor."""
     from .adaptive import AutoDrafter
+    from .crossvocab import CrossVocabDrafter, same_vocab
     from .ngram import NgramDrafter
 
     spec = (spec or "").strip()
@@ -302,7 +304,8 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
             raise ModelLoadError("draft spec 'model:' needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M")
         draft = load_model(arg.strip(), device=str(dev), dtype=str(target.dtype).replace("torch.", ""),
                            trust_remote_code=trust_remote_code)
-        check_same_vocab(target, draft)
+        if not same_vocab(target, draft):  # another tokenizer: draft through text, judged one-hot (lossless)
+            return lambda cfg, gen, max_len, cache: CrossVocabDrafter(draft, target, spec, cfg, gen, max_len)
         return model_based(draft.model, draft.device)
     if name == "ngram":
         n = _int_arg(spec, arg, 3)

