@@ -25,7 +25,7 @@ import torch
 from .cache import KVCache
 from .config import GenerationConfig
 from .fastllama import forward_fn
-from .models import LoadedModel, ModelLoadError, load_model
+from .models import LoadedModel, ModelLoadError, load_model, on_unload
 from .sampling import pick, shape_probs
 
 
@@ -257,6 +257,7 @@ def _layer_skip_view(model: torch.nn.Module, layers: int) -> torch.nn.Module:
 
 
 _QUANT: dict = {}
+on_unload(lambda model: [cache.pop(k) for cache in (_SKIP, _QUANT) for k in list(cache) if k[0] == id(model)])
 
 
 def quantized_model(target: LoadedModel, kind: str) -> torch.nn.Module:

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from .cache import KVCache
+from .models import on_unload
 from .window import layer_masks
 
 
@@ -223,6 +224,7 @@ def _ready(cache, layers: int) -> bool:
 
 
 _FAST: dict = {}
+on_unload(lambda model: [_FAST.pop(k) for k in list(_FAST) if k[0] == id(model)])  # an unloaded model's lean forward
 
 
 def forward_fn(model, layers: int | None = None):

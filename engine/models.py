@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,7 +176,11 @@ def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_
     return model, tok
 
 
+MAX_MODELS = int(os.environ.get("SPECVIZ_MAX_MODELS", "4"))  # loaded at once; the least recently used goes first
+MAX_IDLE_S = float(os.environ.get("SPECVIZ_MODEL_IDLE_S", "1800"))  # a model unused this long is unloaded
 _LOADED: dict[tuple, LoadedModel] = {}
+_USED: dict[tuple, float] = {}  # key -> time.monotonic() of its last load_model call (a run's start)
+_ON_UNLOAD: list = []  # callbacks(model) that drop what other modules built on a model (lean forwards, views)
 _LOCKS: dict[tuple, threading.Lock] = {}  # one lock per model key: loading one model never blocks another
 _LOCKS_GUARD = threading.Lock()  # held only to look up or add a key's lock
 
@@ -199,6 +204,7 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     key = (spec, str(dev), dt, trust_remote_code)
     loaded = _LOADED.get(key)
     if loaded is not None:
+        _USED[key] = time.monotonic()
         return loaded
     from transformers.utils import logging as hf_logging
 
@@ -206,8 +212,35 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     with _lock_for(key):
         if key in _LOADED:  # loaded by the caller we waited for
             return _LOADED[key]
-        _LOADED[key] = _load(spec, dev, dt, trust_remote_code)
-        return _LOADED[key]
+        loaded = _LOADED[key] = _load(spec, dev, dt, trust_remote_code)
+        _USED[key] = time.monotonic()
+    unload_unused(keep=key)
+    return loaded
+
+
+def on_unload(callback) -> None:
+    """Register callback(model), called when a model is unloaded (to drop caches keyed by it)."""
+    _ON_UNLOAD.append(callback)
+
+
+def unload_unused(keep: tuple | None = None, now: float | None = None) -> list[str]:
+    """Unload models idle for MAX_IDLE_S, then the least recently used beyond MAX_MODELS; returns their specs.
+
+    A public server cannot be made to hold every model at once. A run still using an unloaded model
+    keeps its own reference, so the memory is freed when that run ends; the next run loads it again.
+    """
+    now = time.monotonic() if now is None else now
+    with _LOCKS_GUARD:
+        order = sorted((k for k in _LOADED if k != keep), key=lambda k: _USED.get(k, 0.0))  # oldest first
+        idle = [k for k in order if now - _USED.get(k, 0.0) > MAX_IDLE_S]
+        excess = [k for k in order if k not in idle][:max(0, len(_LOADED) - len(idle) - MAX_MODELS)]
+        gone = [(k, _LOADED.pop(k)) for k in idle + excess]
+        for k, _ in gone:
+            _USED.pop(k, None)
+    for _, loaded in gone:
+        for callback in _ON_UNLOAD:
+            callback(getattr(loaded, "model", None))
+    return [k[0] for k, _ in gone]
 
 
 def _load(spec: str, dev: torch.device, dt: torch.dtype, trust_remote_code: bool) -> LoadedModel:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine import costmodel
+from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
 from .app_guard import SEED_MAX, ended, whole
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
+from .crossvocab import render_tokenisations
 from .explain import render_explain
 from .markup import esc
 from .replay import events_upto, replay_frame, rounds_of
@@ -27,6 +28,12 @@ PAIRS = {
     f"Qwen2.5 0.5B → 1.5B {HUB}": ("Qwen/Qwen2.5-1.5B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
     f"Qwen2.5 0.5B → 7B {HUB}": ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
 }
+GEMMA_PAIR = "SmolLM2-135M → Gemma-3-270M (both embedded)"
+PAIRS[GEMMA_PAIR] = ("embedded-gemma", "model:embedded")  # two vocabularies: drafted through text (engine/crossvocab.py)
+PAIR_NOTES = {GEMMA_PAIR: (
+    "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
+    "question. SmolLM2 drafts in its own 49k-token vocabulary; its text is re-tokenised into Gemma's 262k "
+    "tokens and verified losslessly (both tokenisations show under the output). CAPTION_NUMBERS")}
 DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
@@ -65,11 +72,24 @@ def check_allowed(target: str, draft: str, env: str | None = None) -> None:
                              f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)")
 
 
+def pair_choices() -> list[str]:
+    """The pairs this machine can hold with their preset draft (the others are hidden: engine/sizing.py)."""
+    return [label for label, (target, draft) in PAIRS.items() if sizing.refusal(target, draft) is None]
+
+
+def pair_note(pair: str) -> str:
+    """What to expect from a pair, shown under the pair dropdown ("" for none)."""
+    return PAIR_NOTES.get(pair, "")
+
+
 def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
     """(target spec, draft spec) for the chosen model pair, drafter and its parameter (n or L, 0 = default)."""
     if pair not in PAIRS:
         raise ValueError(f"unknown model pair {pair!r}")
     target, preset = PAIRS[pair]
+    why = sizing.refusal(target, preset)  # a pair this machine cannot hold is refused before any load
+    if why:
+        raise ValueError(why)
     if drafter == PRESET_DRAFT:
         if not preset:
             raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant or auto")
@@ -144,7 +164,8 @@ def views(events, r: int | None = None, figures: bool = True) -> tuple:
     cut = events_upto(events, r)
     figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
             throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
-    return (frame["stream"], frame["tree"], frame["race"], render_explain(cut), summary_html(cut), *figs)
+    stream = frame["stream"] + render_tokenisations(cut)  # "" unless the draft has another vocabulary
+    return (stream, frame["tree"], frame["race"], render_explain(cut), summary_html(cut), *figs)
 
 
 def round_delays(events, speed: float) -> dict[int, float]:
