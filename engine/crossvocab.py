@@ -96,8 +96,8 @@ class CrossVocabDrafter(Drafter):
         text = ttok.decode(ids, skip_special_tokens=True)
         ctx = [int(i) for i in dtok(text, add_special_tokens=True)["input_ids"]]  # the committed text, draft's tokens
         max_draft = 2 * gamma + 2
-        if len(ctx) + max_draft + 1 > self.cache.max_len:
-            return empty_draft(self.target.device, self.name)  # out of draft cache: a plain target step
+        if not ctx or len(ctx) + max_draft + 1 > self.cache.max_len:
+            return empty_draft(self.target.device, self.name)  # no text yet, or out of draft cache: a plain step
         keep = 0  # longest prefix of the draft cache that is still this text's tokenisation
         limit = min(len(self.fed), len(ctx) - 1)
         while keep < limit and self.fed[keep] == ctx[keep]:

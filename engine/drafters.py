@@ -207,17 +207,6 @@ def greedy_reference(target: LoadedModel) -> Callable:
     return reference
 
 
-def check_same_vocab(target: LoadedModel, draft: LoadedModel) -> None:
-    """Speculation needs one vocabulary: same token -> id map in both tokenizers."""
-    tv, dv = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
-    if tv != dv:
-        differ = sum(1 for t, i in tv.items() if dv.get(t) != i)
-        raise ModelLoadError(
-            f"draft {draft.name!r} does not share the target's vocabulary: target {target.name!r} has "
-            f"{len(tv)} tokens ({type(target.tokenizer).__name__}), draft has {len(dv)} tokens "
-            f"({type(draft.tokenizer).__name__}); {differ} target tokens map to other ids")
-
-
 _SKIP: dict = {}
 
 
