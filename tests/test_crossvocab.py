@@ -162,3 +162,17 @@ def test_gemma_greedy_matches_transformers_generate(gemma_pair):
         with torch.inference_mode():
             ref = gemma.model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)[0, len(ids):].tolist()
         assert ours == ref[:len(ours)]
+
+
+def test_gemma_beyond_its_sliding_window(gemma_pair):
+    """A prompt longer than Gemma's 512-token window: the pointer cache keeps every key, transformers' sliding
+    mask hides the far ones, and the engine still equals transformers' generate (a DynamicCache that drops them)."""
+    gemma = gemma_pair.target
+    text = " ".join(f"Item {i}: the {i}th line of a long numbered list." for i in range(60))
+    ids = gemma_pair.encode(text, raw=True)
+    assert len(ids) > gemma.model.config.sliding_window + 16
+    cfg = GenerationConfig(gamma=4, max_new_tokens=12, raw=True)
+    ours = list(gemma_pair.generate(None, cfg, prompt_ids=ids))[-1].token_ids
+    with torch.inference_mode():
+        ref = gemma.model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)[0, len(ids):].tolist()
+    assert ours == ref[:len(ours)]
