@@ -65,3 +65,15 @@ def test_stop_says_the_run_was_stopped():
     out = app.settled(live)  # state, slider, download, then stream, tree, race, explain, summary, figures
     assert "stop: cancelled" in out[7] and 'data-rounds="4"' in out[3]
     assert guard.unpack(out[0])[-1].stop_reason == "cancelled"
+
+
+def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
+    """The SmolLM2 -> Gemma-3 preset runs through the UI handler offline; the stream carries the two-row panel,
+    and the pair's note (what to expect, measured) shows when the pair is chosen."""
+    frames = list(app.generate(app.av.GEMMA_PAIR, app.av.PRESET_DRAFT, 0, 4, "fixed", 0.4, 0, 0, 1, 0, 12, 0, 2,
+                               False, "Monday, Tuesday, Wednesday,", progress=None))
+    stream = frames[-1][3]
+    assert "sv-crossvocab" in stream and "draft tokens became" in stream
+    note = app.pair_note_changed(app.av.GEMMA_PAIR)
+    assert note["visible"] and "c ≈ 0.7" in note["value"]
+    assert not app.pair_note_changed(app.av.EMBEDDED_PAIR)["visible"]
