@@ -43,3 +43,23 @@ def test_token_text_is_escaped():
     e = retok(draft_tokens=["<script>", "x"], target_tokens=["<b>", "&", "\"", "'"], held_back="<i>")
     html = render_tokenisations([e])
     assert "<script>" not in html and "&lt;script&gt;" in html and "<b>" not in html and "&lt;i&gt;" in html
+
+
+def test_hostile_retokenized_events_are_refused_or_bounded():
+    """A trace cannot make the panel loop: spans outside the draft are refused on load, and bounded when hand-built."""
+    import pytest
+
+    from engine.events import trace_from_json, trace_to_json
+    from specviz.sample import speculative_events
+
+    evil = retok(spans=[[0, 10**12]] * 4)
+    assert "xv-n1" in render_tokenisations([evil])  # hand-built: rendered, range clamped to the 2 draft tokens
+    events = speculative_events()
+    with pytest.raises(ValueError, match=r"retokenized.spans\[0\] must be \[first, last\] draft token indices"):
+        trace_from_json(trace_to_json(events[:2] + [dataclass_round(evil, events[1].round)] + events[2:]))
+
+
+def dataclass_round(e, round_):
+    import dataclasses
+
+    return dataclasses.replace(e, round=round_)
