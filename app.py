@@ -26,7 +26,6 @@ from specviz import app_guard as guard
 from specviz import app_views as av
 from specviz.runs import RunSet
 
-gpu = spaces.GPU(duration=120) if spaces is not None else (lambda fn: fn)
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
@@ -40,6 +39,8 @@ MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))  # sessions kep
 CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))  # runs, API calls, trace loads and Plays at once
 TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))  # trace files kept in TRACE_DIR (and < 1 h old)
 COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
+# ZeroGPU: a GPU lease covers the app's own run limit, plus a minute for loading and the AR probe
+gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambda fn: fn)
 
 
 def parse_controls(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new,
@@ -387,6 +388,12 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt) -> None:
                    show_progress="minimal", api_name="beam", api_visibility="private", **COMPUTE)
 
 
+def pair_note_changed(pair):
+    """The chosen pair's note (what to expect from it), hidden when it has none."""
+    note = av.pair_note(pair)
+    return gr.update(value=note, visible=bool(note))
+
+
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
         events = gr.State([], time_to_live=STATE_TTL_S)  # the session's run: a RunSet while streaming, packed bytes once settled
@@ -395,7 +402,8 @@ def build_demo() -> gr.Blocks:
                     elem_classes="sv-header")
         with gr.Row(equal_height=False, elem_classes="sv-layout"):
             with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
-                pair = gr.Dropdown(list(av.PAIRS), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
+                pair = gr.Dropdown(av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
+                pair_note = gr.Markdown("", visible=False, elem_id="pair-note")
                 with gr.Row():
                     drafter = gr.Dropdown(list(av.DRAFTERS), value="ngram", label="Drafter", scale=2, min_width=120)
                     param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1, min_width=100,
@@ -507,6 +515,7 @@ def build_demo() -> gr.Blocks:
         drafter.change(lambda d: gr.update(interactive=d != "auto",
                                            info="auto chooses γ each round" if d == "auto" else None),
                        [drafter], [gamma], api_visibility="private")
+        pair.change(pair_note_changed, [pair], [pair_note], api_visibility="private")
         adaptive.change(lambda a: gr.update(interactive=a.startswith("confidence")), [adaptive], [p_min],
                         api_visibility="private")
         output_only.change(None, [output_only], None, js=OUTPUT_ONLY_JS, api_visibility="private")

@@ -22,6 +22,7 @@ class Draft:
     variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
     parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
     node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
+    retokenized: dict | None = None  # a draft with another vocabulary: both tokenisations (a `retokenized` event)
 
 
 class Drafter:

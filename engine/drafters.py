@@ -26,7 +26,8 @@ from .cache import KVCache
 from .config import GenerationConfig
 from .draft import Draft, Drafter, empty_draft  # noqa: F401  (Draft and Drafter: the interface, re-exported)
 from .fastllama import forward_fn
-from .models import LoadedModel, ModelLoadError, load_model
+from .crossvocab import CrossVocabDrafter, same_vocab
+from .models import LoadedModel, ModelLoadError, load_model, on_unload
 from .ngram import NgramDrafter
 from .sampling import pick, shape_probs
 
@@ -175,17 +176,6 @@ def greedy_reference(target: LoadedModel) -> Callable:
     return reference
 
 
-def check_same_vocab(target: LoadedModel, draft: LoadedModel) -> None:
-    """Speculation needs one vocabulary: same token -> id map in both tokenizers."""
-    tv, dv = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
-    if tv != dv:
-        differ = sum(1 for t, i in tv.items() if dv.get(t) != i)
-        raise ModelLoadError(
-            f"draft {draft.name!r} does not share the target's vocabulary: target {target.name!r} has "
-            f"{len(tv)} tokens ({type(target.tokenizer).__name__}), draft has {len(dv)} tokens "
-            f"({type(draft.tokenizer).__name__}); {differ} target tokens map to other ids")
-
-
 _SKIP: dict = {}
 
 
@@ -225,6 +215,7 @@ def _layer_skip_view(model: torch.nn.Module, layers: int) -> torch.nn.Module:
 
 
 _QUANT: dict = {}
+on_unload(lambda model: [cache.pop(k) for cache in (_SKIP, _QUANT) for k in list(cache) if k[0] == id(model)])
 
 
 def quantized_model(target: LoadedModel, kind: str) -> torch.nn.Module:
@@ -268,7 +259,8 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
             raise ModelLoadError("draft spec 'model:' needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M")
         draft = load_model(arg.strip(), device=str(dev), dtype=str(target.dtype).replace("torch.", ""),
                            trust_remote_code=trust_remote_code)
-        check_same_vocab(target, draft)
+        if not same_vocab(target, draft):  # another tokenizer: draft through text, judged one-hot (lossless)
+            return lambda cfg, gen, max_len, cache: CrossVocabDrafter(draft, target, spec, cfg, gen, max_len)
         return model_based(draft.model, draft.device)
     if name == "ngram":
         n = _int_arg(spec, arg, 3)

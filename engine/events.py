@@ -85,6 +85,24 @@ class Verified:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Retokenized:
+    """A draft model with another vocabulary: its own tokens this round and their text in the target's tokens.
+
+    The `drafted` event of the round holds the target tokens (what the target verifies); this one shows
+    how they came about, so a reader sees where the two tokenisations differ.
+    """
+    kind: ClassVar[str] = "retokenized"
+    round: int
+    pos: int  # absolute position of the first proposed target token
+    draft_token_ids: list  # the draft model's own token ids this round (its vocabulary)
+    draft_tokens: list  # their text
+    target_token_ids: list  # that text re-tokenised for the target: the proposal (= drafted.token_ids)
+    target_tokens: list  # their text
+    spans: list  # per target token, [first, last] index of the draft tokens its characters come from
+    held_back: str  # draft text not proposed: a last word that may be partial, or tokens beyond γ
+
+
+@dataclass(frozen=True, kw_only=True)
 class DraftTree:
     """Tree speculation: every drafted node, how the target judged it, and the accepted path."""
     kind: ClassVar[str] = "draft_tree"
@@ -150,8 +168,8 @@ class Finished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Verified, DraftTree, RolledBack, Committed, RoundTimed, Finished)}
-Event = RunStarted | Decided | Drafted | Verified | DraftTree | RolledBack | Committed | RoundTimed | Finished
+EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Retokenized, Verified, DraftTree, RolledBack, Committed, RoundTimed, Finished)}
+Event = RunStarted | Decided | Drafted | Retokenized | Verified | DraftTree | RolledBack | Committed | RoundTimed | Finished
 
 
 def event_to_dict(event) -> dict:

@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from .cache import KVCache
+from .models import on_unload
+from .window import layer_masks
 
 
 def supports(model) -> bool:
@@ -173,6 +175,7 @@ class FastLlama:
 
 
 _FAST: dict = {}
+on_unload(lambda model: [_FAST.pop(k) for k in list(_FAST) if k[0] == id(model)])  # an unloaded model's lean forward
 
 
 def forward_fn(model):
@@ -192,6 +195,8 @@ def forward_fn(model):
         return _FAST[id(model)]
 
     def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0):
+        if attention_mask is not None and position_ids is not None:  # a tree mask: keep sliding windows
+            attention_mask = layer_masks(model, attention_mask, position_ids, past_key_values.length)
         return model(input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
                      position_ids=position_ids, logits_to_keep=logits_to_keep).logits
 

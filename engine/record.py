@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from . import sampling
-from .events import Committed, Decided, Drafted, DraftTree, RolledBack, Verified
+from .events import Committed, Decided, Drafted, DraftTree, Retokenized, RolledBack, Verified
 from .step import Step
 
 
@@ -52,6 +52,8 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
         draft_rows = d.q if s.tree is None else None  # a tree's chain view has no q rows
         out.append(Drafted(round=round_, pos=s.pos, token_ids=s.drafted, tokens=text.many(s.drafted), q=s.q,
                            draft_topk=text.topk(draft_rows, record_topk), drafter=d.drafter or drafter))
+        if d.retokenized is not None:  # a draft with another vocabulary: both tokenisations
+            out.append(Retokenized(round=round_, pos=s.pos, **d.retokenized))
         residual = text.topk(v.dist[None], record_topk)[0] if s.rejected and v.dist is not None and record_topk else []
         out.append(Verified(round=round_, pos=s.pos, p=v.p_draft, accept_prob=v.accept_prob,
                             accepted=[i < n for i in range(len(s.drafted))],

@@ -205,9 +205,26 @@ def check_started(e) -> None:
         raise ValueError(f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}")
 
 
+def check_retokenized(e) -> None:
+    """A cross-vocabulary round: parallel lists agree, at most 2γ+2 draft and γ target tokens, spans index the draft."""
+    same_length("retokenized", e, ["draft_token_ids", "draft_tokens"], at_most=2 * MAX_GAMMA + 2)
+    same_length("retokenized", e, ["target_token_ids", "target_tokens", "spans"], at_most=MAX_GAMMA)
+    each("retokenized.draft_token_ids", e.draft_token_ids, whole, 0)
+    each("retokenized.target_token_ids", e.target_token_ids, whole, 0)
+    texts("retokenized.draft_tokens", e.draft_tokens)
+    texts("retokenized.target_tokens", e.target_tokens)
+    n = len(e.draft_token_ids)
+    for i, span in enumerate(e.spans):
+        ok = (isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                 for x in span))
+        if not ok or not (span == [-1, -1] or 0 <= span[0] <= span[1] < n):
+            raise ValueError(f"retokenized.spans[{i}] must be [first, last] draft token indices in 0..{n - 1} "
+                             f"(or [-1, -1]), got {short_repr(span)}")
+
+
 CHECKS = {"run_started": check_started, "decided": check_decided, "drafted": check_drafted,
           "verified": check_verified, "draft_tree": check_tree, "committed": check_committed,
-          "round_timed": check_timed}
+          "round_timed": check_timed, "retokenized": check_retokenized}
 
 
 def positions(e) -> list[tuple[str, object]]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from engine import costmodel
+from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
 from .app_guard import SEED_MAX, ended, whole
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
+from .crossvocab import render_tokenisations
 from .explain import render_explain
 from .markup import esc
 from .race import render_race
@@ -31,6 +32,18 @@ PAIRS = {
     f"Qwen2.5 0.5B → 1.5B {HUB}": ("Qwen/Qwen2.5-1.5B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
     f"Qwen2.5 0.5B → 7B {HUB}": ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
 }
+GEMMA_PAIR = "SmolLM2-135M → Gemma-3-270M (both embedded)"
+PAIRS[GEMMA_PAIR] = ("embedded-gemma", "model:embedded")  # two vocabularies: drafted through text (engine/crossvocab.py)
+PAIR_NOTES = {GEMMA_PAIR: (
+    "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
+    "question. SmolLM2 drafts in its own 49k-token vocabulary; its text is re-tokenised into Gemma's 262k "
+    "tokens and verified losslessly (both tokenisations show under the output). What to expect on the 2-core "
+    "CPU it was measured on (benchmarks/gemma_pair.py, γ = 4, greedy): α ≈ 0.85 per token where the prompt "
+    "already holds the text (3.2 tokens per Gemma forward), ≈ 0.58 on open continuations (2.2). But a "
+    "SmolLM2 draft step costs c ≈ 0.7 of a Gemma step here, so the pair ran at 0.81× and 0.53× the speed "
+    "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
+    "exceeds c. Turn on the race to measure it on this machine. Try: \"January, February, March, April, "
+    "May, June, July, August, September, October, November, December.\\nJanuary, February, March,\"")}
 DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
@@ -83,11 +96,24 @@ def check_allowed(target: str, draft: str, env: str | None = None) -> None:
                              f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)")
 
 
+def pair_choices() -> list[str]:
+    """The pairs this machine can hold with their preset draft (the others are hidden: engine/sizing.py)."""
+    return [label for label, (target, draft) in PAIRS.items() if sizing.refusal(target, draft) is None]
+
+
+def pair_note(pair: str) -> str:
+    """What to expect from a pair, shown under the pair dropdown ("" for none)."""
+    return PAIR_NOTES.get(pair, "")
+
+
 def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
     """(target spec, draft spec) for the chosen model pair, drafter and its parameter (n or L, 0 = default)."""
     if pair not in PAIRS:
         raise ValueError(f"unknown model pair {pair!r}")
     target, preset = PAIRS[pair]
+    why = sizing.refusal(target, preset)  # a pair this machine cannot hold is refused before any load
+    if why:
+        raise ValueError(why)
     if drafter == PRESET_DRAFT:
         if not preset:
             raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant or auto")
@@ -172,7 +198,8 @@ def views(events, r: int | None = None, figures: bool = True, selected: int | No
     t = None if r is None else time_at_round(events, r)
     figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
             throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
-    return (render_stream(cut, upto_round=r), render_tree(cut, upto_round=r), render_race(events, t=t), render_explain(cut), summary_html(cut),
+    tokenisations = render_tokenisations(cut) if events.retokenized else ""  # "" unless the draft has another vocabulary
+    return (render_stream(cut, upto_round=r) + tokenisations, render_tree(cut, upto_round=r), render_race(events, t=t), render_explain(cut), summary_html(cut),
             render_verify(cut, selected), *figs)
 
 

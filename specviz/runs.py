@@ -219,6 +219,7 @@ class RunSet:
         self._rounds: dict[str, dict[int, RoundView]] = {}
         self._mode: str | None = None  # the run being folded
         self.version = 0  # bumped by every event: the summary's cache key
+        self.retokenized = False  # a draft with another vocabulary: the two-tokenisation panel has something to show
         self._summary: tuple[int, dict] | None = None
         events = list(events or [])
         if events and getattr(as_event(events[0]), "kind", None) != "run_started":
@@ -261,6 +262,7 @@ class RunSet:
         mode = self._mode
         self.segments[mode].append(event)
         self.version += 1
+        self.retokenized = self.retokenized or event.kind == "retokenized"
         run = self.runs[mode]
         if event.kind == "run_started":
             run.started = event

@@ -95,3 +95,15 @@ def test_the_tour_walks_one_round_then_hands_over(monkeypatch):
     assert 'data-step="6"' in captions[5] and "rejected" in captions[3]
     verify = frames[3][3 + app.av.VIEWS.index("verify")]
     assert f'data-round="{app.TOUR_ROUND}"' in verify and "vf-rejected" in verify
+
+
+def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
+    """The SmolLM2 -> Gemma-3 preset runs through the UI handler offline; the stream carries the two-row panel,
+    and the pair's note (what to expect, measured) shows when the pair is chosen."""
+    frames = list(app.generate(app.av.GEMMA_PAIR, app.av.PRESET_DRAFT, 0, 4, "fixed", 0.4, 0, 0, 1, 0, 12, 0, 2,
+                               False, "Monday, Tuesday, Wednesday,"))
+    stream = frames[-1][3]
+    assert "sv-crossvocab" in stream and "draft tokens became" in stream
+    note = app.pair_note_changed(app.av.GEMMA_PAIR)
+    assert note["visible"] and "c ≈ 0.7" in note["value"]
+    assert not app.pair_note_changed(app.av.EMBEDDED_PAIR)["visible"]

@@ -12,15 +12,17 @@ from specviz import app_views as av
 from specviz.sample import long_events, sample_events, speculative_events
 
 
-def test_model_specs_map_controls_to_engine_specs():
+def test_model_specs_map_controls_to_engine_specs(monkeypatch):
     """Drafter choice + parameter become the engine's draft spec; hub pairs bring their preset draft model."""
+    monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "64")  # a machine that holds every preset (tests/test_sizing.py)
     assert av.model_specs(av.EMBEDDED_PAIR, "ngram", 0) == ("embedded", "ngram")
     assert av.model_specs(av.EMBEDDED_PAIR, "ngram", 2) == ("embedded", "ngram:2")
     assert av.model_specs(av.EMBEDDED_PAIR, "layerskip", 8.0) == ("embedded", "layerskip:8")
     assert av.model_specs(av.EMBEDDED_PAIR, "quant", 5) == ("embedded", "quant")
     qwen = next(p for p in av.PAIRS if "0.5B → 7B" in p)
     assert av.model_specs(qwen, av.PRESET_DRAFT, 0) == ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct")
-    assert all(av.HUB in p for p in av.PAIRS if p != av.EMBEDDED_PAIR)
+    assert all(av.HUB in p for p in av.PAIRS if p not in (av.EMBEDDED_PAIR, av.GEMMA_PAIR))
+    assert av.model_specs(av.GEMMA_PAIR, av.PRESET_DRAFT, 0) == ("embedded-gemma", "model:embedded")
     with pytest.raises(ValueError, match="no separate draft model"):
         av.model_specs(av.EMBEDDED_PAIR, av.PRESET_DRAFT, 0)
 

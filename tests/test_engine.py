@@ -181,8 +181,9 @@ def test_bad_prompt_and_models_are_refused(tiny_dirs, tmp_path):
         engine.generate("hi", GenerationConfig(max_new_tokens=5000))
 
 
-def test_draft_with_other_vocabulary_is_refused(tiny_dirs, tmp_path):
-    """The error names both vocabularies so the user knows which pair to fix."""
+def test_draft_with_other_vocabulary_drafts_through_text(tiny_dirs, tmp_path):
+    """A draft whose tokenizer differs (here 3 whole-word tokens) is no longer refused: it drafts text that is
+    re-tokenised for the target (engine/crossvocab.py), and greedy output still equals AR."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -190,8 +191,12 @@ def test_draft_with_other_vocabulary_is_refused(tiny_dirs, tmp_path):
     raw.pre_tokenizer = pre_tokenizers.Whitespace()
     tok = PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>")
     odd = make_tiny_model(tmp_path / "odd", seed=4, tokenizer=tok, vocab_size=3)
-    with pytest.raises(ModelLoadError, match=r"does not share the target's vocabulary: target .* 49152 tokens .* draft has 3 tokens"):
-        Engine(load_model(tiny_dirs["target"]), f"model:{odd}")
+    engine = Engine(load_model(tiny_dirs["target"]), f"model:{odd}", measure_step=False)
+    cfg = GenerationConfig(gamma=3, max_new_tokens=20)
+    events = list(engine.generate("hello world", cfg))
+    assert events[-1].token_ids == outputs(engine, "hello world", cfg, "ar")
+    from engine.crossvocab import CrossVocabDrafter  # (a draft of <unk>s and EOS proposes little: lossless still)
+    assert isinstance(engine.make_drafter(cfg, None, 64, None), CrossVocabDrafter)
 
 
 @pytest.mark.parametrize("mutate,message", [
