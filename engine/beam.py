@@ -172,43 +172,79 @@ def beam_run(engine, ids: list[int], cfg: GenerationConfig, speculative: bool, d
     return _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter)
 
 
+def _replay(state, log_probs, drafts, eos, max_new_tokens: int):
+    """3. The beam search replayed from one forward's log-probs while every kept beam stays on a drafted path.
+    Returns the state, per running beam the row (beam at the round's start) it descends from, and each
+    replayed step with the scores after it and which of its tokens were drafted."""
+    origin, steps = list(range(len(drafts))), []
+    while True:
+        state, step = beam_step(state, log_probs[origin, len(steps)], eos, max_new_tokens)
+        origin = [origin[p] for p in step.parents]
+        on_draft = [on_drafted_path(drafts[o], len(steps), tok) for o, tok in zip(origin, step.tokens)]
+        steps.append((step, [float(s) for s in state.scores], on_draft))
+        if not step.go_on or not all(on_draft):
+            return state, origin, steps
+
+
+def _rollback(cache, before: int, origin: list, steps: list, tally: dict, device) -> list:
+    """4. Keep, per new beam, its origin's row up to its last token but one (a pointer move, then a gather of
+    rows when the beams were reordered). Returns per row how many drafted tokens a surviving beam stands on."""
+    depth, on_draft = len(steps), steps[-1][2]
+    verified = [0] * len(origin)
+    for o, ok in zip(origin, on_draft):
+        verified[o] = max(verified[o], depth if ok else depth - 1)
+    cache.truncate(before + depth)
+    t_r = time.perf_counter()
+    if origin != list(range(len(origin))):
+        tally["reorder_bytes"] += reorder_rows(cache, torch.tensor(origin, device=device))
+        tally["reorders"] += 1
+    tally["reorder_s"] += time.perf_counter() - t_r
+    return verified
+
+
+def _hypotheses(state) -> list:
+    """The finished hypotheses, best first; after an early stop (time limit) the running beams, scored alike."""
+    hyps = [(seq, float(s)) for seq, s, f in zip(state.done_seqs, state.done_scores, state.done_flags) if bool(f)]
+    if not hyps:
+        hyps = [(seq, float(s) / max(1, state.length)) for seq, s in zip(state.seqs, state.scores)]
+        hyps.sort(key=lambda h: -h[1])
+    return hyps
+
+
+def _started(engine, ids, cfg, speculative: bool, drafter) -> RunStarted:
+    target, device = engine.target, engine.target.device
+    return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode="speculative" if speculative else "ar",
+                      target=target.name, draft=(drafter.name if drafter is not None else "") if speculative else "",
+                      device=str(device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
+                      prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids),
+                      prompt_tokens=[engine.token_text(i) for i in ids], pos=len(ids),
+                      threads=torch.get_num_threads() if device.type == "cpu" else 0)
+
+
 def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
     target, device, forward = engine.target, engine.target.device, engine.forward
-    num_beams, eos, prompt_len = cfg.num_beams, target.eos_ids, len(ids)
+    num_beams, eos, prompt_len, text = cfg.num_beams, target.eos_ids, len(ids), engine.token_text
     with torch.inference_mode():
         cache = KVCache.for_model(target.model, cache_len)
         if speculative and drafter is None:
             drafter = make_beam_drafter(engine, cfg, cache)
         paused, t_start = 0.0, time.perf_counter()
-
-        def clock():
-            return time.perf_counter() - paused
-
         for start in range(0, prompt_len - 1, PREFILL_CHUNK):  # all but the last prompt token, one row
             forward(torch.tensor([ids[start:min(start + PREFILL_CHUNK, prompt_len - 1)]], device=device), cache,
                     logits_to_keep=1)
         expand_rows(cache, num_beams)  # (with a one-token prompt nothing is cached: the first forward allocates B rows)
     t_yield = time.perf_counter()
-    yield RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode="speculative" if speculative else "ar",
-                     target=target.name, draft=(drafter.name if drafter is not None else "") if speculative else "",
-                     device=str(device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
-                     prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids),
-                     prompt_tokens=[engine.token_text(i) for i in ids], pos=prompt_len,
-                     threads=torch.get_num_threads() if device.type == "cpu" else 0)
+    yield _started(engine, ids, cfg, speculative, drafter)
     paused += time.perf_counter() - t_yield
-
     state = BeamState.start(num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
-    forwards = rows_forwarded = reorders = bytes_copied = drafted_total = 0
-    reorder_s = 0.0
+    tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)
     try:
         while go_on:
             if deadline is not None and time.monotonic() > deadline:
                 stop_reason = "time_limit"
                 break
-            round_ += 1
-            out = []
-            t0 = clock()
+            round_, out, t0 = round_ + 1, [], time.perf_counter() - paused
             with torch.inference_mode():
                 pos = prompt_len + state.length  # absolute position of the first token this round adds
                 room = cfg.max_new_tokens - state.length - 1  # drafts beyond the length limit cannot be used
@@ -216,81 +252,63 @@ def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
                 # 1. draft: up to γ tokens per beam
                 drafts = drafter.propose(beams, min(cfg.gamma, room)) if speculative and room > 0 else []
                 drafts = [d[:room] for d in drafts] or [[] for _ in beams]
-                width = max(len(d) for d in drafts)
-                drafted_total += sum(len(d) for d in drafts)
+                tally["drafted"] += sum(len(d) for d in drafts)
                 if speculative:
-                    out.append(BeamDrafted(round=round_, pos=pos, token_ids=drafts,
-                                           tokens=[[engine.token_text(t) for t in d] for d in drafts],
-                                           drafter=drafter.name))
-                t1 = clock()
+                    out.append(BeamDrafted(round=round_, pos=pos, token_ids=drafts, drafter=drafter.name,
+                                           tokens=[[text(t) for t in d] for d in drafts]))
+                t1 = time.perf_counter() - paused
                 # 2. verify: one forward over (B, γ+1) = [last token of each beam, its drafts (padded)]
+                width = max(len(d) for d in drafts)
                 x = torch.tensor([[b[-1]] + d + [0] * (width - len(d)) for b, d in zip(beams, drafts)], device=device)
                 before = cache.length
-                logits = forward(x, cache)  # (B, γ+1, V)
-                log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, γ+1, V)
-                forwards += 1
-                rows_forwarded += x.numel()
-                # 3. replay the beam search on the drafted paths
-                origin = list(range(num_beams))  # per running beam: the row (beam at round start) it descends from
-                depth = 0  # tokens every running beam has added since the round began
-                while True:
-                    state, step = beam_step(state, log_probs[origin, depth], eos, cfg.max_new_tokens)
-                    origin = [origin[p] for p in step.parents]
-                    on_draft = [on_drafted_path(drafts[o], depth, tok) for o, tok in zip(origin, step.tokens)]
-                    depth += 1
-                    go_on = step.go_on
-                    out.append(BeamStep(round=round_, pos=pos + depth - 1, parents=step.parents,
-                                        token_ids=step.tokens, tokens=[engine.token_text(t) for t in step.tokens],
-                                        scores=[float(s) for s in state.scores], drafted=on_draft,
-                                        finished=[{"parent": p, "token_id": t, "token": engine.token_text(t),
-                                                   "score": s} for p, t, s in step.finished]))
-                    if not go_on or not all(on_draft):
-                        break
-                # 4. rollback: keep, per new beam, its origin's row up to its last token but one
-                verified = [0] * num_beams
-                for o, ok in zip(origin, on_draft):
-                    verified[o] = max(verified[o], depth if ok else depth - 1)
-                cache.truncate(before + depth)
-                t_r = time.perf_counter()
-                if origin != list(range(num_beams)):
-                    bytes_copied += reorder_rows(cache, torch.tensor(origin, device=device))
-                    reorders += 1
-                reorder_s += time.perf_counter() - t_r
-                out.append(BeamVerified(round=round_, pos=pos, steps=depth, verified=verified, origins=origin,
+                log_probs = torch.log_softmax(forward(x, cache).float(), dim=-1)  # (B, γ+1, V)
+                tally["forwards"] += 1
+                tally["positions"] += x.numel()
+                state, origin, steps = _replay(state, log_probs, drafts, eos, cfg.max_new_tokens)
+                go_on = steps[-1][0].go_on
+                for k, (step, scores, on_draft) in enumerate(steps):
+                    out.append(BeamStep(round=round_, pos=pos + k, parents=step.parents, token_ids=step.tokens,
+                                        tokens=[text(t) for t in step.tokens], scores=scores, drafted=on_draft,
+                                        finished=[{"parent": p, "token_id": t, "token": text(t), "score": s}
+                                                  for p, t, s in step.finished]))
+                verified = _rollback(cache, before, origin, steps, tally, device)
+                out.append(BeamVerified(round=round_, pos=pos, steps=len(steps), verified=verified, origins=origin,
                                         positions=x.numel(), cache_before=before + x.shape[1],
                                         cache_after=cache.length))
-            t2 = clock()
+            t2 = time.perf_counter() - paused
             out.append(RoundTimed(round=round_, pos=prompt_len + state.length, draft_s=t1 - t0, verify_s=t2 - t1,
                                   total_s=t2 - t0, elapsed_s=t2 - t_start, gamma=sum(len(d) for d in drafts)))
             t_yield = time.perf_counter()
-            for event in out:
-                yield event
+            yield from out
             paused += time.perf_counter() - t_yield
     except GeneratorExit:
         return
+    yield from _result(engine, cfg, speculative, state, round_, stop_reason, prompt_len,
+                       time.perf_counter() - paused - t_start, tally)
 
-    wall = clock() - t_start
-    hyps = [(seq, float(s)) for seq, s, f in zip(state.done_seqs, state.done_scores, state.done_flags) if bool(f)]
-    if not hyps:  # stopped early (time limit): the running beams, scored like finished ones would be
-        hyps = [(seq, float(s) / max(1, state.length)) for seq, s in zip(state.seqs, state.scores)]
-        hyps.sort(key=lambda h: -h[1])
+
+def _result(engine, cfg, speculative: bool, state, round_: int, stop_reason: str, prompt_len: int, wall: float,
+            tally: dict):
+    """The BeamResult (every hypothesis, best first) and the Finished event with the run's summary."""
+    target, hyps = engine.target, _hypotheses(state)
     best = hyps[0][0]
-    if stop_reason != "time_limit" and best and best[-1] in eos:
+    if stop_reason != "time_limit" and best and best[-1] in target.eos_ids:
         stop_reason = "eos"
-    yield BeamResult(round=round_, pos=prompt_len + len(best), num_beams=num_beams,
-                     token_ids=[h[0] for h in hyps],
-                     texts=[target.tokenizer.decode(h[0], skip_special_tokens=True) for h in hyps],
+    decode = target.tokenizer.decode
+    yield BeamResult(round=round_, pos=prompt_len + len(best), num_beams=cfg.num_beams,
+                     token_ids=[h[0] for h in hyps], texts=[decode(h[0], skip_special_tokens=True) for h in hyps],
                      scores=[h[1] for h in hyps])
-    summary = {"mode": "beam_speculative" if speculative else "beam", "num_beams": num_beams,
+    forwards = tally["forwards"]
+    summary = {"mode": "beam_speculative" if speculative else "beam", "num_beams": cfg.num_beams,
                "gamma": cfg.gamma if speculative else 0, "max_new_tokens": cfg.max_new_tokens, "rounds": round_,
                "new_tokens": len(best), "steps": state.length, "target_forwards": forwards,
-               "forwards_saved": state.length - forwards, "positions_forwarded": rows_forwarded,
-               "drafted": drafted_total, "steps_per_forward": state.length / forwards if forwards else None,
+               "forwards_saved": state.length - forwards, "positions_forwarded": tally["positions"],
+               "drafted": tally["drafted"], "steps_per_forward": state.length / forwards if forwards else None,
                "score": hyps[0][1], "wall_s": wall, "tokens_per_s": len(best) / wall if wall else None,
-               "reorders": reorders, "reorder_s": reorder_s, "reorder_bytes": bytes_copied,
-               "threads": torch.get_num_threads() if device.type == "cpu" else None}
+               "reorders": tally["reorders"], "reorder_s": tally["reorder_s"], "reorder_bytes": tally["reorder_bytes"],
+               "threads": torch.get_num_threads() if target.device.type == "cpu" else None}
     yield Finished(round=round_, pos=prompt_len + len(best), stop_reason=stop_reason,
-                   text=target.tokenizer.decode(best, skip_special_tokens=True), token_ids=list(best), summary=summary)
+                   text=decode(best, skip_special_tokens=True), token_ids=list(best), summary=summary)
 
 
 def check_beam_draft(spec: str) -> None:

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel, metrics
 from engine.config import MAX_GAMMA
-from .runs import spec_summary, view_runs
+from .runs import spec_summary, split_runs, view_runs
 
 HEIGHT = 290
 UIREVISION = "specviz"

@@ -29,7 +29,7 @@ def run(mode="speculative", wall=1.0):
                          cache_after=3),
             BeamResult(round=2, pos=4, num_beams=2, token_ids=[[10, 13, 2], [10, 12, 15]], texts=["x", "y"],
                        scores=[-0.87, -0.9]),
-            Finished(2, 4, "eos", "x", [10, 13, 2], {"wall_s": wall})]
+            Finished(round=2, pos=4, stop_reason="eos", text="x", token_ids=[10, 13, 2], summary={"wall_s": wall})]
 
 
 def test_lanes_survivors_and_best_path():
