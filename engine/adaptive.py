@@ -42,8 +42,7 @@ class AutoDrafter(Drafter):
         self.last: tuple[int, str] = (0, "")  # (γ, variant) of the round in flight
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
-        for drafter in self.drafters.values():  # n-gram: which prompt positions the chat template wrote
-            drafter.prepare(prompt_ids, cfg)
+        self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
 
     # -- estimates ------------------------------------------------------------------------
     def alpha(self, variant: str = "") -> float:

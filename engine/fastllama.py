@@ -175,7 +175,7 @@ class FastLlama:
 
 
 _FAST: dict = {}
-on_unload(lambda model: [_FAST.pop(k) for k in list(_FAST) if k[0] == id(model)])  # an unloaded model's lean forward
+on_unload(lambda model: _FAST.pop(id(model), None))  # an unloaded model's lean forward
 
 
 def forward_fn(model):
