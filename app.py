@@ -344,17 +344,6 @@ def idle_buttons():
 OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
 
 
-@gpu
-def stream_beams(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool):
-    """(lane, event) of a speculative beam search, interleaved with the plain one of the same width when racing."""
-    engine = Engine(load_model(target), draft)
-    if race:
-        yield from engine.race(prompt, cfg)
-    else:
-        for event in engine.generate(prompt, cfg):
-            yield "speculative", event
-
-
 def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt):
     """Stream the beam view once per round (see specviz/beams.py); a bad setting is one warning."""
     try:
@@ -363,7 +352,7 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
                                time_limit_s=MAX_RUN_S)
         prepare(target, draft, prompt, cfg.raw)
         lanes = {"speculative": [], "ar": []}
-        for lane, event in stream_beams(target, draft, cfg, prompt, bool(race)):
+        for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
             lanes[lane].append(event)
             if event.kind in ROUND_END:
                 yield specviz.render_beams(lanes["speculative"], lanes["ar"])
