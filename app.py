@@ -176,9 +176,13 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
 
 
 def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
-                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED) -> tuple[str, str]:
+                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED,
+                 num_beams: int = 1) -> tuple[str, str]:
     """Stream (text so far, summary JSON) once per round; the last pair is the finished run, or the
     text committed before the time limit with stop_reason "time_limit".
+
+    num_beams 2..8 runs speculative beam search (greedy; draft ngram[:N] or self): the text so far is the
+    best-scoring running beam, the summary adds every finished hypothesis with its score.
 
     The return hint names what each yield carries: gr.api derives the endpoint's outputs from it.
 
@@ -186,9 +190,10 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
     """
     try:
         args = guard.api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target,
-                                   av.MAX_NEW_TOKENS, MAX_PROMPT_TOKENS)
+                                   av.MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, num_beams)
         cfg = GenerationConfig(**av.config_kwargs(args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0,
-                                                  args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S)
+                                                  args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S,
+                               num_beams=args["num_beams"])
         prepare(target, draft, prompt, cfg.raw)
     except ValueError as e:
         raise gr.Error(str(e)) from None
@@ -197,7 +202,8 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
         for _, event in stream_events(target, draft, cfg, prompt, False):
             events.append(event)
             if event.kind == "round_timed":
-                yield "".join(t for e in events if e.kind == "committed" for t in e.tokens), ""
+                yield (specviz.running_best_text(events) if cfg.num_beams > 1
+                       else "".join(t for e in events if e.kind == "committed" for t in e.tokens)), ""
     except ValueError as e:
         raise gr.Error(str(e)) from None
     except RuntimeError as e:

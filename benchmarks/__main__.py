@@ -27,6 +27,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-hf", action="store_true", help="skip transformers' generate() baselines")
     b.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
     b.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
+    b.add_argument("--num-beams", default="", metavar="B[,B...]",
+                   help="race speculative vs plain beam search of these widths (2-8) instead, per drafter (ngram[:N] "
+                        "or self) and γ, counting target forwards saved; writes beams-<draft>-g<γ>.md/.json in --out")
     return b
 
 
@@ -42,16 +45,17 @@ def main(argv=None) -> int:
 
 
 def _bench(args, argv: list) -> int:
-    def split(text):
-        return [s.strip() for s in (text or "").split(",") if s.strip()]
-
     try:
-        gammas = [int(g) for g in split(args.gammas)]
+        gammas = [int(g) for g in split_list(args.gammas)]
+        beams = [int(b) for b in split_list(args.num_beams)]
     except ValueError:
-        raise ValueError(f"--gammas must be whole numbers separated by commas, got {args.gammas!r}") from None
-    results = run_bench(target=args.target, drafts=split(args.drafts), gammas=gammas, prompts=args.prompts,
+        raise ValueError(f"--gammas and --num-beams take whole numbers separated by commas, got {args.gammas!r} "
+                         f"and {args.num_beams!r}") from None
+    if beams:
+        return _bench_beams(args, argv, split_list(args.drafts), gammas, beams)
+    results = run_bench(target=args.target, drafts=split_list(args.drafts), gammas=gammas, prompts=args.prompts,
                         max_new_tokens=args.max_new_tokens, repeats=args.repeats, out=args.out,
-                        categories=split(args.categories) or None, hf=not args.no_hf, limit=args.limit,
+                        categories=split_list(args.categories) or None, hf=not args.no_hf, limit=args.limit,
                         overhead_pairs=args.overhead_pairs, device=args.device, dtype=args.dtype,
                         command="python -m benchmarks " + shlex.join(argv))
     out = Path(args.out)
@@ -61,6 +65,35 @@ def _bench(args, argv: list) -> int:
         print(f"WARNING: {results['mismatches']} greedy output(s) differ from our AR output; see results.md",
               file=sys.stderr)
     return 0
+
+
+def _bench_beams(args, argv: list, drafts: list, gammas: list, beams: list) -> int:
+    """Speculative vs plain beam search of each width, per drafter and γ (benchmarks/beam_bench.py)."""
+    from engine import Engine, GenerationConfig, load_model
+    from engine.beam import check_beam_draft
+
+    from .beam_bench import bench_beams
+    from .harness import load_prompts
+
+    for b in beams:
+        GenerationConfig(num_beams=b)  # the range, with the user-facing message
+    for d in drafts:
+        check_beam_draft(d)
+    prompts = load_prompts(args.prompts, split_list(args.categories) or None, args.limit)
+    loaded = load_model(args.target, args.device, args.dtype)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python -m benchmarks " + shlex.join(argv)
+    for d in drafts:
+        for g in gammas:
+            bench_beams(Engine(loaded, d), beams, g, args.max_new_tokens, prompts, str(out / f"beams-{d}-g{g}"),
+                        command)
+    print(f"wrote beams-*.md and beams-*.json in {out}", file=sys.stderr)
+    return 0
+
+
+def split_list(text) -> list:
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
 
 
 if __name__ == "__main__":

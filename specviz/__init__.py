@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .beams import render_beams
+from .beams import render_beams, running_best_text
 from .charts import (accepted_length_fig, empty_fig, position_acceptance_fig, running_acceptance_fig,
                      speedup_model_fig, throughput_fig)
 from .explain import render_explain
@@ -31,7 +31,7 @@ def head_html() -> str:
 
 
 __all__ = [
-    "render_stream", "render_legend", "render_beams", "render_tree", "render_verify", "render_race", "render_explain",
+    "render_stream", "render_legend", "render_beams", "running_best_text", "render_tree", "render_verify", "render_race", "render_explain",
     "verdict",
     "accepted_length_fig", "position_acceptance_fig", "running_acceptance_fig", "throughput_fig",
     "speedup_model_fig", "empty_fig", "rounds_of", "events_upto", "time_at_round", "replay_frame",

@@ -73,12 +73,13 @@ def check_prompt_tokens(n_tokens: int, max_tokens: int) -> None:
 
 
 def api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target, max_new_cap: int,
-                  max_prompt_tokens: int) -> dict:
+                  max_prompt_tokens: int, num_beams=1) -> dict:
     """The /generate API's arguments, type-checked one by one (JSON clients can send anything)."""
     return dict(prompt=check_prompt(prompt, max_prompt_tokens), draft=model_name("draft", draft),
                 target=model_name("target", target), gamma=whole("gamma", gamma, 1, 16),
                 max_new_tokens=whole("max_new_tokens", max_new_tokens, 1, max_new_cap),
-                temperature=number("temperature", temperature), seed=whole("seed", seed, 0, SEED_MAX))
+                temperature=number("temperature", temperature), seed=whole("seed", seed, 0, SEED_MAX),
+                num_beams=whole("num_beams", num_beams, 1, 8))
 
 
 # --- the session's run: a live list while streaming, compact bytes once settled -------------------

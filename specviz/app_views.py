@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
+from . import beams
 from .app_guard import SEED_MAX, ended, whole
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
@@ -16,7 +17,7 @@ from .explain import render_explain
 from .markup import esc
 from .race import render_race
 from .replay import events_upto, rounds_of, time_at_round
-from .runs import RunSet, main_run, run_set, spec_summary, view_runs
+from .runs import main_run, run_set, spec_summary, view_runs
 from .tokens import render_stream
 from .tree import render_tree
 from .verify import render_verify
@@ -256,6 +257,8 @@ def load_trace(path) -> list:
 def api_result(events, cut_reason: str = "cancelled") -> tuple[str, str]:
     """(final text, summary JSON) for the named API endpoint; a run cut before the engine finished it
     (cut_reason: "time_limit", "cancelled") still returns its committed text and says why it stopped."""
+    if any(getattr(e, "kind", None) in ("beam_step", "beam_result") for e in events or []):
+        return beams.api_result(events, cut_reason)
     runs = view_runs(ended(events, cut_reason))
     spec = runs.get("speculative")
     done = spec.finished if spec is not None else None

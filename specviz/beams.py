@@ -10,6 +10,8 @@ target forwards and wall time. This module knows nothing about torch or gradio; 
 """
 from __future__ import annotations
 
+import json
+
 from .markup import esc, tip_span
 
 
@@ -42,6 +44,33 @@ def _sequences(steps) -> list:
         out.append(row)
         prev = row
     return out
+
+
+def running_best_text(events) -> str:
+    """The text of the best-scoring running beam so far ("" before the first step): what the API streams."""
+    steps = beam_run(events)["steps"]
+    if not steps:
+        return ""
+    last = steps[-1]
+    slot = max(range(len(last.scores)), key=lambda i: last.scores[i])
+    pieces = []
+    for s in reversed(steps):  # follow the parents back to the first step
+        pieces.append(s.tokens[slot])
+        slot = s.parents[slot]
+    return "".join(reversed(pieces))
+
+
+def api_result(events, cut_reason: str) -> tuple[str, str]:
+    """(best hypothesis text, summary JSON) of a beam-search run for the /generate API: the engine's summary,
+    its stop reason and every finished hypothesis (text, score), best first; a run cut before the engine
+    finished it returns the best running beam with stop_reason cut_reason."""
+    run = beam_run(events)
+    done, result = run["finished"], run["result"]
+    summary = dict(done.summary or {}) if done is not None else {"mode": "beam", "steps": len(run["steps"])}
+    summary["stop_reason"] = done.stop_reason if done is not None else cut_reason
+    if result is not None:
+        summary["hypotheses"] = [{"text": t, "score": sc} for t, sc in zip(result.texts, result.scores)]
+    return (done.text if done is not None else running_best_text(events)), json.dumps(summary)
 
 
 def _ends(steps, seqs, best: tuple | None) -> dict:

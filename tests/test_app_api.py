@@ -77,13 +77,34 @@ def test_generate_endpoint_is_deterministic_and_isolated(client):
     (("hi", "ngram", 4, 8, 0.0, 0, "no-such-org/no-such-model"), "is not allowed here"),
     (("hi", "model:/etc", 4, 8, 0.0, 0), "is not allowed here"),
     (("hi", "ngram", 4, 8, -1.0, 0), "temperature must be 0"),
+    (("hi", "ngram", 4, 8, 0.0, 0, "embedded", 9), "num_beams must be between 1 and 8"),
+    (("hi", "ngram", 4, 8, 0.0, 0, "embedded", 2.5), "num_beams must be a whole number"),
+    (("hi", "ngram", 4, 8, 0.7, 0, "embedded", 2), "needs temperature 0"),
+    (("hi", "layerskip:8", 4, 8, 0.0, 0, "embedded", 2), "beam search .* drafts with 'ngram"),
 ])
 def test_generate_endpoint_rejects_bad_input(server, client, args, message):
     """Bad input (sent as raw JSON: NaN, Infinity and lone surrogates too) comes back as an error naming the
     setting and its range, and the server keeps working."""
-    reply = call_event(server, "generate", list(args) + ["embedded"] * (7 - len(args)), uuid.uuid4().hex)
+    reply = call_event(server, "generate", list(args) + ["embedded", 1][len(args) - 6:], uuid.uuid4().hex)
     assert reply["error"] is not None and re.search(message, reply["error"]), reply
     assert client.predict("Say hi.", "ngram", 2, 2, 0.0, 0, api_name="/generate")[0]
+
+
+def test_generate_endpoint_runs_beam_search(client):
+    """num_beams = 2 runs speculative beam search: the text is the best hypothesis, the summary lists every
+    hypothesis and counts forwards; n-gram and self drafts give the same beams (tests/test_beam.py: both equal
+    plain beam search)."""
+    replies = [client.predict(COPY_PROMPT, draft, 4, 12, 0.0, 0, "embedded", 2, api_name="/generate")
+               for draft in ("ngram", "self")]
+    (text, summary_json), (text_self, summary_self_json) = replies
+    summary = json.loads(summary_json)
+    assert summary["mode"] == "beam_speculative" and summary["num_beams"] == 2
+    assert text.strip() and text == summary["hypotheses"][0]["text"] == text_self
+    other = json.loads(summary_self_json)["hypotheses"]  # scores agree to float rounding (README: beam search)
+    assert [h["text"] for h in summary["hypotheses"]] == [h["text"] for h in other]
+    assert [h["score"] for h in summary["hypotheses"]] == pytest.approx([h["score"] for h in other], abs=1e-4)
+    assert summary["target_forwards"] + summary["forwards_saved"] == summary["steps"]
+    assert summary["stop_reason"] in ("eos", "max_new_tokens")
 
 
 def test_four_concurrent_clients_each_get_their_own_correct_output(server):

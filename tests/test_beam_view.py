@@ -64,3 +64,30 @@ def test_empty_and_unknown_events():
     assert "no beam search yet" in render_beams([])
     assert "no beam search yet" in render_beams([started(), object()])
 
+
+
+def test_running_best_text_follows_the_parents():
+    """The API's text so far is the best-scoring running beam, read back through its parents: after step 3
+    beam 0 (score -2.6) extends step 2's beam 1 (d), which extends step 1's beam 0 (a)."""
+    from specviz import running_best_text
+
+    events = run()
+    assert running_best_text(events[:2]) == "a"
+    assert running_best_text(events[:4]) == "ac"  # step 2: beam 0 "a c" (-1.5) beats "a d" (-2.5)
+    assert running_best_text(events[:5]) == "ade"
+    assert running_best_text([started()]) == ""
+
+
+def test_api_result_of_a_beam_run():
+    """(text, summary) of a finished beam run: the engine's text and stop reason and every hypothesis best
+    first; a run cut before its Finished returns the best running beam and the cut reason."""
+    import json
+
+    from specviz import app_views as av
+
+    text, summary = av.api_result(run())
+    data = json.loads(summary)
+    assert text == "x" and data["stop_reason"] == "eos" and data["wall_s"] == 1.0
+    assert data["hypotheses"] == [{"text": "x", "score": -0.87}, {"text": "y", "score": -0.9}]
+    text, summary = av.api_result(run()[:5], cut_reason="time_limit")
+    assert text == "ade" and json.loads(summary)["stop_reason"] == "time_limit"

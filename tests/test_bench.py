@@ -107,3 +107,23 @@ def test_transformers_runs_on_the_engines_own_model_unchanged(tiny_dirs, tmp_pat
     assert {id(m) for pair in seen for m in pair if m is not None} == {id(ours)}
     assert {name: p.data_ptr() for name, p in ours.named_parameters()} == before
     assert all(p.is_contiguous() for p in ours.parameters())
+
+
+def test_cli_bench_beams_counts_forwards_saved(tiny_dirs, tmp_path, capsys):
+    """`python -m benchmarks --num-beams 2` races speculative vs plain beam search per drafter and γ: every
+    row has the same beams in both lanes and forwards saved = plain forwards − speculative forwards; a bad
+    width or a drafter beam search cannot use is refused before any run, naming the setting."""
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
+    out = tmp_path / "out"
+    rc = main(["--target", tiny_dirs["target"], "--drafts", "self", "--gammas", "2", "--num-beams", "2",
+               "--prompts", str(prompts), "--max-new-tokens", "6", "--out", str(out)])
+    assert rc == 0
+    rows = json.loads((out / "beams-self-g2.json").read_text())["rows"]
+    assert len(rows) == len(PROMPTS) and all(r["same_beams"] for r in rows)
+    assert all(r["forwards_saved"] == r["plain_forwards"] - r["spec_forwards"] > 0 for r in rows)  # self accepts all
+    assert "forwards saved" in (out / "beams-self-g2.md").read_text()
+    assert main(["--target", tiny_dirs["target"], "--num-beams", "9", "--out", str(out)]) == 2
+    assert "num_beams must be 1 (off) or between 2 and 8" in capsys.readouterr().err
+    assert main(["--target", tiny_dirs["target"], "--drafts", "layerskip:1", "--num-beams", "2", "--out", str(out)]) == 2
+    assert "drafts with 'ngram[:N]' or 'self'" in capsys.readouterr().err
