@@ -1,4 +1,4 @@
-"""A lean forward pass for Llama-architecture models, on weights it owns.
+"""A lean forward pass for Llama-architecture models (Llama; Qwen2, which adds q/k/v biases), on weights it owns.
 
 Same math as transformers' LlamaForCausalLM (RMSNorm in fp32, RoPE, GQA attention, SwiGLU) in one
 forward with fewer ops: q/k/v and gate/up are fused into one matmul each, q and k are rotated
@@ -31,17 +31,26 @@ from .models import on_unload
 from .window import layer_masks
 
 
+ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
+
+
 def supports(model) -> bool:
-    """Llama-family causal LMs without projection biases, on a plain (non-quantized) CPU/CUDA model."""
+    """Llama-family causal LMs (Llama; Qwen2 with its q/k/v biases and no sliding-window layers) whose other
+    projections have no bias, on a plain (non-quantized) CPU/CUDA model."""
     cfg = model.config
-    if getattr(cfg, "model_type", None) not in ("llama",) or getattr(model, "hf_device_map", None):
+    if getattr(cfg, "model_type", None) not in ARCHITECTURES or getattr(model, "hf_device_map", None):
         return False
-    if getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False):
+    if "sliding_attention" in (getattr(cfg, "layer_types", None) or ()):
         return False
     if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "pretraining_tp", 1) != 1:
         return False
     layer = model.model.layers[0]
-    return all(isinstance(m, torch.nn.Linear) for m in (layer.self_attn.q_proj, layer.mlp.gate_proj))
+    att, mlp = layer.self_attn, layer.mlp
+    linears = (att.q_proj, att.k_proj, att.v_proj, att.o_proj, mlp.gate_proj, mlp.up_proj, mlp.down_proj)
+    if not all(type(m) is torch.nn.Linear for m in linears):
+        return False
+    qkv_bias = {m.bias is not None for m in linears[:3]}
+    return len(qkv_bias) == 1 and all(m.bias is None for m in linears[3:])
 
 
 def _fits(model, copies: int) -> bool:
@@ -68,12 +77,13 @@ def _pack_default(model) -> bool:
 
 
 class Weight:
-    """One projection y = x @ W on an owned (in, out) matrix; multi-row inputs use a oneDNN-packed copy.
+    """One projection y = x @ W (+ b) on an owned (in, out) matrix; multi-row inputs use a oneDNN-packed copy.
 
     The one place the private oneDNN ops are called (measured: benchmarks/onednn_cost.py)."""
 
-    def __init__(self, w_t: torch.Tensor, pack: bool):
+    def __init__(self, w_t: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):
         self.t = w_t  # (in, out), contiguous
+        self.bias = bias  # (out,) or None
         self.packed = None
         if pack:
             try:
@@ -85,13 +95,15 @@ class Weight:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
         if self.packed is not None and x.shape[0] >= self.min_rows:
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
-        return torch.mm(x, self.t)
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        return torch.mm(x, self.t) if self.bias is None else torch.addmm(self.bias, x, self.t)
 
 
 def _fuse(linears: list, pack: bool) -> Weight:
-    """A new (in, out) matrix holding these projections side by side; the Linears are only read."""
-    return Weight(torch.cat([lin.weight.detach() for lin in linears]).t().contiguous(), pack)
+    """A new (in, out) matrix holding these projections side by side (and their biases, when they have them);
+    the Linears are only read."""
+    bias = None if linears[0].bias is None else torch.cat([lin.bias.detach() for lin in linears]).contiguous()
+    return Weight(torch.cat([lin.weight.detach() for lin in linears]).t().contiguous(), pack, bias)
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -103,7 +115,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class FastLlama:
-    """Callable like the HF model for what the engine needs: (input_ids, cache, ...) -> logits (B, T, V)."""
+    """Llama or Qwen2 (supports()), callable like the HF model for what the engine needs: (input_ids, cache, ...) -> logits (B, T, V)."""
 
     def __init__(self, model):
         cfg, inner = model.config, model.model

@@ -114,8 +114,38 @@ def test_sampling_follows_the_target_law(arch):
 
 
 def test_forward_choice_per_architecture(arch):
-    """Llama takes the lean forward; Qwen2 (biases) and Gemma-3 take transformers' module; Gemma has a window."""
+    """Llama and Qwen2 (biases) take the lean forward; Gemma-3 takes transformers' module and has a window."""
     name, target, _ = arch
     model = load_model(target).model
-    assert isinstance(fastllama.forward_fn(model), fastllama.FastLlama) == name.startswith("llama")
+    assert isinstance(fastllama.forward_fn(model), fastllama.FastLlama) == (not name.startswith("gemma3"))
     assert (window.sliding_window(model) == 8) == (name == "gemma3-window")
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_lean_forward_pins_to_transformers_logits(arch, pack, monkeypatch):
+    """The lean forward's logits (a prefill, a verify of 5, one step; oneDNN-packed and plain matmuls) equal
+    transformers' own module's; negative control: the same forward with the q/k/v biases dropped departs."""
+    from engine.cache import KVCache
+
+    name, target, _ = arch
+    if name.startswith("gemma3"):
+        pytest.skip("Gemma-3 runs transformers' module")
+    monkeypatch.setattr(fastllama, "_pack_default", lambda model: pack)
+    model = load_model(target).model
+    fast = fastllama.FastLlama(model)
+    ids = torch.randint(3, V, (1, 24), generator=torch.Generator().manual_seed(0))
+
+    def logits(forward):
+        cache, out = KVCache.for_model(model, 40), []
+        with torch.inference_mode():
+            for chunk in (ids[:, :16], ids[:, 16:21], ids[:, 21:22]):
+                out.append(forward(chunk, cache) if forward is not model else model(chunk, past_key_values=cache).logits)
+        return out
+
+    for ref, lean in zip(logits(model), logits(fast)):
+        assert torch.allclose(lean, ref, atol=1e-3, rtol=1e-4), name
+        assert torch.equal(lean.argmax(-1), ref.argmax(-1)), name
+    if name.startswith("qwen2"):
+        for layer in fast.layers:
+            layer[1].bias = None  # the fused q/k/v projection without its biases
+        assert not all(torch.allclose(a, b, atol=1e-3) for a, b in zip(logits(model), logits(fast)))
