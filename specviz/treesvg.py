@@ -1,6 +1,6 @@
 """One round's tree as an SVG laid out by position: x = depth in the round (one column per drafted position,
-as wide as its widest token), y = one row per branch (a node shares its first child's row; each further child
-opens a new row below, as in an outline). Knows nodes with parents, not events.
+as wide as its widest token), y = rows: the accepted path along the first row, each other branch packed below as
+close as it fits (see `layout`). Knows nodes with parents, not events.
 
 Each node is a <g> carrying the tooltip attributes the caller made (class, data-round / data-pos / data-tip):
 a box, its text (with the origin's glyph: ✗ rejected, ↺ corrected, + bonus) and a strike line through struck
@@ -35,28 +35,57 @@ def text_px(text: str) -> float:
     return CHAR_PX * sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
-def layout(nodes) -> dict[str, tuple[int, int]]:
-    """(depth, row) of every node; nodes come parents first, the first one the root. Iterative (a hand-made
-    trace may hold a chain of thousands of tokens)."""
+def layout(nodes, first=frozenset()) -> dict[str, tuple[int, int]]:
+    """(depth, row) of every node; nodes come parents first, the first one the root. A node shares its first
+    child's row (children in `first`, the accepted path, go first: the committed text reads along row 0); each
+    later child's subtree moves down just far enough not to touch what its elder siblings drew, column by
+    column (boxes and the vertical connectors in the gaps between them), so a wide tree stays a few rows tall.
+    Iterative: a hand-made trace may hold a chain of thousands of tokens."""
     children: dict[str, list] = {}
     for node in nodes[1:]:
         children.setdefault(node.parent, []).append(node)
+    for kids in children.values():
+        kids.sort(key=lambda n: n.id not in first)  # stable: otherwise in drafted order
     root = nodes[0]
-    place, next_row = {root.id: (0, 0)}, 1
-    stack = list(reversed(children.get(root.id, [])))
-    while stack:
+    depth, pre, stack = {root.id: 0}, [], [root]
+    while stack:  # preorder: parents before children
         node = stack.pop()
-        depth, row = place[node.parent]
-        if children[node.parent][0] is not node:  # a later sibling opens a new row
-            row, next_row = next_row, next_row + 1
-        place[node.id] = (depth + 1, row)
+        pre.append(node)
+        for kid in children.get(node.id, []):
+            depth[kid.id] = depth[node.id] + 1
         stack.extend(reversed(children.get(node.id, [])))
+    # contour[id]: column -> [top, bottom] rows used by the subtree, relative to its root's row; column 2d holds
+    # the boxes of depth d, column 2d + 1 the connector from depth d to its children
+    contour: dict[str, dict[int, list[int]]] = {}
+    offset: dict[str, int] = {}
+    for node in reversed(pre):
+        kids, col = children.get(node.id, []), 2 * depth[node.id]
+        if not kids:
+            contour[node.id] = {col: [0, 0]}
+            continue
+        shape, last = contour.pop(kids[0].id), 0  # the first child shares this row; its contour is reused
+        offset[kids[0].id] = 0
+        for kid in kids[1:]:
+            other = contour.pop(kid.id)
+            shift = max([last + 1] + [shape[c][1] - top + 1 for c, (top, _) in other.items() if c in shape])
+            offset[kid.id] = last = shift
+            for c, (top, bottom) in other.items():
+                if c in shape:
+                    shape[c][0], shape[c][1] = min(shape[c][0], top + shift), max(shape[c][1], bottom + shift)
+                else:
+                    shape[c] = [top + shift, bottom + shift]
+        shape[col], shape[col + 1] = [0, 0], [0, last]
+        contour[node.id] = shape
+    place = {}
+    for node in pre:
+        row = 0 if node is root else place[node.parent][1] + offset[node.id]
+        place[node.id] = (depth[node.id], row)
     return place
 
 
 def round_svg(nodes, attrs: dict[str, str], on_path: set[str], label: str) -> str:
     """The SVG of one round: edges first (under the boxes), then one <g> per node with attrs[node.id]."""
-    place = layout(nodes)
+    place = layout(nodes, on_path)
     nodes = [n for n in nodes if n.id in place]  # a node whose parent is missing is not drawn
     texts = {n.id: node_text(n.text, n.origin) if n.origin != "context" else "…" + node_text(n.text, "")
              for n in nodes}

@@ -53,9 +53,15 @@ def set_number(page, elem_id: str, value) -> None:
     box.press("Tab")
 
 
-def run_example(page, max_new: int, gamma: int | None = None) -> None:
-    """The first example (copy a passage, n-gram), short; checks Generate is disabled while it runs."""
+def run_example(page, max_new: int, gamma: int | None = None, drafter: str | None = None) -> None:
+    """The first example (copy a passage, n-gram unless `drafter`), short; checks Generate is disabled while it
+    runs."""
     page.locator("#examples button").first.click()
+    if drafter is not None:
+        expect(page.get_by_label("Drafter", exact=True)).to_have_value("ngram")  # the example's, before ours
+        page.get_by_label("Drafter", exact=True).click()
+        page.get_by_role("option", name=drafter, exact=True).click()
+        expect(page.get_by_label("Drafter", exact=True)).to_have_value(drafter)
     set_number(page, "max-new", max_new)
     if gamma is not None:
         set_number(page, "gamma", gamma)
@@ -162,12 +168,13 @@ def test_tree_at_the_largest_budget_on_a_phone(browser, app_url):
     set_number(page, "tree-budget", 64)
     set_number(page, "tree-branching", 8)
     expect(page.locator("#tree-budget input[type=number]").first).to_have_value("64")
-    run_example(page, 24, gamma=16)
+    run_example(page, 24, gamma=16, drafter="self")  # a model drafter: every round a tree (n-gram's trie is a chain here)
     open_tree(page)
-    assert page.locator("#tree .tree-branches svg.tree-svg").count() > 0
+    page.wait_for_selector("#tree .tree-branches svg.tree-svg", timeout=30_000)  # may land after the summary
     assert page.locator("#tree .tree-branches g.node.on-path").count() > 0
     sizes = page.evaluate(TREE_FONTS)
     assert sizes and min(sizes) >= 12, min(sizes)
+    assert max(int(n) for n in page.locator("#tree .tree-branches").evaluate_all("rs => rs.map(r => r.dataset.nodes)")) > 32
     result = page.evaluate(WIDER)
     assert result["scroll"] <= result["w"] and not result["bad"], result
     page.close()

@@ -82,16 +82,35 @@ def test_every_node_of_a_tree_round_is_drawn_with_its_verdict():
     assert len(re.findall(r'<g class="node [^>]*data-tip=', round1)) == 8 + 1  # 8 nodes + the corrected token
 
 
-def test_tree_layout_places_nodes_by_depth_and_branch_rows():
-    """x is the depth in the round, y a row per branch: a node shares its first child's row, later siblings open
-    rows below; the corrected token forks off the path's end beside the rejected ones."""
+def test_tree_layout_places_nodes_by_depth_and_packs_branches():
+    """x is the depth in the round; the accepted path runs along row 0 and every other branch packs below as
+    close as it fits without touching an elder sibling's boxes or connectors; the corrected token forks off the
+    path's end beside the rejected ones."""
     rv = view_run(tree_events()).rounds[0]
-    place = layout(round_nodes(rv, "Hi"))
-    assert place == {"1.root": (0, 0), "1.0": (1, 0), "1.2": (2, 0), "1.1": (1, 1), "1.3": (2, 1), "1.5": (3, 1),
-                     "1.7": (4, 1), "1.6": (3, 2), "1.next": (3, 3), "1.4": (2, 4)}
+    path = {"1.root", "1.1", "1.3", "1.next"}
+    place = layout(round_nodes(rv, "Hi"), path)
+    assert place == {"1.root": (0, 0), "1.1": (1, 0), "1.3": (2, 0), "1.next": (3, 0), "1.5": (3, 1), "1.7": (4, 1),
+                     "1.6": (3, 2), "1.4": (2, 1), "1.0": (1, 2), "1.2": (2, 2)}
+    cells = list(place.values())
+    assert len(set(cells)) == len(cells)  # no two boxes in one cell
     html = render_tree(tree_events())
     x = lambda i: float(re.search(r'translate\(([\d.]+) ', node(html, 1, i)).group(1))  # noqa: E731
     assert x("root") < x(0) == x(1) < x(2) == x(3) < x(5) == x(6) == x("next") < x(7)
+
+
+def test_layout_of_a_wide_tree_stays_a_few_rows_tall():
+    """A model drafter's tree at the sliders' maxima (a path of 8 with 7 sibling leaves at each depth: 64 nodes)
+    packs into 8 rows, not one row per leaf (57)."""
+    from specviz.tree import Node
+    nodes, parent = [Node("r", None, -1, "x", "context", True)], "r"
+    for d in range(8):
+        nodes.append(Node(f"p{d}", parent, d, "tok", "accepted", True))
+        nodes += [Node(f"l{d}.{j}", parent, j, "tok", "unvisited", False) for j in range(7)]
+        parent = f"p{d}"
+    place = layout(nodes, {"r"} | {f"p{d}" for d in range(8)})
+    assert max(row for _, row in place.values()) + 1 == 8 and len(set(place.values())) == len(nodes)
+    assert [place[f"p{d}"] for d in range(8)] == [(d + 1, 0) for d in range(8)]
+    assert layout(nodes)["p0"] == (1, 0)  # without a path: drafted order, still packed
 
 
 def test_the_accepted_path_is_marked_on_nodes_and_edges():
