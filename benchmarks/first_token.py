@@ -1,4 +1,4 @@
-"""Time from start-up to the first token: start `python app.py`, wait until it serves, then run the first
+"""Time from start-up to the first token: start `python app.py`, wait until it is ready (warm-up over), then run the first
 example prompt twice through the app's own "run" event and time each run's first streamed update carrying
 tokens. Not a test (it measures time); run it on a quiet machine:
 
@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -21,6 +22,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app import READY  # noqa: E402
 from specviz.app_views import EMBEDDED_PAIR, EXAMPLES  # noqa: E402
 from tests.app_server import fn_index, free_port  # noqa: E402
 
@@ -55,17 +57,16 @@ def main() -> None:
                GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     url = f"http://127.0.0.1:{port}/"
     t_start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
+        for line in proc.stdout:  # start-up ends with the app's READY line, after its warm-up run through the queue
+            if line.startswith(READY):
+                break
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200
         serving = time.perf_counter() - t_start
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep draining its output
         prompt = EXAMPLES[0][1]
         first, first_total = first_token_s(url, prompt)
         later, later_total = first_token_s(url, prompt)
@@ -74,7 +75,7 @@ def main() -> None:
         proc.wait(timeout=30)
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
     print(f"warm-up at start-up: {'on' if warm else 'off (SPECVIZ_WARM_UP=0)'}")
-    print(f"start-up until the app serves: {serving:.1f} s")
+    print(f"start-up until the app is ready: {serving:.1f} s")
     print(f"first run:  first token {first:.2f} s after Generate (start-up to first token {serving + first:.1f} s), "
           f"whole run {first_total:.2f} s")
     print(f"later run:  first token {later:.2f} s after Generate, whole run {later_total:.2f} s")
