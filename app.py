@@ -539,7 +539,6 @@ def warm_up() -> None:
     av.views(runs)
 
 
-READY = "specviz: ready"  # printed once start-up (warm-up included) is over; benchmarks/first_token.py waits for it
 WARM_RUN = [av.EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 8, 0, 2, False,
             "Repeat: the cat sat on the mat. The cat sat", None]  # generate()'s inputs: 8 tokens, n-gram, γ = 4
 
@@ -559,6 +558,7 @@ def warm_queue(demo: gr.Blocks) -> None:
                         break
     except httpx.HTTPError as e:
         print(f"specviz: the warm-up run through the queue failed ({e}); the first run may start slower")
+    demo.state_holder.delete_state(session)  # it takes no visitor's place among the SPECVIZ_MAX_SESSIONS kept
 
 
 def main() -> None:
@@ -577,7 +577,7 @@ def main() -> None:
     if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later
         gc.collect()  # ones (each ~0.3 s on this 2-core box), so no full collection lands in the first visitor's run
         gc.freeze()
-    print(READY, flush=True)
+    print(av.READY, flush=True)
     demo.block_thread()
 
 
