@@ -182,8 +182,9 @@ def test_tree_at_the_largest_budget_on_a_phone(browser, app_url):
 
 def test_linked_hover_between_stream_tree_and_charts(browser, app_url):
     """Hovering a stream token marks its round in the tree and draws a band at that round on the charts whose
-    x axis is the round; hovering a tree node marks the round's tokens in the stream; the tree's arrow keys do
-    the same from the keyboard. Uses the tour's recorded run (no model)."""
+    x axis is the round; hovering a round's bar marks it in the stream; hovering a tree node marks the round's
+    tokens in the stream; the tree's arrow keys do the same from the keyboard. Uses the tour's recorded run
+    (no model)."""
     page = open_page(browser, app_url, tour=True)
     skip_tour(page)
     page.get_by_role("tab", name="Charts").click()
@@ -195,6 +196,9 @@ def test_linked_hover_between_stream_tree_and_charts(browser, app_url):
     expect(page.locator(f'#stream .sv-round[data-round="{r}"].is-linked')).to_have_count(1)
     page.mouse.move(5, 5)
     expect(page.locator(".sv-chart-mark")).to_have_count(0)
+    page.locator(".js-plotly-plot .bars path").nth(2).hover(force=True)  # a round's bar links back
+    expect(page.locator("#stream .sv-round.is-linked")).to_have_count(1)
+    page.mouse.move(5, 5)
     open_tree(page)
     token.hover()
     linked = page.locator(f'#tree .tree-round[data-round="{r}"].is-linked')
