@@ -107,6 +107,12 @@
       .forEach(function (n) { n.classList.add("is-linked"); reveal(n, from); });
     if (isFinite(Number(round))) markCharts(Number(round));
   }
+  /* The tree's zoom: a CSS variable on the page root, so it survives the tree's re-renders; never below 1. */
+  var ZOOMS = [1, 1.25, 1.5, 2], zoomAt = 0;
+  function zoomTree(step) {
+    zoomAt = Math.max(0, Math.min(ZOOMS.length - 1, zoomAt + step));
+    document.documentElement.style.setProperty("--sv-tree-zoom", String(ZOOMS[zoomAt]));
+  }
   function hookChart(gd) {  /* hovering a round in a chart links it back */
     if (gd.svHooked || typeof gd.on !== "function") return;
     gd.svHooked = true;
@@ -168,6 +174,8 @@
       select(tok.dataset.round);
       return;
     }
+    var z = e.target && e.target.closest ? e.target.closest(".specviz [data-tree-zoom]") : null;
+    if (z) { zoomTree(z.getAttribute("data-tree-zoom") === "in" ? 1 : -1); return; }
     var t = e.target && e.target.closest ? e.target.closest(".specviz [data-select-round]") : null;
     if (t) select(t.getAttribute("data-select-round"));
     if (pinned && !(box && box.contains(e.target))) hide();

@@ -20,6 +20,9 @@ from .runs import main_run
 from .treesvg import MAX_CHARS, round_svg
 
 TREE_STATUS = ("accepted", "rejected", "unvisited")
+ZOOM = ('<div class="tree-tools">'  # zoom in / back (specviz.js; never below 1: the text stays >= 12 px)
+        '<button type="button" class="tree-zoom" data-tree-zoom="out" aria-label="tree smaller">−</button>'
+        '<button type="button" class="tree-zoom" data-tree-zoom="in" aria-label="tree larger">+</button></div>')
 MAX_TREE_NODES = 128  # nodes drawn per tree round (the engine drafts <= 64; a hostile trace may hold more)
 
 
@@ -248,4 +251,4 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max
         parts.append(rv.cached(("tree", context, greedy), lambda rv=rv, c=context: round_tree_html(rv, c, greedy)))
     return (f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}" tabindex="0" role="group" '
             f'aria-label="speculation tree: arrow keys move between nodes, Enter opens a round in the verify view">'
-            f'<div class="tree-trunk">{"".join(parts)}</div></div>')
+            f'{ZOOM}<div class="tree-trunk">{"".join(parts)}</div></div>')

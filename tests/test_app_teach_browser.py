@@ -140,8 +140,8 @@ def open_tree(page) -> None:
 
 def test_tree_is_an_svg_readable_at_gamma_16(browser, app_url, shot):
     """At γ = 16 each round is an SVG laid out by position whose smallest text is at least 12 px (measured with
-    getComputedStyle, labels included); the accepted path is marked on nodes and edges; a wide round scrolls
-    inside its own box."""
+    getComputedStyle, labels included); the accepted path is marked on nodes and edges; nodes have p / q
+    tooltips; the zoom buttons enlarge the tree and never shrink it below its own size."""
     page = open_page(browser, app_url)
     run_example(page, 40, gamma=16)
     open_tree(page)
@@ -157,6 +157,13 @@ def test_tree_is_an_svg_readable_at_gamma_16(browser, app_url, shot):
     assert "target p" in page.locator("#specviz-tipbox").inner_text()
     page.mouse.move(5, 5)
     page.locator("#tree").screenshot(path=shot("tree-gamma16.png"))
+    svg = page.locator("#tree svg.tree-svg").last
+    width = svg.bounding_box()["width"]
+    page.click('#tree [data-tree-zoom="in"]')  # zoom: the tree grows, and stays grown across re-renders
+    assert svg.bounding_box()["width"] > 1.2 * width
+    page.click('#tree [data-tree-zoom="out"]')
+    page.click('#tree [data-tree-zoom="out"]')  # never below 1
+    assert abs(svg.bounding_box()["width"] - width) < 1
     page.close()
 
 
