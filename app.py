@@ -12,12 +12,14 @@ except ImportError:
     spaces = None
 
 import functools
+import gc
 import os
 import tempfile
 import time
 from pathlib import Path
 
 import gradio as gr
+import httpx
 
 import specviz
 from engine import Engine, GenerationConfig, load_model
@@ -155,7 +157,9 @@ def generate(pair, drafter, param, gamma, adaptive, p_min, temperature, top_k, t
     except ValueError as e:
         yield refused_run(str(e), state)
         return
-    runs, charts_at = RunSet(), 0.0  # the run's events, folded once as they arrive
+    # the run's events, folded once as they arrive; the first charts come after CHARTS_EVERY_S (building five
+    # figures before the first token would hold it back ~0.2 s), or with the finished run
+    runs, charts_at = RunSet(), time.monotonic()
     try:
         for lane, event in stream_events(target, draft, cfg, prompt, race):
             runs.add(event, lane)
@@ -318,7 +322,6 @@ def tour(request: gr.Request = None):
     packed = tour_runs()
     runs = guard.runs(packed)
     total = guard.replay_rounds(runs)
-    slider = gr.update(maximum=total, interactive=True)
     for step, (r, text, wait) in enumerate(TOUR, 1):
         rounds = [r] if r is not None else range(TOUR_ROUND + 1, total + 1)
         for k in rounds:
@@ -542,15 +545,46 @@ def warm_up() -> None:
     av.views(runs)
 
 
+WARM_RUN = [av.EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 8, 0, 2, False,
+            "Repeat: the cat sat on the mat. The cat sat", None]  # generate()'s inputs: 8 tokens, n-gram, γ = 4
+
+
+def warm_queue(demo: gr.Blocks) -> None:
+    """One short Generate through the server's own queue once it serves, so that Gradio's event path, its worker
+    threads and the streamed response are used first here, not on the first visitor's Generate. Best effort."""
+    session = f"specviz-warm-up-{os.getpid()}"
+    fn = next(d["id"] for d in demo.config["dependencies"] if d.get("api_name") == "run")
+    body = {"data": WARM_RUN, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
+    try:
+        with httpx.Client(base_url=demo.local_api_url, timeout=120) as http:
+            http.post("queue/join", json=body).raise_for_status()
+            with http.stream("GET", "queue/data", params={"session_hash": session}) as stream:
+                for line in stream.iter_lines():
+                    if '"process_completed"' in line:
+                        break
+    except httpx.HTTPError as e:
+        print(f"specviz: the warm-up run through the queue failed ({e}); the first run may start slower")
+    demo.state_holder.delete_state(session)  # it takes no visitor's place among the SPECVIZ_MAX_SESSIONS kept
+
+
 def main() -> None:
-    if os.environ.get("SPECVIZ_WARM_UP", "1") != "0":  # 0: skip it (benchmarks/first_token.py compares both)
+    warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"  # 0: skip it (benchmarks/first_token.py compares both)
+    if warm:
         warm_up()
     demo = build_demo()
     demo.queue(default_concurrency_limit=CONCURRENCY, max_size=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 max_file_size=int(MAX_UPLOAD_MB * 2**20), state_session_capacity=MAX_SESSIONS,
-                css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}")
+                css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
+                prevent_thread_lock=True)
+    if warm and spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
+        warm_queue(demo)
+    if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later
+        gc.collect()  # ones (each ~0.3 s on this 2-core box), so no full collection lands in the first visitor's run
+        gc.freeze()
+    print(av.READY, flush=True)
+    demo.block_thread()
 
 
 if __name__ == "__main__":

@@ -71,11 +71,56 @@
     box.style.left = left + "px";
     box.style.top = top + "px";
   }
-  function linked(round, on) {  /* hover a token: its round lights up in the stream, the tree and the verify view */
+  /* Linked hover: the hovered round lights up in the stream, the tree, the verify view and the charts whose
+     x axis is the round (their figure's layout.meta.sv_x, specviz/charts.py); the panel that does not hold the
+     pointer scrolls its own box (never the page) to show it. */
+  function reveal(n, from) {
+    for (var a = n.parentElement; a && a !== document.body; a = a.parentElement) {
+      if (a.scrollHeight > a.clientHeight + 1 && /auto|scroll/.test(getComputedStyle(a).overflowY)) {
+        if (from && a.contains(from)) return;
+        var r = n.getBoundingClientRect(), b = a.getBoundingClientRect();
+        if (r.top < b.top || r.bottom > b.bottom) a.scrollTop += r.top - b.top - 8;
+        return;
+      }
+    }
+  }
+  function markCharts(round) {
+    document.querySelectorAll(".js-plotly-plot").forEach(function (gd) {
+      var fl = gd._fullLayout, xa = fl && fl.xaxis, ya = fl && fl.yaxis;
+      if (!fl || !fl.meta || fl.meta.sv_x !== "round" || !xa || !xa.l2p || !ya) return;
+      var a = xa.l2p(round - 0.5), b = xa.l2p(round + 0.5);
+      var left = xa._offset + Math.min(a, b), w = Math.max(3, Math.abs(b - a));
+      if (!isFinite(left) || left + w < xa._offset || left > xa._offset + xa._length) return;
+      var m = el("div", "sv-chart-mark");
+      m.setAttribute("data-round", String(round));
+      m.style.left = left + "px"; m.style.width = w + "px";
+      m.style.top = ya._offset + "px"; m.style.height = ya._length + "px";
+      if (getComputedStyle(gd).position === "static") gd.style.position = "relative";
+      gd.appendChild(m);
+    });
+  }
+  function linked(round, on, from) {
     document.querySelectorAll(".specviz .is-linked").forEach(function (n) { n.classList.remove("is-linked"); });
-    if (!on || round === undefined) return;
-    document.querySelectorAll('[data-round="' + round + '"]:is(.sv-round, .tree-round, .specviz-verify)')
-      .forEach(function (n) { n.classList.add("is-linked"); });
+    document.querySelectorAll(".sv-chart-mark").forEach(function (n) { n.remove(); });
+    if (!on || round === undefined || round === null || round === "") return;
+    document.querySelectorAll('[data-round="' + CSS.escape(String(round)) + '"]:is(.sv-round, .tree-round, .specviz-verify)')
+      .forEach(function (n) { n.classList.add("is-linked"); reveal(n, from); });
+    if (isFinite(Number(round))) markCharts(Number(round));
+  }
+  /* The tree's zoom: a CSS variable on the page root, so it survives the tree's re-renders; never below 1. */
+  var ZOOMS = [1, 1.25, 1.5, 2], zoomAt = 0;
+  function zoomTree(step) {
+    zoomAt = Math.max(0, Math.min(ZOOMS.length - 1, zoomAt + step));
+    document.documentElement.style.setProperty("--sv-tree-zoom", String(ZOOMS[zoomAt]));
+  }
+  function hookChart(gd) {  /* hovering a round in a chart links it back */
+    if (gd.svHooked || typeof gd.on !== "function") return;
+    gd.svHooked = true;
+    gd.on("plotly_hover", function (ev) {
+      var fl = gd._fullLayout, pt = ev && ev.points && ev.points[0];
+      if (fl && fl.meta && fl.meta.sv_x === "round" && pt && !pinned) linked(pt.x, true, gd);
+    });
+    gd.on("plotly_unhover", function () { if (!pinned && !current) linked(null, false); });
   }
   function show(tok) {
     var d = tipData(tok);
@@ -85,7 +130,7 @@
       fill(tok, d);
       box.classList.toggle("dark", !!tok.closest(".dark") || document.body.classList.contains("dark"));
       current = tok;
-      linked(tok.dataset.round, true);
+      linked(tok.dataset.round, true, tok);
     }
     box.hidden = false;
     place(tok);
@@ -107,6 +152,8 @@
   }
 
   document.addEventListener("mouseover", function (e) {
+    var gd = e.target && e.target.closest ? e.target.closest(".js-plotly-plot") : null;
+    if (gd) hookChart(gd);
     if (pinned) return;
     var tok = target(e);
     if (tok) show(tok); else if (current) hide();
@@ -127,6 +174,8 @@
       select(tok.dataset.round);
       return;
     }
+    var z = e.target && e.target.closest ? e.target.closest(".specviz [data-tree-zoom]") : null;
+    if (z) { zoomTree(z.getAttribute("data-tree-zoom") === "in" ? 1 : -1); return; }
     var t = e.target && e.target.closest ? e.target.closest(".specviz [data-select-round]") : null;
     if (t) select(t.getAttribute("data-select-round"));
     if (pinned && !(box && box.contains(e.target))) hide();
@@ -165,5 +214,5 @@
   }, true);
 
   document.documentElement.classList.add("specviz-js");
-  window.specviz = { installed: true, hide: hide, select: select };
+  window.specviz = { installed: true, hide: hide, select: select, linked: linked };
 })();

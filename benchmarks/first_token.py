@@ -1,16 +1,20 @@
-"""Time from start-up to the first token: start `python app.py`, wait until it serves, then run the first
-example prompt twice through the app's own "run" event and time each run's first streamed update carrying
-tokens. Not a test (it measures time); run it on a quiet machine:
+"""Time from start-up to the first token: start `python app.py`, wait until it is ready (warm-up over), then run the
+first example prompt three times through the app's own "run" event and time each run's first streamed update
+carrying tokens. Not a test (it measures time); run it on a quiet machine:
 
-    /work/bin/cpu-quiet .venv/bin/python benchmarks/first_token.py            # with the start-up warm-up
-    SPECVIZ_WARM_UP=0 .venv/bin/python benchmarks/first_token.py              # without it, for comparison
+    /work/bin/cpu-quiet .venv/bin/python benchmarks/first_token.py [STARTS]   # with the start-up warm-up
+    SPECVIZ_WARM_UP=0 .venv/bin/python benchmarks/first_token.py [STARTS]     # without it, for comparison
+
+STARTS app start-ups (default 3) are measured; it prints each and the medians.
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -21,7 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz.app_views import EMBEDDED_PAIR, EXAMPLES  # noqa: E402
+from specviz.app_views import EMBEDDED_PAIR, EXAMPLES, READY  # noqa: E402
 from tests.app_server import fn_index, free_port  # noqa: E402
 
 
@@ -49,36 +53,49 @@ def first_token_s(url: str, prompt: str) -> tuple[float, float]:
     raise RuntimeError("the run did not complete")
 
 
-def main() -> None:
+def one_start() -> tuple[float, float, list[float]]:
+    """Start the app once: (seconds until it is ready, the first run's first token, the later runs' first tokens)."""
     port = free_port()
     env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
                GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
     url = f"http://127.0.0.1:{port}/"
     t_start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
     try:
-        while True:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
-        serving = time.perf_counter() - t_start
+        for line in proc.stdout:  # start-up ends with the app's READY line, after its warm-up run through the queue
+            if line.startswith(READY):
+                break
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200
+        ready = time.perf_counter() - t_start
+        threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep draining its output
         prompt = EXAMPLES[0][1]
-        first, first_total = first_token_s(url, prompt)
-        later, later_total = first_token_s(url, prompt)
+        first = first_token_s(url, prompt)[0]
+        later = [first_token_s(url, prompt)[0] for _ in range(LATER_RUNS)]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+    return ready, first, later
+
+
+LATER_RUNS = 2  # runs after the first, per start
+
+
+def main() -> None:
+    starts = int(sys.argv[1]) if len(sys.argv) > 1 else 3  # app start-ups measured; medians over them
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
-    print(f"warm-up at start-up: {'on' if warm else 'off (SPECVIZ_WARM_UP=0)'}")
-    print(f"start-up until the app serves: {serving:.1f} s")
-    print(f"first run:  first token {first:.2f} s after Generate (start-up to first token {serving + first:.1f} s), "
-          f"whole run {first_total:.2f} s")
-    print(f"later run:  first token {later:.2f} s after Generate, whole run {later_total:.2f} s")
-    print(f"first ÷ later (first token): {first / later:.2f}")
+    print(f"warm-up at start-up: {'on' if warm else 'off (SPECVIZ_WARM_UP=0)'}; {starts} start-ups, "
+          f"each: the first run, then {LATER_RUNS} later runs (first token after Generate)")
+    rows = []
+    for k in range(starts):
+        ready, first, later = one_start()
+        rows.append((ready, first, statistics.median(later)))
+        print(f"start {k + 1}: ready after {ready:.1f} s; first run {first:.2f} s; later runs "
+              + ", ".join(f"{t:.2f}" for t in later) + " s")
+    ready, first, later = (statistics.median(col) for col in zip(*rows))
+    print(f"median: ready after {ready:.1f} s; first run's first token {first:.2f} s; later runs' {later:.2f} s; "
+          f"first ÷ later {first / later:.2f}")
 
 
 if __name__ == "__main__":

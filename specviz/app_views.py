@@ -48,6 +48,7 @@ PAIR_NOTES = {GEMMA_PAIR: (
 DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
+READY = "specviz: ready"  # app.py prints it once start-up (warm-up included) is over; tests and benchmarks wait for it
 STOP_LABELS = {"cancelled": "stopped (Stop pressed)", "time_limit": "stopped at the time limit",
                "eos": "done: end of text", "max_new_tokens": "done: max new tokens reached"}
 

@@ -17,6 +17,8 @@ ORIGINS = ("accepted", "corrected", "bonus", "ar")
 
 
 def _figure(title: str, xtitle: str = "", ytitle: str = "") -> go.Figure:
+    """An empty figure in the app's style; an x axis titled "round" is marked (layout.meta.sv_x) so that
+    hovering a round elsewhere on the page draws a band at it (assets/specviz.js)."""
     fig = go.Figure()
     # transparent: the figure takes the page's light or dark background (assets/app.css turns text light in dark
     # mode); the legend sits at the container's bottom edge, below the x-axis title, never across it
@@ -27,7 +29,8 @@ def _figure(title: str, xtitle: str = "", ytitle: str = "") -> go.Figure:
                       legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=10),
                                   bgcolor="rgba(0,0,0,0)"),
                       xaxis=dict(title=xtitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
-                      yaxis=dict(title=ytitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"))
+                      yaxis=dict(title=ytitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
+                      meta={"sv_x": "round"} if xtitle == "round" else None)
     return fig
 
 

@@ -155,16 +155,25 @@ def token_span(rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = 
     return tip_span(rv.round, pos, origin, text, head, rows, blocks, breaks, cls)
 
 
+GLYPHS = {"corrected": "↺", "bonus": "+", "rejected": "✗"}  # the shape beside the colour (specviz.css draws the
+# same marks before stream tokens; the SVG tree writes them into its text)
+
+
+def tip_attrs(round_, pos, origin: str, head: str, rows, blocks=(), cls: str = "tok", extra: str = "") -> str:
+    """The attributes of one token or tree node: `class="{cls} {cls}-{origin}"` (+ `extra` classes),
+    data-round / data-pos and the tooltip's data once (data-tip)."""
+    rows = [(k, v) for k, v in rows if k not in ("round", "position")]  # the box reads them from data-round/-pos
+    kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
+    extra = f" {esc(extra)}" if extra else ""
+    return (f'class="{cls} {kind}{extra}" data-round="{esc(round_)}" data-pos="{esc(pos)}" '
+            f"data-tip='{tip_json(head, rows, blocks)}'")
+
+
 def tip_span(round_, pos, origin: str, text: str, head: str, rows, blocks=(), breaks: bool = True, cls: str = "tok",
              extra: str = "") -> str:
-    """The markup of one token or tree node: `{cls} {cls}-{origin}` (+ `extra` classes), data attributes and
-    the tooltip's data once (data-tip); rejected and discarded text is struck (<del>). Not a tab stop:
-    the stream is one focusable element whose arrow keys move between tokens (specviz.js)."""
-    rows = [(k, v) for k, v in rows if k not in ("round", "position")]  # the box reads them from data-round/-pos
+    """The markup of one token: tip_attrs on a <span>; rejected and discarded text is struck (<del>). Not a tab
+    stop: the stream is one focusable element whose arrow keys move between tokens (specviz.js)."""
     struck = origin in ("rejected", "discarded")
     shown = stream_text(text, breaks=breaks and not struck)
     inner = f'<del class="tok-text">{shown}</del>' if struck else f'<span class="tok-text">{shown}</span>'
-    kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
-    extra = f" {esc(extra)}" if extra else ""
-    return (f'<span class="{cls} {kind}{extra}" data-round="{esc(round_)}" data-pos="{esc(pos)}" '
-            f"data-tip='{tip_json(head, rows, blocks)}'>{inner}</span>")
+    return f"<span {tip_attrs(round_, pos, origin, head, rows, blocks, cls, extra)}>{inner}</span>"

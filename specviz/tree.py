@@ -1,23 +1,28 @@
-"""The live speculation tree: events -> HTML (nested lists laid out left to right by the CSS).
+"""The live speculation tree: events -> HTML, one row per round, each round an SVG laid out by position
+(specviz/treesvg.py draws it).
 
 Each round hangs off the committed trunk (the context token it started from). Its drafted chain
-shows the accepted part, the rejected token (struck, the rejection point marked) and the
-discarded tail; the corrected token forks off the last accepted node as the rejected token's
-sibling, the bonus token follows the last accepted one.
+shows the accepted part, the rejected token (struck, ✗) and the discarded tail; the corrected token
+forks off the last accepted node as the rejected token's sibling, the bonus token follows the last
+accepted one. The accepted path (what the round committed) is drawn bold.
 
 A tree-speculation round (one with a DraftTree event) shows every drafted branch instead: the
 accepted path, the rejected nodes (struck, ✗; the ones where the walk stopped also outlined), the
-unvisited nodes (faded) and the corrected / bonus token after the path. Both kinds of round are
-lists of nodes with parents, drawn by the same nested-list code.
+unvisited nodes (faded, dashed) and the corrected / bonus token after the path. Both kinds of round
+are lists of nodes with parents, drawn by the same SVG code; every node carries its p / q tooltip.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .markup import _at, esc, fmt_p, stream_text, tip_span, token_span, topk_block, visible
+from .markup import _at, esc, fmt_p, stream_text, tip_attrs, token_details, topk_block, visible
 from .runs import main_run
+from .treesvg import MAX_CHARS, round_svg
 
 TREE_STATUS = ("accepted", "rejected", "unvisited")
+ZOOM = ('<div class="tree-tools">'  # zoom in / back (specviz.js; never below 1: the text stays >= 12 px)
+        '<button type="button" class="tree-zoom" data-tree-zoom="out" aria-label="tree smaller">−</button>'
+        '<button type="button" class="tree-zoom" data-tree-zoom="in" aria-label="tree larger">+</button></div>')
 MAX_TREE_NODES = 128  # nodes drawn per tree round (the engine drafts <= 64; a hostile trace may hold more)
 
 
@@ -106,8 +111,8 @@ def _tree_target_rows(rv, parent: int, depth: int, path: list[int]):
     return _at(v.target_topk, depth - 1)
 
 
-def tree_node_span(rv, node: Node, greedy: bool, parents: list[int], path: list[int]) -> str:
-    """A tree node (or the corrected / bonus token after the path) with its p / q / accept tooltip."""
+def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list[int]) -> str:
+    """The attributes of a tree node (or the corrected / bonus token after the path): its p / q / accept tooltip."""
     t, i = rv.tree, node.index
     pos = (t.pos if isinstance(t.pos, int) else 0) + node.depth - 1
     rows = [("round", str(rv.round)), ("position", str(pos))]
@@ -139,41 +144,29 @@ def tree_node_span(rv, node: Node, greedy: bool, parents: list[int], path: list[
         rows.append(("target p", fmt_p(p)))
         chosen, target_rows = t.next_id, _tree_target_rows(rv, end, node.depth, path)
         extra = "" if node.committed else "node-uncommitted"
-    return tip_span(rv.round, pos, node.origin, node.text, head, rows,
-                    [topk_block("target p top-k", target_rows, chosen)], breaks=False, cls="node", extra=extra)
+    return tip_attrs(rv.round, pos, node.origin, head, rows + _whole(node),
+                     [topk_block("target p top-k", target_rows, chosen)], cls="node", extra=extra)
 
 
-def _subtree(root: Node, children: dict, label, on_path=frozenset()) -> str:
-    """Nested <li>/<ul> markup of the tree under `root`, built with an explicit stack: a chain of
-    thousands of tokens (a hand-made trace) must not exhaust Python's recursion limit."""
-    out, stack = [], [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        kids = children.get(node.id, [])
-        if done:  # every child has been written: close this node
-            out.append("</ul></li>" if kids else "</li>")
-            continue
-        if node.origin == "context":
-            text = f'<span class="node node-context" title="committed context">…{stream_text(node.text, False)}</span>'
-        else:
-            text = label(node)
-        path = ' class="on-path"' if node.id in on_path else ""
-        out.append(f'<li data-node="{esc(node.id)}"{path}>{text}{"<ul>" if kids else ""}')
-        stack.append((node, True))
-        stack.extend((kid, False) for kid in reversed(kids))
-    return "".join(out)
+def _whole(node: Node) -> list:
+    """A tooltip row with the whole token when its box shows it cut."""
+    return [("token", visible(node.text))] if len(node.text) > MAX_CHARS else []
 
 
-def _chain_label(rv, greedy: bool):
-    def label(node: Node) -> str:
-        text = token_span(rv, node.index, node.origin, greedy, node.text, breaks=False, cls="node")
-        if not node.committed and node.origin not in ("rejected", "discarded"):
-            text = text.replace('class="node ', 'class="node node-uncommitted ', 1)
-        return text
-    return label
+def _chain_attrs(rv, node: Node, greedy: bool) -> str:
+    """The attributes of a chain round's node: the stream token's tooltip; a drafted token the round did not
+    commit (pending, or cut before its commit) is marked uncommitted."""
+    head, rows, blocks, pos = token_details(rv, node.index, node.origin, greedy)
+    extra = "node-uncommitted" if not node.committed and node.origin not in ("rejected", "discarded") else ""
+    return tip_attrs(rv.round, pos, node.origin, head, rows + _whole(node), blocks, cls="node", extra=extra)
 
 
-def _tree_round_html(rv, nodes: list[Node], children: dict, greedy: bool) -> str:
+def _svg(nodes: list[Node], attrs, on_path: set[str], label: str) -> str:
+    """The round's SVG in its horizontal scroller (the page never gets wider than the screen)."""
+    return f'<div class="tree-scroll">{round_svg(nodes, attrs, on_path, label)}</div>'
+
+
+def _tree_round_html(rv, nodes: list[Node], greedy: bool) -> str:
     """A tree round: every node, the label counting the tree and giving its verdict as a title."""
     t = rv.tree
     parents, depths, path = tree_shape(t)
@@ -183,13 +176,14 @@ def _tree_round_html(rv, nodes: list[Node], children: dict, greedy: bool) -> str
     end = f"rejected at depth {len(path) + 1}" if t.next_kind == "corrected" else "leaf reached"
     verdict = (f"{len(t.tokens)} nodes, depth {max(depths, default=0)}: path of {len(path)} accepted, {end}; "
                f"{n_rej} rejected, {n_unv} unvisited")
-    on_path = {nodes[0].id} | {f"{rv.round}.{i}" for i in path}
-    body = _subtree(nodes[0], children, lambda n: tree_node_span(rv, n, greedy, parents, path), on_path)
+    on_path = {nodes[0].id, f"{rv.round}.next"} | {f"{rv.round}.{i}" for i in path}
+    attrs = {n.id: tree_node_attrs(rv, n, greedy, parents, path) for n in nodes[1:]}
+    body = _svg(nodes, attrs, on_path, f"round {rv.round}: {verdict}")
     if len(t.tokens) > len(parents):
-        body += f'<li class="tree-more">+{len(t.tokens) - len(parents)} nodes not drawn</li>'
+        body += f'<span class="tree-more">+{len(t.tokens) - len(parents)} nodes not drawn</span>'
     return (f'<div class="tree-round tree-branches" data-round="{rv.round}" data-nodes="{len(t.tokens)}">'
             f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(t.pos)} · '
-            f'{esc(stats)}</small></span><ul class="tree">{body}</ul></div>')
+            f'{esc(stats)}</small></span>{body}</div>')
 
 
 def _candidates(decided) -> str:
@@ -203,12 +197,8 @@ def _candidates(decided) -> str:
 
 def round_tree_html(rv, context: str, greedy: bool) -> str:
     nodes = round_nodes(rv, context)
-    children: dict[str, list[Node]] = {}
-    for node in nodes:
-        if node.parent is not None:
-            children.setdefault(node.parent, []).append(node)
     if rv.tree is not None:
-        return _tree_round_html(rv, nodes, children, greedy)
+        return _tree_round_html(rv, nodes, greedy)
     pos = rv.committed.pos if rv.committed is not None else (rv.drafted.pos if rv.drafted is not None else "")
     drafted = rv.gamma
     stats = f"{rv.n_accepted}/{drafted} accepted · +{len(rv.tokens)}" if drafted else f"+{len(rv.tokens)} (no draft)"
@@ -216,9 +206,12 @@ def round_tree_html(rv, context: str, greedy: bool) -> str:
         f"rejected at {rv.first_rejected + 1}" if rv.first_rejected is not None else "")
     why = (f'<small class="tree-why" title="{esc(_candidates(rv.decided))}">auto: {esc(rv.decided.reason)}</small>'
            if rv.decided is not None else "")
+    on_path = {n.id for n in nodes if n.committed}  # the context, the accepted drafts, the corrected / bonus token
+    attrs = {n.id: _chain_attrs(rv, n, greedy) for n in nodes[1:]}
+    body = _svg(nodes, attrs, on_path, f"round {rv.round}: {stats}{', ' + verdict if verdict else ''}")
     return (f'<div class="tree-round" data-round="{rv.round}">'
-            f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(pos)} · {esc(stats)}</small></span>'
-            f'{why}<ul class="tree">{_subtree(nodes[0], children, _chain_label(rv, greedy))}</ul></div>')
+            f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(pos)} · {esc(stats)}</small>'
+            f'{why}</span>{body}</div>')
 
 
 def _weight(rv) -> int:
@@ -256,5 +249,6 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max
     greedy = run.greedy
     for rv, context in list(zip(rounds, contexts))[hidden:]:  # each round's markup built once (RoundView.cached)
         parts.append(rv.cached(("tree", context, greedy), lambda rv=rv, c=context: round_tree_html(rv, c, greedy)))
-    return (f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}">'
-            f'<div class="tree-trunk">{"".join(parts)}</div></div>')
+    return (f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}" tabindex="0" role="group" '
+            f'aria-label="speculation tree: arrow keys move between nodes, Enter opens a round in the verify view">'
+            f'{ZOOM}<div class="tree-trunk">{"".join(parts)}</div></div>')

@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from specviz.app_views import READY
+
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's Chromium (make browser): Playwright's own download does not work here
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -57,12 +59,12 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
                 raise RuntimeError(f"app.py exited with {proc.returncode}; see {log}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200:
+                    if r.status == 200 and READY in log.read_text(errors="replace"):  # serving, warm-up run over
                         break
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"app.py did not serve {url} within {timeout_s:.0f} s; see {log}")
+                raise RuntimeError(f"app.py was not ready at {url} within {timeout_s:.0f} s; see {log}")
             time.sleep(0.5)
         served = ServerURL(url)
         served.pid = proc.pid

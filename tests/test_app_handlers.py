@@ -107,3 +107,16 @@ def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
     note = app.pair_note_changed(app.av.GEMMA_PAIR)
     assert note["visible"] and "c ≈ 0.7" in note["value"]
     assert not app.pair_note_changed(app.av.EMBEDDED_PAIR)["visible"]
+
+
+def test_the_first_update_carries_tokens_before_any_chart(monkeypatch):
+    """The first streamed update shows the first round's tokens without waiting for five plotly figures to be
+    built (first-token latency); the finished run brings the charts."""
+    monkeypatch.setattr(app, "prepare", lambda *args: None)
+    monkeypatch.setattr(app, "stream_events", lambda *args: (("speculative", e) for e in sample_events()))
+    frames = list(app.generate(app.av.EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 8, 0, 2, False,
+                               "hello", None))
+    first, last = frames[0], frames[-1]
+    assert 'class="tok ' in first[3]  # the stream
+    assert list(first[-5:]) == [{"__type__": "update"}] * 5  # the charts keep their place until later
+    assert all(hasattr(fig, "to_plotly_json") for fig in last[-5:])

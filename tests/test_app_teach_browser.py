@@ -1,6 +1,6 @@
 """The teaching and polish features in a real browser (Playwright + Debian's Chromium against `python app.py`,
-the server shared with the other browser modules): the guided tour, the verify view, the tree at γ = 16, the
-phone layout, dark charts, one error per bad upload, Generate disabled while running.
+the server shared with the other browser modules): the guided tour, the verify view, the SVG tree at γ = 16
+and at the largest tree budget, linked hover, the phone layout, dark charts, one error per bad upload, Generate disabled while running.
 
 SPECVIZ_SCREENSHOT=1 writes the README's screenshots (assets/tour.png, verify.png, tree-gamma16.png); otherwise
 they go to a temp folder.
@@ -53,9 +53,15 @@ def set_number(page, elem_id: str, value) -> None:
     box.press("Tab")
 
 
-def run_example(page, max_new: int, gamma: int | None = None) -> None:
-    """The first example (copy a passage, n-gram), short; checks Generate is disabled while it runs."""
+def run_example(page, max_new: int, gamma: int | None = None, drafter: str | None = None) -> None:
+    """The first example (copy a passage, n-gram unless `drafter`), short; checks Generate is disabled while it
+    runs."""
     page.locator("#examples button").first.click()
+    if drafter is not None:
+        expect(page.get_by_label("Drafter", exact=True)).to_have_value("ngram")  # the example's, before ours
+        page.get_by_label("Drafter", exact=True).click()
+        page.get_by_role("option", name=drafter, exact=True).click()
+        expect(page.get_by_label("Drafter", exact=True)).to_have_value(drafter)
     set_number(page, "max-new", max_new)
     if gamma is not None:
         set_number(page, "gamma", gamma)
@@ -116,16 +122,109 @@ def test_verify_view_shows_bars_for_each_drafted_position(browser, app_url, shot
     page.close()
 
 
-def test_tree_tokens_stay_readable_at_gamma_16(browser, app_url, shot):
-    """At γ = 16 the tree's smallest token font is at least 12 px (no compounding per level of depth)."""
+TREE_FONTS = """() => {  /* the font size of every element of the tree that holds text of its own */
+  const sizes = [];
+  for (const el of document.querySelectorAll('#tree .specviz-tree *')) {
+    if (![...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+    if (el.getClientRects().length === 0) continue;  /* closed <details> */
+    sizes.push(parseFloat(getComputedStyle(el).fontSize));
+  }
+  return sizes;
+}"""
+
+
+def open_tree(page) -> None:
+    page.get_by_role("tab", name="Tree").click()
+    page.wait_for_selector("#tree svg.tree-svg g.node", timeout=30_000)
+
+
+def test_tree_is_an_svg_readable_at_gamma_16(browser, app_url, shot):
+    """At γ = 16 each round is an SVG laid out by position whose smallest text is at least 12 px (measured with
+    getComputedStyle, labels included); the accepted path is marked on nodes and edges; nodes have p / q
+    tooltips; the zoom buttons enlarge the tree and never shrink it below its own size."""
     page = open_page(browser, app_url)
     run_example(page, 40, gamma=16)
-    page.get_by_role("tab", name="Tree").click()
-    page.wait_for_selector("#tree .node", timeout=30_000)
-    sizes = page.evaluate("[...document.querySelectorAll('#tree .node')].map(n => parseFloat(getComputedStyle(n).fontSize))")
-    deepest = page.evaluate("Math.max(...[...document.querySelectorAll('#tree .tree-round')].map(r => r.querySelectorAll('ul').length))")
-    assert deepest >= 8 and sizes and min(sizes) >= 12, (deepest, min(sizes))
+    open_tree(page)
+    sizes = page.evaluate(TREE_FONTS)
+    widest = page.evaluate("Math.max(...[...document.querySelectorAll('#tree .tree-round')].map(r => r.querySelectorAll('g.node').length))")
+    assert widest >= 10 and sizes and min(sizes) >= 12, (widest, min(sizes))
+    assert page.locator("#tree g.node.on-path.node-accepted").count() > 0
+    assert page.locator("#tree path.edge.on-path").count() > 0
+    assert page.locator("#tree g.node[data-tip] rect").count() == page.locator("#tree g.node[data-tip]").count()
+    node = page.locator("#tree g.node-accepted").first
+    node.hover()
+    expect(page.locator("#specviz-tipbox")).to_be_visible()
+    assert "target p" in page.locator("#specviz-tipbox").inner_text()
+    page.mouse.move(5, 5)
     page.locator("#tree").screenshot(path=shot("tree-gamma16.png"))
+    svg = page.locator("#tree svg.tree-svg").last
+    width = svg.bounding_box()["width"]
+    page.click('#tree [data-tree-zoom="in"]')  # zoom: the tree grows, and stays grown across re-renders
+    assert svg.bounding_box()["width"] > 1.2 * width
+    page.click('#tree [data-tree-zoom="out"]')
+    page.click('#tree [data-tree-zoom="out"]')  # never below 1
+    assert abs(svg.bounding_box()["width"] - width) < 1
+    page.close()
+
+
+def test_tree_at_the_largest_budget_on_a_phone(browser, app_url):
+    """γ = 16 with a 64-node tree of branching 8 (the sliders' maxima), at 390 px: every tree text is at least
+    12 px, the tree rounds are SVGs with their accepted path, and nothing is wider than the screen."""
+    page = open_page(browser, app_url, width=390, height=844)
+    page.locator("#tree-controls").get_by_text("Tree speculation", exact=True).click()
+    set_number(page, "tree-budget", 64)
+    set_number(page, "tree-branching", 8)
+    expect(page.locator("#tree-budget input[type=number]").first).to_have_value("64")
+    run_example(page, 24, gamma=16, drafter="self")  # a model drafter: every round a tree (n-gram's trie is a chain here)
+    open_tree(page)
+    page.wait_for_selector("#tree .tree-branches svg.tree-svg", timeout=30_000)  # may land after the summary
+    assert page.locator("#tree .tree-branches g.node.on-path").count() > 0
+    sizes = page.evaluate(TREE_FONTS)
+    assert sizes and min(sizes) >= 12, min(sizes)
+    assert max(int(n) for n in page.locator("#tree .tree-branches").evaluate_all("rs => rs.map(r => r.dataset.nodes)")) > 32
+    result = page.evaluate(WIDER)
+    assert result["scroll"] <= result["w"] and not result["bad"], result
+    page.close()
+
+
+def test_linked_hover_between_stream_tree_and_charts(browser, app_url):
+    """Hovering a stream token marks its round in the tree and draws a band at that round on the charts whose
+    x axis is the round; hovering a round's bar marks it in the stream; hovering a tree node marks the round's
+    tokens in the stream; the tree's arrow keys do the same from the keyboard. Uses the tour's recorded run
+    (no model)."""
+    page = open_page(browser, app_url, tour=True)
+    skip_tour(page)
+    page.get_by_role("tab", name="Charts").click()
+    page.wait_for_function("document.querySelectorAll('.js-plotly-plot .legend').length >= 2", timeout=30_000)
+    token = page.locator("#stream .tok-accepted").nth(5)
+    r = token.get_attribute("data-round")
+    token.hover()
+    expect(page.locator(f'.js-plotly-plot .sv-chart-mark[data-round="{r}"]')).to_have_count(2)  # length and α
+    expect(page.locator(f'#stream .sv-round[data-round="{r}"].is-linked')).to_have_count(1)
+    page.mouse.move(5, 5)
+    expect(page.locator(".sv-chart-mark")).to_have_count(0)
+    page.locator(".js-plotly-plot .bars path").nth(2).hover(force=True)  # a round's bar links back
+    expect(page.locator("#stream .sv-round.is-linked")).to_have_count(1)
+    page.mouse.move(5, 5)
+    open_tree(page)
+    token.hover()
+    linked = page.locator(f'#tree .tree-round[data-round="{r}"].is-linked')
+    expect(linked).to_have_count(1)
+    panel, box = page.locator("#tree .specviz-tree").bounding_box(), linked.bounding_box()
+    assert box["y"] < panel["y"] + panel["height"] and box["y"] + box["height"] > panel["y"]  # scrolled into view
+    page.mouse.move(5, 5)
+    other = page.locator("#tree g.node-accepted[data-round]").first
+    other.scroll_into_view_if_needed()
+    r2 = other.get_attribute("data-round")
+    other.hover()
+    expect(page.locator(f'#stream .sv-round[data-round="{r2}"].is-linked')).to_have_count(1)
+    expect(page.locator("#stream .sv-round.is-linked")).to_have_count(1)
+    page.mouse.move(5, 5)
+    page.focus("#tree .specviz-tree")
+    page.keyboard.press("ArrowRight")
+    active = page.locator("#tree g.node.is-active")
+    expect(active).to_have_count(1)
+    expect(page.locator(f'#stream .sv-round[data-round="{active.get_attribute("data-round")}"].is-linked')).to_have_count(1)
     page.close()
 
 

@@ -127,10 +127,12 @@ def test_tree_marks_rounds_branches_and_rejections():
     """Each round is a tree element; the corrected token forks beside the rejected draft."""
     html = render_tree(sample_events())
     assert re.findall(r'class="tree-round" data-round="(\d+)"', html) == ["1", "2", "3", "4"]
-    assert len(classes(html, "node-rejected")) == 4 and html.count("<del") == 4
-    assert len(classes(html, "node-bonus")) == 1 and len(classes(html, "node-corrected")) == 2
-    # round 1: the rejected " sat" and the corrected " ran" share the parent " cat"
-    assert re.search(r'data-node="1\.1">.*?<ul><li data-node="1\.2">.*?</li><li data-node="1\.next">', html)
+    nodes = lambda cls: re.findall(rf'<g class="[^"]*\b{cls}\b[^"]*"', html)  # noqa: E731
+    assert len(nodes("node-rejected")) == 4 and html.count('<line class="strike"') == 4
+    assert len(nodes("node-bonus")) == 1 and len(nodes("node-corrected")) == 2
+    # round 1: the rejected " sat" and the corrected " ran" hang off " cat" (edges start at its right end)
+    edges = re.findall(r'<path class="edge[^"]*" d="M([\d.]+) ([\d.]+)H', html.split('data-round="2"')[0])
+    assert edges[-1] == edges[-2]  # " sat" and " ran": the same parent point
 
 
 def test_tree_collapses_old_rounds():

@@ -7,6 +7,8 @@ from engine.events import (Committed, Drafted, DraftTree, Finished, RolledBack, 
                            event_to_dict, trace_from_json, trace_to_json)
 from specviz import events_upto, render_stream, render_tree, rounds_of
 from specviz.runs import view_run
+from specviz.tree import round_nodes
+from specviz.treesvg import layout
 
 # round 1 (greedy), drafted at pos 2; the walk: " A" rejected, "The" accepted, " cat" accepted,
 # " sat" and " &" rejected -> corrected " ran". Node 4 `<script>` and the children of rejected nodes are unvisited.
@@ -52,10 +54,15 @@ def tree_events(finished: bool = True) -> list:
 
 
 def node(html: str, round_: int, i) -> str:
-    """The <span class="node ..."> opening tag of node i of a round."""
-    m = re.search(rf'<li data-node="{round_}\.{i}"[^>]*>(<span class="node [^>]*>)', html)
+    """The <g class="node ..."> opening tag of node i of a round."""
+    m = re.search(rf'(<g class="node [^>]*data-node="{round_}\.{i}"[^>]*>)', html)
     assert m, f"node {round_}.{i} not drawn"
     return m.group(1)
+
+
+def node_svg(html: str, round_: int, i) -> str:
+    """The whole <g> of node i of a round (box, text, strike line)."""
+    return re.search(rf'<g class="node [^>]*data-node="{round_}\.{i}"[^>]*>.*?</g>', html).group(0)
 
 
 def tip(html: str, round_: int, i) -> str:
@@ -71,19 +78,48 @@ def test_every_node_of_a_tree_round_is_drawn_with_its_verdict():
         assert f"node-{status}" in node(html, 1, i), (i, status)
     assert "node-corrected" in node(html, 1, "next") and "node-bonus" in node(html, 2, "next")
     assert "node-unvisited" in node(html, 2, 1)
-    round1 = re.search(r'data-round="1".*?</div>', html).group(0)
-    assert len(re.findall(r'<span class="node [^>]*data-tip=', round1)) == 8 + 1  # 8 nodes + the corrected token
+    round1 = re.search(r'data-round="1".*?</svg>', html).group(0)
+    assert len(re.findall(r'<g class="node [^>]*data-tip=', round1)) == 8 + 1  # 8 nodes + the corrected token
 
 
-def test_tree_layout_nests_children_under_their_parents():
-    """Children sit in their parent's <ul>; the corrected token forks off the path's end beside the rejected ones."""
+def test_tree_layout_places_nodes_by_depth_and_packs_branches():
+    """x is the depth in the round; the accepted path runs along row 0 and every other branch packs below as
+    close as it fits without touching an elder sibling's boxes or connectors; the corrected token forks off the
+    path's end beside the rejected ones."""
+    rv = view_run(tree_events()).rounds[0]
+    path = {"1.root", "1.1", "1.3", "1.next"}
+    place = layout(round_nodes(rv, "Hi"), path)
+    assert place == {"1.root": (0, 0), "1.1": (1, 0), "1.3": (2, 0), "1.next": (3, 0), "1.5": (3, 1), "1.7": (4, 1),
+                     "1.6": (3, 2), "1.4": (2, 1), "1.0": (1, 2), "1.2": (2, 2)}
+    cells = list(place.values())
+    assert len(set(cells)) == len(cells)  # no two boxes in one cell
     html = render_tree(tree_events())
-    assert re.search(r'data-node="1\.0">.*?<ul><li data-node="1\.2">', html)
-    # node 3 (" cat", on the path) holds " sat", " &" and then the corrected " ran"
-    assert re.search(r'data-node="1\.3" class="on-path">.*?<ul><li data-node="1\.5">.*?<li data-node="1\.7">'
-                     r'.*?</li></ul></li><li data-node="1\.6">.*?</li><li data-node="1\.next">', html)
-    on_path = re.findall(r'data-node="1\.(\w+)" class="on-path"', html)
-    assert on_path == ["root", "1", "3"]
+    x = lambda i: float(re.search(r'translate\(([\d.]+) ', node(html, 1, i)).group(1))  # noqa: E731
+    assert x("root") < x(0) == x(1) < x(2) == x(3) < x(5) == x(6) == x("next") < x(7)
+
+
+def test_layout_of_a_wide_tree_stays_a_few_rows_tall():
+    """A model drafter's tree at the sliders' maxima (a path of 8 with 7 sibling leaves at each depth: 64 nodes)
+    packs into 8 rows, not one row per leaf (57)."""
+    from specviz.tree import Node
+    nodes, parent = [Node("r", None, -1, "x", "context", True)], "r"
+    for d in range(8):
+        nodes.append(Node(f"p{d}", parent, d, "tok", "accepted", True))
+        nodes += [Node(f"l{d}.{j}", parent, j, "tok", "unvisited", False) for j in range(7)]
+        parent = f"p{d}"
+    place = layout(nodes, {"r"} | {f"p{d}" for d in range(8)})
+    assert max(row for _, row in place.values()) + 1 == 8 and len(set(place.values())) == len(nodes)
+    assert [place[f"p{d}"] for d in range(8)] == [(d + 1, 0) for d in range(8)]
+    assert layout(nodes)["p0"] == (1, 0)  # without a path: drafted order, still packed
+
+
+def test_the_accepted_path_is_marked_on_nodes_and_edges():
+    """The round's committed path (context, accepted nodes, corrected token) carries on-path, edges included."""
+    html = render_tree(tree_events())
+    on_path = re.findall(r'<g class="node [^"]*\bon-path\b[^"]*"[^>]*data-node="1\.(\w+)"', html)
+    assert on_path == ["root", "1", "3", "next"]
+    round1 = re.search(r'data-round="1".*?</svg>', html).group(0)
+    assert round1.count('class="edge on-path"') == 3 and round1.count('class="edge"') == 6
 
 
 def test_the_point_of_rejection_is_marked_and_struck():
@@ -91,8 +127,9 @@ def test_the_point_of_rejection_is_marked_and_struck():
     html = render_tree(tree_events())
     assert "node-stop" in node(html, 1, 5) and "node-stop" in node(html, 1, 6)
     assert "node-stop" not in node(html, 1, 0)  # rejected, but the walk went on to its sibling
-    assert re.search(r'data-node="1\.5"[^>]*><span [^>]*><del class="tok-text">', html)
-    assert not re.search(r'data-node="1\.7"[^>]*><span [^>]*><del', html)
+    assert '<line class="strike"' in node_svg(html, 1, 5) and "✗ sat" in node_svg(html, 1, 5)
+    assert "strike" not in node_svg(html, 1, 7) and "✗" not in node_svg(html, 1, 7)
+    assert "↺ ran" in node_svg(html, 1, "next") and "+↵" in node_svg(html, 2, "next")
 
 
 def test_tree_node_tooltips_carry_p_q_and_accept_prob():
@@ -114,7 +151,8 @@ def test_tree_node_tooltips_carry_p_q_and_accept_prob():
 def test_tree_node_text_is_escaped():
     """A `<script>` node and a ` &` node appear as text, never as markup."""
     html = render_tree(tree_events())
-    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;…" in html  # cut to 18 characters in the box
+    assert "token <script>alert(1)</script>" in tip(html, 1, 4)  # whole in the tooltip (built with textContent)
     assert " &amp;" in html and not re.search(r"&(?![a-z]+;|#\d+;|#x[0-9a-f]+;)", html)
 
 
