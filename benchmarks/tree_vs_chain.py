@@ -50,7 +50,7 @@ def main() -> None:
     target = load_model("embedded")
     prompts = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
     step = verify_cost(target.model, 1)
-    print(f"v(n) on this machine (target steps): " + ", ".join(
+    print("v(n) on this machine (target steps): " + ", ".join(
         f"v({n})={verify_cost(target.model, n) / step:.2f}" for n in (2, 5, 9, 13, 17, 33)))
     for setup in args.setups.split(","):
         *name, gamma, budget, branching = setup.split(":")

@@ -47,8 +47,8 @@ def _stop_reason(rv, greedy: bool) -> str:
         tok = label_text(_at(d.tokens, k) or "")
         p, q, u, acc = _at(v.p, k), _at(d.q, k), _at(v.u, k) if v.u else None, _at(v.accept_prob, k)
         why = (f"it is not the target's argmax (p = {fmt_p(p)})" if greedy else
-               f"u = {fmt_p(u)} ≥ min(1, p/q) = {fmt_p(acc)}" if _num(u) is not None else
-               f"its test min(1, p/q) = {fmt_p(acc)} failed")
+               f"u = {fmt_p(u)} ≥ min(1, p/q) = min(1, {fmt_p(p)}/{fmt_p(q)}) = {fmt_p(acc)}" if _num(u) is not None
+               else f"its test min(1, p/q) = min(1, {fmt_p(p)}/{fmt_p(q)}) = {fmt_p(acc)} failed")
         rest = len(d.tokens) - k - 1
         tail = f"; the {rest} drafted after it were discarded unseen" if rest > 0 else ""
         how = "argmax p" if greedy else "sampled from norm(max(0, p − q))"

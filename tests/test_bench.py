@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from benchmarks import harness as bench
 from benchmarks.__main__ import main

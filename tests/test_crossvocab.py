@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, sampling
-from engine.crossvocab import CrossVocabDrafter, decode_tail, retokenize, spans
+from engine.crossvocab import decode_tail, retokenize, spans
 from engine.events import trace_from_json, trace_to_json
 from engine.models import EMBEDDED_GEMMA, load_model
 from tests.test_engine import CHI2_7DF_999, chi_square

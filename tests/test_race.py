@@ -5,7 +5,6 @@ import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError
 from engine.engine import cache_slots, torch_threads, _race_threads
-from engine.metrics import summarize
 from engine.models import load_model
 from tests.test_sampling import CHI2_999, chi_square
 
