@@ -7,6 +7,9 @@ made once per (target, spec); the models behind it are loaded once and shared. S
   ngram[:N]         prompt lookup: continue the latest match of the last n <= N tokens (no model)
   layerskip:L       the target's first L layers + final norm + LM head (shared weights, no copy)
   quant[:int8|bf16] a lower-precision copy of the target
+  medusa[:PATH]     trained Medusa-1 heads on the target's last hidden state (headdraft.py; default: the shipped
+                    heads for the embedded SmolLM2-135M, assets/heads/)
+  eagle[:PATH]      a trained EAGLE-style one-layer head drafting autoregressively on the target's features
   auto              picks drafter and γ each round from measured costs (see adaptive.py)
   oracle:A[:C]      the target's own greedy continuation, each token corrupted with probability 1 − A,
                     at a cost of C target steps per drafted token (busy compute; default 0): a drafter of
@@ -26,6 +29,8 @@ from .cache import KVCache
 from .config import GenerationConfig
 from .draft import Draft, Drafter, empty_draft  # noqa: F401  (Draft and Drafter: the interface, re-exported)
 from .fastllama import forward_fn
+from . import heads as trained_heads
+from .headdraft import EagleDrafter, MedusaDrafter
 from .crossvocab import CrossVocabDrafter, same_vocab
 from .models import LoadedModel, ModelLoadError, load_model, on_unload
 from .ngram import NgramDrafter
@@ -276,6 +281,10 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
     if name == "quant":
         model = quantized_model(target, arg or ("int8" if dev.type == "cpu" else "bf16"))
         return model_based(model, dev)
+    if name in ("medusa", "eagle"):
+        heads, parts = load_heads(target, arg.strip() or None)
+        kind = MedusaDrafter if name == "medusa" else EagleDrafter
+        return lambda cfg, gen, max_len, cache: kind(heads, parts, spec, cfg, gen, vocab, dev)
     if spec == "auto":
         ngram = drafter_factory("ngram", target)
         return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev)
@@ -291,7 +300,29 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         reference = greedy_reference(target)
         return lambda cfg, gen, max_len, cache: OracleDrafter(alpha, cost, reference, dev, vocab, spec)
     raise ModelLoadError(f"unknown draft spec {spec!r}: use self, model:<id or path>, ngram[:N], layerskip:L, "
-                         f"quant[:int8|bf16], auto or oracle:A[:C]")
+                         f"quant[:int8|bf16], medusa[:PATH], eagle[:PATH], auto or oracle:A[:C]")
+
+
+_HEADS: dict = {}
+on_unload(lambda model: [_HEADS.pop(k) for k in list(_HEADS) if k[0] == id(model)])
+
+
+def load_heads(target: LoadedModel, path: str | None):
+    """Trained heads (heads.py) for this target, loaded once: (Heads, the frozen target parts they use)."""
+    path = path or str(trained_heads.WEIGHTS)
+    key = (id(target.model), path)
+    if key not in _HEADS:
+        try:
+            heads, _ = trained_heads.load(path, target.model.config)
+        except FileNotFoundError:
+            raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.headtrain") from None
+        except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
+            raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
+                                 f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None
+        if int(heads.vocab_ids.max()) >= target.vocab_size:
+            raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
+        _HEADS[key] = (heads.to(target.device), trained_heads.frozen_parts(target.model, heads.vocab_ids))
+    return _HEADS[key]
 
 
 def _int_arg(spec: str, arg: str, default: int) -> int:

@@ -126,7 +126,8 @@ class Target:
 def frozen_parts(model: torch.nn.Module, vocab_ids: torch.Tensor) -> Target:
     inner = model.model
     head = model.lm_head.weight.detach()
-    return Target(inner.embed_tokens.weight.detach(), head[vocab_ids].contiguous(), vocab_ids, inner.rotary_emb)
+    return Target(inner.embed_tokens.weight.detach().float(), head[vocab_ids].float().contiguous(), vocab_ids,
+                  inner.rotary_emb)
 
 
 def save(heads: Heads, record: dict, path: Path) -> None:
