@@ -10,7 +10,8 @@ made once per (target, spec); the models behind it are loaded once and shared. S
   medusa[:PATH]     trained Medusa-1 heads on the target's last hidden state (headdraft.py; default: the shipped
                     heads for the embedded SmolLM2-135M, assets/heads/)
   eagle[:PATH]      a trained EAGLE-style one-layer head drafting autoregressively on the target's features
-  auto              picks drafter and γ each round from measured costs (see adaptive.py)
+  auto[:ngram]      picks drafter and γ each round from measured costs (see adaptive.py): n-gram lookup and, where
+                    the shipped heads fit the target, eagle and medusa; auto:ngram offers n-gram lookup only
   oracle:A[:C]      the target's own greedy continuation, each token corrupted with probability 1 − A,
                     at a cost of C target steps per drafted token (busy compute; default 0): a drafter of
                     known acceptance, to check the cost model against measurement
@@ -285,9 +286,14 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         heads, parts = load_heads(target, arg.strip() or None)
         kind = MedusaDrafter if name == "medusa" else EagleDrafter
         return lambda cfg, gen, max_len, cache: kind(heads, parts, spec, cfg, gen, vocab, dev)
-    if spec == "auto":
+    if name == "auto":
+        if arg not in ("", "ngram"):
+            raise ModelLoadError(f"draft spec {spec!r}: use auto (n-gram and, where they fit the target, the trained "
+                                 f"heads) or auto:ngram (n-gram only)")
         ngram = drafter_factory("ngram", target)
-        return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev)
+        heads = [] if arg == "ngram" else [drafter_factory(h, target) for h in ("eagle", "medusa") if heads_fit(target)]
+        return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev, costly=tuple(
+            make(cfg, gen, max_len, cache) for make in heads))
     if name == "oracle":
         alpha_s, _, cost_s = arg.partition(":")
         try:
@@ -323,6 +329,15 @@ def load_heads(target: LoadedModel, path: str | None):
             raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
         _HEADS[key] = (heads.to(target.device), trained_heads.frozen_parts(target.model, heads.vocab_ids))
     return _HEADS[key]
+
+
+def heads_fit(target: LoadedModel) -> bool:
+    """The shipped heads load for this target (the embedded SmolLM2-135M): auto then offers them."""
+    try:
+        load_heads(target, None)
+    except ModelLoadError:
+        return False
+    return True
 
 
 def _int_arg(spec: str, arg: str, default: int) -> int:
