@@ -131,9 +131,11 @@ def frozen_parts(model: torch.nn.Module, vocab_ids: torch.Tensor) -> Target:
 
 
 def save(heads: Heads, record: dict, path: Path) -> None:
-    """fp16 weights plus the training record (command, seed, held-out accuracy) in one file."""
+    """fp16 weights plus the training record (command, seed, held-out accuracy) in one file; the record also
+    as JSON beside it (PATH.json), for readers that do not load torch (the Explain tab)."""
     state = {k: (v.half() if v.is_floating_point() else v) for k, v in heads.state_dict().items()}
     torch.save({"config": asdict(heads.cfg), "state": state, "record": record}, path)
+    Path(path).with_suffix(".json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def load(path: Path, target_config) -> tuple[Heads, dict]:
@@ -149,7 +151,3 @@ def record_of(path: Path = WEIGHTS) -> dict | None:
     if not Path(path).exists():
         return None
     return torch.load(path, map_location="cpu", weights_only=True)["record"]
-
-
-def json_record(record: dict) -> str:
-    return json.dumps(record, indent=1, sort_keys=True)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from .cache import KVCache
 from .fastllama import forward_fn
+from .models import EMBEDDED, load_model
 from .heads import ASSETS, WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 
 PROMPTS = ASSETS / "train_prompts.txt"
@@ -281,8 +282,6 @@ def main(argv=None) -> None:
     ap.add_argument("--corpus-cache", default=None, help="save the corpus here, or reuse it when the file exists")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    from .models import EMBEDDED, load_model
-
     target = load_model(EMBEDDED)
     prompts = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()][:args.limit]
     cfg = HeadsConfig(medusa_heads=args.medusa_heads, draft_vocab=args.draft_vocab)
