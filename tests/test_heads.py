@@ -14,7 +14,6 @@ from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, targ
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_PROMPTS = PROMPTS.read_text(encoding="utf-8").splitlines()
-ACCEPT_SAMPLE, ACCEPT_TREE_SAMPLE = sampling.accept_sample, tree.accept_tree_sample  # the real rules
 
 
 @pytest.fixture(scope="module")
@@ -91,19 +90,20 @@ def test_heads_greedy_output_equals_ar_on_embedded(embedded, spec, tree_budget):
 
 
 def _accept_all_chain(draft, q, p, generator):
-    """A wrong rule: q := p, so every draft the target can emit at all is accepted (typical-acceptance-like)."""
-    return ACCEPT_SAMPLE(draft, p[:len(draft)], p, generator)
+    """A wrong rule (typical acceptance at its loosest): keep every drafted token, then sample a bonus from p."""
+    g = len(draft)
+    next_id = int(torch.multinomial(p[g], 1, generator=generator))
+    return sampling.Verdict(g, next_id, [1.0] * g, p[torch.arange(g), draft].tolist(), float(p[g, next_id]))
 
 
-def _accept_first_child(real):
-    def wrong(tokens, parents, q, p, generator):
-        eps = []  # each node as if drawn from a q with q(x) = 1e-9: min(1, r/q) = 1 accepts it
-        for x in tokens:
-            e = torch.zeros(p.shape[-1])
-            e[x] = 1e-9
-            eps.append(e)
-        return real(tokens, parents, eps, p, generator)
-    return wrong
+def _accept_all_tree(tokens, parents, q, p, generator):
+    """The same wrong rule on a tree: follow the first child down to a leaf, then a bonus from p."""
+    kids, node, path = tree.children_of(parents), -1, []
+    while kids.get(node):
+        node = kids[node][0]
+        path.append(node)
+    next_id = int(torch.multinomial(p[node + 1], 1, generator=generator))
+    return tree.TreeVerdict(path, next_id, float(p[node + 1, next_id]), {i: 1.0 for i in path}, False)
 
 
 @pytest.mark.parametrize("kind", ["medusa", "eagle"])
@@ -123,7 +123,7 @@ def test_heads_sampling_fidelity_with_negative_control(tiny_heads, monkeypatch, 
     assert drafted, "the heads must propose in round 1 (features from the prefill)"
     assert chi_square(first_token_counts(engine, ids, 600), p) < CHI2_7DF_999
     if tree_budget:
-        monkeypatch.setattr(step.tree, "accept_tree_sample", _accept_first_child(ACCEPT_TREE_SAMPLE))
+        monkeypatch.setattr(step.tree, "accept_tree_sample", _accept_all_tree)
     else:
         monkeypatch.setattr(step.sampling, "accept_sample", _accept_all_chain)
     wrong = first_token_counts(engine, ids, 300)
