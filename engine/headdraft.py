@@ -56,8 +56,11 @@ class HeadDrafter(Drafter):
 
 
 class MedusaDrafter(HeadDrafter):
+    def observe(self, features: torch.Tensor) -> None:
+        if len(features):
+            self.feature = features[-1].float()  # Medusa needs only the last feature
+
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        self.pending.clear()  # Medusa needs only the last feature
         if self.feature is None or gamma < 1:
             return empty_draft(self.device, self.name)
         k = min(gamma, self.heads.cfg.medusa_heads)
