@@ -128,3 +128,14 @@ def test_heads_sampling_fidelity_with_negative_control(tiny_heads, monkeypatch, 
         monkeypatch.setattr(step.sampling, "accept_sample", _accept_all_chain)
     wrong = first_token_counts(engine, ids, 300)
     assert wrong[p == 0].sum() > 0 or chi_square(wrong, p) > CHI2_7DF_999
+
+
+def test_explain_tab_describes_the_heads_with_their_held_out_accuracy():
+    """The Explain tab says what the heads are and shows the shipped record's accuracy, only for head drafters."""
+    from specviz.explain import heads_note
+
+    record = json.loads((ROOT / "assets" / "heads" / "smollm2-135m-heads.json").read_text(encoding="utf-8"))
+    note = heads_note("eagle")
+    assert "self-distillation" in note and f"head 1: {record['medusa_top1'][0]:.0%}" in note
+    assert f"step 1: {record['eagle_top1'][0]:.0%}" in note and heads_note("ngram") == ""
+    assert heads_note("medusa", ROOT / "missing.json") == ""  # no record: no paragraph, no error
