@@ -11,9 +11,11 @@ and probes the best drafter again after `probe_every` plain rounds, doubling tha
 probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
 the numbers behind it, so the UI can explain why.
 
-Drafters that cost compute to ask (`costly`: the trained heads, headdraft.py) are priced *before* they are
-asked, from their own measured c and α (a prior until tried), next to what the free drafter has; one is run
-only when it wins. They still see the target's features every round (`observe`), so they stay in step.
+Drafters that cost compute to ask (`costly`: the trained heads, headdraft.py) are the fallback for rounds where
+the free drafter has nothing: priced *before* they are asked, from their own measured c and α (a prior until
+tried), and run only when one beats plain decoding. (Offered next to an n-gram match as well, they cost the
+grounded prompts 10% on this CPU: README, "Trained draft heads".) They see the target's features every round
+(`observe`), so they stay in step.
 """
 from __future__ import annotations
 
@@ -79,8 +81,9 @@ class AutoDrafter(Drafter):
         cap, variant, d = len(draft.token_ids), draft.variant, self.drafter.name
         self._cost(d, time.perf_counter() - t, max(cap, 1))
         candidates = self._price(d, variant, cap, t1)
-        for name in self.costly:  # priced from what they cost and earned before, not asked yet
-            candidates += self._price(name, name, gamma, t1)
+        if not cap:  # the free drafter has nothing: price the costly ones from what they cost and earned before
+            for name in self.costly:
+                candidates += self._price(name, name, gamma, t1)
         plain_rate = 1.0 / t1
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
         reason = None
