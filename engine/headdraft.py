@@ -144,7 +144,7 @@ class EagleDrafter(HeadDrafter):
     def _tree(self, feature: torch.Tensor, gamma: int) -> Draft:
         """EAGLE-2: expand the `width` best nodes per depth (cumulative probability), keep the best `budget`."""
         width, budget = self.cfg.tree_branching, self.cfg.tree_budget
-        nodes = []  # (score, parent, token, depth, draft entry index of its own KV row or None)
+        nodes = []  # (cumulative draft probability, parent node, draft row, depth)
         frontier = [(1.0, -1, feature)]  # (score, node index, predicted feature after that node)
         anc: dict[int, list[int]] = {-1: []}  # node -> the draft kv entries of its ancestors and itself
         entries = 0
