@@ -30,8 +30,7 @@ from .cache import KVCache
 from .config import GenerationConfig
 from .draft import Draft, Drafter, empty_draft  # noqa: F401  (Draft and Drafter: the interface, re-exported)
 from .fastllama import forward_fn
-from . import heads as trained_heads
-from .headdraft import EagleDrafter, MedusaDrafter
+from .headdraft import EagleDrafter, MedusaDrafter, heads_fit, load_heads
 from .crossvocab import CrossVocabDrafter, same_vocab
 from .models import LoadedModel, ModelLoadError, load_model, on_unload
 from .ngram import NgramDrafter
@@ -307,37 +306,6 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         return lambda cfg, gen, max_len, cache: OracleDrafter(alpha, cost, reference, dev, vocab, spec)
     raise ModelLoadError(f"unknown draft spec {spec!r}: use self, model:<id or path>, ngram[:N], layerskip:L, "
                          f"quant[:int8|bf16], medusa[:PATH], eagle[:PATH], auto or oracle:A[:C]")
-
-
-_HEADS: dict = {}
-on_unload(lambda model: [_HEADS.pop(k) for k in list(_HEADS) if k[0] == id(model)])
-
-
-def load_heads(target: LoadedModel, path: str | None):
-    """Trained heads (heads.py) for this target, loaded once: (Heads, the frozen target parts they use)."""
-    path = path or str(trained_heads.WEIGHTS)
-    key = (id(target.model), path)
-    if key not in _HEADS:
-        try:
-            heads, _ = trained_heads.load(path, target.model.config)
-        except FileNotFoundError:
-            raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.headtrain") from None
-        except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
-            raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
-                                 f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None
-        if int(heads.vocab_ids.max()) >= target.vocab_size:
-            raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
-        _HEADS[key] = (heads.to(target.device), trained_heads.frozen_parts(target.model, heads.vocab_ids))
-    return _HEADS[key]
-
-
-def heads_fit(target: LoadedModel) -> bool:
-    """The shipped heads load for this target (the embedded SmolLM2-135M): auto then offers them."""
-    try:
-        load_heads(target, None)
-    except ModelLoadError:
-        return False
-    return True
 
 
 def _int_arg(spec: str, arg: str, default: int) -> int:

@@ -22,7 +22,9 @@ import heapq
 
 import torch
 
+from . import heads as heads_mod
 from .draft import Draft, Drafter, empty_draft
+from .models import LoadedModel, ModelLoadError, on_unload
 from .sampling import pick, shape_probs
 
 
@@ -177,3 +179,34 @@ class EagleDrafter(HeadDrafter):
         parents = [index.get(nodes[i][1], -1) if nodes[i][1] >= 0 else -1 for i in keep]
         return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents,
                      node_q=[None] * len(tokens))
+
+
+_HEADS: dict = {}
+on_unload(lambda model: [_HEADS.pop(k) for k in list(_HEADS) if k[0] == id(model)])
+
+
+def load_heads(target: LoadedModel, path: str | None):
+    """Trained heads (heads.py) for this target, loaded once: (Heads, the frozen target parts they use)."""
+    path = path or str(heads_mod.WEIGHTS)
+    key = (id(target.model), path)
+    if key not in _HEADS:
+        try:
+            heads, _ = heads_mod.load(path, target.model.config)
+        except FileNotFoundError:
+            raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.headtrain") from None
+        except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
+            raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
+                                 f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None
+        if int(heads.vocab_ids.max()) >= target.vocab_size:
+            raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
+        _HEADS[key] = (heads.to(target.device), heads_mod.frozen_parts(target.model, heads.vocab_ids))
+    return _HEADS[key]
+
+
+def heads_fit(target: LoadedModel) -> bool:
+    """The shipped heads load for this target (the embedded SmolLM2-135M): auto then offers them."""
+    try:
+        load_heads(target, None)
+    except ModelLoadError:
+        return False
+    return True
