@@ -10,6 +10,12 @@ E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it dec
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
 probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
 the numbers behind it, so the UI can explain why.
+
+Drafters that cost compute to ask (`costly`: the trained heads, headdraft.py) are the fallback for rounds where
+the free drafter has nothing: priced *before* they are asked, from their own measured c and α (a prior until
+tried), and run only when one beats plain decoding. (Offered next to an n-gram match as well, they cost the
+grounded prompts 10% on this CPU: README, "Trained draft heads".) They see the target's features every round
+(`observe`), so they stay in step.
 """
 from __future__ import annotations
 
@@ -30,19 +36,27 @@ class AutoDrafter(Drafter):
     drafting pays and with which γ. It asks the drafter first, so it prices only what the drafter has."""
     name = "auto"
 
-    def __init__(self, drafter: Drafter, device: torch.device, probe_every: int = 8):
+    def __init__(self, drafter: Drafter, device: torch.device, probe_every: int = 8, costly: tuple = ()):
         self.drafter, self.device, self.probe_every = drafter, device, probe_every
+        self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
+        self.wants_features = any(d.wants_features for d in costly)
         self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
         self.hits: dict[str, float] = {}  # variant -> decayed accepted tokens
-        self.cost: float | None = None  # seconds per drafted token (EMA)
+        self.cost: dict[str, float] = {}  # drafter name -> seconds per drafted token (EMA)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
-        self.last: tuple[int, str] = (0, "")  # (γ, variant) of the round in flight
+        self.last: tuple[int, str, str] = (0, "", "")  # (γ, variant, drafter) of the round in flight
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
+        for d in self.costly.values():
+            d.prepare(prompt_ids, cfg)
+
+    def observe(self, features: torch.Tensor) -> None:
+        for d in self.costly.values():
+            d.observe(features)
 
     # -- estimates ------------------------------------------------------------------------
     def alpha(self, variant: str = "") -> float:
@@ -65,14 +79,11 @@ class AutoDrafter(Drafter):
         t = time.perf_counter()
         draft = self.drafter.propose(ids, gamma)  # free to ask: only what it has
         cap, variant, d = len(draft.token_ids), draft.variant, self.drafter.name
-        self._cost(time.perf_counter() - t, max(cap, 1))
-        c, alpha = self.cost if self.cost is not None else 0.1 * t1, self.alpha(variant)
-        candidates = []
-        for g in range(1, cap + 1):
-            v = self.verify_s(g + 1)
-            rate = costmodel.predicted_speedup(alpha, g, c / t1, v / t1) / t1  # tokens per second
-            candidates.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
-                               "c": round(c / t1, 4), "v": round(v / t1, 4), "predicted_tokens_per_s": round(rate, 3)})
+        self._cost(d, time.perf_counter() - t, max(cap, 1))
+        candidates = self._price(d, variant, cap, t1)
+        if not cap:  # the free drafter has nothing: price the costly ones from what they cost and earned before
+            for name in self.costly:
+                candidates += self._price(name, name, gamma, t1)
         plain_rate = 1.0 / t1
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
         reason = None
@@ -82,10 +93,18 @@ class AutoDrafter(Drafter):
             if self.plain_streak < self.probe_gap:
                 return self._plain("no drafter beats plain decoding", candidates, plain_rate)
             best = candidates[0]  # probe with the smallest γ
-            reason = f"probing {d}{f' ({variant})' if variant else ''} after {self.plain_streak} plain rounds"
+            kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
+            reason = f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds"
+        if best["drafter"] in self.costly:
+            d, variant = best["drafter"], best["drafter"]
+            t = time.perf_counter()
+            draft = self.costly[d].propose(ids, best["gamma"])
+            self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
+            if not len(draft.token_ids):
+                return self._plain(f"{d} had no proposal", candidates, plain_rate)
         draft = _cut(draft, best["gamma"])
         self.plain_streak = 0
-        self.last = (len(draft.token_ids), variant)
+        self.last = (len(draft.token_ids), variant, d)
         self.probing = reason is not None
         draft.drafter = d
         draft.decision = {"drafter": d, "gamma": len(draft.token_ids),
@@ -94,8 +113,18 @@ class AutoDrafter(Drafter):
                           "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
         return draft
 
+    def _price(self, d: str, variant: str, cap: int, t1: float) -> list[dict]:
+        """One candidate per γ = 1..cap for drafter d: the cost model's predicted tokens per second."""
+        c, alpha, out = self.cost.get(d, 0.1 * t1), self.alpha(variant), []
+        for g in range(1, cap + 1):
+            v = self.verify_s(g + 1)
+            rate = costmodel.predicted_speedup(alpha, g, c / t1, v / t1) / t1  # tokens per second
+            out.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
+                        "c": round(c / t1, 4), "v": round(v / t1, 4), "predicted_tokens_per_s": round(rate, 3)})
+        return out
+
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        g, variant = self.last
+        g, variant, chosen = self.last
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
         old = self.verify.get(g + 1)
@@ -104,21 +133,24 @@ class AutoDrafter(Drafter):
             # accepted tokens are successes; a rejection (if any) is the one failure observed
             self.trials[variant] = DECAY * self.trials.get(variant, 0.0) + n_accepted + (1 if n_accepted < g else 0)
             self.hits[variant] = DECAY * self.hits.get(variant, 0.0) + n_accepted
-        self.drafter.learn(n_accepted if g else 0, ids, verify_s)
-        self.last = (0, "")
+        self.drafter.learn(n_accepted if g and chosen == self.drafter.name else 0, ids, verify_s)
+        for name, d in self.costly.items():
+            d.learn(n_accepted if g and chosen == name else 0, ids, verify_s)
+        self.last = (0, "", "")
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
         self.plain_streak += 1
-        self.last = (0, "")
+        self.last = (0, "", "")
         draft = empty_draft(self.device, "auto")
         draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
                           "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}
         return draft
 
-    def _cost(self, seconds: float, tokens: int) -> None:
+    def _cost(self, name: str, seconds: float, tokens: int) -> None:
         per = seconds / tokens
-        self.cost = per if self.cost is None else DECAY * self.cost + (1 - DECAY) * per
+        old = self.cost.get(name)
+        self.cost[name] = per if old is None else DECAY * old + (1 - DECAY) * per
 
 
 def _cut(draft: Draft, gamma: int) -> Draft:

@@ -28,12 +28,16 @@ class Draft:
 class Drafter:
     """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
     name = "drafter"
+    wants_features = False  # True: the engine hands it the target's final-norm features through `observe`
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         raise NotImplementedError
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
         """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
+
+    def observe(self, features: torch.Tensor) -> None:
+        """(n, H) features of the next n positions the target's cache keeps (only when wants_features)."""
 
     def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
         """Work done once per run before its clock starts (the oracle's reference pass); most need none."""

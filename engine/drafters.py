@@ -7,7 +7,11 @@ made once per (target, spec); the models behind it are loaded once and shared. S
   ngram[:N]         prompt lookup: continue the latest match of the last n <= N tokens (no model)
   layerskip:L       the target's first L layers + final norm + LM head (shared weights, no copy)
   quant[:int8|bf16] a lower-precision copy of the target
-  auto              picks drafter and γ each round from measured costs (see adaptive.py)
+  medusa[:PATH]     trained Medusa-1 heads on the target's last hidden state (headdraft.py; default: the shipped
+                    heads for the embedded SmolLM2-135M, assets/heads/)
+  eagle[:PATH]      a trained EAGLE-style one-layer head drafting autoregressively on the target's features
+  auto[:ngram]      picks drafter and γ each round from measured costs (see adaptive.py): n-gram lookup and, where
+                    the shipped heads fit the target, eagle and medusa; auto:ngram offers n-gram lookup only
   oracle:A[:C]      the target's own greedy continuation, each token corrupted with probability 1 − A,
                     at a cost of C target steps per drafted token (busy compute; default 0): a drafter of
                     known acceptance, to check the cost model against measurement
@@ -26,6 +30,7 @@ from .cache import KVCache
 from .config import GenerationConfig
 from .draft import Draft, Drafter, empty_draft  # noqa: F401  (Draft and Drafter: the interface, re-exported)
 from .fastllama import forward_fn
+from .headdraft import EagleDrafter, MedusaDrafter, heads_fit, load_heads
 from .crossvocab import CrossVocabDrafter, same_vocab
 from .models import LoadedModel, ModelLoadError, load_model, on_unload
 from .ngram import NgramDrafter
@@ -276,9 +281,18 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
     if name == "quant":
         model = quantized_model(target, arg or ("int8" if dev.type == "cpu" else "bf16"))
         return model_based(model, dev)
-    if spec == "auto":
+    if name in ("medusa", "eagle"):
+        heads, parts = load_heads(target, arg.strip() or None)
+        kind = MedusaDrafter if name == "medusa" else EagleDrafter
+        return lambda cfg, gen, max_len, cache: kind(heads, parts, spec, cfg, gen, vocab, dev)
+    if name == "auto":
+        if arg not in ("", "ngram"):
+            raise ModelLoadError(f"draft spec {spec!r}: use auto (n-gram and, where they fit the target, the trained "
+                                 f"heads) or auto:ngram (n-gram only)")
         ngram = drafter_factory("ngram", target)
-        return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev)
+        heads = [] if arg == "ngram" else [drafter_factory(h, target) for h in ("eagle", "medusa") if heads_fit(target)]
+        return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev, costly=tuple(
+            make(cfg, gen, max_len, cache) for make in heads))
     if name == "oracle":
         alpha_s, _, cost_s = arg.partition(":")
         try:
@@ -291,7 +305,7 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
         reference = greedy_reference(target)
         return lambda cfg, gen, max_len, cache: OracleDrafter(alpha, cost, reference, dev, vocab, spec)
     raise ModelLoadError(f"unknown draft spec {spec!r}: use self, model:<id or path>, ngram[:N], layerskip:L, "
-                         f"quant[:int8|bf16], auto or oracle:A[:C]")
+                         f"quant[:int8|bf16], medusa[:PATH], eagle[:PATH], auto or oracle:A[:C]")
 
 
 def _int_arg(spec: str, arg: str, default: int) -> int:

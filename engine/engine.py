@@ -11,6 +11,7 @@ and hands its events (built in record.py) to the consumer.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 import uuid
@@ -250,10 +251,17 @@ class Engine:
         drafter = self.make_drafter(cfg, generator, max_len, cache) if mode == "speculative" else None
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
+        forward, features = self.forward, None
+        if getattr(drafter, "wants_features", False):  # trained heads read the target's final-norm features
+            features = []
+            forward = functools.partial(self.forward, hidden_out=features)
         clock, stats, late = _Clock(), RunStats(), lambda: deadline is not None and time.monotonic() > deadline
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         t_start = clock()
-        self._prefill(ids, cache, late)
+        self._prefill(forward, ids, cache, late)
+        if features:
+            drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
+            features.clear()
         yield from clock.hand_over([self._started(ids, cfg, mode)], stats)
         gamma_now, round_, stop_reason = cfg.gamma, 0, "max_new_tokens"  # γ moves only with adaptive="heuristic"
         while len(ids) - prompt_len < cfg.max_new_tokens:
@@ -269,10 +277,13 @@ class Engine:
             sync()
             t1 = clock()
             # 2. verify  3. accept / resample  4. roll back  5. commit: one pure step
-            s = step(self.forward, ids, draft, cache, cfg, generator, eos=target.eos_ids, remaining=remaining,
+            s = step(forward, ids, draft, cache, cfg, generator, eos=target.eos_ids, remaining=remaining,
                      device=device)
             t2 = clock()
             ids.extend(s.new)
+            if features:  # the features of the positions the cache keeps, for the next draft
+                drafter.observe(features[-1][0, s.kept_rows])
+                features.clear()
             if drafter is not None:
                 drafter.learn(s.n_accepted, ids, t2 - t1)
                 gamma_now = next_gamma(cfg, gamma_now, len(s.drafted), s.n_accepted)
@@ -292,13 +303,13 @@ class Engine:
                        text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
                        summary=stats.summary(wall, step_s))
 
-    def _prefill(self, ids: list[int], cache: KVCache, late) -> None:
+    def _prefill(self, forward, ids: list[int], cache: KVCache, late) -> None:
         """All but the last prompt token (round 1's input), in chunks; the time limit is checked between them."""
         for start in range(0, len(ids) - 1, PREFILL_CHUNK):
             if late():
                 break
             chunk = ids[start:min(start + PREFILL_CHUNK, len(ids) - 1)]
-            self.forward(torch.tensor([chunk], device=self.target.device), cache, logits_to_keep=1)
+            forward(torch.tensor([chunk], device=self.target.device), cache, logits_to_keep=1)
 
     def _started(self, ids: list[int], cfg: GenerationConfig, mode: str) -> RunStarted:
         t = self.target

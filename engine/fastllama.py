@@ -143,11 +143,12 @@ class FastLlama:
         return view
 
     def __call__(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
-                 position_ids=None, logits_to_keep: int = 0) -> torch.Tensor:
+                 position_ids=None, logits_to_keep: int = 0, hidden_out: list | None = None) -> torch.Tensor:
         """input_ids (B, T) after the cache's tokens -> logits (B, T or logits_to_keep, V).
 
         attention_mask: None (causal over the cache and the new tokens) or a bool (B|1, 1, T, L+T) mask
-        (a token tree); position_ids: None (the next T positions) or (B|1, T)."""
+        (a token tree); position_ids: None (the next T positions) or (B|1, T). hidden_out: a list that gets
+        the final-norm hidden states of all T positions, (B, T, H) (the features trained draft heads read)."""
         cache = past_key_values
         b, t = input_ids.shape
         start, end = cache.length, cache.length + t
@@ -180,9 +181,13 @@ class FastLlama:
             gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
             x.add_(w_down(F.silu(gate).mul_(up)))
         x = x.view(b, t, -1)
+        if hidden_out is not None:
+            x = rms_norm(x, self.norm, eps)
+            hidden_out.append(x)
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
-        x = rms_norm(x, self.norm, eps)
+        if hidden_out is None:
+            x = rms_norm(x, self.norm, eps)
         return self.head(x.reshape(-1, x.shape[-1])).view(b, x.shape[1], -1)  # (B, T, V)
 
 
@@ -206,10 +211,13 @@ def forward_fn(model):
             _FAST[id(model)] = FastLlama(model)
         return _FAST[id(model)]
 
-    def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0):
+    def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0, hidden_out=None):
         if attention_mask is not None and position_ids is not None:  # a tree mask: keep sliding windows
             attention_mask = layer_masks(model, attention_mask, position_ids, past_key_values.length)
-        return model(input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
-                     position_ids=position_ids, logits_to_keep=logits_to_keep).logits
+        out = model(input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
+                    position_ids=position_ids, logits_to_keep=logits_to_keep, output_hidden_states=hidden_out is not None)
+        if hidden_out is not None:
+            hidden_out.append(out.hidden_states[-1])
+        return out.logits
 
     return hf

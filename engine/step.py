@@ -57,6 +57,13 @@ class Step:
         return self.n_accepted < len(self.drafted) and not self.eos_accepted
 
     @property
+    def kept_rows(self) -> list[int]:
+        """Rows of the verify forward whose positions the cache keeps: the root, then the accepted drafts."""
+        if self.tree is not None:
+            return [0] + [i + 1 for i in self.tree.path[:self.n_accepted]]
+        return list(range(self.n_accepted + 1))
+
+    @property
     def next_kind(self) -> str:
         """The token after the kept drafts: "corrected" (it replaces a draft) or "bonus"."""
         return "corrected" if self.n_accepted < len(self.drafted) else "bonus"

@@ -45,7 +45,7 @@ PAIR_NOTES = {GEMMA_PAIR: (
     "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
     "exceeds c. Turn on the race to measure it on this machine. Try: \"January, February, March, April, "
     "May, June, July, August, September, October, November, December.\\nJanuary, February, March,\"")}
-DRAFTERS = ("ngram", "self", "layerskip", "quant", "auto", PRESET_DRAFT)
+DRAFTERS = ("ngram", "self", "layerskip", "quant", "medusa", "eagle", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
 READY = "specviz: ready"  # app.py prints it once start-up (warm-up included) is over; tests and benchmarks wait for it
@@ -118,7 +118,7 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
         raise ValueError(why)
     if drafter == PRESET_DRAFT:
         if not preset:
-            raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant or auto")
+            raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant, medusa, eagle or auto")
         return target, preset
     if drafter not in DRAFTERS:
         raise ValueError(f"unknown drafter {drafter!r}")
@@ -217,7 +217,7 @@ def controls_of(events) -> dict:
     if pair is not None:
         out["pair"] = pair
     name, _, arg = (run.started.draft or "").partition(":")
-    if name in ("ngram", "layerskip", "self", "quant", "auto"):
+    if name in ("ngram", "layerskip", "self", "quant", "medusa", "eagle", "auto"):
         out["drafter"], out["param"] = name, int(arg) if arg.isdigit() else 0
     elif name == "model":
         out["drafter"] = PRESET_DRAFT

@@ -3,6 +3,9 @@ with this run's numbers. Events -> HTML.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from engine import costmodel
 from .markup import esc
 from .runs import spec_summary, view_runs
@@ -69,6 +72,33 @@ def why_it_pays(s: dict, gamma) -> str:
             f'{chart}</div>')
 
 
+HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-heads.json"
+
+
+def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
+    """What the trained heads are and how they were trained, with their held-out accuracy ("" for other drafters)."""
+    if draft.split(":")[0] not in ("medusa", "eagle", "auto"):
+        return ""
+    try:
+        rec = json.loads(Path(path).read_text(encoding="utf-8"))
+        medusa = ", ".join(f"head {k + 1}: {a:.0%}" for k, a in enumerate(rec["medusa_top1"]))
+        eagle = ", ".join(f"step {k + 1}: {a:.0%}" for k, a in enumerate(rec["eagle_top1"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return ("<p><b>Trained heads.</b> <i>medusa</i> and <i>eagle</i> draft from the target's own last hidden state "
+            "(the feature its LM head reads), computed by the verify forward anyway. Medusa head k guesses the token "
+            "k after the last one from that feature alone (one residual block each, Cai et al. 2024); EAGLE runs one "
+            "small decoder layer that predicts the next feature from the current one and the next token, and feeds "
+            "its own predictions back to draft a chain or a tree (Li et al. 2024). Both decode with the target's own "
+            f"LM head cut to the {esc(rec.get('draft_vocab'))} most frequent tokens; the target verifies with its full "
+            "distribution, so the output is unchanged. They were trained on this CPU by self-distillation: the "
+            f"target's greedy continuations of {esc(rec.get('prompts'))} prompts ({esc(rec.get('train_tokens'))} "
+            f"tokens), seed {esc(rec.get('seed'))}, in {esc(rec.get('total_s'))} s "
+            f"(<code>{esc(rec.get('command', ''))}</code>). Held-out top-1 accuracy, i.e. the chance a greedy draft "
+            f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> offers them next to n-gram "
+            "lookup and runs one only when its measured c and α predict a gain.</p>")
+
+
 def render_explain(events) -> str:
     """Definitions of draft, target, γ, α, rollback and E/(γc+v), tied to this run's numbers.
 
@@ -112,5 +142,6 @@ def render_explain(events) -> str:
     if flags:
         note += (f'<p class="sv-note sv-warn">⚠ {costmodel.BUSY}: ' + "; ".join(esc(f) for f in flags) + "</p>")
     formula = "".join(f"<li>{line}</li>" for line in lines)
+    heads = heads_note(spec.started.draft or "") if spec and spec.started else ""
     return (f'<div class="specviz specviz-explain">{why_it_pays(s, gamma if isinstance(gamma, int) else None)}'
-            f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}</div>')
+            f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>')

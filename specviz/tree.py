@@ -122,7 +122,9 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
                 "unvisited": "unvisited: never tested (the walk did not reach it)"}[node.origin]
         rule = "draft = argmax p" if greedy else "min(1, p/q) on what is left of p"
         tested = _at(t.accept_prob, i)
-        rows += [("node", f"{i} · depth {node.depth}"), ("draft q", fmt_p(_at(t.q, i))),
+        who = str(getattr(rv.drafted, "drafter", "") or "").split(":")[0]
+        proposer = f" · Medusa head {node.depth}" if who == "medusa" else ""  # Medusa: head d proposes depth d
+        rows += [("node", f"{i} · depth {node.depth}{proposer}"), ("draft q", fmt_p(_at(t.q, i))),
                  ("target p", fmt_p(_at(t.p, i))),
                  (f"accept ({rule})", "not tested" if tested is None else fmt_p(tested))]
         chosen, target_rows = _at(t.token_ids, i), _tree_target_rows(rv, parents[i], node.depth, path)

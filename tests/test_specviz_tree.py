@@ -218,3 +218,12 @@ def test_auto_decision_reason_is_shown_and_escaped():
     html = render_tree(events)
     assert "auto: measuring &lt;b&gt;one&lt;/b&gt; plain step" in html and "<b>one</b>" not in html
     assert "ngram (n=2) γ=2: α 0.5, c 0.01, v 1.2 -&gt; 25.0 tok/s" in html and "plain decoding -&gt; 20.0 tok/s" in html
+
+
+def test_medusa_tree_nodes_name_the_head_that_proposed_them():
+    """In a Medusa tree the node at depth d was proposed by head d: its tooltip says so; other drafters' do not."""
+    import dataclasses
+
+    ev = [dataclasses.replace(e, drafter="medusa") if e.kind == "drafted" else e for e in tree_events()]
+    assert "Medusa head 2" in tip(render_tree(ev), 1, 3) and "Medusa head 1" in tip(render_tree(ev), 1, 1)
+    assert "Medusa head" not in tip(render_tree(tree_events()), 1, 3)

@@ -1,0 +1,141 @@
+"""Trained draft heads (Medusa, EAGLE): training runs, the shipped heads load and propose, and both drafters
+stay lossless (greedy identity on the embedded model; the exact sampling law, with a negative control)."""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine import Engine, GenerationConfig, ModelLoadError, load_model
+from engine import heads as H
+from engine import sampling, step, tree
+from engine.headtrain import PROMPTS, train
+from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN_PROMPTS = PROMPTS.read_text(encoding="utf-8").splitlines()
+
+
+@pytest.fixture(scope="module")
+def tiny_heads(tiny_dirs, tmp_path_factory):
+    """Heads trained in seconds on the tiny random target's own continuations of a few prompts."""
+    target = load_model(tiny_dirs["target"])
+    cfg = H.HeadsConfig(medusa_heads=3, draft_vocab=256, eagle_ffn=32)
+    heads, record = train(target.model, target.tokenizer, TRAIN_PROMPTS[:8], seed=0, max_new=12, gen_batch=4,
+                          cfg=cfg, medusa_epochs=2, eagle_epochs=2, log=lambda m: None)
+    path = tmp_path_factory.mktemp("heads") / "tiny-heads.pt"
+    H.save(heads, record, path)
+    return target, str(path), heads, record
+
+
+def test_training_runs_end_to_end_and_is_deterministic(tiny_heads):
+    """The whole recipe (corpus, draft vocabulary, both heads, held-out accuracy) runs in seconds, saves,
+    loads back as saved (fp16), and the same seed gives the same heads."""
+    target, path, heads, record = tiny_heads
+    assert len(record["medusa_top1"]) == 3 and len(record["eagle_top1"]) == 3
+    assert all(0.0 <= a <= 1.0 for a in record["medusa_top1"] + record["eagle_top1"])
+    loaded, rec = H.load(path, target.model.config)
+    assert rec == record
+    for (name, a), b in zip(heads.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a.half().float() if a.is_floating_point() else a, b), name
+    again, _ = train(target.model, target.tokenizer, TRAIN_PROMPTS[:8], seed=0, max_new=12, gen_batch=4,
+                     cfg=H.HeadsConfig(medusa_heads=3, draft_vocab=256, eagle_ffn=32), medusa_epochs=2,
+                     eagle_epochs=2, log=lambda m: None)
+    assert all(torch.equal(a, b) for a, b in zip(heads.state_dict().values(), again.state_dict().values()))
+
+
+def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt():
+    """Held-out claims and benchmark speedups mean nothing if the heads were trained on the prompts measured."""
+    from specviz.app_views import EXAMPLES
+
+    measured = [json.loads(line)["prompt"] for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
+                for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    measured += [prompt for _, prompt, _, _ in EXAMPLES]
+    assert len(TRAIN_PROMPTS) >= 500 and len(set(TRAIN_PROMPTS)) == len(TRAIN_PROMPTS)
+    for train_prompt in TRAIN_PROMPTS:
+        for m in measured:
+            assert train_prompt.lower() not in m.lower() and m.lower() not in train_prompt.lower(), train_prompt
+
+
+def test_shipped_heads_load_and_propose(embedded):
+    """The committed heads load for the embedded target with their training record, and both drafters propose."""
+    record = H.record_of()
+    assert record["seed"] == 0 and "engine.headtrain" in record["command"]
+    assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
+    for spec in ("medusa", "eagle"):
+        events = list(Engine(embedded, spec).generate("Name three colours.", GenerationConfig(gamma=3, max_new_tokens=12)))
+        drafted = [e for e in events if e.kind == "drafted" and e.token_ids]
+        assert drafted and all(e.drafter == spec for e in drafted)
+
+
+def test_heads_of_another_target_are_refused(tiny_dirs):
+    """The shipped heads fit only the embedded SmolLM2-135M: another target gets a clear message, and auto
+    quietly offers n-gram lookup alone."""
+    with pytest.raises(ModelLoadError, match="do not fit"):
+        Engine(load_model(tiny_dirs["target"]), "eagle")
+    with pytest.raises(ModelLoadError, match="no trained heads"):
+        Engine(load_model(tiny_dirs["target"]), "medusa:/nonexistent/heads.pt")
+    Engine(load_model(tiny_dirs["target"]), "auto")
+
+
+@pytest.mark.parametrize("spec", ["medusa", "eagle", "auto"])
+@pytest.mark.parametrize("tree_budget", [0, 8])
+def test_heads_greedy_output_equals_ar_on_embedded(embedded, spec, tree_budget):
+    """Greedy speculation with the trained heads (chain and tree) gives exactly the AR output of the real model."""
+    engine = Engine(embedded, spec, measure_step=False)
+    cfg = GenerationConfig(gamma=4, max_new_tokens=40, tree_budget=tree_budget, tree_branching=2)
+    prompt = "Write two sentences about a quiet harbour town."
+    events = list(engine.generate(prompt, cfg))
+    assert events[-1].token_ids == list(engine.generate(prompt, cfg, mode="ar"))[-1].token_ids
+
+
+def _accept_all_chain(draft, q, p, generator):
+    """A wrong rule (typical acceptance at its loosest): keep every drafted token, then sample a bonus from p."""
+    g = len(draft)
+    next_id = int(torch.multinomial(p[g], 1, generator=generator))
+    return sampling.Verdict(g, next_id, [1.0] * g, p[torch.arange(g), draft].tolist(), float(p[g, next_id]))
+
+
+def _accept_all_tree(tokens, parents, q, p, generator):
+    """The same wrong rule on a tree: follow the first child down to a leaf, then a bonus from p."""
+    kids, node, path = tree.children_of(parents), -1, []
+    while kids.get(node):
+        node = kids[node][0]
+        path.append(node)
+    next_id = int(torch.multinomial(p[node + 1], 1, generator=generator))
+    return tree.TreeVerdict(path, next_id, float(p[node + 1, next_id]), {i: 1.0 for i in path}, False)
+
+
+@pytest.mark.parametrize("kind", ["medusa", "eagle"])
+@pytest.mark.parametrize("tree_budget", [0, 6])
+def test_heads_sampling_fidelity_with_negative_control(tiny_heads, monkeypatch, kind, tree_budget):
+    """The first sampled token follows the target's exact top-8 law with either drafter, chain or tree
+    (chi-square, 7 df, p = 0.001, fixed seeds); a wrong acceptance rule on the same drafts fails the same test."""
+    target, path, _, _ = tiny_heads
+    engine = Engine(target, f"{kind}:{path}", measure_step=False)
+    ids = engine.encode("Tell me about the weather.", True)
+    p = target_first_token_probs(engine, ids)
+    monkeypatch.setattr("tests.test_engine.GenerationConfig",
+                        lambda **kw: GenerationConfig(**kw, tree_budget=tree_budget, tree_branching=2))
+    drafted = [e for e in engine.generate(None, GenerationConfig(gamma=2, max_new_tokens=2, temperature=1.0, top_k=8,
+                                                                 seed=0, tree_budget=tree_budget), prompt_ids=ids)
+               if e.kind == "drafted" and e.token_ids]
+    assert drafted, "the heads must propose in round 1 (features from the prefill)"
+    assert chi_square(first_token_counts(engine, ids, 600), p) < CHI2_7DF_999
+    if tree_budget:
+        monkeypatch.setattr(step.tree, "accept_tree_sample", _accept_all_tree)
+    else:
+        monkeypatch.setattr(step.sampling, "accept_sample", _accept_all_chain)
+    wrong = first_token_counts(engine, ids, 300)
+    assert wrong[p == 0].sum() > 0 or chi_square(wrong, p) > CHI2_7DF_999
+
+
+def test_explain_tab_describes_the_heads_with_their_held_out_accuracy():
+    """The Explain tab says what the heads are and shows the shipped record's accuracy, only for head drafters."""
+    from specviz.explain import heads_note
+
+    record = json.loads((ROOT / "assets" / "heads" / "smollm2-135m-heads.json").read_text(encoding="utf-8"))
+    note = heads_note("eagle")
+    assert "self-distillation" in note and f"head 1: {record['medusa_top1'][0]:.0%}" in note
+    assert f"step 1: {record['eagle_top1'][0]:.0%}" in note and heads_note("ngram") == ""
+    assert heads_note("medusa", ROOT / "missing.json") == ""  # no record: no paragraph, no error
