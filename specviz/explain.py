@@ -59,7 +59,7 @@ def why_it_pays(s: dict, gamma) -> str:
     if c is not None and v is not None and gamma:
         cost = gamma * c + v
         lines.append(f"This run: a round costs γ·c + v = {gamma}·{c:.3f} + {v:.2f} = {cost:.2f} target steps and "
-                     f"commits E = {_num(s.get('expected_tokens'))} tokens on average, hence the predicted "
+                     f"at α = {_num(alpha)} commits E = {_num(s.get('expected_tokens'))} tokens on average, hence the predicted "
                      f"{_num(s.get('predicted_speedup'))}× (measured: {_num(s.get('speedup'))}×).")
         whatif = [(a, costmodel.predicted_speedup(a, gamma, c, v)) for a in (0.2, 0.5, 0.8)]
         lines.append("It stops paying when α is low or the drafter is costly. With this run's c and v, at γ = "
