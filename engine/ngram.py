@@ -25,19 +25,26 @@ def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tup
     """
     for n in range(min(max_n, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
-        found, seen = [], set()
-        for start in range(len(ids) - n - 1, -1, -1):  # latest first, excluding the suffix itself
-            if ids[start:start + n] == suffix:
-                cont = ids[start + n:start + n + gamma]
-                cont = tuple(cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))])  # stop at the template
-                if cont and cont not in seen:
-                    seen.add(cont)
-                    found.append(list(cont))
-                    if len(found) == limit:
-                        return n, found
+        starts = (s for s in range(len(ids) - n - 1, -1, -1) if ids[s:s + n] == suffix)  # latest first, not the suffix
+        found = continuations(ids, n, starts, gamma, limit)
         if found:
             return n, found
     return 0, []
+
+
+def continuations(ids: list[int], n: int, starts, gamma: int, limit: int) -> list[list[int]]:
+    """The distinct continuations (up to γ tokens, cut where the chat template begins: ids < 0) after the
+    n-grams at `starts` (latest first), at most `limit`; shared by the reference scan and NgramIndex."""
+    found, seen = [], set()
+    for start in starts:
+        cont = tuple(ids[start + n:start + n + gamma])
+        cont = cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))]  # stop at the template
+        if cont and cont not in seen:
+            seen.add(cont)
+            found.append(list(cont))
+            if len(found) == limit:
+                break
+    return found
 
 
 def template_mask(ids: list[int], special: set[int], text_of) -> list[bool]:
@@ -95,17 +102,8 @@ class NgramIndex:
         """(n, continuations) exactly as longest_match(ids, max_n, gamma, limit)."""
         self._extend(ids)
         for n in range(min(self.max_n, len(ids) - 1), 0, -1):
-            found, seen = [], set()
-            for start in reversed(self.starts.get(tuple(ids[-n:]), [])):  # latest first
-                if start + n >= len(ids):  # the suffix itself
-                    continue
-                cont = tuple(ids[start + n:start + n + gamma])
-                cont = cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))]  # stop at the template
-                if cont and cont not in seen:
-                    seen.add(cont)
-                    found.append(list(cont))
-                    if len(found) == limit:
-                        return n, found
+            starts = (s for s in reversed(self.starts.get(tuple(ids[-n:]), [])) if s + n < len(ids))  # not the suffix
+            found = continuations(ids, n, starts, gamma, limit)
             if found:
                 return n, found
         return 0, []
