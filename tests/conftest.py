@@ -61,3 +61,14 @@ def app_url():
 
     with serve_app() as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium driven by Playwright, one per browser test module (skips when either is missing)."""
+    from tests.app_server import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+
+    with playwright_or_skip().sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

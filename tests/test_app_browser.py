@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip
+from tests.app_server import ROOT, playwright_or_skip
 
 sync_api = playwright_or_skip()
-ARGS = CHROMIUM_ARGS
 GROUNDED = ("Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most importent "
             "pollinators in the world. Bees visit flowers to colect nectar and pollen.")
 LONG = "Write a long story about a lighthouse keeper and a storm."
@@ -27,14 +26,6 @@ DONE = '#summary .sv-summary[data-done="1"]'
 def url(app_url):
     """The app server (shared by the browser test modules); pages open it with the tour off."""
     return app_url + "?tour=0"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")

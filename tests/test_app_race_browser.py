@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 
-from tests.app_server import CHROMIUM, CHROMIUM_ARGS, playwright_or_skip
+from tests.app_server import playwright_or_skip
 
-sync_api = playwright_or_skip()
-ARGS = CHROMIUM_ARGS
+playwright_or_skip()  # the `browser` fixture (conftest.py) drives it
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 LANES = """() => {
   const lane = m => document.querySelector(`#race .race-lane[data-mode="${m}"]`);
@@ -22,31 +21,28 @@ LANES = """() => {
 }"""
 
 
-def test_two_lanes_grow_together_and_the_verdict_waits(app_url):
+def test_two_lanes_grow_together_and_the_verdict_waits(app_url, browser):
     """During a raced run both lanes show partial progress at the same time with no speedup on screen;
     the speedup and 'Outputs identical' appear once both lanes are done."""
     url = app_url + "?tour=0"
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1440, "height": 1000})
-        page.goto(url)
-        page.wait_for_selector("#prompt textarea")
-        page.fill("#prompt textarea", PROMPT)
-        box = page.locator("#max-new input[type=number]").first
-        box.fill("64")
-        box.press("Tab")
-        page.get_by_label("Race against autoregressive", exact=False).check()
-        page.get_by_role("tab", name="Race").click()
-        page.wait_for_selector("#race")
-        page.click("#generate")
-        samples, deadline = [], time.monotonic() + 240
-        while time.monotonic() < deadline:
-            state = page.evaluate(LANES)
-            samples.append(state)
-            if state["specDone"] and state["arDone"] and state["speedup"]:
-                break
-            time.sleep(0.15)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(url)
+    page.wait_for_selector("#prompt textarea")
+    page.fill("#prompt textarea", PROMPT)
+    box = page.locator("#max-new input[type=number]").first
+    box.fill("64")
+    box.press("Tab")
+    page.get_by_label("Race against autoregressive", exact=False).check()
+    page.get_by_role("tab", name="Race").click()
+    page.wait_for_selector("#race")
+    page.click("#generate")
+    samples, deadline = [], time.monotonic() + 240
+    while time.monotonic() < deadline:
+        state = page.evaluate(LANES)
+        samples.append(state)
+        if state["specDone"] and state["arDone"] and state["speedup"]:
+            break
+        time.sleep(0.15)
     running = [s for s in samples if not (s["specDone"] and s["arDone"]) and s["spec"] >= 0]
     both_growing = [s for s in running if 0 < s["spec"] < s["specGoal"] and 0 < s["ar"] < s["arGoal"]]
     assert both_growing, f"never saw both lanes part-way at once: {samples[-5:]}"

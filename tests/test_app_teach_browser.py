@@ -12,20 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, playwright_or_skip
+from tests.app_server import ROOT, playwright_or_skip
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
 RUN_TIMEOUT_MS = 120_000
 DONE = '#summary .sv-summary[data-done="1"]'
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture
