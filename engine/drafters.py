@@ -290,7 +290,8 @@ def drafter_factory(spec: str, target: LoadedModel, trust_remote_code: bool = Fa
             raise ModelLoadError(f"draft spec {spec!r}: use auto (n-gram and, where they fit the target, the trained "
                                  f"heads) or auto:ngram (n-gram only)")
         ngram = drafter_factory("ngram", target)
-        heads = [] if arg == "ngram" else [drafter_factory(h, target) for h in ("eagle", "medusa") if heads_fit(target)]
+        fit = arg != "ngram" and heads_fit(target)
+        heads = [drafter_factory(h, target) for h in ("eagle", "medusa")] if fit else []
         return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), dev, costly=tuple(
             make(cfg, gen, max_len, cache) for make in heads))
     if name == "oracle":
