@@ -40,9 +40,16 @@ def open_page(browser, url, tour=False, width=1440, height=1000, theme=None):
 
 
 def set_number(page, elem_id: str, value) -> None:
+    """Type a slider's number and commit it. A control in an accordion that has just opened can mount again
+    after the first fill on a busy machine (losing it), so fill until the value holds."""
     box = page.locator(f"#{elem_id} input[type=number]").first
-    box.fill(str(value))
-    box.press("Tab")
+    for _ in range(3):
+        box.wait_for(state="visible")
+        box.fill(str(value))
+        box.press("Tab")
+        page.wait_for_timeout(300)
+        if box.input_value() == str(value):
+            return
 
 
 def run_example(page, max_new: int, gamma: int | None = None, drafter: str | None = None) -> None:
