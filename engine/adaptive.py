@@ -29,6 +29,24 @@ from .tree import depths
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
+CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)  # bins of a costly drafter's confidence (the max of q at a position)
+
+
+MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
+
+
+def confidence_variant(name: str, confidence: float, calibration: list | None = None) -> tuple[str, float]:
+    """(variant, prior α) of one drafted position by its draft distribution's confidence, max q: acceptance is
+    tracked per bin, and an untried bin starts at the hit rate the drafter measured for it on held-out data
+    (`calibration`: [guesses, hit rate] per bin, from its training record), else at the bin's middle.
+    max q is a property of the distribution the token is drawn from, not of the token, so cutting a chain
+    by it keeps the min(1, p/q) test exact."""
+    edges = (0.0, *CONFIDENCE_EDGES, 1.0)
+    i = sum(confidence >= e for e in CONFIDENCE_EDGES)
+    prior = (edges[i] + edges[i + 1]) / 2
+    if calibration and len(calibration) == len(edges) - 1 and calibration[i][0] >= MIN_CALIBRATION:
+        prior = float(calibration[i][1])
+    return f"{name}@{edges[i]:.1f}-{edges[i + 1]:.1f}", prior
 
 
 class AutoDrafter(Drafter):
@@ -43,11 +61,12 @@ class AutoDrafter(Drafter):
         self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
         self.hits: dict[str, float] = {}  # variant -> decayed accepted tokens
         self.cost: dict[str, float] = {}  # drafter name -> seconds per drafted token (EMA)
+        self.used: dict[str, float] = {}  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
-        self.last: tuple[int, str, str] = (0, "", "")  # (γ, variant, drafter) of the round in flight
+        self.last: tuple[int, list, str] = (0, [], "")  # (γ, variant per drafted position, drafter) in flight
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
@@ -59,11 +78,11 @@ class AutoDrafter(Drafter):
             d.observe(features)
 
     # -- estimates ------------------------------------------------------------------------
-    def alpha(self, variant: str = "") -> float:
+    def alpha(self, variant: str = "", prior: float = PRIOR_ALPHA) -> float:
         """Acceptance of the drafter's proposals of this variant (e.g. n-gram match length), with a prior."""
         hits, trials = self.hits.get(variant, 0.0), self.trials.get(variant, 0.0)
-        # the cost model's α (accepted / tested) with one pseudo-trial worth PRIOR_ALPHA
-        return costmodel.alpha(hits + PRIOR_ALPHA, trials - hits + 1.0 - PRIOR_ALPHA)
+        # the cost model's α (accepted / tested) with one pseudo-trial worth the prior
+        return costmodel.alpha(hits + prior, trials - hits + 1.0 - prior)
 
     def verify_s(self, n: int) -> float | None:
         """t(n) in seconds: measured when seen, else the cost model's line through the multi-token points."""
@@ -95,53 +114,98 @@ class AutoDrafter(Drafter):
             best = candidates[0]  # probe with the smallest γ
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             reason = f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds"
+        keep, variants, confidence = best["gamma"], None, None
         if best["drafter"] in self.costly:
-            d, variant = best["drafter"], best["drafter"]
+            d = variant = best["drafter"]
             t = time.perf_counter()
-            draft = self.costly[d].propose(ids, best["gamma"])
+            draft = self.costly[d].propose(ids, gamma)  # all γ: its confidence says below how many to keep
             self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
             if not len(draft.token_ids):
                 return self._plain(f"{d} had no proposal", candidates, plain_rate)
-        draft = _cut(draft, best["gamma"])
+            if draft.q is not None and draft.parents is None:  # a chain: keep the positions it is sure enough of
+                confidence = [round(float(x), 3) for x in draft.q.max(-1).values.tolist()]
+                keep, variants, rate = self._by_confidence(d, confidence, t1)
+                self._asked(d, used=bool(keep))
+                if not keep and reason is None:
+                    return self._plain(f"{d} was unsure (confidence {confidence}): verifying its draft would not "
+                                       f"beat plain decoding", candidates, plain_rate)
+                if keep:
+                    best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
+                keep = keep or 1  # a probe tries the first position anyway
+        draft = _cut(draft, keep)
         self.plain_streak = 0
-        self.last = (len(draft.token_ids), variant, d)
+        n = len(draft.token_ids)
+        self.last = (n, (variants or [variant] * n)[:n], d)
         self.probing = reason is not None
         draft.drafter = d
-        draft.decision = {"drafter": d, "gamma": len(draft.token_ids),
-                          "reason": reason or f"{d} with γ={best['gamma']} predicts "
+        sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
+        draft.decision = {"drafter": d, "gamma": n,
+                          "reason": reason or f"{d} with γ={best['gamma']}{sure} predicts "
                                               f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain",
                           "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
+        if confidence:
+            draft.decision["confidence"] = confidence
         return draft
 
+    def _by_confidence(self, d: str, confidence: list, t1: float) -> tuple[int, list, float]:
+        """The prefix of a costly drafter's chain worth verifying: each position's α from its confidence bin,
+        E from the cost model, and the γ with the most tokens per second of verify time (the drafting is paid
+        already). Returns (γ, the positions' variants, predicted tokens/s); γ = 0 when none beats plain."""
+        calibration = getattr(self.costly[d], "calibration", None)
+        pairs = [confidence_variant(d, x, calibration) for x in confidence]
+        alphas = [self.alpha(v, prior) for v, prior in pairs]
+        best_g, best_rate = 0, 1.0 / t1
+        for g in range(1, len(alphas) + 1):
+            rate = costmodel.expected_tokens_each(alphas[:g]) / self.verify_s(g + 1)
+            if rate > best_rate:
+                best_g, best_rate = g, rate
+        return best_g, [v for v, _ in pairs], best_rate
+
     def _price(self, d: str, variant: str, cap: int, t1: float) -> list[dict]:
-        """One candidate per γ = 1..cap for drafter d: the cost model's predicted tokens per second."""
-        c, alpha, out = self.cost.get(d, 0.1 * t1), self.alpha(variant), []
+        """One candidate per γ = 1..cap for drafter d: the cost model's predicted tokens per second. A costly
+        drafter is priced with the share of its drafts that were worth verifying (the rest cost a plain round)."""
+        c, alpha, used, out = self.cost.get(d, 0.1 * t1), self.alpha(variant), self.used.get(d, 1.0), []
         for g in range(1, cap + 1):
             v = self.verify_s(g + 1)
-            rate = costmodel.predicted_speedup(alpha, g, c / t1, v / t1) / t1  # tokens per second
+            rate = costmodel.predicted_speedup_asked(alpha, g, c / t1, v / t1, used) / t1  # tokens per second
             out.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
                         "c": round(c / t1, 4), "v": round(v / t1, 4), "predicted_tokens_per_s": round(rate, 3)})
+            if d in self.costly:
+                out[-1]["used"] = round(used, 4)
         return out
 
+    def _asked(self, d: str, used: bool) -> None:
+        self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
+
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        g, variant, chosen = self.last
+        g, variants, chosen = self.last
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
         old = self.verify.get(g + 1)
         self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
         if g:
-            # accepted tokens are successes; a rejection (if any) is the one failure observed
-            self.trials[variant] = DECAY * self.trials.get(variant, 0.0) + n_accepted + (1 if n_accepted < g else 0)
-            self.hits[variant] = DECAY * self.hits.get(variant, 0.0) + n_accepted
+            self._count(variants, n_accepted)
+            if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
+                self._count([chosen] * g, n_accepted)
         self.drafter.learn(n_accepted if g and chosen == self.drafter.name else 0, ids, verify_s)
         for name, d in self.costly.items():
             d.learn(n_accepted if g and chosen == name else 0, ids, verify_s)
-        self.last = (0, "", "")
+        self.last = (0, [], "")
+
+    def _count(self, variants: list, n_accepted: int) -> None:
+        """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
+        failure; each variant's older counts decay once per round it appears in."""
+        for v in set(variants):
+            self.trials[v] = DECAY * self.trials.get(v, 0.0)
+            self.hits[v] = DECAY * self.hits.get(v, 0.0)
+        for i, v in enumerate(variants[:n_accepted + 1]):
+            self.trials[v] += 1
+            self.hits[v] += 1 if i < n_accepted else 0
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
         self.plain_streak += 1
-        self.last = (0, "", "")
+        self.last = (0, [], "")
         draft = empty_draft(self.device, "auto")
         draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
                           "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}

@@ -45,10 +45,29 @@ def expected_tokens(alpha: float, gamma: float) -> float:
     return (1.0 - a ** (g + 1.0)) / (1.0 - a)
 
 
+def expected_tokens_each(alphas) -> float:
+    """E for a chain whose i-th draft is accepted with probability alphas[i] once the ones before it were:
+    1 + a1 + a1·a2 + …  (expected_tokens(α, γ) is the case of γ equal α)."""
+    total, reach = 1.0, 1.0
+    for a in alphas:
+        reach *= min(max(float(a), 0.0), 1.0)
+        total += reach
+    return total
+
+
 def predicted_speedup(alpha: float, gamma: float, c: float, v: float) -> float | None:
     """E / (γc + v): speedup over AR when a draft step costs c and verifying γ+1 tokens costs v target steps."""
     cost = float(gamma) * float(c) + float(v)
     return expected_tokens(alpha, gamma) / cost if cost > 0 else None
+
+
+def predicted_speedup_asked(alpha: float, gamma: float, c: float, v: float, used: float) -> float | None:
+    """predicted_speedup for a drafter asked before it is known whether its draft is worth verifying: with
+    probability `used` it is (E tokens for γc + v), else the round decodes plainly after paying the drafting
+    (1 token for γc + 1). used = 1 is predicted_speedup."""
+    u = min(max(float(used), 0.0), 1.0)
+    cost = float(gamma) * float(c) + u * float(v) + (1.0 - u)
+    return (u * expected_tokens(alpha, gamma) + 1.0 - u) / cost if cost > 0 else None
 
 
 def verify_curve(points: dict) -> "callable":

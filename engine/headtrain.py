@@ -10,7 +10,7 @@
 4. EAGLE layer: teacher-forced over [f_t ; emb(x_{t+1})] -> f_{t+1}, smooth-L1 on the feature plus
    cross-entropy of the draft LM head on x_{t+2}, with noise on the input features (EAGLE-1's recipe for
    the drift of its own predicted features).
-5. held-out top-1 accuracy (the last prompts of the set): per Medusa head, and per EAGLE step k, which feeds
+5. held-out top-1 accuracy (every tenth prompt of the set): per Medusa head, and per EAGLE step k, which feeds
    its own predicted features for k − 1 steps (with the true tokens, as after accepted drafts).
 Deterministic given the seed (same torch build and thread count). Labels are the target's greedy choices,
 so an accuracy is the chance that a greedy draft token is accepted.
@@ -26,13 +26,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .adaptive import CONFIDENCE_EDGES
 from .cache import KVCache
 from .fastllama import forward_fn
 from .models import EMBEDDED, load_model
 from .heads import ASSETS, WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 
 PROMPTS = ASSETS / "train_prompts.txt"
-HELD_OUT = 0.1  # share of the prompts (the last ones) kept out of training
+HELD_OUT = 0.1  # share of the prompts (every tenth) kept out of training
 
 
 def encode(tokenizer, prompt: str) -> list[int]:
@@ -137,12 +138,29 @@ def train_medusa(heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr
         log(f"medusa epoch {epoch + 1}/{epochs}: loss {total / len(x):.3f}")
 
 
+def calibration(seen: list) -> list[list]:
+    """Per confidence bin of auto (adaptive.CONFIDENCE_EDGES): [guesses, share the target chose], from the
+    (confidence, hit) tensors of held-out guesses; auto starts each bin's α there (a prior it then updates)."""
+    conf, hit = torch.cat([c for c, _ in seen]), torch.cat([h for _, h in seen]).float()
+    bins = torch.bucketize(conf, torch.tensor(CONFIDENCE_EDGES), right=True)
+    out = []
+    for b in range(len(CONFIDENCE_EDGES) + 1):
+        sel = bins == b
+        n = int(sel.sum())
+        out.append([n, round(float(hit[sel].mean()), 4) if n else None])
+    return out
+
+
 @torch.no_grad()
-def medusa_accuracy(heads: Heads, lm_head, seqs) -> list[float]:
-    """Held-out top-1 accuracy of each Medusa head (a label outside the draft vocabulary counts as a miss)."""
+def medusa_accuracy(heads: Heads, lm_head, seqs, seen: list | None = None) -> list[float]:
+    """Held-out top-1 accuracy of each Medusa head (a label outside the draft vocabulary counts as a miss);
+    `seen` collects every guess's (confidence, hit) for calibration()."""
     x, y = medusa_rows(seqs, heads.cfg.medusa_heads)
-    guess = heads.vocab_ids[heads.medusa(x, lm_head).argmax(-1)].T  # (N, K) target ids
+    probs = heads.medusa(x, lm_head).softmax(-1)  # (K, N, V_draft)
+    guess = heads.vocab_ids[probs.argmax(-1)].T  # (N, K) target ids
     valid = y >= 0
+    if seen is not None:
+        seen.append((probs.amax(-1).T[valid], (guess == y)[valid]))
     return [round(float(((guess[:, k] == y[:, k]) & valid[:, k]).sum() / valid[:, k].sum()), 4)
             for k in range(y.shape[1])]
 
@@ -163,7 +181,7 @@ def _pad_batch(seqs: list[dict], embed):
 
 
 def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: float, noise: float,
-                gen: torch.Generator, log):
+                gen: torch.Generator, log, soft: bool = False):
     layer = heads.eagle
     opt = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
     steps = epochs * ((len(seqs) + batch - 1) // batch)
@@ -179,7 +197,11 @@ def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: f
             valid = y >= 0
             reg = F.smooth_l1_loss(pred[valid], f_out[valid])
             target = torch.where(valid, index[y.clamp(min=0)], -100)
-            cls = F.cross_entropy((pred[valid] @ parts.lm_head.T), target[valid], ignore_index=-100)
+            if soft:  # EAGLE's own recipe: the target's distribution (from its next feature) as the label
+                teacher = (f_out[valid] @ parts.lm_head.T).softmax(-1)
+                cls = -(teacher * (pred[valid] @ parts.lm_head.T).log_softmax(-1)).sum(-1).mean()
+            else:
+                cls = F.cross_entropy((pred[valid] @ parts.lm_head.T), target[valid], ignore_index=-100)
             loss = reg + 0.1 * cls
             opt.zero_grad()
             loss.backward()
@@ -191,7 +213,7 @@ def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: f
 
 
 @torch.no_grad()
-def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3) -> list[float]:
+def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3, seen: list | None = None) -> list[float]:
     """Held-out top-1 accuracy per EAGLE step k = 1..steps, as drafting runs it: from a start j, step 1 reads
     the true feature f_j (and x_{j+1}); step k > 1 reads the feature step k − 1 predicted, with the true
     token x_{j+k} (the draft accepted so far); its guess must equal x_{j+1+k}."""
@@ -213,8 +235,12 @@ def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3) -> lis
         for k in range(1, steps + 1):
             label_pos = starts + 1 + k  # token x_{j+1+k}
             ok = label_pos < n
-            guess = heads.vocab_ids[(feature[:, 0] @ parts.lm_head.T).argmax(-1)]
-            hits[k - 1] += int(((guess == toks[label_pos.clamp(max=n - 1)]) & ok).sum())
+            probs = (feature[:, 0] @ parts.lm_head.T).softmax(-1)
+            guess = heads.vocab_ids[probs.argmax(-1)]
+            hit = guess == toks[label_pos.clamp(max=n - 1)]
+            hits[k - 1] += int((hit & ok).sum())
+            if seen is not None:
+                seen.append((probs.amax(-1)[ok], hit[ok]))
             tried[k - 1] += int(ok.sum())
             if k == steps:
                 break
@@ -227,24 +253,46 @@ def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3) -> lis
     return [round(h / max(t, 1), 4) for h, t in zip(hits, tried)]
 
 
+def cached_corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, cache: str | None,
+                  log=print, save_every_s: float = 120.0) -> list[dict]:
+    """corpus() for the prompts, through a cache file keyed by prompt: prompts already there are read back
+    (greedy: the same either way), the others are generated and the file is rewritten every few minutes, so an
+    interrupted run resumes where it stopped. A cache made with another max_new is not used."""
+    done: dict = {}
+    if cache and Path(cache).exists():
+        saved = torch.load(cache, weights_only=True)
+        done = saved["seqs"] if saved.get("max_new") == max_new else {}
+    todo, last = [p for p in prompts if p not in done], time.time()
+    for start in range(0, len(todo), batch):
+        chunk = todo[start:start + batch]
+        done.update(zip(chunk, corpus(model, tokenizer, chunk, max_new, batch, log=lambda m: None)))
+        log(f"corpus: {len(todo) - len(todo[start + batch:])}/{len(todo)} new prompts ({len(done)} cached)")
+        if cache and (time.time() - last > save_every_s or start + batch >= len(todo)):
+            torch.save({"max_new": max_new, "seqs": done}, cache)
+            last = time.time()
+    return [done[p] for p in prompts]
+
+
+def split(seqs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(train, held out): every tenth prompt is held out, so the held-out set has the whole set's mix."""
+    every = round(1 / HELD_OUT)
+    held = {i for i in range(len(seqs)) if i % every == every - 1} or {len(seqs) - 1}  # a tiny set holds its last
+    return [s for i, s in enumerate(seqs) if i not in held], [s for i, s in enumerate(seqs) if i in held]
+
+
 def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int = 128, gen_batch: int = 16,
           cfg: HeadsConfig | None = None, medusa_epochs: int = 3, eagle_epochs: int = 6, log=print,
           corpus_cache: str | None = None) -> tuple:
     """The whole recipe: corpus, draft vocabulary, both heads, held-out accuracy. Returns (heads, record).
-    corpus_cache: a file the corpus is saved to, or read from when it exists (greedy: the same either way)."""
+    corpus_cache: a file the corpus is kept in, keyed by prompt (see cached_corpus)."""
     cfg = cfg or HeadsConfig()
     t0 = time.time()
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    if corpus_cache and Path(corpus_cache).exists():
-        seqs = torch.load(corpus_cache, weights_only=True)
-    else:
-        seqs = corpus(model, tokenizer, prompts, max_new, gen_batch, log)
-        if corpus_cache:
-            torch.save(seqs, corpus_cache)
+    seqs = cached_corpus(model, tokenizer, prompts, max_new, gen_batch, corpus_cache, log)
     t_corpus = time.time() - t0
-    n_held = max(1, int(len(seqs) * HELD_OUT))
-    train_seqs, held = seqs[:-n_held], seqs[-n_held:]
+    train_seqs, held = split(seqs)
+    n_held = len(held)
     vocab_ids, coverage = draft_vocab(train_seqs, min(cfg.draft_vocab, model.config.vocab_size))
     cfg.draft_vocab = len(vocab_ids)
     heads = Heads(cfg, model.config, vocab_ids)
@@ -253,16 +301,19 @@ def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int =
     train_medusa(heads, parts.lm_head, index, train_seqs, medusa_epochs, 256, 2e-3, gen, log)
     train_eagle(heads, parts, index, train_seqs, eagle_epochs, 8, 1e-3, 0.1, gen, log)
     heads.eval()
+    seen_medusa, seen_eagle = [], []
     record = {
         "seed": seed, "prompts": len(prompts), "held_out_prompts": n_held,
         "train_tokens": sum(len(s["tokens"]) - s["prompt_len"] for s in train_seqs),
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": round(coverage, 4),
-        "medusa_top1": medusa_accuracy(heads, parts.lm_head, held),
-        "eagle_top1": eagle_accuracy(heads, parts, held, steps=cfg.medusa_heads),
+        "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),
+        "eagle_top1": eagle_accuracy(heads, parts, held, steps=cfg.medusa_heads, seen=seen_eagle),
         "corpus_s": round(t_corpus), "total_s": round(time.time() - t0), "threads": torch.get_num_threads(),
         "max_new": max_new, "medusa_epochs": medusa_epochs, "eagle_epochs": eagle_epochs,
     }
-    log(f"held-out top-1: medusa {record['medusa_top1']}, eagle {record['eagle_top1']}")
+    record["medusa_calibration"], record["eagle_calibration"] = calibration(seen_medusa), calibration(seen_eagle)
+    log(f"held-out top-1: medusa {record['medusa_top1']}, eagle {record['eagle_top1']}; by confidence bin "
+        f"[guesses, hit rate]: medusa {record['medusa_calibration']}, eagle {record['eagle_calibration']}")
     return heads, record
 
 
@@ -279,7 +330,7 @@ def main(argv=None) -> None:
     ap.add_argument("--eagle-epochs", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
     ap.add_argument("--out", default=str(WEIGHTS))
-    ap.add_argument("--corpus-cache", default=None, help="save the corpus here, or reuse it when the file exists")
+    ap.add_argument("--corpus-cache", default=None, help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(EMBEDDED)

@@ -1,0 +1,115 @@
+"""auto and the trained heads: a head's chain is cut where its own confidence (max q at a position) says
+verifying stops paying, acceptance is learnt per confidence bin, and asking a head that was often unsure is
+priced as such. The cut depends on the draft distributions only, never on the sampled tokens (the sampling
+law stays exact); the numbers go through the one cost model."""
+import pytest
+import torch
+
+from engine import costmodel
+from engine.adaptive import AutoDrafter, confidence_variant
+from engine.draft import Draft, Drafter, empty_draft
+
+V = 16
+
+
+class Nothing(Drafter):
+    """A free drafter that never has a proposal (n-gram on open text)."""
+    name = "ngram"
+
+    def propose(self, ids, gamma):
+        return empty_draft(torch.device("cpu"), self.name)
+
+
+class Head(Drafter):
+    """A costly drafter whose chain has the given confidences: row i puts `conf[i]` on token `picks[i]`."""
+    wants_features = True
+
+    def __init__(self, name="eagle"):
+        self.name, self.conf, self.picks, self.asked = name, [], [], 0
+
+    def propose(self, ids, gamma):
+        self.asked += 1
+        conf, picks = self.conf[:gamma], (self.picks or [0] * len(self.conf))[:gamma]
+        q = torch.full((len(conf), V), 0.0)
+        for i, (c, x) in enumerate(zip(conf, picks)):
+            q[i] = (1 - c) / (V - 1)
+            q[i, 0] = c  # the mode is token 0; the sampled token may be another
+        return Draft(torch.tensor(picks), q, self.name)
+
+
+def auto_with(head, verify=None):
+    auto = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,))
+    auto.verify = dict(verify or {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3})  # seconds to verify n tokens
+    auto.cost = {"ngram": 0.0, head.name: 0.02}
+    return auto
+
+
+def test_expected_tokens_each_generalises_the_equal_alpha_case():
+    for a in (0.0, 0.3, 0.9, 1.0):
+        for g in range(5):
+            assert costmodel.expected_tokens_each([a] * g) == pytest.approx(costmodel.expected_tokens(a, g))
+    assert costmodel.expected_tokens_each([0.9, 0.5, 0.0, 1.0]) == pytest.approx(1 + 0.9 + 0.45)
+    assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 1.0) == pytest.approx(
+        costmodel.predicted_speedup(0.6, 3, 0.05, 1.4))
+    assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 0.0) == pytest.approx(1 / 1.15)  # paid, not used
+
+
+def test_confidence_bins_and_their_priors():
+    assert confidence_variant("eagle", 0.95) == ("eagle@0.8-1.0", pytest.approx(0.9))
+    assert confidence_variant("eagle", 0.05) == ("eagle@0.0-0.2", pytest.approx(0.1))
+    assert confidence_variant("medusa", 0.4)[0] == "medusa@0.4-0.6"
+    measured = [[400, 0.05], [300, 0.2], [200, 0.41], [100, 0.55], [120, 0.83]]  # a training record's table
+    assert confidence_variant("eagle", 0.95, measured)[1] == pytest.approx(0.83)
+    assert confidence_variant("eagle", 0.7, measured)[1] == pytest.approx(0.55)
+    few = [[400, 0.05], [300, 0.2], [200, 0.41], [100, 0.55], [12, 0.5]]  # too few guesses: the bin's middle
+    assert confidence_variant("eagle", 0.95, few)[1] == pytest.approx(0.9)
+
+
+def test_a_chain_is_cut_where_verifying_stops_paying():
+    """Confidences 0.95, 0.9, 0.1: E per verify second is best at γ = 2 (2.71/1.2 vs 1.9/1.1 and 2.79/1.3)."""
+    head = Head()
+    head.conf = [0.95, 0.9, 0.1]
+    auto = auto_with(head)
+    draft = auto.propose([1, 2, 3], 3)
+    assert len(draft.token_ids) == 2 and draft.decision["drafter"] == "eagle"
+    assert draft.decision["confidence"] == [0.95, 0.9, 0.1] and "γ=2 of the 3 it drafted" in draft.decision["reason"]
+    assert auto.last[1] == ["eagle@0.8-1.0", "eagle@0.8-1.0"]
+
+
+def test_an_unsure_chain_is_a_plain_round_and_makes_asking_dearer():
+    head = Head()
+    head.conf = [0.1, 0.1, 0.1]  # α 0.1 each: 1.1 tokens for 1.1 s never beats plain's 1 for 1 s
+    auto = auto_with(head)
+    before = max(c["predicted_tokens_per_s"] for c in auto._price("eagle", "eagle", 3, 1.0))
+    draft = auto.propose([1, 2, 3], 3)
+    assert len(draft.token_ids) == 0 and draft.decision["reason"].startswith("eagle was unsure")
+    assert auto.used["eagle"] < 1.0
+    after = max(c["predicted_tokens_per_s"] for c in auto._price("eagle", "eagle", 3, 1.0))
+    assert after < before
+
+
+def test_acceptance_is_learnt_per_confidence_bin():
+    """A rejected sure position lowers that bin's α (and the head's overall α), not the other bins'."""
+    head = Head()
+    head.conf = [0.95, 0.9, 0.1]
+    auto = auto_with(head)
+    sure, unsure = auto.alpha("eagle@0.8-1.0", 0.9), auto.alpha("eagle@0.0-0.2", 0.1)
+    auto.propose([1, 2, 3], 3)
+    auto.learn(0, [1, 2, 3, 4], 1.1)
+    assert auto.alpha("eagle@0.8-1.0", 0.9) < sure
+    assert auto.alpha("eagle@0.0-0.2", 0.1) == unsure
+    assert auto.trials["eagle@0.8-1.0"] == 1 and auto.hits["eagle@0.8-1.0"] == 0
+    assert auto.trials["eagle"] == 1  # the overall α that prices asking counts the same tested position
+    auto.propose([1, 2, 3, 4], 3)
+    auto.learn(2, [1, 2, 3, 4, 5, 6, 7], 1.2)  # both kept positions accepted
+    assert auto.hits["eagle@0.8-1.0"] == pytest.approx(2) and auto.trials["eagle@0.8-1.0"] == pytest.approx(2.9)
+
+
+@pytest.mark.parametrize("picks", [[0, 0, 0], [5, 7, 9], [0, 11, 3]])
+def test_the_cut_never_looks_at_the_sampled_tokens(picks):
+    """The γ kept depends on the draft distributions only: the same q rows with other sampled tokens (tokens the
+    rows make unlikely) keep the same γ. Cutting by q(sampled token) instead would bias the min(1, p/q) test."""
+    head = Head()
+    head.conf, head.picks = [0.95, 0.9, 0.1], picks
+    draft = auto_with(head).propose([1, 2, 3], 3)
+    assert draft.token_ids.tolist() == picks[:2]
