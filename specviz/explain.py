@@ -95,8 +95,10 @@ def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
             f"target's greedy continuations of {esc(rec.get('prompts'))} prompts ({esc(rec.get('train_tokens'))} "
             f"tokens), seed {esc(rec.get('seed'))}, in {esc(rec.get('total_s'))} s "
             f"(<code>{esc(rec.get('command', ''))}</code>). Held-out top-1 accuracy, i.e. the chance a greedy draft "
-            f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> offers them next to n-gram "
-            "lookup and runs one only when its measured c and α predict a gain.</p>")
+            f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> asks them when n-gram "
+            "lookup has nothing and its measured c and α predict a gain, then verifies only the positions the "
+            "head is sure enough of (its confidence, max q, against the hit rate it measured at that confidence "
+            "on held-out text).</p>")
 
 
 def render_explain(events) -> str:

@@ -57,11 +57,23 @@ def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt()
             assert train_prompt.lower() not in m.lower() and m.lower() not in train_prompt.lower(), train_prompt
 
 
+def test_committed_prompt_set_is_what_its_command_makes():
+    """The 2,700 prompts added to the first 900 are exactly `python -m engine.headprompts --add 2700 --seed 1`'s."""
+    from engine.headprompts import new_prompts
+
+    assert TRAIN_PROMPTS[900:] == new_prompts(2700, 1, TRAIN_PROMPTS[:900])
+    assert new_prompts(5, 2, TRAIN_PROMPTS) != new_prompts(5, 3, TRAIN_PROMPTS)  # the seed matters
+
+
 def test_shipped_heads_load_and_propose(embedded):
     """The committed heads load for the embedded target with their training record, and both drafters propose."""
     record = H.record_of()
     assert record["seed"] == 0 and "engine.headtrain" in record["command"]
     assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
+    for kind in ("medusa", "eagle"):  # held-out hit rate per confidence bin: auto's priors, and they mean something
+        table = record[f"{kind}_calibration"]
+        assert len(table) == 5 and sum(n for n, _ in table) > 1000
+        assert table[-1][1] > 0.6 > 0.2 > table[0][1]
     for spec in ("medusa", "eagle"):
         events = list(Engine(embedded, spec).generate("Name three colours.", GenerationConfig(gamma=3, max_new_tokens=12)))
         drafted = [e for e in events if e.kind == "drafted" and e.token_ids]
