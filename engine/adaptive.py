@@ -100,9 +100,8 @@ class AutoDrafter(Drafter):
         cap, variant, d = len(draft.token_ids), draft.variant, self.drafter.name
         self._cost(d, time.perf_counter() - t, max(cap, 1))
         candidates = self._price(d, variant, cap, t1)
-        if not cap:  # the free drafter has nothing: price the costly ones from what they cost and earned before
-            for name in self.costly:
-                candidates += self._price(name, name, gamma, t1)
+        for name in self.costly:  # priced from what they cost and earned before; asked only if one wins
+            candidates += self._price(name, name, gamma, t1)
         plain_rate = 1.0 / t1
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
         reason = None
