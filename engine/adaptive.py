@@ -11,11 +11,13 @@ and probes the best drafter again after `probe_every` plain rounds, doubling tha
 probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
 the numbers behind it, so the UI can explain why.
 
-Drafters that cost compute to ask (`costly`: the trained heads, headdraft.py) are the fallback for rounds where
-the free drafter has nothing: priced *before* they are asked, from their own measured c and α (a prior until
-tried), and run only when one beats plain decoding. (Offered next to an n-gram match as well, they cost the
-grounded prompts 10% on this CPU: README, "Trained draft heads".) They see the target's features every round
-(`observe`), so they stay in step.
+Drafters that cost compute to ask (`costly`: the trained heads, headdraft.py) are priced *before* they are
+asked, next to what the free drafter has, from their own measured c, their α (a prior until tried) and the share
+of their drafts that were worth verifying; one is asked only when it beats both plain decoding and the free
+drafter's best γ. Its chain is then cut by its confidence (max q per position, `_by_confidence`): α per
+confidence bin, starting at the hit rate the heads measured on held-out text. (Offered next to every n-gram
+match at a flat prior α = 0.5, before this pricing, they cost the grounded prompts 10%: README, "Trained draft
+heads".) They see the target's features every round (`observe`), so they stay in step.
 """
 from __future__ import annotations
 
