@@ -115,8 +115,10 @@ class AutoDrafter(Drafter):
             best = candidates[0]  # probe with the smallest γ
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             reason = f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds"
-        keep, variants, confidence = best["gamma"], None, None
+        keep, variants, confidence, unsure = best["gamma"], None, None, ""
         if best["drafter"] in self.costly:
+            free = (draft, variant, d, max((x for x in candidates if x["drafter"] == d),
+                                            key=lambda x: x["predicted_tokens_per_s"], default=None))
             d = variant = best["drafter"]
             t = time.perf_counter()
             draft = self.costly[d].propose(ids, gamma)  # all γ: its confidence says below how many to keep
@@ -127,10 +129,16 @@ class AutoDrafter(Drafter):
                 confidence = [round(float(x), 3) for x in draft.q.max(-1).values.tolist()]
                 keep, variants, rate = self._by_confidence(d, confidence, t1)
                 self._asked(d, used=bool(keep))
-                if not keep and reason is None:
+                fallback = free[3]
+                if reason is None and fallback and fallback["predicted_tokens_per_s"] > max(
+                        rate if keep else 0.0, plain_rate):  # the free drafter's proposal is still the better bet
+                    unsure = f"{d} was less sure (confidence {confidence}) than "
+                    draft, variant, d, best = free
+                    keep, variants, confidence = best["gamma"], None, None
+                elif not keep and reason is None:
                     return self._plain(f"{d} was unsure (confidence {confidence}): verifying its draft would not "
                                        f"beat plain decoding", candidates, plain_rate)
-                if keep:
+                elif keep:
                     best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
@@ -141,7 +149,7 @@ class AutoDrafter(Drafter):
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
         draft.decision = {"drafter": d, "gamma": n,
-                          "reason": reason or f"{d} with γ={best['gamma']}{sure} predicts "
+                          "reason": reason or f"{unsure}{d} with γ={best['gamma']}{sure} predicts "
                                               f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain",
                           "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
         if confidence:

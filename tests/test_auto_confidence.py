@@ -113,3 +113,28 @@ def test_the_cut_never_looks_at_the_sampled_tokens(picks):
     head.conf, head.picks = [0.95, 0.9, 0.1], picks
     draft = auto_with(head).propose([1, 2, 3], 3)
     assert draft.token_ids.tolist() == picks[:2]
+
+
+class Lookup(Drafter):
+    """A free drafter (n-gram lookup) with a 3-token proposal of one variant."""
+    name = "ngram"
+
+    def propose(self, ids, gamma):
+        return Draft(torch.tensor([4, 5, 6][:gamma]), None, self.name, variant="n=1")
+
+
+def test_an_unsure_head_falls_back_to_the_lookups_proposal():
+    """The head priced above the lookup's short match, but once asked it was unsure: the round verifies the
+    lookup's proposal (it still beats plain decoding), not nothing; a sure head keeps its own chain."""
+    head = Head()
+    auto = AutoDrafter(Lookup(), torch.device("cpu"), costly=(head,))
+    auto.verify, auto.cost = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3}, {"ngram": 0.0, "eagle": 0.02}
+    auto.trials, auto.hits = {"n=1": 10.0, "eagle": 10.0}, {"n=1": 4.0, "eagle": 8.0}  # α 0.4 vs 0.8
+    head.conf = [0.1, 0.1, 0.1]
+    draft = auto.propose([1, 2, 3], 3)
+    assert head.asked == 1 and draft.decision["drafter"] == "ngram" and draft.token_ids.tolist()[:1] == [4]
+    assert draft.decision["reason"].startswith("eagle was less sure")
+    assert auto.last[1][0] == "n=1"  # the lookup's variant learns from this round
+    head.conf = [0.95, 0.9, 0.9]
+    draft = auto.propose([1, 2, 3], 3)
+    assert draft.decision["drafter"] == "eagle" and len(draft.token_ids) == 3
