@@ -46,8 +46,10 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--setups", default="ngram:4:12:3,quant:4:12:3",
                     help="drafter:gamma:tree_budget:branching, comma-separated (drafter may contain ':')")
+    ap.add_argument("--dtype", default=None, help="fp32 or bf16 (default: the engine's, fp32 on a CPU)")
     args = ap.parse_args()
-    target = load_model("embedded")
+    target = load_model("embedded", dtype=args.dtype)
+    exact = target.dtype == torch.float32  # bf16: a multi-token forward may round a near-tie the other way
     prompts = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
     step = verify_cost(target.model, 1)
     print("v(n) on this machine (target steps): " + ", ".join(
@@ -55,7 +57,7 @@ def main() -> None:
     for setup in args.setups.split(","):
         *name, gamma, budget, branching = setup.split(":")
         engine = Engine(target, ":".join(name), measure_step=False)
-        rows = {"ar": [], "chain": [], "tree": []}
+        rows, departed = {"ar": [], "chain": [], "tree": []}, []
         for prompt in prompts:
             ids = engine.encode(prompt, False)
             base = GenerationConfig(gamma=int(gamma), max_new_tokens=args.max_new_tokens, record_topk=0)
@@ -64,7 +66,9 @@ def main() -> None:
             ar = list(engine.generate(None, base, "ar", prompt_ids=ids))[-1]
             for key, cfg in (("ar", None), ("chain", base), ("tree", tree)):
                 done = ar if cfg is None else list(engine.generate(None, cfg, prompt_ids=ids))[-1]
-                assert done.token_ids == ar.token_ids, f"{key} output differs from AR"
+                if done.token_ids != ar.token_ids:
+                    assert not exact, f"{key} output differs from AR"
+                    departed.append(key)
                 rows[key].append(done.summary)
         ar_tps = [s["tokens_per_s"] for s in rows["ar"]]
         for key in ("chain", "tree"):
@@ -73,7 +77,8 @@ def main() -> None:
             speed = statistics.median(t / a for t, a in zip(tps, ar_tps))
             print(f"{':'.join(name):>16} {key:5} γ={gamma} budget={budget if key == 'tree' else '-':>2} "
                   f"branching={branching if key == 'tree' else '-'}: tokens/forward {mal:.2f}, "
-                  f"{statistics.median(tps):.1f} tok/s, median speedup vs AR {speed:.2f}x")
+                  f"{statistics.median(tps):.1f} tok/s, median speedup vs AR {speed:.2f}x"
+                  + (f" ({departed.count(key)} of {len(prompts)} outputs left {target.dtype} AR)" if key in departed else ""))
 
 
 if __name__ == "__main__":

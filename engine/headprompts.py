@@ -4,7 +4,8 @@
 
 Prompts are templates × topics: everyday assistant requests (explanations, stories, poems, letters, lists,
 advice, comparisons, how-tos), the kinds of request the app is asked. None equals, contains or is contained in a
-benchmark prompt or an app example (tests/test_heads.py checks it), so held-out and benchmark numbers stay honest.
+benchmark prompt (nor an app example: tests/test_heads.py checks both), so held-out and benchmark numbers stay
+honest.
 """
 from __future__ import annotations
 
@@ -74,15 +75,10 @@ TEMPLATES = [
 
 
 def measured_prompts() -> list[str]:
-    """Every benchmark prompt and app example: a training prompt may not equal, contain or sit inside one."""
-    out = [json.loads(line)["prompt"] for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
-           for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
-    try:
-        from specviz.app_views import EXAMPLES
-        out += [prompt for _, prompt, _, _ in EXAMPLES]
-    except ImportError:  # pragma: no cover - specviz sits next to engine in this repository
-        pass
-    return out
+    """Every benchmark prompt: a training prompt may not equal, contain or sit inside one. (The app's examples
+    live above engine/, which imports nothing from there; tests/test_heads.py checks the file against them too.)"""
+    return [json.loads(line)["prompt"] for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
+            for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def clashes(prompt: str, measured: list[str]) -> bool:
