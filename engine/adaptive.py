@@ -32,8 +32,6 @@ from .tree import depths
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)  # bins of a costly drafter's confidence (the max of q at a position)
-
-
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
 
@@ -152,8 +150,6 @@ class AutoDrafter(Drafter):
                           "reason": reason or f"{unsure}{d} with γ={best['gamma']}{sure} predicts "
                                               f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain",
                           "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
-        if confidence:
-            draft.decision["confidence"] = confidence
         return draft
 
     def _by_confidence(self, d: str, confidence: list, t1: float) -> tuple[int, list, float]:

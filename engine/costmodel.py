@@ -57,14 +57,13 @@ def expected_tokens_each(alphas) -> float:
 
 def predicted_speedup(alpha: float, gamma: float, c: float, v: float) -> float | None:
     """E / (γc + v): speedup over AR when a draft step costs c and verifying γ+1 tokens costs v target steps."""
-    cost = float(gamma) * float(c) + float(v)
-    return expected_tokens(alpha, gamma) / cost if cost > 0 else None
+    return predicted_speedup_asked(alpha, gamma, c, v, 1.0)
 
 
 def predicted_speedup_asked(alpha: float, gamma: float, c: float, v: float, used: float) -> float | None:
     """predicted_speedup for a drafter asked before it is known whether its draft is worth verifying: with
     probability `used` it is (E tokens for γc + v), else the round decodes plainly after paying the drafting
-    (1 token for γc + 1). used = 1 is predicted_speedup."""
+    (1 token for γc + 1). used = 1 is predicted_speedup, E / (γc + v), exactly."""
     u = min(max(float(used), 0.0), 1.0)
     cost = float(gamma) * float(c) + u * float(v) + (1.0 - u)
     return (u * expected_tokens(alpha, gamma) + 1.0 - u) / cost if cost > 0 else None

@@ -35,8 +35,7 @@ class HeadDrafter(Drafter):
     def __init__(self, heads, parts, name: str, cfg, generator, vocab: int, device):
         self.heads, self.parts, self.name, self.cfg, self.generator = heads, parts, name, cfg, generator
         self.vocab, self.device = vocab, device
-        record = getattr(heads, "record", None) or {}  # held-out hit rate per confidence bin: auto's priors
-        self.calibration = record.get(f"{name.split(':', 1)[0]}_calibration")
+        self.calibration = heads.record.get(f"{name.split(':', 1)[0]}_calibration")  # auto's per-bin priors
         self.pending: list[torch.Tensor] = []  # observed features not yet consumed, each (n, H)
         self.feature: torch.Tensor | None = None  # f_j, the last cached position's feature (H,)
 
@@ -193,8 +192,7 @@ def load_heads(target: LoadedModel, path: str | None):
     key = (id(target.model), path)
     if key not in _HEADS:
         try:
-            heads, record = heads_mod.load(path, target.model.config)
-            heads.record = record
+            heads, _ = heads_mod.load(path, target.model.config)
         except FileNotFoundError:
             raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.headtrain") from None
         except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target

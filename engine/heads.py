@@ -108,6 +108,7 @@ class Heads(torch.nn.Module):
         self.medusa = MedusaHeads(hidden, cfg.medusa_heads)
         self.eagle = EagleLayer(hidden, tc.num_attention_heads, tc.num_key_value_heads, cfg.eagle_ffn, tc.rms_norm_eps)
         self.register_buffer("vocab_ids", vocab_ids.to(torch.long))  # (V_draft,)
+        self.record: dict = {}  # the training record of loaded heads (accuracy, calibration per confidence bin)
 
 
 @dataclass
@@ -143,6 +144,7 @@ def load(path: Path, target_config) -> tuple[Heads, dict]:
     blob = torch.load(path, map_location="cpu", weights_only=True)
     heads = Heads(HeadsConfig(**blob["config"]), target_config, blob["state"]["vocab_ids"])
     heads.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in blob["state"].items()})
+    heads.record = blob["record"]
     return heads.eval(), blob["record"]
 
 

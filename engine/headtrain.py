@@ -290,7 +290,6 @@ def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int =
     seqs = cached_corpus(model, tokenizer, prompts, max_new, gen_batch, corpus_cache, log)
     t_corpus = time.time() - t0
     train_seqs, held = split(seqs)
-    n_held = len(held)
     vocab_ids, coverage = draft_vocab(train_seqs, min(cfg.draft_vocab, model.config.vocab_size))
     cfg.draft_vocab = len(vocab_ids)
     heads = Heads(cfg, model.config, vocab_ids)
@@ -301,7 +300,7 @@ def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int =
     heads.eval()
     seen_medusa, seen_eagle = [], []
     record = {
-        "seed": seed, "prompts": len(prompts), "held_out_prompts": n_held,
+        "seed": seed, "prompts": len(prompts), "held_out_prompts": len(held),
         "train_tokens": sum(len(s["tokens"]) - s["prompt_len"] for s in train_seqs),
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": round(coverage, 4),
         "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),

@@ -93,12 +93,12 @@ def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
             f"LM head cut to the {esc(rec.get('draft_vocab'))} most frequent tokens; the target verifies with its full "
             "distribution, so the output is unchanged. They were trained on this CPU by self-distillation: the "
             f"target's greedy continuations of {esc(rec.get('prompts'))} prompts ({esc(rec.get('train_tokens'))} "
-            f"tokens), seed {esc(rec.get('seed'))}, in {esc(rec.get('total_s'))} s "
+            f"tokens), seed {esc(rec.get('seed'))} "
             f"(<code>{esc(rec.get('command', ''))}</code>). Held-out top-1 accuracy, i.e. the chance a greedy draft "
-            f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> asks them when n-gram "
-            "lookup has nothing and its measured c and α predict a gain, then verifies only the positions the "
-            "head is sure enough of (its confidence, max q, against the hit rate it measured at that confidence "
-            "on held-out text).</p>")
+            f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> prices them next to what "
+            "n-gram lookup has and asks one when its measured c and α predict the best gain, then verifies only "
+            "the positions the head is sure enough of (its confidence, max q, against the hit rate it measured at "
+            "that confidence on held-out text).</p>")
 
 
 def render_explain(events) -> str:

@@ -72,7 +72,7 @@ def test_a_chain_is_cut_where_verifying_stops_paying():
     auto = auto_with(head)
     draft = auto.propose([1, 2, 3], 3)
     assert len(draft.token_ids) == 2 and draft.decision["drafter"] == "eagle"
-    assert draft.decision["confidence"] == [0.95, 0.9, 0.1] and "γ=2 of the 3 it drafted" in draft.decision["reason"]
+    assert "γ=2 of the 3 it drafted (confidence [0.95, 0.9, 0.1])" in draft.decision["reason"]
     assert auto.last[1] == ["eagle@0.8-1.0", "eagle@0.8-1.0"]
 
 
