@@ -70,7 +70,7 @@ def _bench(args, argv: list) -> int:
 def _bench_beams(args, argv: list, drafts: list, gammas: list, beams: list) -> int:
     """Speculative vs plain beam search of each width, per drafter and γ (benchmarks/beam_bench.py)."""
     from engine import Engine, GenerationConfig, load_model
-    from engine.beam import check_beam_draft
+    from engine.specs import check_beams
 
     from .beam_bench import bench_beams
     from .harness import load_prompts
@@ -78,7 +78,7 @@ def _bench_beams(args, argv: list, drafts: list, gammas: list, beams: list) -> i
     for b in beams:
         GenerationConfig(num_beams=b)  # the range, with the user-facing message
     for d in drafts:
-        check_beam_draft(d)
+        check_beams(d)
     prompts = load_prompts(args.prompts, split_list(args.categories) or None, args.limit)
     loaded = load_model(args.target, args.device, args.dtype)
     out = Path(args.out)

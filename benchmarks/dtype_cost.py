@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.cache import KVCache  # noqa: E402
-from engine.fastllama import forward_fn  # noqa: E402
-from engine.models import load_model  # noqa: E402
+from engine.runtime.cache import KVCache  # noqa: E402
+from engine.runtime.fastllama import forward_fn  # noqa: E402
+from engine.runtime.models import load_model  # noqa: E402
 
 for dtype in ("fp32", "bf16"):
     model = load_model(dtype=dtype).model

@@ -31,10 +31,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig  # noqa: E402
-from engine.cache import KVCache  # noqa: E402
-from engine.fastllama import forward_fn  # noqa: E402
+from engine.runtime.cache import KVCache  # noqa: E402
+from engine.runtime.fastllama import forward_fn  # noqa: E402
 from engine.metrics import summarize  # noqa: E402
-from engine.models import LoadedModel  # noqa: E402
+from engine.runtime.models import LoadedModel  # noqa: E402
 
 # Llama shapes of SmolLM2-1.7B (target) and SmolLM2-135M (draft); --tiny shrinks both for a smoke test
 SHAPES = {

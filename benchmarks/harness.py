@@ -22,8 +22,8 @@ from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
 from engine.config import GenerationConfig
-from engine.engine import Engine
-from engine.models import EMBEDDED, LoadedModel, load_model
+from engine.decode.engine import Engine
+from engine.runtime.models import EMBEDDED, LoadedModel, load_model
 
 from .bench_stats import AR, HF_GREEDY, tabulate  # noqa: F401
 from .hf_equiv import hf_equivalent, time_hf

@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from engine.models import LoadedModel, load_model
+from engine.runtime.models import LoadedModel, load_model
 
 from .timing import BenchConfig, Sample
 

@@ -18,8 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import load_model  # noqa: E402
-from engine.cache import KVCache  # noqa: E402
-from engine.fastllama import FastLlama  # noqa: E402
+from engine.runtime.cache import KVCache  # noqa: E402
+from engine.runtime.fastllama import FastLlama  # noqa: E402
 
 
 def main() -> None:

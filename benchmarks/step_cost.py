@@ -22,8 +22,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine import load_model  # noqa: E402
-from engine.cache import KVCache  # noqa: E402
-from engine.fastllama import forward_fn  # noqa: E402
+from engine.runtime.cache import KVCache  # noqa: E402
+from engine.runtime.fastllama import forward_fn  # noqa: E402
 from race_noise import cpu_name  # noqa: E402
 
 

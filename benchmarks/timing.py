@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from engine import costmodel
 from engine.config import GenerationConfig
-from engine.engine import Engine
+from engine.decode.engine import Engine
 from engine.metrics import position_counts
 
 from .bench_stats import _ratio

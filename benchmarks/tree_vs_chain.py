@@ -20,8 +20,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
-from engine.cache import KVCache  # noqa: E402
-from engine.fastllama import forward_fn  # noqa: E402
+from engine.runtime.cache import KVCache  # noqa: E402
+from engine.runtime.fastllama import forward_fn  # noqa: E402
 
 
 def verify_cost(model, n: int, context: int = 200, reps: int = 7) -> float:

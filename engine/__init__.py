@@ -6,14 +6,16 @@
         print(event.kind, event.round)
     result = eng.run("Write a haiku", GenerationConfig(gamma=4), compare_ar=True)
 
-Names are imported lazily (PEP 562), so `engine.events` and `engine.metrics` stay torch-free for
-renderers and traces.
+Names are imported lazily (PEP 562), so the plain modules at this level (config, events, validate,
+metrics, costmodel, sizing, specs) stay torch-free for renderers and traces. The rooms below:
+runtime/ (models, the KV cache, the lean forward), sampling/ (the acceptance rules), heads/ (trained
+draft heads), drafters/ (one file per family), decode/ (the engine, the race, beam search).
 """
 import importlib
 
 _EXPORTS = {
-    "Engine": "engine.engine", "RunResult": "engine.engine", "GenerationConfig": "engine.config",
-    "ModelLoadError": "engine.models", "load_model": "engine.models", "read_trace": "engine.events",
+    "Engine": "engine.decode.engine", "RunResult": "engine.decode.engine", "GenerationConfig": "engine.config",
+    "ModelLoadError": "engine.specs", "load_model": "engine.runtime.models", "read_trace": "engine.events",
     "write_trace": "engine.events", "summarize": "engine.metrics",
 }
 __all__ = list(_EXPORTS)

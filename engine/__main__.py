@@ -9,7 +9,7 @@ from .config import GenerationConfig
 
 
 def _generate(args) -> int:
-    from .engine import Engine
+    from .decode.engine import Engine
     from .events import write_trace
 
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, temperature=args.temperature,

@@ -28,6 +28,7 @@ DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not 
 SPREAD_LIMIT = 0.35  # round times whose interquartile range exceeds this share of their median are not one cost
 CONTENTION_LIMIT = 0.10  # share of a race lane's compute under CPU contention above which its timing is flagged
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
+CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)  # bins of a drafter's confidence, max q at a position (auto, heads' calibration)
 PRIOR_SLOPE = 0.1  # extra verify cost per token, in target steps, before two multi-token sizes are seen
 
 

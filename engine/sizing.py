@@ -1,11 +1,16 @@
 """Will a model pair fit this machine? Parameter counts, device memory, and a refusal that says why.
 
-Plain Python (torch only when asked about a GPU): the app calls it to hide presets that cannot fit and
-to refuse them through the API with a reason, before anything is loaded.
+Plain Python: it never imports torch. The GPU's memory is read only from a torch the process has already
+imported (the app always has, to serve runs; a process that never imported torch runs nothing on a GPU).
+The app calls it to hide presets that cannot fit and to refuse them through the API with a reason,
+before anything is loaded.
 """
 from __future__ import annotations
 
 import os
+import sys
+
+from .specs import ModelLoadError, parse_draft
 
 # parameters of the models the app offers (from their model cards); a model not listed is not pre-checked
 PARAMS = {
@@ -22,15 +27,10 @@ def device_memory(device: str | None = None) -> tuple[str, int]:
     SPECVIZ_DEVICE_MEMORY_GB overrides the detected size (a Space with a smaller quota than its host)."""
     override = os.environ.get("SPECVIZ_DEVICE_MEMORY_GB")
     kind = "cpu"
-    if device != "cpu":
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                kind = "cuda"
-                total = torch.cuda.get_device_properties(0).total_memory
-        except ImportError:
-            pass
+    torch = sys.modules.get("torch")
+    if device != "cpu" and torch is not None and torch.cuda.is_available():
+        kind = "cuda"
+        total = torch.cuda.get_device_properties(0).total_memory
     if kind == "cpu":
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return kind, int(float(override) * 2**30) if override else total
@@ -39,7 +39,11 @@ def device_memory(device: str | None = None) -> tuple[str, int]:
 def pair_bytes(target: str, draft: str, kind: str) -> float | None:
     """Estimated bytes for the target and a `model:` draft in the default dtype (fp32 on CPU, bf16 on CUDA)."""
     per_param = 2 if kind == "cuda" else 4
-    names = [target] + ([draft.split(":", 1)[1]] if draft.startswith("model:") else [])
+    try:
+        draft_model = parse_draft(draft).model if draft else None
+    except ModelLoadError:
+        return None  # a bad spec is refused where it is built, with its own message
+    names = [target] + ([draft_model] if draft_model else [])
     if any(n not in PARAMS for n in names):
         return None
     return sum(PARAMS[n] for n in names) * per_param * OVERHEAD

@@ -1,13 +1,17 @@
-"""Glue between app.py and the renderers: UI choices -> engine arguments, events -> the tuple of
-view outputs. Pure: no gradio, no torch (engine.config and engine.events are plain Python).
+"""Glue between app.py and the renderers: UI choices -> engine arguments, events -> the view outputs
+(a `Views` tuple, addressed by name). Pure: no gradio, no torch (it reads only the plain engine modules:
+config, events, costmodel, sizing and specs, the drafter registry).
 """
 from __future__ import annotations
 
 import json
+from collections import namedtuple
 from pathlib import Path
 
 from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
+from engine.specs import REGISTRY, ModelLoadError, parse_draft
+from engine.specs import drafter_choices as registry_choices
 from . import beams
 from .app_guard import SEED_MAX, ended, whole
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
@@ -45,7 +49,6 @@ PAIR_NOTES = {GEMMA_PAIR: (
     "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
     "exceeds c. Turn on the race to measure it on this machine. Try: \"January, February, March, April, "
     "May, June, July, August, September, October, November, December.\\nJanuary, February, March,\"")}
-DRAFTERS = ("ngram", "self", "layerskip", "quant", "medusa", "eagle", "auto", PRESET_DRAFT)
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
 READY = "specviz: ready"  # app.py prints it once start-up (warm-up included) is over; tests and benchmarks wait for it
@@ -79,11 +82,26 @@ def examples_html() -> str:
     return f'<details class="specviz sv-expect"><summary>What each example shows</summary><ul>{items}</ul></details>'
 
 
+def drafter_choices() -> list[str]:
+    """The drafter dropdown: the registry's families offered in the app (engine/specs.py), then the pair's
+    preset draft model."""
+    return [*registry_choices(), PRESET_DRAFT]
+
+
+def draft_model(draft: str) -> str | None:
+    """The model a draft spec loads besides the target (model:<id>), None for the others and for a bad spec
+    (refused, with its own message, where it is parsed for the run)."""
+    try:
+        return parse_draft(draft).model if draft else None
+    except ModelLoadError:
+        return None
+
+
 def allowed_models(env: str | None = None) -> set[str]:
     """Model ids the UI and API may load: the presets, widened by SPECVIZ_ALLOW_MODELS (comma list)."""
     import os
 
-    ids = {"embedded"} | {t for t, _ in PAIRS.values()} | {d.split(":", 1)[1] for _, d in PAIRS.values() if d}
+    ids = {"embedded"} | {t for t, _ in PAIRS.values()} | {draft_model(d) for _, d in PAIRS.values() if d}
     extra = os.environ.get("SPECVIZ_ALLOW_MODELS", "") if env is None else env
     return ids | {x.strip() for x in extra.split(",") if x.strip()}
 
@@ -91,7 +109,7 @@ def allowed_models(env: str | None = None) -> set[str]:
 def check_allowed(target: str, draft: str, env: str | None = None) -> None:
     """Refuse (ValueError) a target or draft model outside the allowlist; local paths are never allowed."""
     allowed = allowed_models(env)
-    names = [("target", target)] + ([("draft", draft.split(":", 1)[1])] if draft.startswith("model:") else [])
+    names = [("target", target)] + ([("draft", draft_model(draft))] if draft_model(draft) else [])
     for role, name in names:
         if name not in allowed:
             raise ValueError(f"{role} model {name[:80]!r} is not allowed here; allowed: {', '.join(sorted(allowed))} "
@@ -120,10 +138,11 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
         if not preset:
             raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant, medusa, eagle or auto")
         return target, preset
-    if drafter not in DRAFTERS:
-        raise ValueError(f"unknown drafter {drafter!r}")
+    family = REGISTRY.get(drafter) if isinstance(drafter, str) else None
+    if family is None or not family.choice:
+        raise ValueError(f"unknown drafter {str(drafter)[:40]!r}: choose one of {', '.join(drafter_choices())}")
     n = int(param or 0)
-    if drafter in ("ngram", "layerskip") and n:
+    if family.param and n:
         return target, f"{drafter}:{n}"
     return target, drafter
 
@@ -184,11 +203,12 @@ def summary_html(events) -> str:
 
 
 VIEWS = ("stream", "tree", "race", "explain", "summary", "verify", "fig_len", "fig_pos", "fig_run", "fig_tput",
-         "fig_speedup")  # the order of views()'s outputs
+         "fig_speedup")  # the views, by name (a Views tuple in this order is what Gradio receives)
+Views = namedtuple("Views", VIEWS)
 
 
-def views(events, r: int | None = None, figures: bool = True, selected: int | None = None) -> tuple:
-    """(stream, tree, race, explain, summary, verify, 5 figures) as they stood after round r (None: everything).
+def views(events, r: int | None = None, figures: bool = True, selected: int | None = None) -> Views:
+    """Every view (VIEWS, by name) as it stood after round r (None: everything).
     figures=False puts None in the figures' places (they cost ~30 ms each, the HTML ~1 ms).
 
     Pass the RunSet a streaming run folds its events into (RunSet.add): each call then folds nothing again,
@@ -201,8 +221,8 @@ def views(events, r: int | None = None, figures: bool = True, selected: int | No
     figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
             throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
     tokenisations = render_tokenisations(cut) if events.retokenized else ""  # "" unless the draft has another vocabulary
-    return (render_stream(cut, upto_round=r) + tokenisations, render_tree(cut, upto_round=r), render_race(events, t=t), render_explain(cut), summary_html(cut),
-            render_verify(cut, selected), *figs)
+    return Views(render_stream(cut, upto_round=r) + tokenisations, render_tree(cut, upto_round=r),
+                 render_race(events, t=t), render_explain(cut), summary_html(cut), render_verify(cut, selected), *figs)
 
 
 def controls_of(events) -> dict:
@@ -216,11 +236,7 @@ def controls_of(events) -> dict:
     pair = next((label for label, (t, _) in PAIRS.items() if t == target), None)
     if pair is not None:
         out["pair"] = pair
-    name, _, arg = (run.started.draft or "").partition(":")
-    if name in ("ngram", "layerskip", "self", "quant", "medusa", "eagle", "auto"):
-        out["drafter"], out["param"] = name, int(arg) if arg.isdigit() else 0
-    elif name == "model":
-        out["drafter"] = PRESET_DRAFT
+    out.update(drafter_of(run.started.draft))
     for key, ctl, low, high in (("gamma", "gamma", 1, 16), ("max_new_tokens", "max_new", 1, MAX_NEW_TOKENS),
                                 ("top_k", "top_k", 0, 10**6), ("tree_budget", "tree_budget", 0, 64),
                                 ("tree_branching", "tree_branching", 1, 8), ("seed", "seed", 0, SEED_MAX)):
@@ -233,7 +249,24 @@ def controls_of(events) -> dict:
             out[key] = v
     if cfg.get("adaptive") in ("fixed", "heuristic"):
         out["adaptive"] = "confidence (p_min)" if (cfg.get("p_min") or 0) > 0 else cfg["adaptive"]
+    p_min = cfg.get("p_min")
+    if isinstance(p_min, (int, float)) and not isinstance(p_min, bool) and 0 < p_min <= 0.95:
+        out["p_min"] = p_min  # the confidence threshold the run used (the slider's range: 0..0.95)
     return out
+
+
+def drafter_of(draft: str) -> dict:
+    """{drafter, param} the dropdown and the number show for a trace's draft spec ({} when they cannot)."""
+    try:
+        spec = parse_draft(draft or "")
+    except ModelLoadError:
+        return {}
+    if spec.family.model_arg:
+        return {"drafter": PRESET_DRAFT}
+    if not spec.family.choice:
+        return {}
+    param = spec[spec.family.param] if spec.family.param else None
+    return {"drafter": spec.name, "param": param if isinstance(param, int) and spec.text != spec.name else 0}
 
 
 def round_delays(events, speed: float) -> dict[int, float]:

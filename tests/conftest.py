@@ -22,7 +22,7 @@ def make_tiny_model(path: Path, seed: int, tokenizer=None, vocab_size: int = 491
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from engine.models import load_model
+    from engine.runtime.models import load_model
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
@@ -49,7 +49,7 @@ def tiny_dirs(tmp_path_factory):
 @pytest.fixture(scope="session")
 def embedded():
     """The real embedded SmolLM2-135M-Instruct target, loaded once for the session."""
-    from engine.models import load_model
+    from engine.runtime.models import load_model
 
     return load_model("embedded")
 

@@ -1,4 +1,5 @@
-"""app.py's handlers called in-process (no server, no model): queues, refusals and bounded replay."""
+"""The app's handlers (ui/handlers.py, ui/tour.py) called in-process (no server, no model): queues, refusals,
+bounded replay, and the controls and outputs addressed by name."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,6 +7,11 @@ import dataclasses
 import pytest
 
 import app
+from specviz.app_views import VIEWS
+from specviz.controls import FIELDS, TRACE_SETS, Controls
+from ui import handlers as h
+from ui import tour
+from ui.warmup import WARM_RUN
 from engine.events import trace_to_json
 from specviz import app_guard as guard
 from specviz.sample import sample_events, speculative_events
@@ -24,16 +30,16 @@ def test_every_compute_handler_shares_one_queue():
     fns = {fn.api_name: fn for fn in app.build_demo().fns.values()}
     compute = {"run", "generate", "load_trace", "play"}
     assert {fns[name].concurrency_id for name in compute} == {"compute"}
-    assert {fns[name].concurrency_limit for name in compute} == {app.CONCURRENCY}
+    assert {fns[name].concurrency_limit for name in compute} == {h.CONCURRENCY}
     assert all(fns[name].concurrency_id != "compute" for name in ("stop", "next", "show_round"))
 
 
 def test_play_and_the_slider_are_bounded_by_the_rounds_present():
     """Play on a run whose last round is numbered 1e12 steps through the 4 rounds present, then ends."""
     state = guard.pack(hostile_events())
-    frames = list(app.play(state, 0, 1000.0))
+    frames = list(h.play(state, 0, 1000.0))
     assert [f[0] for f in frames] == [1, 2, 3, 4]
-    slider = app.settled(state, cut_reason=None)[1]
+    slider = h.settled(state, cut_reason=None)[1]
     assert slider["maximum"] == 4
 
 
@@ -42,31 +48,30 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}', encoding="utf-8")
     with pytest.warns(UserWarning, match="cannot load trace: not a specviz trace"):
-        out = app.load_trace(str(bad))
-    n = app.RUN_OUTPUTS
+        out = h.load_trace(str(bad))
+    n = h.RUN_OUTPUTS
     assert list(out[:n]) == [SKIP] * n and out[n] is None  # only the drop zone is emptied
-    assert list(out[n + 1:]) == [SKIP] * len(app.CONTROL_NAMES)  # the controls stay
+    assert list(out[n + 1:]) == [SKIP] * len(TRACE_SETS)  # the controls stay
     assert not bad.exists()  # the upload is not kept on disk
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
-    state = app.load_trace(str(good))[0]
+    state = h.load_trace(str(good))[0]
     assert guard.unpack(state) == sample_events() and not good.exists()
 
 
 def test_bad_controls_are_one_warning_and_no_run():
     """γ out of range in the UI is a warning naming the setting; the generator yields only untouched outputs."""
     with pytest.warns(UserWarning, match="gamma must be between 1 and 16"):
-        frames = list(app.generate(app.av.EMBEDDED_PAIR, "ngram", 0, 40, "fixed", 0.4, 0, 0, 1, 0, 8, 0, 2, False,
-                                   "hello", None))
-    assert len(frames) == 1 and all(v == SKIP for i, v in enumerate(frames[0]) if i != app.SUMMARY)
-    assert "sv-empty" in frames[0][app.SUMMARY]  # the summary line of the last run (none) back in place
+        frames = list(h.generate(Controls(gamma=40, max_new=8, prompt="hello"), None))
+    assert len(frames) == 1 and all(v == SKIP for name, v in frames[0]._asdict().items() if name != "summary")
+    assert "sv-empty" in frames[0].summary  # the summary line of the last run (none) back in place
 
 
 def test_stop_says_the_run_was_stopped():
     """Stop settles the run so far with stop reason "cancelled", and keeps its tokens."""
     live = speculative_events(finished=False)
-    out = app.settled(live)  # state, slider, download, then stream, tree, race, explain, summary, figures
-    assert "stopped (Stop pressed)" in out[app.SUMMARY] and 'data-rounds="4"' in out[3]
+    out = h.settled(live)  # RunOutputs: state, slider, download, then the views by name
+    assert "stopped (Stop pressed)" in out.summary and 'data-rounds="4"' in out.stream
     assert guard.unpack(out[0])[-1].stop_reason == "cancelled"
 
 
@@ -76,47 +81,69 @@ def test_a_loaded_trace_sets_the_controls_it_ran_with(tmp_path):
     events[0] = dataclasses.replace(events[0], draft="layerskip:8", target="embedded")
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
-    out = app.load_trace(str(good))
-    controls = dict(zip(app.CONTROL_NAMES, out[app.RUN_OUTPUTS + 1:]))
+    out = h.load_trace(str(good))
+    controls = dict(zip(TRACE_SETS, out[h.RUN_OUTPUTS + 1:]))
     assert controls["drafter"]["value"] == "layerskip" and controls["param"]["value"] == 8
     assert controls["gamma"]["value"] == 3 and controls["max_new"]["value"] == 9
-    assert controls["pair"]["value"] == app.av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
+    assert controls["pair"]["value"] == h.av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
 
 
 def test_the_tour_walks_one_round_then_hands_over(monkeypatch):
     """The tour shows the recorded run round by round with numbered captions (no model, no click), stays on the
     round with a rejection for the five steps, and ends on the hand-over caption with the whole run on screen."""
-    monkeypatch.setattr(app.time, "sleep", lambda s: None)
-    frames = list(app.tour(None))
+    monkeypatch.setattr(tour.time, "sleep", lambda s: None)
+    frames = list(tour.tour(None))
     captions = [f[-1] for f in frames]
     assert all("sv-tour" in c for c in captions) and "Now try your own prompt" in captions[-1]
     rounds = [f[1]["value"] for f in frames[:-1]]
-    assert rounds[:6] == [1] + [app.TOUR_ROUND] * 5 and rounds == sorted(rounds)
+    assert rounds[:6] == [1] + [tour.TOUR_ROUND] * 5 and rounds == sorted(rounds)
     assert 'data-step="6"' in captions[5] and "rejected" in captions[3]
-    verify = frames[3][3 + app.av.VIEWS.index("verify")]
-    assert f'data-round="{app.TOUR_ROUND}"' in verify and "vf-rejected" in verify
+    verify = frames[3][h.RunOutputs._fields.index("verify")]
+    assert f'data-round="{tour.TOUR_ROUND}"' in verify and "vf-rejected" in verify
 
 
 def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
     """The SmolLM2 -> Gemma-3 preset runs through the UI handler offline; the stream carries the two-row panel,
     and the pair's note (what to expect, measured) shows when the pair is chosen."""
-    frames = list(app.generate(app.av.GEMMA_PAIR, app.av.PRESET_DRAFT, 0, 4, "fixed", 0.4, 0, 0, 1, 0, 12, 0, 2,
-                               False, "Monday, Tuesday, Wednesday,"))
-    stream = frames[-1][3]
+    frames = list(h.generate(Controls(pair=h.av.GEMMA_PAIR, drafter=h.av.PRESET_DRAFT, max_new=12,
+                                      prompt="Monday, Tuesday, Wednesday,")))
+    stream = frames[-1].stream
     assert "sv-crossvocab" in stream and "draft tokens became" in stream
-    note = app.pair_note_changed(app.av.GEMMA_PAIR)
+    note = h.pair_note_changed(h.av.GEMMA_PAIR)
     assert note["visible"] and "c ≈ 0.7" in note["value"]
-    assert not app.pair_note_changed(app.av.EMBEDDED_PAIR)["visible"]
+    assert not h.pair_note_changed(h.av.EMBEDDED_PAIR)["visible"]
 
 
 def test_the_first_update_carries_tokens_before_any_chart(monkeypatch):
     """The first streamed update shows the first round's tokens without waiting for five plotly figures to be
     built (first-token latency); the finished run brings the charts."""
-    monkeypatch.setattr(app, "prepare", lambda *args: None)
-    monkeypatch.setattr(app, "stream_events", lambda *args: (("speculative", e) for e in sample_events()))
-    frames = list(app.generate(app.av.EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 8, 0, 2, False,
-                               "hello", None))
+    monkeypatch.setattr(h, "prepare", lambda *args: None)
+    monkeypatch.setattr(h, "stream_events", lambda *args: (("speculative", e) for e in sample_events()))
+    frames = list(h.generate(Controls(max_new=8, prompt="hello"), None))
     first, last = frames[0], frames[-1]
-    assert 'class="tok ' in first[3]  # the stream
+    assert 'class="tok ' in first.stream
     assert list(first[-5:]) == [{"__type__": "update"}] * 5  # the charts keep their place until later
     assert all(hasattr(fig, "to_plotly_json") for fig in last[-5:])
+
+
+def test_the_run_button_is_wired_by_the_controls_names():
+    """The run endpoint takes one input per Controls field, in FIELDS order, then the state; the warm-up run
+    through the queue sends exactly that; outputs are RunOutputs by name (state, slider, download, the views)."""
+    demo = app.build_demo()
+    run = next(d for d in demo.config["dependencies"] if d.get("api_name") == "run")
+    labels = {c["id"]: c["props"].get("label") for c in demo.config["components"]}
+    assert len(run["inputs"]) == len(FIELDS) + 1 == len([*WARM_RUN.values(), None])
+    assert [labels[i] for i in run["inputs"][:3]] == ["Model pair (draft → target)", "Drafter", "n / L (0 = default)"]
+    assert labels[run["inputs"][FIELDS.index("prompt")]] == "Prompt"
+    assert h.RunOutputs._fields == ("state", "slider", "download", *VIEWS) and len(run["outputs"]) == h.RUN_OUTPUTS
+    assert Controls.of(WARM_RUN.values()) == WARM_RUN and WARM_RUN.max_new == 8
+
+
+def test_a_loaded_trace_restores_its_confidence_threshold(tmp_path):
+    """A run made with the confidence rule comes back with the rule and its p_min (it used to come back at 0.4)."""
+    events = sample_events()
+    events[0] = dataclasses.replace(events[0], config={**events[0].config, "adaptive": "fixed", "p_min": 0.6})
+    good = tmp_path / "good.json"
+    good.write_text(trace_to_json(events), encoding="utf-8")
+    controls = dict(zip(TRACE_SETS, h.load_trace(str(good))[h.RUN_OUTPUTS + 1:]))
+    assert controls["adaptive"]["value"] == "confidence (p_min)" and controls["p_min"]["value"] == 0.6

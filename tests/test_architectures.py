@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig
-from engine import fastllama, window
-from engine.models import load_model
+from engine.runtime import fastllama, window
+from engine.runtime.models import load_model
 from tests.test_engine import CHI2_7DF_999, chi_square
 
 V = 49152  # the embedded tokenizer's vocabulary: every tiny model shares it
@@ -125,7 +125,7 @@ def test_forward_choice_per_architecture(arch):
 def test_lean_forward_pins_to_transformers_logits(arch, pack, monkeypatch):
     """The lean forward's logits (a prefill, a verify of 5, one step; oneDNN-packed and plain matmuls) equal
     transformers' own module's; negative control: the same forward with the q/k/v biases dropped departs."""
-    from engine.cache import KVCache
+    from engine.runtime.cache import KVCache
 
     name, target, _ = arch
     if name.startswith("gemma3"):

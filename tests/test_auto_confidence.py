@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from engine import costmodel
-from engine.adaptive import AutoDrafter, confidence_variant
-from engine.draft import Draft, Drafter, empty_draft
+from engine.drafters.auto import AutoDrafter, confidence_variant
+from engine.drafters.base import Draft, Drafter, empty_draft
 
 V = 16
 

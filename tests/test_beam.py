@@ -1,4 +1,4 @@
-"""Beam search (engine/beam.py): plain beam search equals transformers' generate(num_beams=B), and the
+"""Beam search (engine/decode/beam.py): plain beam search equals transformers' generate(num_beams=B), and the
 speculative one returns exactly the plain one's beams and scores with a good, a random and a `self` drafter."""
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig
-from engine.beam import PerBeam, beam_run
-from engine.drafters import Draft
-from engine.engine import cache_slots
+from engine.decode.beam import beam_run
+from engine.decode.loop import cache_slots
+from engine.drafters.base import Draft, Drafter
 from engine.events import read_trace, write_trace
 
 COPY = "Copy this text exactly: the quick brown fox jumps over the lazy dog, the quick brown fox jumps over the lazy dog."
 PROMPTS = [COPY, "Write a haiku about the sea.", "What is 12 times 7?"]
 
 
-class RandomDrafter:
+class RandomDrafter(Drafter):
     """Proposes γ random tokens: almost never on a beam's path (every round should fall back to one step)."""
     name = "random"
 
@@ -59,7 +59,7 @@ def tiny(tiny_dirs):
 
 @pytest.fixture(scope="module")
 def small(embedded):
-    from engine.engine import Engine as E
+    from engine.decode.engine import Engine as E
     return E(embedded, draft="ngram")
 
 
@@ -95,7 +95,7 @@ def test_speculative_equals_plain_tiny(tiny, num_beams):
         ids = tiny.encode(prompt, raw=True)
         cfg = GenerationConfig(num_beams=num_beams, max_new_tokens=12, gamma=3)
         plain_events, plain = run(tiny, ids, cfg, False)
-        for drafter in (None, PerBeam(RandomDrafter(tiny.target.vocab_size))):  # None: the engine's `self`
+        for drafter in (None, RandomDrafter(tiny.target.vocab_size)):  # None: the engine's `self`
             events, spec = run(tiny, ids, cfg, True, drafter)
             same_beams(spec, plain)
             assert [e.token_ids for e in events if e.kind == "beam_step"] == \
@@ -107,13 +107,13 @@ def test_speculative_equals_plain_tiny(tiny, num_beams):
 def test_negative_control_a_replay_off_the_drafted_paths_differs(tiny, monkeypatch):
     """The equality tests can fail: a replay that reads rows off the drafted paths (a wrong rule) returns
     other scores than plain beam search."""
-    import engine.beam as beam
+    import engine.decode.beam as beam
 
     ids = tiny.encode(PROMPTS[1], raw=True)
     cfg = GenerationConfig(num_beams=2, max_new_tokens=12, gamma=3)
     _, plain = run(tiny, ids, cfg, False)
     monkeypatch.setattr(beam, "on_drafted_path", lambda draft, depth, token: depth < len(draft))
-    _, wrong = run(tiny, ids, cfg, True, PerBeam(RandomDrafter(tiny.target.vocab_size)))
+    _, wrong = run(tiny, ids, cfg, True, RandomDrafter(tiny.target.vocab_size))
     assert wrong.token_ids != plain.token_ids or wrong.scores != pytest.approx(plain.scores, abs=1e-4)
 
 
@@ -127,7 +127,7 @@ def test_speculative_equals_plain_embedded(small, num_beams):
         ids = small.encode(prompt)
         cfg = GenerationConfig(num_beams=num_beams, max_new_tokens=24, gamma=4)
         _, plain = run(small, ids, cfg, False)
-        for engine, drafter in ((small, None), (small, PerBeam(RandomDrafter(small.target.vocab_size))),
+        for engine, drafter in ((small, None), (small, RandomDrafter(small.target.vocab_size)),
                                 (self_engine, None)):
             events, spec = run(engine, ids, cfg, True, drafter)
             same_beams(spec, plain)

@@ -8,7 +8,7 @@ import pytest
 from benchmarks import harness as bench
 from benchmarks.__main__ import main
 from benchmarks.hf_equiv import NGRAM_DEFAULT_N, hf_equivalent
-from engine.models import load_model
+from engine.runtime.models import load_model
 
 PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "prompt": "Write a loop."}]
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, sampling
-from engine.crossvocab import decode_tail, retokenize, spans
+from engine.drafters.crossvocab import decode_tail, retokenize, spans
 from engine.events import trace_from_json, trace_to_json
-from engine.models import EMBEDDED_GEMMA, load_model
+from engine.runtime.models import EMBEDDED_GEMMA, load_model
 from tests.test_engine import CHI2_7DF_999, chi_square
 
 CORPUS = ["the cat sat on the mat. the dog sat on the log.", "once upon a time there was a little boat",

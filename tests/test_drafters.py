@@ -5,7 +5,7 @@ import torch
 from engine import Engine, GenerationConfig, ModelLoadError, load_model
 import random
 
-from engine.ngram import NgramIndex, longest_match
+from engine.drafters.ngram import NgramIndex, longest_match
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
 DRAFTS = ["ngram", "ngram:1", "layerskip:1", "quant:int8", "quant:bf16", "auto"]
@@ -103,7 +103,7 @@ def test_bad_drafter_specs_are_refused(tiny_dirs, spec, message):
 
 def test_layer_skip_shares_target_weights(tiny_dirs):
     """The layer-skip draft is a view: no weight is copied."""
-    from engine.drafters import layer_skip_model
+    from engine.drafters.model import layer_skip_model
 
     target = load_model(tiny_dirs["target"]).model
     view = layer_skip_model(target, 1)
@@ -142,9 +142,9 @@ def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_share
     """The fused Llama forward (prefill, a verify, one step) gives the transformers module's logits and argmax,
     on weights it owns: the shared module is never changed, and transformers' forward on it stays the reference;
     layer-skip reuses the lean forward's layers."""
-    from engine.cache import KVCache
-    from engine.drafters import layer_skip_model
-    from engine.fastllama import FastLlama, forward_fn
+    from engine.runtime.cache import KVCache
+    from engine.drafters.model import layer_skip_model
+    from engine.runtime.fastllama import FastLlama, forward_fn
 
     model = embedded.model
     before = {name: (p.data_ptr(), p.is_contiguous()) for name, p in model.named_parameters()}
@@ -169,7 +169,7 @@ def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_share
 
 def test_auto_extrapolates_verify_cost_from_multi_token_points():
     """t(1) -> t(2) is a kernel jump on a CPU, so unseen t(n) follows the n >= 2 points, not a line through t(1)."""
-    from engine.adaptive import AutoDrafter
+    from engine.drafters.auto import AutoDrafter
     from engine.costmodel import PRIOR_SLOPE
 
     auto = AutoDrafter(None, torch.device("cpu"))
@@ -188,7 +188,7 @@ def test_ngram_never_drafts_from_the_chat_template(embedded):
     proposes "<|im_start|>assistant" (a draft the target always rejects), and no draft ever holds a special token;
     a raw prompt (no template) keeps every position as a source."""
     from engine import Engine, GenerationConfig
-    from engine.ngram import template_mask
+    from engine.drafters.ngram import template_mask
 
     engine = Engine(embedded, "ngram")
     prompt = "Copy this text exactly:\n\nThe cat sat on the mat. The dog sat on the log."

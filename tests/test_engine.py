@@ -8,9 +8,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from engine import Engine, GenerationConfig, ModelLoadError, read_trace, write_trace
 from engine import sampling
-from engine.cache import KVCache
+from engine.runtime.cache import KVCache
 from engine.events import trace_from_json, trace_to_json
-from engine.models import load_model
+from engine.runtime.models import load_model
 from tests.conftest import make_tiny_model
 
 PROMPTS = ["Tell me about the sea", "def fib(n):", "1, 2, 3,"]
@@ -195,7 +195,7 @@ def test_draft_with_other_vocabulary_drafts_through_text(tiny_dirs, tmp_path):
     cfg = GenerationConfig(gamma=3, max_new_tokens=20)
     events = list(engine.generate("hello world", cfg))
     assert events[-1].token_ids == outputs(engine, "hello world", cfg, "ar")
-    from engine.crossvocab import CrossVocabDrafter  # (a draft of <unk>s and EOS proposes little: lossless still)
+    from engine.drafters.crossvocab import CrossVocabDrafter  # (a draft of <unk>s and EOS proposes little: lossless still)
     assert isinstance(engine.make_drafter(cfg, None, 64, None), CrossVocabDrafter)
 
 

@@ -3,7 +3,7 @@ import pytest
 
 from benchmarks.gpu_check import HostReads, main, reads_per_round
 from engine import Engine, GenerationConfig
-from engine.models import load_model
+from engine.runtime.models import load_model
 
 
 def test_gpu_check_runs_on_cpu_with_tiny_shapes():

@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError, load_model
-from engine import heads as H
-from engine import sampling, step, tree
-from engine.headtrain import PROMPTS, train
+from engine import sampling
+from engine.decode import step
+from engine.heads import modules as H
+from engine.sampling import tree
+from engine.heads.train import PROMPTS, train
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +60,8 @@ def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt()
 
 
 def test_committed_prompt_set_is_what_its_command_makes():
-    """The 2,700 prompts added to the first 900 are exactly `python -m engine.headprompts --add 2700 --seed 1`'s."""
-    from engine.headprompts import new_prompts
+    """The 2,700 prompts added to the first 900 are exactly `python -m engine.heads.prompts --add 2700 --seed 1`'s."""
+    from engine.heads.prompts import new_prompts
 
     assert TRAIN_PROMPTS[900:] == new_prompts(2700, 1, TRAIN_PROMPTS[:900])
     assert new_prompts(5, 2, TRAIN_PROMPTS) != new_prompts(5, 3, TRAIN_PROMPTS)  # the seed matters
@@ -68,7 +70,8 @@ def test_committed_prompt_set_is_what_its_command_makes():
 def test_shipped_heads_load_and_propose(embedded):
     """The committed heads load for the embedded target with their training record, and both drafters propose."""
     record = H.record_of()
-    assert record["seed"] == 0 and "engine.headtrain" in record["command"]
+    # the record names the command as it was run: the module was engine.headtrain before the rooms
+    assert record["seed"] == 0 and record["command"].split()[2] in ("engine.heads.train", "engine.headtrain")
     assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
     for kind in ("medusa", "eagle"):  # held-out hit rate per confidence bin: auto's priors, and they mean something
         table = record[f"{kind}_calibration"]

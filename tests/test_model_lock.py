@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 
-from engine import models
+from engine.runtime import models
 
 
 def test_loaded_model_returns_while_another_spec_is_loading(monkeypatch):

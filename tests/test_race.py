@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError
-from engine.engine import cache_slots, torch_threads, _race_threads
-from engine.models import load_model
+from engine.decode.loop import cache_slots
+from engine.runtime.threads import _race_threads, torch_threads
+from engine.runtime.models import load_model
 from tests.test_sampling import CHI2_999, chi_square
 
 

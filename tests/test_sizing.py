@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import models, sizing
+from engine import sizing
+from engine.runtime import models
 from specviz import app_views as av
 
 

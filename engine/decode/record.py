@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from . import sampling
-from .events import Committed, Decided, Drafted, DraftTree, Retokenized, RolledBack, Verified
+from .. import sampling
+from ..events import Committed, Decided, Drafted, DraftTree, Retokenized, RolledBack, Verified
 from .step import Step
 
 

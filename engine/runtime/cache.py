@@ -4,6 +4,10 @@ Like gpt-fast's cache indexed by `input_pos`: rejected slots are left behind and
 the next write, nothing is copied or recomputed. Unlike transformers' `StaticCache`, attention
 only ever sees the live prefix `[:length]` (a view), so a cache sized for a long run costs a short
 run nothing. The cache plugs into any transformers model through the `Cache` layer interface.
+
+The cache owns its writes: every change to keys, values or the pointer is a method here (a forward's
+write, a rollback, a tree's compaction, beam search's row expansion and reordering), and `room` is the
+one capacity check.
 """
 from __future__ import annotations
 
@@ -31,12 +35,10 @@ class PointerLayer(CacheLayerMixin):
         self.is_initialized = True
 
     def update(self, key_states, value_states, *args, **kwargs):
+        """Write (B, H, n, D) keys and values after the live prefix; returns the live (B, H, length, D) views."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        n = key_states.shape[-2]
-        end = self.length + n
-        if end > self.max_len:
-            raise RuntimeError(f"KV cache full: {end} tokens > {self.max_len} slots")
+        end = room(self.length, key_states.shape[-2], self.max_len)
         self.keys[:, :, self.length:end].copy_(key_states)
         self.values[:, :, self.length:end].copy_(value_states)
         self.length = end
@@ -59,8 +61,22 @@ class PointerLayer(CacheLayerMixin):
         self.length = 0
 
 
+def room(length: int, n: int, max_len: int) -> int:
+    """The end of a write of n tokens after `length`: the one capacity check (RuntimeError when full)."""
+    end = length + n
+    if end > max_len:
+        raise RuntimeError(f"KV cache full: {end} tokens > {max_len} slots")
+    return end
+
+
 class KVCache(Cache):
-    """One `PointerLayer` per model layer; `length` is the single pointer the engine moves."""
+    """One `PointerLayer` per model layer; `length` is the single pointer the engine moves.
+
+    Invariant between rounds (the engine keeps it; every write goes through a method below): the target's
+    cache holds every committed token but the last one, which is the next round's first input. A drafter
+    on the target's cache (self, layer skip) moves the pointer back after drafting; a round's rollback
+    (`truncate`, after `compact` for a tree) keeps the committed prefix plus the accepted drafts.
+    """
 
     def __init__(self, num_layers: int, max_len: int):
         super().__init__(layers=[PointerLayer(max_len) for _ in range(num_layers)])
@@ -81,3 +97,31 @@ class KVCache(Cache):
             raise ValueError(f"cannot truncate a cache of {self.length} tokens to {length}")
         for layer in self.layers:
             layer.length = length
+
+    def compact(self, start: int, path: list[int]) -> None:
+        """A tree round's rollback: keep the accepted path's entries, moving slot start+1+node to start+1+depth,
+        then the pointer. `start` is the root's slot; at most len(path) entries move, a chain's path none."""
+        src = [start + 1 + node for node in path]
+        dst = list(range(start + 1, start + 1 + len(path)))
+        if src != dst:
+            idx = torch.tensor(src, device=self.layers[0].keys.device)
+            for layer in self.layers:
+                for buf in (layer.keys, layer.values):
+                    buf[:, :, dst[0]:dst[-1] + 1] = buf.index_select(2, idx)
+        self.truncate(start + 1 + len(path))
+
+    def expand_rows(self, rows: int) -> None:
+        """A cache filled with one row (the prompt) becomes `rows` identical rows (beam search: once per run)."""
+        for layer in self.layers:
+            if layer.is_initialized and layer.keys.shape[0] != rows:
+                layer.keys = layer.keys.expand(rows, -1, -1, -1).contiguous()
+                layer.values = layer.values.expand(rows, -1, -1, -1).contiguous()
+
+    def reorder_rows(self, rows: torch.Tensor) -> int:
+        """Row i becomes row rows[i] (beam reordering), live prefix only; returns the bytes copied."""
+        n, copied = self.length, 0
+        for layer in self.layers:
+            for buf in (layer.keys, layer.values):
+                buf[:, :, :n] = buf[rows, :, :n]  # a gather, then a copy back in place
+                copied += 2 * buf[:, :, :n].numel() * buf.element_size()
+        return copied

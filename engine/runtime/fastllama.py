@@ -26,8 +26,8 @@ import os
 import torch
 import torch.nn.functional as F
 
-from .cache import KVCache
-from .models import on_unload
+from .cache import KVCache, room
+from .permodel import PerModel
 from .window import layer_masks
 
 
@@ -151,9 +151,8 @@ class FastLlama:
         the final-norm hidden states of all T positions, (B, T, H) (the features trained draft heads read)."""
         cache = past_key_values
         b, t = input_ids.shape
-        start, end = cache.length, cache.length + t
-        if end > cache.max_len:
-            raise RuntimeError(f"KV cache full: {end} tokens > {cache.max_len} slots")
+        start = cache.length
+        end = room(start, t, cache.max_len)
         nh, nkv, hd, eps = self.heads, self.kv_heads, self.head_dim, self.eps
         qk_size, half = (nh + nkv) * hd, hd // 2
         x = F.embedding(input_ids, self.embed).view(b * t, -1)  # (BT, H)
@@ -170,13 +169,9 @@ class FastLlama:
             qk = qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)  # q heads then k heads, (B, NH+KV, T, D)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
             v = qkv[:, qk_size:].view(b, t, nkv, hd).transpose(1, 2)  # (B, KV, T, D)
-            if not layer.is_initialized:  # the first write allocates the layer's (B, KV, max_len, D) buffers
-                layer.lazy_initialization(qk[:, nh:], v)
-            layer.keys[:, :, start:end].copy_(qk[:, nh:])  # into slots start..end-1
-            layer.values[:, :, start:end].copy_(v)
-            layer.length = end
-            att = F.scaled_dot_product_attention(qk[:, :nh], layer.keys[:, :, :end], layer.values[:, :, :end],
-                                                 attn_mask=mask, enable_gqa=True)  # (B, NH, T, D)
+            keys, values = layer.update(qk[:, nh:], v)  # into slots start..end-1; the live (B, KV, end, D) views
+            att = F.scaled_dot_product_attention(qk[:, :nh], keys, values, attn_mask=mask,
+                                                 enable_gqa=True)  # (B, NH, T, D)
             x.add_(w_o(att.transpose(1, 2).reshape(b * t, nh * hd)))
             gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
             x.add_(w_down(F.silu(gate).mul_(up)))
@@ -191,8 +186,7 @@ class FastLlama:
         return self.head(x.reshape(-1, x.shape[-1])).view(b, x.shape[1], -1)  # (B, T, V)
 
 
-_FAST: dict = {}
-on_unload(lambda model: _FAST.pop(id(model), None))  # an unloaded model's lean forward
+_FAST = PerModel()  # model -> its lean forward, released with the model (never keyed by id(model))
 
 
 def forward_fn(model):
@@ -203,13 +197,11 @@ def forward_fn(model):
     """
     if hasattr(model, "skip_of"):  # a layer-skip view: the target's lean forward, cut after L layers
         base, layers = model.skip_of
-        full = forward_fn(base)
+        full = forward_fn(base()) if base() is not None else None
         if isinstance(full, FastLlama):
             return full.truncated(layers)
     if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model) and _fits(model, 1):
-        if id(model) not in _FAST:
-            _FAST[id(model)] = FastLlama(model)
-        return _FAST[id(model)]
+        return _FAST.get(model, "fast", lambda: FastLlama(model))
 
     def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0, hidden_out=None):
         if attention_mask is not None and position_ids is not None:  # a tree mask: keep sliding windows

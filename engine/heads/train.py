@@ -1,6 +1,6 @@
 """Train the draft heads (heads.py) by self-distillation from the target, on this machine's CPU.
 
-    python -m engine.headtrain --seed 0            # writes assets/heads/smollm2-135m-heads.pt
+    python -m engine.heads.train --seed 0            # writes assets/heads/smollm2-135m-heads.pt
 
 1. corpus: the target's own greedy continuations of a committed prompt set (assets/heads/train_prompts.txt,
    disjoint from the benchmark prompts and the app's examples), generated in batches, with its last hidden
@@ -26,13 +26,13 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .adaptive import CONFIDENCE_EDGES
-from .cache import KVCache
-from .fastllama import forward_fn
-from .models import EMBEDDED, load_model
-from .heads import ASSETS, WEIGHTS, Heads, HeadsConfig, frozen_parts, save
+from ..costmodel import CONFIDENCE_EDGES
+from ..runtime.cache import KVCache
+from ..runtime.fastllama import forward_fn
+from ..runtime.models import EMBEDDED, eos_ids, load_model
+from .prompts import PROMPTS
+from .modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 
-PROMPTS = ASSETS / "train_prompts.txt"
 HELD_OUT = 0.1  # share of the prompts (every tenth) kept out of training
 
 
@@ -52,7 +52,7 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
     """Per prompt: tokens (prompt + greedy continuation, through an end-of-text), the prompt length, and
     features (len − 1, H): the final-norm hidden state at every position but the last. Batched with left
     padding on the engine's forward (a pad query sees only itself, so it stays finite and is never seen)."""
-    forward, eos = forward_fn(model), set(_eos_ids(model))
+    forward, eos = forward_fn(model), eos_ids(model, tokenizer)
     out, t0 = [], time.time()
     for start in range(0, len(prompts), batch):
         rows = [encode(tokenizer, p) for p in prompts[start:start + batch]]
@@ -84,12 +84,6 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
             out.append({"tokens": torch.tensor(tokens), "prompt_len": len(row), "features": f.to(torch.float16)})
         log(f"corpus: {len(out)}/{len(prompts)} prompts, {time.time() - t0:.0f}s")
     return out
-
-
-def _eos_ids(model) -> list[int]:
-    eos = model.generation_config.eos_token_id if model.generation_config is not None else None
-    eos = eos if eos is not None else model.config.eos_token_id
-    return eos if isinstance(eos, list) else [eos]
 
 
 def draft_vocab(seqs: list[dict], size: int) -> tuple[torch.Tensor, float]:
@@ -139,7 +133,7 @@ def train_medusa(heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr
 
 
 def calibration(seen: list) -> list[list]:
-    """Per confidence bin of auto (adaptive.CONFIDENCE_EDGES): [guesses, share the target chose], from the
+    """Per confidence bin of auto (costmodel.CONFIDENCE_EDGES): [guesses, share the target chose], from the
     (confidence, hit) tensors of held-out guesses; auto starts each bin's α there (a prior it then updates)."""
     conf, hit = torch.cat([c for c, _ in seen]), torch.cat([h for _, h in seen]).float()
     bins = torch.bucketize(conf, torch.tensor(CONFIDENCE_EDGES), right=True)
@@ -315,7 +309,7 @@ def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int =
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m engine.headtrain", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m engine.heads.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", default=str(PROMPTS), help="one prompt per line")
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts")
@@ -337,7 +331,7 @@ def main(argv=None) -> None:
                           gen_batch=args.gen_batch, cfg=cfg, medusa_epochs=args.medusa_epochs,
                           eagle_epochs=args.eagle_epochs, log=lambda m: print(m, flush=True),
                           corpus_cache=args.corpus_cache)
-    record["command"] = "python -m engine.headtrain " + shlex.join(sys.argv[1:] if argv is None else argv)
+    record["command"] = "python -m engine.heads.train " + shlex.join(sys.argv[1:] if argv is None else argv)
     save(heads, record, args.out)
     print(f"wrote {args.out}: {record}")
 

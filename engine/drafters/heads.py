@@ -22,10 +22,12 @@ import heapq
 
 import torch
 
-from . import heads as heads_mod
-from .draft import Draft, Drafter, empty_draft
-from .models import LoadedModel, ModelLoadError, on_unload
-from .sampling import pick, shape_probs
+from ..heads import modules as heads_mod
+from ..runtime.models import LoadedModel
+from ..runtime.permodel import PerModel
+from ..sampling import pick, shape_probs
+from ..specs import DraftSpec, ModelLoadError
+from .base import Draft, Drafter, empty_draft
 
 
 class HeadDrafter(Drafter):
@@ -80,17 +82,15 @@ class MedusaDrafter(HeadDrafter):
         p_top, i_top = top.values.tolist(), top.indices.tolist()  # (k, w)
         frontier = [(-p_top[0][r], -1, 0, r) for r in range(len(p_top[0]))]  # (−score, parent, depth, rank)
         heapq.heapify(frontier)
-        tokens, parents, heads = [], [], []
+        tokens, parents = [], []
         while frontier and len(tokens) < budget:
             neg, parent, depth, rank = heapq.heappop(frontier)
             node = len(tokens)
             tokens.append(int(self.parts.vocab_ids[i_top[depth][rank]]))
             parents.append(parent)
-            heads.append(depth + 1)
             if depth + 1 < len(p_top):
                 for r, p in enumerate(p_top[depth + 1]):
                     heapq.heappush(frontier, (neg * p, node, depth + 1, r))
-        self.node_heads = heads  # which Medusa head proposed each node (its depth)
         return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents,
                      node_q=[None] * len(tokens))
 
@@ -182,26 +182,26 @@ class EagleDrafter(HeadDrafter):
                      node_q=[None] * len(tokens))
 
 
-_HEADS: dict = {}
-on_unload(lambda model: [_HEADS.pop(k) for k in list(_HEADS) if k[0] == id(model)])
+_HEADS = PerModel()  # target module -> {path: (Heads, the frozen target parts they use)}
 
 
 def load_heads(target: LoadedModel, path: str | None):
-    """Trained heads (heads.py) for this target, loaded once: (Heads, the frozen target parts they use)."""
+    """Trained heads (heads/modules.py) for this target, loaded once: (Heads, the frozen target parts they use)."""
     path = path or str(heads_mod.WEIGHTS)
-    key = (id(target.model), path)
-    if key not in _HEADS:
-        try:
-            heads, _ = heads_mod.load(path, target.model.config)
-        except FileNotFoundError:
-            raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.headtrain") from None
-        except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
-            raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
-                                 f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None
-        if int(heads.vocab_ids.max()) >= target.vocab_size:
-            raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
-        _HEADS[key] = (heads.to(target.device), heads_mod.frozen_parts(target.model, heads.vocab_ids))
-    return _HEADS[key]
+    return _HEADS.get(target.model, path, lambda: _load_heads(target, path))
+
+
+def _load_heads(target: LoadedModel, path: str):
+    try:
+        heads, _ = heads_mod.load(path, target.model.config)
+    except FileNotFoundError:
+        raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.heads.train") from None
+    except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
+        raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
+                             f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None
+    if int(heads.vocab_ids.max()) >= target.vocab_size:
+        raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
+    return heads.to(target.device), heads_mod.frozen_parts(target.model, heads.vocab_ids)
 
 
 def heads_fit(target: LoadedModel) -> bool:
@@ -211,3 +211,10 @@ def heads_fit(target: LoadedModel) -> bool:
     except ModelLoadError:
         return False
     return True
+
+
+def build(spec: DraftSpec, target: LoadedModel, ctx):
+    """The per-run constructor of medusa[:PATH] or eagle[:PATH] (registry.py calls it)."""
+    heads, parts = load_heads(target, spec["PATH"])
+    kind = MedusaDrafter if spec.name == "medusa" else EagleDrafter
+    return lambda cfg, gen, max_len, cache: kind(heads, parts, spec.text, cfg, gen, target.vocab_size, target.device)

@@ -1,4 +1,5 @@
-"""Tree speculation: verify a whole token tree in ONE target forward, accept a path, compact the cache.
+"""Tree speculation: verify a whole token tree in ONE target forward and accept a path (the cache then keeps
+it: KVCache.compact).
 
 Nodes are in topological order (a parent comes before its children); parent -1 is the root, the
 last committed token. Verification feeds [root, nodes...] with a tree attention mask (each node
@@ -17,8 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .cache import KVCache
-from .sampling import residual
+from .chain import residual
 
 
 def depths(parents: list[int]) -> list[int]:
@@ -105,21 +105,6 @@ def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.
             return TreeVerdict(path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)), draws, r)
         path.append(nxt)
         node = nxt
-
-
-def compact(cache: KVCache, start: int, path: list[int]) -> None:
-    """Keep the accepted path's entries: move slots start+1+node to start+1+depth, then the pointer.
-
-    `start` is the root's slot. At most len(path) entries move; a chain's path moves none.
-    """
-    src = [start + 1 + node for node in path]
-    dst = list(range(start + 1, start + 1 + len(path)))
-    if src != dst:
-        idx = torch.tensor(src, device=cache.layers[0].keys.device)
-        for layer in cache.layers:
-            for buf in (layer.keys, layer.values):
-                buf[:, :, dst[0]:dst[-1] + 1] = buf.index_select(2, idx)
-    cache.truncate(start + 1 + len(path))
 
 
 def trie(branches: list[list[int]]) -> tuple[list[int], list[int]]:

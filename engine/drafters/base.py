@@ -1,7 +1,8 @@
 """The drafting interface (transformers' candidate generators): one call proposes, one call learns.
 
-Every strategy (a draft model, n-gram lookup, layer skip, a tree, auto) implements `Drafter` and
-returns a `Draft`. This module sits below drafters.py, ngram.py and adaptive.py, which all import it.
+Every strategy (a draft model, n-gram lookup, layer skip, a tree, auto, the trained heads) implements
+`Drafter` and returns a `Draft`; beam search asks the same object for every beam (`propose_beams`).
+Every drafter module in this room imports this one; the registry (engine/specs.py) names them.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import GenerationConfig
+from ..config import GenerationConfig
 
 
 @dataclass
@@ -42,6 +43,14 @@ class Drafter:
     def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
         """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
 
+    def propose_beams(self, beams: list[list[int]], gamma: int) -> list[list[int]]:
+        """Beam search's drafts: up to γ token ids after each running beam (committed ids, prompt included).
+        This default asks `propose` once per beam: right for a drafter that keeps no state between calls
+        (n-gram lookup). One on the target's B-row cache drafts every beam in one batch (ModelDrafter).
+        Only families marked `beams` in engine/specs.py are asked."""
+        return [self.propose(ids, gamma).token_ids.tolist() for ids in beams]
+
 
 def empty_draft(device, name: str) -> Draft:
+    """A draft of no tokens: the round is a plain target step."""
     return Draft(torch.empty(0, dtype=torch.long, device=device), None, name)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sampling, tree
-from .cache import KVCache
-from .config import GenerationConfig
-from .draft import Draft
-from .sampling import Verdict
+from .. import sampling
+from ..config import GenerationConfig
+from ..drafters.base import Draft
+from ..runtime.cache import KVCache
+from ..sampling import Verdict, tree
 
 
 @dataclass
@@ -87,7 +87,7 @@ def step(forward, ids: list[int], draft: Draft | None, cache: KVCache, cfg: Gene
     # 4. rollback: keep the committed prefix and the accepted drafts (a tree first compacts its path)
     before = cache.length
     if tree_step is not None:
-        tree.compact(cache, pos - 1, tree_step.path)
+        cache.compact(pos - 1, tree_step.path)
     cache.truncate(pos + n)
     # 5. commit: accepted drafts + the corrected / bonus token, cut at EOS and at the token budget
     kind = "ar" if draft is None else ("corrected" if n < len(drafted) else "bonus")

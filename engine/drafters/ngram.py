@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from .draft import Draft, Drafter, empty_draft
-from .tree import trie
+from ..sampling.tree import trie
+from ..specs import DraftSpec
+from .base import Draft, Drafter, empty_draft
 
 
 def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
@@ -110,8 +111,8 @@ class NgramIndex:
 
 
 class NgramDrafter(Drafter):
-    """Proposes the continuation of the latest match of the last n <= max_n tokens."""
-    peekable = True  # proposing is free and has no side effects: `auto` may ask before choosing
+    """Proposes the continuation of the latest match of the last n <= max_n tokens (free to ask: auto asks it
+    before it chooses)."""
 
     def __init__(self, max_n: int, device: torch.device, name: str = "ngram", tree_budget: int = 0,
                  special: frozenset = frozenset(), text_of=None):
@@ -141,3 +142,12 @@ class NgramDrafter(Drafter):
             tokens, parents = tokens[:self.tree_budget], parents[:self.tree_budget]  # topological: a prefix is a tree
             return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant)
         return Draft(torch.tensor(found[0], device=self.device), None, self.name, variant=variant)
+
+
+def build(spec: DraftSpec, target, ctx):
+    """The per-run constructor of ngram[:N] (registry.py calls it)."""
+    tok = target.tokenizer
+    special = frozenset(getattr(tok, "all_special_ids", None) or [])
+    text_of = tok.decode if hasattr(tok, "decode") else str
+    return lambda cfg, gen, max_len, cache: NgramDrafter(spec["N"], target.device, spec.text, cfg.tree_budget,
+                                                         special, text_of)

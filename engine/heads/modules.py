@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .fastllama import rms_norm
+from ..runtime.fastllama import rms_norm
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"
+ASSETS = Path(__file__).resolve().parents[2] / "assets" / "heads"
 WEIGHTS = ASSETS / "smollm2-135m-heads.pt"  # the shipped heads (fp16) with their training record
 
 

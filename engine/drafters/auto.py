@@ -25,13 +25,15 @@ import time
 
 import torch
 
-from .draft import Draft, Drafter, empty_draft
-from . import costmodel
-from .tree import depths
+from .. import costmodel
+from ..costmodel import CONFIDENCE_EDGES
+from ..sampling.tree import depths
+from ..specs import DraftSpec
+from .base import Draft, Drafter, empty_draft
+from .heads import heads_fit
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
-CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)  # bins of a costly drafter's confidence (the max of q at a position)
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
 
@@ -50,7 +52,7 @@ def confidence_variant(name: str, confidence: float, calibration: list | None = 
 
 
 class AutoDrafter(Drafter):
-    """Wraps one drafter that is free to ask (n-gram lookup: `peekable`), and each round decides whether
+    """Wraps one drafter that is free to ask (n-gram lookup), and each round decides whether
     drafting pays and with which γ. It asks the drafter first, so it prices only what the drafter has."""
     name = "auto"
 
@@ -235,3 +237,13 @@ def _cut(draft: Draft, gamma: int) -> Draft:
     if draft.node_q is not None:
         draft.node_q = [draft.node_q[i] for i in keep]
     return draft
+
+
+def build(spec: DraftSpec, target, ctx):
+    """The per-run constructor of auto[:ngram]: n-gram lookup and, unless auto:ngram and where the shipped heads
+    fit the target, eagle and medusa, each built through the registry (ctx.factory)."""
+    ngram = ctx.factory("ngram", target)
+    fit = spec["offer"] != "ngram" and heads_fit(target)
+    heads = [ctx.factory(h, target) for h in ("eagle", "medusa")] if fit else []
+    return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), target.device, costly=tuple(
+        make(cfg, gen, max_len, cache) for make in heads))

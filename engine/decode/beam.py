@@ -9,9 +9,10 @@ the best running beam's score ÷ its current length is no better than the worst 
 when every candidate hits the limit, or, with early_stopping=True, when B hypotheses have finished.
 
 The KV cache holds B rows, one per running beam, all of one length (every beam grows one token
-per step). Reordering beams is a gather of rows (`reorder_rows`): a copy of the live prefix.
+per step). Reordering beams is a gather of rows (`KVCache.reorder_rows`): a copy of the live prefix.
 
-Speculative beam search (`speculative=True`): each beam's drafter proposes up to γ tokens; ONE
+Speculative beam search (`speculative=True`): the drafter proposes up to γ tokens per beam
+(`Drafter.propose_beams`; the families marked `beams` in engine/specs.py); ONE
 target forward over the (B, γ+1) inputs [last token of beam b, its drafts] gives the target's
 log-probabilities after every prefix of every drafted path. The beam search is then replayed step
 by step from those rows: a running beam whose tokens since the round began are its origin's drafts
@@ -21,22 +22,23 @@ still exact (it used rows of beams on the paths), and ends the round. The cache 
 beam, its origin's row up to the beam's last token but one (a gather of rows and a pointer move:
 the rollback). Each replayed step sees exactly the log-probabilities a plain step would compute,
 so the beams and scores are those of plain beam search (up to the float rounding of a (γ+1)-token
-forward against a 1-token one). This module knows nothing about HTML.
+forward against a 1-token one). The run shares the chain loop's scaffolding (loop.py: prefill, clock,
+first event, deadline) and its race (race.py). This module knows nothing about HTML.
 """
 from __future__ import annotations
 
 import time
-import uuid
 from dataclasses import dataclass, replace
 
 import torch
 
-from .cache import KVCache
-from .config import GenerationConfig
-from .events import BeamDrafted, BeamResult, BeamStep, BeamVerified, Finished, RoundTimed, RunStarted
+from ..config import GenerationConfig
+from ..events import BeamDrafted, BeamResult, BeamStep, BeamVerified, Finished, RoundTimed
+from ..runtime.cache import KVCache
+from ..specs import check_beams
+from .loop import Clock, past, prefill, started
 
 NEG = -1.0e9  # transformers' "impossible" score
-PREFILL_CHUNK = 512
 
 
 @dataclass
@@ -111,65 +113,20 @@ def on_drafted_path(draft: list, depth: int, token: int) -> bool:
     return depth < len(draft) and token == draft[depth]
 
 
-# -- the cache of B rows ------------------------------------------------------------------------
-def expand_rows(cache: KVCache, rows: int) -> None:
-    """A cache filled with one row (the prompt) becomes `rows` identical rows (one copy, once per run)."""
-    for layer in cache.layers:
-        if layer.is_initialized and layer.keys.shape[0] != rows:
-            layer.keys = layer.keys.expand(rows, -1, -1, -1).contiguous()
-            layer.values = layer.values.expand(rows, -1, -1, -1).contiguous()
-
-
-def reorder_rows(cache: KVCache, rows: torch.Tensor) -> int:
-    """Row i of the cache becomes row rows[i] (beam reordering), live prefix only; returns bytes copied."""
-    n = cache.length
-    copied = 0
-    for layer in cache.layers:
-        for buf in (layer.keys, layer.values):
-            buf[:, :, :n] = buf[rows, :, :n]  # a gather, then a copy back in place
-            copied += 2 * buf[:, :, :n].numel() * buf.element_size()
-    return copied
-
-
-# -- drafting for every beam ----------------------------------------------------------------------
-class PerBeam:
-    """Beam drafting with a chain drafter that keeps no per-run state (n-gram, random): one call per beam."""
-
-    def __init__(self, drafter):
-        self.drafter, self.name = drafter, drafter.name
-
-    def propose(self, beams: list, gamma: int) -> list:
-        return [self.drafter.propose(ids, gamma).token_ids.tolist() for ids in beams]
-
-
-class SelfBeams:
-    """`self` for beams: each beam's drafts are the target's own greedy continuation of it, drafted in
-    batched (B, 1) steps on the target's cache, whose pointer is moved back afterwards (the verify
-    forward rewrites those slots). 100% of greedy paths verify; beams off the greedy path do not."""
-    name = "self"
-
-    def __init__(self, forward, cache: KVCache, device):
-        self.forward, self.cache, self.device = forward, cache, device
-
-    def propose(self, beams: list, gamma: int) -> list:
-        start = self.cache.length
-        x = torch.tensor([[ids[-1]] for ids in beams], device=self.device)  # (B, 1)
-        out = []
-        for _ in range(gamma):
-            x = self.forward(x, self.cache)[:, -1].argmax(-1, keepdim=True)  # (B, 1)
-            out.append(x)
-        self.cache.truncate(start)
-        return torch.cat(out, dim=1).tolist() if out else [[] for _ in beams]
-
-
 # -- the run ---------------------------------------------------------------------------------------
-def beam_run(engine, ids: list[int], cfg: GenerationConfig, speculative: bool, deadline: float | None,
+def beam_run(engine, ids: list[int], cfg: GenerationConfig, speculative: bool, when: float | None,
              cache_len: int, drafter=None):
     """The events of one beam search of the target from prompt `ids` (engine: an Engine; cache_len: its
-    cache_slots; drafter: a beam drafter, by default the one for the engine's draft spec, checked now)."""
+    cache_slots; drafter: any Drafter, by default the one for the engine's draft spec, checked now)."""
     if speculative and drafter is None:
-        check_beam_draft(engine.draft_spec)
-    return _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter)
+        check_beams(engine.draft_spec)
+    return _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter)
+
+
+def make_beam_drafter(engine, cfg: GenerationConfig, cache: KVCache):
+    """The engine's drafter for its spec, built on the B-row cache (a family marked `beams` in engine/specs.py)."""
+    check_beams(engine.draft_spec)
+    return engine.make_drafter(replace(cfg, tree_budget=0), None, cache.max_len, cache)
 
 
 def _replay(state, log_probs, drafts, eos, max_new_tokens: int):
@@ -196,7 +153,7 @@ def _rollback(cache, before: int, origin: list, steps: list, tally: dict, device
     cache.truncate(before + depth)
     t_r = time.perf_counter()
     if origin != list(range(len(origin))):
-        tally["reorder_bytes"] += reorder_rows(cache, torch.tensor(origin, device=device))
+        tally["reorder_bytes"] += cache.reorder_rows(torch.tensor(origin, device=device))
         tally["reorders"] += 1
     tally["reorder_s"] += time.perf_counter() - t_r
     return verified
@@ -211,80 +168,73 @@ def _hypotheses(state) -> list:
     return hyps
 
 
-def _started(engine, ids, cfg, speculative: bool, drafter) -> RunStarted:
-    target, device = engine.target, engine.target.device
-    return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode="speculative" if speculative else "ar",
-                      target=target.name, draft=(drafter.name if drafter is not None else "") if speculative else "",
-                      device=str(device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
-                      prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids),
-                      prompt_tokens=[engine.token_text(i) for i in ids], pos=len(ids),
-                      threads=torch.get_num_threads() if device.type == "cpu" else 0)
-
-
-def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
-    target, device, forward = engine.target, engine.target.device, engine.forward
-    num_beams, eos, prompt_len, text = cfg.num_beams, target.eos_ids, len(ids), engine.token_text
+def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
+    target = engine.target
     with torch.inference_mode():
         cache = KVCache.for_model(target.model, cache_len)
         if speculative and drafter is None:
             drafter = make_beam_drafter(engine, cfg, cache)
-        paused, t_start = 0.0, time.perf_counter()
-        for start in range(0, prompt_len - 1, PREFILL_CHUNK):  # all but the last prompt token, one row
-            forward(torch.tensor([ids[start:min(start + PREFILL_CHUNK, prompt_len - 1)]], device=device), cache,
-                    logits_to_keep=1)
-        expand_rows(cache, num_beams)  # (with a one-token prompt nothing is cached: the first forward allocates B rows)
-    t_yield = time.perf_counter()
-    yield _started(engine, ids, cfg, speculative, drafter)
-    paused += time.perf_counter() - t_yield
-    state = BeamState.start(num_beams)
+        clock = Clock()
+        t_start = clock()
+        prefill(engine.forward, ids, cache, when, target.device)  # one row
+        cache.expand_rows(cfg.num_beams)  # (a one-token prompt caches nothing: the first forward allocates B rows)
+    yield from clock.hand_over([started(target, engine.text, ids, cfg, "speculative" if speculative else "ar",
+                                        drafter.name if speculative else "")])
+    state = BeamState.start(cfg.num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
     tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)
     try:
         while go_on:
-            if deadline is not None and time.monotonic() > deadline:
+            if past(when):
                 stop_reason = "time_limit"
                 break
-            round_, out, t0 = round_ + 1, [], time.perf_counter() - paused
+            round_ += 1
             with torch.inference_mode():
-                pos = prompt_len + state.length  # absolute position of the first token this round adds
-                room = cfg.max_new_tokens - state.length - 1  # drafts beyond the length limit cannot be used
-                beams = [list(ids) + s for s in state.seqs]
-                # 1. draft: up to γ tokens per beam
-                drafts = drafter.propose(beams, min(cfg.gamma, room)) if speculative and room > 0 else []
-                drafts = [d[:room] for d in drafts] or [[] for _ in beams]
-                tally["drafted"] += sum(len(d) for d in drafts)
-                if speculative:
-                    out.append(BeamDrafted(round=round_, pos=pos, token_ids=drafts, drafter=drafter.name,
-                                           tokens=[[text(t) for t in d] for d in drafts]))
-                t1 = time.perf_counter() - paused
-                # 2. verify: one forward over (B, γ+1) = [last token of each beam, its drafts (padded)]
-                width = max(len(d) for d in drafts)
-                x = torch.tensor([[b[-1]] + d + [0] * (width - len(d)) for b, d in zip(beams, drafts)], device=device)
-                before = cache.length
-                log_probs = torch.log_softmax(forward(x, cache).float(), dim=-1)  # (B, γ+1, V)
-                tally["forwards"] += 1
-                tally["positions"] += x.numel()
-                state, origin, steps = _replay(state, log_probs, drafts, eos, cfg.max_new_tokens)
-                go_on = steps[-1][0].go_on
-                for k, (step, scores, on_draft) in enumerate(steps):
-                    out.append(BeamStep(round=round_, pos=pos + k, parents=step.parents, token_ids=step.tokens,
-                                        tokens=[text(t) for t in step.tokens], scores=scores, drafted=on_draft,
-                                        finished=[{"parent": p, "token_id": t, "token": text(t), "score": s}
-                                                  for p, t, s in step.finished]))
-                verified = _rollback(cache, before, origin, steps, tally, device)
-                out.append(BeamVerified(round=round_, pos=pos, steps=len(steps), verified=verified, origins=origin,
-                                        positions=x.numel(), cache_before=before + x.shape[1],
-                                        cache_after=cache.length))
-            t2 = time.perf_counter() - paused
-            out.append(RoundTimed(round=round_, pos=prompt_len + state.length, draft_s=t1 - t0, verify_s=t2 - t1,
-                                  total_s=t2 - t0, elapsed_s=t2 - t_start, gamma=sum(len(d) for d in drafts)))
-            t_yield = time.perf_counter()
-            yield from out
-            paused += time.perf_counter() - t_yield
+                state, go_on, out = _beam_round(engine, ids, cfg, drafter if speculative else None, cache, state,
+                                                tally, round_, clock, t_start)
+            yield from clock.hand_over(out)
     except GeneratorExit:
         return
-    yield from _result(engine, cfg, speculative, state, round_, stop_reason, prompt_len,
-                       time.perf_counter() - paused - t_start, tally)
+    yield from _result(engine, cfg, speculative, state, round_, stop_reason, len(ids), clock() - t_start, tally)
+
+
+def _beam_round(engine, ids, cfg, drafter, cache, state, tally, round_: int, clock, t_start: float):
+    """One round: 1. draft per beam, 2. verify every beam in one forward, 3. replay, 4. roll back.
+    Returns the new state, whether the search goes on, and the round's events."""
+    device, text, out, t0 = engine.target.device, engine.token_text, [], clock()
+    pos = len(ids) + state.length  # absolute position of the first token this round adds
+    room = cfg.max_new_tokens - state.length - 1  # drafts beyond the length limit cannot be used
+    beams = [list(ids) + s for s in state.seqs]
+    # 1. draft: up to γ tokens per beam
+    drafts = drafter.propose_beams(beams, min(cfg.gamma, room)) if drafter is not None and room > 0 else []
+    drafts = [d[:room] for d in drafts] or [[] for _ in beams]
+    tally["drafted"] += sum(len(d) for d in drafts)
+    if drafter is not None:
+        out.append(BeamDrafted(round=round_, pos=pos, token_ids=drafts, drafter=drafter.name,
+                               tokens=[[text(t) for t in d] for d in drafts]))
+    t1 = clock()
+    # 2. verify: one forward over (B, γ+1) = [last token of each beam, its drafts (padded)]
+    width = max(len(d) for d in drafts)
+    x = torch.tensor([[b[-1]] + d + [0] * (width - len(d)) for b, d in zip(beams, drafts)], device=device)
+    before = cache.length
+    log_probs = torch.log_softmax(engine.forward(x, cache).float(), dim=-1)  # (B, γ+1, V)
+    tally["forwards"] += 1
+    tally["positions"] += x.numel()
+    # 3. the beam search replayed from that forward's rows
+    state, origin, steps = _replay(state, log_probs, drafts, engine.target.eos_ids, cfg.max_new_tokens)
+    for k, (step, scores, on_draft) in enumerate(steps):
+        out.append(BeamStep(round=round_, pos=pos + k, parents=step.parents, token_ids=step.tokens,
+                            tokens=[text(t) for t in step.tokens], scores=scores, drafted=on_draft,
+                            finished=[{"parent": p, "token_id": t, "token": text(t), "score": s}
+                                      for p, t, s in step.finished]))
+    # 4. roll back: each new beam keeps its origin's row
+    verified = _rollback(cache, before, origin, steps, tally, device)
+    out.append(BeamVerified(round=round_, pos=pos, steps=len(steps), verified=verified, origins=origin,
+                            positions=x.numel(), cache_before=before + x.shape[1], cache_after=cache.length))
+    t2 = clock()
+    out.append(RoundTimed(round=round_, pos=len(ids) + state.length, draft_s=t1 - t0, verify_s=t2 - t1,
+                          total_s=t2 - t0, elapsed_s=t2 - t_start, gamma=sum(len(d) for d in drafts)))
+    return state, steps[-1][0].go_on, out
 
 
 def _result(engine, cfg, speculative: bool, state, round_: int, stop_reason: str, prompt_len: int, wall: float,
@@ -309,44 +259,6 @@ def _result(engine, cfg, speculative: bool, state, round_: int, stop_reason: str
                "threads": torch.get_num_threads() if target.device.type == "cpu" else None}
     yield Finished(round=round_, pos=prompt_len + len(best), stop_reason=stop_reason,
                    text=decode(best, skip_special_tokens=True), token_ids=list(best), summary=summary)
-
-
-def check_beam_draft(spec: str) -> None:
-    """Beam search drafts with ngram[:N] (per beam) or self (batched on the B-row cache)."""
-    if spec != "self" and spec.split(":")[0] != "ngram":
-        raise ValueError(f"beam search (num_beams > 1) drafts with 'ngram[:N]' or 'self', got draft {spec!r}")
-
-
-def make_beam_drafter(engine, cfg: GenerationConfig, cache: KVCache):
-    """The beam drafter for the engine's draft spec: ngram[:N] per beam, or `self` batched on the cache."""
-    check_beam_draft(engine.draft_spec)
-    if engine.draft_spec == "self":
-        return SelfBeams(engine.forward, cache, engine.target.device)
-    return PerBeam(engine.make_drafter(replace(cfg, tree_budget=0), None, cache.max_len, cache))
-
-
-def race(lanes: dict, threads: int | None, torch_threads):
-    """Speculative and plain beam search of one width ({"speculative": events, "ar": events}), interleaved one
-    round at a time: always the lane that has done fewer beam steps (Engine.race explains why this makes the
-    timing fair); torch_threads(threads) wraps each step (engine.torch_threads)."""
-    done = dict.fromkeys(lanes, 0)
-    try:
-        while lanes:
-            lane = min(lanes, key=done.__getitem__)
-            while True:
-                with torch_threads(threads):
-                    event = next(lanes[lane], None)
-                if event is None:
-                    del lanes[lane]
-                    break
-                yield lane, event
-                if event.kind == "beam_step":
-                    done[lane] += 1
-                if event.kind == "round_timed":
-                    break
-    finally:
-        for gen in lanes.values():
-            gen.close()
 
 
 def race_summary(spec_events: list, plain_events: list) -> dict:

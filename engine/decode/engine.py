@@ -1,0 +1,230 @@
+"""The speculative loop and its autoregressive baseline, as generators of events.
+
+Round structure (Leviathan et al. 2023): 1. draft γ tokens; 2. verify them in ONE target forward
+over [last committed token, d1..dγ]; 3. accept / resample; 4. roll back the rejected tail by
+moving the cache pointer; 5. commit. The AR baseline is the same loop with γ = 0: the same
+cache, the same forward, the same sampling code, so the two can be raced fairly (race.py).
+Invariant between rounds: the target cache holds every committed token but the last one (runtime/cache.py).
+Phases 2-5 are one pure step (step.py, returning a Step); this module drafts, times the step around it
+and hands its events (built in record.py) to the consumer. Beam search (beam.py) shares the scaffolding
+(loop.py) and the race.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from ..config import MAX_GAMMA, GenerationConfig
+from ..drafters.registry import drafter_factory
+from ..events import Finished, RoundTimed
+from ..metrics import RunStats, summarize
+from ..runtime.cache import KVCache
+from ..runtime.fastllama import forward_fn
+from ..runtime.loadwatch import LoadWatch
+from ..runtime.models import EMBEDDED, LoadedModel, load_model
+from ..runtime.threads import RACE_THREADS, check_threads
+from . import beam
+from .loop import Clock, cache_slots, deadline_of, past, prefill, started
+from .race import interleave
+from .record import TokenText, round_events
+from .step import step
+
+
+def next_gamma(cfg: GenerationConfig, gamma: int, drafted: int, accepted: int) -> int:
+    """γ of the next round: fixed, or transformers' heuristic schedule (+2 after a fully accepted round, −1 else)."""
+    if cfg.adaptive != "heuristic" or not drafted:
+        return gamma
+    return min(MAX_GAMMA, gamma + 2) if accepted == drafted else max(1, gamma - 1)
+
+
+@dataclass
+class RunResult:
+    """A finished run: its events, generated ids and text, and the summary metrics."""
+    events: list
+    token_ids: list
+    text: str
+    summary: dict
+
+
+class Engine:
+    """A target and a drafter spec, loaded once; `generate` runs a prompt as a stream of events."""
+
+    def __init__(self, target: LoadedModel, draft: str = "self", trust_remote_code: bool = False,
+                 measure_step: bool = True):
+        self.target = target
+        self.measure_step = measure_step  # time a single target step after each run (for c and v)
+        self.draft_spec = draft
+        self.make_drafter = drafter_factory(draft, target, trust_remote_code)  # validates the spec now
+        self.forward = forward_fn(target.model)  # logits of the target: a lean Llama forward when it fits
+        self.text = TokenText(target.tokenizer)  # id -> text, memoised
+
+    @classmethod
+    def load(cls, target: str = EMBEDDED, draft: str = "self", device: str | None = None,
+             dtype: str | None = None, trust_remote_code: bool = False) -> "Engine":
+        """Load the target (and the draft model, if the spec names one) once."""
+        return cls(load_model(target, device, dtype, trust_remote_code), draft, trust_remote_code)
+
+    # -- text ---------------------------------------------------------------------------
+    def encode(self, prompt: str, raw: bool = False) -> list[int]:
+        """Prompt -> ids; chat models get their chat template unless `raw`."""
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError("prompt is empty: type some text to continue")
+        tok = self.target.tokenizer
+        if not raw and getattr(tok, "chat_template", None):
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                          tokenize=True, return_dict=False)
+            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+        else:
+            ids = tok(prompt, add_special_tokens=True)["input_ids"]
+        return [int(i) for i in ids]
+
+    def token_text(self, token_id: int) -> str:
+        return self.text(token_id)
+
+    def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False,
+            race_threads: int | None = RACE_THREADS) -> RunResult:
+        """Run to completion; with compare_ar race the AR baseline on the same prompt ids, interleaved
+        (race_threads: see race)."""
+        cfg = cfg or GenerationConfig()
+        if not compare_ar:
+            events = list(self.generate(prompt, cfg))
+            done = events[-1]
+            return RunResult(events, done.token_ids, done.text, dict(done.summary))
+        lanes = {"speculative": [], "ar": []}
+        for lane, event in self.race(prompt, cfg, threads=race_threads):
+            lanes[lane].append(event)
+        done = lanes["speculative"][-1]
+        summary = (beam.race_summary if cfg.num_beams > 1 else summarize)(lanes["speculative"], lanes["ar"])
+        return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text, summary)
+
+    def race(self, prompt: str, cfg: GenerationConfig | None = None,
+             prompt_ids: list[int] | None = None, threads: int | None = RACE_THREADS) -> Iterator[tuple[str, object]]:
+        """The speculative run and the AR baseline of the same target (chains, or beams when cfg.num_beams > 1),
+        interleaved on this one thread (race.py explains how and why). Yields (lane, event) with lane
+        "speculative" or "ar"; one deadline (cfg.time_limit_s) covers the whole race.
+
+        threads: on a CPU, the torch threads both lanes compute with (default RACE_THREADS = 1; None keeps
+        the caller's; ignored off the CPU).
+        """
+        cfg = cfg or GenerationConfig()
+        check_threads(threads)
+        ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
+        when = deadline_of(cfg)
+        lanes = {"speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=when),
+                 "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=when)}
+        cpu = self.target.device.type == "cpu"
+        yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
+
+    def generate(self, prompt: str, cfg: GenerationConfig | None = None, mode: str = "speculative",
+                 prompt_ids: list[int] | None = None, deadline: float | None = None) -> Iterator:
+        """Yield the events of one run. mode: "speculative" or "ar" (the baseline).
+        deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one)."""
+        cfg = cfg or GenerationConfig()
+        if mode not in ("speculative", "ar"):
+            raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
+        ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
+        limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
+        if limit and len(ids) + cfg.max_new_tokens > limit:
+            raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
+                             f"target's context of {limit} tokens")
+        deadline = deadline if deadline is not None else deadline_of(cfg)
+        if cfg.num_beams > 1:  # beam search (beam.py): its own step over a B-row cache
+            return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
+        return self._run(ids, cfg, mode, deadline)
+
+    @torch.inference_mode()
+    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None) -> Iterator:
+        """One run: prefill, then rounds of (1. draft, 2.-5. the pure step), each turned into events."""
+        target, prompt_len = self.target, len(ids)
+        generator = self._generator(cfg)
+        cache = KVCache.for_model(target.model, cache_slots(prompt_len, cfg))
+        drafter = self.make_drafter(cfg, generator, cache.max_len, cache) if mode == "speculative" else None
+        if drafter is not None:
+            drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
+        forward, features = self._forward_for(drafter)
+        clock, stats = Clock(), RunStats()
+        t_start = clock()
+        prefill(forward, ids, cache, when, target.device)
+        if features:
+            drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
+            features.clear()
+        yield from clock.hand_over([started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "")],
+                                   stats)
+        gamma_now, round_, stop_reason = cfg.gamma, 0, "max_new_tokens"  # γ moves only with adaptive="heuristic"
+        while len(ids) - prompt_len < cfg.max_new_tokens:
+            if past(when):
+                stop_reason = "time_limit"
+                break
+            round_ += 1
+            remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
+            s, timed = self._round(forward, features, drafter, ids, cache, cfg, generator, clock, round_,
+                                   min(gamma_now, remaining - 1) if drafter is not None else 0, remaining, t_start)
+            if drafter is not None:
+                gamma_now = next_gamma(cfg, gamma_now, len(s.drafted), s.n_accepted)
+            events = round_events(s, round_, self.text, cfg.record_topk, cfg.greedy, drafter.name if drafter else "")
+            yield from clock.hand_over(events + [timed(clock())], stats)  # a consumer that stops listening ends it
+            if s.new[-1] in target.eos_ids:
+                stop_reason = "eos"
+                break
+        wall = clock() - t_start
+        step_s = self._target_step_cost(cache, ids[-1]) if drafter is not None and self.measure_step else None
+        new_ids = ids[prompt_len:]
+        yield Finished(round=round_, pos=len(ids), stop_reason=stop_reason, token_ids=new_ids,
+                       text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
+                       summary=stats.summary(wall, step_s))
+
+    def _round(self, forward, features, drafter, ids, cache, cfg, generator, clock, round_: int, gamma: int,
+               remaining: int, t_start: float):
+        """1. draft, then the pure step (2.-5.); the drafter learns. Returns the Step and, to be called with the
+        clock once the round's events are built, its RoundTimed."""
+        sync = torch.cuda.synchronize if self.target.device.type == "cuda" else (lambda: None)
+        t0 = clock()
+        # 1. draft (a drafter may propose fewer than γ tokens, or none: a plain target step)
+        draft = drafter.propose(ids, gamma) if gamma else None
+        sync()
+        t1 = clock()
+        # 2. verify  3. accept / resample  4. roll back  5. commit: one pure step
+        s = step(forward, ids, draft, cache, cfg, generator, eos=self.target.eos_ids, remaining=remaining,
+                 device=self.target.device)
+        t2 = clock()
+        ids.extend(s.new)
+        if features:  # the features of the positions the cache keeps, for the next draft
+            drafter.observe(features[-1][0, s.kept_rows])
+            features.clear()
+        if drafter is not None:
+            drafter.learn(s.n_accepted, ids, t2 - t1)
+        return s, lambda t3: RoundTimed(round=round_, pos=len(ids), draft_s=t1 - t0, verify_s=t2 - t1,
+                                        total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted))
+
+    def _generator(self, cfg: GenerationConfig) -> torch.Generator | None:
+        """The run's random source when sampling (seeded when cfg.seed is set); None for greedy."""
+        if cfg.greedy:
+            return None
+        generator = torch.Generator(device=self.target.device)
+        generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
+        return generator
+
+    def _forward_for(self, drafter):
+        """The target's forward for this run, and the list its final-norm features land in when the drafter
+        reads them (trained heads), else None."""
+        if not getattr(drafter, "wants_features", False):
+            return self.forward, None
+        features = []
+        return functools.partial(self.forward, hidden_out=features), features
+
+    def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
+        """Median time of a single-token target forward at this context (for c and v); cache untouched."""
+        x = torch.tensor([[last_id]], device=self.target.device)
+        keep, times = cache.length, []
+        for _ in range(3):
+            t = time.perf_counter()
+            self.forward(x, cache)
+            if self.target.device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+            cache.truncate(keep)
+        return sorted(times)[1]

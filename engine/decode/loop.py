@@ -1,0 +1,72 @@
+"""The scaffolding every decoding loop shares (chains, the AR baseline, beam search): the cache size, the
+deadline, the prefill, the run's clock and its first event. No decoding decisions in here.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import torch
+
+from ..config import MAX_GAMMA, GenerationConfig
+from ..events import RunStarted
+from ..runtime.cache import KVCache
+
+PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
+
+
+def cache_slots(prompt_len: int, cfg: GenerationConfig) -> int:
+    """KV slots a run can need: the one place that sizes the cache.
+
+    A round starts with every committed token but the last in the cache (at most prompt + max_new − 2)
+    and writes the last one plus its draft: γ tokens (up to MAX_GAMMA under adaptive γ) or a tree of
+    up to tree_budget nodes. One more slot covers the single-token probe after the run.
+    """
+    return prompt_len + cfg.max_new_tokens + max(MAX_GAMMA, cfg.tree_budget) + 1
+
+
+def deadline_of(cfg: GenerationConfig) -> float | None:
+    """time.monotonic() after which a run stops (stop_reason "time_limit"); None without a limit."""
+    return None if cfg.time_limit_s is None else time.monotonic() + cfg.time_limit_s
+
+
+def past(when: float | None) -> bool:
+    """The deadline has passed (never without one)."""
+    return when is not None and time.monotonic() > when
+
+
+def prefill(forward, ids: list[int], cache: KVCache, when: float | None, device) -> None:
+    """All but the last prompt token (round 1's input), in chunks; the deadline is checked between them."""
+    for start in range(0, len(ids) - 1, PREFILL_CHUNK):
+        if past(when):
+            break
+        chunk = ids[start:min(start + PREFILL_CHUNK, len(ids) - 1)]
+        forward(torch.tensor([chunk], device=device), cache, logits_to_keep=1)
+
+
+class Clock:
+    """Seconds of the run's own compute: the time it spends suspended at a yield (the consumer's) is not counted."""
+
+    def __init__(self):
+        self.paused = 0.0
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.paused
+
+    def hand_over(self, events: list, stats=None) -> Iterator:
+        """Yield events to the consumer (counting each into stats, when given) with the clock stopped."""
+        t = time.perf_counter()
+        for event in events:
+            if stats is not None:
+                stats.add(event)
+            yield event
+        self.paused += time.perf_counter() - t
+
+
+def started(target, text, ids: list[int], cfg: GenerationConfig, mode: str, draft: str) -> RunStarted:
+    """The run's first event: who runs, on what, with which settings, from which prompt (text: id -> text)."""
+    return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode=mode, target=target.name, draft=draft,
+                      device=str(target.device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
+                      prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids), prompt_tokens=text.many(ids),
+                      pos=len(ids), threads=torch.get_num_threads() if target.device.type == "cpu" else 0)

@@ -1,0 +1,178 @@
+"""Drafter specs: the one registry of drafter families and the one parser of a spec string. Plain Python.
+
+A spec is what a user types (`ngram:3`, `oracle:0.8:0.1`, `model:HuggingFaceTB/SmolLM2-135M-Instruct`). It is
+parsed once, here, into a typed `DraftSpec`; everything downstream reads that: the drafter builders
+(engine/drafters/registry.py), beam search's check, the app's drafter choices and the trace loader's
+controls, sizing and the model allowlist, and every error message about a spec.
+
+Each `Family` names the module that builds it (`builder`, a dotted path resolved only when a drafter is
+built, as transformers' auto mappings name their classes), so this table stays torch-free for the renderers.
+Adding a drafter is one file in engine/drafters/ with a `build(spec, target, ctx)` and one line in
+`REGISTRY` (or a `register(Family(...))` call: tests/test_registry.py registers a toy one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ModelLoadError(ValueError):
+    """A model or drafter spec that cannot be loaded, with a message meant for the user."""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a family's spec, after its name and a colon; `kind`: "int", "float", "choice" or "text"."""
+    name: str  # as the usage line writes it ("N", "A")
+    kind: str
+    low: float | None = None  # int / float: the smallest value allowed (None: no bound)
+    high: float | None = None  # int / float: the largest value allowed (None: no bound)
+    default: object = None  # when left out; None: the builder picks (from the target, the device)
+    choices: tuple = ()  # choice: the values allowed ("" = left out)
+    required: bool = False  # the spec is refused without it
+    hint: str = ""  # what to write instead, for a refused value
+
+
+@dataclass(frozen=True)
+class Family:
+    """A kind of drafter: its spec grammar, where its builder lives and what it can do."""
+    name: str  # the spec's name, before any colon
+    usage: str  # the grammar as a user writes it: "ngram[:N]"
+    what: str  # one line: what drafts
+    builder: str  # dotted module path of its `build(spec, target, ctx)` (imported when a drafter is built)
+    args: tuple = ()  # Arg, in spec order
+    beams: bool = False  # drafts for beam search (propose_beams: per beam, or batched on the B-row cache)
+    choice: bool = False  # offered in the app's drafter dropdown
+    param: str = ""  # the Arg the app's numeric "n / L" control sets ("" = none)
+    model_arg: bool = False  # its one argument names a model to load (checked by the allowlist and sizing)
+    path_arg: bool = False  # its one argument may be a file path (the public app never passes one)
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """A parsed spec: the family, the text as given (the drafter's name in events) and its typed arguments."""
+    family: Family
+    text: str
+    values: tuple  # one per Family.args; None where left out and the builder picks
+
+    @property
+    def name(self) -> str:
+        return self.family.name
+
+    def __getitem__(self, arg: str):
+        return self.values[[a.name for a in self.family.args].index(arg)]
+
+    @property
+    def model(self) -> str | None:
+        """The model this spec loads besides the target (model:<id>), else None."""
+        return self.values[0] if self.family.model_arg else None
+
+
+_MODEL = "engine.drafters.model"
+REGISTRY: dict[str, Family] = {}  # name -> Family, in the order the app offers them
+
+
+def register(family: Family) -> Family:
+    """Add (or replace) a family; returns it."""
+    REGISTRY[family.name] = family
+    return family
+
+
+for _family in (
+    Family("ngram", "ngram[:N]", "prompt lookup: the continuation of the latest match of the last n <= N tokens",
+           "engine.drafters.ngram", (Arg("N", "int", 1, 8, default=3),), beams=True, choice=True, param="N"),
+    Family("self", "self", "the target itself, on the target's KV cache (100% greedy acceptance)", _MODEL,
+           beams=True, choice=True),
+    Family("layerskip", "layerskip:L", "the target's first L layers + final norm + LM head (shared weights)", _MODEL,
+           (Arg("L", "int", 1),), choice=True, param="L"),
+    Family("quant", "quant[:int8|bf16]", "a lower-precision copy of the target (int8 dynamic on CPU)", _MODEL,
+           (Arg("kind", "choice", choices=("", "int8", "bf16", "fp16")),), choice=True),
+    Family("medusa", "medusa[:PATH]", "trained Medusa-1 heads on the target's last hidden state",
+           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True, path_arg=True),
+    Family("eagle", "eagle[:PATH]", "a trained EAGLE-style head drafting on the target's features",
+           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True, path_arg=True),
+    Family("auto", "auto[:ngram]", "picks drafter and γ each round from measured costs", "engine.drafters.auto",
+           (Arg("offer", "choice", choices=("", "ngram"), hint="use auto (n-gram and, where they fit the target, "
+                "the trained heads) or auto:ngram (n-gram only)"),), choice=True),
+    Family("model", "model:<id or path>", "a separate causal LM (another vocabulary: drafted through text)", _MODEL,
+           (Arg("id", "text", required=True, hint="needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M"),),
+           model_arg=True, path_arg=True),
+    Family("oracle", "oracle:A[:C]", "the target's greedy continuation, each token kept with probability A",
+           "engine.drafters.oracle", (Arg("A", "float", 0, 1, required=True, hint="use oracle:A[:C] with A the "
+                                          "acceptance in [0, 1] and C the draft cost in target steps, e.g. oracle:0.8 "
+                                          "or oracle:0.8:0.1"), Arg("C", "float", 0, 10, default=0.0))),
+):
+    register(_family)
+
+
+def usages() -> str:
+    """Every family's grammar, for an error message: "ngram[:N], self, ..."."""
+    return ", ".join(f.usage for f in REGISTRY.values())
+
+
+def parse_draft(text) -> DraftSpec:
+    """The one parser of a drafter spec; ModelLoadError naming the family, the argument and its range."""
+    if not isinstance(text, str):
+        raise ModelLoadError(f"a draft spec is text such as 'ngram', got {type(text).__name__}")
+    text = text.strip()
+    name, colon, rest = text.partition(":")
+    family = REGISTRY.get(name)
+    if family is None:
+        raise ModelLoadError(f"unknown draft spec {text[:80]!r}: use {usages()}")
+    if colon and not family.args:
+        raise ModelLoadError(f"draft spec {text[:80]!r}: {family.name} takes no argument")
+    parts = rest.split(":", len(family.args) - 1) if colon else []
+    values = tuple(_value(text, family, arg, parts[i] if i < len(parts) else "") for i, arg in
+                   enumerate(family.args))
+    return DraftSpec(family, text, values)
+
+
+def _value(text: str, family: Family, arg: Arg, raw: str):
+    """One argument's typed value (its default when left out)."""
+    raw = raw.strip()
+    where = f"draft spec {text[:80]!r}"
+    if not raw:
+        if arg.required:
+            raise ModelLoadError(f"{where}: {arg.hint or f'{family.usage} needs {arg.name}'}")
+        return arg.default
+    if arg.kind == "text":
+        return raw
+    if arg.kind == "choice":
+        if raw not in arg.choices:
+            allowed = ", ".join(c for c in arg.choices if c)
+            raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
+                                 f"{family.name} {arg.name} must be {allowed.replace(', ' + arg.choices[-1], ' or ' + arg.choices[-1])}, got {raw[:40]!r}")
+        return raw
+    try:
+        value = int(raw) if arg.kind == "int" else float(raw)
+    except ValueError:
+        raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
+                             f"{where}: {raw[:40]!r} is not a {'whole number' if arg.kind == 'int' else 'number'}") from None
+    if value != value or (arg.low is not None and value < arg.low) or (arg.high is not None and value > arg.high):
+        raise ModelLoadError(f"{family.usage} needs {_range(family)}, got {text[:80]!r}")
+    return value
+
+
+def _range(family: Family) -> str:
+    """'1 <= N <= 8' (each bounded argument's range, joined with 'and')."""
+    def one(a: Arg) -> str:
+        low = "" if a.low is None else f"{a.low:g} <= "
+        return f"{low}{a.name}" + ("" if a.high is None else f" <= {a.high:g}")
+    return " and ".join(one(a) for a in family.args if a.kind in ("int", "float"))
+
+
+def beam_usages() -> str:
+    """The families beam search can draft with, as a user writes them: "'ngram[:N]' or 'self'"."""
+    return " or ".join(f"'{f.usage}'" for f in REGISTRY.values() if f.beams)
+
+
+def check_beams(text: str) -> DraftSpec:
+    """A spec beam search can draft with (Family.beams), parsed; ValueError otherwise."""
+    spec = parse_draft(text)
+    if not spec.family.beams:
+        raise ModelLoadError(f"beam search (num_beams > 1) drafts with {beam_usages()}, got draft {text!r}")
+    return spec
+
+
+def drafter_choices() -> list[str]:
+    """The families the app offers in its drafter dropdown, in registry order."""
+    return [f.name for f in REGISTRY.values() if f.choice]

@@ -1,0 +1,316 @@
+"""The app's handlers: what each button, slider and API call does. Each is a few lines: check the input,
+call the engine, hand its events to specviz, yield the outputs (by name: RunOutputs). app.py wires them.
+"""
+from __future__ import annotations
+
+try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
+    import spaces
+except ImportError:
+    spaces = None
+
+import os
+import tempfile
+import time
+from collections import namedtuple
+from pathlib import Path
+
+import gradio as gr
+
+import specviz
+from engine import Engine, GenerationConfig, load_model
+from engine.runtime.models import EMBEDDED
+from specviz import app_guard as guard
+from specviz import app_views as av
+from specviz.controls import TRACE_SETS, Controls
+from specviz.runs import RunSet
+
+ROUND_END = ("round_timed", "finished")  # the views refresh once per round
+CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
+TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # trace files for the download button, pruned
+# Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
+MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
+MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
+MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
+STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))  # a session's run is dropped after this idle time
+MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))  # sessions kept in memory; the oldest go first
+CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))  # runs, API calls, trace loads and Plays at once
+TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))  # trace files kept in TRACE_DIR (and < 1 h old)
+COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
+# ZeroGPU: a GPU lease covers the app's own run limit, plus a minute for loading and the AR probe
+gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambda fn: fn)
+
+
+def prepare(target: str, draft: str, prompt: str, raw: bool) -> None:
+    """Check the models and the prompt, load the target and build the drafter once (both cached):
+    any refusal, a load failure included, is a ValueError with the message for the user."""
+    av.check_allowed(target, draft)
+    guard.check_prompt(prompt, MAX_PROMPT_TOKENS)
+    try:
+        engine = Engine(load_model(target), draft)
+    except OSError as e:
+        raise ValueError(str(e)) from None
+    guard.check_prompt_tokens(len(engine.encode(prompt, raw)), MAX_PROMPT_TOKENS)
+
+
+def refused(message: str, outputs: int) -> tuple:
+    """A UI refusal: one warning toast, and every output left as it was (the last good run stays)."""
+    gr.Warning(message)
+    return (gr.skip(),) * outputs
+
+
+@gpu
+def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool):
+    """(lane, event) of the speculative run, interleaved round by round with the AR baseline's when racing."""
+    engine = Engine(load_model(target), draft)
+    if race:
+        yield from engine.race(prompt, cfg)
+    else:
+        for event in engine.generate(prompt, cfg):
+            yield "speculative", event
+
+
+def time_limit_warning(lanes: dict) -> None:
+    """A run the engine stopped at the time limit says so (what was generated stays)."""
+    if any(evs and evs[-1].kind == "finished" and evs[-1].stop_reason == "time_limit" for evs in lanes.values()):
+        gr.Warning(f"run stopped at the {MAX_RUN_S:.0f} s limit per request")
+
+
+def failure(e: Exception) -> str:
+    """A run that broke (CUDA out of memory, ...) becomes a message; the server keeps serving."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+    return f"the run failed: {type(e).__name__}: {str(e)[:300]}"
+
+
+def trace_file(events) -> str | None:
+    """Write the run's JSON trace under a fresh name for the download button (None when it cannot be written)."""
+    if not events:
+        return None
+    try:
+        return str(guard.write_trace_file(TRACE_DIR, events, TRACE_FILES, max_age_s=3600))
+    except OSError as e:
+        gr.Warning(f"the trace could not be saved for download: {e}")
+        return None
+
+
+def settled(state, cut_reason: str | None = "cancelled"):
+    """Outputs once a run has ended (finished, cut or loaded): the compact state, slider, download, views.
+    A run cut before its end (cut_reason: "time_limit", "cancelled") gets a Finished event saying so."""
+    events = guard.unpack(state)
+    if cut_reason is not None:
+        events = guard.ended(events, cut_reason)
+    packed = guard.pack(events)
+    runs = guard.runs(packed)  # kept for the replay steps that follow
+    rounds = guard.replay_rounds(runs)
+    slider = gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
+    return RunOutputs(packed, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(runs))
+
+
+# a run's outputs, by name: the session state, the replay slider, the download button and the views
+RunOutputs = namedtuple("RunOutputs", ("state", "slider", "download", *av.VIEWS))
+RUN_OUTPUTS = len(RunOutputs._fields)
+
+
+def status(message: str) -> RunOutputs:
+    """Outputs that change only the summary line: a one-line status where real work happens (a model load)."""
+    line = f'<div class="specviz sv-summary sv-status" data-done="0">{av.esc(message)}</div>'
+    return RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=line)
+
+
+def refused_run(message: str, state) -> RunOutputs:
+    """A refused run: one warning, the last run's views stay, its summary line back in place of any status."""
+    return RunOutputs(*refused(message, RUN_OUTPUTS))._replace(summary=av.summary_html(guard.runs(state)))
+
+
+def generate(controls: Controls, state=None):
+    """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
+    try:
+        target, draft, cfg = controls.settings(MAX_RUN_S)
+        if target != "embedded" or draft.startswith(("model:", "quant")):  # the embedded model is loaded at start-up
+            yield status(f"loading {target} and its drafter (first use only) …")
+        prepare(target, draft, controls.prompt, cfg.raw)
+    except ValueError as e:
+        yield refused_run(str(e), state)
+        return
+    # the run's events, folded once as they arrive; the first charts come after CHARTS_EVERY_S (building five
+    # figures before the first token would hold it back ~0.2 s), or with the finished run
+    runs, charts_at = RunSet(), time.monotonic()
+    try:
+        for lane, event in stream_events(target, draft, cfg, controls.prompt, controls.race):
+            runs.add(event, lane)
+            if event.kind in ROUND_END:  # HTML views every round; the charts at most every CHARTS_EVERY_S
+                charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
+                charts_at = time.monotonic() if charts else charts_at
+                views = av.views(runs, figures=charts)
+                yield RunOutputs(runs, gr.update(), gr.update(), *(gr.update() if v is None else v for v in views))
+    except ValueError as e:  # empty prompt, context too long
+        yield refused_run(str(e), state)
+        return
+    except RuntimeError as e:  # e.g. torch.cuda.OutOfMemoryError: keep what was generated
+        gr.Warning(failure(e))
+        yield settled(runs, "cancelled")
+        return
+    time_limit_warning(runs.segments)
+    yield settled(runs, None)  # the engine ended every lane with its Finished
+
+
+def generate_from(*values):
+    """Gradio's entry for the run button: the components' values in Controls order, then the session state."""
+    *controls, state = values
+    yield from generate(Controls.of(controls), state)
+
+
+def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
+                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED,
+                 num_beams: int = 1) -> tuple[str, str]:
+    """Stream (text so far, summary JSON) once per round; the last pair is the finished run, or the
+    text committed before the time limit with stop_reason "time_limit".
+
+    num_beams 2..8 runs speculative beam search (greedy; draft ngram[:N] or self): the text so far is the
+    best-scoring running beam, the summary adds every finished hypothesis with its score.
+
+    The return hint names what each yield carries: gr.api derives the endpoint's outputs from it.
+
+    A generator, so a client that cancels or disconnects closes the run and frees its slot.
+    """
+    try:
+        args = guard.api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target,
+                                   av.MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, num_beams)
+        cfg = GenerationConfig(**av.config_kwargs(args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0,
+                                                  args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S,
+                               num_beams=args["num_beams"])
+        prepare(target, draft, prompt, cfg.raw)
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    events = []
+    try:
+        for _, event in stream_events(target, draft, cfg, prompt, False):
+            events.append(event)
+            if event.kind == "round_timed":
+                yield (specviz.running_best_text(events) if cfg.num_beams > 1
+                       else "".join(t for e in events if e.kind == "committed" for t in e.tokens)), ""
+    except ValueError as e:
+        raise gr.Error(str(e)) from None
+    except RuntimeError as e:
+        raise gr.Error(failure(e)) from None
+    yield av.api_result(events, cut_reason="time_limit")
+
+
+def show_round(state, r):
+    """The views at replay round r."""
+    return av.views(guard.runs(state), int(r))
+
+
+def step(state, r, delta):
+    events = guard.runs(state)
+    r = min(max(int(r) + delta, 0), guard.replay_rounds(events))
+    return (r, *av.views(events, r))
+
+
+def select_round(state, choice, r):
+    """The verify view of the round the user picked (a click in the stream or tree, or the view's own arrows),
+    as it stood at the replay round r."""
+    try:
+        picked = int(str(choice).split(":")[0])
+    except ValueError:
+        return gr.skip()
+    events = guard.runs(state)
+    cut = av.events_upto(events, None if r is None or int(r) >= guard.replay_rounds(events) else int(r))
+    return av.render_verify(cut, picked)
+
+
+def play(state, r, speed):
+    """Step the slider to the end, waiting each round's measured wall time ÷ speed. Bounded work: at most
+    the rounds present in the run, and no longer than MAX_RUN_S."""
+    events = guard.runs(state)
+    total = guard.replay_rounds(events)
+    delays = av.round_delays(events, speed)
+    start, deadline = (0 if int(r) >= total else int(r)), time.monotonic() + MAX_RUN_S
+    for k in range(start + 1, total + 1):
+        if time.monotonic() > deadline:
+            gr.Warning(f"replay stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S)")
+            return
+        time.sleep(delays.get(k, 0.1))
+        yield (k, *av.views(events, k))
+
+
+def load_trace(path):
+    """Replay a saved trace without any model, the controls (TRACE_SETS, in that order) set to what it ran
+    with. A bad file is one warning; the last good run and the controls stay."""
+    keep = (gr.skip(),) * len(TRACE_SETS)
+    if not path:
+        return (*refused("no file uploaded", RUN_OUTPUTS + 1), *keep)
+    try:
+        events = av.load_trace(path)
+        values = av.controls_of(events)
+        controls = tuple(gr.update(value=values[name]) if name in values else gr.skip() for name in TRACE_SETS)
+        return (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
+    except (ValueError, OSError, RecursionError) as e:
+        return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
+    finally:
+        Path(path).unlink(missing_ok=True)  # read or refused: the upload is not kept on disk
+
+
+def pair_changed(pair):
+    """Hub pairs default to their preset draft model; the embedded pair to n-gram lookup."""
+    return gr.update(value="ngram" if pair == av.EMBEDDED_PAIR else av.PRESET_DRAFT)
+
+
+def pair_note_changed(pair):
+    """The chosen pair's note (what to expect from it), hidden when it has none."""
+    note = av.pair_note(pair)
+    return gr.update(value=note, visible=bool(note))
+
+
+def running_buttons():
+    """While a run streams: Generate disabled, Stop live and red."""
+    return gr.update(interactive=False, value="Generating …"), gr.update(interactive=True, variant="stop")
+
+
+def idle_buttons():
+    """Between runs: Generate live, Stop greyed out."""
+    return gr.update(interactive=True, value="Generate"), gr.update(interactive=False, variant="secondary")
+
+
+def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt):
+    """Stream the beam view once per round (see specviz/beams.py); a bad setting is one warning."""
+    try:
+        target, draft = av.model_specs(pair, drafter, param)
+        cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), num_beams=int(num_beams),
+                               time_limit_s=MAX_RUN_S)
+        prepare(target, draft, prompt, cfg.raw)
+        lanes = {"speculative": [], "ar": []}
+        for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
+            lanes[lane].append(event)
+            if event.kind in ROUND_END:
+                yield specviz.render_beams(lanes["speculative"], lanes["ar"])
+    except (ValueError, RuntimeError) as e:
+        gr.Warning(failure(e) if isinstance(e, RuntimeError) else str(e))
+        yield gr.skip()
+        return
+    yield specviz.render_beams(lanes["speculative"], lanes["ar"])
+
+
+def step_back(state, r):
+    """◀ Prev: one round back."""
+    return step(state, r, -1)
+
+
+def step_on(state, r):
+    """Next ▶: one round on."""
+    return step(state, r, +1)
+
+
+def drafter_changed(drafter: str):
+    """γ is auto's own choice under auto: the slider greys out and says so."""
+    return gr.update(interactive=drafter != "auto", info="auto chooses γ each round" if drafter == "auto" else None)
+
+
+def adaptive_changed(adaptive: str):
+    """p_min matters only under the confidence rule."""
+    return gr.update(interactive=adaptive.startswith("confidence"))

@@ -1,0 +1,48 @@
+"""Start-up warm-up: every path the first Generate takes is run once before the first visitor arrives, so
+their first token comes as fast as later ones (README, "What the page teaches": first_token.py measures it).
+"""
+from __future__ import annotations
+
+import os
+
+import gradio as gr
+import httpx
+
+from engine import Engine, GenerationConfig, load_model
+from engine.runtime.models import EMBEDDED
+from specviz import app_views as av
+from specviz.controls import Controls
+from specviz.runs import RunSet
+
+def warm_up() -> None:
+    """Load the embedded model and run a few tokens through every path the first Generate takes (the engine's
+    lean forward, n-gram drafting, verification, the AR baseline, the renderers and plotly), so the first
+    visitor's first token comes as fast as later ones."""
+    engine = Engine(load_model(EMBEDDED), "ngram")
+    cfg = GenerationConfig(gamma=4, max_new_tokens=6)
+    runs = RunSet()
+    for lane, event in engine.race(WARM_PROMPT, cfg):
+        runs.add(event, lane)
+    av.views(runs)
+
+
+WARM_PROMPT = "Repeat: the cat sat on the mat. The cat sat"
+WARM_RUN = Controls(drafter="ngram", gamma=4, max_new=8, prompt=WARM_PROMPT)  # 8 tokens, n-gram, γ = 4
+
+
+def warm_queue(demo: gr.Blocks) -> None:
+    """One short Generate through the server's own queue once it serves, so that Gradio's event path, its worker
+    threads and the streamed response are used first here, not on the first visitor's Generate. Best effort."""
+    session = f"specviz-warm-up-{os.getpid()}"
+    fn = next(d["id"] for d in demo.config["dependencies"] if d.get("api_name") == "run")
+    body = {"data": [*WARM_RUN.values(), None], "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
+    try:
+        with httpx.Client(base_url=demo.local_api_url, timeout=120) as http:
+            http.post("queue/join", json=body).raise_for_status()
+            with http.stream("GET", "queue/data", params={"session_hash": session}) as stream:
+                for line in stream.iter_lines():
+                    if '"process_completed"' in line:
+                        break
+    except httpx.HTTPError as e:
+        print(f"specviz: the warm-up run through the queue failed ({e}); the first run may start slower")
+    demo.state_holder.delete_state(session)  # it takes no visitor's place among the SPECVIZ_MAX_SESSIONS kept
