@@ -44,7 +44,6 @@ class Family:
     choice: bool = False  # offered in the app's drafter dropdown
     param: str = ""  # the Arg the app's numeric "n / L" control sets ("" = none)
     model_arg: bool = False  # its one argument names a model to load (checked by the allowlist and sizing)
-    path_arg: bool = False  # its one argument may be a file path (the public app never passes one)
 
 
 @dataclass(frozen=True)
@@ -87,15 +86,15 @@ for _family in (
     Family("quant", "quant[:int8|bf16]", "a lower-precision copy of the target (int8 dynamic on CPU)", _MODEL,
            (Arg("kind", "choice", choices=("", "int8", "bf16", "fp16")),), choice=True),
     Family("medusa", "medusa[:PATH]", "trained Medusa-1 heads on the target's last hidden state",
-           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True, path_arg=True),
+           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True),
     Family("eagle", "eagle[:PATH]", "a trained EAGLE-style head drafting on the target's features",
-           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True, path_arg=True),
+           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True),
     Family("auto", "auto[:ngram]", "picks drafter and γ each round from measured costs", "engine.drafters.auto",
            (Arg("offer", "choice", choices=("", "ngram"), hint="use auto (n-gram and, where they fit the target, "
                 "the trained heads) or auto:ngram (n-gram only)"),), choice=True),
     Family("model", "model:<id or path>", "a separate causal LM (another vocabulary: drafted through text)", _MODEL,
            (Arg("id", "text", required=True, hint="needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M"),),
-           model_arg=True, path_arg=True),
+           model_arg=True),
     Family("oracle", "oracle:A[:C]", "the target's greedy continuation, each token kept with probability A",
            "engine.drafters.oracle", (Arg("A", "float", 0, 1, required=True, hint="use oracle:A[:C] with A the "
                                           "acceptance in [0, 1] and C the draft cost in target steps, e.g. oracle:0.8 "
@@ -138,9 +137,10 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
         return raw
     if arg.kind == "choice":
         if raw not in arg.choices:
-            allowed = ", ".join(c for c in arg.choices if c)
+            named = [c for c in arg.choices if c]
+            allowed = ", ".join(named[:-1]) + f" or {named[-1]}" if len(named) > 1 else named[0]
             raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
-                                 f"{family.name} {arg.name} must be {allowed.replace(', ' + arg.choices[-1], ' or ' + arg.choices[-1])}, got {raw[:40]!r}")
+                                 f"{family.name} {arg.name} must be {allowed}, got {raw[:40]!r}")
         return raw
     try:
         value = int(raw) if arg.kind == "int" else float(raw)
@@ -148,6 +148,7 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
         raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
                              f"{where}: {raw[:40]!r} is not a {'whole number' if arg.kind == 'int' else 'number'}") from None
     if value != value or (arg.low is not None and value < arg.low) or (arg.high is not None and value > arg.high):
+        # NaN included (value != value); inf fails the bounds
         raise ModelLoadError(f"{family.usage} needs {_range(family)}, got {text[:80]!r}")
     return value
 
@@ -155,8 +156,9 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
 def _range(family: Family) -> str:
     """'1 <= N <= 8' (each bounded argument's range, joined with 'and')."""
     def one(a: Arg) -> str:
-        low = "" if a.low is None else f"{a.low:g} <= "
-        return f"{low}{a.name}" + ("" if a.high is None else f" <= {a.high:g}")
+        if a.high is None:
+            return f"{a.name} >= {a.low:g}"
+        return ("" if a.low is None else f"{a.low:g} <= ") + f"{a.name} <= {a.high:g}"
     return " and ".join(one(a) for a in family.args if a.kind in ("int", "float"))
 
 

@@ -12,6 +12,24 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 
 
+# Tests that load the real embedded model, start the app or a browser are `slow`: `pytest -m "not slow"` is the
+# sub-minute inner loop (renderers, the cost model, the registry, layers, tiny random models); `make test` runs all.
+SLOW_FIXTURES = {"embedded", "app_url", "browser"}
+SLOW_MODULES = {"test_app_api", "test_embedded", "test_gemma", "test_crossvocab", "test_heads", "test_auto_confidence",
+                "test_sizing"}  # their own servers, the real models (through helpers, not fixtures) or training
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: loads a real model, starts the app or a browser (deselect: -m 'not slow')")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 def make_tiny_model(path: Path, seed: int, tokenizer=None, vocab_size: int = 49152, layers: int = 2,
                     init_range: float = 0.02, like: Path | None = None, sharpen: float = 1.0) -> Path:
     """Save a tiny random-weight Llama (+ tokenizer) at `path`; usable as a model spec (a local directory).

@@ -63,3 +63,17 @@ def test_a_dropped_models_lean_forward_is_released_and_never_served_again():
         want = b(x).logits
         got = fast_b(x, KVCache.for_model(b, 8))
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_layer_skip_view_shares_the_lean_forward_and_never_keeps_its_target_alive():
+    """The view reuses its target's fused weights, and holds its target only weakly: once both are dropped the
+    target, the view and their table entries are released (a strong back-reference would pin them forever)."""
+    from engine.drafters.model import layer_skip_model
+
+    a = tiny(3)
+    view = layer_skip_model(a, 1)
+    assert layer_skip_model(a, 1) is view and forward_fn(view).layers[0] is forward_fn(a).layers[0]
+    refs = weakref.ref(a), weakref.ref(view)
+    del a, view
+    gc.collect()
+    assert all(r() is None for r in refs)
