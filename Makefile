@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test bench browser clean
+.PHONY: setup dev run test test-fast bench browser clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -34,6 +34,10 @@ run: setup
 
 test: dev browser
 	$(PY) -m pytest -q tests
+
+# the inner loop: everything but the tests marked slow (real models, the app server, the browser, statistics)
+test-fast: dev
+	$(PY) -m pytest -q -m "not slow" tests
 
 bench: dev
 	$(PY) -m benchmarks --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 3 --out bench-out

@@ -102,6 +102,7 @@ def test_the_tour_walks_one_round_then_hands_over(monkeypatch):
     assert f'data-round="{tour.TOUR_ROUND}"' in verify and "vf-rejected" in verify
 
 
+@pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not
 def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
     """The SmolLM2 -> Gemma-3 preset runs through the UI handler offline; the stream carries the two-row panel,
     and the pair's note (what to expect, measured) shows when the pair is chosen."""

@@ -96,6 +96,7 @@ def test_tree_mask_without_window_breaks_gemma(arch, monkeypatch):
     assert differ > 0
 
 
+@pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not
 def test_sampling_follows_the_target_law(arch):
     """400 seeded runs, a sharpened draft verified by a multi-token forward: the first token follows p (top-8)."""
     name, target, sharp = arch

@@ -61,6 +61,7 @@ def test_confidence_threshold_stops_drafting_early(tiny_dirs):
     assert events[-1].token_ids == list(engine.generate("Tell me a story", cfg, mode="ar"))[-1].token_ids
 
 
+@pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not
 @pytest.mark.parametrize("spec", ["ngram", "layerskip:1"])
 def test_sampling_fidelity_per_drafter(tiny_dirs, spec):
     """The one-hot n-gram path and the layer-skip draft keep the target's exact first-token law."""

@@ -63,6 +63,7 @@ def chi_square(counts, probs):
     return float(((counts[keep] - expected) ** 2 / expected).sum())
 
 
+@pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not
 def test_sampling_is_lossless_end_to_end(tiny_dirs):
     """1200 seeded runs with a sharpened draft: the first token follows the target's exact top-8 law."""
     engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)
@@ -71,6 +72,7 @@ def test_sampling_is_lossless_end_to_end(tiny_dirs):
     assert chi_square(first_token_counts(engine, ids, 1200), p) < CHI2_7DF_999
 
 
+@pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not
 def test_broken_acceptance_fails_fidelity(tiny_dirs, monkeypatch):
     """Accepting every draft emits q, not p: the fidelity test must notice."""
     engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)

@@ -70,6 +70,7 @@ def test_tree_greedy_matches_ar(tiny_dirs, spec, budget, branching):
             assert all(t.status[i] == "accepted" for t in trees for i in t.path)
 
 
+@pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not
 def test_tree_sampling_is_lossless(tiny_dirs):
     """Siblings tried in turn with p renormalised: the first token still follows the target's top-8 law."""
     engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)
