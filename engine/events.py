@@ -231,8 +231,10 @@ def event_from_dict(data: dict):
 
 
 def trace_to_json(events) -> str:
+    """Compact JSON (no spaces after separators): a trace this writes is never larger than needed, so one the app
+    offers for download loads back under MAX_TRACE_BYTES."""
     return json.dumps({"format": TRACE_FORMAT, "version": TRACE_VERSION,
-                       "events": [event_to_dict(e) for e in events]}, ensure_ascii=False)
+                       "events": [event_to_dict(e) for e in events]}, ensure_ascii=False, separators=(",", ":"))
 
 
 def trace_from_json(text: str | bytes) -> list:

@@ -114,15 +114,30 @@ def parse_draft(text) -> DraftSpec:
         raise ModelLoadError(f"a draft spec is text such as 'ngram', got {type(text).__name__}")
     text = text.strip()
     name, colon, rest = text.partition(":")
-    family = REGISTRY.get(name)
+    family = REGISTRY.get(name.strip().lower())  # "NGRAM", " ngram " and "ngram" are one family
     if family is None:
         raise ModelLoadError(f"unknown draft spec {text[:80]!r}: use {usages()}")
     if colon and not family.args:
         raise ModelLoadError(f"draft spec {text[:80]!r}: {family.name} takes no argument")
+    text = family.name + (":" + rest.strip() if colon else "")  # the normal form: what every reader sees
     parts = rest.split(":", len(family.args) - 1) if colon else []
     values = tuple(_value(text, family, arg, parts[i] if i < len(parts) else "") for i, arg in
                    enumerate(family.args))
     return DraftSpec(family, text, values)
+
+
+KEYWORDS = ("embedded", "embedded-gemma")  # the embedded models' names (any case)
+
+
+def parse_model(text, role: str = "target") -> str:
+    """The one parser of a model spec ("embedded", "embedded-gemma", a hub id or a local directory): the text
+    stripped, the keywords in lower case; ModelLoadError for an empty or non-text spec or a control character."""
+    if not isinstance(text, str) or not text.strip():
+        raise ModelLoadError(f"{role} model spec is empty: use 'embedded', a hub id or a local directory")
+    text = text.strip()
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in text):
+        raise ModelLoadError(f"{role} model spec {text[:80]!r} holds a control character")
+    return text.lower() if text.lower() in KEYWORDS else text
 
 
 def _value(text: str, family: Family, arg: Arg, raw: str):

@@ -15,6 +15,7 @@ from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
+MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
 NEXT_KINDS = ("corrected", "bonus")
 TREE_STATUS = ("accepted", "rejected", "unvisited")
@@ -62,6 +63,25 @@ def texts(where: str, values: list) -> None:
     for i, value in enumerate(values):
         if not isinstance(value, str):
             raise ValueError(f"{where}[{i}] must be a string, got {short_repr(value)}")
+
+
+def topk_rows(where: str, rows) -> None:
+    """A top-k list as the renderers read it: at most MAX_TOPK rows of [id, text, prob]."""
+    if not isinstance(rows, list) or len(rows) > MAX_TOPK:
+        raise ValueError(f"{where} must be a list of at most {MAX_TOPK} [id, text, prob] rows, got {short_repr(rows)}")
+    for i, row in enumerate(rows):
+        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[1], str)):
+            raise ValueError(f"{where}[{i}] must be [id, text, prob], got {short_repr(row)}")
+        whole(f"{where}[{i}][0]", row[0], 0)
+        prob(f"{where}[{i}][2]", row[2])
+
+
+def topk_per_position(where: str, value, at_most: int) -> None:
+    """One top-k list per position ([] when none was recorded), at most `at_most` positions."""
+    if not isinstance(value, list) or len(value) > at_most:
+        raise ValueError(f"{where} must be a list of at most {at_most} top-k lists, got {short_repr(value)}")
+    for i, rows in enumerate(value):
+        topk_rows(f"{where}[{i}]", rows)
 
 
 def one_of(where: str, value, allowed: tuple) -> None:
@@ -141,6 +161,7 @@ def check_drafted(e) -> None:
     each("drafted.token_ids", e.token_ids, whole, 0)
     texts("drafted.tokens", e.tokens)
     each("drafted.q", e.q, prob)
+    topk_per_position("drafted.draft_topk", e.draft_topk, len(e.token_ids))
 
 
 def check_verified(e) -> None:
@@ -155,6 +176,8 @@ def check_verified(e) -> None:
     whole("verified.next_id", e.next_id, 0)
     prob("verified.next_p", e.next_p)
     one_of("verified.next_kind", e.next_kind, NEXT_KINDS)
+    topk_per_position("verified.target_topk", e.target_topk, len(e.accepted) + 1)
+    topk_rows("verified.residual_topk", getattr(e, "residual_topk", []))
     u = getattr(e, "u", None)  # sampling mode's uniform draws (None when greedy)
     if u is not None:
         if not isinstance(u, list):

@@ -14,7 +14,7 @@ import uuid
 import zlib
 from pathlib import Path
 
-from engine.events import EVENT_TYPES, Finished, write_trace
+from engine.events import EVENT_TYPES, MAX_TRACE_BYTES, Finished, write_trace
 from engine.metrics import summarize
 
 from .replay import rounds_of
@@ -39,7 +39,11 @@ def whole(name: str, value, low: int | None = None, high: int | None = None) -> 
 
 def number(name: str, value) -> float:
     """value as a float when it is a finite number; else a ValueError naming the setting."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    try:  # an int too large for a float (10**400) is refused too, by name
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(float(value))
+    except OverflowError:
+        finite = False
+    if not finite:
         raise ValueError(f"{name} must be a finite number, got {str(value)[:40]!r}")
     return float(value)
 
@@ -158,8 +162,35 @@ def write_trace_file(folder: Path, events, keep: int, max_age_s: float) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"specviz-trace-{uuid.uuid4().hex[:16]}.json"
     write_trace(path, events)
+    size = path.stat().st_size
+    if size > MAX_TRACE_BYTES:  # it could not be loaded back: not offered
+        path.unlink(missing_ok=True)
+        raise ValueError(f"this run's trace is {size / 2**20:.1f} MiB, over the {MAX_TRACE_BYTES / 2**20:.0f} MiB a "
+                         f"trace can be loaded back; it is not offered for download")
     prune(folder, keep, max_age_s, spare=path)
     return path
+
+
+def prune_cache(folder: Path, keep: int, max_age_s: float) -> int:
+    """Bound the trace copies in Gradio's own file cache (uploads, and the copies it serves downloads from:
+    <folder>/<hash>/<name>.json): delete those past their age or beyond the newest `keep`; returns how many."""
+    now, files = time.time(), []
+    for f in folder.glob("*/*.json"):
+        try:
+            files.append((f.stat().st_mtime, f))
+        except OSError:
+            continue
+    files.sort(reverse=True)
+    gone = 0
+    for rank, (mtime, f) in enumerate(files):
+        if rank >= keep or now - mtime > max_age_s:
+            f.unlink(missing_ok=True)
+            gone += 1
+            try:
+                f.parent.rmdir()  # its hash folder, once empty
+            except OSError:
+                pass
+    return gone
 
 
 def prune(folder: Path, keep: int, max_age_s: float, spare: Path | None = None) -> None:

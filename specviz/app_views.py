@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
-from engine.specs import REGISTRY, ModelLoadError, parse_draft
+from engine.specs import REGISTRY, ModelLoadError, parse_draft, parse_model
 from engine.specs import drafter_choices as registry_choices
 from . import beams
 from .app_guard import SEED_MAX, ended, whole
@@ -106,14 +106,46 @@ def allowed_models(env: str | None = None) -> set[str]:
     return ids | {x.strip() for x in extra.split(",") if x.strip()}
 
 
-def check_allowed(target: str, draft: str, env: str | None = None) -> None:
-    """Refuse (ValueError) a target or draft model outside the allowlist; local paths are never allowed."""
+def check_allowed(target, draft, env: str | None = None, heads_env: str | None = None) -> tuple[str, str]:
+    """The public server's policy, on the parsed specs (engine/specs.py: stripped, case-normalised): the target
+    and any draft model must be on the allowlist (local paths never are), a head file only the shipped one
+    or one inside SPECVIZ_HEADS_DIR, and the pair must fit this machine (sizing). Returns the normal forms
+    (target, draft) the run uses; ValueError naming what was refused, before anything is read or loaded."""
+    try:
+        target, spec = parse_model(target), parse_draft(draft)
+    except ModelLoadError as e:
+        raise ValueError(str(e)) from None
     allowed = allowed_models(env)
-    names = [("target", target)] + ([("draft", draft_model(draft))] if draft_model(draft) else [])
-    for role, name in names:
+    for role, name in [("target", target)] + ([("draft", spec.model)] if spec.model else []):
         if name not in allowed:
             raise ValueError(f"{role} model {name[:80]!r} is not allowed here; allowed: {', '.join(sorted(allowed))} "
                              f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)")
+    heads = spec["PATH"] if "PATH" in [a.name for a in spec.family.args] else None
+    if heads is not None and not heads_file_allowed(heads, heads_env):
+        raise ValueError(f"draft {spec.name}:PATH is not allowed here: the public app loads only the shipped heads "
+                         f"(draft '{spec.name}'); a deployment can allow a folder with SPECVIZ_HEADS_DIR")
+    why = sizing.refusal(target, spec.text)
+    if why:
+        raise ValueError(why)
+    return target, spec.text
+
+
+def heads_file_allowed(path: str, heads_env: str | None = None) -> bool:
+    """A head file the server may read: a regular file inside the folder SPECVIZ_HEADS_DIR names (none by
+    default). Whether a refused path exists is never said; a FIFO or a device is never opened."""
+    import os
+    import stat
+
+    folder = os.environ.get("SPECVIZ_HEADS_DIR", "") if heads_env is None else heads_env
+    if not folder:
+        return False
+    root, real = os.path.realpath(folder), os.path.realpath(path)
+    if os.path.commonpath([root, real]) != root:
+        return False
+    try:
+        return stat.S_ISREG(os.stat(real).st_mode)
+    except OSError:
+        return False
 
 
 def pair_choices() -> list[str]:

@@ -204,9 +204,9 @@ def test_draft_with_other_vocabulary_drafts_through_text(tiny_dirs, tmp_path):
 @pytest.mark.parametrize("mutate,message", [
     (lambda t: t[: len(t) // 2], "not valid JSON"),
     (lambda t: json.dumps({"format": "other"}), "not a specviz trace"),
-    (lambda t: t.replace('"kind": "committed"', '"kind": "exploded"', 1), "unknown event kind"),
-    (lambda t: t.replace('"round": 1,', '"round": "one",', 1), "round must be int"),
-    (lambda t: re.sub(r'"elapsed_s": [0-9.e-]+', '"elapsed_s": 1e300', t, count=1), "out of range"),
+    (lambda t: t.replace('"kind":"committed"', '"kind":"exploded"', 1), "unknown event kind"),  # compact JSON
+    (lambda t: t.replace('"round":1,', '"round":"one",', 1), "round must be int"),
+    (lambda t: re.sub(r'"elapsed_s":[0-9.e-]+', '"elapsed_s":1e300', t, count=1), "out of range"),
     (lambda t: t.replace('"stop_reason"', '"stop_reason_x"', 1), "unknown fields"),
     (lambda t: " " * (6 * 1024 * 1024) + t, "the limit is 5 MiB"),
 ])

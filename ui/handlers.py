@@ -15,6 +15,7 @@ from collections import namedtuple
 from pathlib import Path
 
 import gradio as gr
+import gradio.utils as gradio_utils
 
 import specviz
 from engine import Engine, GenerationConfig, load_model
@@ -27,6 +28,7 @@ from specviz.runs import RunSet
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # trace files for the download button, pruned
+GRADIO_CACHE = Path(gradio_utils.get_upload_folder())  # Gradio's own copies of uploads and served downloads
 # Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
 MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
 MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
@@ -40,16 +42,18 @@ COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one q
 gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambda fn: fn)
 
 
-def prepare(target: str, draft: str, prompt: str, raw: bool) -> None:
-    """Check the models and the prompt, load the target and build the drafter once (both cached):
-    any refusal, a load failure included, is a ValueError with the message for the user."""
-    av.check_allowed(target, draft)
+def prepare(target: str, draft: str, prompt: str, raw: bool) -> tuple[str, str]:
+    """Check the models (the public policy: allowlist, shipped heads only, sizing) and the prompt, load the target
+    and build the drafter once (both cached). Returns the specs' normal forms, which the run then uses; any
+    refusal, a load failure included, is a ValueError with the message for the user."""
+    target, draft = av.check_allowed(target, draft)
     guard.check_prompt(prompt, MAX_PROMPT_TOKENS)
     try:
         engine = Engine(load_model(target), draft)
     except OSError as e:
         raise ValueError(str(e)) from None
     guard.check_prompt_tokens(len(engine.encode(prompt, raw)), MAX_PROMPT_TOKENS)
+    return target, draft
 
 
 def refused(message: str, outputs: int) -> tuple:
@@ -93,9 +97,11 @@ def trace_file(events) -> str | None:
         return None
     try:
         return str(guard.write_trace_file(TRACE_DIR, events, TRACE_FILES, max_age_s=3600))
-    except OSError as e:
+    except (OSError, ValueError) as e:
         gr.Warning(f"the trace could not be saved for download: {e}")
         return None
+    finally:
+        guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)  # Gradio's copy of it, and older ones
 
 
 def settled(state, cut_reason: str | None = "cancelled"):
@@ -133,7 +139,7 @@ def generate(controls: Controls, state=None):
         target, draft, cfg = controls.settings(MAX_RUN_S)
         if target != "embedded" or draft.startswith(("model:", "quant")):  # the embedded model is loaded at start-up
             yield status(f"loading {target} and its drafter (first use only) …")
-        prepare(target, draft, controls.prompt, cfg.raw)
+        target, draft = prepare(target, draft, controls.prompt, cfg.raw)
     except ValueError as e:
         yield refused_run(str(e), state)
         return
@@ -184,7 +190,7 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
         cfg = GenerationConfig(**av.config_kwargs(args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0,
                                                   args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S,
                                num_beams=args["num_beams"])
-        prepare(target, draft, prompt, cfg.raw)
+        target, draft = prepare(target, draft, prompt, cfg.raw)
     except ValueError as e:
         raise gr.Error(str(e)) from None
     events = []
@@ -252,8 +258,8 @@ def load_trace(path):
         return (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
     except (ValueError, OSError, RecursionError) as e:
         return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
-    finally:
-        Path(path).unlink(missing_ok=True)  # read or refused: the upload is not kept on disk
+    finally:  # the file is Gradio's copy (or another session's): never deleted here, only bounded with the rest
+        guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)
 
 
 def pair_changed(pair):
@@ -283,7 +289,7 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
         target, draft = av.model_specs(pair, drafter, param)
         cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), num_beams=int(num_beams),
                                time_limit_s=MAX_RUN_S)
-        prepare(target, draft, prompt, cfg.raw)
+        target, draft = prepare(target, draft, prompt, cfg.raw)
         lanes = {"speculative": [], "ar": []}
         for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
             lanes[lane].append(event)

@@ -27,6 +27,7 @@ from ..runtime.fastllama import forward_fn
 from ..runtime.loadwatch import LoadWatch
 from ..runtime.models import EMBEDDED, LoadedModel, load_model
 from ..runtime.threads import RACE_THREADS, check_threads
+from ..specs import parse_draft
 from . import beam
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
 from .race import interleave
@@ -57,8 +58,9 @@ class Engine:
                  measure_step: bool = True):
         self.target = target
         self.measure_step = measure_step  # time a single target step after each run (for c and v)
-        self.draft_spec = draft
-        self.make_drafter = drafter_factory(draft, target, trust_remote_code)  # validates the spec now
+        spec = parse_draft(draft)  # the one parser: refuses a bad spec before anything loads
+        self.draft_spec = spec.text  # its normal form: what events and traces say
+        self.make_drafter = drafter_factory(spec, target, trust_remote_code)  # builds (and loads) once
         self.forward = forward_fn(target.model)  # logits of the target: a lean Llama forward when it fits
         self.text = TokenText(target.tokenizer)  # id -> text, memoised
 

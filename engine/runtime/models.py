@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..specs import ModelLoadError
+from ..specs import ModelLoadError, parse_model
 from .permodel import drop_everywhere
 
 EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
@@ -207,9 +207,7 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     A loaded model is returned without taking any lock; a load holds only its own key's lock, so
     another visitor's slow hub download never delays a model that is already loaded or loading elsewhere.
     """
-    if not isinstance(spec, str) or not spec.strip():
-        raise ModelLoadError("model spec is empty: use 'embedded', a hub id or a local directory")
-    spec = spec.strip()
+    spec = parse_model(spec, "the")  # the one parser of model specs: stripped, keywords in lower case
     dev, dt = auto_device_dtype(device, dtype)
     key = (spec, str(dev), dt, trust_remote_code)
     loaded = _LOADED.get(key)

@@ -1,0 +1,134 @@
+"""The public app reads only what its operator allowed (issue: hardening): every spec goes through the one parser,
+so no whitespace or case variant slips past the allowlist; head files only from the shipped assets or
+SPECVIZ_HEADS_DIR; the sizing refusal on every entry point; bounded, honest errors; trace files round-trip and
+Gradio's copies are bounded."""
+from __future__ import annotations
+
+import os
+import time
+
+import gradio as gr
+import pytest
+
+from engine.events import MAX_TRACE_BYTES, trace_to_json
+from engine.runtime import models
+from specviz import app_guard as guard
+from specviz import app_views as av
+from specviz.sample import long_events, sample_events
+from ui import handlers as h
+
+
+@pytest.fixture
+def no_loads(monkeypatch):
+    """Any model load fails the test: a refusal must come before anything is read."""
+    def refuse(*args):
+        raise AssertionError(f"a model load was attempted: {args[:1]}")
+    monkeypatch.setattr(models, "_load", refuse)
+    monkeypatch.setattr(models, "_LOADED", {})
+
+
+@pytest.mark.parametrize("draft", [" model:/some/dir", "\tmodel:/etc", "MODEL:/etc", " Model:gpt2", "model: /tmp ",
+                                   "\nmodel:x/y"])
+def test_no_spelling_of_a_draft_model_passes_the_allowlist(draft, no_loads):
+    """The allowlist reads the parsed spec: leading whitespace, tabs and capitals name the same family."""
+    with pytest.raises(ValueError, match="is not allowed here"):
+        h.prepare("embedded", draft, "hello", False)
+
+
+@pytest.mark.parametrize("target", [" /etc", "\t./", "Qwen/Qwen2.5-7B-Instruct\u0000", "gpt2 "])
+def test_no_spelling_of_a_target_passes_the_allowlist(target, no_loads):
+    """Targets go through the one model-spec parser too (stripped; control characters refused)."""
+    with pytest.raises(ValueError, match="not allowed here|control character"):
+        h.prepare(target, "ngram", "hello", False)
+
+
+def test_spellings_of_allowed_specs_are_normalised():
+    """' NGRAM:3 ' and ' Embedded ' are the same run as 'ngram:3' on 'embedded'."""
+    assert av.check_allowed(" Embedded ", " NGRAM:3 ", env="") == ("embedded", "ngram:3")
+
+
+def heads_paths(tmp_path):
+    fifo = tmp_path / "fifo.pt"
+    os.mkfifo(fifo)
+    (tmp_path / "folder.pt").mkdir()
+    return ["/etc/shadow", "/proc/self/environ", "/dev/zero", str(fifo), str(tmp_path / "folder.pt"),
+            str(tmp_path / "missing.pt"), "../../etc/passwd"]
+
+
+@pytest.mark.parametrize("family", ["eagle", "medusa"])
+def test_head_paths_are_refused_at_once_without_saying_whether_they_exist(family, tmp_path, no_loads):
+    """eagle:PATH / medusa:PATH: one message for every path (existing, missing, a FIFO, a device, a folder), and
+    nothing is opened (a FIFO would block the call)."""
+    messages = set()
+    for path in heads_paths(tmp_path):
+        with pytest.raises(ValueError) as e:
+            av.check_allowed("embedded", f"{family}:{path}", env="", heads_env="")
+        messages.add(str(e.value))
+    assert len(messages) == 1 and "loads only the shipped heads" in messages.pop()
+    av.check_allowed("embedded", family, env="", heads_env="")  # the shipped heads: allowed
+
+
+def test_an_operator_folder_allows_its_regular_files_only(tmp_path):
+    """With SPECVIZ_HEADS_DIR a regular file inside it is allowed; a FIFO inside it, or a file outside, is not."""
+    good = tmp_path / "heads.pt"
+    good.write_bytes(b"x")
+    os.mkfifo(tmp_path / "pipe.pt")
+    assert av.heads_file_allowed(str(good), str(tmp_path))
+    assert not av.heads_file_allowed(str(tmp_path / "pipe.pt"), str(tmp_path))
+    assert not av.heads_file_allowed(str(tmp_path / ".." / "x.pt"), str(tmp_path))
+    assert not av.heads_file_allowed(str(good), "")
+
+
+def test_the_api_refuses_a_pair_this_machine_cannot_hold(monkeypatch, no_loads):
+    """The sizing refusal covers /generate too (it reached the hub before): a 7B target on an 8 GiB machine."""
+    monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "8")
+    with pytest.raises(gr.Error, match=r"needs about \d+ GiB here"):
+        next(h.api_generate("hi", draft="ngram", target="Qwen/Qwen2.5-7B-Instruct"))
+
+
+@pytest.mark.parametrize("value", [10**400, -10**400])
+def test_an_overflowing_number_is_refused_by_name(value):
+    """temperature=10**400 was an OverflowError; now it is the setting's own message."""
+    with pytest.raises(ValueError, match="temperature must be a finite number"):
+        guard.api_arguments("hi", "ngram", 4, 8, value, 0, "embedded", 512, 2048)
+
+
+def test_gradio_cache_copies_are_bounded(tmp_path):
+    """Trace copies in Gradio's cache beyond the newest `keep`, or older than the age limit, are deleted."""
+    now = time.time()
+    for i in range(10):
+        f = tmp_path / f"h{i}" / "trace.json"
+        f.parent.mkdir()
+        f.write_text("{}")
+        os.utime(f, (now - i, now - i))
+    old = tmp_path / "old" / "t.json"
+    old.parent.mkdir()
+    old.write_text("{}")
+    os.utime(old, (now - 7200, now - 7200))
+    assert guard.prune_cache(tmp_path, keep=4, max_age_s=3600) == 7
+    assert sorted(p.parent.name for p in tmp_path.glob("*/*.json")) == ["h0", "h1", "h2", "h3"]
+    assert not (tmp_path / "h9").exists()  # the emptied hash folder goes too
+
+
+@pytest.mark.slow  # a 4.7 MiB trace: parsing and rendering it takes a few seconds
+def test_a_large_loaded_trace_round_trips(tmp_path):
+    """A 4.7 MiB trace loads, and the file the app then offers for download is within the upload limit and
+    loads back the same run."""
+    events = long_events(1400, topk=20)
+    src = tmp_path / "big.json"
+    src.write_text(trace_to_json(events), encoding="utf-8")
+    assert 4.4 * 2**20 < src.stat().st_size < MAX_TRACE_BYTES
+    loaded = av.load_trace(src)
+    out = h.settled(loaded, cut_reason=None)
+    path = out.download["value"]
+    assert os.path.getsize(path) <= MAX_TRACE_BYTES
+    assert av.load_trace(path) == loaded
+
+
+def test_a_trace_too_large_to_load_back_is_not_offered(tmp_path):
+    """A run whose trace would exceed the upload limit gets no download (and says why) rather than a file the
+    app would then refuse."""
+    events = long_events(1700, topk=20)
+    with pytest.raises(ValueError, match="not offered for download"):
+        guard.write_trace_file(tmp_path, events, keep=4, max_age_s=3600)
+    assert not list(tmp_path.glob("*.json"))
