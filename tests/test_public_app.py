@@ -132,3 +132,37 @@ def test_a_trace_too_large_to_load_back_is_not_offered(tmp_path):
     with pytest.raises(ValueError, match="not offered for download"):
         guard.write_trace_file(tmp_path, events, keep=4, max_age_s=3600)
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_streamed_text_leaves_out_the_special_tokens_the_final_text_drops():
+    """The API's text so far never shows <|im_end|>; the final reply never did."""
+    from engine.events import Committed
+
+    events = [Committed(round=1, pos=5, token_ids=[7, 8, 2], tokens=["Hi", " there", "<|im_end|>"],
+                        origins=["accepted", "accepted", "bonus"], p=[0.9, 0.9, 0.9])]
+    assert h.text_so_far(events, frozenset({2})) == "Hi there"
+    assert h.text_so_far(events, frozenset()) == "Hi there<|im_end|>"  # the control: without the ids it shows
+
+
+def test_quantized_copies_count_against_the_models_limit(tiny_dirs, monkeypatch):
+    """A quant: copy lives in the models' LRU (SPECVIZ_MAX_MODELS), not beside it: trying every variant cannot
+    pile up copies (RSS grew to 4.75 GiB that way)."""
+    from engine.drafters.model import quantized_model
+
+    target = models.load_model(tiny_dirs["target"])
+    copy = quantized_model(target, "bf16")
+    assert quantized_model(target, "bf16") is copy
+    names = [k[0] for k in models._LOADED]
+    assert f"{target.name}#quant:bf16" in names
+    monkeypatch.setattr(models, "MAX_MODELS", 1)
+    gone = models.unload_unused(keep=next(k for k in models._LOADED if k[0] == target.name))
+    assert f"{target.name}#quant:bf16" in gone
+
+
+def test_an_api_refusal_is_one_log_line(capsys, no_loads):
+    """A refused /generate call logs one line and asks Gradio not to print its traceback."""
+    with pytest.raises(gr.Error) as e:
+        next(h.api_generate("hi", draft=" model:/etc"))
+    assert e.value.print_exception is False
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "refused an API call" in err[0] and "not allowed here" in err[0]

@@ -9,6 +9,7 @@ except ImportError:
     spaces = None
 
 import os
+import sys
 import tempfile
 import time
 from collections import namedtuple
@@ -54,6 +55,12 @@ def prepare(target: str, draft: str, prompt: str, raw: bool) -> tuple[str, str]:
         raise ValueError(str(e)) from None
     guard.check_prompt_tokens(len(engine.encode(prompt, raw)), MAX_PROMPT_TOKENS)
     return target, draft
+
+
+def api_error(message: str) -> gr.Error:
+    """An API refusal: the client gets the message; the log gets one line, not Gradio's traceback."""
+    print(f"specviz: refused an API call: {message[:300]}", file=sys.stderr, flush=True)
+    return gr.Error(message, print_exception=False)
 
 
 def refused(message: str, outputs: int) -> tuple:
@@ -192,19 +199,25 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
                                num_beams=args["num_beams"])
         target, draft = prepare(target, draft, prompt, cfg.raw)
     except ValueError as e:
-        raise gr.Error(str(e)) from None
-    events = []
+        raise api_error(str(e)) from None
+    events, special = [], frozenset(getattr(load_model(target).tokenizer, "all_special_ids", None) or ())
     try:
         for _, event in stream_events(target, draft, cfg, prompt, False):
             events.append(event)
             if event.kind == "round_timed":
-                yield (specviz.running_best_text(events) if cfg.num_beams > 1
-                       else "".join(t for e in events if e.kind == "committed" for t in e.tokens)), ""
+                yield (specviz.running_best_text(events) if cfg.num_beams > 1 else text_so_far(events, special)), ""
     except ValueError as e:
-        raise gr.Error(str(e)) from None
+        raise api_error(str(e)) from None
     except RuntimeError as e:
-        raise gr.Error(failure(e)) from None
+        raise api_error(failure(e)) from None
     yield av.api_result(events, cut_reason="time_limit")
+
+
+def text_so_far(events, special: frozenset) -> str:
+    """The committed text as the final reply will read it: special tokens (<|im_end|>) are left out, as the
+    engine's decode(skip_special_tokens=True) leaves them out of the finished text."""
+    return "".join(t for e in events if e.kind == "committed" for i, t in zip(e.token_ids, e.tokens)
+                   if i not in special)
 
 
 def show_round(state, r):

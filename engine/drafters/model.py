@@ -2,7 +2,8 @@
 
 A drafter is built fresh for each run (it owns per-run state such as its KV cache) by a factory made
 once per (target, spec) (registry.py); the models behind it are loaded once and shared. A layer-skip
-view and a quantized copy are made once per target and kept only while it lives (runtime/permodel.py).
+view is made once per target and kept only while it lives (runtime/permodel.py); a quantized copy is
+kept in the models' LRU, which SPECVIZ_MAX_MODELS bounds.
 A `model:` draft with another tokenizer drafts through text (crossvocab.py).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from ..config import GenerationConfig
 from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
-from ..runtime.models import LoadedModel, load_model
+from ..runtime.models import LoadedModel, load_derived, load_model
 from ..runtime.permodel import PerModel
 from ..sampling import pick, shape_probs
 from ..specs import DraftSpec, ModelLoadError
@@ -123,7 +124,7 @@ class ModelDrafter(Drafter):
         del self.fed[keep:]
 
 
-_VIEWS = PerModel()  # target module -> {("skip", L): its layer-skip view, ("quant", kind): its quantized copy}
+_VIEWS = PerModel()  # target module -> {("skip", L): its layer-skip view}
 
 
 def layer_skip_model(model: torch.nn.Module, layers: int) -> torch.nn.Module:
@@ -160,10 +161,11 @@ def _layer_skip_view(model: torch.nn.Module, layers: int) -> torch.nn.Module:
 
 
 def quantized_model(target: LoadedModel, kind: str) -> torch.nn.Module:
-    """A lower-precision copy of the target, made once: int8 dynamic (CPU) or bf16 weights."""
+    """A lower-precision copy of the target, made once and kept in the models' LRU (SPECVIZ_MAX_MODELS counts it):
+    int8 dynamic (CPU) or bf16 / fp16 weights."""
     if kind == "int8" and target.device.type != "cpu":
         raise ModelLoadError("quant:int8 (dynamic int8) runs on CPU only; use quant:bf16 on GPU")
-    return _VIEWS.get(target.model, ("quant", kind), lambda: _quantize(target.model, kind))
+    return load_derived(f"{target.name}#quant:{kind}", target, lambda: _quantize(target.model, kind)).model
 
 
 def _quantize(model: torch.nn.Module, kind: str) -> torch.nn.Module:

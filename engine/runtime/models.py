@@ -226,6 +226,27 @@ def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | Non
     return loaded
 
 
+def load_derived(name: str, base: LoadedModel, build) -> LoadedModel:
+    """A model made from a loaded one (a quantized copy, `name` e.g. "embedded#quant:int8"), held in the same LRU
+    as loaded models: SPECVIZ_MAX_MODELS and the idle limit count it, so a visitor trying every variant cannot
+    pile copies up. build() -> the module; it shares the base's tokenizer and device."""
+    key = (name, str(base.device), base.dtype, False)
+    loaded = _LOADED.get(key)
+    if loaded is not None:
+        _USED[key] = time.monotonic()
+        return loaded
+    with _lock_for(key):
+        if key not in _LOADED:
+            module = build()
+            first = next(module.parameters(), None)
+            _LOADED[key] = LoadedModel(name, module, base.tokenizer, base.device,
+                                       first.dtype if first is not None else base.dtype)
+        _USED[key] = time.monotonic()
+        loaded = _LOADED[key]
+    unload_unused(keep=key)
+    return loaded
+
+
 def on_unload(callback) -> None:
     """Register callback(model), called when a model is unloaded (to drop caches keyed by it)."""
     _ON_UNLOAD.append(callback)
