@@ -39,8 +39,18 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt) -> None:
                    show_progress="minimal", api_name="beam", api_visibility="private", **h.COMPUTE)
 
 
+class Page(gr.Blocks):
+    """gr.Blocks whose /generate endpoint takes every argument after the prompt as optional from any client, raw
+    HTTP included (gradio_client fills the defaults itself; a raw POST of ["hi"] got `error: null` before)."""
+
+    def validate_inputs(self, block_fn, inputs):
+        if block_fn.api_name == "generate":
+            h.fill_api_defaults(inputs)
+        super().validate_inputs(block_fn, inputs)
+
+
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
+    with Page(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
         events = gr.State([], time_to_live=h.STATE_TTL_S)  # the session's run: a RunSet while streaming, packed bytes once settled
         gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
                     "the target verifies them in one forward, and you see what was accepted, rejected and why.",

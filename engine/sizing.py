@@ -36,7 +36,7 @@ def device_memory(device: str | None = None) -> tuple[str, int]:
     return kind, int(float(override) * 2**30) if override else total
 
 
-def pair_bytes(target: str, draft: str, kind: str) -> float | None:
+def pair_bytes(target: str, draft, kind: str) -> float | None:
     """Estimated bytes for the target and a `model:` draft in the default dtype (fp32 on CPU, bf16 on CUDA)."""
     per_param = 2 if kind == "cuda" else 4
     try:
@@ -49,7 +49,7 @@ def pair_bytes(target: str, draft: str, kind: str) -> float | None:
     return sum(PARAMS[n] for n in names) * per_param * OVERHEAD
 
 
-def refusal(target: str, draft: str, device: str | None = None) -> str | None:
+def refusal(target: str, draft, device: str | None = None) -> str | None:
     """Why this pair cannot run here (a message naming the sizes), or None when it fits or is unknown."""
     kind, total = device_memory(device)
     need = pair_bytes(target, draft, kind)

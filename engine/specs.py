@@ -108,8 +108,11 @@ def usages() -> str:
     return ", ".join(f.usage for f in REGISTRY.values())
 
 
-def parse_draft(text) -> DraftSpec:
-    """The one parser of a drafter spec; ModelLoadError naming the family, the argument and its range."""
+def parse_draft(text: str | DraftSpec) -> DraftSpec:
+    """The one parser of a drafter spec; ModelLoadError naming the family, the argument and its range. A DraftSpec
+    passes through unchanged, so every reader may take either."""
+    if isinstance(text, DraftSpec):
+        return text
     if not isinstance(text, str):
         raise ModelLoadError(f"a draft spec is text such as 'ngram', got {type(text).__name__}")
     text = text.strip()

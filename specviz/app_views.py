@@ -124,7 +124,7 @@ def check_allowed(target, draft, env: str | None = None, heads_env: str | None =
     if heads is not None and not heads_file_allowed(heads, heads_env):
         raise ValueError(f"draft {spec.name}:PATH is not allowed here: the public app loads only the shipped heads "
                          f"(draft '{spec.name}'); a deployment can allow a folder with SPECVIZ_HEADS_DIR")
-    why = sizing.refusal(target, spec.text)
+    why = sizing.refusal(target, spec)
     if why:
         raise ValueError(why)
     return target, spec.text

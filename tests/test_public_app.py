@@ -14,7 +14,7 @@ from engine.events import MAX_TRACE_BYTES, trace_to_json
 from engine.runtime import models
 from specviz import app_guard as guard
 from specviz import app_views as av
-from specviz.sample import long_events, sample_events
+from specviz.sample import long_events
 from ui import handlers as h
 
 
@@ -166,3 +166,42 @@ def test_an_api_refusal_is_one_log_line(capsys, no_loads):
     assert e.value.print_exception is False
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "refused an API call" in err[0] and "not allowed here" in err[0]
+
+
+def test_a_raw_client_may_leave_out_every_argument_after_the_prompt():
+    """A raw POST of ["hi"] gets the handler's defaults (it got `error: null`); [] is refused by name."""
+    import app
+
+    demo = app.build_demo()
+    fn = next(f for f in demo.fns.values() if f.api_name == "generate")
+    inputs = ["hi"]
+    demo.validate_inputs(fn, inputs)
+    assert inputs == ["hi", "ngram", 4, 48, 0.0, 0, "embedded", 1] and len(inputs) == len(fn.inputs)
+    with pytest.raises(gr.Error, match="prompt is required"):
+        demo.validate_inputs(fn, [])
+
+
+@pytest.mark.parametrize("kind,field,value,message", [
+    ("verified", "target_topk", [7], r"verified.target_topk\[0\] must be a list of at most 20 \[id, text, prob\] rows"),
+    ("drafted", "draft_topk", [7, 7, 7, 7], r"drafted.draft_topk must be a list of at most 3 top-k lists"),
+    ("verified", "residual_topk", [[1, "x", 2.0]], r"verified.residual_topk\[0\]\[2\] must be a probability")])
+def test_top_k_fields_a_renderer_reads_are_validated(kind, field, value, message):
+    """The two traces that broke every panel (and a residual with p = 2) are refused with one message."""
+    import dataclasses
+
+    from engine.events import trace_from_json
+    from specviz.sample import sample_events
+
+    events = [dataclasses.replace(e, **{field: value}) if e.kind == kind and e.round == 2 else e
+              for e in sample_events()]
+    with pytest.raises(ValueError, match=message):
+        trace_from_json(trace_to_json(events))
+
+
+def test_a_load_from_an_unreachable_hub_is_bounded(monkeypatch):
+    """With the hub unreachable a hub id is looked up in the local cache only (huggingface_hub's retries took 24 s
+    here before), and the message says why."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(models, "hub_reachable", lambda *a: False)
+    with pytest.raises(models.ModelLoadError, match="the Hugging Face hub is unreachable from here"):
+        models._load_pretrained("no-such-org/no-such-model", None, None, False)

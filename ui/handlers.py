@@ -8,6 +8,7 @@ try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
 except ImportError:
     spaces = None
 
+import inspect
 import os
 import sys
 import tempfile
@@ -211,6 +212,16 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
     except RuntimeError as e:
         raise api_error(failure(e)) from None
     yield av.api_result(events, cut_reason="time_limit")
+
+
+def fill_api_defaults(inputs: list) -> None:
+    """/generate's arguments as a raw client sent them, completed in place with api_generate's defaults (every
+    argument after the prompt is optional); no prompt at all is refused by name."""
+    if not inputs:
+        raise api_error("prompt is required: /generate takes (prompt, draft, gamma, max_new_tokens, temperature, "
+                        "seed, target, num_beams), every argument after the prompt optional")
+    params = list(inspect.signature(api_generate).parameters.values())
+    inputs.extend(p.default for p in params[len(inputs):])
 
 
 def text_so_far(events, special: frozenset) -> str:

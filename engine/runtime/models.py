@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 import torch
 
@@ -169,21 +171,53 @@ def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_
 
     if (spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1)) and not Path(spec).expanduser().is_dir():
         raise ModelLoadError(f"model path {spec!r} is not a directory")
+    # an unreachable hub costs huggingface_hub's retries (~24 s measured here) per file: with no hub, only the cache
+    local = Path(spec).expanduser().is_dir() or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
+    local_only = not local and not hub_reachable()
     try:
-        config = AutoConfig.from_pretrained(spec, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(spec, trust_remote_code=trust_remote_code, local_files_only=local_only)
     except (OSError, ValueError) as e:
-        raise ModelLoadError(f"cannot load model {spec!r}: not a local directory or a reachable Hugging Face hub id "
-                             f"({type(e).__name__}: {str(e).splitlines()[0][:200]})") from e
+        why = "the Hugging Face hub is unreachable from here and it is not in the local cache" if local_only else \
+            "not a local directory or a reachable Hugging Face hub id"
+        raise ModelLoadError(f"cannot load model {spec!r}: {why} ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0][:200]})") from e
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust_remote_code:
         raise ModelLoadError(f"model {spec!r} ({config.model_type}) is not a causal language model")
-    kwargs = dict(dtype=dtype, trust_remote_code=trust_remote_code)
+    kwargs = dict(dtype=dtype, trust_remote_code=trust_remote_code, local_files_only=local_only)
     if device.type == "cuda" and torch.cuda.device_count() > 1:
         kwargs["device_map"] = "auto"  # spread a large target over every GPU
     model = AutoModelForCausalLM.from_pretrained(spec, **kwargs)
-    tok = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust_remote_code)
+    tok = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust_remote_code, local_files_only=local_only)
     return model, tok
+
+
+HUB_CHECK_S = 3.0  # the longest a load waits to learn the hub is unreachable
+_HUB: dict = {"at": None, "ok": True}  # the last check: time.monotonic() and its answer (remembered a minute)
+
+
+def hub_reachable(timeout_s: float = HUB_CHECK_S) -> bool:
+    """Can this process open a connection to the Hugging Face hub? A DNS lookup and a TCP connect to its host,
+    bounded by timeout_s (in a thread: a DNS lookup has no timeout of its own); the answer is kept a minute."""
+    now = time.monotonic()
+    if _HUB["at"] is not None and now - _HUB["at"] < 60:
+        return _HUB["ok"]
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    answer: list = []
+
+    def probe():
+        try:
+            socket.create_connection((host, 443), timeout=timeout_s).close()
+            answer.append(True)
+        except OSError:
+            answer.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    _HUB.update(at=now, ok=bool(answer and answer[0]))
+    return _HUB["ok"]
 
 
 MAX_MODELS = int(os.environ.get("SPECVIZ_MAX_MODELS", "4"))  # loaded at once; the least recently used goes first
