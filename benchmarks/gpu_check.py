@@ -5,7 +5,7 @@
 
 What it measures (each printed as a Markdown line and written as JSON with --out):
 1. the draft's cost c: one step of the 135M-shaped draft ÷ one step of the 1.7B-shaped target, on this device;
-2. oracle:α[:c] (engine/drafters.py: the target's own greedy tokens, each kept with probability α, costing
+2. oracle:α[:c] (engine/drafters/oracle.py: the target's own greedy tokens, each kept with probability α, costing
    c target steps per drafted token) raced against AR at several α and γ: measured vs predicted speedup
    (engine/costmodel.py) and the timing guards' verdict;
 3. device → host reads per round (every `.item()`/`int()`/`.tolist()` the engine makes), in the draft loop

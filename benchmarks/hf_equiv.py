@@ -11,28 +11,30 @@ import time
 import torch
 
 from engine.runtime.models import LoadedModel, load_model
+from engine.specs import ModelLoadError, parse_draft
 
 from .timing import BenchConfig, Sample
 
-NGRAM_DEFAULT_N = 3  # engine/drafters.py: `ngram` alone means ngram:3 (transformers' own default is 2)
-
-
 def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dict] | None:
-    """generate() kwargs (and a JSON-safe copy) matching our drafter spec at γ; None when none exists."""
-    spec = spec.strip()
-    name, _, arg = spec.partition(":")
+    """generate() kwargs (and a JSON-safe copy) matching our drafter spec at γ; None when none exists. The spec
+    is read by the engine's one parser (engine/specs.py), defaults included (`ngram` is ngram:3; transformers'
+    own default is 2)."""
+    try:
+        parsed = parse_draft(spec)
+    except ModelLoadError:
+        return None
     fixed = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
              "assistant_confidence_threshold": 0.0}  # a fixed γ: no schedule, no confidence cut-off
-    if spec == "self" or (name == "model" and arg.strip()):
-        draft = target if spec == "self" else load_model(arg.strip(), str(target.device),
-                                                         str(target.dtype).replace("torch.", ""))
+    if parsed.name in ("self", "model"):
+        draft = target if parsed.name == "self" else load_model(parsed.model, str(target.device),
+                                                                str(target.dtype).replace("torch.", ""))
         return {"assistant_model": draft.model, **fixed}, {"assistant_model": draft.name, **fixed}
-    if name == "ngram" and (not arg or arg.isdigit()):
-        kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": int(arg or NGRAM_DEFAULT_N)}
+    if parsed.name == "ngram":
+        kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": parsed["N"]}
         return kw, dict(kw)
-    if name == "layerskip" and (not arg or arg.isdigit()):
-        layers = int(arg) if arg else max(1, target.model.config.get_text_config().num_hidden_layers // 4)
-        kw = {"assistant_early_exit": layers, **fixed}  # drafters.py's default L is a quarter of the layers
+    if parsed.name == "layerskip":
+        layers = parsed["L"] or max(1, target.model.config.get_text_config().num_hidden_layers // 4)
+        kw = {"assistant_early_exit": layers, **fixed}  # drafters/model.py's default L: a quarter of the layers
         return kw, dict(kw)
     return None
 

@@ -4,7 +4,7 @@
 
 Builds the lean forward twice on the embedded target (plain matmuls only, and packed for multi-row
 inputs), then times both side by side at 200 cached tokens: median of 12 per n, two passes. This is
-the evidence for packing in engine/fastllama.py.
+the evidence for packing in engine/runtime/fastllama.py.
 """
 from __future__ import annotations
 

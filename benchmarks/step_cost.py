@@ -1,4 +1,4 @@
-"""The lean forward (engine/fastllama.py) vs transformers' own forward of the same model, side by side.
+"""The lean forward (engine/runtime/fastllama.py) vs transformers' own forward of the same model, side by side.
 
     .venv/bin/python benchmarks/step_cost.py [--shape embedded|qwen2.5-0.5b]
 

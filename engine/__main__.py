@@ -6,6 +6,7 @@ import json
 import sys
 
 from .config import GenerationConfig
+from .specs import usages
 
 
 def _generate(args) -> int:
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
     g = sub.add_parser("generate", help="generate from one prompt")
     g.add_argument("--prompt", required=True, help="the user message (chat template applied unless --raw)")
     g.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    g.add_argument("--draft", default="self", help="drafter spec: self | model:<hub id or path> | ngram[:N] | layerskip:L | quant[:int8|bf16] | auto | oracle:A[:C]")
+    g.add_argument("--draft", default="self", help="drafter spec: " + usages())
     g.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
     g.add_argument("--max-new-tokens", type=int, default=128)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")

@@ -46,7 +46,7 @@ class GenerationConfig:
     tree_budget: int = 0  # tree speculation: at most this many draft nodes per round (0 = a chain of γ)
     tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
     time_limit_s: float | None = None  # wall seconds (prefill included) after which the run stops; None = none
-    num_beams: int = 1  # beam search width B, 2..8 (engine/beam.py; greedy, chain drafts); 1 = off
+    num_beams: int = 1  # beam search width B, 2..8 (engine/decode/beam.py; greedy, chain drafts); 1 = off
 
     def __post_init__(self):
         for name, (low, high, allowed) in WHOLE_SETTINGS.items():

@@ -193,7 +193,7 @@ def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:
 
 def contention(*finished_summaries) -> list:
     """Flags a race whose lanes computed while other processes wanted more CPU than the race left free,
-    for more than CONTENTION_LIMIT of a lane's compute (measured from the OS: engine/loadwatch.py)."""
+    for more than CONTENTION_LIMIT of a lane's compute (measured from the OS: engine/runtime/loadwatch.py)."""
     shares = [s.get("contended_share") for s in finished_summaries if isinstance(s, dict)]
     shares = [x for x in shares if isinstance(x, (int, float)) and not isinstance(x, bool)]
     if shares and max(shares) > CONTENTION_LIMIT:

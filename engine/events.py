@@ -268,7 +268,7 @@ def read_trace(path) -> list:
     return trace_from_json(Path(path).read_text(encoding="utf-8"))
 
 
-# -- beam search (engine/beam.py) -------------------------------------------------------------------
+# -- beam search (engine/decode/beam.py) -------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class BeamDrafted:
     """Speculative beam search: each running beam's drafter proposed tokens after that beam."""

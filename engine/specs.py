@@ -62,8 +62,8 @@ class DraftSpec:
 
     @property
     def model(self) -> str | None:
-        """The model this spec loads besides the target (model:<id>), else None."""
-        return self.values[0] if self.family.model_arg else None
+        """The model this spec loads besides the target (model:<id>, in parse_model's normal form), else None."""
+        return parse_model(self.values[0], "draft") if self.family.model_arg else None
 
 
 _MODEL = "engine.drafters.model"
@@ -81,9 +81,9 @@ for _family in (
            "engine.drafters.ngram", (Arg("N", "int", 1, 8, default=3),), beams=True, choice=True, param="N"),
     Family("self", "self", "the target itself, on the target's KV cache (100% greedy acceptance)", _MODEL,
            beams=True, choice=True),
-    Family("layerskip", "layerskip:L", "the target's first L layers + final norm + LM head (shared weights)", _MODEL,
+    Family("layerskip", "layerskip[:L]", "the target's first L layers + final norm + LM head (shared weights)", _MODEL,
            (Arg("L", "int", 1),), choice=True, param="L"),
-    Family("quant", "quant[:int8|bf16]", "a lower-precision copy of the target (int8 dynamic on CPU)", _MODEL,
+    Family("quant", "quant[:int8|bf16|fp16]", "a lower-precision copy of the target (int8 dynamic on CPU)", _MODEL,
            (Arg("kind", "choice", choices=("", "int8", "bf16", "fp16")),), choice=True),
     Family("medusa", "medusa[:PATH]", "trained Medusa-1 heads on the target's last hidden state",
            "engine.drafters.heads", (Arg("PATH", "text"),), choice=True),
@@ -122,7 +122,7 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
         raise ModelLoadError(f"unknown draft spec {text[:80]!r}: use {usages()}")
     if colon and not family.args:
         raise ModelLoadError(f"draft spec {text[:80]!r}: {family.name} takes no argument")
-    text = family.name + (":" + rest.strip() if colon else "")  # the normal form: what every reader sees
+    text = family.name + (":" + rest.strip() if rest.strip() else "")  # the normal form: what every reader sees
     parts = rest.split(":", len(family.args) - 1) if colon else []
     values = tuple(_value(text, family, arg, parts[i] if i < len(parts) else "") for i, arg in
                    enumerate(family.args))
@@ -154,6 +154,7 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
     if arg.kind == "text":
         return raw
     if arg.kind == "choice":
+        raw = raw.lower()
         if raw not in arg.choices:
             named = [c for c in arg.choices if c]
             allowed = ", ".join(named[:-1]) + f" or {named[-1]}" if len(named) > 1 else named[0]

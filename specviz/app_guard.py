@@ -172,10 +172,12 @@ def write_trace_file(folder: Path, events, keep: int, max_age_s: float) -> Path:
 
 
 def prune_cache(folder: Path, keep: int, max_age_s: float) -> int:
-    """Bound the trace copies in Gradio's own file cache (uploads, and the copies it serves downloads from:
-    <folder>/<hash>/<name>.json): delete those past their age or beyond the newest `keep`; returns how many."""
+    """Bound the copies Gradio's file cache keeps of the trace files this app wrote (<folder>/<hash>/specviz-trace-*.json,
+    what it serves downloads from; an upload of one keeps its name too): delete those past their age or beyond
+    the newest `keep`; returns how many. Nothing else in the folder (shared by every Gradio app) is touched;
+    Gradio's own delete_cache (1 h) covers the rest."""
     now, files = time.time(), []
-    for f in folder.glob("*/*.json"):
+    for f in folder.glob("*/specviz-trace-*.json"):
         try:
             files.append((f.stat().st_mtime, f))
         except OSError:
@@ -184,11 +186,11 @@ def prune_cache(folder: Path, keep: int, max_age_s: float) -> int:
     gone = 0
     for rank, (mtime, f) in enumerate(files):
         if rank >= keep or now - mtime > max_age_s:
-            f.unlink(missing_ok=True)
-            gone += 1
             try:
+                f.unlink(missing_ok=True)
+                gone += 1
                 f.parent.rmdir()  # its hash folder, once empty
-            except OSError:
+            except OSError:  # not ours to delete after all, or the folder holds more: leave it
                 pass
     return gone
 

@@ -38,7 +38,7 @@ PAIRS = {
     f"Qwen2.5 0.5B → 7B {HUB}": ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
 }
 GEMMA_PAIR = "SmolLM2-135M → Gemma-3-270M (both embedded)"
-PAIRS[GEMMA_PAIR] = ("embedded-gemma", "model:embedded")  # two vocabularies: drafted through text (engine/crossvocab.py)
+PAIRS[GEMMA_PAIR] = ("embedded-gemma", "model:embedded")  # two vocabularies: drafted through text (engine/drafters/crossvocab.py)
 PAIR_NOTES = {GEMMA_PAIR: (
     "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
     "question. SmolLM2 drafts in its own 49k-token vocabulary; its text is re-tokenised into Gemma's 262k "
@@ -168,7 +168,8 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
         raise ValueError(why)
     if drafter == PRESET_DRAFT:
         if not preset:
-            raise ValueError("the embedded pair has no separate draft model: choose self, ngram, layerskip, quant, medusa, eagle or auto")
+            raise ValueError(f"the embedded pair has no separate draft model: choose one of "
+                             f"{', '.join(registry_choices())}")
         return target, preset
     family = REGISTRY.get(drafter) if isinstance(drafter, str) else None
     if family is None or not family.choice:

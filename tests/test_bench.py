@@ -7,7 +7,8 @@ import pytest
 
 from benchmarks import harness as bench
 from benchmarks.__main__ import main
-from benchmarks.hf_equiv import NGRAM_DEFAULT_N, hf_equivalent
+from benchmarks.hf_equiv import hf_equivalent
+from engine.specs import REGISTRY
 from engine.runtime.models import load_model
 
 PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "prompt": "Write a loop."}]
@@ -22,7 +23,7 @@ def test_hf_equivalent_maps_specs(tiny_dirs):
     kw, safe = hf_equivalent(f"model:{tiny_dirs['sharp']}", 2, target)
     assert kw["assistant_model"] is load_model(tiny_dirs["sharp"]).model
     assert hf_equivalent("ngram", 4, target)[1] == {"prompt_lookup_num_tokens": 4,
-                                                          "max_matching_ngram_size": NGRAM_DEFAULT_N}
+                                                          "max_matching_ngram_size": REGISTRY["ngram"].args[0].default}
     assert hf_equivalent("ngram:2", 4, target)[1]["max_matching_ngram_size"] == 2
     assert hf_equivalent("layerskip:1", 2, target)[1]["assistant_early_exit"] == 1
     assert hf_equivalent("quant:int8", 2, target) is None

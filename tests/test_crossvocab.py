@@ -1,4 +1,4 @@
-"""Drafting across vocabularies (engine/crossvocab.py): lossless greedy and sampling, both tokenisations shown.
+"""Drafting across vocabularies (engine/drafters/crossvocab.py): lossless greedy and sampling, both tokenisations shown.
 
 Tiny random Llamas over two toy vocabularies (characters vs a byte-level BPE trained here) make the
 statistics fast; the real pair, SmolLM2-135M drafting for Gemma-3-270M, checks greedy identity.

@@ -206,3 +206,14 @@ def test_ngram_never_drafts_from_the_chat_template(embedded):
     first = [e for e in events if e.round == 1]
     assert not any(e.kind == "drafted" and e.token_ids for e in first)  # nothing to match yet: a plain step
     assert sum(len(e.token_ids) for e in drafted) > 4  # the passage itself is still drafted from
+
+
+def test_the_ngram_index_follows_any_sequence_it_is_given():
+    """Beam search asks one n-gram drafter for every beam: a call that is not a continuation of the last (another
+    beam of the same length ending in the same token) rebuilds the index, so it answers as the full scan does."""
+    from engine.drafters.ngram import NgramIndex, longest_match
+
+    prompt = [6, 7, 8, 1, 2, 3]
+    index = NgramIndex(3)
+    for ids in (prompt + [9, 5, 0, 5], prompt + [1, 1, 9, 5], prompt + [9, 5, 0, 5, 6]):
+        assert index.match(ids, 4) == longest_match(ids, 3, 4)

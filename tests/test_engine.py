@@ -185,7 +185,7 @@ def test_bad_prompt_and_models_are_refused(tiny_dirs, tmp_path):
 
 def test_draft_with_other_vocabulary_drafts_through_text(tiny_dirs, tmp_path):
     """A draft whose tokenizer differs (here 3 whole-word tokens) is no longer refused: it drafts text that is
-    re-tokenised for the target (engine/crossvocab.py), and greedy output still equals AR."""
+    re-tokenised for the target (engine/drafters/crossvocab.py), and greedy output still equals AR."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 

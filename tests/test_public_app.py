@@ -97,17 +97,21 @@ def test_gradio_cache_copies_are_bounded(tmp_path):
     """Trace copies in Gradio's cache beyond the newest `keep`, or older than the age limit, are deleted."""
     now = time.time()
     for i in range(10):
-        f = tmp_path / f"h{i}" / "trace.json"
+        f = tmp_path / f"h{i}" / f"specviz-trace-{i:016x}.json"
         f.parent.mkdir()
         f.write_text("{}")
         os.utime(f, (now - i, now - i))
-    old = tmp_path / "old" / "t.json"
+    old = tmp_path / "old" / "specviz-trace-0000000000000000.json"
     old.parent.mkdir()
     old.write_text("{}")
     os.utime(old, (now - 7200, now - 7200))
+    other = tmp_path / "another-app" / "upload.json"  # Gradio's folder is shared: what is not ours stays
+    other.parent.mkdir()
+    other.write_text("{}")
+    os.utime(other, (now - 7200, now - 7200))
     assert guard.prune_cache(tmp_path, keep=4, max_age_s=3600) == 7
-    assert sorted(p.parent.name for p in tmp_path.glob("*/*.json")) == ["h0", "h1", "h2", "h3"]
-    assert not (tmp_path / "h9").exists()  # the emptied hash folder goes too
+    assert sorted(p.parent.name for p in tmp_path.glob("*/specviz-trace-*.json")) == ["h0", "h1", "h2", "h3"]
+    assert not (tmp_path / "h9").exists() and other.exists()  # the emptied hash folder goes; the other app's file stays
 
 
 @pytest.mark.slow  # a 4.7 MiB trace: parsing and rendering it takes a few seconds
@@ -205,3 +209,19 @@ def test_a_load_from_an_unreachable_hub_is_bounded(monkeypatch):
     monkeypatch.setattr(models, "hub_reachable", lambda *a: False)
     with pytest.raises(models.ModelLoadError, match="the Hugging Face hub is unreachable from here"):
         models._load_pretrained("no-such-org/no-such-model", None, None, False)
+
+
+
+def test_a_beam_run_with_a_drafter_beams_cannot_use_is_refused_before_it_is_built(no_loads):
+    """quant (a deep copy) for beams is refused by the registry's check before any drafter is built."""
+    with pytest.raises(ValueError, match="beam search .* drafts with"):
+        h.prepare("embedded", "quant", "hello", False, num_beams=3)
+
+
+def test_spec_arguments_are_normalised_too():
+    """Choice arguments in any case, an empty argument dropped, a draft model's keyword in lower case."""
+    from engine.specs import parse_draft
+
+    assert parse_draft("quant:INT8")["kind"] == "int8" and parse_draft("auto:").text == "auto"
+    assert parse_draft("model:Embedded").model == "embedded"
+    assert av.check_allowed("embedded", "model:Embedded", env="") == ("embedded", "model:Embedded")

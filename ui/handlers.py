@@ -22,6 +22,7 @@ import gradio.utils as gradio_utils
 import specviz
 from engine import Engine, GenerationConfig, load_model
 from engine.runtime.models import EMBEDDED
+from engine.specs import check_beams, parse_draft
 from specviz import app_guard as guard
 from specviz import app_views as av
 from specviz.controls import TRACE_SETS, Controls
@@ -44,11 +45,13 @@ COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one q
 gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambda fn: fn)
 
 
-def prepare(target: str, draft: str, prompt: str, raw: bool) -> tuple[str, str]:
+def prepare(target: str, draft: str, prompt: str, raw: bool, num_beams: int = 1) -> tuple[str, str]:
     """Check the models (the public policy: allowlist, shipped heads only, sizing) and the prompt, load the target
     and build the drafter once (both cached). Returns the specs' normal forms, which the run then uses; any
     refusal, a load failure included, is a ValueError with the message for the user."""
     target, draft = av.check_allowed(target, draft)
+    if num_beams > 1:
+        check_beams(draft)  # before the drafter is built (a quant: copy costs a deep copy)
     guard.check_prompt(prompt, MAX_PROMPT_TOKENS)
     try:
         engine = Engine(load_model(target), draft)
@@ -145,7 +148,8 @@ def generate(controls: Controls, state=None):
     """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
     try:
         target, draft, cfg = controls.settings(MAX_RUN_S)
-        if target != "embedded" or draft.startswith(("model:", "quant")):  # the embedded model is loaded at start-up
+        spec = parse_draft(draft)
+        if target != "embedded" or spec.model or spec.name == "quant":  # the embedded model is loaded at start-up
             yield status(f"loading {target} and its drafter (first use only) …")
         target, draft = prepare(target, draft, controls.prompt, cfg.raw)
     except ValueError as e:
@@ -198,7 +202,7 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
         cfg = GenerationConfig(**av.config_kwargs(args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0,
                                                   args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S,
                                num_beams=args["num_beams"])
-        target, draft = prepare(target, draft, prompt, cfg.raw)
+        target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
     except ValueError as e:
         raise api_error(str(e)) from None
     events, special = [], frozenset(getattr(load_model(target).tokenizer, "all_special_ids", None) or ())
@@ -282,7 +286,7 @@ def load_trace(path):
         return (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
     except (ValueError, OSError, RecursionError) as e:
         return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
-    finally:  # the file is Gradio's copy (or another session's): never deleted here, only bounded with the rest
+    finally:  # the file is Gradio's copy (or another session's): never deleted here; our served copies are bounded
         guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)
 
 
@@ -313,7 +317,7 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
         target, draft = av.model_specs(pair, drafter, param)
         cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), num_beams=int(num_beams),
                                time_limit_s=MAX_RUN_S)
-        target, draft = prepare(target, draft, prompt, cfg.raw)
+        target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
         lanes = {"speculative": [], "ar": []}
         for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
             lanes[lane].append(event)

@@ -174,6 +174,8 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
         cache = KVCache.for_model(target.model, cache_len)
         if speculative and drafter is None:
             drafter = make_beam_drafter(engine, cfg, cache)
+        if speculative:
+            drafter.prepare(ids, cfg)  # n-gram: which prompt positions the chat template wrote
         clock = Clock()
         t_start = clock()
         prefill(engine.forward, ids, cache, when, target.device)  # one row

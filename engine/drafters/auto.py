@@ -11,7 +11,7 @@ and probes the best drafter again after `probe_every` plain rounds, doubling tha
 probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
 the numbers behind it, so the UI can explain why.
 
-Drafters that cost compute to ask (`costly`: the trained heads, headdraft.py) are priced *before* they are
+Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
 asked, next to what the free drafter has, from their own measured c, their α (a prior until tried) and the share
 of their drafts that were worth verifying; one is asked only when it beats both plain decoding and the free
 drafter's best γ. Its chain is then cut by its confidence (max q per position, `_by_confidence`): α per

@@ -45,8 +45,8 @@ class Drafter:
 
     def propose_beams(self, beams: list[list[int]], gamma: int) -> list[list[int]]:
         """Beam search's drafts: up to γ token ids after each running beam (committed ids, prompt included).
-        This default asks `propose` once per beam: right for a drafter that keeps no state between calls
-        (n-gram lookup). One on the target's B-row cache drafts every beam in one batch (ModelDrafter).
+        This default asks `propose` once per beam: right for a drafter whose state follows the ids it is
+        given (n-gram lookup rebuilds its index when a call is not a continuation of the last). One on the target's B-row cache drafts every beam in one batch (ModelDrafter).
         Only families marked `beams` in engine/specs.py are asked."""
         return [self.propose(ids, gamma).token_ids.tolist() for ids in beams]
 

@@ -16,7 +16,7 @@ tokens, its new tokens are decoded to text, and that text is re-tokenised with t
 
 **Lossless, greedy and sampling.** The proposal is judged as a one-hot draft (q = None): greedy keeps
 it while it equals argmax p; sampling accepts each token x with probability p(x) and after a rejection
-draws from p with x removed (engine/sampling.py). For any way of choosing x (here: a draft model
+draws from p with x removed (engine/sampling/chain.py). For any way of choosing x (here: a draft model
 through a re-tokeniser), P(emit y) = P(x = y)·p(y) + Σ_{x≠y} P(x)·(1 − p(x))·p(y)/(1 − p(x)) = p(y), so
 the output law is exactly the target's. This is Timor et al.'s string-level exact match (SLEM, ICML
 2025) in the one-hot form vLLM uses for n-gram drafts: SLEM lets the target sample y ~ p and keeps x

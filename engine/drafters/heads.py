@@ -1,4 +1,4 @@
-"""Drafters on trained heads (heads.py): `medusa` and `eagle`, chains or trees, through the Drafter interface.
+"""Drafters on trained heads (engine/heads/modules.py): `medusa` and `eagle`, chains or trees, through the Drafter interface.
 
 Both read the target's features (final-norm hidden states) from the forwards the engine already runs:
 a drafter with `wants_features` gets, via `observe`, the feature of every position the target's cache

@@ -13,7 +13,7 @@ token. Verification still uses the target's full distribution, so the output sta
       drafting feeds its own predicted feature and the token it decoded back in, with its own small KV cache.
 
 This module holds the modules, their shipped weights (assets/heads/) and the features plumbing; the
-training is in headtrain.py, the drafters in headdraft.py. It knows nothing about events or HTML.
+training is in train.py beside it, the drafters in engine/drafters/heads.py. It knows nothing about events or HTML.
 """
 from __future__ import annotations
 

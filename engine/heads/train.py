@@ -1,4 +1,4 @@
-"""Train the draft heads (heads.py) by self-distillation from the target, on this machine's CPU.
+"""Train the draft heads (modules.py) by self-distillation from the target, on this machine's CPU.
 
     python -m engine.heads.train --seed 0            # writes assets/heads/smollm2-135m-heads.pt
 

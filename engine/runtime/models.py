@@ -203,12 +203,15 @@ def hub_reachable(timeout_s: float = HUB_CHECK_S) -> bool:
     now = time.monotonic()
     if _HUB["at"] is not None and now - _HUB["at"] < 60:
         return _HUB["ok"]
-    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+        return True  # behind a proxy a direct connection says nothing: leave it to huggingface_hub
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
     answer: list = []
 
     def probe():
         try:
-            socket.create_connection((host, 443), timeout=timeout_s).close()
+            socket.create_connection((host, port), timeout=timeout_s).close()
             answer.append(True)
         except OSError:
             answer.append(False)

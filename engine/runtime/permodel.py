@@ -1,4 +1,4 @@
-"""What other modules build from a loaded model (its lean forward, a layer-skip view, a quantized copy, its
+"""What other modules build from a loaded model (its lean forward, a layer-skip view, its
 trained heads), kept exactly as long as the model lives.
 
 A `PerModel` table is a `weakref.WeakKeyDictionary` keyed by the module itself, with a lock (transformers'

@@ -2,7 +2,7 @@
 
 This module knows masks and positions; it knows nothing about speculation.
 
-The pointer cache (engine/cache.py) keeps every position in every layer, local layers included, and
+The pointer cache (runtime/cache.py) keeps every position in every layer, local layers included, and
 reports itself as a full-attention cache. That is exact for sliding layers as long as their *mask*
 hides keys more than `window` positions behind the query:
 - chain rounds (prefill, steps, verification) pass no mask: transformers builds the sliding-window
