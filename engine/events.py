@@ -186,6 +186,13 @@ UNBOUNDED = {"run_started.config.seed"}  # any 64-bit seed is a real one; Genera
 _TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,)}
 
 
+def _key(key) -> str:
+    """A dict key as a message shows it: a plain name as is, anything else (a newline, 300 characters) quoted and
+    cut, so a refusal stays one short line (found by tests/test_trace_fuzz.py)."""
+    text = str(key)
+    return text if text.isidentifier() and len(text) <= 40 else repr(text)[:42]
+
+
 def _check_plain(value, where: str, depth: int = 0) -> None:
     """Plain JSON data only, bounded numbers and nesting: nothing a renderer could choke on."""
     if depth > MAX_DEPTH:
@@ -202,7 +209,7 @@ def _check_plain(value, where: str, depth: int = 0) -> None:
         return
     if isinstance(value, dict):
         for k, item in value.items():
-            _check_plain(item, f"{where}.{k}", depth + 1)
+            _check_plain(item, f"{where}.{_key(k)}", depth + 1)
         return
     raise ValueError(f"{where}: unexpected {type(value).__name__}")
 

@@ -222,3 +222,12 @@ def test_real_embedded_trace_still_loads(embedded):
     result = engine.run("Copy this exactly: the cat sat on the mat, the cat sat on the mat.",
                         GenerationConfig(gamma=4, max_new_tokens=32), compare_ar=True)
     assert trace_from_json(trace_to_json(result.events)) == result.events
+
+
+def test_a_refusal_naming_a_hostile_key_stays_one_line():
+    """A config key holding a newline (found by the fuzz) is quoted in the message, which stays one line."""
+    trace = json.loads(trace_to_json(sample_events()))
+    trace["events"][0]["config"]["gamma\n"] = 1e13
+    with pytest.raises(ValueError) as e:
+        trace_from_json(json.dumps(trace))
+    assert "\n" not in str(e.value) and "'gamma\\n'" in str(e.value)
