@@ -1,4 +1,5 @@
-"""Command line: `python -m engine generate --prompt TEXT [...]` (the benchmark: `python -m benchmarks`)."""
+"""Command line: `python -m engine generate --prompt TEXT [...]`; `python -m engine kernels` prints this host's
+measured kernel plan (the benchmark: `python -m benchmarks`)."""
 from __future__ import annotations
 
 import argparse
@@ -50,6 +51,21 @@ def _generate(args) -> int:
     return 0
 
 
+def _kernels(args) -> int:
+    """The lean forward's kernel plan on this host (measured once, then cached; --refresh measures again)."""
+    from .runtime import kernels
+    from .runtime.fastllama import FastLlama
+    from .runtime.models import load_model
+
+    target = load_model(args.target, dtype=args.dtype)
+    forward = FastLlama(target.model)
+    if forward.head.packed is None:
+        print("no oneDNN-packed weights here (a GPU, a build without oneDNN, or too little RAM): MKL only")
+        return 0
+    print(kernels.report(forward.measure_kernels(refresh=args.refresh)))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="specviz speculative decoding engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -79,9 +95,13 @@ def main(argv=None) -> int:
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
     g.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code (off by default)")
+    k = sub.add_parser("kernels", help="print the lean forward's measured kernel plan for this host")
+    k.add_argument("--target", default="embedded")
+    k.add_argument("--dtype", default=None, help="fp32 (default on CPU) or bf16")
+    k.add_argument("--refresh", action="store_true", help="measure again instead of reading this host's cache")
     args = parser.parse_args(argv)
     try:
-        return _generate(args)
+        return _kernels(args) if args.command == "kernels" else _generate(args)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from . import kernels
 from .cache import KVCache, room
 from .permodel import PerModel
 from .window import layer_masks
@@ -90,11 +91,24 @@ class Weight:
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(w_t.t().contiguous(), 4)
             except (RuntimeError, AttributeError):  # a build without oneDNN: the plain matmul it is
                 self.packed = None
-        # fp32: MKL's 1-row matmul runs at memory bandwidth, oneDNN's does not; bf16: oneDNN (AMX) wins at any size
+        # before a plan is measured (kernels.py), and at a thread count it has no plan for: fp32 rows of 1 on MKL
         self.min_rows = 2 if w_t.dtype == torch.float32 else 1
+        self.plan: dict[int, list[bool]] = {}  # threads -> per row count 0..ROWS[-1]: use oneDNN (measured here)
+
+    def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
+        """Take the measured kernel per row count at `threads` threads (kernels.plan_for's entry for this shape)."""
+        self.plan[threads] = [by_rows[kernels.bucket(max(rows, 1))]["kernel"] == "onednn"
+                              for rows in range(kernels.ROWS[-1] + 1)]
+
+    def onednn(self, rows: int) -> bool:
+        """Does a call with `rows` rows go through the packed oneDNN linear (the plan measured on this host)?"""
+        plan = self.plan.get(torch.get_num_threads())
+        if plan is None:
+            return rows >= self.min_rows
+        return plan[min(rows, len(plan) - 1)]
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
-        if self.packed is not None and x.shape[0] >= self.min_rows:
+        if self.packed is not None and self.onednn(x.shape[0]):
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
         return torch.mm(x, self.t) if self.bias is None else torch.addmm(self.bias, x, self.t)
 
@@ -134,6 +148,28 @@ class FastLlama:
         self.embed, self.norm = inner.embed_tokens.weight.detach(), inner.norm.weight.detach()
         self.rotary = inner.rotary_emb
         self.config = cfg
+        if pack and os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
+            self.measure_kernels()
+
+    SLOTS = {"qkv": 1, "o": 2, "gate_up": 4, "down": 5}  # a projection's place in a layer's tuple
+
+    def weights(self) -> dict[str, list[Weight]]:
+        """Every Weight by projection kind (all layers' of one kind share a shape: one plan each)."""
+        out = {name: [layer[slot] for layer in self.layers] for name, slot in self.SLOTS.items()}
+        return {**out, "lm_head": [self.head]}
+
+    def measure_kernels(self, refresh: bool = False) -> dict:
+        """Measure (or read this host's cached) kernel plan at 1 thread and torch's default, and use it in every
+        Weight; returns {threads: {projection: {rows: timings and kernel}}}."""
+        groups = {name: ws for name, ws in self.weights().items() if ws[0].packed is not None}
+        shapes = {name: [(w.t, w.packed) for w in ws] for name, ws in groups.items()}
+        plans = {}
+        for threads in sorted({1, torch.get_num_threads()}):
+            plans[threads] = plan = kernels.plan_for(shapes, threads, refresh)
+            for name, ws in groups.items():
+                for weight in ws:
+                    weight.use_plan(threads, plan[name])
+        return plans
 
     def truncated(self, layers: int) -> "FastLlama":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""

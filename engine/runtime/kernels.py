@@ -1,0 +1,135 @@
+"""Which matmul kernel each projection of the lean forward uses, measured on the host it runs on.
+
+For every weight shape and dtype, at the row counts the engine uses (1 token for AR and drafting, 2..17 for
+verification, more for trees and prefill), MKL's `torch.mm` and the oneDNN-packed linear are timed side by
+side (interleaved, median of REPEATS) at the thread counts a run computes with (the race's one thread and
+torch's default), and the faster one is the plan. Nothing is assumed from another CPU: the best kernel
+moves with the shape, the thread count and the host (an AMD EPYC ran the 1-row LM head faster on oneDNN with
+2 threads and on MKL with 1; this project's Intel Xeon measured the other way round).
+
+The plan is cached under ~/.cache/specviz, keyed by the CPU model, its vector flags, the torch build and
+the thread count, so a host measures once. `python -m engine kernels` prints it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from .threads import torch_threads
+
+ROWS = (1, 2, 3, 5, 9, 17, 33)  # the row counts measured; a call uses the plan of the smallest one >= its rows
+REPEATS = 7  # timed calls per kernel and row count (interleaved), the median kept
+FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "sve")
+CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
+
+
+def cpu_name() -> str:
+    """The CPU model as /proc/cpuinfo names it (the platform's processor string elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_flags() -> list[str]:
+    """The vector-instruction flags that change which kernel wins (of FLAGS, the ones this CPU has)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    line = next((x for x in text.splitlines() if x.lower().startswith(("flags", "features"))), "")
+    have = set(line.split(":", 1)[-1].split())
+    return [f for f in FLAGS if f in have]
+
+
+def host_key(threads: int) -> dict:
+    """What a plan is valid for: this CPU, its flags, this torch build, this many threads."""
+    return {"cpu": cpu_name(), "flags": cpu_flags(), "torch": torch.__version__, "threads": threads}
+
+
+def bucket(rows: int) -> int:
+    """The measured row count whose plan a call with `rows` rows uses."""
+    return next((r for r in ROWS if r >= rows), ROWS[-1])
+
+
+def _time(fn, x) -> float:
+    t = time.perf_counter()
+    fn(x)
+    return time.perf_counter() - t
+
+
+def measure_shape(group: list, threads: int) -> dict[int, dict]:
+    """Per row count: MKL and oneDNN medians (seconds) of one pass of y = x @ W over every weight of the group
+    (all layers' projections of one kind, so the weights stream from memory as in a forward, not from a cache
+    a loop over one matrix keeps hot), and the faster kernel. group: [(w_t, packed), ...] of one shape."""
+    mkl = lambda x: [torch.mm(x, w_t) for w_t, _ in group]  # noqa: E731
+    dnn = lambda x: [torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "") for _, p in group]  # noqa: E731
+    out = {}
+    with torch_threads(threads), torch.inference_mode():
+        for rows in ROWS:
+            x = torch.randn(rows, group[0][0].shape[0], dtype=group[0][0].dtype)
+            mkl(x), dnn(x)  # warm
+            times = {"mkl": [], "onednn": []}
+            for i in range(REPEATS):
+                order = (("mkl", mkl), ("onednn", dnn)) if i % 2 == 0 else (("onednn", dnn), ("mkl", mkl))
+                for name, fn in order:
+                    times[name].append(_time(fn, x))
+            med = {k: statistics.median(v) for k, v in times.items()}
+            out[rows] = {**med, "kernel": min(med, key=med.get)}
+    return out
+
+
+def _cache_file(key: dict) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    return CACHE_DIR / f"kernels-{digest}.json"
+
+
+def plan_for(shapes: dict[str, tuple], threads: int, refresh: bool = False) -> dict:
+    """{shape name: {rows: {"mkl": s, "onednn": s, "kernel": name}}} for `threads`, from the cache when this
+    host measured it before (refresh: measure again). shapes: name -> [(w_t, packed weight)] of one shape."""
+    key = host_key(threads)
+    path = _cache_file(key)
+    cached: dict = {}
+    if path.exists() and not refresh:
+        try:
+            cached = json.loads(path.read_text())["plan"]
+        except (OSError, ValueError, KeyError):
+            cached = {}
+    names = {name: f"{_shape_id(group[0][0])}x{len(group)}" for name, group in shapes.items()}
+    missing = {n for n, sid in names.items() if sid not in cached}
+    for name in missing:
+        cached[names[name]] = {str(r): v for r, v in measure_shape(shapes[name], threads).items()}
+    if missing:
+        try:
+            CACHE_DIR.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"host": key, "plan": cached}, indent=1))
+            tmp.replace(path)  # atomic: another process never reads half a plan
+        except OSError:
+            pass  # a read-only home: measured again next time
+    return {name: {int(r): v for r, v in cached[sid].items()} for name, sid in names.items()}
+
+
+def _shape_id(w_t: torch.Tensor) -> str:
+    return f"{w_t.shape[0]}x{w_t.shape[1]}:{str(w_t.dtype).replace('torch.', '')}"
+
+
+def report(plans: dict) -> str:
+    """The plan as a table: per thread count and projection, the kernel and both medians at each row count."""
+    lines = [f"host: {cpu_name()} [{' '.join(cpu_flags())}], torch {torch.__version__}"]
+    for threads, plan in plans.items():
+        lines.append(f"\n{threads} thread(s): rows -> kernel (MKL ms / oneDNN ms, one pass over every layer's weight)")
+        for name, by_rows in plan.items():
+            cells = [f"{r}: {v['kernel']} ({v['mkl'] * 1e3:.2f}/{v['onednn'] * 1e3:.2f})" for r, v in by_rows.items()]
+            lines.append(f"  {name:8s} " + "  ".join(cells))
+    return "\n".join(lines)

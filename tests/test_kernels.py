@@ -1,0 +1,86 @@
+"""The lean forward's kernels are measured on the host it runs on (engine/runtime/kernels.py), never assumed:
+each projection uses, per row count and thread count, the kernel measured faster here; the cache is per host."""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from engine.runtime import fastllama, kernels
+from engine.runtime.cache import KVCache
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    return tmp_path
+
+
+def tiny() -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def packed_or_skip(model) -> fastllama.FastLlama:
+    forward = fastllama.FastLlama(model)
+    if forward.head.packed is None:
+        pytest.skip("no oneDNN packing in this torch build")
+    return forward
+
+
+def test_every_projection_uses_the_kernel_measured_faster_here(cache_dir):
+    """The 1-row plan (AR's and drafting's kernel) and every other row count pick the smaller measured median,
+    at both thread counts a run uses; every layer's Weight of a kind follows its kind's plan."""
+    forward = packed_or_skip(tiny())
+    plans = forward.measure_kernels()
+    assert set(plans) == {1, torch.get_num_threads()}
+    for threads, plan in plans.items():
+        assert set(plan) == {"qkv", "o", "gate_up", "down", "lm_head"}
+        for name, by_rows in plan.items():
+            for rows, m in by_rows.items():
+                assert m["kernel"] == ("onednn" if m["onednn"] < m["mkl"] else "mkl"), (threads, name, rows)
+            for weight in forward.weights()[name]:
+                with torch.inference_mode():
+                    torch.set_num_threads(threads)
+                    assert weight.onednn(1) == (by_rows[1]["kernel"] == "onednn")
+                    assert weight.onednn(4) == (by_rows[5]["kernel"] == "onednn")  # 4 rows use the 5-row plan
+
+
+def test_either_kernel_computes_the_same_logits(cache_dir):
+    """The plan changes the speed, not the numbers: all-MKL and all-oneDNN forwards agree."""
+    model = tiny()
+    forward = packed_or_skip(model)
+    x = torch.tensor([[1, 2, 3, 4, 5]])
+    out = {}
+    for choice in ("mkl", "onednn"):
+        for weights in forward.weights().values():
+            for w in weights:
+                w.use_plan(torch.get_num_threads(), {r: {"kernel": choice} for r in kernels.ROWS})
+        with torch.inference_mode():
+            out[choice] = (forward(x[:, :1], KVCache.for_model(model, 8)), forward(x, KVCache.for_model(model, 8)))
+    for a, b in zip(out["mkl"], out["onednn"]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_a_host_measures_once_then_reads_its_cache(cache_dir, monkeypatch):
+    """The plan is cached per host key (CPU, flags, torch, threads): a second load measures nothing."""
+    forward = packed_or_skip(tiny())
+    files = list(cache_dir.glob("kernels-*.json"))
+    assert files and all(f.stat().st_size > 0 for f in files)
+
+    def no_measuring(*args):
+        raise AssertionError("measured again although this host's plan is cached")
+
+    monkeypatch.setattr(kernels, "measure_shape", no_measuring)
+    forward.measure_kernels()
+    key = kernels.host_key(1)
+    assert key["threads"] == 1 and key["cpu"] and key["torch"] == torch.__version__
+
+
+def test_a_thread_count_without_a_plan_falls_back_to_the_fixed_rule():
+    """At a thread count nothing was measured for, fp32 1-row calls stay on MKL and multi-row go to oneDNN."""
+    w = fastllama.Weight(torch.randn(8, 4), pack=False)
+    w.packed = object()  # only the decision is asked
+    assert w.onednn(1) is False and w.onednn(2) is True
