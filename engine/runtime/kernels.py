@@ -5,7 +5,8 @@ verification, more for trees and prefill), MKL's `torch.mm` and the oneDNN-packe
 side (interleaved, median of REPEATS) at the thread counts a run computes with (the race's one thread and
 torch's default), and the faster one is the plan. Nothing is assumed from another CPU: the best kernel
 moves with the shape, the thread count and the host (an AMD EPYC ran the 1-row LM head faster on oneDNN with
-2 threads and on MKL with 1; this project's Intel Xeon measured the other way round).
+2 threads and on MKL with 1; this project's Intel Xeon ran it faster on MKL with both, and its 2-17-row
+o projection too, which the rule this replaced sent to oneDNN: benchmarks/kernel-plan.md).
 
 The plan is cached under ~/.cache/specviz, keyed by the CPU model, its vector flags, the torch build and
 the thread count, so a host measures once. `python -m engine kernels` prints it.
