@@ -1,10 +1,12 @@
 """Command line: `python -m engine generate --prompt TEXT [...]`; `python -m engine kernels` prints this host's
-measured kernel plan (the benchmark: `python -m benchmarks`)."""
+measured kernel plan, `python -m engine roofline` its roofline (the benchmark: `python -m benchmarks`)."""
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 
 from .config import GenerationConfig
 from .specs import usages
@@ -66,6 +68,46 @@ def _kernels(args) -> int:
     return 0
 
 
+def _roofline(args) -> int:
+    """This host's copy bandwidth and matmul throughput, the floors of a forward over n tokens, and the measured
+    t(n) of the lean forward beside them (medians of --reps, interleaved over n)."""
+    import torch
+
+    from .runtime import roofline
+    from .runtime.cache import KVCache
+    from .runtime.fastllama import FastLlama
+    from .runtime.models import load_model
+    from .runtime.threads import torch_threads
+
+    target = load_model(args.target)
+    forward = FastLlama(target.model)
+    costs = roofline.costs_of(forward)
+    ctx, ns = args.context, (1, 2, 3, 5, 9, 17)
+    ids = torch.randint(0, 1000, (1, ctx + ns[-1]))
+    for threads in sorted({1, torch.get_num_threads()}):
+        machine = roofline.measure(threads)
+        print(f"{threads} thread(s): copy {machine.bandwidth / 1e9:.1f} GB/s, fp32 matmul {machine.flops / 1e9:.0f} "
+              f"GFLOP/s; weights {costs.weight_bytes / 1e6:.0f} MB, ridge n* = "
+              f"{roofline.ridge(ctx, costs, machine):.0f} at {ctx} cached tokens")
+        times = {n: [] for n in ns}
+        with torch_threads(threads), torch.inference_mode():
+            cache = KVCache.for_model(target.model, ctx + ns[-1] + 1)
+            forward(ids[:, :ctx], cache, logits_to_keep=1)
+            for _ in range(args.reps):
+                for n in ns:
+                    t = time.perf_counter()
+                    forward(ids[:, ctx:ctx + n], cache)
+                    times[n].append(time.perf_counter() - t)
+                    cache.truncate(ctx)
+        for n in ns:
+            t_n = statistics.median(times[n])
+            memory, compute = roofline.floors(n, ctx, costs, machine)
+            print(f"  n={n:2d}: t(n) {t_n * 1e3:6.1f} ms  memory floor {memory * 1e3:5.1f} ms  compute floor "
+                  f"{compute * 1e3:5.1f} ms  t / roofline {roofline.gap(t_n, n, ctx, costs, machine):.2f}"
+                  + (f"  ({1 / t_n:.1f} tok/s = {memory / t_n:.0%} of the bandwidth bound)" if n == 1 else ""))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="specviz speculative decoding engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -99,9 +141,14 @@ def main(argv=None) -> int:
     k.add_argument("--target", default="embedded")
     k.add_argument("--dtype", default=None, help="fp32 (default on CPU) or bf16")
     k.add_argument("--refresh", action="store_true", help="measure again instead of reading this host's cache")
+    r = sub.add_parser("roofline", help="this host's bandwidth, matmul throughput and the lean forward against them")
+    r.add_argument("--target", default="embedded")
+    r.add_argument("--context", type=int, default=300, help="cached tokens before the timed forwards")
+    r.add_argument("--reps", type=int, default=9)
     args = parser.parse_args(argv)
     try:
-        return _kernels(args) if args.command == "kernels" else _generate(args)
+        run = {"kernels": _kernels, "roofline": _roofline}.get(args.command, _generate)
+        return run(args)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
         print(f"error: {e}", file=sys.stderr)
         return 2
