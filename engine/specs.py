@@ -21,7 +21,8 @@ class ModelLoadError(ValueError):
 
 @dataclass(frozen=True)
 class Arg:
-    """One argument of a family's spec, after its name and a colon; `kind`: "int", "float", "choice" or "text"."""
+    """One argument of a family's spec, after its name and a colon; `kind`: "int", "float", "choice", "text" or
+    "path" (a file the builder reads: the public app allows none but its own)."""
     name: str  # as the usage line writes it ("N", "A")
     kind: str
     low: float | None = None  # int / float: the smallest value allowed (None: no bound)
@@ -61,6 +62,11 @@ class DraftSpec:
         return self.values[[a.name for a in self.family.args].index(arg)]
 
     @property
+    def path(self) -> str | None:
+        """The file a "path" argument names (medusa:PATH, eagle:PATH), None when left out or there is none."""
+        return next((v for a, v in zip(self.family.args, self.values) if a.kind == "path"), None)
+
+    @property
     def model(self) -> str | None:
         """The model this spec loads besides the target (model:<id>, in parse_model's normal form), else None."""
         return parse_model(self.values[0], "draft") if self.family.model_arg else None
@@ -86,9 +92,9 @@ for _family in (
     Family("quant", "quant[:int8|bf16|fp16]", "a lower-precision copy of the target (int8 dynamic on CPU)", _MODEL,
            (Arg("kind", "choice", choices=("", "int8", "bf16", "fp16")),), choice=True),
     Family("medusa", "medusa[:PATH]", "trained Medusa-1 heads on the target's last hidden state",
-           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True),
+           "engine.drafters.heads", (Arg("PATH", "path"),), choice=True),
     Family("eagle", "eagle[:PATH]", "a trained EAGLE-style head drafting on the target's features",
-           "engine.drafters.heads", (Arg("PATH", "text"),), choice=True),
+           "engine.drafters.heads", (Arg("PATH", "path"),), choice=True),
     Family("auto", "auto[:ngram]", "picks drafter and γ each round from measured costs", "engine.drafters.auto",
            (Arg("offer", "choice", choices=("", "ngram"), hint="use auto (n-gram and, where they fit the target, "
                 "the trained heads) or auto:ngram (n-gram only)"),), choice=True),
@@ -129,7 +135,9 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
     return DraftSpec(family, text, values)
 
 
-KEYWORDS = ("embedded", "embedded-gemma")  # the embedded models' names (any case)
+EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
+EMBEDDED_GEMMA = "embedded-gemma"  # Gemma-3-270M, the pretrained base model (raw-text continuation)
+KEYWORDS = (EMBEDDED, EMBEDDED_GEMMA)  # the embedded models' names (any case)
 
 
 def parse_model(text, role: str = "target") -> str:
@@ -151,7 +159,7 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
         if arg.required:
             raise ModelLoadError(f"{where}: {arg.hint or f'{family.usage} needs {arg.name}'}")
         return arg.default
-    if arg.kind == "text":
+    if arg.kind in ("text", "path"):
         return raw
     if arg.kind == "choice":
         raw = raw.lower()

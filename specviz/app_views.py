@@ -5,6 +5,8 @@ config, events, costmodel, sizing and specs, the drafter registry).
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections import namedtuple
 from pathlib import Path
 
@@ -99,8 +101,6 @@ def draft_model(draft: str) -> str | None:
 
 def allowed_models(env: str | None = None) -> set[str]:
     """Model ids the UI and API may load: the presets, widened by SPECVIZ_ALLOW_MODELS (comma list)."""
-    import os
-
     ids = {"embedded"} | {t for t, _ in PAIRS.values()} | {draft_model(d) for _, d in PAIRS.values() if d}
     extra = os.environ.get("SPECVIZ_ALLOW_MODELS", "") if env is None else env
     return ids | {x.strip() for x in extra.split(",") if x.strip()}
@@ -120,8 +120,7 @@ def check_allowed(target, draft, env: str | None = None, heads_env: str | None =
         if name not in allowed:
             raise ValueError(f"{role} model {name[:80]!r} is not allowed here; allowed: {', '.join(sorted(allowed))} "
                              f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)")
-    heads = spec["PATH"] if "PATH" in [a.name for a in spec.family.args] else None
-    if heads is not None and not heads_file_allowed(heads, heads_env):
+    if spec.path is not None and not heads_file_allowed(spec.path, heads_env):
         raise ValueError(f"draft {spec.name}:PATH is not allowed here: the public app loads only the shipped heads "
                          f"(draft '{spec.name}'); a deployment can allow a folder with SPECVIZ_HEADS_DIR")
     why = sizing.refusal(target, spec)
@@ -133,9 +132,6 @@ def check_allowed(target, draft, env: str | None = None, heads_env: str | None =
 def heads_file_allowed(path: str, heads_env: str | None = None) -> bool:
     """A head file the server may read: a regular file inside the folder SPECVIZ_HEADS_DIR names (none by
     default). Whether a refused path exists is never said; a FIFO or a device is never opened."""
-    import os
-    import stat
-
     folder = os.environ.get("SPECVIZ_HEADS_DIR", "") if heads_env is None else heads_env
     if not folder:
         return False

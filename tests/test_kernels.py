@@ -4,23 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from engine.runtime import fastllama, kernels
 from engine.runtime.cache import KVCache
+from tests.tiny import tiny_llama as tiny
 
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     return tmp_path
-
-
-def tiny() -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return LlamaForCausalLM(cfg).eval()
 
 
 def packed_or_skip(model) -> fastllama.FastLlama:

