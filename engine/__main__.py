@@ -73,6 +73,7 @@ def _roofline(args) -> int:
     t(n) of the lean forward beside them (medians of --reps, interleaved over n)."""
     import torch
 
+    from . import costmodel
     from .runtime import roofline
     from .runtime.cache import KVCache
     from .runtime.fastllama import FastLlama
@@ -85,10 +86,10 @@ def _roofline(args) -> int:
     ctx, ns = args.context, (1, 2, 3, 5, 9, 17)
     ids = torch.randint(0, 1000, (1, ctx + ns[-1]))
     for threads in sorted({1, torch.get_num_threads()}):
-        machine = roofline.measure(threads)
-        print(f"{threads} thread(s): copy {machine.bandwidth / 1e9:.1f} GB/s, fp32 matmul {machine.flops / 1e9:.0f} "
-              f"GFLOP/s; weights {costs.weight_bytes / 1e6:.0f} MB, ridge n* = "
-              f"{roofline.ridge(ctx, costs, machine):.0f} at {ctx} cached tokens")
+        r = {**roofline.machine(threads, refresh=args.refresh), **costs}
+        print(f"{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s, fp32 matmul {r['flops'] / 1e9:.0f} "
+              f"GFLOP/s (measured {r['measured']}); weights {r['weight_bytes'] / 1e6:.0f} MB, ridge n* = "
+              f"{costmodel.ridge(ctx, r):.0f} at {ctx} cached tokens")
         times = {n: [] for n in ns}
         with torch_threads(threads), torch.inference_mode():
             cache = KVCache.for_model(target.model, ctx + ns[-1] + 1)
@@ -101,9 +102,9 @@ def _roofline(args) -> int:
                     cache.truncate(ctx)
         for n in ns:
             t_n = statistics.median(times[n])
-            memory, compute = roofline.floors(n, ctx, costs, machine)
+            memory, compute = costmodel.floors(n, ctx, r)
             print(f"  n={n:2d}: t(n) {t_n * 1e3:6.1f} ms  memory floor {memory * 1e3:5.1f} ms  compute floor "
-                  f"{compute * 1e3:5.1f} ms  t / roofline {roofline.gap(t_n, n, ctx, costs, machine):.2f}"
+                  f"{compute * 1e3:5.1f} ms  t / roofline {costmodel.gap(t_n, n, ctx, r):.2f}"
                   + (f"  ({1 / t_n:.1f} tok/s = {memory / t_n:.0%} of the bandwidth bound)" if n == 1 else ""))
     return 0
 
@@ -145,6 +146,7 @@ def main(argv=None) -> int:
     r.add_argument("--target", default="embedded")
     r.add_argument("--context", type=int, default=300, help="cached tokens before the timed forwards")
     r.add_argument("--reps", type=int, default=9)
+    r.add_argument("--refresh", action="store_true", help="measure the bandwidth and throughput again (not from the cache)")
     args = parser.parse_args(argv)
     try:
         run = {"kernels": _kernels, "roofline": _roofline}.get(args.command, _generate)

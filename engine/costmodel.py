@@ -209,3 +209,64 @@ def compare_lanes(spec_step_s: float | None, ar_step_s: float | None) -> list:
     if not 1 - DRIFT_LIMIT <= ratio <= 1 + DRIFT_LIMIT:
         return [f"the two lanes measured target steps {ratio:.2f}× apart: one was slowed by an outside load"]
     return []
+
+
+# The roofline: the least a forward can cost on this machine. engine/runtime/roofline.py measures the machine
+# (copy bandwidth, matmul throughput) and counts the forward's bytes and FLOPs; a run records both in
+# RunStarted.host, and everything below works on that plain dict:
+#     memory floor(n)  = (weight bytes + (context + n) · KV bytes per position) / bandwidth
+#     compute floor(n) = n · (FLOPs per token + (context + n) · attention FLOPs per position) / throughput
+#     ridge n*         = the n where they meet; bandwidth share of a step = memory floor(1) / measured t(1)
+ROOF_FIELDS = ("bandwidth", "flops", "weight_bytes", "flops_per_token", "kv_bytes_per_position",
+               "attn_flops_per_position")
+
+
+def roof(host) -> dict | None:
+    """The roofline numbers of a host record (RunStarted.host) when every one is a positive finite number."""
+    if not isinstance(host, dict):
+        return None
+    values = {k: host.get(k) for k in ROOF_FIELDS}
+    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+             for k, v in values.items() if k != "attn_flops_per_position")
+    attn = values["attn_flops_per_position"]
+    if not ok or not (isinstance(attn, (int, float)) and not isinstance(attn, bool) and attn >= 0):
+        return None
+    return {k: float(v) for k, v in values.items()}
+
+
+def floors(n: float, context: float, r: dict) -> tuple[float, float]:
+    """(memory floor, compute floor) in seconds of a forward over n new tokens after `context` cached ones."""
+    memory = (r["weight_bytes"] + (context + n) * r["kv_bytes_per_position"]) / r["bandwidth"]
+    compute = n * (r["flops_per_token"] + (context + n) * r["attn_flops_per_position"]) / r["flops"]
+    return memory, compute
+
+
+def ridge(context: float, r: dict) -> float:
+    """n* where the compute floor reaches the memory floor (the KV terms at this context included)."""
+    lo, hi = 0.0, 1.0
+    while floors(hi, context, r)[1] < floors(hi, context, r)[0]:
+        lo, hi = hi, hi * 2
+        if hi > 1e7:
+            return float("inf")
+    for _ in range(60):  # the compute floor grows with n faster than the memory floor: bisect the crossing
+        mid = (lo + hi) / 2
+        memory, compute = floors(mid, context, r)
+        lo, hi = (mid, hi) if compute < memory else (lo, mid)
+    return (lo + hi) / 2
+
+
+def gap(measured_s: float, n: float, context: float, r: dict) -> float:
+    """Measured time over the roofline, max(memory, compute floor): 1 is the roofline itself."""
+    return measured_s / max(floors(n, context, r))
+
+
+def bandwidth_share(step_s: float | None, context: float, host) -> dict | None:
+    """How close a one-token step came to this machine's bandwidth bound: the bytes it must read, the bound
+    (bandwidth ÷ bytes, in tokens/s) and the share memory floor(1) / step_s. None without a step or a roofline."""
+    r = roof(host)
+    if r is None or not step_s or step_s <= 0:
+        return None
+    read = r["weight_bytes"] + (context + 1) * r["kv_bytes_per_position"]
+    floor = read / r["bandwidth"]
+    return {"read_bytes": read, "bandwidth": r["bandwidth"], "floor_s": floor, "bound_tokens_per_s": 1 / floor,
+            "step_s": float(step_s), "share": floor / step_s, "context": float(context)}

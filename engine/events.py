@@ -36,6 +36,7 @@ class RunStarted:
     prompt_tokens: list  # text of each prompt token
     pos: int  # position of the first generated token (= prompt length)
     threads: int = 0  # CPU torch threads the run computed with (0: not recorded, or not a CPU)
+    host: dict = field(default_factory=dict)  # the machine and forward measured (engine/runtime/roofline.py); {} if not
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ class RunStats:
         self.token_ids: list[int] = []
         self.finished = None  # the Finished event, once seen
         self.threads = 0  # CPU torch threads the run computed with (0: not recorded)
+        self.host: dict = {}  # the machine measured (RunStarted.host): the roofline's inputs
 
     def add(self, event) -> None:
         kind = getattr(event, "kind", None)
@@ -55,6 +56,7 @@ class RunStats:
             self.max_new_tokens = int(event.config.get("max_new_tokens", 0))
             self.prompt_len = event.pos
             self.threads = int(getattr(event, "threads", 0) or 0)
+            self.host = getattr(event, "host", None) or {}
         elif kind == "drafted":
             self.drafted += len(event.token_ids)
         elif kind == "verified":
@@ -122,6 +124,8 @@ class RunStats:
             "draft_s": sum(d for _, d, _ in self.rounds),
             "verify_s": sum(t - d for _, d, t in self.rounds),
         }
+        # the share of this machine's bandwidth bound a target step reached, at the run's mean context
+        out["bandwidth"] = costmodel.bandwidth_share(step, self.prompt_len + self.new_tokens / 2, self.host)
         if self.mode != "speculative":
             out.update(target_step_s=step, step_spread=costmodel.spread(step_times), timing_flags=[])
             return out

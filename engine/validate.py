@@ -226,6 +226,40 @@ def check_started(e) -> None:
     texts("run_started.prompt_tokens", e.prompt_tokens)
     if e.pos != len(e.prompt_ids):
         raise ValueError(f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}")
+    check_host(e.host)
+
+
+HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
+HOST_NUMBERS = ("threads", "bandwidth", "flops", "weight_bytes", "flops_per_token", "kv_bytes_per_position",
+                "attn_flops_per_position")
+KERNEL_NAMES = ("mkl", "onednn")
+
+
+def check_host(host) -> None:
+    """RunStarted.host: the measured machine (engine/runtime/roofline.py). Known keys only, numbers >= 0,
+    short strings, kernels {projection: {rows: "mkl" | "onednn"}}."""
+    if not isinstance(host, dict):
+        raise ValueError(f"run_started.host must be an object, got {short_repr(host)}")
+    unknown = set(host) - set(HOST_TEXT) - set(HOST_NUMBERS) - {"flags", "kernels"}
+    if unknown:
+        raise ValueError(f"run_started.host has unknown keys {short_repr(sorted(unknown))}; known: "
+                         f"{', '.join(HOST_TEXT + HOST_NUMBERS + ('flags', 'kernels'))}")
+    for k in HOST_NUMBERS:
+        positive(f"run_started.host.{k}", host.get(k), zero_ok=True)
+    for k in HOST_TEXT:
+        if k in host and not (isinstance(host[k], str) and len(host[k]) <= 200):
+            raise ValueError(f"run_started.host.{k} must be a string of at most 200 characters, got {short_repr(host[k])}")
+    flags = host.get("flags", [])
+    if not (isinstance(flags, list) and len(flags) <= 32 and all(isinstance(f, str) and len(f) <= 32 for f in flags)):
+        raise ValueError(f"run_started.host.flags must be a list of at most 32 short strings, got {short_repr(flags)}")
+    plan = host.get("kernels", {})
+    ok = isinstance(plan, dict) and len(plan) <= 16 and all(
+        isinstance(name, str) and len(name) <= 32 and isinstance(rows, dict) and len(rows) <= 64
+        and all(isinstance(r, str) and r.isdigit() and len(r) <= 4 and k in KERNEL_NAMES for r, k in rows.items())
+        for name, rows in plan.items())
+    if not ok:
+        raise ValueError("run_started.host.kernels must map at most 16 projections to {rows: \"mkl\" or \"onednn\"}, "
+                         f"got {short_repr(plan)}")
 
 
 def check_retokenized(e) -> None:

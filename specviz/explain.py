@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine import costmodel
 from .markup import esc
+from .roofline import measured_points, roofline_chart, roofline_text
 from .runs import spec_summary, view_runs
 
 
@@ -20,37 +21,9 @@ def _spread(x) -> str:
     return f" (spread {x:.0%})" if isinstance(x, (int, float)) and not isinstance(x, bool) else ""
 
 
-def v_chart(v_points: dict, gamma) -> str:
-    """A small SVG: the measured cost v(n) of verifying n tokens in one target forward (in target steps) beside
-    what n separate steps would cost; this run's n = γ + 1 is marked. Empty when nothing was measured."""
-    try:
-        pairs = dict(v_points or {}).items()  # the summary holds [[n, v], ...]
-    except (TypeError, ValueError):
-        return ""
-    points = sorted((int(n), float(v)) for n, v in pairs if isinstance(n, int) and isinstance(v, (int, float))
-                    and not isinstance(v, bool) and 0 < n <= 64 and 0 <= v < 1e3)
-    if not points:
-        return ""
-    w, h, pad = 300, 150, 28
-    top = max(max(n for n, _ in points), max(v for _, v in points), 2) + 1
-    x = lambda n: pad + (w - pad - 8) * n / top  # noqa: E731
-    y = lambda v: h - pad - (h - pad - 10) * v / top  # noqa: E731
-    naive = f'<line class="vn-naive" x1="{x(0):.1f}" y1="{y(0):.1f}" x2="{x(top):.1f}" y2="{y(top):.1f}"/>'
-    one = f'<line class="vn-one" x1="{x(0):.1f}" y1="{y(1):.1f}" x2="{x(top):.1f}" y2="{y(1):.1f}"/>'
-    bars = "".join(f'<rect class="vn-bar{" vn-run" if n == (gamma or 0) + 1 else ""}" x="{x(n) - 5:.1f}" y="{y(v):.1f}" '
-                   f'width="10" height="{y(0) - y(v):.1f}"><title>v({n}) = {v:.2f} target steps</title></rect>'
-                   for n, v in points)
-    labels = "".join(f'<text class="vn-t" x="{x(n):.1f}" y="{h - pad + 12}" text-anchor="middle">{n}</text>'
-                     for n, _ in points)
-    axes = (f'<text class="vn-t" x="{w / 2}" y="{h - 2}" text-anchor="middle">n tokens verified in one forward</text>'
-            f'<text class="vn-t" x="4" y="{y(1) - 3:.1f}">1 step</text>'
-            f'<text class="vn-t" x="{x(top) - 4:.1f}" y="{y(top) + 12:.1f}" text-anchor="end">n steps (no speculation)</text>')
-    return (f'<svg class="sv-vn" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" '
-            f'aria-label="measured verify cost v(n) in target steps">{naive}{one}{bars}{labels}{axes}</svg>')
-
-
-def why_it_pays(s: dict, gamma) -> str:
-    """Why checking γ + 1 tokens costs about one step, with this run's c and v(n), and when it does not pay."""
+def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
+    """Why checking γ + 1 tokens costs about one step, with this run's c and v(n) against this machine's
+    roofline (when the run recorded it), and when it does not pay."""
     alpha, c, v = s.get("alpha"), s.get("c"), s.get("v")
     lines = ["<b>Why it pays.</b> Producing one token makes the target read all of its weights from memory; on "
              "this hardware that read, not the arithmetic, sets the time of a step (decoding is memory-bound). "
@@ -67,9 +40,11 @@ def why_it_pays(s: dict, gamma) -> str:
                      "slowdown).")
     else:
         lines.append("The measured c and v(n) of a run appear here once it finishes.")
-    chart = v_chart(s.get("v_points") or {}, gamma)
+    share = s.get("bandwidth")
+    context = share["context"] if isinstance(share, dict) else context
+    chart = roofline_chart(measured_points(s), host, context, gamma)
     return (f'<div class="sv-why">{"".join(f"<p>{line}</p>" for line in lines)}'
-            f'{chart}</div>')
+            f'{roofline_text(s, host, context, gamma)}{chart}</div>')
 
 
 HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-heads.json"
@@ -145,5 +120,6 @@ def render_explain(events) -> str:
         note += (f'<p class="sv-note sv-warn">⚠ {costmodel.BUSY}: ' + "; ".join(esc(f) for f in flags) + "</p>")
     formula = "".join(f"<li>{line}</li>" for line in lines)
     heads = heads_note(spec.started.draft or "") if spec and spec.started else ""
-    return (f'<div class="specviz specviz-explain">{why_it_pays(s, gamma if isinstance(gamma, int) else None)}'
+    host = getattr(spec.started, "host", {}) if spec and spec.started else {}
+    return (f'<div class="specviz specviz-explain">{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}'
             f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>')

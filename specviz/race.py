@@ -7,6 +7,7 @@ finished. Events -> HTML; every token text is escaped.
 from __future__ import annotations
 
 from .markup import esc, stream_text
+from .roofline import bandwidth_line
 from .runs import spec_summary, view_runs
 
 LANES = (("ar", "Autoregressive", "target only, one token per forward"),
@@ -95,6 +96,8 @@ def render_race(events, t: float | None = None) -> str:
                   f'(SPECVIZ_RACE_THREADS) so that an outside load slows them alike; a solo run may use more '
                   f'threads and show more tok/s, not a different ratio.">both lanes on {n} CPU thread'
                   f'{"s" if n != 1 else ""}</span>')
+    if spec is not None and spec.done and ar is not None and ar.done and ar.started is not None:
+        speed += bandwidth_line(summary, getattr(ar.started, "host", {}))
     if summary.get("timing_flags"):
         warn = (f'<span class="race-warn sv-warn">⚠ machine was busy: timing unreliable ('
                 f'{esc("; ".join(summary["timing_flags"]))})</span>')

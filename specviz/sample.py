@@ -16,6 +16,10 @@ SPEC_TOKENS = ["The", " cat", " ran", "<script>alert(1)</script>", " &", " dog",
 SPEC_IDS = [10, 11, 12, 13, 14, 15, 16, 17, 18]
 SPEC_ORIGINS = ["accepted", "accepted", "corrected", "accepted", "accepted", "accepted", "bonus", "corrected", "ar"]
 TARGET_STEP_S = 0.04  # one target step; the AR lane pays this per token, a verify of 4 tokens 1.5 of it
+# a machine as RunStarted.host records it (engine/runtime/roofline.py): 10 GB/s, 100 GFLOP/s, 0.3 GB of weights
+HOST = {"cpu": "Test CPU <b>", "threads": 1, "measured": "2026-12-01", "bandwidth": 10e9, "flops": 100e9,
+        "weight_bytes": 3e8, "flops_per_token": 1.5e8, "kv_bytes_per_position": 1e4, "attn_flops_per_position": 1e3,
+        "kernels": {"qkv": {"1": "mkl", "2": "onednn", "5": "onednn"}, "o": {"1": "mkl", "2": "mkl", "5": "mkl"}}}
 
 
 def _topk(*rows):
@@ -38,7 +42,8 @@ def speculative_events(temperature: float = 0.0, finished: bool = True) -> list:
     """The speculative run (rounds 1-4) described in the module docstring."""
     greedy = temperature == 0
     ev = [RunStarted(round=0, run_id="spec01", mode="speculative", target="target-test", draft="draft-test", device="cpu", dtype="float32",
-                     config=_config(temperature), prompt_text="Hi", prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2)]
+                     config=_config(temperature), prompt_text="Hi", prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2,
+                     host=HOST)]
     # round 1: The, cat accepted; " sat" rejected -> " ran"
     ev += [Drafted(round=1, pos=2, token_ids=[10, 11, 20], tokens=["The", " cat", " sat"], q=[0.9, 0.8, 0.6],
                    draft_topk=_topk([(10, "The", 0.9)], [(11, " cat", 0.8)], [(20, " sat", 0.6), (12, " ran", 0.2)]), drafter="draft-test"),
@@ -76,7 +81,7 @@ def ar_events(differ_at: int | None = None, temperature: float = 0.0) -> list:
     """The AR baseline: one token per round, one target step (0.04 s) each after a 0.02 s prefill;
     `differ_at` (0-based) swaps one token."""
     ev = [RunStarted(round=0, run_id="ar01", mode="ar", target="target-test", draft="", device="cpu", dtype="float32", config=_config(temperature), prompt_text="Hi",
-                     prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2)]
+                     prompt_ids=PROMPT_IDS, prompt_tokens=PROMPT_TOKENS, pos=2, host=HOST)]
     ids, tokens = list(SPEC_IDS), list(SPEC_TOKENS)
     if differ_at is not None:
         ids[differ_at], tokens[differ_at] = 99, " other"

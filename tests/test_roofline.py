@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine import costmodel
 from engine.runtime import roofline
 from engine.runtime.fastllama import FastLlama
 from tests.tiny import tiny_llama
@@ -18,24 +19,90 @@ def test_costs_count_every_weight_once(forward):
     """Weight bytes are the owned matrices' (fp32: 4 bytes a parameter); FLOPs are 2 per parameter per token."""
     costs = roofline.costs_of(forward)
     params = sum(w.t.numel() for ws in forward.weights().values() for w in ws)
-    assert costs.weight_bytes == 4 * params and costs.flops_per_token == 2 * params
-    assert costs.kv_bytes_per_position == 2 * 2 * (2 * 16) * 4  # K and V, 2 layers, 2 heads of 16, fp32
+    assert costs["weight_bytes"] == 4 * params and costs["flops_per_token"] == 2 * params
+    assert costs["kv_bytes_per_position"] == 2 * 2 * (2 * 16) * 4  # K and V, 2 layers, 2 heads of 16, fp32
 
 
 def test_the_ridge_is_where_the_floors_meet(forward):
     """Below n* the memory floor bounds a forward, above it the compute floor; at n* they are equal."""
-    costs = roofline.costs_of(forward)
-    machine = roofline.Machine(threads=1, bandwidth=20e9, flops=200e9, dtype="float32")
-    n_star = roofline.ridge(100, costs, machine)
-    memory, compute = roofline.floors(n_star, 100, costs, machine)
+    r = {**roofline.costs_of(forward), "bandwidth": 20e9, "flops": 200e9}
+    n_star = costmodel.ridge(100, r)
+    memory, compute = costmodel.floors(n_star, 100, r)
     assert compute == pytest.approx(memory, rel=1e-6)
-    below, above = roofline.floors(max(n_star / 4, 0.5), 100, costs, machine), roofline.floors(n_star * 4, 100, costs,
-                                                                                             machine)
+    below, above = costmodel.floors(max(n_star / 4, 0.5), 100, r), costmodel.floors(n_star * 4, 100, r)
     assert below[0] > below[1] and above[1] > above[0]
-    assert roofline.gap(2 * max(roofline.floors(1, 100, costs, machine)), 1, 100, costs, machine) == pytest.approx(2)
+    assert costmodel.gap(2 * max(costmodel.floors(1, 100, r)), 1, 100, r) == pytest.approx(2)
+
+
+def test_bandwidth_share_is_the_memory_floor_over_the_step():
+    """The share a step reached: (weights + KV at the context) ÷ bandwidth, over the measured step; by hand."""
+    host = {"bandwidth": 10e9, "flops": 1e11, "weight_bytes": 5e8, "flops_per_token": 2.5e8,
+            "kv_bytes_per_position": 1e5, "attn_flops_per_position": 1e3}
+    share = costmodel.bandwidth_share(0.1, 999, host)
+    assert share["read_bytes"] == pytest.approx(5e8 + 1000 * 1e5)  # 0.6 GB
+    assert share["floor_s"] == pytest.approx(0.06) and share["share"] == pytest.approx(0.6)
+    assert share["bound_tokens_per_s"] == pytest.approx(1 / 0.06)
+    assert costmodel.bandwidth_share(0.1, 999, {**host, "bandwidth": 0}) is None  # no roofline, no share
+    assert costmodel.bandwidth_share(None, 999, host) is None
 
 
 def test_the_measurement_returns_real_rates():
     """A small copy and matmul give finite, positive bandwidth and throughput at one thread."""
     machine = roofline.measure(1, copy_mb=8, reps=3)
-    assert machine.threads == 1 and 1e8 < machine.bandwidth < 1e13 and 1e8 < machine.flops < 1e15
+    assert machine["threads"] == 1 and 1e8 < machine["bandwidth"] < 1e13 and 1e8 < machine["flops"] < 1e15
+
+
+def test_a_run_records_the_machine_and_the_kernels_it_used(tiny_dirs, tmp_path, monkeypatch):
+    """RunStarted.host carries the measured rates, the forward's own bytes and FLOPs, and the kernel each
+    projection used per row count at the run's thread count; it survives a trace round trip."""
+    import torch
+
+    from engine import Engine, GenerationConfig
+    from engine.events import trace_from_json, trace_to_json
+    from engine.runtime import kernels
+    from engine.runtime.fastllama import forward_fn
+    from engine.runtime.models import load_model
+
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    target = load_model(tiny_dirs["target"])
+    events = list(Engine(target, "ngram", measure_step=False).generate("1, 2, 3, 1, 2, 3,", GenerationConfig(
+        gamma=3, max_new_tokens=8)))
+    host = events[0].host
+    assert host["threads"] == torch.get_num_threads() == events[0].threads
+    assert host["cpu"] == kernels.cpu_name() and host["bandwidth"] > 1e8 and host["flops"] > 1e8
+    forward = forward_fn(target.model)
+    assert host["weight_bytes"] == roofline.costs_of(forward)["weight_bytes"]
+    for name, ws in forward.weights().items():
+        for rows in kernels.ROWS:
+            used = "onednn" if ws[0].packed is not None and ws[0].onednn(rows) else "mkl"
+            assert host["kernels"][name][str(rows)] == used
+    assert trace_from_json(trace_to_json(events))[0].host == host
+
+
+def test_the_machine_is_measured_once_per_host_then_read_from_the_cache(tmp_path, monkeypatch):
+    """machine() measures and stores under the cache dir; the next call reads it (never measures again) until
+    --refresh; another thread count is another host key."""
+    from engine.runtime import kernels
+
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    calls = []
+    monkeypatch.setattr(roofline, "measure", lambda threads, dtype, device: calls.append(threads) or
+                        {"threads": threads, "bandwidth": 1e10 * (1 + len(calls)), "flops": 1e11, "dtype": "float32"})
+    first = roofline.machine(1)
+    assert roofline.machine(1) == first and calls == [1] and len(list(tmp_path.glob("roofline-*.json"))) == 1
+    assert roofline.machine(2)["threads"] == 2 and calls == [1, 2]
+    assert roofline.machine(1, refresh=True)["bandwidth"] != first["bandwidth"] and calls == [1, 2, 1]
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"bandwidth": -1.0}, "run_started.host.bandwidth must be a number >= 0"),
+    ({"cpu": "x" * 500}, "run_started.host.cpu must be a string of at most 200"),
+    ({"kernels": {"qkv": {"1": "rm -rf"}}}, "run_started.host.kernels must map"),
+    ({"secret": 1}, "run_started.host has unknown keys"),
+])
+def test_a_trace_with_a_bad_host_is_refused_by_name(bad, message):
+    from engine.validate import check_host
+
+    with pytest.raises(ValueError, match=message):
+        check_host(bad)
+    check_host({})  # an older trace: no host recorded

@@ -1,6 +1,8 @@
 """HTML renderers on hand-built event lists (specviz.sample builds them from engine.events dataclasses)."""
 import re
 
+import pytest
+
 from specviz.markup import read_tip, tip_text
 from dataclasses import dataclass
 
@@ -207,8 +209,32 @@ def test_explain_says_why_it_pays_with_this_runs_c_and_v():
     events = sample_events()
     s = spec_summary(events)
     html = render_explain(events)
-    assert "memory-bound" in html and 'class="sv-vn"' in html and "v(4) = 1.50 target steps" in html
+    assert "memory-bound" in html and 'class="sv-roofline"' in html and "v(4) 1.50 target steps" in html
     assert f"{s['predicted_speedup']:.2f}×" in html
     low = costmodel.predicted_speedup(0.2, s["gamma"], s["c"], s["v"])
     assert f"α = 0.2 → {low:.2f}×" in html
-    assert 'class="sv-vn"' not in render_explain([])  # nothing measured yet: no chart
+    assert 'class="sv-roofline"' not in render_explain([])  # nothing measured yet: no chart
+
+
+def test_the_roofline_reproduces_from_the_numbers_printed_beside_it():
+    """Explain's roofline sentences: the memory floor is the printed GB ÷ the printed GB/s, the share is floor ÷
+    step, t(γ+1) over the roofline is the printed ms over max(floors); the race says the same share."""
+    from specviz import render_explain, spec_summary
+    from specviz.sample import HOST
+
+    events = sample_events()
+    html, s = render_explain(events), spec_summary(events)
+    found = re.search(r"must read ([\d.]+) GB .*?memory floor</i> is [\d.]+ ÷ ([\d.]+) = ([\d.]+) ms", html)
+    gb, bw, floor = map(float, found.groups())
+    assert floor == pytest.approx(gb / bw * 1e3, abs=0.06)
+    step, share = re.search(r"t\(1\) = ([\d.]+) ms is (\d+)% of the bandwidth", html).groups()
+    assert int(share) == round(100 * floor / float(step))
+    assert "Test CPU &lt;b&gt;" in html and "<b>Test CPU <b>" not in html  # the recorded CPU name is escaped
+    assert "1 row: MKL for qkv, o;" in html and "oneDNN for qkv" in html
+    race = render_race(events)
+    assert f'data-share="{s["bandwidth"]["share"]:.3f}"' in race and f"AR at {int(share)}% of the bandwidth bound" in race
+    # the chart: one bar per measured n, the floors drawn when the machine was recorded, not without it
+    assert html.count('class="rf-bar') == 1 + len(s["v_points"]) and 'class="rf-memory"' in html
+    bare = [e if e.kind != "run_started" else type(e)(**{**e.__dict__, "host": {}}) for e in events]
+    assert 'class="rf-memory"' not in render_explain(bare) and 'class="rf-bar' in render_explain(bare)
+    assert "bandwidth bound" not in render_race(bare) and HOST["bandwidth"] == 10e9

@@ -12,6 +12,7 @@ import torch
 from ..config import MAX_GAMMA, GenerationConfig
 from ..events import RunStarted
 from ..runtime.cache import KVCache
+from ..runtime.roofline import host_record
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
 
@@ -69,4 +70,5 @@ def started(target, text, ids: list[int], cfg: GenerationConfig, mode: str, draf
     return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode=mode, target=target.name, draft=draft,
                       device=str(target.device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
                       prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids), prompt_tokens=text.many(ids),
-                      pos=len(ids), threads=torch.get_num_threads() if target.device.type == "cpu" else 0)
+                      pos=len(ids), threads=torch.get_num_threads() if target.device.type == "cpu" else 0,
+                      host=host_record(target.model, target.device, target.dtype))

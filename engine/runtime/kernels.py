@@ -90,34 +90,43 @@ def measure_shape(group: list, threads: int) -> dict[int, dict]:
     return out
 
 
-def _cache_file(key: dict) -> Path:
+def _cache_file(prefix: str, key: dict) -> Path:
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return CACHE_DIR / f"kernels-{digest}.json"
+    return CACHE_DIR / f"{prefix}-{digest}.json"
+
+
+def read_cached(prefix: str, key: dict):
+    """What this host stored under `prefix` for `key` (a host_key and more), or None."""
+    try:
+        data = json.loads(_cache_file(prefix, key).read_text())
+        return data["value"] if data.get("host") == key else None
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
+
+
+def write_cached(prefix: str, key: dict, value) -> None:
+    """Store a measurement for this host, atomically (another process never reads half a file)."""
+    path = _cache_file(prefix, key)
+    try:
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"host": key, "value": value}, indent=1))
+        tmp.replace(path)
+    except OSError:
+        pass  # a read-only home: measured again next time
 
 
 def plan_for(shapes: dict[str, tuple], threads: int, refresh: bool = False) -> dict:
     """{shape name: {rows: {"mkl": s, "onednn": s, "kernel": name}}} for `threads`, from the cache when this
     host measured it before (refresh: measure again). shapes: name -> [(w_t, packed weight)] of one shape."""
     key = host_key(threads)
-    path = _cache_file(key)
-    cached: dict = {}
-    if path.exists() and not refresh:
-        try:
-            cached = json.loads(path.read_text())["plan"]
-        except (OSError, ValueError, KeyError):
-            cached = {}
+    cached = {} if refresh else dict(read_cached("kernels", key) or {})
     names = {name: f"{_shape_id(group[0][0])}x{len(group)}" for name, group in shapes.items()}
     missing = {n for n, sid in names.items() if sid not in cached}
     for name in missing:
         cached[names[name]] = {str(r): v for r, v in measure_shape(shapes[name], threads).items()}
     if missing:
-        try:
-            CACHE_DIR.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"host": key, "plan": cached}, indent=1))
-            tmp.replace(path)  # atomic: another process never reads half a plan
-        except OSError:
-            pass  # a read-only home: measured again next time
+        write_cached("kernels", key, cached)
     return {name: {int(r): v for r, v in cached[sid].items()} for name, sid in names.items()}
 
 

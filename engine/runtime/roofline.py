@@ -1,99 +1,114 @@
-"""This machine's roofline for the lean forward: how fast it can read weights, how fast it multiplies, and
-from those the two floors of a forward over n new tokens.
+"""This machine's roofline for the target's forward: how fast it can read weights, how fast it multiplies, and
+what one forward must read and compute. The arithmetic on these numbers (the floors, the ridge n*, the share
+of the bandwidth bound a step reached) is the cost model's (engine/costmodel.py); this module measures.
 
-    memory floor(n)  = bytes a forward must read (every weight once, plus the cached keys and values) / bandwidth
-    compute floor(n) = n · FLOPs per token / matmul throughput
-    ridge n*         = the n where the two meet: below it a forward costs about one weight read, whatever n
+Bandwidth is a plain tensor copy (read + write), throughput a large matmul in the model's dtype, each the best
+of repeated runs at a given thread count (noise only ever slows a run, so the best is the machine's rate),
+measured here, never assumed, and cached per host (CPU, flags, torch build, threads) like the kernel plan:
+`python -m engine roofline [--refresh]` prints both, the floors and the measured t(n) beside them.
 
-Decoding one token sits far left of the ridge (memory-bound), which is why verifying γ + 1 tokens can cost
-about one step; past n* it stops doing so. Bandwidth is a plain tensor copy (read + write), throughput a
-large fp32 (or bf16) matmul, both medians of repeated runs at a given thread count, measured here, never
-assumed. `python -m engine roofline` prints both, the floors and the measured t(n) beside them.
+A run records `host_record(...)` in RunStarted.host: the machine, the forward's bytes and FLOPs, and the
+kernel each projection used at each row count, so a trace says what it was measured on and with what.
 """
 from __future__ import annotations
 
-import statistics
 import time
-from dataclasses import dataclass
 
 import torch
 
+from . import kernels
+from .fastllama import FastLlama, forward_fn
+from .permodel import PerModel
 from .threads import torch_threads
 
-
-@dataclass(frozen=True)
-class Machine:
-    """What was measured: copy bandwidth and matmul throughput at one thread count."""
-    threads: int
-    bandwidth: float  # bytes per second, a tensor copy counted as read + write
-    flops: float  # floating-point operations per second of a large matmul
-    dtype: str
+COPY_MB = 256  # the copied tensor: far larger than any cache
+REPS = 7  # timed copies and matmuls, the best kept
 
 
-@dataclass(frozen=True)
-class Costs:
-    """What one forward must do: the weight bytes it reads and the FLOPs of its matmuls per new token."""
-    weight_bytes: float
-    flops_per_token: float  # 2 · (parameters in the matmuls), LM head included
-    kv_bytes_per_position: float  # keys and values of one cached position, every layer
-    attn_flops_per_position: float  # q·k and p·v of one new token against one cached position, every layer
-
-
-def _median_s(fn, reps: int) -> float:
-    times = []
+def _best_s(fn, reps: int, sync) -> float:
+    best = float("inf")
     for _ in range(reps):
+        sync()
         t = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        sync()
+        best = min(best, time.perf_counter() - t)
+    return best
 
 
-def measure(threads: int, dtype: torch.dtype = torch.float32, copy_mb: int = 256, reps: int = 7) -> Machine:
-    """Copy bandwidth and matmul throughput with `threads` torch threads."""
-    with torch_threads(threads), torch.inference_mode():
+def measure(threads: int, dtype: torch.dtype = torch.float32, copy_mb: int = COPY_MB, reps: int = REPS,
+            device: str = "cpu") -> dict:
+    """{"threads", "bandwidth" (bytes/s, a copy counted as read + write), "flops" (of a large matmul), "dtype",
+    "device"} with `threads` torch threads."""
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    with torch_threads(threads if dev.type == "cpu" else None), torch.inference_mode():
         n = copy_mb * 2**20 // 4
-        src, dst = torch.rand(n), torch.empty(n)
+        src, dst = torch.rand(n, device=dev), torch.empty(n, device=dev)
         dst.copy_(src)
-        copy_s = _median_s(lambda: dst.copy_(src), reps)
-        a, b = torch.rand(512, 2048, dtype=dtype), torch.rand(2048, 2048, dtype=dtype)
+        copy_s = _best_s(lambda: dst.copy_(src), reps, sync)
+        a, b = torch.rand(512, 2048, device=dev).to(dtype), torch.rand(2048, 2048, device=dev).to(dtype)
         torch.mm(a, b)
-        mm_s = _median_s(lambda: torch.mm(a, b), reps)
-    return Machine(threads, 2 * n * 4 / copy_s, 2 * 512 * 2048 * 2048 / mm_s, str(dtype).replace("torch.", ""))
+        mm_s = _best_s(lambda: torch.mm(a, b), reps, sync)
+    return {"threads": threads, "bandwidth": 2 * n * 4 / copy_s, "flops": 2 * 512 * 2048 * 2048 / mm_s,
+            "dtype": str(dtype).replace("torch.", ""), "device": dev.type}
 
 
-def costs_of(forward) -> Costs:
-    """The lean forward's (FastLlama's) bytes and FLOPs, from the weights it owns."""
-    weights = [w for ws in forward.weights().values() for w in ws]
-    weight_bytes = sum(w.t.numel() * w.t.element_size() for w in weights)
-    params = sum(w.t.numel() for w in weights)
-    layers, kv = len(forward.layers), forward.kv_heads * forward.head_dim
-    elt = forward.head.t.element_size()
-    return Costs(weight_bytes=weight_bytes, flops_per_token=2.0 * params,
-                 kv_bytes_per_position=2.0 * layers * kv * elt,
-                 attn_flops_per_position=4.0 * layers * forward.heads * forward.head_dim)
+def machine(threads: int, dtype: torch.dtype = torch.float32, device: str = "cpu", refresh: bool = False) -> dict:
+    """measure(), once per host: read from the cache under ~/.cache/specviz when this host measured it before."""
+    key = {**kernels.host_key(threads), "dtype": str(dtype), "device": device}
+    cached = None if refresh else kernels.read_cached("roofline", key)
+    if cached is None:
+        cached = {**measure(threads, dtype, device=device), "measured": time.strftime("%Y-%m-%d")}
+        kernels.write_cached("roofline", key, cached)
+    return cached
 
 
-def floors(n: int, context: int, costs: Costs, machine: Machine) -> tuple[float, float]:
-    """(memory floor, compute floor) in seconds of a forward over n new tokens after `context` cached ones."""
-    memory = (costs.weight_bytes + (context + n) * costs.kv_bytes_per_position) / machine.bandwidth
-    compute = n * (costs.flops_per_token + (context + n) * costs.attn_flops_per_position) / machine.flops
-    return memory, compute
+def costs_of(forward) -> dict:
+    """What one forward must do: the weight bytes it reads, 2 FLOPs per matmul parameter per token, and the
+    keys and values per cached position. forward: the lean forward (its owned weights) or a transformers
+    module (its Linear layers; the embedding is a lookup, not read whole, unless it is the tied LM head)."""
+    if isinstance(forward, FastLlama):
+        mats = [w.t for ws in forward.weights().values() for w in ws]
+        layers, kv, heads, hd = len(forward.layers), forward.kv_heads * forward.head_dim, forward.heads, forward.head_dim
+    else:
+        mats = [m.weight for m in forward.modules() if isinstance(m, torch.nn.Linear)]
+        cfg = forward.config
+        hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        layers, heads, kv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads * hd
+    elt = mats[0].element_size()
+    return {"weight_bytes": float(sum(m.numel() * m.element_size() for m in mats)),
+            "flops_per_token": 2.0 * sum(m.numel() for m in mats),
+            "kv_bytes_per_position": 2.0 * layers * kv * elt,
+            "attn_flops_per_position": 4.0 * layers * heads * hd}
 
 
-def ridge(context: int, costs: Costs, machine: Machine) -> float:
-    """n* where the compute floor reaches the memory floor (the KV terms at this context included)."""
-    lo, hi = 0.0, 1.0
-    while floors(hi, context, costs, machine)[1] < floors(hi, context, costs, machine)[0]:
-        lo, hi = hi, hi * 2
-        if hi > 1e7:
-            return float("inf")
-    for _ in range(60):  # the compute floor grows with n faster than the memory floor: bisect the crossing
-        mid = (lo + hi) / 2
-        memory, compute = floors(mid, context, costs, machine)
-        lo, hi = (mid, hi) if compute < memory else (lo, mid)
-    return (lo + hi) / 2
+def kernels_used(forward) -> dict:
+    """{projection: {rows: "mkl" | "onednn"}} at the current thread count, for the measured row counts (what the
+    lean forward's Weights do now); {} for the transformers forward."""
+    if not isinstance(forward, FastLlama):
+        return {}
+    return {name: {str(r): "onednn" if ws[0].packed is not None and ws[0].onednn(r) else "mkl" for r in kernels.ROWS}
+            for name, ws in forward.weights().items()}
 
 
-def gap(measured_s: float, n: int, context: int, costs: Costs, machine: Machine) -> float:
-    """Measured time over the roofline, max(memory, compute floor): 1 is the roofline itself."""
-    return measured_s / max(floors(n, context, costs, machine))
+_HOST = PerModel()  # model -> {threads: its host record}
+
+
+def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
+    """What RunStarted.host records: the CPU (or GPU), the machine's measured rates at this thread count, the
+    forward's bytes and FLOPs, and its kernels. {} when measuring fails (the run goes on without a roofline)."""
+    threads = torch.get_num_threads() if device.type == "cpu" else 0
+
+    def build() -> dict:
+        forward = forward_fn(model)
+        try:
+            rates = machine(max(threads, 1), dtype, device.type)
+        except (RuntimeError, OSError, MemoryError):
+            return {}
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else kernels.cpu_name()
+        return {"cpu" if device.type == "cpu" else "gpu": name, "flags": kernels.cpu_flags(), "torch": torch.__version__,
+                **rates, **costs_of(forward if isinstance(forward, FastLlama) else model), "forward": "lean" if isinstance(forward, FastLlama) else "transformers",
+                "kernels": kernels_used(forward)}
+
+    return _HOST.get(model, ("host", threads, device.type), build)

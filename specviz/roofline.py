@@ -1,0 +1,144 @@
+"""The run's costs against this machine's roofline: an SVG of the measured t(n) beside the memory and compute
+floors, the sentences that derive each floor from the numbers printed beside it, and the race's "share of
+the bandwidth bound". Every figure comes from the engine's one cost model (engine.costmodel: floors, ridge,
+bandwidth_share) applied to the machine the run recorded (RunStarted.host). Events -> HTML; no torch.
+"""
+from __future__ import annotations
+
+from engine import costmodel
+from .markup import esc
+
+W, H, PAD_L, PAD_B, PAD_T, PAD_R = 420, 220, 44, 34, 10, 10
+MAX_N = 64
+
+
+def _ticks(top: float, count: int = 4) -> list[float]:
+    """Round tick values 0..top (about `count` of them)."""
+    raw = top / count
+    step = next(s * 10 ** e for e in range(-3, 6) for s in (1, 2, 5) if s * 10 ** e >= raw)
+    return [i * step for i in range(int(top / step) + 1)]
+
+
+def measured_points(summary: dict) -> list[tuple[int, float]]:
+    """[(n, t(n) seconds)] of this run: t(1) the measured target step, t(n) = v(n)·t(1) for the verify sizes."""
+    step = summary.get("target_step_s")
+    if not isinstance(step, (int, float)) or isinstance(step, bool) or step <= 0:
+        return []
+    pts = {1: float(step)}
+    for n, v in summary.get("v_points") or []:
+        if isinstance(n, int) and not isinstance(n, bool) and 1 < n <= MAX_N and isinstance(v, (int, float)) \
+                and not isinstance(v, bool) and 0 <= v < 1e3:
+            pts[n] = float(v) * step
+    return sorted(pts.items())
+
+
+def roofline_chart(points: list, host, context: float, gamma) -> str:
+    """SVG: measured t(n) (ms) as bars, "n separate steps" n·t(1) as a dashed line and, when the run recorded its
+    machine, the memory floor, the compute floor and the ridge n*. Axis values on both axes."""
+    if not points:
+        return ""
+    r = costmodel.roof(host)
+    t1 = points[0][1]
+    n_star = costmodel.ridge(context, r) if r else None
+    top_n = max(max(n for n, _ in points) + 1, 8, min(int(n_star * 1.25) + 1, MAX_N) if n_star else 0)
+    top_ms = 1e3 * max(max(t for _, t in points), max(costmodel.floors(top_n, context, r)) if r else 0) * 1.1
+    x = lambda n: PAD_L + (W - PAD_L - PAD_R) * n / top_n  # noqa: E731
+    y = lambda ms: H - PAD_B - (H - PAD_B - PAD_T) * min(ms, top_ms) / top_ms  # noqa: E731
+    parts = []
+    for tick in _ticks(top_ms):
+        parts.append(f'<line class="rf-grid" x1="{PAD_L}" y1="{y(tick):.1f}" x2="{W - PAD_R}" y2="{y(tick):.1f}"/>'
+                     f'<text class="rf-t" x="{PAD_L - 4}" y="{y(tick) + 3:.1f}" text-anchor="end">{tick:g}</text>')
+    for tick in _ticks(top_n, 6):
+        if tick >= 1:
+            parts.append(f'<text class="rf-t" x="{x(tick):.1f}" y="{H - PAD_B + 12}" text-anchor="middle">{tick:g}</text>')
+    n_end = min(top_n, top_ms / (t1 * 1e3))  # n·t(1) until it leaves the chart
+    parts.append(f'<line class="rf-naive" x1="{x(0):.1f}" y1="{y(0):.1f}" x2="{x(n_end):.1f}" y2="{y(n_end * t1 * 1e3):.1f}">'
+                 '<title>n separate target steps: n·t(1)</title></line>')
+    if r:
+        for name, i in (("memory", 0), ("compute", 1)):
+            xs = [1 + k * (top_n - 1) / 40 for k in range(41)]
+            d = " ".join(f"{x(n):.1f},{y(1e3 * costmodel.floors(n, context, r)[i]):.1f}" for n in xs)
+            parts.append(f'<polyline class="rf-{name}" points="{d}"><title>{name} floor</title></polyline>')
+        if n_star and n_star <= top_n:
+            parts.append(f'<line class="rf-ridge" x1="{x(n_star):.1f}" y1="{PAD_T}" x2="{x(n_star):.1f}" '
+                         f'y2="{H - PAD_B}"/><text class="rf-t" x="{x(n_star) + 3:.1f}" y="{PAD_T + 9}">n* ≈ '
+                         f'{n_star:.0f}</text>')
+    for n, t in points:
+        ms, v = t * 1e3, t / t1
+        gap = f", {costmodel.gap(t, n, context, r):.2f}× the roofline" if r else ""
+        run = " rf-run" if n == (gamma or 0) + 1 else ""
+        parts.append(f'<rect class="rf-bar{run}" x="{x(n) - 4:.1f}" y="{y(ms):.1f}" width="8" height="{y(0) - y(ms):.1f}">'
+                     f'<title>t({n}) = {ms:.1f} ms = v({n}) {v:.2f} target steps{gap}</title></rect>')
+    parts.append(f'<text class="rf-t" x="{(W + PAD_L) / 2}" y="{H - 4}" text-anchor="middle">n tokens in one forward</text>'
+                 f'<text class="rf-t" x="4" y="{PAD_T + 2}" transform="rotate(90 4 {PAD_T + 2})">ms per forward</text>')
+    legend = ('<span class="rf-key rf-key-bar">measured t(n)</span><span class="rf-key rf-key-naive">n separate '
+              'steps</span>' + ('<span class="rf-key rf-key-memory">memory floor</span><span class="rf-key '
+                                'rf-key-compute">compute floor</span>' if r else ""))
+    return (f'<figure class="sv-roofline"><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+            f'aria-label="measured forward time t(n) against this machine\'s roofline">{"".join(parts)}</svg>'
+            f'<figcaption>{legend}</figcaption></figure>')
+
+
+def roofline_text(summary: dict, host, context: float, gamma) -> str:
+    """The floors derived from the numbers beside them, this run's t(1) as a share of the bandwidth bound and
+    t(γ+1) against the roofline; the kernels the run used. "" without a recorded machine."""
+    r = costmodel.roof(host)
+    share = summary.get("bandwidth")
+    if r is None or not isinstance(share, dict):
+        return ""
+    gb, bw, gflop, fl = share["read_bytes"] / 1e9, r["bandwidth"] / 1e9, r["flops_per_token"] / 1e9, r["flops"] / 1e9
+    who = esc(host.get("cpu") or host.get("gpu") or "this machine")
+    threads = host.get("threads")
+    lines = [f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
+             f"{esc(host.get('measured', ''))}): a tensor copy moves {bw:.1f} GB/s and a large matmul runs at "
+             f"{fl:.0f} GFLOP/s. A forward must read {gb:.3f} GB (the weights and the keys and values of "
+             f"{share['context']:.0f} cached tokens), so its <i>memory floor</i> is {gb:.3f} ÷ {bw:.1f} = "
+             f"{share['floor_s'] * 1e3:.1f} ms whatever n; its <i>compute floor</i> is n · {gflop:.2f} GFLOP ÷ "
+             f"{fl:.0f} GFLOP/s ≈ n · {gflop / fl * 1e3:.2f} ms. They meet at the ridge n* ≈ "
+             f"{costmodel.ridge(share['context'], r):.0f}: below it, a forward over n tokens costs about one weight read."]
+    lines.append(f"This run's target step t(1) = {share['step_s'] * 1e3:.1f} ms is {share['share']:.0%} of the bandwidth "
+                 f"bound (floor {share['floor_s'] * 1e3:.1f} ms ÷ step {share['step_s'] * 1e3:.1f} ms; the bound is "
+                 f"{share['bound_tokens_per_s']:.1f} tok/s).")
+    pts = dict(measured_points(summary))
+    n = (gamma or 0) + 1
+    if n in pts and n > 1:
+        mem, comp = costmodel.floors(n, share["context"], r)
+        lines.append(f"Verifying γ + 1 = {n} tokens took t({n}) = {pts[n] * 1e3:.1f} ms, "
+                     f"{costmodel.gap(pts[n], n, share['context'], r):.2f}× the roofline max({mem * 1e3:.1f}, "
+                     f"{comp * 1e3:.1f}) ms: the rest is per-op overhead and kernels slower than the copy.")
+    if share["share"] > 1.05:
+        lines.append("⚠ The step beat the bound measured at load: the machine was busier then than now "
+                     "(<code>python -m engine roofline --refresh</code> measures it again).")
+    kernels = host.get("kernels") or {}
+    if kernels:
+        lines.append("Kernels measured fastest on this host and used by this run: " + kernel_sentence(kernels, n))
+    return "".join(f"<p>{line}</p>" for line in lines)
+
+
+def kernel_sentence(kernels: dict, n: int) -> str:
+    """'1 row: MKL for qkv, o, …; 5 rows: oneDNN for qkv, gate_up; MKL for o, down.' from the recorded plan
+    (a row count uses the plan of the smallest measured count at or above it)."""
+    parts = []
+    for rows in sorted({1, max(n, 1)}):
+        by_kernel: dict[str, list] = {}
+        for name, plan in kernels.items():
+            measured = sorted(int(k) for k in plan if k.isdigit())
+            at = next((k for k in measured if k >= rows), measured[-1] if measured else None)
+            if at is not None:
+                by_kernel.setdefault(plan[str(at)], []).append(name)
+        said = "; ".join(f"{'oneDNN' if k == 'onednn' else 'MKL'} for {', '.join(map(esc, names))}"
+                         for k, names in sorted(by_kernel.items()))
+        parts.append(f"{rows} row{'s' if rows != 1 else ''}: {said}")
+    return "; ".join(parts) + "."
+
+
+def bandwidth_line(summary: dict, host) -> str:
+    """The race's line: what share of the bandwidth bound the AR lane's step reached ("" without a roofline)."""
+    share = summary.get("bandwidth")
+    if costmodel.roof(host) is None or not isinstance(share, dict) or summary.get("step_source") != "the AR lane":
+        return ""
+    return (f'<span class="race-roofline" data-share="{share["share"]:.3f}" title="The AR lane\'s median step against '
+            f'this machine\'s memory floor: the bytes one forward reads ÷ the measured copy bandwidth (Explain tab)">'
+            f'AR at {share["share"]:.0%} of the bandwidth bound (step {share["step_s"] * 1e3:.1f} ms; floor '
+            f'{share["read_bytes"] / 1e9:.3f} GB ÷ {share["bandwidth"] / 1e9:.1f} GB/s = {share["floor_s"] * 1e3:.1f} ms)'
+            f'</span>')
