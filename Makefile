@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast bench browser clean
+.PHONY: setup dev run test test-fast bench peer browser clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -41,6 +41,15 @@ test-fast: dev
 
 bench: dev
 	$(PY) -m benchmarks --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 3 --out bench-out
+
+# the llama.cpp peer (benchmarks/llama_cpp_peer.py): llama-cpp-python built from its PyPI source for this CPU
+# (about 4 minutes on 2 cores; dev only: neither the app, the Space nor `make test` needs it)
+PEER_STAMP := $(VENV)/.peer-installed-stamp
+$(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) benchmarks/peer_cmake_args.py)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python -r requirements-peer.txt
+	touch $(PEER_STAMP)
+peer: $(PEER_STAMP)
+	$(PY) benchmarks/llama_cpp_peer.py
 
 clean:
 	rm -rf $(VENV)

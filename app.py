@@ -81,7 +81,7 @@ def build_demo() -> gr.Blocks:
                 with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
                     with gr.Row():
                         tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",
-                                                elem_id="tree-budget", info="draft nodes per round; depth = γ",
+                                                elem_id="tree-budget", info="draft nodes per round; depth at most γ",
                                                 min_width=120)
                         tree_branching = gr.Slider(1, 8, value=2, step=1, label="Branching",
                                                    elem_id="tree-branching", info="children tried per node",

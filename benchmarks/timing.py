@@ -51,11 +51,12 @@ class Sample:
 
 
 # -- our engine: one timed run --------------------------------------------------------------------
-def time_ours(engine: Engine, ids: list, cfg: GenerationConfig, mode: str) -> Sample:
+def time_ours(engine: Engine, ids: list, cfg: GenerationConfig, mode: str, on_event=None) -> Sample:
     """Run our engine, consuming events as an app would (kept in a list); time call -> last token.
 
     The Finished event comes after the engine times 3 extra target steps (for c and v), so the
-    clock stops when the event before it has been handled.
+    clock stops when the event before it has been handled. on_event(event), when given, sees each event
+    as it arrives (inside the timed span).
     """
     events, finished = [], None
     t0 = t_last = time.perf_counter()
@@ -64,6 +65,8 @@ def time_ours(engine: Engine, ids: list, cfg: GenerationConfig, mode: str) -> Sa
             finished = event
             break
         events.append(event)
+        if on_event is not None:
+            on_event(event)
         t_last = time.perf_counter()
     drafted, accepted = position_counts(events)
     return Sample(list(finished.token_ids), t_last - t0, dict(finished.summary), drafted, accepted)

@@ -47,6 +47,10 @@ def _generate(args) -> int:
             line += (f"; AR {s['ar_tokens_per_s']:.1f} tok/s, raced side by side: speedup {s['speedup']:.2f}x "
                      f"(predicted {(s['predicted_speedup'] or 0):.2f}x, {s.get('threads') or '?'} CPU thread(s) per lane), "
                      f"{'identical' if s['identical_to_ar'] else 'different'} output")
+            share = s.get("bandwidth")
+            if share:
+                line += (f"; AR step {share['step_s'] * 1e3:.1f} ms = {share['share']:.0%} of the bandwidth bound "
+                         f"({share['read_bytes'] / 1e9:.3f} GB ÷ {share['bandwidth'] / 1e9:.1f} GB/s)")
         if s.get("timing_flags"):
             line += "; WARNING machine was busy: timing unreliable (" + "; ".join(s["timing_flags"]) + ")"
         print(line + "]", file=sys.stderr)

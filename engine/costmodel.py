@@ -20,6 +20,7 @@ which for a fixed γ is the textbook E / (γc + v(γ+1)).
 """
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 
@@ -36,6 +37,15 @@ def alpha(accepted: float, rejections: float) -> float | None:
     """Per-token acceptance probability: successes over tested positions (None when nothing was tested)."""
     tested = accepted + rejections
     return float(accepted) / tested if tested > 0 else None
+
+
+def tested_counts(accepted: int, rejections: int, drafted: int) -> str:
+    """α's counts in words: "15 of 19 tested drafts accepted; 8 more never tested" (tested = accepted +
+    rejections; a draft after a round's first rejection is never tested)."""
+    tested = accepted + rejections
+    untested = max(drafted - tested, 0)
+    return (f"{accepted} of {tested} tested draft{'s' if tested != 1 else ''} accepted"
+            + (f"; {untested} more never tested" if untested else ""))
 
 
 def expected_tokens(alpha: float, gamma: float) -> float:
@@ -132,7 +142,7 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
     round_s is the whole round; the verify cost of a round is round_s − draft_s. Returns the fields of
     the summary that belong to the cost model, with `timing_flags` naming anything that cannot be right.
     """
-    out = {"target_step_s": step_s, "step_source": step_source, "c": None, "v": None, "v_points": {},
+    out = {"target_step_s": step_s, "step_source": step_source, "c": None, "v": None, "v_n": None, "v_points": {},
            "c_spread": None, "v_spread": None, "step_spread": spread(ar_step_times or []), "timing_flags": []}
     flags = out["timing_flags"]
     if not step_s or step_s <= 0 or not math.isfinite(step_s):
@@ -151,6 +161,7 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
     if gammas:
         curve = verify_curve({1: 1.0, **out["v_points"]})
         out["v"] = curve(common)
+        out["v_n"] = common  # the verify size v is quoted at
         out["v_spread"] = spread(by_n.get(common, []))
     if out["c"] is not None and out["c"] < 0:
         flags.append(f"draft cost c = {out['c']:.3f} < 0 is impossible")
@@ -175,14 +186,18 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
 
 
 def prediction(alpha_: float | None, gammas: list, c: float | None, v_points: dict) -> dict:
-    """Model tokens per target forward and predicted speedup for rounds that drafted gammas[r] tokens."""
+    """Model tokens per target forward and predicted speedup for rounds that drafted gammas[r] tokens:
+    Σ_r E(α, γ_r) tokens over Σ_r (γ_r·c + v(γ_r + 1)) target steps (a plain round, γ = 0, is 1 token for 1
+    step). round_gammas: [[γ, rounds], ...], the histogram the sums run over (what the page prints)."""
+    hist = [[g, n] for g, n in sorted(collections.Counter(gammas).items())]
     if alpha_ is None or c is None or not gammas:
-        return {"expected_tokens": None, "predicted_speedup": None, "model_tokens": None, "model_steps": None}
+        return {"expected_tokens": None, "predicted_speedup": None, "model_tokens": None, "model_steps": None,
+                "round_gammas": hist}
     curve = verify_curve({1: 1.0, **v_points})
     tokens = sum(expected_tokens(alpha_, g) for g in gammas)
     cost = sum(g * c + curve(g + 1) for g in gammas)
     return {"expected_tokens": tokens / len(gammas), "predicted_speedup": tokens / cost if cost > 0 else None,
-            "model_tokens": tokens, "model_steps": cost}  # pooled over runs: Σ tokens / Σ steps
+            "model_tokens": tokens, "model_steps": cost, "round_gammas": hist}  # pooled over runs: Σ tokens / Σ steps
 
 
 def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:

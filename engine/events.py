@@ -154,7 +154,8 @@ class RoundTimed:
     verify_s: float  # target forward + accept/resample
     total_s: float  # whole round incl. bookkeeping
     elapsed_s: float  # since the run started (prefill included)
-    gamma: int  # tokens drafted this round (0 = a plain target step)
+    gamma: int  # tokens drafted this round (0 = a plain target step); a tree round: its chain view's
+    verified: int = 0  # positions the verify forward judged: γ + 1 (a chain), the tree's nodes + 1 (0: not recorded)
 
 
 @dataclass(frozen=True, kw_only=True)

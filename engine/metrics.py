@@ -42,7 +42,10 @@ class RunStats:
         self.elapsed_s = 0.0
         self.pos_drafted: list[int] = []
         self.pos_accepted: list[int] = []
-        self.rounds: list[tuple[int, float, float]] = []  # (γ drafted, draft_s, total_s) per timed round
+        # (tokens drafted, draft_s, total_s) per timed round; the forward judged drafted + 1 positions: γ + 1 for a
+        # chain, nodes + 1 for a tree (RoundTimed.verified), so c is per drafted node and v(n) at the forward's size
+        self.rounds: list[tuple[int, float, float]] = []
+        self.tree_rounds = 0  # rounds that verified a tree (more positions than their chain view)
         self.forward_s: list[float] = []  # verify_s of plain rounds: one forward and a pick, like the probe
         self.token_ids: list[int] = []
         self.finished = None  # the Finished event, once seen
@@ -67,7 +70,9 @@ class RunStats:
             self.new_tokens += len(event.token_ids)
             self.token_ids += list(event.token_ids)
         elif kind == "round_timed":
-            self.rounds.append((int(event.gamma), float(event.draft_s), float(event.total_s)))
+            n = int(getattr(event, "verified", 0) or 0) or int(event.gamma) + 1
+            self.tree_rounds += n > int(event.gamma) + 1
+            self.rounds.append((n - 1, float(event.draft_s), float(event.total_s)))
             if event.gamma == 0:
                 self.forward_s.append(float(event.verify_s))
             self.elapsed_s = float(event.elapsed_s)
@@ -137,7 +142,10 @@ class RunStats:
             cost["timing_flags"] += costmodel.contention(*lanes)
             shares = [s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))]
             out["contended_share"] = max(shares) if shares else None
-        model = costmodel.prediction(alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"])
+        # E(α, γ) is a chain's: a tree's expected tokens depend on its shape, which this model does not know
+        model = costmodel.prediction(None if self.tree_rounds else alpha, [g for g, _, _ in self.rounds], cost["c"],
+                                     cost["v_points"])
+        out["tree_rounds"] = self.tree_rounds
         out.update(cost, **model, probe_step_s=target_step_s)
         out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable
         out["timing_reliable"] = not cost["timing_flags"]

@@ -124,7 +124,7 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             whole(where + key, value, 0 if ar else 1, MAX_GAMMA)
         elif key == "rounds":
             whole(where + key, value, 0, n_events)
-        elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens"):
+        elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens", "tree_rounds", "v_n"):
             whole(where + key, value, 0)
         elif key in ("wall_s", "target_step_s", "c", "v", "ar_wall_s"):
             positive(where + key, value)
@@ -214,6 +214,7 @@ def check_timed(e) -> None:
     for name in ("draft_s", "verify_s", "total_s", "elapsed_s"):
         positive(f"round_timed.{name}", getattr(e, name), none_ok=False, zero_ok=True)
     whole("round_timed.gamma", e.gamma, 0, MAX_GAMMA)
+    whole("round_timed.verified", e.verified, 0, MAX_TREE_NODES + 1)
 
 
 def check_started(e) -> None:

@@ -179,7 +179,7 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
 def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new_tokens, tree_budget=0,
                   tree_branching=2) -> dict:
     """GenerationConfig keyword arguments from the controls (GenerationConfig itself validates ranges).
-    tree_budget > 0 turns on tree speculation: up to that many draft nodes, tree_branching children each, depth γ."""
+    tree_budget > 0 turns on tree speculation: up to that many draft nodes, tree_branching children each, depth at most γ."""
     if adaptive not in ADAPTIVE:
         raise ValueError(f"adaptive must be one of {', '.join(ADAPTIVE)}, got {adaptive!r}")
     max_new_tokens = whole("max_new_tokens", max_new_tokens)
@@ -203,7 +203,7 @@ def summary_html(events) -> str:
     s = spec_summary(events) if run.mode == "speculative" else {}
     tps, alpha, mal = run.tokens_per_s(), s.get("alpha"), s.get("mean_accepted_length")
     parts = [f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
-             f"α = {alpha:.2f} per token ({s.get('accepted', 0)} of {s.get('drafted', 0)} drafts accepted)"
+             f"α = {alpha:.2f} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
              if alpha is not None else "",
              f"{mal:.2f} tokens per target forward" if mal else "",
              f"{len(run.rounds)} rounds · {run.n_tokens()} tokens"]
@@ -214,8 +214,9 @@ def summary_html(events) -> str:
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
         predicted = s.get("predicted_speedup")
-        parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>'
-                     + (f" (predicted {predicted:.2f}×)" if predicted is not None else ""))
+        said = ("" if predicted is None else " (prediction withheld: timing unreliable)" if s.get("timing_flags")
+                else f" (predicted {predicted:.2f}×)")  # the chart withholds it too
+        parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>{said}')
     elif ar is not None:
         target = run.target_tokens or "?"
         parts.append(f'<span class="sv-racing">racing: speculative {run.n_tokens()}/{target} · '

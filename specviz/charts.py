@@ -95,8 +95,8 @@ def position_acceptance_fig(events) -> go.Figure:
 
 
 def running_acceptance_fig(events) -> go.Figure:
-    """α so far after each round (accepted / tested positions, the cost model's α), plus each round's
-    own accepted / drafted."""
+    """α so far after each round (accepted / tested positions, the cost model's α), plus each round's own
+    α (its accepted over its tested positions): one definition on the one axis."""
     title = "Running acceptance rate"
     run = _spec(events)
     rows = [rv for rv in (run.rounds if run else []) if rv.gamma and rv.verified is not None]
@@ -105,11 +105,12 @@ def running_acceptance_fig(events) -> go.Figure:
     fig = _figure(title, "round", "α (per token)")
     x, own, running, acc, rej = [], [], [], 0, 0
     for rv in rows:
-        acc, rej = acc + rv.n_accepted, rej + (rv.first_rejected is not None)
+        rejected = rv.first_rejected is not None
+        acc, rej = acc + rv.n_accepted, rej + rejected
         x.append(rv.round)
-        own.append(rv.n_accepted / rv.gamma)
+        own.append(costmodel.alpha(rv.n_accepted, rejected))
         running.append(costmodel.alpha(acc, rej))
-    fig.add_trace(go.Scatter(x=x, y=own, mode="markers", name="this round: accepted / drafted", opacity=0.35,
+    fig.add_trace(go.Scatter(x=x, y=own, mode="markers", name="this round's α: accepted / tested", opacity=0.35,
                              marker=dict(color=COLORS["accepted"], size=5),
                              hovertemplate="round %{x}: %{y:.2f}<extra>this round</extra>"))
     fig.add_trace(go.Scatter(x=x, y=running, mode="lines", name="running α", line=dict(color=COLORS["model"]),
@@ -145,6 +146,9 @@ def speedup_model_fig(events) -> go.Figure:
     alpha, c, v_points = summary.get("alpha"), summary.get("c"), dict(summary.get("v_points") or [])
     gamma_run = summary.get("gamma") or 0
     flags = summary.get("timing_flags") or []
+    if summary.get("tree_rounds"):
+        return empty_fig(title, "not modelled for token trees: a tree's expected tokens per forward<br>depend on its "
+                                "shape (E(α, γ) is a chain's); the race measures its speedup")
     if alpha is None or c is None or not v_points or not gamma_run:
         return empty_fig(title, "needs a finished speculative run with timing (α, c, v)")
     if flags:

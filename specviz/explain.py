@@ -29,11 +29,11 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
              "this hardware that read, not the arithmetic, sets the time of a step (decoding is memory-bound). "
              "Verifying γ + 1 tokens in one forward reads the weights once, so it costs v(γ + 1) target steps, "
              "far less than γ + 1 separate steps."]
-    if c is not None and v is not None and gamma:
-        cost = gamma * c + v
-        lines.append(f"This run: a round costs γ·c + v = {gamma}·{c:.3f} + {v:.2f} = {cost:.2f} target steps and "
-                     f"at α = {_num(alpha)} commits E = {_num(s.get('expected_tokens'))} tokens on average, hence the predicted "
-                     f"{_num(s.get('predicted_speedup'))}× (measured: {_num(s.get('speedup'))}×).")
+    if s.get("tree_rounds"):
+        lines += tree_costs(s)
+    elif c is not None and v is not None and s.get("v_n"):
+        gamma = s["v_n"] - 1  # the most frequent γ of the run: the one v was measured at
+        lines += run_prediction(s, gamma)
         whatif = [(a, costmodel.predicted_speedup(a, gamma, c, v)) for a in (0.2, 0.5, 0.8)]
         lines.append("It stops paying when α is low or the drafter is costly. With this run's c and v, at γ = "
                      f"{gamma}: " + ", ".join(f"α = {a:.1f} → {_num(x)}×" for a, x in whatif) + " (below 1× is a "
@@ -42,9 +42,46 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
         lines.append("The measured c and v(n) of a run appear here once it finishes.")
     share = s.get("bandwidth")
     context = share["context"] if isinstance(share, dict) else context
-    chart = roofline_chart(measured_points(s), host, context, gamma)
+    run_n = s.get("v_n") or ((gamma or 0) + 1)  # the forward size this run verified most often
+    chart = roofline_chart(measured_points(s), host, context, run_n)
     return (f'<div class="sv-why">{"".join(f"<p>{line}</p>" for line in lines)}'
-            f'{roofline_text(s, host, context, gamma)}{chart}</div>')
+            f'{roofline_text(s, host, context, run_n)}{chart}</div>')
+
+
+def tree_costs(s: dict) -> list[str]:
+    """A tree run's costs as measured, and plainly that its expected tokens are not modelled here."""
+    c, v, n = s.get("c"), s.get("v"), s.get("v_n")
+    out = ["This run verified token <i>trees</i>: each round's draft was a tree of nodes (several candidates per "
+           "position), and the target judged every node in one forward with a tree mask."]
+    if c is not None and v is not None and n:
+        out.append(f"Measured: a drafted node cost c = {c:.3f} target steps; a verify forward over the most common "
+                   f"size, {n} positions (the nodes + the last committed token), cost v({n}) = {v:.2f} target steps; "
+                   f"{_num(s.get('mean_accepted_length'))} tokens were committed per forward.")
+    out.append("A tree's expected tokens per forward depend on its shape (how many children each node has, which "
+               "ones the drafter ranks first), which E = (1 − α<sup>γ+1</sup>) / (1 − α) does not describe: this "
+               "page does not model it, so it predicts no speedup for a tree run; the race measures one.")
+    return out
+
+
+def run_prediction(s: dict, gamma: int) -> list[str]:
+    """The prediction as the cost model computes it, each figure from the ones printed beside it: one round at
+    this run's γ, then the run's own sum over its rounds (whose γ may vary, plain rounds included)."""
+    alpha, c, v = s.get("alpha"), s["c"], s["v"]
+    out = []
+    if alpha is not None:
+        e_one, cost = costmodel.expected_tokens(alpha, gamma), gamma * c + v
+        out.append(f"One round at γ = {gamma} costs γ·c + v({gamma + 1}) = {gamma}·{c:.3f} + {v:.2f} = {cost:.2f} "
+                   f"target steps and commits E = (1 − α<sup>{gamma + 1}</sup>) / (1 − α) = {e_one:.2f} tokens on "
+                   f"average at α = {alpha:.2f}: {e_one:.2f} ÷ {cost:.2f} = {e_one / cost:.2f}× for that round.")
+    tokens, steps, hist = s.get("model_tokens"), s.get("model_steps"), s.get("round_gammas") or []
+    if tokens is not None and steps:
+        rounds = sum(n for _, n in hist)
+        mix = ", ".join(f"{n} at γ = {g}" for g, n in hist)
+        out.append(f"This run's prediction sums over its {rounds} rounds ({mix}): Σ E = {tokens:.2f} tokens ÷ "
+                   f"Σ (γ·c + v(γ + 1)) = {steps:.2f} target steps = predicted {tokens / steps:.2f}× (measured: "
+                   f"{_num(s.get('speedup'))}×)." + (" ⚠ Unreliable: the timings were disturbed (below)."
+                                                    if s.get("timing_flags") else ""))
+    return out
 
 
 HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-heads.json"
@@ -98,24 +135,27 @@ def render_explain(events) -> str:
                            "the first rejected token is replaced by a corrected token, and if all γ pass the target adds a "
                            "bonus token. α is the chance one tested draft token is kept: accepted ÷ (accepted + rejections), "
                            "counting only positions the target tested (those after a rejection never were). This run: "
-                           f"α = {_num(alpha, '.3f')} ({s.get('accepted', 0)} of {s.get('drafted', 0)} drafted tokens "
-                           f"accepted, {s.get('rejections', 0)} rejections)."),
+                           f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
+                           f"{s.get('rejections', 0)} rejections)."),
         ("rollback", "the target cache already holds the rejected positions; moving its length pointer back drops them "
                      f"in O(1). This run: {rollbacks} rollbacks, {dropped} positions dropped."),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{d}</dd>" for k, d in terms)
     lines = [
-        f"<code>E = (1 − α<sup>γ+1</sup>) / (1 − α)</code> = {_num(E)} tokens per target forward predicted from α "
-        f"(measured: {_num(s.get('mean_accepted_length'))}; they differ when acceptance is not independent from token "
-        "to token, e.g. n-gram matches run in streaks)",
-        f"<code>speedup ≈ E / (γc + v)</code> with c = {_num(c, '.3f')}{_spread(s.get('c_spread'))} (draft step ÷ "
+        f"<code>E = (1 − α<sup>γ+1</sup>) / (1 − α)</code>: tokens per target forward predicted from α, "
+        f"{_num(E)} on average over this run's rounds (measured: {_num(s.get('mean_accepted_length'))}; they differ "
+        "when acceptance is not independent from token to token, e.g. n-gram matches run in streaks)",
+        f"<code>speedup ≈ Σ E / Σ (γc + v)</code> over the rounds, with c = {_num(c, '.3f')}{_spread(s.get('c_spread'))} (draft step ÷ "
         f"target step), v = {_num(v)}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
         f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
-        f"{esc(s.get('step_source') or '–')} → predicted {_num(pred)}×",
+        f"{esc(s.get('step_source') or '–')} → "
+        + ("predicted: not modelled for token trees" if s.get("tree_rounds") else f"predicted {_num(pred)}×")
+        + (" (⚠ unreliable: the timings it rests on were disturbed, see below)" if flags else ""),
         f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)" if measured is not None
         else "measured: turn on the race against AR to measure the real speedup",
     ]
-    note = "" if pred is not None else '<p class="sv-note">c and v appear once the speculative run finishes.</p>'
+    note = "" if pred is not None or s.get("tree_rounds") else \
+        '<p class="sv-note">c and v appear once the speculative run finishes.</p>'
     if flags:
         note += (f'<p class="sv-note sv-warn">⚠ {costmodel.BUSY}: ' + "; ".join(esc(f) for f in flags) + "</p>")
     formula = "".join(f"<li>{line}</li>" for line in lines)

@@ -86,7 +86,7 @@ def render_race(events, t: float | None = None) -> str:
     summary = spec_summary(events) if spec is not None and ar is not None else {}
     speed, warn = "", ""
     if summary.get("speedup") is not None:
-        pred = summary.get("predicted_speedup")
+        pred = None if summary.get("timing_flags") else summary.get("predicted_speedup")  # unreliable: withheld
         speed = (f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
                  f'{summary["speedup"]:.2f}×</span>' + (f'<span class="race-predicted">predicted {pred:.2f}×</span>'
                                                          if pred is not None else ""))

@@ -32,7 +32,7 @@ def measured_points(summary: dict) -> list[tuple[int, float]]:
     return sorted(pts.items())
 
 
-def roofline_chart(points: list, host, context: float, gamma) -> str:
+def roofline_chart(points: list, host, context: float, run_n: int) -> str:
     """SVG: measured t(n) (ms) as bars, "n separate steps" n·t(1) as a dashed line and, when the run recorded its
     machine, the memory floor, the compute floor and the ridge n*. Axis values on both axes."""
     if not points:
@@ -66,7 +66,7 @@ def roofline_chart(points: list, host, context: float, gamma) -> str:
     for n, t in points:
         ms, v = t * 1e3, t / t1
         gap = f", {costmodel.gap(t, n, context, r):.2f}× the roofline" if r else ""
-        run = " rf-run" if n == (gamma or 0) + 1 else ""
+        run = " rf-run" if n == run_n else ""
         parts.append(f'<rect class="rf-bar{run}" x="{x(n) - 4:.1f}" y="{y(ms):.1f}" width="8" height="{y(0) - y(ms):.1f}">'
                      f'<title>t({n}) = {ms:.1f} ms = v({n}) {v:.2f} target steps{gap}</title></rect>')
     parts.append(f'<text class="rf-t" x="{(W + PAD_L) / 2}" y="{H - 4}" text-anchor="middle">n tokens in one forward</text>'
@@ -79,9 +79,10 @@ def roofline_chart(points: list, host, context: float, gamma) -> str:
             f'<figcaption>{legend}</figcaption></figure>')
 
 
-def roofline_text(summary: dict, host, context: float, gamma) -> str:
+def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     """The floors derived from the numbers beside them, this run's t(1) as a share of the bandwidth bound and
-    t(γ+1) against the roofline; the kernels the run used. "" without a recorded machine."""
+    t(n) of its most frequent verify size n against the roofline; the kernels the run used. "" without a
+    recorded machine."""
     r = costmodel.roof(host)
     share = summary.get("bandwidth")
     if r is None or not isinstance(share, dict):
@@ -100,10 +101,10 @@ def roofline_text(summary: dict, host, context: float, gamma) -> str:
                  f"bound (floor {share['floor_s'] * 1e3:.1f} ms ÷ step {share['step_s'] * 1e3:.1f} ms; the bound is "
                  f"{share['bound_tokens_per_s']:.1f} tok/s).")
     pts = dict(measured_points(summary))
-    n = (gamma or 0) + 1
+    n = run_n
     if n in pts and n > 1:
         mem, comp = costmodel.floors(n, share["context"], r)
-        lines.append(f"Verifying γ + 1 = {n} tokens took t({n}) = {pts[n] * 1e3:.1f} ms, "
+        lines.append(f"Verifying {n} positions in one forward took t({n}) = {pts[n] * 1e3:.1f} ms, "
                      f"{costmodel.gap(pts[n], n, share['context'], r):.2f}× the roofline max({mem * 1e3:.1f}, "
                      f"{comp * 1e3:.1f}) ms: the rest is per-op overhead and kernels slower than the copy.")
     if share["share"] > 1.05:

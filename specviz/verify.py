@@ -60,6 +60,34 @@ def _stop_reason(rv, greedy: bool) -> str:
             f"the bonus <code>{nxt}</code> (p = {fmt_p(v.next_p)}).")
 
 
+def tree_facts(tree) -> dict:
+    """Node counts of a DraftTree by status, its depth, and the children of the last accepted node (tried there)."""
+    parents, status, path = list(tree.parents or []), list(tree.status or []), list(tree.path or [])
+    depth = []
+    for p in parents:
+        depth.append(1 if not isinstance(p, int) or p < 0 or p >= len(depth) else depth[p] + 1)
+    last = path[-1] if path else -1
+    return {"nodes": len(parents), "depth": max(depth, default=0), "path": len(path),
+            "accepted": status.count("accepted"), "rejected": status.count("rejected"),
+            "unvisited": status.count("unvisited"), "children": sum(1 for p in parents if p == last)}
+
+
+def _tree_line(rv, greedy: bool) -> str:
+    """What the tree's one forward judged: every node, the path kept, the rest rejected or never reached."""
+    f = tree_facts(rv.tree)
+    nxt = label_text(rv.tree.next_token)
+    if rv.tree.next_kind == "bonus":
+        end = (f"the path ended in a leaf at depth {f['path']}, so the same forward gave the bonus <code>{nxt}</code>")
+    else:
+        test = "matched the target's argmax" if greedy else "passed its test"
+        end = (f"at depth {f['path'] + 1} none of the {f['children']} children tried {test}: the target's "
+               f"<code>{nxt}</code> was committed in their place")
+    return (f"A tree of {f['nodes']} draft nodes (depth {f['depth']}), judged in one target forward over "
+            f"{f['nodes'] + 1} positions (a tree mask lets each node see only its ancestors): {f['accepted']} nodes "
+            f"kept on the accepted path, {f['rejected']} rejected, {f['unvisited']} never reached (a parent was "
+            f"rejected); {end}. The table shows the path, then the first node rejected below it.")
+
+
 def render_verify(events, round_: int | None = None) -> str:
     """HTML of the verify view of round `round_` (None: the last verified round) of the speculative run."""
     run = main_run(events)
@@ -105,10 +133,18 @@ def render_verify(events, round_: int | None = None) -> str:
     rb = rv.rolled_back
     rollback = (f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
                 f"{esc(rb.cache_after)} ({len(rb.positions)} positions dropped, no copy)." if rb is not None else "")
-    head = (f'<div class="vf-head">{nav}<b>Round {rv.round}</b><span>drafter {esc(d.drafter)} · γ = {len(d.tokens)} · '
+    if rv.tree is not None:
+        f = tree_facts(rv.tree)
+        size = f"tree of {f['nodes']} nodes, depth {f['depth']}"
+        facts = (f' data-nodes="{f["nodes"]}" data-tree-accepted="{f["accepted"]}" data-tree-rejected="{f["rejected"]}"'
+                 f' data-tree-unvisited="{f["unvisited"]}"')
+        why = _tree_line(rv, greedy) + rollback
+    else:
+        size, facts, why = f"γ = {len(d.tokens)}", "", _stop_reason(rv, greedy) + rollback
+    head = (f'<div class="vf-head">{nav}<b>Round {rv.round}</b><span>drafter {esc(d.drafter)} · {size} · '
             f'{esc(rule)}</span></div>')
     table = ('<table class="vf-table"><thead><tr><th>#</th><th>draft</th><th>q (draft) · p (target) · the test</th>'
              '<th>verdict</th><th>draft top-k</th><th>target top-k</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
-    return (f'<div class="specviz specviz-verify" data-round="{rv.round}" data-positions="{len(d.tokens)}">{head}'
-            f'<div class="vf-scroll">{table}</div><p class="vf-why">{_stop_reason(rv, greedy)}{rollback}</p></div>')
+    return (f'<div class="specviz specviz-verify" data-round="{rv.round}" data-positions="{len(d.tokens)}"{facts}>'
+            f'{head}<div class="vf-scroll">{table}</div><p class="vf-why">{why}</p></div>')

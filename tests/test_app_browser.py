@@ -125,6 +125,15 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
     assert int(stream.locator(".specviz-stream").get_attribute("data-rounds")) == rounds
     page.get_by_role("tab", name="Race").click()
     sync_api.expect(page.locator("#race .race-lane")).to_have_count(2)
+    share = page.locator("#race .race-roofline")  # the AR lane against this machine's bandwidth bound
+    sync_api.expect(share).to_contain_text("of the bandwidth bound")
+    assert 0.05 < float(share.get_attribute("data-share")) < 2
+    page.get_by_role("tab", name="Explain").click()
+    roof = page.locator("#explain .sv-roofline")
+    sync_api.expect(roof.locator("svg .rf-memory")).to_have_count(1)  # the floors of this run's machine
+    assert roof.locator("svg .rf-bar").count() >= 2  # t(1) and at least one verify size, measured
+    sync_api.expect(page.locator("#explain")).to_contain_text("memory floor")
+    roof.screenshot(path=str(screenshot_path(tmp_path_factory).with_name("roofline.png")))
     page.get_by_role("tab", name="Charts").click()
     page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5", timeout=30_000)
     page.get_by_role("tab", name="Tree").click()

@@ -44,7 +44,7 @@ def test_one_trace_one_set_of_numbers():
     assert f"α = {alpha:.2f} per token" in summary and f"predicted {pred:.2f}×" in summary
     assert f"{measured:.2f}× vs autoregressive" in summary
     explain = render_explain(events)
-    assert f"α = {alpha:.3f}" in explain and f"= {E:.2f} tokens" in explain and f"predicted {pred:.2f}×" in explain
+    assert f"α = {alpha:.3f}" in explain and f"{E:.2f} on average over this run's rounds" in explain and f"predicted {pred:.2f}×" in explain
     fig = speedup_model_fig(events)
     assert f"α={alpha:.2f}" in fig.data[0].name and fig.data[1].y[0] == pytest.approx(pred)
     assert f"predicted {pred:.2f}×" in render_race(events)
@@ -115,7 +115,9 @@ def test_flagged_timing_is_not_plotted_as_truth():
     s = summarize(split_runs(events)["speculative"], split_runs(events)["ar"])
     assert s["timing_flags"] and s["timing_reliable"] is False
     assert costmodel.BUSY in av.summary_html(events)
-    assert costmodel.BUSY in render_explain(events)
+    assert "prediction withheld: timing unreliable" in av.summary_html(events) and "(predicted" not in av.summary_html(events)
+    assert costmodel.BUSY in render_explain(events) and "⚠ unreliable" in render_explain(events)
+    assert "race-predicted" not in render_race(events)
     fig = speedup_model_fig(events)
     assert len(fig.data) == 0 and costmodel.BUSY in fig.layout.annotations[0].text
 

@@ -164,10 +164,32 @@ def test_race_replays_each_run_on_its_own_clock():
 def test_explain_uses_this_runs_numbers():
     """The explanation panel states α, γ, c, v, E and both speedups of this run."""
     html = render_explain(sample_events())
-    assert "α = 0.714 (5 of 9 drafted tokens accepted, 2 rejections)" in html and "γ = 3" in html
-    assert "c = 0.050" in html and "v = 1.50" in html and "= 2.19 tokens" in html
+    assert "α = 0.714 (5 of 7 tested drafts accepted; 2 more never tested; 2 rejections)" in html and "γ = 3" in html
+    assert "c = 0.050" in html and "v = 1.50" in html and "2.19 on average over this run's rounds" in html
     assert "predicted 1.47×" in html and "measured: 1.46×" in html
     assert "2 rollbacks, 4 positions dropped" in html
+
+
+def test_explains_figures_reproduce_from_the_numbers_beside_them():
+    """The one-round line: γ·c + v = cost and E ÷ cost; the run line: Σ E ÷ Σ cost = the predicted speedup the
+    summary shows. Recomputed from the printed figures, within their rounding; a wrong figure is caught."""
+    from specviz.app_views import summary_html
+
+    def check(html: str) -> None:
+        g, c, v, cost, e, ratio = re.search(r"γ·c \+ v\(\d+\) = (\d+)·([\d.]+) \+ ([\d.]+) = ([\d.]+) target steps.*?"
+                                            r"= ([\d.]+) tokens on average at α = [\d.]+: [\d.]+ ÷ [\d.]+ = ([\d.]+)×", html).groups()
+        assert float(cost) == pytest.approx(int(g) * float(c) + float(v), abs=0.006)
+        assert float(ratio) == pytest.approx(float(e) / float(cost), abs=0.006)
+        tokens, steps, pred = map(float, re.search(r"Σ E = ([\d.]+) tokens ÷ Σ \(γ·c \+ v\(γ \+ 1\)\) = ([\d.]+) target "
+                                                   r"steps = predicted ([\d.]+)×", html).groups())
+        assert pred == pytest.approx(tokens / steps, abs=0.006)
+        assert f"(predicted {pred:.2f}×)" in summary_html(sample_events())  # the summary line says the same
+
+    html = render_explain(sample_events())
+    check(html)
+    wrong = re.sub(r"Σ E = ([\d.]+) tokens", lambda m: f"Σ E = {float(m.group(1)) + 1:.2f} tokens", html)
+    with pytest.raises(AssertionError):  # the negative control: one wrong displayed figure fails the check
+        check(wrong)
 
 
 def test_replay_helpers():

@@ -227,3 +227,33 @@ def test_medusa_tree_nodes_name_the_head_that_proposed_them():
     ev = [dataclasses.replace(e, drafter="medusa") if e.kind == "drafted" else e for e in tree_events()]
     assert "Medusa head 2" in tip(render_tree(ev), 1, 3) and "Medusa head 1" in tip(render_tree(ev), 1, 1)
     assert "Medusa head" not in tip(render_tree(tree_events()), 1, 3)
+
+
+def test_the_verify_view_accounts_a_tree_round_as_a_tree():
+    """Round 1's verify view names the tree (8 nodes, depth 4, one forward over 9 positions) and its node counts
+    agree with the tree's statuses (2 kept, 3 rejected, 3 never reached), not with the 3-token chain view."""
+    from specviz.verify import render_verify
+
+    html = render_verify(tree_events(), 1)
+    assert 'data-nodes="8" data-tree-accepted="2" data-tree-rejected="3" data-tree-unvisited="3"' in html
+    assert "tree of 8 nodes, depth 4" in html and "one target forward over 9 positions" in html
+    assert "at depth 3 none of the 2 children tried matched" in html and "All 3 drafts" not in html
+    assert "γ = 3" not in render_verify(tree_events(), 1) and "γ = 1" in render_verify(tree_events(), 3)  # a chain
+
+
+def test_tree_rounds_are_costed_at_the_trees_forward_size_and_not_predicted():
+    """A tree round that verified 9 positions counts 8 drafted nodes for c and v(9), never v(γ + 1); the chain
+    formula E(α, γ) predicts nothing for it, and the chart and Explain say so."""
+    from engine import metrics
+    from specviz import render_explain, speedup_model_fig
+
+    ev = [e if e.kind != "round_timed" or e.round != 1 else type(e)(**{**e.__dict__, "verified": 9})
+          for e in tree_events()]
+    s = metrics.summarize(ev)
+    assert s["tree_rounds"] == 1 and s["predicted_speedup"] is None
+    stats = metrics.stats_of(ev)
+    assert stats.rounds[0][0] == 8  # round 1: 8 drafted nodes, judged in a forward over 9 positions
+    assert "not modelled" in speedup_model_fig(ev).layout.annotations[0].text
+    assert "does not model it" in render_explain(ev)
+    old = metrics.summarize(tree_events())  # a trace without `verified`: costed as its chain view, as before
+    assert old["tree_rounds"] == 0

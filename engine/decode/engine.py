@@ -200,7 +200,8 @@ class Engine:
         if drafter is not None:
             drafter.learn(s.n_accepted, ids, t2 - t1)
         return s, lambda t3: RoundTimed(round=round_, pos=len(ids), draft_s=t1 - t0, verify_s=t2 - t1,
-                                        total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted))
+                                        total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted),
+                                        verified=len(s.tree.token_ids) + 1 if s.tree is not None else len(s.drafted) + 1)
 
     def _generator(self, cfg: GenerationConfig) -> torch.Generator | None:
         """The run's random source when sampling (seeded when cfg.seed is set); None for greedy."""
