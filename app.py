@@ -25,7 +25,7 @@ APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
 OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
 
 
-def beam_section(pair, drafter, param, gamma, max_new, prompt) -> None:
+def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
     """The beam-search tab: width, race, a button and the beam view; it reuses the main controls."""
     with gr.Row():
         num_beams = gr.Slider(2, 8, value=3, step=1, label="Beams B", elem_id="num-beams", scale=2)
@@ -35,7 +35,7 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt) -> None:
                 "drafter (ngram or self) proposes γ tokens; one target forward verifies every beam's draft and "
                 "the search replays while the beams it keeps stay on drafted paths. Same beams, same scores.")
     view = gr.HTML(specviz.render_beams([]), elem_id="beams")
-    beam_btn.click(h.beam_generate, [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt], [view],
+    beam_btn.click(h.beam_generate, [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt], [view, summary],
                    show_progress="minimal", api_name="beam", api_visibility="private", **h.COMPUTE)
 
 
@@ -55,49 +55,23 @@ def build_demo() -> gr.Blocks:
         gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
                     "the target verifies them in one forward, and you see what was accepted, rejected and why.",
                     elem_classes="sv-header")
+        # made here, placed in the settings column: the examples (in the main column, first in reading order) set it
+        race = gr.Checkbox(False, label="Race against autoregressive (both lanes run interleaved, side by side)",
+                           render=False, elem_id="race-on")
         with gr.Row(equal_height=False, elem_classes="sv-layout"):
-            with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
-                pair = gr.Dropdown(av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
-                pair_note = gr.Markdown("", visible=False, elem_id="pair-note")
-                with gr.Row():
-                    drafter = gr.Dropdown(av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120)
-                    param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1, min_width=100,
-                                      info="ngram n, layerskip layers")
-                gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)", elem_id="gamma")
-                with gr.Row():
-                    adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ", min_width=120)
-                    p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False,
-                                      min_width=120)
-                max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
-                race = gr.Checkbox(False, label="Race against autoregressive (both lanes run interleaved, side by side)")
-                with gr.Accordion("Sampling", open=False):
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
-                    with gr.Row():
-                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
-                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)
-                    seed = gr.Number(0, precision=0, label="Seed",
-                                     info="a seeded run repeats exactly, except with auto: its choices follow "
-                                          "measured time")
-                with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
-                    with gr.Row():
-                        tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",
-                                                elem_id="tree-budget", info="draft nodes per round; depth at most γ",
-                                                min_width=120)
-                        tree_branching = gr.Slider(1, 8, value=2, step=1, label="Branching",
-                                                   elem_id="tree-branching", info="children tried per node",
-                                                   min_width=120)
-                with gr.Accordion("Trace", open=True):
-                    download = gr.DownloadButton("Download trace (JSON)", interactive=False, size="sm",
-                                                  elem_id="download")
-                    upload = gr.File(label="Load a trace to replay (no model needed)", file_types=[".json"],
-                                     type="filepath", height=110, elem_id="trace-upload")
             with gr.Column(scale=3, min_width=300, elem_classes="sv-main"):
                 prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
                                     placeholder="Ask something, or paste text to copy, edit or extract from")
                 with gr.Row(elem_classes="sv-buttons"):
                     run_btn = gr.Button("Generate", variant="primary", elem_id="generate", min_width=120)
                     stop_btn = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, min_width=80)
-                gr.Examples([[p, d] for _, p, d, _ in av.EXAMPLES], [prompt, drafter],
+                with gr.Row(elem_classes="sv-run-controls"):  # the two most used: beside Generate, before the tabs
+                    drafter = gr.Dropdown(av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120)
+                    param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1, min_width=100,
+                                      info="ngram n, layerskip layers")
+                    gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)", elem_id="gamma",
+                                      scale=2, min_width=160)
+                gr.Examples([[p, d, True] for _, p, d, _ in av.EXAMPLES], [prompt, drafter, race],  # examples race AR
                             example_labels=[label for label, _, _, _ in av.EXAMPLES],
                             label="Examples", elem_id="examples")
                 gr.HTML(av.examples_html(), elem_id="expect")
@@ -139,8 +113,38 @@ def build_demo() -> gr.Blocks:
                     with gr.Tab("Explain", elem_id="tab-explain"):
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
                     with gr.Tab("Beam search", elem_id="tab-beams"):
-                        beam_section(pair, drafter, param, gamma, max_new, prompt)
+                        beam_section(pair, drafter, param, gamma, max_new, prompt, summary)
 
+            with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
+                pair = gr.Dropdown(av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
+                pair_note = gr.Markdown("", visible=False, elem_id="pair-note")
+                with gr.Row():
+                    adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ", min_width=120)
+                    p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False,
+                                      min_width=120)
+                max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
+                race.render()
+                with gr.Accordion("Sampling", open=False):
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                    with gr.Row():
+                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
+                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)
+                    seed = gr.Number(0, precision=0, label="Seed",
+                                     info="a seeded run repeats exactly, except with auto: its choices follow "
+                                          "measured time")
+                with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
+                    with gr.Row():
+                        tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",
+                                                elem_id="tree-budget", info="draft nodes per round; depth at most γ",
+                                                min_width=120)
+                        tree_branching = gr.Slider(1, 8, value=2, step=1, label="Branching",
+                                                   elem_id="tree-branching", info="children tried per node",
+                                                   min_width=120)
+                with gr.Accordion("Trace", open=True):
+                    download = gr.DownloadButton("Download trace (JSON)", interactive=False, size="sm",
+                                                  elem_id="download")
+                    upload = gr.File(label="Load a trace to replay (no model needed)", file_types=[".json"],
+                                     type="filepath", height=110, elem_id="trace-upload")
         views = {"stream": stream, "tree": tree, "race": race_html, "explain": explain, "summary": summary,
                  "verify": verify, "fig_len": fig_len, "fig_pos": fig_pos, "fig_run": fig_run, "fig_tput": fig_tput,
                  "fig_speedup": fig_speedup}
@@ -150,7 +154,7 @@ def build_demo() -> gr.Blocks:
         wire(demo, ui, [views[name] for name in av.VIEWS], events, slider, download, upload, dict(
             run=run_btn, stop=stop_btn, prev=prev_btn, next=next_btn, play=play_btn, pause=pause_btn, speed=speed,
             selected=selected, output_only=output_only, pair_note=pair_note, tour=tour_html, skip=skip_btn,
-            replay_tour=replay_tour_btn))
+            replay_tour=replay_tour_btn, prompt=prompt))
     return demo
 
 
@@ -193,7 +197,7 @@ def ui_view(view_outs: list, name: str):
 
 def wire_tour(demo, run_outs: list, upload, c: dict, hidden: dict) -> None:
     """The tour plays on page load and on Replay; Skip ends it; the user taking over stops it where it is."""
-    tour_outs = [*run_outs, c["tour"]]
+    tour_outs = [*run_outs, c["tour"], c["prompt"]]
     light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
     tours = [demo.load(t.tour, None, tour_outs, **light), c["replay_tour"].click(t.tour, None, tour_outs, **light)]
     c["skip"].click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(

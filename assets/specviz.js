@@ -172,6 +172,7 @@
       pinned = true;
       box.classList.add("is-pinned");
       select(tok.dataset.round);
+      if (tok.closest("#stream")) revealVerify(tok.dataset.round);  /* the tree keeps its own tab */
       return;
     }
     var z = e.target && e.target.closest ? e.target.closest(".specviz [data-tree-zoom]") : null;
@@ -210,8 +211,104 @@
   });
   window.addEventListener("scroll", function () {
     if (!current) return;
-    if (!current.isConnected) hide(); else place(current);
+    if (!current.isConnected) { hide(); return; }
+    var r = current.getBoundingClientRect();
+    if (r.bottom < 0 || r.top > window.innerHeight) hide(); else place(current);  /* never over other controls */
   }, true);
+
+  function tabButton(name) {
+    return Array.prototype.find.call(document.querySelectorAll('button[role="tab"]'),
+                                     function (b) { return b.textContent.trim() === name; });
+  }
+  function openTab(name) {
+    var b = tabButton(name);
+    if (b && b.getAttribute("aria-selected") !== "true") { b.click(); return true; }
+    return false;
+  }
+  function inView(n) {
+    var r = n.getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight;
+  }
+  /* Selecting a round opens the Verify tab and, once its view of that round has arrived, scrolls it into view. */
+  function revealVerify(round) {
+    openTab("Verify");
+    var tries = 0;
+    (function wait() {
+      var v = document.querySelector('#verify .specviz-verify[data-round="' + round + '"]');
+      if (v) { if (!inView(v)) v.scrollIntoView({ block: "nearest" }); return; }
+      if (++tries < 40) setTimeout(wait, 100);
+    })();
+  }
+  /* The tour's caption names an element (data-focus) and maybe its tab (data-tab): open the tab, scroll the
+     element into view and outline it while the caption is up. */
+  var tourSeen = "";
+  function followTour() {
+    var cap = document.querySelector("#tour .sv-tour");
+    var key = cap ? cap.getAttribute("data-step") + "|" + (cap.getAttribute("data-focus") || "") : "";
+    if (key === tourSeen) return;
+    tourSeen = key;
+    document.querySelectorAll(".sv-tour-focus").forEach(function (n) { n.classList.remove("sv-tour-focus"); });
+    var focus = cap && cap.getAttribute("data-focus"), tab = cap && cap.getAttribute("data-tab");
+    if (!focus) return;
+    var opened = tab ? openTab(tab) : false;
+    setTimeout(function () {
+      var n = document.querySelector(focus);
+      if (!n) return;
+      n.classList.add("sv-tour-focus");
+      if (!inView(n)) n.scrollIntoView({ block: "center" });
+    }, opened ? 300 : 50);
+  }
+  /* Explain's what-if panel: E(α, γ) / (γc + v(γ + 1)) redrawn at once as α, γ or c move. v(n) comes with the
+     panel (data-v: the cost model's table of this run's measured verify costs); nothing goes to the server. */
+  function expected(a, g) { return a >= 1 ? g + 1 : (1 - Math.pow(a, g + 1)) / (1 - a); }
+  function drawWhatIf(panel) {
+    var v = JSON.parse(panel.getAttribute("data-v")), G = v.length - 2;
+    var val = function (n) { return +panel.querySelector('input[name="' + n + '"]').value; };
+    var a = val("alpha"), g = val("gamma"), c = val("c");
+    panel.querySelectorAll("label").forEach(function (l) {
+      var i = l.querySelector("input"), o = l.querySelector("output");
+      if (i && o) o.textContent = i.name === "gamma" ? i.value : (+i.value).toFixed(2);
+    });
+    var pts = [];
+    for (var k = 1; k <= G; k++) pts.push([k, expected(a, k) / (k * c + v[k + 1])]);
+    var runG = +panel.getAttribute("data-run-gamma"), runP = +panel.getAttribute("data-run-pred");
+    var top = Math.max(2, runP, Math.max.apply(null, pts.map(function (p) { return p[1]; }))) * 1.1;
+    var W = 380, H = 190, L = 40, B = 30, T = 8, R = 10;
+    var x = function (k) { return L + (W - L - R) * (k - 1) / (G - 1); };
+    var y = function (s) { return H - B - (H - B - T) * s / top; };
+    var out = [], step = top > 6 ? 2 : top > 3 ? 1 : 0.5;
+    for (var t = 0; t <= top; t += step) {
+      out.push('<line class="wf-grid" x1="' + L + '" y1="' + y(t) + '" x2="' + (W - R) + '" y2="' + y(t) + '"/>' +
+               '<text class="wf-t" x="' + (L - 4) + '" y="' + (y(t) + 3) + '" text-anchor="end">' + t + '×</text>');
+    }
+    [1, 4, 8, 12, 16].forEach(function (k) {
+      if (k <= G) out.push('<text class="wf-t" x="' + x(k) + '" y="' + (H - B + 13) + '" text-anchor="middle">' + k + '</text>');
+    });
+    out.push('<line class="wf-one" x1="' + L + '" y1="' + y(1) + '" x2="' + (W - R) + '" y2="' + y(1) + '"/>');
+    out.push('<polyline class="wf-curve" points="' + pts.map(function (p) { return x(p[0]) + "," + y(p[1]); }).join(" ") + '"/>');
+    out.push('<circle class="wf-run" cx="' + x(runG) + '" cy="' + y(runP) + '" r="6"><title>this run: ' + runP.toFixed(2) + '×</title></circle>');
+    var s = pts[g - 1][1];
+    out.push('<circle class="wf-pick" cx="' + x(g) + '" cy="' + y(s) + '" r="4"/>');
+    out.push('<text class="wf-t" x="' + ((W + L) / 2) + '" y="' + (H - 3) + '" text-anchor="middle">γ (draft tokens per round)</text>');
+    panel.querySelector(".wf-svg").innerHTML = out.join("");
+    var e = expected(a, g), cost = g * c + v[g + 1];
+    var line = "At α = " + a.toFixed(2) + ", γ = " + g + ", c = " + c.toFixed(2) + ": E = " + e.toFixed(2) +
+               " tokens ÷ (" + g + "·" + c.toFixed(2) + " + v(" + (g + 1) + ") " + v[g + 1].toFixed(2) + ") = " +
+               cost.toFixed(2) + " steps → " + s.toFixed(2) + "×" + (s < 1 ? " (a slowdown)" : "");
+    var o = panel.querySelector(".wf-out");
+    o.textContent = line;
+    o.setAttribute("data-speedup", s.toFixed(4));
+    panel.setAttribute("data-drawn", "1");
+  }
+  document.addEventListener("input", function (e) {
+    var panel = e.target && e.target.closest ? e.target.closest(".sv-whatif") : null;
+    if (panel) drawWhatIf(panel);
+  });
+  function onPage() {
+    followTour();
+    document.querySelectorAll('.sv-whatif:not([data-drawn])').forEach(drawWhatIf);
+  }
+  new MutationObserver(onPage).observe(document.body, { subtree: true, childList: true });
 
   document.documentElement.classList.add("specviz-js");
   window.specviz = { installed: true, hide: hide, select: select, linked: linked };

@@ -50,7 +50,7 @@ PAIR_NOTES = {GEMMA_PAIR: (
     "SmolLM2 draft step costs c ≈ 0.7 of a Gemma step here, so the pair ran at 0.81× and 0.53× the speed "
     "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
     "exceeds c. Turn on the race to measure it on this machine. Try: \"January, February, March, April, "
-    "May, June, July, August, September, October, November, December.\\nJanuary, February, March,\"")}
+    "May, June, July, August, September, October, November, December. January, February, March,\"")}
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
 READY = "specviz: ready"  # app.py prints it once start-up (warm-up included) is over; tests and benchmarks wait for it

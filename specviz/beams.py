@@ -141,13 +141,18 @@ def render_beams(events, ar_events=None) -> str:
         lanes.append(f'<div class="beam-lane{" beam-lane-best" if i == best_lane else ""}" data-beam="{i}">'
                      f'<span class="beam-label">beam {i}</span>{cells}</div>')
     parts = [f'<div class="specviz specviz-beams" data-beams="{width}" data-steps="{len(steps)}">',
-             _head(run), f'<div class="beam-lanes" style="--beam-steps:{len(steps)}">{"".join(lanes)}</div>']
+             _head(run), f'<div class="beam-lanes" style="--beam-steps:{len(steps)}">{"".join(lanes)}</div>', LEGEND]
     if result is not None:
         parts.append(_hypotheses(result))
     if ar_events:
         parts.append(_race(run, beam_run(ar_events)))
     parts.append("</div>")
     return "".join(parts)
+
+
+LEGEND = ('<p class="beam-legend">Each row is one beam slot, each column one step. <span class="beam-parent">↰k</span> '
+          'on a cell: at that step the beam in this row continued beam k of the step before (the search reordered '
+          'its beams); no mark: it continued its own row. A cell with no child at the next step was dropped.</p>')
 
 
 def _head(run) -> str:

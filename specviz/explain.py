@@ -84,6 +84,34 @@ def run_prediction(s: dict, gamma: int) -> list[str]:
     return out
 
 
+WHATIF_GAMMA = 16  # the what-if panel's largest γ
+
+
+def whatif_panel(s: dict) -> str:
+    """α, γ and c sliders that redraw the predicted speedup E(α, γ) / (γc + v(γ + 1)) in the browser at once
+    (assets/specviz.js), on this run's measured v(n): the table v(1..γ+1) is the cost model's (verify_curve), so
+    the page only evaluates E and the ratio. The run's own prediction is marked. "" before c and v are measured
+    and for tree runs (not modelled)."""
+    alpha, c, n = s.get("alpha"), s.get("c"), s.get("v_n")
+    if alpha is None or c is None or not n or s.get("tree_rounds"):
+        return ""
+    at = costmodel.verify_curve({1: 1.0, **dict(s.get("v_points") or [])})
+    table = [None] + [round(at(k), 4) for k in range(1, WHATIF_GAMMA + 2)]  # v(k) at index k
+    g, pred = n - 1, costmodel.predicted_speedup(alpha, n - 1, c, at(n))
+    slider = ('<label>{label} <input type="range" name="{name}" min="{lo}" max="{hi}" step="{step}" value="{value}" '
+              'aria-label="{label}"><output>{value}</output></label>')
+    controls = "".join(slider.format(label=label, name=name, lo=lo, hi=hi, step=step, value=value) for
+                       label, name, lo, hi, step, value in (("α", "alpha", 0, 1, 0.001, f"{alpha:.3f}"),
+                                                            ("γ", "gamma", 1, WHATIF_GAMMA, 1, g),
+                                                            ("c", "c", 0, 1.5, 0.001, f"{c:.3f}")))
+    return (f'<div class="sv-whatif" data-v=\'{json.dumps(table)}\' data-run-gamma="{g}" data-run-pred="{pred:.4f}">'
+            f'<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with this run\'s '
+            f'measured v(n); the open circle is one round at this run\'s α, c and γ = {g}: {pred:.2f}×, as above).</p>'
+            f'<div class="wf-controls">{controls}</div><svg class="wf-svg" viewBox="0 0 380 190" role="img" '
+            f'aria-label="predicted speedup over γ for the chosen α and c"></svg><p class="wf-out" aria-live="polite"></p>'
+            '</div>')
+
+
 HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-heads.json"
 
 
@@ -138,7 +166,8 @@ def render_explain(events) -> str:
                            f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
                            f"{s.get('rejections', 0)} rejections)."),
         ("rollback", "the target cache already holds the rejected positions; moving its length pointer back drops them "
-                     f"in O(1). This run: {rollbacks} rollbacks, {dropped} positions dropped."),
+                     f"in O(1). This run: {rollbacks} rollback{'s' if rollbacks != 1 else ''}, {dropped} position"
+                     f"{'s' if dropped != 1 else ''} dropped."),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{d}</dd>" for k, d in terms)
     lines = [
@@ -162,4 +191,5 @@ def render_explain(events) -> str:
     heads = heads_note(spec.started.draft or "") if spec and spec.started else ""
     host = getattr(spec.started, "host", {}) if spec and spec.started else {}
     return (f'<div class="specviz specviz-explain">{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}'
+            f'{whatif_panel(s)}'
             f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>')

@@ -23,6 +23,12 @@ def round_html(rv, greedy: bool, breaks: bool = True) -> str:
     parts = []
     origins, tokens = rv.origins, rv.tokens
     cut = rv.first_rejected
+    if rv.committed is None and rv.drafted is not None:  # a round caught mid-way (a live run, the tour's frames)
+        for j, text in enumerate(rv.drafted.tokens):
+            origin = ("pending" if rv.verified is None else "accepted" if cut is None or j < cut
+                      else "rejected" if j == cut else "discarded")
+            parts.append(token_span(rv, j, origin, greedy, text, breaks=False))
+        return "".join(parts)
     for i, (text, origin) in enumerate(zip(tokens, origins)):
         if i == cut and rv.drafted is not None:  # the draft's rejected tail goes where it was rejected
             for j in range(cut, len(rv.drafted.tokens)):

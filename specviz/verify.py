@@ -132,7 +132,7 @@ def render_verify(events, round_: int | None = None) -> str:
                     f'<td>{_topk(_at(d.draft_topk, i), chosen)}</td><td>{_topk(target_rows, chosen)}</td></tr>')
     rb = rv.rolled_back
     rollback = (f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
-                f"{esc(rb.cache_after)} ({len(rb.positions)} positions dropped, no copy)." if rb is not None else "")
+                f"{esc(rb.cache_after)} ({len(rb.positions)} position{'s' if len(rb.positions) != 1 else ''} dropped, no copy)." if rb is not None else "")
     if rv.tree is not None:
         f = tree_facts(rv.tree)
         size = f"tree of {f['nodes']} nodes, depth {f['depth']}"

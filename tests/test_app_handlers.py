@@ -88,18 +88,29 @@ def test_a_loaded_trace_sets_the_controls_it_ran_with(tmp_path):
     assert controls["pair"]["value"] == h.av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
 
 
-def test_the_tour_walks_one_round_then_hands_over(monkeypatch):
-    """The tour shows the recorded run round by round with numbered captions (no model, no click), stays on the
-    round with a rejection for the five steps, and ends on the hand-over caption with the whole run on screen."""
+def test_the_tour_builds_a_round_up_step_by_step_and_ends_in_the_race(monkeypatch):
+    """The tour fills the prompt box, builds round 2 up event by event (the drafts alone, then the verify pass with
+    its rejection, the rollback, the commit: each step's frame differs from the one before), names the element
+    each caption talks about, and ends on the race with the recorded run's measured speedup."""
     monkeypatch.setattr(tour.time, "sleep", lambda s: None)
     frames = list(tour.tour(None))
-    captions = [f[-1] for f in frames]
+    captions, prompts = [f[-2] for f in frames], [f[-1] for f in frames]
+    assert all(p == tour.TOUR_PROMPT and p.strip() for p in prompts)
     assert all("sv-tour" in c for c in captions) and "Now try your own prompt" in captions[-1]
-    rounds = [f[1]["value"] for f in frames[:-1]]
-    assert rounds[:6] == [1] + [tour.TOUR_ROUND] * 5 and rounds == sorted(rounds)
-    assert 'data-step="6"' in captions[5] and "rejected" in captions[3]
-    verify = frames[3][h.RunOutputs._fields.index("verify")]
+    field = h.RunOutputs._fields.index
+    steps = frames[:6]  # round 1, then round 2: drafted, verified, (the rejection), rolled back, committed
+    streams = [f[field("stream")] for f in steps]
+    assert "tok-pending" in streams[1] or "tok-draft" in streams[1]  # ① the drafts, not yet judged
+    assert "tok-rejected" not in streams[1] and "tok-rejected" in streams[2]  # ② the verify pass rejects one
+    assert streams[1] != streams[2] and streams[4] != streams[5]  # ⑤ the commit adds the corrected token
+    assert "tok-corrected" in streams[5] and "tok-corrected" not in streams[3]
+    verify = frames[2][field("verify")]
     assert f'data-round="{tour.TOUR_ROUND}"' in verify and "vf-rejected" in verify
+    assert "Rollback" in frames[4][field("verify")] and "Rollback" not in frames[2][field("verify")]
+    assert all('data-focus="' in c for c in captions[:-1])  # every caption names its element
+    race = frames[-2]
+    assert 'data-tab="Race"' in captions[-2] and "as fast" in captions[-2] and "×" in captions[-2]
+    assert "race-speedup" in race[field("race")]  # the recorded race's verdict is on screen
 
 
 @pytest.mark.slow  # statistical / real-model: make test runs it, the inner loop does not

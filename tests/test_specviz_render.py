@@ -110,7 +110,10 @@ def test_partial_run_renders_what_is_there():
     partial = speculative_events(finished=False)[:8]  # RunStarted + round 1 + round 2's Drafted/Verified
     html = render_stream(partial)
     assert 'data-live="1"' in html and "sv-cursor" in html
-    assert len(re.findall(r'<span class="tok tok-(?!rejected)', html)) == 3
+    round1, round2 = html.split('data-round="2"', 1)
+    assert len(re.findall(r'<span class="tok tok-(?!rejected)', round1)) == 3  # round 1: its 3 committed tokens
+    assert "tok-accepted" in round2 and "tok-corrected" not in round2  # round 2 caught mid-way: drafts judged,
+    assert "tok-pending" in render_stream(partial[:7])  # nothing committed yet; before the verdict: pending
     tree = render_tree(partial)
     assert 'data-round="2"' in tree and "node-uncommitted" in tree
     for render in (render_race, render_explain):

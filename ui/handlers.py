@@ -319,15 +319,23 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
                                time_limit_s=MAX_RUN_S)
         target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
         lanes = {"speculative": [], "ar": []}
+        note = beam_note(int(num_beams))
         for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
             lanes[lane].append(event)
             if event.kind in ROUND_END:
-                yield specviz.render_beams(lanes["speculative"], lanes["ar"])
+                yield specviz.render_beams(lanes["speculative"], lanes["ar"]), note
     except (ValueError, RuntimeError) as e:
         gr.Warning(failure(e) if isinstance(e, RuntimeError) else str(e))
-        yield gr.skip()
+        yield gr.skip(), gr.skip()
         return
-    yield specviz.render_beams(lanes["speculative"], lanes["ar"])
+    yield specviz.render_beams(lanes["speculative"], lanes["ar"]), note
+
+
+def beam_note(num_beams: int) -> str:
+    """The summary line while the Beam search tab shows a beam run: what the stream below it still holds."""
+    return (f'<div class="specviz sv-summary" data-beam="1">Beam search, B = {num_beams}: its beams, scores and race '
+            'are in the Beam search tab · the stream, tree and charts below still show the last single-sequence '
+            'run</div>')
 
 
 def step_back(state, r):
@@ -342,7 +350,7 @@ def step_on(state, r):
 
 def drafter_changed(drafter: str):
     """γ is auto's own choice under auto: the slider greys out and says so."""
-    return gr.update(interactive=drafter != "auto", info="auto chooses γ each round" if drafter == "auto" else None)
+    return gr.update(interactive=drafter != "auto", info="auto chooses γ each round" if drafter == "auto" else "")  # "" clears it
 
 
 def adaptive_changed(adaptive: str):

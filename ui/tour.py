@@ -11,25 +11,44 @@ import gradio as gr
 
 from specviz import app_guard as guard
 from specviz import app_views as av
+from specviz.runs import split_runs
 from .handlers import RUN_OUTPUTS
 
-TOUR_TRACE = Path(__file__).resolve().parent.parent / "assets" / "tour-trace.json"  # a recorded n-gram run (make_tour.py)
-TOUR_ROUND = 2  # the round the captions walk through: 4 drafted, the 4th rejected
-TOUR = [  # (round shown, caption, seconds on screen): the guided first minute
-    (1, "Round 1: nothing in the prompt matches the text so far yet, so the target makes one plain step (grey).", 3.5),
-    (2, "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the γ = 4 tokens "
-        "that followed it there.", 4.5),
-    (2, "② The target checks all 4 drafts in ONE forward pass. The verify view below shows, per drafted token, the "
-        "draft's q and the target's p: greedy decoding accepts a draft when it is the target's top choice.", 5.5),
-    (2, "③ The first draft that fails (struck through, ✗) is rejected; anything drafted after it would be "
-        "discarded unseen.", 4.5),
-    (2, "④ The target's cache already holds the rejected position: moving its length pointer back drops it in O(1), "
-        "no copying.", 4.5),
-    (2, "⑤ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target forward. "
-        "When all drafts pass, the same forward adds a bonus token (+).", 5.5),
-    (None, "The remaining rounds: most accept every draft and commit 5 tokens per target forward. That is the "
-           "speedup: verifying 5 tokens costs about as much as generating 1.", 0.7),
+TOUR_TRACE = Path(__file__).resolve().parent.parent / "assets" / "tour-trace.json"  # python -m ui.make_tour
+TOUR_PROMPT = av.EXAMPLES[0][1]  # the first example: copy a passage (what the tour's run was asked)
+TOUR_ROUND = 2  # the round the captions build up step by step: 4 drafted, the 4th rejected
+# (the round's events up to and including this kind, caption, seconds on screen, element the caption names, tab):
+# the guided first minute. "round" None: the rest of the run; "race": the whole raced run, on the Race tab.
+TOUR = [
+    (1, None, "The prompt (above) asks the model to copy a passage. Round 1: nothing in the text so far matches the "
+              "prompt yet, so the target makes one plain step (grey).", 4.0, "#prompt", None),
+    (2, "drafted", "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the "
+                   "γ = 4 tokens that followed it there (dashed: not yet verified).", 5.0, "#stream", None),
+    (2, "verified", "② The target checks all 4 drafts in ONE forward pass. The verify view shows, per drafted token, "
+                    "the draft's q and the target's p: greedy decoding accepts a draft when it is the target's top "
+                    "choice.", 6.0, "#verify", "Verify"),
+    (2, "verified", "③ The first draft that fails (struck through, ✗) is rejected; anything drafted after it would be "
+                    "discarded unseen.", 4.5, "#stream .tok-rejected", None),
+    (2, "rolled_back", "④ The target's cache already holds the rejected position: moving its length pointer back drops "
+                       "it in O(1), no copying.", 4.5, "#verify .vf-why", "Verify"),
+    (2, "committed", "⑤ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target "
+                     "forward. When all drafts pass, the same forward adds a bonus token (+).", 5.5, "#stream", None),
+    (None, None, "The remaining rounds: most accept every draft and commit 5 tokens per target forward.", 0.6,
+     "#stream", None),
+    ("race", None, "", 7.0, "#race", "Race"),  # the caption: race_caption(), with the recorded speedup
 ]
+
+
+def race_caption(runs) -> str:
+    """⑥: the recorded race's measured speedup, from the run's own summary (the numbers the Race tab shows)."""
+    s = av.spec_summary(runs)
+    spec = av.view_runs(runs).get("speculative")
+    host = (getattr(spec.started, "host", {}) or {}).get("cpu", "") if spec and spec.started else ""
+    speed = f"{s['speedup']:.2f}×" if s.get("speedup") else "–"
+    same = "token-identical output" if s.get("identical_to_ar") else "different output"
+    return (f"⑥ The race: the same target decoding alone (autoregressive) against speculation, interleaved on one "
+            f"machine{f' ({host})' if host else ''} when this run was recorded: speculation was {speed} as fast, "
+            f"with {same}. That is the speedup: verifying 5 tokens costs about as much as generating 1.")
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,9 +57,33 @@ def tour_runs():
     return guard.pack(av.load_trace(TOUR_TRACE))
 
 
-def tour_caption(text: str, step: int | None, done: bool = False) -> str:
+@functools.lru_cache(maxsize=1)
+def tour_events() -> tuple:
+    return tuple(av.load_trace(TOUR_TRACE))
+
+
+def frame_events(round_, upto: str | None) -> list | None:
+    """The speculative lane's events up to round `round_`'s `upto` event (None: all of that round); None for the
+    frames that show the whole run (round None, "race")."""
+    if round_ in (None, "race"):
+        return None
+    spec = split_runs(list(tour_events()))["speculative"]
+    out = []
+    for e in spec:
+        r = getattr(e, "round", 0)
+        if r > round_ or (r == round_ and out and upto and out[-1].kind == upto and out[-1].round == round_):
+            break
+        out.append(e)
+    return out
+
+
+def tour_caption(text: str, step: int | None, done: bool = False, focus: str | None = None,
+                 tab: str | None = None) -> str:
+    """The caption; data-focus / data-tab name the element it talks about (assets/specviz.js scrolls to it,
+    opens its tab and highlights it)."""
     counter = f'<span class="sv-tour-step">{step}/{len(TOUR)}</span>' if step else ""
-    return (f'<div class="specviz sv-tour" data-done="{int(done)}" data-step="{step or 0}" role="status" '
+    where = (f' data-focus="{av.esc(focus)}"' if focus else "") + (f' data-tab="{av.esc(tab)}"' if tab else "")
+    return (f'<div class="specviz sv-tour" data-done="{int(done)}" data-step="{step or 0}"{where} role="status" '
             f'aria-live="polite">{counter}<span class="sv-tour-text">{av.esc(text)}</span></div>')
 
 
@@ -48,19 +91,22 @@ TOUR_END = "Now try your own prompt: pick an example or type one and press Gener
 
 
 def tour(request: gr.Request = None):
-    """The guided first minute: the recorded run plays round by round with captions, no click and no model.
-    ?tour=0 in the page address turns it off."""
+    """The guided first minute: the recorded run builds round 2 up event by event with captions, plays the rest
+    and ends in the race, no click and no model. ?tour=0 in the page address turns it off."""
     if request is not None and request.query_params.get("tour") == "0":
-        yield (gr.skip(),) * (RUN_OUTPUTS + 1)
+        yield (gr.skip(),) * (RUN_OUTPUTS + 2)
         return
     packed = tour_runs()
     runs = guard.runs(packed)
     total = guard.replay_rounds(runs)
-    for step, (r, text, wait) in enumerate(TOUR, 1):
-        rounds = [r] if r is not None else range(TOUR_ROUND + 1, total + 1)
+    for step, (r, upto, text, wait, focus, tab) in enumerate(TOUR, 1):
+        text = race_caption(runs) if r == "race" else text
+        part = frame_events(r, upto)
+        rounds = [r] if isinstance(r, int) else range(TOUR_ROUND + 1, total + 1) if r is None else [total]
         for k in rounds:
-            yield (packed, gr.update(maximum=total, value=k, interactive=True), gr.skip(), *av.views(runs, k),
-                   tour_caption(text, step))
+            views = av.views(part, k) if part is not None else av.views(runs, None if r == "race" else k)
+            yield (packed, gr.update(maximum=total, value=k, interactive=True), gr.skip(), *views,
+                   tour_caption(text, step, focus=focus, tab=tab), TOUR_PROMPT)
             time.sleep(wait)
     yield (*tour_end(), )
 
@@ -71,7 +117,7 @@ def tour_end():
     runs = guard.runs(packed)
     total = guard.replay_rounds(runs)
     return (packed, gr.update(maximum=total, value=total, interactive=True), gr.skip(), *av.views(runs),
-            tour_caption(TOUR_END, None, done=True))
+            tour_caption(TOUR_END, None, done=True), TOUR_PROMPT)
 
 
 def tour_stopped() -> str:
