@@ -179,15 +179,17 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     c["pause"].click(None, cancels=[play_event], api_visibility="private")
     c["selected"].change(h.select_round, [events, c["selected"], slider], [ui_view(view_outs, "verify")],
                          trigger_mode="always_last", **hidden)
-    upload.upload(h.load_trace, [upload], [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
-                  api_name="load_trace", api_visibility="private", **compute)
+    tours = wire_tour(demo, run_outs, c, hidden)
+    # an upload first stops the tour, then loads: a tour frame can never land after the trace (it did, 1 in ~5)
+    upload.upload(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden).then(
+        h.load_trace, [upload], [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
+        api_name="load_trace", api_visibility="private", **compute)
     ui["pair"].change(h.pair_changed, [ui["pair"]], [ui["drafter"]], api_visibility="private")
     ui["drafter"].change(h.drafter_changed, [ui["drafter"]], [ui["gamma"]], api_visibility="private")
     ui["pair"].change(h.pair_note_changed, [ui["pair"]], [c["pair_note"]], api_visibility="private")
     ui["adaptive"].change(h.adaptive_changed, [ui["adaptive"]], [ui["p_min"]], api_visibility="private")
     c["output_only"].change(None, [c["output_only"]], None, js=OUTPUT_ONLY_JS, api_visibility="private")
     gr.api(h.api_generate, api_name="generate", **compute)
-    wire_tour(demo, run_outs, upload, c, hidden)
 
 
 def ui_view(view_outs: list, name: str):
@@ -195,8 +197,9 @@ def ui_view(view_outs: list, name: str):
     return view_outs[av.VIEWS.index(name)]
 
 
-def wire_tour(demo, run_outs: list, upload, c: dict, hidden: dict) -> None:
-    """The tour plays on page load and on Replay; Skip ends it; the user taking over stops it where it is."""
+def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
+    """The tour plays on page load and on Replay; Skip ends it; the user taking over stops it where it is.
+    Returns the tour's events (an upload cancels them before it loads)."""
     tour_outs = [*run_outs, c["tour"], c["prompt"]]
     light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
     tours = [demo.load(t.tour, None, tour_outs, **light), c["replay_tour"].click(t.tour, None, tour_outs, **light)]
@@ -204,7 +207,7 @@ def wire_tour(demo, run_outs: list, upload, c: dict, hidden: dict) -> None:
         t.tour_end, None, tour_outs, **hidden)
     for button in (c["run"], c["prev"], c["next"], c["play"]):  # the user takes over: the tour stops where it is
         button.click(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden)
-    upload.upload(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden)
+    return tours
 
 
 def main() -> None:

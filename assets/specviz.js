@@ -304,7 +304,28 @@
     var panel = e.target && e.target.closest ? e.target.closest(".sv-whatif") : null;
     if (panel) drawWhatIf(panel);
   });
+  /* Tab out of an open dropdown closes its menu (Escape is the dropdown's own way to close it). */
+  document.addEventListener("keydown", function (e) {
+    var t = e.target;
+    if (e.key !== "Tab" || !t || !t.getAttribute || t.getAttribute("aria-expanded") !== "true") return;
+    t.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+  }, true);
+  /* After Generate the focus goes to the output (the stream), and stays there while the stream re-renders,
+     until the user moves it. */
+  var followOutput = false;
+  function focusOutput() {
+    var s = document.querySelector("#stream .specviz-stream"), a = document.activeElement;
+    if (!followOutput || !s || s === a) return;
+    if (!a || a === document.body || (a.closest && a.closest("#generate"))) s.focus({ preventScroll: true });
+  }
+  document.addEventListener("click", function (e) {
+    if (e.target && e.target.closest && e.target.closest("#generate")) { followOutput = true; setTimeout(focusOutput, 0); }
+  }, true);
+  document.addEventListener("focusin", function (e) {
+    if (followOutput && !(e.target && e.target.closest && e.target.closest("#stream, #generate"))) followOutput = false;
+  });
   function onPage() {
+    focusOutput();
     followTour();
     document.querySelectorAll('.sv-whatif:not([data-drawn])').forEach(drawWhatIf);
   }

@@ -21,7 +21,7 @@ from .charts import (accepted_length_fig, position_acceptance_fig, running_accep
 from .crossvocab import render_tokenisations
 from .explain import render_explain
 from .markup import esc
-from .race import render_race
+from .race import live_time, render_race, visible_tokens
 from .replay import events_upto, rounds_of, time_at_round
 from .runs import main_run, run_set, spec_summary, view_runs
 from .tokens import render_stream
@@ -219,8 +219,9 @@ def summary_html(events) -> str:
         parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>{said}')
     elif ar is not None:
         target = run.target_tokens or "?"
-        parts.append(f'<span class="sv-racing">racing: speculative {run.n_tokens()}/{target} · '
-                     f'autoregressive {ar.n_tokens()}/{target} tokens</span>')
+        t = live_time(run, ar) if not (run.done and ar.done) else None  # the race panel's moment: the same counts
+        parts.append(f'<span class="sv-racing">racing: speculative {visible_tokens(run, t)}/{target} · '
+                     f'autoregressive {visible_tokens(ar, t)}/{target} tokens</span>')
     if s.get("timing_flags"):
         reasons = "; ".join(s["timing_flags"])
         parts.append(f'<span class="sv-warn" title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)} ({esc(reasons)})</span>')

@@ -14,6 +14,11 @@ LANES = (("ar", "Autoregressive", "target only, one token per forward"),
          ("speculative", "Speculative", "draft proposes, target verifies"))
 
 
+def visible_tokens(run, t) -> int:
+    """Tokens a lane shows at wall time t of its own clock (what the race panel and the summary both count)."""
+    return sum(len(r.tokens) for r in _visible_rounds(run, t))
+
+
 def _visible_rounds(run, t):
     """Rounds whose tokens are committed by wall time t (untimed rounds count only when t is None)."""
     if t is None:

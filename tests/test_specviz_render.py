@@ -263,3 +263,34 @@ def test_the_roofline_reproduces_from_the_numbers_printed_beside_it():
     bare = [e if e.kind != "run_started" else type(e)(**{**e.__dict__, "host": {}}) for e in events]
     assert 'class="rf-memory"' not in render_explain(bare) and 'class="rf-bar' in render_explain(bare)
     assert "bandwidth bound" not in render_race(bare) and HOST["bandwidth"] == 10e9
+
+
+def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
+    """tests/numbers.py (the browser test's checker) on the rendered text of the sample run: nothing disagrees;
+    a displayed E, a Σ or an α count changed by one digit each is caught (negative controls)."""
+    from specviz import render_explain
+    from specviz.app_views import summary_html
+    from tests.numbers import check_page
+
+    text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731  (what a reader sees, roughly)
+    summary, explain = text(summary_html(sample_events())), text(render_explain(sample_events()))
+    assert "One round at γ" in explain and "Σ E =" in explain and "tested drafts accepted" in summary
+    assert check_page(summary, explain) == []
+    wrong_e = re.sub(r"= ([\d.]+) tokens on average", lambda m: f"= {float(m.group(1)) + 0.05:.2f} tokens on average", explain)
+    wrong_sum = re.sub(r"Σ E = ([\d.]+)", lambda m: f"Σ E = {float(m.group(1)) + 0.1:.2f}", explain)
+    wrong_alpha = re.sub(r"\((\d+) of (\d+) tested", lambda m: f"({int(m.group(1)) + 1} of {m.group(2)} tested", summary)
+    assert check_page(summary, wrong_e) and check_page(summary, wrong_sum) and check_page(wrong_alpha, explain)
+
+
+def test_mid_race_the_summary_counts_what_the_lanes_show():
+    """While racing, the summary's 'speculative N/target · autoregressive M/target' are the lanes' own counts
+    at the race panel's moment (it said 28/48 while the lane showed 23/48)."""
+    from specviz.app_views import summary_html
+    from specviz.sample import ar_events
+
+    events = speculative_events() + ar_events()[:9]  # the AR lane part-way
+    race = render_race(events)
+    spec_n = int(re.search(r'data-mode="speculative" data-tokens="(\d+)"', race).group(1))
+    ar_n = int(re.search(r'data-mode="ar" data-tokens="(\d+)"', race).group(1))
+    said = re.search(r"racing: speculative (\d+)/\S+ · autoregressive (\d+)/", summary_html(events))
+    assert said and (int(said.group(1)), int(said.group(2))) == (spec_n, ar_n)

@@ -1,0 +1,272 @@
+"""What the page says adds up, and the first minute and the phone hold (Playwright + Debian's Chromium against
+`python app.py`, the server shared with the other browser modules):
+- the numbers agree: every figure of the summary line and Explain recomputes from the inputs printed beside it,
+  for a chain, a heuristic-γ, an auto and a tree run (tests/numbers.py; a wrong figure planted in the page fails);
+- a tree run's Verify view agrees with the tree's node counts, and nothing predicts it with a chain's E;
+- Explain's what-if sliders redraw in the browser at once;
+- the tour shows its prompt, its frames differ step to step, each caption's element is in view, it ends on the race;
+- at 390 px: the tour caption is readable, nothing is clipped, tap targets meet WCAG 2.2; text contrast ≥ 4.5:1;
+- keyboard: the prompt within the first 5 Tab stops, dropdown menus close on Tab, focus on the output after
+  Generate.
+SPECVIZ_SCREENSHOT=1 writes the README's screenshots (assets/tour-*.png, assets/phone.png).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.app_server import ROOT, playwright_or_skip
+from tests.numbers import check_page
+
+sync_api = playwright_or_skip()
+expect = sync_api.expect
+RUN_TIMEOUT_MS = 150_000
+DONE = '#summary .sv-summary[data-done="1"]'
+COPY = ("Copy this text exactly:\n\nThe honeybee is one of the most important pollinators in the world. Bees visit "
+        "flowers to collect nectar and pollen, which they use as food for the colony.")
+
+
+def shot(tmp_path, name: str) -> str:
+    folder = ROOT / "assets" if os.environ.get("SPECVIZ_SCREENSHOT") == "1" else tmp_path
+    return str(Path(folder) / name)
+
+
+def open_page(browser, url, tour=False, width=1440, height=900):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url + ("" if tour else "?tour=0"))
+    page.wait_for_selector("#prompt textarea")
+    return page
+
+
+def choose(page, label: str, option: str) -> None:
+    page.get_by_label(label, exact=True).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    expect(page.get_by_label(label, exact=True)).to_have_value(option)
+
+
+def set_number(page, elem_id: str, value) -> None:
+    box = page.locator(f"#{elem_id} input[type=number]").first
+    for _ in range(3):
+        box.wait_for(state="visible")
+        box.fill(str(value))
+        box.press("Tab")
+        page.wait_for_timeout(300)
+        if box.input_value() == str(value):
+            return
+
+
+def run(page, prompt: str, drafter: str, max_new: int = 40, race: bool = True) -> None:
+    page.fill("#prompt textarea", prompt)
+    choose(page, "Drafter", drafter)
+    set_number(page, "max-new", max_new)
+    box = page.get_by_label("Race against autoregressive", exact=False)
+    box.set_checked(race)
+    old = page.locator("#summary .sv-summary").get_attribute("data-run") or ""
+    page.click("#generate")
+    page.wait_for_selector(f'{DONE}:not([data-run="{old}"])', timeout=RUN_TIMEOUT_MS)
+    if race:
+        page.wait_for_selector("#summary .sv-speedup", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("#generate")).to_be_enabled(timeout=15_000)
+
+
+def page_numbers(page) -> tuple[str, str]:
+    page.get_by_role("tab", name="Explain").click()
+    expect(page.locator("#explain .sv-why")).to_be_visible()
+    return page.locator("#summary").inner_text(), page.locator("#explain").inner_text()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_url):
+    p = open_page(browser, app_url)
+    yield p
+    p.close()
+
+
+@pytest.mark.parametrize("setup", ["chain", "heuristic", "auto"])
+def test_the_numbers_agree(page, setup):
+    """Each figure the summary line and Explain show for this run reproduces from the figures beside it."""
+    if setup == "heuristic":
+        choose(page, "Adaptive γ", "heuristic")
+    run(page, COPY, "auto" if setup == "auto" else "ngram")
+    if setup == "heuristic":
+        choose(page, "Adaptive γ", "fixed")
+    summary, explain = page_numbers(page)
+    assert "One round at γ" in explain and "Σ E =" in explain, explain[:2000]
+    assert check_page(summary, explain) == [], (summary, explain)
+    # the negative control: one displayed figure made wrong in the page itself is caught
+    page.evaluate("""() => { const root = document.querySelector('#explain');
+      const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const m = n.textContent.match(/Σ E = ([\\d.]+)/);
+        if (m) { n.textContent = n.textContent.replace(m[0], 'Σ E = ' + (parseFloat(m[1]) + 1).toFixed(2)); return; } } }""")
+    assert check_page(summary, page.locator("#explain").inner_text())
+
+
+def test_a_tree_run_is_accounted_as_a_tree(page):
+    """Tree speculation: the Verify view's node counts equal the Tree tab's for the same round; the forward
+    size is the tree's; no chain prediction appears anywhere."""
+    page.locator("#tree-controls").click()  # the accordion
+    set_number(page, "tree-budget", 12)
+    try:
+        run(page, COPY, "ngram", max_new=32, race=False)
+    finally:
+        set_number(page, "tree-budget", 0)
+    view = page.locator("#verify .specviz-verify[data-nodes]")
+    expect(view).to_have_count(1, timeout=15_000)
+    r = view.get_attribute("data-round")
+    counts = {k: int(view.get_attribute(f"data-tree-{k}")) for k in ("accepted", "rejected", "unvisited")}
+    page.get_by_role("tab", name="Tree").click()
+    tree_round = page.locator(f'#tree .tree-round[data-round="{r}"]')
+    expect(tree_round).to_have_count(1)
+    for status, n in counts.items():
+        assert tree_round.locator(f"g.node.node-{status}").count() == n, (status, counts)
+    summary, explain = page_numbers(page)
+    assert "predicted" not in summary and "does not model it" in explain
+    assert re.search(r"verify forward over the most common size, (\d+) positions", explain)
+
+
+def test_the_what_if_sliders_redraw_in_the_browser(page):
+    """Explain's α slider redraws the curve and its sentence at once (no server round-trip: the request count
+    does not move); the first drawing is the cost model's prediction for this run's α, c and γ."""
+    run(page, COPY, "ngram", race=False)
+    page.get_by_role("tab", name="Explain").click()
+    panel = page.locator("#explain .sv-whatif[data-drawn]")
+    expect(panel).to_have_count(1, timeout=15_000)
+    first = float(panel.locator(".wf-out").get_attribute("data-speedup"))
+    assert first == pytest.approx(float(panel.get_attribute("data-run-pred")), abs=0.01)
+    requests = []
+    page.on("request", lambda req: requests.append(req.url))
+    panel.locator('input[name="alpha"]').fill("0.2")  # a range input: fill sets the value and fires input
+    after = float(panel.locator(".wf-out").get_attribute("data-speedup"))
+    assert after < first and "α = 0.20" in panel.locator(".wf-out").inner_text()
+    assert not [u for u in requests if "/gradio_api/" in u]
+
+
+def test_the_tour_builds_the_round_and_ends_in_the_race(browser, app_url, tmp_path):
+    """The tour's prompt is in the box; the frames of ①..⑤ differ; each caption's element is outlined and in
+    view; the last caption is the race, with its measured speedup on the Race tab."""
+    page = open_page(browser, app_url, tour=True)
+    frames, seen = [], set()
+    for step in range(1, 9):
+        page.wait_for_selector(f'#tour .sv-tour[data-step="{step}"]', timeout=60_000)
+        page.wait_for_timeout(400)
+        focus = page.locator("#tour .sv-tour").get_attribute("data-focus")
+        marked = page.locator(".sv-tour-focus")
+        expect(marked.first).to_be_visible(timeout=5_000)
+        box, height = marked.first.bounding_box(), page.viewport_size["height"]
+        assert box["y"] < height and box["y"] + min(box["height"], 60) > 0, (step, focus, box)
+        if step <= 6:
+            frames.append(page.locator("#stream").inner_html())
+        if step in (2, 6):
+            page.screenshot(path=shot(tmp_path, f"tour-{step}.png"))
+        seen.add(step)
+    assert page.locator("#prompt textarea").input_value().startswith("Copy this text exactly")
+    assert all(a != b for a, b in zip(frames[1:3], frames[2:4])) and frames[4] != frames[5]
+    assert "as fast" in page.locator("#tour").inner_text()
+    expect(page.locator("#race .race-speedup")).to_be_visible()
+    page.close()
+
+
+TAPS = """() => {
+  const small = [], sizes = {};
+  const seen = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.bottom > 0; };
+  for (const el of document.querySelectorAll('button, input[type=checkbox], #stream .tok')) {
+    if (!seen(el) || el.closest('.js-plotly-plot, .sv-legend')) continue;
+    const r = el.getBoundingClientRect();
+    const need = (el.id === 'generate' || el.id === 'stop') ? 44 : 24;
+    if (r.height < need - 0.5) small.push([el.id || el.className || el.tagName, Math.round(r.height), need]);
+  }
+  return small;
+}"""
+CLIPPED = """() => {
+  const w = document.documentElement.clientWidth, out = [];
+  for (const el of document.querySelectorAll('.race-verdict, .race-verdict *, #tour .sv-tour, #summary .sv-summary')) {
+    const r = el.getBoundingClientRect();
+    if (r.width && r.right > w + 1) out.push([el.className, Math.round(r.right), w]);
+  }
+  return out;
+}"""
+CAPTION_CHARS = """() => { const t = document.querySelector('#tour .sv-tour-text');
+  const c = document.createElement('canvas').getContext('2d'); c.font = getComputedStyle(t).font;
+  return t.getBoundingClientRect().width / (c.measureText('abcdefghijklmnopqrstuvwxyz ').width / 27); }"""
+
+
+def test_the_phone_layout_holds(browser, app_url, tmp_path):
+    """At 390 × 844: the tour caption is at least 20 characters wide; no verdict or caption runs off the right
+    edge; Generate and Stop are ≥ 44 px tall, every other button, checkbox and token ≥ 24 px; drafter and γ come
+    before the result tabs."""
+    page = open_page(browser, app_url, tour=True, width=390, height=844)
+    page.wait_for_selector('#tour .sv-tour[data-step="2"]', timeout=60_000)
+    assert page.evaluate(CAPTION_CHARS) >= 20
+    page.screenshot(path=shot(tmp_path, "phone.png"), full_page=False)
+    page.click("#tour-skip")
+    page.wait_for_selector('#tour .sv-tour[data-done="1"]', timeout=30_000)
+    assert page.get_by_label("Drafter", exact=True).bounding_box()["y"] < page.locator("#tab-verify-button, "
+                                                                                     "button[role=tab]").first.bounding_box()["y"]
+    assert page.locator("#gamma").bounding_box()["y"] < page.locator("button[role=tab]").first.bounding_box()["y"]
+    assert page.evaluate(TAPS) == []
+    tab = page.get_by_role("tab", name="Race", exact=True)
+    if not tab.is_visible():
+        page.click('button[aria-label="More tabs"]')
+        tab = page.locator(".overflow-dropdown button", has_text="Race")
+    tab.click()
+    page.wait_for_timeout(800)
+    assert page.evaluate(CLIPPED) == []
+    page.close()
+
+
+CONTRAST = """(sel) => {
+  const lum = c => { const v = c.match(/[\\d.]+/g).slice(0, 3).map(Number).map(x => x / 255)
+                      .map(x => x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4));
+                      return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+  const el = document.querySelector(sel);
+  let bg = 'rgb(255, 255, 255)';
+  for (let a = el; a; a = a.parentElement) {
+    const c = getComputedStyle(a).backgroundColor;
+    if (c && !c.startsWith('rgba(0, 0, 0, 0)') && c !== 'transparent') { bg = c; break; }
+  }
+  const [hi, lo] = [lum(getComputedStyle(el).color), lum(bg)].sort((a, b) => b - a);
+  return (hi + 0.05) / (lo + 0.05);
+}"""
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_text_contrast_is_at_least_4_5(browser, app_url, theme):
+    """The page's one-line description and 'What each example shows' read at ≥ 4.5:1, light and dark."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(app_url + f"?tour=0&__theme={theme}")
+    page.wait_for_selector("#prompt textarea")
+    for sel in (".sv-header p", "#expect summary"):
+        assert page.evaluate(CONTRAST, sel) >= 4.5, sel
+    page.close()
+
+
+def test_keyboard_prompt_first_menus_close_and_focus_follows_generate(browser, app_url):
+    """The prompt is among the first 5 Tab stops; tabbing through the page leaves no dropdown menu open; after
+    Generate the focus is on the output, not lost to <body>."""
+    page = open_page(browser, app_url)
+    page.locator("body").click(position={"x": 5, "y": 5})
+    stops = []
+    for _ in range(5):
+        page.keyboard.press("Tab")
+        stops.append(page.evaluate("() => document.activeElement.closest('#prompt') ? 'prompt' : "
+                                   "document.activeElement.tagName"))
+    assert "prompt" in stops, stops
+    for _ in range(25):
+        page.keyboard.press("Tab")
+        page.wait_for_timeout(60)
+    page.wait_for_timeout(300)
+    open_menus = page.locator("ul.options:visible, [role=listbox]:visible").count()
+    focused_open = page.evaluate("() => document.activeElement.getAttribute('aria-expanded') === 'true'")
+    assert open_menus == int(focused_open), (open_menus, focused_open)  # only the focused dropdown's, if any
+    page.fill("#prompt textarea", "Say hi.")
+    set_number(page, "max-new", 4)
+    page.click("#generate")
+    page.wait_for_selector(f"{DONE}", timeout=RUN_TIMEOUT_MS)
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => !!document.activeElement.closest('#stream')"), page.evaluate(
+        "() => document.activeElement.outerHTML.slice(0, 120)")
+    page.close()
