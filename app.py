@@ -55,7 +55,11 @@ def build_demo() -> gr.Blocks:
         gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
                     "the target verifies them in one forward, and you see what was accepted, rejected and why.",
                     elem_classes="sv-header")
-        # made here, placed in the settings column: the examples (in the main column, first in reading order) set it
+        # made here, placed in the settings column: the main column (first in reading order) reads them, the
+        # examples set the race, the beam tab takes the pair and the token budget
+        pair = gr.Dropdown(av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)", render=False)
+        max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new",
+                            render=False)
         race = gr.Checkbox(False, label="Race against autoregressive (both lanes run interleaved, side by side)",
                            render=False, elem_id="race-on")
         with gr.Row(equal_height=False, elem_classes="sv-layout"):
@@ -116,13 +120,13 @@ def build_demo() -> gr.Blocks:
                         beam_section(pair, drafter, param, gamma, max_new, prompt, summary)
 
             with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
-                pair = gr.Dropdown(av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)")
+                pair.render()
                 pair_note = gr.Markdown("", visible=False, elem_id="pair-note")
                 with gr.Row():
                     adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ", min_width=120)
                     p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False,
                                       min_width=120)
-                max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new")
+                max_new.render()
                 race.render()
                 with gr.Accordion("Sampling", open=False):
                     temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")

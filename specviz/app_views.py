@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections import namedtuple
 from pathlib import Path
@@ -283,7 +284,27 @@ def controls_of(events) -> dict:
     p_min = cfg.get("p_min")
     if isinstance(p_min, (int, float)) and not isinstance(p_min, bool) and 0 < p_min <= 0.95:
         out["p_min"] = p_min  # the confidence threshold the run used (the slider's range: 0..0.95)
+    prompt = prompt_of(run.started.prompt_text, bool(cfg.get("raw")))
+    if prompt:
+        out["prompt"] = prompt
     return out
+
+
+USER_TURNS = (re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),  # SmolLM2, Qwen (ChatML)
+              re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S))  # Gemma
+
+
+def prompt_of(prompt_text, raw: bool) -> str:
+    """The prompt as it was typed, from a trace's templated prompt_text: the last user turn of a chat template
+    this app's models use; the text itself for a raw prompt or an unknown template ("" if not a string)."""
+    if not isinstance(prompt_text, str):
+        return ""
+    if not raw:
+        for turn in USER_TURNS:
+            found = turn.findall(prompt_text)
+            if found:
+                return found[-1]
+    return prompt_text[:20_000]
 
 
 def drafter_of(draft: str) -> dict:

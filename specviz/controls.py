@@ -49,4 +49,4 @@ class Controls:
 
 FIELDS = tuple(f.name for f in fields(Controls))  # the wiring order of the components
 TRACE_SETS = ("pair", "drafter", "param", "gamma", "adaptive", "p_min", "temperature", "top_k", "top_p", "seed",
-              "max_new", "tree_budget", "tree_branching")  # the controls a loaded trace sets (app_views.controls_of)
+              "max_new", "tree_budget", "tree_branching", "prompt")  # the controls a loaded trace sets (controls_of)

@@ -294,3 +294,16 @@ def test_mid_race_the_summary_counts_what_the_lanes_show():
     ar_n = int(re.search(r'data-mode="ar" data-tokens="(\d+)"', race).group(1))
     said = re.search(r"racing: speculative (\d+)/\S+ · autoregressive (\d+)/", summary_html(events))
     assert said and (int(said.group(1)), int(said.group(2))) == (spec_n, ar_n)
+
+
+def test_a_loaded_trace_gives_back_the_prompt_as_typed():
+    """controls_of sets the prompt box from the trace: the last user turn of a ChatML or Gemma template, the text
+    itself for a raw prompt (a re-uploaded trace showed no prompt)."""
+    from specviz.app_views import controls_of, prompt_of
+
+    chat = "<|im_start|>system\nbe nice<|im_end|>\n<|im_start|>user\nCopy: a b c<|im_end|>\n<|im_start|>assistant\n"
+    assert prompt_of(chat, raw=False) == "Copy: a b c"
+    assert prompt_of("<start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", raw=False) == "hi"
+    assert prompt_of("Once upon a time", raw=True) == "Once upon a time" and prompt_of(None, raw=False) == ""
+    events = sample_events()
+    assert controls_of(events)["prompt"] == events[0].prompt_text  # "Hi": no template, kept as it is
