@@ -216,9 +216,10 @@
     if (r.bottom < 0 || r.top > window.innerHeight) hide(); else place(current);  /* never over other controls */
   }, true);
 
-  function tabButton(name) {
-    return Array.prototype.find.call(document.querySelectorAll('button[role="tab"]'),
-                                     function (b) { return b.textContent.trim() === name; });
+  function tabButton(name) {  /* the visible one: Gradio keeps invisible copies of the tab buttons to measure */
+    var all = Array.prototype.filter.call(document.querySelectorAll('button[role="tab"], .overflow-dropdown button'),
+                                          function (b) { return b.textContent.trim() === name; });
+    return all.find(function (b) { return b.getBoundingClientRect().height >= 4; }) || all[0];
   }
   function openTab(name) {
     var b = tabButton(name);
@@ -250,13 +251,15 @@
     document.querySelectorAll(".sv-tour-focus").forEach(function (n) { n.classList.remove("sv-tour-focus"); });
     var focus = cap && cap.getAttribute("data-focus"), tab = cap && cap.getAttribute("data-tab");
     if (!focus) return;
-    var opened = tab ? openTab(tab) : false;
-    setTimeout(function () {
-      var n = document.querySelector(focus);
-      if (!n) return;
-      n.classList.add("sv-tour-focus");
-      if (!inView(n)) n.scrollIntoView({ block: "center" });
-    }, opened ? 300 : 50);
+    setTimeout(function () {  /* after Gradio's update of the page: a tab clicked inside it is undone */
+      var opened = tab ? openTab(tab) : false;
+      setTimeout(function () {
+        var n = document.querySelector(focus);
+        if (!n) return;
+        n.classList.add("sv-tour-focus");
+        if (!inView(n)) n.scrollIntoView({ block: "center" });
+      }, opened ? 300 : 50);
+    }, 150);
   }
   /* Explain's what-if panel: E(α, γ) / (γc + v(γ + 1)) redrawn at once as α, γ or c move. v(n) comes with the
      panel (data-v: the cost model's table of this run's measured verify costs); nothing goes to the server. */
@@ -304,11 +307,12 @@
     var panel = e.target && e.target.closest ? e.target.closest(".sv-whatif") : null;
     if (panel) drawWhatIf(panel);
   });
-  /* Tab out of an open dropdown closes its menu (Escape is the dropdown's own way to close it). */
+  /* Tab out of an open dropdown closes its menu: Gradio's dropdown treats Tab as typing (it re-filters and keeps
+     the menu open, even after the focus has left), so the Tab key never reaches it; the browser still moves the
+     focus, and the dropdown's own blur closes the menu. */
   document.addEventListener("keydown", function (e) {
     var t = e.target;
-    if (e.key !== "Tab" || !t || !t.getAttribute || t.getAttribute("aria-expanded") !== "true") return;
-    t.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+    if (e.key === "Tab" && t && t.getAttribute && t.getAttribute("aria-expanded") !== null) e.stopPropagation();
   }, true);
   /* After Generate the focus goes to the output (the stream), and stays there while the stream re-renders,
      until the user moves it. */
@@ -329,8 +333,14 @@
     followTour();
     document.querySelectorAll('.sv-whatif:not([data-drawn])').forEach(drawWhatIf);
   }
-  new MutationObserver(onPage).observe(document.body, { subtree: true, childList: true });
+  /* attributes too: Gradio may update a caption in place (its data-step changes, no node is added) */
+  new MutationObserver(onPage).observe(document.body, { subtree: true, childList: true, attributes: true,
+                                                        attributeFilter: ["data-step"] });
 
+  /* Gradio's footer sits outside the scope its custom CSS reaches: its buttons get their 24 px here. */
+  var unscoped = document.createElement("style");
+  unscoped.textContent = "@media (max-width: 760px) { footer button, footer a { min-height: 24px; display: inline-flex; align-items: center; } }";
+  document.head.appendChild(unscoped);
   document.documentElement.classList.add("specviz-js");
-  window.specviz = { installed: true, hide: hide, select: select, linked: linked };
+  window.specviz = { installed: true, hide: hide, select: select, linked: linked, followTour: followTour, openTab: openTab };
 })();

@@ -109,20 +109,34 @@ def test_a_tree_run_is_accounted_as_a_tree(page):
     """Tree speculation: the Verify view's node counts equal the Tree tab's for the same round; the forward
     size is the tree's; no chain prediction appears anywhere."""
     page.locator("#tree-controls").click()  # the accordion
-    set_number(page, "tree-budget", 12)
+    set_number(page, "tree-budget", 16)
+    set_number(page, "tree-branching", 3)
     try:
-        run(page, COPY, "ngram", max_new=32, race=False)
+        run(page, "Write a short story about a fox.", "eagle", max_new=24, race=False)
     finally:
         set_number(page, "tree-budget", 0)
-    view = page.locator("#verify .specviz-verify[data-nodes]")
-    expect(view).to_have_count(1, timeout=15_000)
-    r = view.get_attribute("data-round")
-    counts = {k: int(view.get_attribute(f"data-tree-{k}")) for k in ("accepted", "rejected", "unvisited")}
     page.get_by_role("tab", name="Tree").click()
-    tree_round = page.locator(f'#tree .tree-round[data-round="{r}"]')
-    expect(tree_round).to_have_count(1)
-    for status, n in counts.items():
-        assert tree_round.locator(f"g.node.node-{status}").count() == n, (status, counts)
+    page.wait_for_selector("#tree .tree-round[data-round]", timeout=30_000)
+    rounds = page.evaluate("""() => [...document.querySelectorAll('#tree .tree-round[data-round]')]
+        .filter(r => r.querySelectorAll('g.node').length >= 3).map(r => r.dataset.round)""")
+    assert rounds, "no round drafted a tree of 3 or more nodes"
+    checked = 0
+    for r in rounds[:3]:
+        tree_round = page.locator(f'#tree .tree-round[data-round="{r}"]')
+        counts = {k: tree_round.locator(f"g.node.node-{k}").count() for k in ("accepted", "rejected", "unvisited")}
+        page.evaluate("(r) => window.specviz.select(r)", r)
+        page.get_by_role("tab", name="Verify").click()
+        view = page.locator(f'#verify .specviz-verify[data-round="{r}"]')
+        expect(view).to_have_count(1, timeout=15_000)
+        if view.get_attribute("data-nodes") is None:
+            page.get_by_role("tab", name="Tree").click()
+            continue  # a chain round (the drafter found one continuation only)
+        shown = {k: int(view.get_attribute(f"data-tree-{k}")) for k in ("accepted", "rejected", "unvisited")}
+        assert shown == counts, (r, shown, counts)
+        assert int(view.get_attribute("data-nodes")) == sum(counts.values())
+        checked += 1
+        page.get_by_role("tab", name="Tree").click()
+    assert checked >= 1
     summary, explain = page_numbers(page)
     assert "predicted" not in summary and "does not model it" in explain
     assert re.search(r"verify forward over the most common size, (\d+) positions", explain)
@@ -149,22 +163,21 @@ def test_the_tour_builds_the_round_and_ends_in_the_race(browser, app_url, tmp_pa
     """The tour's prompt is in the box; the frames of ①..⑤ differ; each caption's element is outlined and in
     view; the last caption is the race, with its measured speedup on the Race tab."""
     page = open_page(browser, app_url, tour=True)
-    frames, seen = [], set()
-    for step in range(1, 9):
+    frames = []
+    for step in range(1, 8):
         page.wait_for_selector(f'#tour .sv-tour[data-step="{step}"]', timeout=60_000)
-        page.wait_for_timeout(400)
+        page.wait_for_timeout(500)
         focus = page.locator("#tour .sv-tour").get_attribute("data-focus")
         marked = page.locator(".sv-tour-focus")
         expect(marked.first).to_be_visible(timeout=5_000)
         box, height = marked.first.bounding_box(), page.viewport_size["height"]
         assert box["y"] < height and box["y"] + min(box["height"], 60) > 0, (step, focus, box)
-        if step <= 6:
-            frames.append(page.locator("#stream").inner_html())
-        if step in (2, 6):
+        if step <= 5:
+            frames.append((page.locator("#stream").inner_html(), page.locator("#verify").inner_html()))
+        if step in (2, 3, 7):
             page.screenshot(path=shot(tmp_path, f"tour-{step}.png"))
-        seen.add(step)
     assert page.locator("#prompt textarea").input_value().startswith("Copy this text exactly")
-    assert all(a != b for a, b in zip(frames[1:3], frames[2:4])) and frames[4] != frames[5]
+    assert all(a != b for a, b in zip(frames, frames[1:])), "a tour step showed the same frame as the one before"
     assert "as fast" in page.locator("#tour").inner_text()
     expect(page.locator("#race .race-speedup")).to_be_visible()
     page.close()
@@ -172,7 +185,8 @@ def test_the_tour_builds_the_round_and_ends_in_the_race(browser, app_url, tmp_pa
 
 TAPS = """() => {
   const small = [], sizes = {};
-  const seen = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.bottom > 0; };
+  /* height under 4 px: Gradio's invisible copies of the tab buttons it measures overflow with */
+  const seen = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height >= 4 && r.bottom > 0; };
   for (const el of document.querySelectorAll('button, input[type=checkbox], #stream .tok')) {
     if (!seen(el) || el.closest('.js-plotly-plot, .sv-legend')) continue;
     const r = el.getBoundingClientRect();

@@ -24,14 +24,13 @@ TOUR = [
               "prompt yet, so the target makes one plain step (grey).", 4.0, "#prompt", None),
     (2, "drafted", "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the "
                    "γ = 4 tokens that followed it there (dashed: not yet verified).", 5.0, "#stream", None),
-    (2, "verified", "② The target checks all 4 drafts in ONE forward pass. The verify view shows, per drafted token, "
-                    "the draft's q and the target's p: greedy decoding accepts a draft when it is the target's top "
-                    "choice.", 6.0, "#verify", "Verify"),
-    (2, "verified", "③ The first draft that fails (struck through, ✗) is rejected; anything drafted after it would be "
-                    "discarded unseen.", 4.5, "#stream .tok-rejected", None),
-    (2, "rolled_back", "④ The target's cache already holds the rejected position: moving its length pointer back drops "
-                       "it in O(1), no copying.", 4.5, "#verify .vf-why", "Verify"),
-    (2, "committed", "⑤ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target "
+    (2, "verified", "② The target checks all 4 drafts in ONE forward pass: the verify view shows, per drafted token, "
+                    "the draft's q and the target's p. Greedy decoding accepts a draft when it is the target's top "
+                    "choice; the first that fails (struck through, ✗) is rejected, and anything drafted after it "
+                    "would be discarded unseen.", 7.0, "#verify", "Verify"),
+    (2, "rolled_back", "③ The target's cache already holds the rejected position: moving its length pointer back drops "
+                       "it in O(1), no copying (the last line of the verify view).", 4.5, "#verify .vf-why", "Verify"),
+    (2, "committed", "④ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target "
                      "forward. When all drafts pass, the same forward adds a bonus token (+).", 5.5, "#stream", None),
     (None, None, "The remaining rounds: most accept every draft and commit 5 tokens per target forward.", 0.6,
      "#stream", None),
@@ -40,13 +39,13 @@ TOUR = [
 
 
 def race_caption(runs) -> str:
-    """⑥: the recorded race's measured speedup, from the run's own summary (the numbers the Race tab shows)."""
+    """⑤: the recorded race's measured speedup, from the run's own summary (the numbers the Race tab shows)."""
     s = av.spec_summary(runs)
     spec = av.view_runs(runs).get("speculative")
     host = (getattr(spec.started, "host", {}) or {}).get("cpu", "") if spec and spec.started else ""
     speed = f"{s['speedup']:.2f}×" if s.get("speedup") else "–"
     same = "token-identical output" if s.get("identical_to_ar") else "different output"
-    return (f"⑥ The race: the same target decoding alone (autoregressive) against speculation, interleaved on one "
+    return (f"⑤ The race: the same target decoding alone (autoregressive) against speculation, interleaved on one "
             f"machine{f' ({host})' if host else ''} when this run was recorded: speculation was {speed} as fast, "
             f"with {same}. That is the speedup: verifying 5 tokens costs about as much as generating 1.")
 
