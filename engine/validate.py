@@ -124,7 +124,9 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             whole(where + key, value, 0 if ar else 1, MAX_GAMMA)
         elif key == "rounds":
             whole(where + key, value, 0, n_events)
-        elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens", "tree_rounds", "v_n"):
+        elif key == "v_n" and value is not None:
+            whole(where + key, value, 1, MAX_TREE_NODES + 1)
+        elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens", "tree_rounds"):
             whole(where + key, value, 0)
         elif key in ("wall_s", "target_step_s", "c", "v", "ar_wall_s"):
             positive(where + key, value)

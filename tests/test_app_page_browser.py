@@ -284,3 +284,48 @@ def test_keyboard_prompt_first_menus_close_and_focus_follows_generate(browser, a
     assert page.evaluate("() => !!document.activeElement.closest('#stream')"), page.evaluate(
         "() => document.activeElement.outerHTML.slice(0, 120)")
     page.close()
+
+
+def test_choosing_a_token_brings_its_verify_view_into_view(browser, app_url):
+    """Clicking a token on the Tree tab's neighbour (the stream) opens the Verify tab with that round, scrolled
+    into the viewport; scrolling the token away closes its tooltip instead of leaving it over other controls."""
+    page = open_page(browser, app_url, height=700)
+    run(page, COPY, "ngram", race=False)
+    page.get_by_role("tab", name="Tree").click()
+    token = page.locator("#stream .tok-accepted").nth(4)
+    r = token.get_attribute("data-round")
+    token.click()
+    view = page.locator(f'#verify .specviz-verify[data-round="{r}"]')
+    expect(view).to_be_visible(timeout=15_000)
+    page.wait_for_timeout(600)
+    box = view.bounding_box()
+    assert box["y"] < page.viewport_size["height"] and box["y"] + box["height"] > 0
+    token_seen = page.evaluate("() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
+                               ".getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }")
+    assert page.locator(".specviz-tipbox").is_visible() == token_seen  # pinned while its token shows, else closed
+    page.mouse.wheel(0, 3000)
+    page.wait_for_timeout(600)
+    gone = page.evaluate("() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
+                         ".getBoundingClientRect(); return r.bottom < 0 || r.top > innerHeight; }")
+    assert gone  # the page scrolled the token away ...
+    expect(page.locator(".specviz-tipbox")).to_be_hidden()  # ... and its tooltip went with it
+    page.close()
+
+
+def test_a_trace_uploaded_during_the_tour_replays_itself(browser, app_url, tmp_path):
+    """Loading a trace while the tour plays stops the tour first: the trace's own run stays on screen, its
+    prompt in the box (a tour frame used to land after it, 1 time in ~5)."""
+    from engine import write_trace
+    from specviz.sample import sample_events
+
+    trace = tmp_path / "t.json"
+    write_trace(trace, sample_events())
+    for _ in range(3):
+        page = open_page(browser, app_url, tour=True)
+        page.wait_for_selector('#tour .sv-tour[data-step="2"]', timeout=60_000)
+        page.locator("#trace-upload input[type=file]").set_input_files(str(trace))
+        expect(page.locator("#summary .sv-summary")).to_contain_text("target-test", timeout=15_000)
+        page.wait_for_timeout(5000)  # longer than any tour step
+        assert "target-test" in page.locator("#summary").inner_text()
+        assert page.locator("#prompt textarea").input_value() == "Hi"
+        page.close()

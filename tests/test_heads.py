@@ -70,8 +70,12 @@ def test_committed_prompt_set_is_what_its_command_makes():
 def test_shipped_heads_load_and_propose(embedded):
     """The committed heads load for the embedded target with their training record, and both drafters propose."""
     record = H.record_of()
-    # the record names the command as a reader can run it now (no scratch paths: the page shows it)
-    assert record["seed"] == 0 and record["command"].split()[2] == "engine.heads.train" and "/tmp" not in record["command"]
+    # the weights' own record names the command as it was run (engine.headtrain before the rooms); the page reads
+    # the JSON record beside them, which names it as a reader can run it now, without scratch paths
+    assert record["seed"] == 0 and record["command"].split()[2] in ("engine.heads.train", "engine.headtrain")
+    from specviz.explain import heads_note
+    note = heads_note("eagle")
+    assert "python -m engine.heads.train --seed 0" in note and "/tmp" not in note
     assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
     for kind in ("medusa", "eagle"):  # held-out hit rate per confidence bin: auto's priors, and they mean something
         table = record[f"{kind}_calibration"]
