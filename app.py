@@ -18,6 +18,7 @@ import gradio as gr
 import specviz
 from specviz import app_views as av
 from specviz.controls import FIELDS, TRACE_SETS
+from ui import specbench as sb
 from ui import tour as t
 from ui.warmup import warm_queue, warm_up
 
@@ -37,6 +38,17 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
     view = gr.HTML(specviz.render_beams([]), elem_id="beams")
     beam_btn.click(h.beam_generate, [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt], [view, summary],
                    show_progress="minimal", api_name="beam", api_visibility="private", **h.COMPUTE)
+
+
+def specbench_section(prompt, race) -> None:
+    """The Spec-Bench tab: the committed leaderboard, and a question picker that fills the prompt to race it."""
+    gr.HTML(sb.leaderboard_html(), elem_id="leaderboard")
+    with gr.Row():
+        question = gr.Dropdown(list(sb.questions()), value=None, label="Race a Spec-Bench question", scale=4,
+                               elem_id="sb-question", filterable=True)
+        use = gr.Button("Use as the prompt", elem_id="sb-use", scale=1, min_width=140)
+    note = gr.HTML("", elem_id="sb-note")
+    use.click(sb.use_question, [question], [prompt, race, note], api_visibility="private")
 
 
 class Page(gr.Blocks):
@@ -116,6 +128,8 @@ def build_demo() -> gr.Blocks:
                         race_html = gr.HTML(specviz.render_race([]), elem_id="race")
                     with gr.Tab("Explain", elem_id="tab-explain"):
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
+                    with gr.Tab("Spec-Bench", elem_id="tab-specbench"):
+                        specbench_section(prompt, race)
                     with gr.Tab("Beam search", elem_id="tab-beams"):
                         beam_section(pair, drafter, param, gamma, max_new, prompt, summary)
 

@@ -33,11 +33,44 @@ def parser() -> argparse.ArgumentParser:
     return b
 
 
+def specbench_parser() -> argparse.ArgumentParser:
+    b = argparse.ArgumentParser(prog="python -m benchmarks specbench",
+                                description="Spec-Bench's questions, every contestant interleaved per question")
+    b.add_argument("--target", default="embedded")
+    b.add_argument("--drafts", default="ngram,auto", help="comma-separated drafter specs")
+    b.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
+    b.add_argument("--per-category", type=int, default=10,
+                   help="questions per leaderboard column (a seeded stratified sample); 0 = all 480")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--max-new-tokens", type=int, default=1024, help="per turn (Spec-Bench's default: 1024)")
+    b.add_argument("--no-hf", action="store_true", help="skip transformers' generate() rows")
+    b.add_argument("--hf-drafts", default=None, help="comma-separated: transformers' equivalents of only these "
+                   "drafters (default: of every one that has one); greedy always")
+    b.add_argument("--out", default="specbench-out")
+    return b
+
+
+def _specbench(argv: list) -> int:
+    from .specbench_run import run_specbench
+
+    args = specbench_parser().parse_args(argv)
+    results = run_specbench(target=args.target, drafts=split_list(args.drafts), gamma=args.gamma,
+                            per_category=args.per_category or None, seed=args.seed,
+                            max_new_tokens=args.max_new_tokens, hf=not args.no_hf, out=args.out,
+                            hf_drafts=tuple(split_list(args.hf_drafts)) if args.hf_drafts is not None else None,
+                            command="python -m benchmarks specbench " + shlex.join(argv))
+    print(f"wrote {Path(args.out) / 'results.json'} and results.md ({results['seconds'] / 60:.1f} min)", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
-    """Run the benchmark and write results.json, results.md and report.html; errors: stderr, exit code 2."""
+    """Run the benchmark and write results.json, results.md and report.html (`specbench`: Spec-Bench's
+    leaderboard instead); errors: stderr, exit code 2."""
     argv = sys.argv[1:] if argv is None else argv
-    args = parser().parse_args(argv)
     try:
+        if argv[:1] == ["specbench"]:
+            return _specbench(argv[1:])
+        args = parser().parse_args(argv)
         return _bench(args, argv)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
         print(f"error: {e}", file=sys.stderr)

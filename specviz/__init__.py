@@ -12,6 +12,7 @@ from .beams import render_beams, running_best_text
 from .charts import (accepted_length_fig, empty_fig, position_acceptance_fig, running_acceptance_fig,
                      speedup_model_fig, throughput_fig)
 from .explain import render_explain
+from .leaderboard import render_leaderboard
 from .race import render_race, verdict
 from .replay import events_upto, replay_frame, rounds_of, time_at_round
 from .runs import RoundView, RunView, measured_speedup, spec_summary, split_runs, view_run, view_runs
@@ -31,7 +32,7 @@ def head_html() -> str:
 
 
 __all__ = [
-    "render_stream", "render_legend", "render_beams", "running_best_text", "render_tree", "render_verify", "render_race", "render_explain",
+    "render_stream", "render_legend", "render_beams", "running_best_text", "render_tree", "render_verify", "render_race", "render_explain", "render_leaderboard",
     "verdict",
     "accepted_length_fig", "position_acceptance_fig", "running_acceptance_fig", "throughput_fig",
     "speedup_model_fig", "empty_fig", "rounds_of", "events_upto", "time_at_round", "replay_frame",

@@ -329,3 +329,30 @@ def test_a_trace_uploaded_during_the_tour_replays_itself(browser, app_url, tmp_p
         assert "target-test" in page.locator("#summary").inner_text()
         assert page.locator("#prompt textarea").input_value() == "Hi"
         page.close()
+
+
+def test_the_spec_bench_tab_shows_the_leaderboard_and_races_a_question(browser, app_url):
+    """The Spec-Bench tab renders the committed table (a row per contestant, its caption with the command and
+    the CPU); choosing a question puts its first turn in the prompt box, turns the race on and names its
+    category."""
+    import json
+
+    from ui.specbench import RESULTS, questions
+
+    page = open_page(browser, app_url)
+    page.get_by_role("tab", name="Spec-Bench").click()
+    board = page.locator("#leaderboard .specviz-leaderboard")
+    expect(board).to_be_visible(timeout=15_000)
+    rows = json.loads(RESULTS.read_text())["leaderboard"]
+    assert int(board.get_attribute("data-rows")) == len(rows) == board.locator("tbody tr").count()
+    assert "python -m benchmarks specbench" in board.inner_text()
+    label = next(lbl for lbl, q in questions().items() if q["group"] == "rag")
+    box = page.get_by_label("Race a Spec-Bench question", exact=True)
+    box.click()
+    box.fill(label[:40])
+    page.get_by_role("option", name=label, exact=True).click()
+    page.click("#sb-use")
+    expect(page.locator("#sb-note")).to_contain_text("category rag", timeout=15_000)
+    assert page.locator("#prompt textarea").input_value() == questions()[label]["turns"][0]
+    assert page.get_by_label("Race against autoregressive", exact=False).is_checked()
+    page.close()

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAIN = ("config", "events", "validate", "metrics", "costmodel", "sizing", "specs")
+PLAIN = ("config", "events", "validate", "metrics", "costmodel", "sizing", "specs", "specbench")
 RANK = {"plain": 0, "runtime": 1, "sampling": 1, "heads": 2, "drafters": 3, "decode": 4, "api": 5}
 MAX_FUNCTION_LINES = 60
 

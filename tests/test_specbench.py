@@ -1,0 +1,117 @@
+"""Spec-Bench's data and arithmetic (engine/specbench.py): the committed questions, the category mapping its
+evaluation/speed.py uses, a seeded stratified sample, and the speedup as a ratio of mean per-question speeds,
+checked against values computed by hand."""
+from __future__ import annotations
+
+import pytest
+
+from engine import specbench as sb
+
+
+def test_the_committed_questions_are_spec_benchs_480_with_their_licence():
+    questions = sb.load_questions()
+    assert len(questions) == 480
+    counts = {g: sum(q["group"] == g for q in questions) for g in sb.GROUPS}
+    assert counts == {"mt_bench": 80, "translation": 80, "summarization": 80, "qa": 80, "math_reasoning": 80, "rag": 80}
+    assert all(len(q["turns"]) == 2 for q in questions if q["group"] == "mt_bench")
+    assert all(len(q["turns"]) == 1 for q in questions if q["group"] != "mt_bench")
+    assert "Apache License" in (sb.QUESTIONS.parent / "LICENSE").read_text()
+    assert "hemingkx/Spec-Bench" in (sb.QUESTIONS.parent / "README.md").read_text()
+
+
+def test_mt_benchs_eight_subcategories_report_as_one_column():
+    assert [sb.group_of(c) for c in sb.MT_BENCH] == ["mt_bench"] * 8
+    assert sb.group_of("math") == "mt_bench" and sb.group_of("math_reasoning") == "math_reasoning"  # not confused
+    assert sb.group_of("rag") == "rag"
+
+
+def test_the_sample_is_stratified_seeded_and_fixed():
+    questions = sb.load_questions()
+    a, b = sb.sample(questions, 10, seed=0), sb.sample(questions, 10, seed=0)
+    assert a == b and len(a) == 60
+    assert all(sum(q["group"] == g for q in a) == 10 for g in sb.GROUPS)
+    assert sb.sample(questions, 10, seed=1) != a
+    with pytest.raises(ValueError, match="--per-category must be at least 1"):
+        sb.sample(questions, 0)
+
+
+def test_speedup_is_the_ratio_of_mean_speeds_as_spec_bench_computes_it():
+    """By hand: two qa questions at 10 and 30 tok/s against a baseline of 10 and 10 → mean 20 / mean 10 = 2.0×,
+    while the median of the per-question ratios (1.0, 3.0) is 2.0 too; a third (mt_bench) question whose two
+    turns made 60 tokens in 2 + 1 s (20 tok/s) against 10 tok/s. Overall: mean(10, 30, 20) / mean(10, 10, 10)."""
+    assert sb.question_speed([40, 20], [2.0, 1.0]) == 20.0  # Σ tokens over turns / Σ seconds
+    method = {1: 10.0, 2: 30.0, 3: sb.question_speed([40, 20], [2.0, 1.0])}
+    base = {1: 10.0, 2: 10.0, 3: 10.0}
+    groups = {1: "qa", 2: "qa", 3: "mt_bench"}
+    out = sb.speedups(method, base, groups)
+    assert out["qa"] == {"speedup": 2.0, "median_ratio": 2.0, "questions": 2}
+    assert out["mt_bench"]["speedup"] == 2.0 and out["overall"]["speedup"] == pytest.approx(20.0 / 10.0)
+    # a ratio of means is not a mean of ratios: 30 and 10 tok/s against 10 and 30 → 1.0×, median ratio 1.67
+    skew = sb.speedups({1: 30.0, 2: 10.0}, {1: 10.0, 2: 30.0}, {1: "qa", 2: "qa"})["qa"]
+    assert skew["speedup"] == 1.0 and skew["median_ratio"] == pytest.approx((3.0 + 1 / 3) / 2)
+    assert "translation" not in out  # no question answered: no column
+    assert sb.mean_accepted([1, 2, 3, 2]) == 2.0 and sb.mean_accepted([]) is None
+    with pytest.raises(ValueError, match="wall times"):
+        sb.question_speed([5], [0.0])
+
+
+def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
+    """Two questions (an MT-bench one with both turns, a qa one) on a random-weight model: every contestant
+    answers every turn, greedy speculation equals our AR, the table has a row per contestant and a column per
+    category asked, and results.json holds the per-turn tokens and times Spec-Bench's arithmetic reads."""
+    import json
+
+    from benchmarks.specbench_run import run_specbench
+
+    questions = sb.load_questions()
+    two = [next(q for q in questions if q["group"] == "mt_bench"), next(q for q in questions if q["group"] == "qa")]
+    results = run_specbench(target=tiny_dirs["target"], drafts=("ngram",), gamma=3, per_category=None,
+                            max_new_tokens=6, hf=True, out=tmp_path, questions=two, progress=False,
+                            command="test")
+    rows = {r["config"]: r for r in results["leaderboard"]}
+    assert set(rows) == {"ours/ar", "ours/ngram/g3", "hf/greedy", "hf/ngram/g3"}
+    assert rows["ours/ngram/g3"]["differ_from_ar"] == 0 and rows["hf/greedy"]["differ_from_ar"] == 0
+    assert set(rows["ours/ngram/g3"]["speedups"]) == {"mt_bench", "qa", "overall"}
+    assert rows["ours/ar"]["speedups"]["overall"]["speedup"] == 1.0 and rows["ours/ar"]["tokens_per_forward"] == 1.0
+    mt = two[0]["question_id"]
+    assert len(results["answers"]["ours/ngram/g3"][mt]["new_tokens"]) == 2  # both turns
+    table = (tmp_path / "results.md").read_text()
+    assert "| method | mt_bench | translation |" in table and "ours ngram γ=3" in table
+    assert json.loads((tmp_path / "results.json").read_text())["settings"]["questions"] == 2
+
+
+RESULTS = {"date": "2026-12-01", "command": "python -m benchmarks specbench --per-category 10",
+           "machine": {"cpu": "Test <CPU>", "threads": 2},
+           "settings": {"questions": 60, "per_category": 10, "seed": 0, "gamma": 4, "max_new_tokens": 64,
+                        "target": "embedded"},
+           "leaderboard": [{"config": "ours/ar", "label": "ours AR", "tokens_per_forward": 1.0, "tokens_per_s": 30.0,
+                            "differ_from_ar": 0, "speedups": {g: {"speedup": 1.0, "median_ratio": 1.0}
+                                                               for g in (*sb.GROUPS, "overall")}},
+                           {"config": "ours/ngram/g4", "label": "ours ngram γ=4", "tokens_per_forward": 1.73,
+                            "tokens_per_s": 36.0, "differ_from_ar": 0,
+                            "speedups": {"rag": {"speedup": 1.26, "median_ratio": 1.2},
+                                         "overall": {"speedup": 1.16, "median_ratio": 1.1}}}]}
+
+
+def test_the_leaderboard_view_renders_the_committed_table_and_its_caption():
+    """One row per contestant, the speedup and median ratio per column ('–' where none), the command, CPU and
+    date in the caption (escaped), a bar per (contestant, column) measured; no file: says how to make one."""
+    from specviz import render_leaderboard
+
+    html = render_leaderboard(RESULTS, source="benchmarks/specbench-cpu.json")
+    assert html.count("<tr data-config=") == 2 and "1.26× <small>(1.20)</small>" in html
+    assert "<td>–</td>" in html and "1.73" in html and "Test &lt;CPU&gt;" in html and "2026-12-01" in html
+    assert "python -m benchmarks specbench --per-category 10" in html and "60 questions" in html
+    assert html.count('class="lb-bar') == 7 + 2  # AR in all 7 columns, n-gram in 2
+    assert "No committed Spec-Bench run" in render_leaderboard(None)
+
+
+def test_choosing_a_question_fills_the_prompt_and_turns_the_race_on():
+    from ui import specbench as ui_sb
+
+    label = next(lbl for lbl, q in ui_sb.questions().items() if q["group"] == "mt_bench")
+    q = ui_sb.questions()[label]
+    prompt, race, note = ui_sb.use_question(label)
+    assert prompt["value"] == q["turns"][0] and race["value"] is True
+    assert "category <b>mt_bench</b>" in note and "2 turns" in note
+    assert len(ui_sb.questions()) == 480 and label.startswith("mt_bench · #")
