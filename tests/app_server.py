@@ -135,3 +135,16 @@ def upload(url: str, path: Path) -> dict:
         reply = httpx.post(f"{url}gradio_api/upload", files={"files": (path.name, f, "application/json")}, timeout=120)
     reply.raise_for_status()
     return {"path": reply.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
+
+
+def set_number(page, elem_id: str, value) -> None:
+    """Type a slider's number and commit it. A control in an accordion that has just opened can mount again
+    after the first fill on a busy machine (losing it), so fill until the value holds."""
+    box = page.locator(f"#{elem_id} input[type=number]").first
+    for _ in range(3):
+        box.wait_for(state="visible")
+        box.fill(str(value))
+        box.press("Tab")
+        page.wait_for_timeout(300)
+        if box.input_value() == str(value):
+            return

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, playwright_or_skip
+from tests.app_server import ROOT, playwright_or_skip, set_number
 
 sync_api = playwright_or_skip()
 GROUNDED = ("Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most importent "
@@ -42,13 +42,6 @@ def page(browser, url):
     pg.wait_for_selector("#prompt textarea")
     yield pg
     pg.close()
-
-
-def set_number(page, elem_id: str, value) -> None:
-    """Type into a Slider's / Number's number box (and leave it, so gradio takes the value)."""
-    box = page.locator(f"#{elem_id} input[type=number]").first
-    box.fill(str(value))
-    box.press("Tab")
 
 
 def choose(page, label: str, option: str) -> None:

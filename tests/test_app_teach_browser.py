@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, playwright_or_skip
+from tests.app_server import ROOT, playwright_or_skip, set_number
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
@@ -37,19 +37,6 @@ def open_page(browser, url, tour=False, width=1440, height=1000, theme=None):
     page.goto(url + ("?" + "&".join(query) if query else ""))
     page.wait_for_selector("#prompt textarea")
     return page
-
-
-def set_number(page, elem_id: str, value) -> None:
-    """Type a slider's number and commit it. A control in an accordion that has just opened can mount again
-    after the first fill on a busy machine (losing it), so fill until the value holds."""
-    box = page.locator(f"#{elem_id} input[type=number]").first
-    for _ in range(3):
-        box.wait_for(state="visible")
-        box.fill(str(value))
-        box.press("Tab")
-        page.wait_for_timeout(300)
-        if box.input_value() == str(value):
-            return
 
 
 def run_example(page, max_new: int, gamma: int | None = None, drafter: str | None = None) -> None:
