@@ -4,8 +4,8 @@ itself for `self`, early exit for `layerskip`), each question run by every conte
 per question, after one untimed warm-up each), greedy. MT-bench's questions run both turns: the second turn
 conditions on the contestant's own first answer. Speedups as Spec-Bench's evaluation/speed.py computes them
 (engine/specbench.py) over our AR, the median per-question ratio beside them, mean tokens per target forward
-(Spec-Bench's "mean accepted tokens"), and the outputs that differ from our AR. Writes results.json and
-results.md (the leaderboard's table) under --out.
+(Spec-Bench's "mean accepted tokens"), and the outputs that differ from our AR. Writes results.json,
+results.md (the leaderboard's table) and report.html (the app's Spec-Bench view) under --out.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from engine.config import GenerationConfig
 from engine.decode.engine import Engine
 from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
+from specviz import CSS_PATH, render_leaderboard
 
 from engine import specbench as sb
 from .bench_stats import AR
@@ -93,7 +94,15 @@ def run_specbench(target: str = EMBEDDED, drafts=("ngram",), gamma: int = 4, per
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
     (out / "results.md").write_text(markdown(results), encoding="utf-8")
+    (out / "report.html").write_text(html(results), encoding="utf-8")
     return results
+
+
+def html(results: dict) -> str:
+    """A standalone page: the Spec-Bench view the app shows (table, caption, chart), styled by specviz.css."""
+    return ('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: Spec-Bench</title>'
+            f'<style>{CSS_PATH.read_text(encoding="utf-8")}\nbody {{ font-family: system-ui, sans-serif; margin: 2em; }}'
+            f'</style></head><body><h1>Spec-Bench</h1>{render_leaderboard(results)}</body></html>\n')
 
 
 def leaderboard(configs, answers: dict, chosen: list) -> list:

@@ -78,6 +78,8 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     table = (tmp_path / "results.md").read_text()
     assert "| method | mt_bench | translation |" in table and "ours ngram γ=3" in table
     assert json.loads((tmp_path / "results.json").read_text())["settings"]["questions"] == 2
+    page = (tmp_path / "report.html").read_text()
+    assert 'class="specviz specviz-leaderboard" data-rows="4"' in page and ".lb-table" in page
 
 
 RESULTS = {"date": "2026-12-01", "command": "python -m benchmarks specbench --per-category 10",
