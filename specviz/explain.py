@@ -25,10 +25,15 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
     """Why checking γ + 1 tokens costs about one step, with this run's c and v(n) against this machine's
     roofline (when the run recorded it), and when it does not pay."""
     alpha, c, v = s.get("alpha"), s.get("c"), s.get("v")
+    n = s.get("v_n")
+    measured = ("" if not (isinstance(v, float) and n) else
+                f" This run: v({n}) = {v:.2f} target steps for {n} positions." if v < n else
+                f" But this run measured v({n}) = {v:.2f} target steps for {n} positions, no less than {n} separate "
+                "steps: its verify forwards were slowed (a busy machine, or a forward this host runs badly).")
     lines = ["<b>Why it pays.</b> Producing one token makes the target read all of its weights from memory; on "
              "this hardware that read, not the arithmetic, sets the time of a step (decoding is memory-bound). "
              "Verifying γ + 1 tokens in one forward reads the weights once, so it costs v(γ + 1) target steps, "
-             "far less than γ + 1 separate steps."]
+             "usually far less than γ + 1 separate steps." + measured]
     if s.get("tree_rounds"):
         lines += tree_costs(s)
     elif c is not None and v is not None and s.get("v_n"):

@@ -307,3 +307,14 @@ def test_a_loaded_trace_gives_back_the_prompt_as_typed():
     assert prompt_of("Once upon a time", raw=True) == "Once upon a time" and prompt_of(None, raw=False) == ""
     events = sample_events()
     assert controls_of(events)["prompt"] == events[0].prompt_text  # "Hi": no template, kept as it is
+
+
+def test_why_it_pays_never_claims_far_less_than_it_measured():
+    """With v(n) below n steps the text says the run's v; with v(n) at or above n (a slowed run) it says so
+    instead of claiming 'far less' over a chart that shows otherwise."""
+    from specviz.explain import why_it_pays
+
+    base = {"alpha": 0.5, "c": 0.01, "v_points": [[4, 1.5]], "target_step_s": 0.04}
+    assert "This run: v(4) = 1.50 target steps" in why_it_pays({**base, "v": 1.5, "v_n": 4}, 3)
+    slow = why_it_pays({**base, "v": 4.6, "v_n": 4, "v_points": [[4, 4.6]]}, 3)
+    assert "no less than 4 separate steps" in slow and "This run: v(4)" not in slow
