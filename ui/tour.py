@@ -51,14 +51,15 @@ def race_caption(runs) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def tour_runs():
-    """The tour's recorded run, packed and folded once."""
-    return guard.pack(av.load_trace(TOUR_TRACE))
+def tour_events() -> tuple:
+    """The tour's recorded race, read once."""
+    return tuple(av.load_trace(TOUR_TRACE))
 
 
 @functools.lru_cache(maxsize=1)
-def tour_events() -> tuple:
-    return tuple(av.load_trace(TOUR_TRACE))
+def tour_runs():
+    """The tour's recorded run, packed and folded once."""
+    return guard.pack(list(tour_events()))
 
 
 def frame_events(round_, upto: str | None) -> list | None:

@@ -36,6 +36,7 @@ from ..config import GenerationConfig
 from ..events import BeamDrafted, BeamResult, BeamStep, BeamVerified, Finished, RoundTimed
 from ..runtime.cache import KVCache
 from ..specs import check_beams
+from ..runtime.roofline import host_record
 from .loop import Clock, past, prefill, started
 
 NEG = -1.0e9  # transformers' "impossible" score
@@ -175,12 +176,13 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
             drafter = make_beam_drafter(engine, cfg, cache)
         if speculative:
             drafter.prepare(ids, cfg)  # n-gram: which prompt positions the chat template wrote
+        host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
         clock = Clock()
         t_start = clock()
         prefill(engine.forward, ids, cache, when, target.device)  # one row
         cache.expand_rows(cfg.num_beams)  # (a one-token prompt caches nothing: the first forward allocates B rows)
     yield from clock.hand_over([started(target, engine.text, ids, cfg, "speculative" if speculative else "ar",
-                                        drafter.name if speculative else "")])
+                                        drafter.name if speculative else "", host)])
     state = BeamState.start(cfg.num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
     tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)

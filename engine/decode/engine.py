@@ -29,6 +29,7 @@ from ..runtime.models import EMBEDDED, LoadedModel, load_model
 from ..runtime.threads import RACE_THREADS, check_threads
 from ..specs import parse_draft
 from . import beam
+from ..runtime.roofline import host_record
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
 from .race import interleave
 from .record import TokenText, round_events
@@ -148,14 +149,15 @@ class Engine:
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
         forward, features = self._forward_for(drafter)
+        host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
         clock, stats = Clock(), RunStats()
         t_start = clock()
         prefill(forward, ids, cache, when, target.device)
         if features:
             drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
             features.clear()
-        yield from clock.hand_over([started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "")],
-                                   stats)
+        yield from clock.hand_over([started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "",
+                                            host)], stats)
         gamma_now, round_, stop_reason = cfg.gamma, 0, "max_new_tokens"  # γ moves only with adaptive="heuristic"
         while len(ids) - prompt_len < cfg.max_new_tokens:
             if past(when):

@@ -12,7 +12,7 @@ import torch
 from ..config import MAX_GAMMA, GenerationConfig
 from ..events import RunStarted
 from ..runtime.cache import KVCache
-from ..runtime.roofline import host_record
+
 
 PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
 
@@ -65,10 +65,11 @@ class Clock:
         self.paused += time.perf_counter() - t
 
 
-def started(target, text, ids: list[int], cfg: GenerationConfig, mode: str, draft: str) -> RunStarted:
-    """The run's first event: who runs, on what, with which settings, from which prompt (text: id -> text)."""
+def started(target, text, ids: list[int], cfg: GenerationConfig, mode: str, draft: str, host: dict) -> RunStarted:
+    """The run's first event: who runs, on what, with which settings, from which prompt (text: id -> text).
+    host: host_record(target), taken before the run's clock starts (its first call on a host measures)."""
     return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode=mode, target=target.name, draft=draft,
                       device=str(target.device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
                       prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids), prompt_tokens=text.many(ids),
                       pos=len(ids), threads=torch.get_num_threads() if target.device.type == "cpu" else 0,
-                      host=host_record(target.model, target.device, target.dtype))
+                      host=host)
