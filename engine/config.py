@@ -19,6 +19,38 @@ WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message s
 }
 
 
+TYPICAL_DEFAULT = (0.09, 0.3)  # Medusa-2's ε and δ (δ = sqrt ε)
+ACCEPT_RANGE = ("'exact' (lossless), or 'typical' / 'typical:EPS,DELTA' (lossy) with EPS in (0, 1] and DELTA in "
+                "(0, 1]")
+
+
+def typical_params(text: str) -> tuple[float, float]:
+    """'typical' or 'typical:EPS,DELTA' -> (ε, δ); ValueError naming the setting and its range."""
+    _, _, rest = text.partition(":")
+    if not rest.strip():
+        return TYPICAL_DEFAULT
+    try:
+        eps, delta = (float(x) for x in rest.split(","))
+    except ValueError:
+        raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(text)}") from None
+    if not (0 < eps <= 1 and 0 < delta <= 1):  # NaN fails too
+        raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(text)}")
+    return eps, delta
+
+
+def normal_accept(value) -> str:
+    """The acceptance rule's normal form: "exact" or "typical:EPS,DELTA" (checked)."""
+    if not isinstance(value, str) or value.strip().lower().partition(":")[0] not in ("exact", "typical"):
+        raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(value)}")
+    value = value.strip().lower()
+    if value == "exact":
+        return value
+    if value.startswith("exact"):
+        raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(value)}")
+    eps, delta = typical_params(value)
+    return f"typical:{eps:g},{delta:g}"
+
+
 def short_repr(value) -> str:
     """repr of a user's value, cut so a huge one cannot flood the message."""
     text = repr(value)
@@ -47,6 +79,7 @@ class GenerationConfig:
     tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
     time_limit_s: float | None = None  # wall seconds (prefill included) after which the run stops; None = none
     num_beams: int = 1  # beam search width B, 2..8 (engine/decode/beam.py; greedy, chain drafts); 1 = off
+    accept: str = "exact"  # the acceptance rule: "exact" (lossless), or "typical:EPS,DELTA" (LOSSY, Medusa-2's)
 
     def __post_init__(self):
         for name, (low, high, allowed) in WHOLE_SETTINGS.items():
@@ -78,12 +111,26 @@ class GenerationConfig:
         if self.num_beams > 1 and (self.temperature != 0 or self.tree_budget):
             raise ValueError(f"num_beams > 1 (beam search) needs temperature 0 and tree_budget 0, got temperature "
                              f"{self.temperature!r} and tree_budget {self.tree_budget!r}")
+        object.__setattr__(self, "accept", normal_accept(self.accept))
+        if self.lossy and self.num_beams > 1:
+            raise ValueError(f"accept={self.accept!r} (lossy typical acceptance) is for chains and trees: it needs "
+                             f"num_beams 1, got num_beams {self.num_beams!r}")
         if not isinstance(self.raw, bool):
             raise ValueError(f"raw must be true or false, got {short_repr(self.raw)}")
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
+
+    @property
+    def lossy(self) -> bool:
+        """The acceptance rule changes the output (typical acceptance): every view marks such a run."""
+        return self.accept != "exact"
+
+    @property
+    def typical(self) -> tuple[float, float] | None:
+        """(ε, δ) of typical acceptance, None under the exact rule."""
+        return typical_params(self.accept) if self.lossy else None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -123,6 +123,24 @@ class DraftTree:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LookaheadWindow:
+    """Lookahead decoding's Jacobi window in a round (engine/drafters/lookahead.py): N − 1 levels × W columns of
+    guesses computed in the verify forward beside the verification branch (its `draft_tree`)."""
+    kind: ClassVar[str] = "lookahead_window"
+    round: int
+    pos: int  # absolute position of guess (level 0, column 0); guess (l, i) is for position pos + i + l
+    token_ids: list  # (N − 1) lists of W ids: the guesses, level 0 (oldest) first
+    tokens: list  # their text, the same shape
+    fixed: list  # the same shape: the target, given the guesses before it in its column, predicts exactly it
+    # (a Jacobi fixed point); null where unknown
+    next_ids: list  # W: what the target predicted from the top level (the next round's top level)
+    next_tokens: list
+    candidates: int  # n-grams of the pool that started with the last committed token: the verified branches
+    added: int  # new n-grams this round
+    pool: int  # n-grams in the pool after this round
+
+
+@dataclass(frozen=True, kw_only=True)
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
     kind: ClassVar[str] = "rolled_back"
@@ -155,7 +173,8 @@ class RoundTimed:
     total_s: float  # whole round incl. bookkeeping
     elapsed_s: float  # since the run started (prefill included)
     gamma: int  # tokens drafted this round (0 = a plain target step); a tree round: its chain view's
-    verified: int = 0  # positions the verify forward judged: γ + 1 (a chain), the tree's nodes + 1 (0: not recorded)
+    verified: int = 0  # rows the verify forward computed: γ + 1 (a chain), the tree's nodes + 1, plus a drafter's
+    # own rows (lookahead's window); 0: not recorded
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,8 +189,10 @@ class Finished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Retokenized, Verified, DraftTree, RolledBack, Committed, RoundTimed, Finished)}
-Event = RunStarted | Decided | Drafted | Retokenized | Verified | DraftTree | RolledBack | Committed | RoundTimed | Finished
+EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Retokenized, Verified, DraftTree, LookaheadWindow,
+                                          RolledBack, Committed, RoundTimed, Finished)}
+Event = (RunStarted | Decided | Drafted | Retokenized | Verified | DraftTree | LookaheadWindow | RolledBack | Committed
+         | RoundTimed | Finished)
 
 
 def event_to_dict(event) -> dict:

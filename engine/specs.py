@@ -101,6 +101,14 @@ for _family in (
     Family("model", "model:<id or path>", "a separate causal LM (another vocabulary: drafted through text)", _MODEL,
            (Arg("id", "text", required=True, hint="needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M"),),
            model_arg=True),
+    Family("lookahead", "lookahead[:W,N,G]", "lookahead decoding: the target's own Jacobi window fills an n-gram "
+           "pool; its n-grams after the last token are verified as a tree in the same forward",
+           "engine.drafters.lookahead", (Arg("W", "int", 1, 16, default=4), Arg("N", "int", 2, 8, default=4),
+                                         Arg("G", "int", 1, 16, default=4)), choice=True, param="W"),
+    Family("recycle", "recycle[:k,TEMPLATE]", "token recycling: the target's top-k next tokens of every earlier "
+           "forward fill a static tree template", "engine.drafters.recycle",
+           (Arg("k", "int", 1, 16, default=8), Arg("template", "choice", choices=("", "small", "wide"))),
+           choice=True, param="k"),
     Family("oracle", "oracle:A[:C]", "the target's greedy continuation, each token kept with probability A",
            "engine.drafters.oracle", (Arg("A", "float", 0, 1, required=True, hint="use oracle:A[:C] with A the "
                                           "acceptance in [0, 1] and C the draft cost in target steps, e.g. oracle:0.8 "
@@ -129,6 +137,8 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
     if colon and not family.args:
         raise ModelLoadError(f"draft spec {text[:80]!r}: {family.name} takes no argument")
     text = family.name + (":" + rest.strip() if rest.strip() else "")  # the normal form: what every reader sees
+    if all(a.kind in ("int", "float", "choice") for a in family.args):
+        rest = rest.replace(",", ":")  # numbers and choices may be written lookahead:5,4,5 as well as 5:4:5
     parts = rest.split(":", len(family.args) - 1) if colon else []
     values = tuple(_value(text, family, arg, parts[i] if i < len(parts) else "") for i, arg in
                    enumerate(family.args))

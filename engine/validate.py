@@ -15,6 +15,8 @@ from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
+MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1  # rows of one verify forward: the root, its nodes, a drafter's own rows
+MAX_WINDOW = (16, 7)  # lookahead's window at most: W columns, N − 1 levels (engine/specs.py)
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
 NEXT_KINDS = ("corrected", "bonus")
@@ -125,7 +127,7 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
         elif key == "rounds":
             whole(where + key, value, 0, n_events)
         elif key == "v_n" and value is not None:
-            whole(where + key, value, 1, MAX_TREE_NODES + 1)
+            whole(where + key, value, 1, MAX_FORWARD_ROWS)
         elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens", "tree_rounds"):
             whole(where + key, value, 0)
         elif key in ("wall_s", "target_step_s", "c", "v", "ar_wall_s"):
@@ -216,7 +218,7 @@ def check_timed(e) -> None:
     for name in ("draft_s", "verify_s", "total_s", "elapsed_s"):
         positive(f"round_timed.{name}", getattr(e, name), none_ok=False, zero_ok=True)
     whole("round_timed.gamma", e.gamma, 0, MAX_GAMMA)
-    whole("round_timed.verified", e.verified, 0, MAX_TREE_NODES + 1)
+    whole("round_timed.verified", e.verified, 0, MAX_FORWARD_ROWS)
 
 
 def check_started(e) -> None:
@@ -282,9 +284,37 @@ def check_retokenized(e) -> None:
                              f"(or [-1, -1]), got {short_repr(span)}")
 
 
+def check_window(e) -> None:
+    """lookahead_window: levels × columns of ids, texts and fixed flags of one shape, within MAX_WINDOW."""
+    cols, levels = MAX_WINDOW
+    grid = e.token_ids
+    if not (isinstance(grid, list) and 1 <= len(grid) <= levels and all(isinstance(r, list) for r in grid)
+            and 1 <= len(grid[0]) <= cols and all(len(r) == len(grid[0]) for r in grid)):
+        raise ValueError(f"lookahead_window.token_ids must be 1..{levels} levels of one width in 1..{cols}, got "
+                         f"{short_repr(grid)}")
+    for name in ("tokens", "fixed"):
+        value = getattr(e, name)
+        if not (isinstance(value, list) and len(value) == len(grid) and all(
+                isinstance(r, list) and len(r) == len(grid[0]) for r in value)):
+            raise ValueError(f"lookahead_window.{name} must have the shape of token_ids, got {short_repr(value)}")
+    for lv, row in enumerate(grid):
+        each(f"lookahead_window.token_ids[{lv}]", row, whole, 0)
+        texts(f"lookahead_window.tokens[{lv}]", e.tokens[lv])
+        for i, flag in enumerate(e.fixed[lv]):
+            if flag is not None and not isinstance(flag, bool):
+                raise ValueError(f"lookahead_window.fixed[{lv}][{i}] must be true, false or null, got {short_repr(flag)}")
+    same_length("lookahead_window", e, ["next_ids", "next_tokens"], cols)
+    if len(e.next_ids) != len(grid[0]):
+        raise ValueError(f"lookahead_window.next_ids must hold one id per column ({len(grid[0])}), got {len(e.next_ids)}")
+    each("lookahead_window.next_ids", e.next_ids, whole, 0)
+    texts("lookahead_window.next_tokens", e.next_tokens)
+    for name in ("candidates", "added", "pool"):
+        whole(f"lookahead_window.{name}", getattr(e, name), 0)
+
+
 CHECKS = {"run_started": check_started, "decided": check_decided, "drafted": check_drafted,
           "verified": check_verified, "draft_tree": check_tree, "committed": check_committed,
-          "round_timed": check_timed, "retokenized": check_retokenized}
+          "round_timed": check_timed, "retokenized": check_retokenized, "lookahead_window": check_window}
 
 
 def positions(e) -> list[tuple[str, object]]:
@@ -305,7 +335,9 @@ def check_run(run: list, n_events: int) -> None:
     drafts = max([len(e.token_ids) for e in run if e.kind in ("drafted", "draft_tree")]
                  + [len(d) for e in run if e.kind == "beam_drafted" for d in e.token_ids if isinstance(d, list)],
                  default=0)
-    limit = started.pos + generated + drafts + 1  # the verify forward writes the drafts and one more slot
+    window = max([len(e.token_ids) * len(e.token_ids[0]) for e in run if e.kind == "lookahead_window"], default=0)
+    limit = started.pos + generated + drafts + window + 1  # the verify forward writes the drafts (and a lookahead
+    # window's rows) and one more slot
     for e in run:
         for where, pos in positions(e):
             whole(where, pos, 0, limit)

@@ -43,6 +43,14 @@ def next_gamma(cfg: GenerationConfig, gamma: int, drafted: int, accepted: int) -
     return min(MAX_GAMMA, gamma + 2) if accepted == drafted else max(1, gamma - 1)
 
 
+def forward_rows(s) -> int:
+    """Rows the round's verify forward computed (what it costs): the root, the chain or the tree's nodes, and a
+    drafter's extra rows (lookahead's window)."""
+    extra = len(s.draft.extra.token_ids) if s.draft is not None and s.draft.extra is not None else 0
+    nodes = len(s.tree.token_ids) if s.tree is not None else len(s.drafted)
+    return 1 + nodes + extra
+
+
 @dataclass
 class RunResult:
     """A finished run: its events, generated ids and text, and the summary metrics."""
@@ -144,7 +152,8 @@ class Engine:
         """One run: prefill, then rounds of (1. draft, 2.-5. the pure step), each turned into events."""
         target, prompt_len = self.target, len(ids)
         generator = self._generator(cfg)
-        cache = KVCache.for_model(target.model, cache_slots(prompt_len, cfg))
+        rows = getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0  # a drafter's own forward size
+        cache = KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
         drafter = self.make_drafter(cfg, generator, cache.max_len, cache) if mode == "speculative" else None
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
@@ -199,11 +208,13 @@ class Engine:
         if features:  # the features of the positions the cache keeps, for the next draft
             drafter.observe(features[-1][0, s.kept_rows])
             features.clear()
+        if s.seen is not None:  # what the forward computed that the draft asked for (top-k rows, extra rows)
+            drafter.observe_forward(s.seen)
         if drafter is not None:
             drafter.learn(s.n_accepted, ids, t2 - t1)
         return s, lambda t3: RoundTimed(round=round_, pos=len(ids), draft_s=t1 - t0, verify_s=t2 - t1,
                                         total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted),
-                                        verified=len(s.tree.token_ids) + 1 if s.tree is not None else len(s.drafted) + 1)
+                                        verified=forward_rows(s))
 
     def _generator(self, cfg: GenerationConfig) -> torch.Generator | None:
         """The run's random source when sampling (seeded when cfg.seed is set); None for greedy."""

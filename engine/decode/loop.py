@@ -17,14 +17,16 @@ from ..runtime.cache import KVCache
 PREFILL_CHUNK = 512  # prompt tokens per prefill forward: the time limit is checked between chunks
 
 
-def cache_slots(prompt_len: int, cfg: GenerationConfig) -> int:
+def cache_slots(prompt_len: int, cfg: GenerationConfig, rows: int = 0) -> int:
     """KV slots a run can need: the one place that sizes the cache.
 
     A round starts with every committed token but the last in the cache (at most prompt + max_new − 2)
-    and writes the last one plus its draft: γ tokens (up to MAX_GAMMA under adaptive γ) or a tree of
-    up to tree_budget nodes. One more slot covers the single-token probe after the run.
+    and writes the last one plus its draft: γ tokens (up to MAX_GAMMA under adaptive γ), a tree of
+    up to tree_budget nodes, or the `rows` a drafter says its forward can write besides the root (a static
+    tree template, lookahead's branch and window: the factory's `rows`). One more slot covers the
+    single-token probe after the run.
     """
-    return prompt_len + cfg.max_new_tokens + max(MAX_GAMMA, cfg.tree_budget) + 1
+    return prompt_len + cfg.max_new_tokens + max(MAX_GAMMA, cfg.tree_budget, rows) + 1
 
 
 def deadline_of(cfg: GenerationConfig) -> float | None:

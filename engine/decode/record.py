@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from .. import sampling
-from ..events import Committed, Decided, Drafted, DraftTree, Retokenized, RolledBack, Verified
+from ..events import Committed, Decided, Drafted, DraftTree, LookaheadWindow, Retokenized, RolledBack, Verified
 from .step import Step
 
 
@@ -35,12 +35,19 @@ class TokenText:
 
 
 def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy: bool, drafter: str) -> list:
-    """The events of one round, in order: decided, draft_tree, drafted, verified, rolled_back, committed."""
+    """The events of one round, in order: decided, lookahead_window, draft_tree, drafted, verified, rolled_back,
+    committed."""
     out, d = [], s.draft
     if d is not None and d.decision is not None:  # auto's choice, and the numbers behind it
         c = d.decision
         out.append(Decided(round=round_, pos=s.pos, drafter=c["drafter"], gamma=c["gamma"], reason=c["reason"],
                            plain_tokens_per_s=c.get("plain_tokens_per_s"), candidates=c["candidates"]))
+    if d is not None and d.window is not None and "next" in d.window:  # lookahead's Jacobi window
+        w = d.window
+        out.append(LookaheadWindow(round=round_, pos=s.pos, token_ids=w["levels"],
+                                   tokens=[text.many(level) for level in w["levels"]], fixed=w["fixed"],
+                                   next_ids=w["next"], next_tokens=text.many(w["next"]), candidates=w["candidates"],
+                                   added=w["added"], pool=w["pool"]))
     if s.tree is not None:
         t = s.tree
         out.append(DraftTree(round=round_, pos=s.pos, token_ids=t.token_ids, tokens=text.many(t.token_ids),

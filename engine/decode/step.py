@@ -15,9 +15,10 @@ import torch
 
 from .. import sampling
 from ..config import GenerationConfig
-from ..drafters.base import Draft
+from ..drafters.base import Draft, Seen
 from ..runtime.cache import KVCache
 from ..sampling import Verdict, tree
+from ..sampling.typical import accept_tree_typical, accept_typical
 
 
 @dataclass
@@ -50,6 +51,7 @@ class Step:
     new: list  # committed ids: accepted drafts + the corrected / bonus / plain token, cut at EOS and budget
     origins: list  # per committed id: "accepted", "corrected", "bonus" or "ar"
     p_new: list  # target probability of each committed id
+    seen: Seen | None = None  # what the verify forward computed that the draft asked for (Draft.topk / extra)
 
     @property
     def rejected(self) -> bool:
@@ -74,30 +76,41 @@ def step(forward, ids: list[int], draft: Draft | None, cache: KVCache, cfg: Gene
     """One round on `cache`, which holds every committed token but the last (ids[-1]); `remaining` is the
     token budget left. The caller drafted (phase 1) and appends `Step.new` to ids."""
     pos, proposal = len(ids), draft
-    if draft is not None and len(draft.token_ids) == 0:
+    if draft is not None and len(draft.token_ids) == 0 and draft.extra is None:
         draft = None  # the drafter had nothing: a plain target step
     # 2.+3. verify in ONE target forward, then accept / resample
-    if draft is not None and draft.parents is not None:
-        drafted, q, verdict, p_rows, tree_step = _judge_tree(forward, ids, draft, cache, cfg, generator)
+    if draft is not None and (draft.parents is not None or draft.extra is not None):
+        drafted, q, verdict, p_rows, tree_step, logits = _judge_tree(forward, ids, draft, cache, cfg, generator)
     else:
-        drafted, q, verdict, p_rows = _judge_chain(forward, ids, draft, cache, cfg, generator, device)
+        drafted, q, verdict, p_rows, logits = _judge_chain(forward, ids, draft, cache, cfg, generator, device)
         tree_step = None
+    seen = _seen(proposal, ids[-1], logits) if proposal is not None and (proposal.topk or proposal.extra) else None
     ended = next((i + 1 for i in range(verdict.n_accepted) if drafted[i] in eos), None)  # an accepted EOS
     n = verdict.n_accepted if ended is None else ended  # the drafts after it are never kept
-    # 4. rollback: keep the committed prefix and the accepted drafts (a tree first compacts its path)
+    # 4. rollback: keep the committed prefix and the accepted drafts (a tree first compacts its path;
+    #    a drafter's extra rows sit after the nodes and go with the truncation)
     before = cache.length
     if tree_step is not None:
         cache.compact(pos - 1, tree_step.path)
     cache.truncate(pos + n)
     # 5. commit: accepted drafts + the corrected / bonus token, cut at EOS and at the token budget
-    kind = "ar" if draft is None else ("corrected" if n < len(drafted) else "bonus")
+    kind = "ar" if not drafted and tree_step is None else ("corrected" if n < len(drafted) else "bonus")
     new = drafted[:n] + [verdict.next_id]
     origins = ["accepted"] * n + [kind]
     p_new = verdict.p_draft[:n] + [verdict.next_p]
     cut = min(next((i + 1 for i, t in enumerate(new) if t in eos), len(new)), remaining)
     return Step(pos=pos, draft=proposal, drafted=drafted, q=q, verdict=verdict, n_accepted=n,
                 eos_accepted=ended is not None, p_rows=p_rows, tree=tree_step, cache_before=before,
-                cache_after=cache.length, new=new[:cut], origins=origins[:cut], p_new=p_new[:cut])
+                cache_after=cache.length, new=new[:cut], origins=origins[:cut], p_new=p_new[:cut], seen=seen)
+
+
+def _seen(draft: Draft, root: int, logits: torch.Tensor) -> Seen:
+    """The forward's rows as the drafter asked for them: top-k next ids per row, argmax at its extra rows."""
+    extra = draft.extra.token_ids if draft.extra is not None else []
+    inputs = [root] + draft.token_ids.tolist() + list(extra)
+    topk = torch.topk(logits, draft.topk, dim=-1).indices.tolist() if draft.topk else []  # (rows, k)
+    extra_next = logits[len(inputs) - len(extra):].argmax(-1).tolist() if extra else []
+    return Seen(inputs=inputs, topk=topk, extra_next=extra_next)
 
 
 def _judge_chain(forward, ids, draft, cache, cfg, generator, device):
@@ -109,27 +122,36 @@ def _judge_chain(forward, ids, draft, cache, cfg, generator, device):
     p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
     if draft is None:
         next_id = int(sampling.pick(p[0], cfg.greedy, generator))
-        return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p
+        return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p, logits
     drafted = draft.token_ids.tolist()
     if draft.q is not None:
         q = draft.q[torch.arange(len(drafted), device=draft.q.device), draft.token_ids].tolist()
     else:
         q = [1.0] * len(drafted)
+    if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance
+        return drafted, q, accept_typical(draft.token_ids, p, *cfg.typical, cfg.greedy, generator), p, logits
     if cfg.greedy:
-        return drafted, q, sampling.accept_greedy(draft.token_ids, p), p
-    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, generator), p
+        return drafted, q, sampling.accept_greedy(draft.token_ids, p), p, logits
+    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, generator), p, logits
 
 
 def _judge_tree(forward, ids, draft, cache, cfg, generator):
-    """One target forward over [root, nodes...] with a tree mask; walk the tree; return its chain view."""
-    tokens, parents, pos = draft.token_ids.tolist(), draft.parents, len(ids)
+    """One target forward over [root, nodes..., extra rows...] with a tree mask; walk the tree; return its chain
+    view (a draft of no nodes with extra rows is a plain step whose forward also computes those rows)."""
+    tokens, pos = draft.token_ids.tolist(), len(ids)
+    parents = draft.parents if draft.parents is not None else list(range(-1, len(tokens) - 1))  # a chain
     device = draft.token_ids.device
     mask, positions = tree.tree_inputs(parents, pos - 1, device)
-    x = torch.tensor([[ids[-1]] + tokens], device=device)
-    logits = forward(x, cache, attention_mask=mask, position_ids=positions)[0]  # (N+1, V)
-    p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
+    extra = draft.extra.token_ids if draft.extra is not None else []
+    if extra:
+        mask, positions = tree.with_extra(mask, positions, draft.extra.offsets, draft.extra.sees)
+    x = torch.tensor([[ids[-1]] + tokens + list(extra)], device=device)
+    logits = forward(x, cache, attention_mask=mask, position_ids=positions)[0]  # (N+1+R, V)
+    p = sampling.shape_probs(logits[:len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
     node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
-    if cfg.greedy:
+    if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance on the tree
+        tv = accept_tree_typical(tokens, parents, p, *cfg.typical, cfg.greedy, generator)
+    elif cfg.greedy:
         tv = tree.accept_tree_greedy(tokens, parents, p)
     else:
         tv = tree.accept_tree_sample(tokens, parents, node_q, p, generator)
@@ -143,6 +165,6 @@ def _judge_tree(forward, ids, draft, cache, cfg, generator):
     status = ["accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
               for i in range(len(tokens))]
     whole = TreeStep(tokens, parents, q_of, [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
-                     [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.corrected)
-    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole
+                     [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.corrected) if tokens else None
+    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole, logits
 

@@ -24,6 +24,28 @@ class Draft:
     parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
     node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
     retokenized: dict | None = None  # a draft with another vocabulary: both tokenisations (a `retokenized` event)
+    extra: "Extra | None" = None  # rows the verify forward also computes that are not judged (lookahead's window)
+    topk: int = 0  # the target's top-k next tokens at every row of the verify forward, handed back (`Seen`)
+    window: dict | None = None  # lookahead: its Jacobi window this round, plain data (a `lookahead_window` event)
+
+
+@dataclass
+class Extra:
+    """Rows a drafter adds to the verify forward for its own use (lookahead's Jacobi window): they are not
+    judged, they never enter the committed sequence, and their cache slots are dropped with the rollback.
+    Each row sees the committed prefix, the root (the last committed token) and the earlier extra rows
+    `sees[i]` lists, never a draft node; position = root's position + offsets[i]."""
+    token_ids: list  # (R,) the rows' input tokens
+    offsets: list  # (R,) position of each row after the root's, >= 1
+    sees: list  # (R,) indices of earlier extra rows each row attends to (besides itself)
+
+
+@dataclass
+class Seen:
+    """What the verify forward computed that a drafter asked for (Draft.topk, Draft.extra), plain lists."""
+    inputs: list  # the forward's input tokens: [root, draft nodes..., extra rows...]
+    topk: list  # per input row: the target's top-k next token ids (Draft.topk of them), [] when not asked
+    extra_next: list  # per extra row: the target's most likely next token there
 
 
 class Drafter:
@@ -39,6 +61,9 @@ class Drafter:
 
     def observe(self, features: torch.Tensor) -> None:
         """(n, H) features of the next n positions the target's cache keeps (only when wants_features)."""
+
+    def observe_forward(self, seen: Seen) -> None:
+        """What the round's verify forward computed that the draft asked for (Draft.topk, Draft.extra)."""
 
     def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
         """Work done once per run before its clock starts (the oracle's reference pass); most need none."""

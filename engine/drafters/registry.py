@@ -16,7 +16,9 @@ from ..runtime.models import LoadedModel
 from ..specs import DraftSpec, parse_draft
 from .base import Drafter
 
-# (cfg, generator, max_len, the target's KV cache) -> a drafter for one run
+# (cfg, generator, max_len, the target's KV cache) -> a drafter for one run. A factory whose drafter's forward can
+# write more than γ or tree_budget rows besides the root (a static tree template, lookahead's window) says how many
+# in an attribute `rows` (decode/loop.cache_slots sizes the cache with it).
 DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int, KVCache], Drafter]
 
 

@@ -45,6 +45,22 @@ def tree_inputs(parents: list[int], prefix: int, device) -> tuple[torch.Tensor, 
     return mask[None, None].to(device), pos[None].to(device)
 
 
+def with_extra(mask: torch.Tensor, positions: torch.Tensor, offsets: list[int], sees: list[list[int]]):
+    """tree_inputs' mask and positions with R extra rows after the nodes (a drafter's own rows: lookahead's
+    window): extra row j sees the cached prefix, the root and the extra rows sees[j] and itself, never a node; no
+    node sees it. Its position is the root's + offsets[j]. Returns ((1, 1, N+1+R, prefix+N+1+R), (1, N+1+R))."""
+    n_rows, width = mask.shape[2], mask.shape[3]
+    prefix, r = width - n_rows, len(offsets)
+    extra = torch.zeros(r, width + r, dtype=torch.bool)
+    extra[:, :prefix + 1] = True  # the cached prefix and the root
+    for j, row in enumerate(sees):
+        extra[j, [width + i for i in row] + [width + j]] = True
+    top = torch.cat([mask[0, 0].cpu(), torch.zeros(n_rows, r, dtype=torch.bool)], dim=1)
+    full = torch.cat([top, extra], dim=0)[None, None].to(mask.device)
+    pos = torch.cat([positions, positions[:, :1] + torch.tensor([offsets], device=positions.device)], dim=1)
+    return full, pos
+
+
 def children_of(parents: list[int]) -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for i, par in enumerate(parents):

@@ -1,0 +1,107 @@
+"""Token recycling (Luo et al. 2024) as a drafter: the target's own top-k next tokens, seen in every earlier verify
+forward, fill a static token tree each round. Training-free, no draft model.
+
+State: an adjacency table M (V × k, token ids, −1 = not seen yet): M[x] = the target's k most likely next tokens
+at the latest position whose input token was x. Every verify forward updates it for all its rows (the root, the
+accepted drafts and the rejected ones alike: the target computed them anyway), so candidates the target threw
+away are recycled as next round's guesses. The run's prompt seeds it: M[a][0] = the token after a in the user's
+text, where the target has not spoken yet.
+
+Each round the tree template (ranks, root to node) is filled breadth first from the root, the last committed
+token: node (r1, .., rd) = M[token of (r1, .., rd−1)][rd]. A node whose parent is missing, or whose entry is not
+seen yet, is left out with its subtree. The nodes are chosen deterministically, so the engine's tree rule
+verifies them losslessly (greedy: the target's own output; sampling: the multi-candidate rule).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..sampling.tree import depths
+from ..specs import DraftSpec
+from .base import Draft, Drafter, Seen
+from .ngram import template_mask
+
+
+def template(budget: tuple) -> list[tuple]:
+    """A static tree as rank paths from the root, breadth first (parents first): a node at depth d whose ranks sum
+    to S gets budget[d] − S children (ranks 0, 1, …), so the likelier a path, the wider it branches (the shape of
+    the paper's template: wide near the root, a deep spine of rank-0 guesses)."""
+    level, nodes = [()], []
+    for width in budget:
+        level = [path + (r,) for path in level for r in range(max(0, width - sum(path)))]
+        nodes += level
+    return nodes
+
+
+TEMPLATES = {  # name -> rank paths; its size is the verify forward's rows (the root excluded)
+    "small": template((4, 2, 2, 1, 1)),  # 13 nodes, depth 5: sized for a CPU's verify costs
+    "wide": template((8, 4, 3, 2, 2, 1)),  # 40 nodes, depth 6: the paper's shape, for a GPU
+}
+DEFAULT_TEMPLATE = "small"
+DEFAULT_K = 8
+
+
+def template_parents(template: list[tuple]) -> list[int]:
+    """Parent index of each template node (−1 = the root); the template lists parents first."""
+    index = {path: i for i, path in enumerate(template)}
+    return [index[path[:-1]] if len(path) > 1 else -1 for path in template]
+
+
+class RecycleDrafter(Drafter):
+    """recycle[:k,TEMPLATE]: the adjacency table of the target's top-k and a static tree to fill from it."""
+
+    def __init__(self, k: int, template: list[tuple], vocab: int, device: torch.device, name: str = "recycle",
+                 special: frozenset = frozenset(), text_of=None):
+        self.k, self.device, self.name = k, device, name
+        self.template = [path for path in template if max(path) < k]  # ranks the table holds (prefixes stay)
+        self.parents = template_parents(self.template)
+        self.table = torch.full((vocab, k), -1, dtype=torch.long)  # (V, k) M[x]: next-token guesses after x
+        self.special, self.text_of = special, text_of or str
+
+    def prepare(self, prompt_ids: list[int], cfg) -> None:
+        """Seed the table with the user's text: M[a][0] = the token that followed a (the template's tokens skipped)."""
+        mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else [False] * len(prompt_ids)
+        for j in range(len(prompt_ids) - 1):
+            a, b = prompt_ids[j], prompt_ids[j + 1]
+            if not (mask[j] or mask[j + 1]) and a < len(self.table) and b < len(self.table):
+                self.table[a, 0] = b
+
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        tokens, parents, kept = [], [], {}  # kept: template index -> draft node index
+        limit = depths(self.parents)
+        for i, (path, par) in enumerate(zip(self.template, self.parents)):
+            if limit[i] > gamma:
+                continue
+            source = ids[-1] if par < 0 else (tokens[kept[par]] if par in kept else None)
+            if source is None or source >= len(self.table):
+                continue
+            tok = int(self.table[source, path[-1]])
+            if tok < 0:
+                continue
+            kept[i] = len(tokens)
+            tokens.append(tok)
+            parents.append(-1 if par < 0 else kept[par])
+        return Draft(torch.tensor(tokens, dtype=torch.long, device=self.device), None, self.name,
+                     parents=parents, topk=self.k)
+
+    def observe_forward(self, seen: Seen) -> None:
+        """Every row of the verify forward: M[its input token] = the target's top-k next tokens there."""
+        if not seen.topk:
+            return
+        rows = torch.tensor(seen.inputs[:len(seen.topk)])
+        ok = rows < len(self.table)
+        self.table[rows[ok]] = torch.tensor(seen.topk)[ok]  # a token seen twice keeps its latest row
+
+
+def build(spec: DraftSpec, target, ctx):
+    """The per-run constructor of recycle[:k,TEMPLATE] (registry.py calls it); `rows` sizes the cache."""
+    template = TEMPLATES[spec["template"] or DEFAULT_TEMPLATE]
+    tok = target.tokenizer
+    special = frozenset(getattr(tok, "all_special_ids", None) or [])
+    text_of = tok.decode if hasattr(tok, "decode") else str
+    vocab = target.model.get_output_embeddings().weight.shape[0]
+    k = spec["k"]
+    make = lambda cfg, gen, max_len, cache: RecycleDrafter(k, template, vocab, target.device, spec.text, special,
+                                                           text_of)
+    make.rows = len(template)
+    return make
