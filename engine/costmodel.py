@@ -80,6 +80,13 @@ def predicted_speedup_asked(alpha: float, gamma: float, c: float, v: float, used
     return (u * expected_tokens(alpha, gamma) + 1.0 - u) / cost if cost > 0 else None
 
 
+def round_rate(tokens: float, draft_s: float, verify_s: float) -> float | None:
+    """Tokens per second of a round that commits `tokens` (accepted + the one the target adds) for its drafting and
+    its verify forward: how auto prices a tree, whose E has no closed form (its mean accepted per round, measured)."""
+    cost = float(draft_s) + float(verify_s)
+    return float(tokens) / cost if cost > 0 else None
+
+
 def verify_curve(points: dict) -> "callable":
     """n -> verify cost (any unit, t(1) = points[1]) from measured points: measured where seen, else a
     least-squares line through the multi-token points (n >= 2), never below t(1).

@@ -11,6 +11,10 @@ and probes the best drafter again after `probe_every` plain rounds, doubling tha
 probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
 the numbers behind it, so the UI can explain why.
 
+Tree drafters that are free to ask (`trees`: token recycling) are asked every round too and priced from the
+accepted drafts per round their trees earned (a prior until tried) over their asking time and the verify forward
+of the tree's size (costmodel.round_rate); they read every round's forward (`observe_forward`), chosen or not.
+
 Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
 asked, next to what the free drafter has, from their own measured c, their α (a prior until tried) and the share
 of their drafts that were worth verifying; one is asked only when it beats both plain decoding and the free
@@ -56,8 +60,11 @@ class AutoDrafter(Drafter):
     drafting pays and with which γ. It asks the drafter first, so it prices only what the drafter has."""
     name = "auto"
 
-    def __init__(self, drafter: Drafter, device: torch.device, probe_every: int = 8, costly: tuple = ()):
+    def __init__(self, drafter: Drafter, device: torch.device, probe_every: int = 8, costly: tuple = (),
+                 trees: tuple = ()):
         self.drafter, self.device, self.probe_every = drafter, device, probe_every
+        self.trees = {d.name: d for d in trees}  # free-to-ask tree drafters (token recycling), priced per round
+        self.tree_accepted: dict[str, float] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         self.wants_features = any(d.wants_features for d in costly)
         self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
@@ -72,8 +79,12 @@ class AutoDrafter(Drafter):
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
-        for d in self.costly.values():
+        for d in (*self.costly.values(), *self.trees.values()):
             d.prepare(prompt_ids, cfg)
+
+    def observe_forward(self, seen) -> None:
+        for d in self.trees.values():  # recycling learns from every forward, chosen or not
+            d.observe_forward(seen)
 
     def observe(self, features: torch.Tensor) -> None:
         for d in self.costly.values():
@@ -102,6 +113,12 @@ class AutoDrafter(Drafter):
         cap, variant, d = len(draft.token_ids), draft.variant, self.drafter.name
         self._cost(d, time.perf_counter() - t, max(cap, 1))
         candidates = self._price(d, variant, cap, t1)
+        trees = {}
+        for name, tree_drafter in self.trees.items():  # free to ask too: priced by what their trees earned
+            t = time.perf_counter()
+            trees[name] = tree_drafter.propose(ids, gamma)
+            self._cost(name, time.perf_counter() - t, 1)  # seconds per proposal (a tree is asked once)
+            candidates += self._price_tree(name, trees[name], t1)
         for name in self.costly:  # priced from what they cost and earned before; asked only if one wins
             candidates += self._price(name, name, gamma, t1)
         plain_rate = 1.0 / t1
@@ -116,7 +133,10 @@ class AutoDrafter(Drafter):
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             reason = f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds"
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
-        if best["drafter"] in self.costly:
+        if best["drafter"] in self.trees:  # a whole tree: γ is its depth, already cut when it was built
+            draft, d = trees[best["drafter"]], best["drafter"]
+            variant, keep = d, gamma
+        elif best["drafter"] in self.costly:
             free = (draft, variant, d, max((x for x in candidates if x["drafter"] == d),
                                             key=lambda x: x["predicted_tokens_per_s"], default=None))
             d = variant = best["drafter"]
@@ -142,13 +162,15 @@ class AutoDrafter(Drafter):
                     best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
+        draft.topk = max([draft.topk] + [t.k for t in self.trees.values()])  # recycling reads every forward
         self.plain_streak = 0
         n = len(draft.token_ids)
         self.last = (n, (variants or [variant] * n)[:n], d)
         self.probing = reason is not None
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
-        draft.decision = {"drafter": d, "gamma": n,
+        shown = max(depths(draft.parents)) if draft.parents and n else n  # a tree's γ is its depth
+        draft.decision = {"drafter": d, "gamma": shown,
                           "reason": reason or f"{unsure}{d} with γ={best['gamma']}{sure} predicts "
                                               f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain",
                           "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
@@ -181,6 +203,21 @@ class AutoDrafter(Drafter):
                 out[-1]["used"] = round(used, 4)
         return out
 
+    def _price_tree(self, d: str, tree_draft: Draft, t1: float) -> list[dict]:
+        """One candidate for a tree drafter's proposal: its accepted drafts per round (measured, decayed; before it
+        is tried, a chain's E at the prior α over the tree's depth) plus the target's token, over its asking time
+        and the verify forward of its size (costmodel.round_rate)."""
+        n = len(tree_draft.token_ids)
+        if not n:
+            return []
+        depth = max(depths(tree_draft.parents)) if tree_draft.parents else n
+        tokens = 1.0 + self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, depth) - 1.0)
+        v = self.verify_s(n + 1)
+        rate = costmodel.round_rate(tokens, self.cost.get(d, 0.1 * t1), v)
+        return [{"drafter": d, "variant": d, "gamma": depth, "nodes": n, "tokens_per_round": round(tokens, 4),
+                 "c": round(self.cost.get(d, 0.1 * t1) / t1, 4), "v": round(v / t1, 4),
+                 "predicted_tokens_per_s": round(rate, 3)}]
+
     def _asked(self, d: str, used: bool) -> None:
         self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
 
@@ -190,7 +227,10 @@ class AutoDrafter(Drafter):
             self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
         old = self.verify.get(g + 1)
         self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
-        if g:
+        if g and chosen in self.trees:  # a tree is priced by what it committed per round, not per position
+            old = self.tree_accepted.get(chosen)
+            self.tree_accepted[chosen] = n_accepted if old is None else DECAY * old + (1 - DECAY) * n_accepted
+        elif g:
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
@@ -214,6 +254,7 @@ class AutoDrafter(Drafter):
         self.plain_streak += 1
         self.last = (0, [], "")
         draft = empty_draft(self.device, "auto")
+        draft.topk = max([t.k for t in self.trees.values()], default=0)  # recycling reads plain rounds too
         draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
                           "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}
         return draft
@@ -240,10 +281,14 @@ def _cut(draft: Draft, gamma: int) -> Draft:
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of auto[:ngram]: n-gram lookup and, unless auto:ngram and where the shipped heads
-    fit the target, eagle and medusa, each built through the registry (ctx.factory)."""
+    """The per-run constructor of auto[:ngram]: n-gram lookup and, unless auto:ngram, token recycling and (where the
+    shipped heads fit the target) eagle and medusa, each built through the registry (ctx.factory)."""
     ngram = ctx.factory("ngram", target)
-    fit = spec["offer"] != "ngram" and heads_fit(target)
-    heads = [ctx.factory(h, target) for h in ("eagle", "medusa")] if fit else []
-    return lambda cfg, gen, max_len, cache: AutoDrafter(ngram(cfg, gen, max_len, cache), target.device, costly=tuple(
-        make(cfg, gen, max_len, cache) for make in heads))
+    full = spec["offer"] != "ngram"
+    heads = [ctx.factory(h, target) for h in ("eagle", "medusa")] if full and heads_fit(target) else []
+    trees = [ctx.factory("recycle", target)] if full else []
+    make = lambda cfg, gen, max_len, cache: AutoDrafter(
+        ngram(cfg, gen, max_len, cache), target.device,
+        costly=tuple(m(cfg, gen, max_len, cache) for m in heads), trees=tuple(m(cfg, gen, max_len, cache) for m in trees))
+    make.rows = max([getattr(m, "rows", 0) for m in trees], default=0)
+    return make
