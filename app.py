@@ -83,8 +83,8 @@ def build_demo() -> gr.Blocks:
                     stop_btn = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, min_width=80)
                 with gr.Row(elem_classes="sv-run-controls"):  # the two most used: beside Generate, before the tabs
                     drafter = gr.Dropdown(av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120)
-                    param = gr.Number(0, precision=0, minimum=0, label="n / L (0 = default)", scale=1, min_width=100,
-                                      info="ngram n, layerskip layers")
+                    param = gr.Number(0, precision=0, minimum=0, label="n / L / W / k (0 = default)", scale=1,
+                                      min_width=100, info="ngram n, layerskip layers, lookahead window, recycle top-k")
                     gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)", elem_id="gamma",
                                       scale=2, min_width=160)
                 gr.Examples([[p, d, True] for _, p, d, _ in av.EXAMPLES], [prompt, drafter, race],  # examples race AR
@@ -128,6 +128,11 @@ def build_demo() -> gr.Blocks:
                         race_html = gr.HTML(specviz.render_race([]), elem_id="race")
                     with gr.Tab("Explain", elem_id="tab-explain"):
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
+                        with gr.Row(equal_height=True):
+                            drift_btn = gr.Button(f"Measure the sampled drift ({h.DRIFT_SAMPLES} seeded 2-token runs "
+                                                  f"per rule)", size="sm", scale=0, min_width=200,
+                                                  elem_id="drift-measure")
+                            drift_out = gr.HTML("", elem_id="drift-out")
                     with gr.Tab("Spec-Bench", elem_id="tab-specbench"):
                         specbench_section(prompt, race)
                     with gr.Tab("Beam search", elem_id="tab-beams"):
@@ -147,6 +152,10 @@ def build_demo() -> gr.Blocks:
                     with gr.Row():
                         top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
                         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)
+                    accept = gr.Dropdown(list(av.ACCEPT_CHOICES), value="exact", allow_custom_value=True,
+                                         label="Acceptance rule", elem_id="accept",
+                                         info="exact keeps the target's output; typical:ε,δ is Medusa-2's LOSSY "
+                                              "shortcut, marked in every view with its drift")
                     seed = gr.Number(0, precision=0, label="Seed",
                                      info="a seeded run repeats exactly, except with auto: its choices follow "
                                           "measured time")
@@ -168,11 +177,12 @@ def build_demo() -> gr.Blocks:
                  "fig_speedup": fig_speedup}
         ui = {"pair": pair, "drafter": drafter, "param": param, "gamma": gamma, "adaptive": adaptive, "p_min": p_min,
               "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "max_new": max_new,
-              "tree_budget": tree_budget, "tree_branching": tree_branching, "race": race, "prompt": prompt}
+              "tree_budget": tree_budget, "tree_branching": tree_branching, "race": race, "prompt": prompt,
+              "accept": accept}
         wire(demo, ui, [views[name] for name in av.VIEWS], events, slider, download, upload, dict(
             run=run_btn, stop=stop_btn, prev=prev_btn, next=next_btn, play=play_btn, pause=pause_btn, speed=speed,
             selected=selected, output_only=output_only, pair_note=pair_note, tour=tour_html, skip=skip_btn,
-            replay_tour=replay_tour_btn, prompt=prompt))
+            replay_tour=replay_tour_btn, prompt=prompt, drift=drift_btn, drift_out=drift_out))
     return demo
 
 
@@ -207,6 +217,7 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     ui["pair"].change(h.pair_note_changed, [ui["pair"]], [c["pair_note"]], api_visibility="private")
     ui["adaptive"].change(h.adaptive_changed, [ui["adaptive"]], [ui["p_min"]], api_visibility="private")
     c["output_only"].change(None, [c["output_only"]], None, js=OUTPUT_ONLY_JS, api_visibility="private")
+    c["drift"].click(h.measure_drift, controls, [c["drift_out"]], **hidden, **compute)
     gr.api(h.api_generate, api_name="generate", **compute)
 
 

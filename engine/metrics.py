@@ -13,6 +13,15 @@ from __future__ import annotations
 from . import costmodel
 
 
+def greedy_drift(run_ids: list[int], reference_ids: list[int]) -> dict:
+    """The greedy drift meter (a lossy acceptance rule against the target's own greedy tokens): {'first': index of
+    the first generated token that differs (None: identical), 'differ': positions that differ, counting those past
+    the shorter run, 'tokens': positions compared (the longer run's length)}."""
+    n = max(len(run_ids), len(reference_ids))
+    differ = [i for i in range(n) if i >= len(run_ids) or i >= len(reference_ids) or run_ids[i] != reference_ids[i]]
+    return {"first": differ[0] if differ else None, "differ": len(differ), "tokens": n}
+
+
 def count_positions(drafted: list[int], accepted: list[int], verdict: list) -> None:
     """Count one verified round into per-position tallies: position i was drafted (and tested, or cut by an
     accepted end-of-text) and accepted iff verdict[i]. The one per-position count every report uses."""

@@ -20,6 +20,7 @@ from .app_guard import SEED_MAX, ended, whole
 from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
 from .crossvocab import render_tokenisations
+from .drift import drift_meter, lossy_badge
 from .explain import render_explain
 from .markup import esc
 from .race import live_time, render_race, visible_tokens
@@ -177,8 +178,12 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
     return target, drafter
 
 
+ACCEPT_CHOICES = ("exact", "typical:0.09,0.3", "typical:0.3,0.55")  # the exact rule, Medusa-2's default ε, δ, a
+# looser one; any "typical:EPS,DELTA" may be typed (GenerationConfig checks it)
+
+
 def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new_tokens, tree_budget=0,
-                  tree_branching=2) -> dict:
+                  tree_branching=2, accept="exact") -> dict:
     """GenerationConfig keyword arguments from the controls (GenerationConfig itself validates ranges).
     tree_budget > 0 turns on tree speculation: up to that many draft nodes, tree_branching children each, depth at most γ."""
     if adaptive not in ADAPTIVE:
@@ -192,7 +197,8 @@ def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_n
                 seed=None if seed is None else whole("seed", seed, 0, SEED_MAX),
                 adaptive="fixed" if confidence else adaptive, p_min=p_min if confidence else 0.0,
                 tree_budget=whole("tree_budget", tree_budget or 0),
-                tree_branching=whole("tree_branching", 2 if tree_branching is None else tree_branching))
+                tree_branching=whole("tree_branching", 2 if tree_branching is None else tree_branching),
+                accept=accept or "exact")  # GenerationConfig checks it and names its range
 
 
 def summary_html(events) -> str:
@@ -226,12 +232,14 @@ def summary_html(events) -> str:
     if s.get("timing_flags"):
         reasons = "; ".join(s["timing_flags"])
         parts.append(f'<span class="sv-warn" title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)} ({esc(reasons)})</span>')
+    if run.mode == "speculative":
+        parts.append(drift_meter(run, ar, s.get("speedup")))  # "" unless the run used a lossy rule
     who = f"{esc(run.started.target)} · draft {esc(run.started.draft or '—')}" if run.started else ""
     body = " · ".join(p for p in parts if p)
     run_id = esc(run.started.run_id) if run.started else ""
     return (f'<div class="specviz sv-summary" data-run="{run_id}" data-rounds="{len(run.rounds)}" '
             f'data-done="{int(run.done)}">'
-            f'{body}<small>{who}</small></div>')
+            f'{lossy_badge(run)}{body}<small>{who}</small></div>')
 
 
 VIEWS = ("stream", "tree", "race", "explain", "summary", "verify", "fig_len", "fig_pos", "fig_run", "fig_tput",
@@ -284,6 +292,8 @@ def controls_of(events) -> dict:
     p_min = cfg.get("p_min")
     if isinstance(p_min, (int, float)) and not isinstance(p_min, bool) and 0 < p_min <= 0.95:
         out["p_min"] = p_min  # the confidence threshold the run used (the slider's range: 0..0.95)
+    if isinstance(cfg.get("accept"), str) and cfg["accept"] in ACCEPT_CHOICES:
+        out["accept"] = cfg["accept"]  # a lossy run loads back lossy, badge and all
     prompt = prompt_of(run.started.prompt_text, bool(cfg.get("raw")))
     if prompt:
         out["prompt"] = prompt

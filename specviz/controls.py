@@ -29,6 +29,7 @@ class Controls:
     tree_branching: float = 2  # children tried per tree node
     race: bool = False  # race the AR baseline, interleaved
     prompt: str = ""
+    accept: str = "exact"  # the acceptance rule: "exact", or a LOSSY "typical:EPS,DELTA" (app_views.ACCEPT_CHOICES)
 
     @classmethod
     def of(cls, values) -> "Controls":
@@ -43,10 +44,10 @@ class Controls:
         """(target spec, draft spec, GenerationConfig); ValueError naming a setting out of range."""
         target, draft = model_specs(self.pair, self.drafter, self.param)
         kwargs = config_kwargs(self.gamma, self.adaptive, self.p_min, self.temperature, self.top_k, self.top_p,
-                               self.seed, self.max_new, self.tree_budget, self.tree_branching)
+                               self.seed, self.max_new, self.tree_budget, self.tree_branching, self.accept)
         return target, draft, GenerationConfig(**kwargs, time_limit_s=time_limit_s)
 
 
 FIELDS = tuple(f.name for f in fields(Controls))  # the wiring order of the components
 TRACE_SETS = ("pair", "drafter", "param", "gamma", "adaptive", "p_min", "temperature", "top_k", "top_p", "seed",
-              "max_new", "tree_budget", "tree_branching", "prompt")  # the controls a loaded trace sets (controls_of)
+              "max_new", "tree_budget", "tree_branching", "prompt", "accept")  # the controls a loaded trace sets (controls_of)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from engine import costmodel
+from .drift import lossy_badge, lossy_note
 from .markup import esc
 from .roofline import measured_points, roofline_chart, roofline_text
 from .runs import spec_summary, view_runs
@@ -195,6 +196,7 @@ def render_explain(events) -> str:
     formula = "".join(f"<li>{line}</li>" for line in lines)
     heads = heads_note(spec.started.draft or "") if spec and spec.started else ""
     host = getattr(spec.started, "host", {}) if spec and spec.started else {}
-    return (f'<div class="specviz specviz-explain">{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}'
+    return (f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
+            f'{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}'
             f'{whatif_panel(s)}'
             f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>')

@@ -6,6 +6,9 @@ finished. Events -> HTML; every token text is escaped.
 """
 from __future__ import annotations
 
+from engine.metrics import greedy_drift
+
+from .drift import drift_meter, lossy_badge, lossy_rule
 from .markup import esc, stream_text
 from .roofline import bandwidth_line
 from .runs import spec_summary, view_runs
@@ -61,6 +64,11 @@ def live_time(spec, ar) -> float | None:
     return min(times) if None not in times else 0.0
 
 
+def _first_difference(spec, ar) -> str:
+    d = greedy_drift(spec.token_ids(), ar.token_ids())
+    return "outputs identical on this run" if d["first"] is None else f"outputs differ at token {d['first'] + 1}"
+
+
 def verdict(spec, ar) -> str:
     """Plain-text verdict, only once both lanes have finished: greedy runs must match token for token;
     sampled runs differ by design."""
@@ -68,6 +76,9 @@ def verdict(spec, ar) -> str:
         return "Run both to compare (AR baseline missing)." if ar is None else "Speculative run missing."
     if not (spec.done and ar.done):
         return "Racing: the verdict appears when both lanes have finished."
+    if lossy_rule(spec):  # a lossy acceptance rule: the drift meter beside this says how far it went
+        return (f"LOSSY rule ({spec.config.get('accept')}): the speculative lane is not the target's output"
+                + ("." if not spec.greedy else f"; {_first_difference(spec, ar)}."))
     if not spec.greedy:
         return ("Distributions identical (sampling): outputs differ by design, "
                 "both are exact samples of the target.")
@@ -106,12 +117,14 @@ def render_race(events, t: float | None = None) -> str:
     if summary.get("timing_flags"):
         warn = (f'<span class="race-warn sv-warn">⚠ machine was busy: timing unreliable ('
                 f'{esc("; ".join(summary["timing_flags"]))})</span>')
+    if spec is not None and spec.done and ar is not None and ar.done:
+        warn += drift_meter(spec, ar, summary.get("speedup"))
     text = verdict(spec, ar)
     ok = "same" if text.startswith(("Outputs identical", "Distributions")) else "differ"
     if spec is None or ar is None or not (spec.done and ar.done):
         ok = "pending"
     at = "" if t is None else f' data-t="{t:.3f}"'
     return (f'<div class="specviz specviz-race"{at}>'
-            f'<div class="race-lanes">{lanes}</div>'
+            f'{lossy_badge(spec)}<div class="race-lanes">{lanes}</div>'
             f'<div class="race-verdict race-{ok}">{speed}<span class="race-verdict-text">{esc(text)}</span>{warn}</div>'
             f'</div>')

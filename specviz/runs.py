@@ -15,7 +15,7 @@ from engine.validate import real_number
 from engine.metrics import summarize
 
 ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
-ATTR = {"round_timed": "timed", "draft_tree": "tree"}  # RoundView attribute of each round event kind
+ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window"}  # RoundView attribute of each round event kind
 
 
 def positive(x) -> float | None:
@@ -71,6 +71,7 @@ class RoundView:
     committed: object = None
     timed: object = None
     tree: object = None  # DraftTree of a tree-speculation round (drafted / verified then hold its chain view)
+    window: object = None  # LookaheadWindow: lookahead decoding's Jacobi window this round
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cached(self, key, build):

@@ -5,6 +5,7 @@ Each round's markup is built once (RoundView.cached) and reused by later updates
 """
 from __future__ import annotations
 
+from .drift import lossy_badge
 from .markup import esc, token_span
 from .runs import main_run
 
@@ -52,7 +53,7 @@ def render_stream(events, upto_round: int | None = None, mode: str | None = None
     shown = rounds[-1].round if rounds else 0
     return (f'<div class="specviz specviz-stream" data-mode="{esc(run.mode)}" data-rounds="{shown}" '
             f'data-live="{int(live)}" tabindex="0" role="group" aria-label="output tokens: arrow keys move between '
-            f'tokens, Enter opens a round in the verify view">{body}{cursor}</div>')
+            f'tokens, Enter opens a round in the verify view">{lossy_badge(run)}{body}{cursor}</div>')
 
 
 def render_legend() -> str:

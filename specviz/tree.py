@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .drift import lossy_badge
+from .lookahead import window_grid
 from .markup import _at, esc, fmt_p, stream_text, tip_attrs, token_details, topk_block, visible
 from .runs import main_run
 from .treesvg import MAX_CHARS, round_svg
@@ -190,7 +192,9 @@ def _tree_round_html(rv, nodes: list[Node], greedy: bool) -> str:
 
 def _candidates(decided) -> str:
     """One line per option auto weighed: drafter, γ, α, c, v and the predicted tokens/s."""
-    lines = [f"{c.get('drafter')}{' (' + str(c['variant']) + ')' if c.get('variant') else ''} γ={c.get('gamma')}: α {c.get('alpha')}, c {c.get('c')}, v {c.get('v')} -> "
+    lines = [f"{c.get('drafter')}{' (' + str(c['variant']) + ')' if c.get('variant') else ''} γ={c.get('gamma')}: "
+             + (f"tree of {c.get('nodes')} nodes, {c.get('tokens_per_round')} tokens per round" if "nodes" in c
+                else f"α {c.get('alpha')}") + f", c {c.get('c')}, v {c.get('v')} -> "
              f"{c.get('predicted_tokens_per_s')} tok/s" for c in (decided.candidates or [])[:16]]
     if decided.plain_tokens_per_s is not None:
         lines.append(f"plain decoding -> {decided.plain_tokens_per_s} tok/s")
@@ -198,6 +202,14 @@ def _candidates(decided) -> str:
 
 
 def round_tree_html(rv, context: str, greedy: bool) -> str:
+    """One round: its tree (or chain), and a lookahead round's Jacobi window beside it."""
+    html = _round_html(rv, context, greedy)
+    if rv.window is None:
+        return html
+    return html[:-len("</div>")] + window_grid(rv.window) + "</div>"  # inside the round's row, after its tree
+
+
+def _round_html(rv, context: str, greedy: bool) -> str:
     nodes = round_nodes(rv, context)
     if rv.tree is not None:
         return _tree_round_html(rv, nodes, greedy)
@@ -253,4 +265,4 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max
         parts.append(rv.cached(("tree", context, greedy), lambda rv=rv, c=context: round_tree_html(rv, c, greedy)))
     return (f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}" tabindex="0" role="group" '
             f'aria-label="speculation tree: arrow keys move between nodes, Enter opens a round in the verify view">'
-            f'{ZOOM}<div class="tree-trunk">{"".join(parts)}</div></div>')
+            f'{ZOOM}{lossy_badge(run)}<div class="tree-trunk">{"".join(parts)}</div></div>')

@@ -5,6 +5,7 @@ Events -> HTML; every token text is escaped.
 """
 from __future__ import annotations
 
+from .drift import lossy_badge, lossy_rule
 from .markup import _at, esc, fmt_p, label_text
 from .runs import main_run
 
@@ -102,6 +103,8 @@ def render_verify(events, round_: int | None = None) -> str:
     d, v, greedy = rv.drafted, rv.verified, run.greedy
     rule = ("greedy: a draft is accepted iff it is the target's argmax" if greedy else
             "sampling: accepted iff u < min(1, p/q), u ~ U(0, 1)")
+    if lossy_rule(run):  # the lossy shortcut's test instead (engine/sampling/typical.py)
+        rule = "LOSSY typical acceptance: a draft is accepted iff p > min(ε, δ·exp(−H(p)))"
     idx = [r.round for r in rounds]
     k = idx.index(rv.round)
     nav = "".join(f'<button class="vf-nav" data-select-round="{r}" aria-label="{label} round">{sym}</button>'
@@ -141,7 +144,7 @@ def render_verify(events, round_: int | None = None) -> str:
         why = _tree_line(rv, greedy) + rollback
     else:
         size, facts, why = f"γ = {len(d.tokens)}", "", _stop_reason(rv, greedy) + rollback
-    head = (f'<div class="vf-head">{nav}<b>Round {rv.round}</b><span>drafter {esc(d.drafter)} · {size} · '
+    head = (f'<div class="vf-head">{lossy_badge(run)}{nav}<b>Round {rv.round}</b><span>drafter {esc(d.drafter)} · {size} · '
             f'{esc(rule)}</span></div>')
     table = ('<table class="vf-table"><thead><tr><th>#</th><th>draft</th><th>q (draft) · p (target) · the test</th>'
              '<th>verdict</th><th>draft top-k</th><th>target top-k</th></tr></thead>'

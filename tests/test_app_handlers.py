@@ -146,7 +146,7 @@ def test_the_run_button_is_wired_by_the_controls_names():
     run = next(d for d in demo.config["dependencies"] if d.get("api_name") == "run")
     labels = {c["id"]: c["props"].get("label") for c in demo.config["components"]}
     assert len(run["inputs"]) == len(FIELDS) + 1 == len([*WARM_RUN.values(), None])
-    assert [labels[i] for i in run["inputs"][:3]] == ["Model pair (draft → target)", "Drafter", "n / L (0 = default)"]
+    assert [labels[i] for i in run["inputs"][:3]] == ["Model pair (draft → target)", "Drafter", "n / L / W / k (0 = default)"]
     assert labels[run["inputs"][FIELDS.index("prompt")]] == "Prompt"
     assert h.RunOutputs._fields == ("state", "slider", "download", *VIEWS) and len(run["outputs"]) == h.RUN_OUTPUTS
     assert Controls.of(WARM_RUN.values()) == WARM_RUN and WARM_RUN.max_new == 8

@@ -1,12 +1,12 @@
 """Lookahead decoding and token recycling (engine/drafters/lookahead.py, recycle.py), the verify forward's extra
-rows, and the lossy typical acceptance with its drift meter (engine/sampling/typical.py, engine/drift.py)."""
+rows, and the lossy typical acceptance with its drift meter (engine/sampling/typical.py, engine/decode/drift.py)."""
 import json
 
 import pytest
 import torch
 
 from engine import Engine, GenerationConfig, load_model
-from engine import drift
+from engine.decode import drift
 from engine.drafters.base import Extra
 from engine.drafters.lookahead import LookaheadDrafter, window_rows
 from engine.drafters.recycle import TEMPLATES, RecycleDrafter, template_parents

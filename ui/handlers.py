@@ -21,11 +21,13 @@ import gradio.utils as gradio_utils
 
 import specviz
 from engine import Engine, GenerationConfig, load_model
+from engine.decode.drift import drift_report
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
 from specviz import app_guard as guard
 from specviz import app_views as av
 from specviz.controls import TRACE_SETS, Controls
+from specviz.drift import sampled_drift_html
 from specviz.runs import RunSet
 
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
@@ -175,6 +177,28 @@ def generate(controls: Controls, state=None):
         return
     time_limit_warning(runs.segments)
     yield settled(runs, None)  # the engine ended every lane with its Finished
+
+
+DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "300"))  # seeded 2-token runs per rule (1..2000)
+
+
+@gpu
+def measure_drift(*controls):
+    """The sampled drift meter for the current settings: the first two tokens' law under the chosen rule and under
+    the exact rule, DRIFT_SAMPLES seeded runs each, against the target's exact law (engine/decode/drift.py)."""
+    try:
+        c = Controls.of(controls)
+        target, draft, cfg = c.settings(MAX_RUN_S)
+        if cfg.greedy:
+            raise ValueError("the sampled drift meter needs temperature > 0 (a greedy run's drift is in the race)")
+        if not 1 <= DRIFT_SAMPLES <= 2000:
+            raise ValueError(f"SPECVIZ_DRIFT_SAMPLES must be between 1 and 2000, got {DRIFT_SAMPLES}")
+        target, draft = prepare(target, draft, c.prompt, cfg.raw)
+        report = drift_report(Engine(load_model(target), draft), c.prompt, cfg, n=DRIFT_SAMPLES)
+    except ValueError as e:
+        gr.Warning(str(e))
+        return gr.skip()
+    return sampled_drift_html(report)
 
 
 def generate_from(*values):

@@ -108,19 +108,8 @@ class AutoDrafter(Drafter):
         t1 = self.verify_s(1)
         if t1 is None:  # first round: a plain step measures what everything is compared with
             return self._plain("measuring one plain target step first", [], None)
-        t = time.perf_counter()
-        draft = self.drafter.propose(ids, gamma)  # free to ask: only what it has
-        cap, variant, d = len(draft.token_ids), draft.variant, self.drafter.name
-        self._cost(d, time.perf_counter() - t, max(cap, 1))
-        candidates = self._price(d, variant, cap, t1)
-        trees = {}
-        for name, tree_drafter in self.trees.items():  # free to ask too: priced by what their trees earned
-            t = time.perf_counter()
-            trees[name] = tree_drafter.propose(ids, gamma)
-            self._cost(name, time.perf_counter() - t, 1)  # seconds per proposal (a tree is asked once)
-            candidates += self._price_tree(name, trees[name], t1)
-        for name in self.costly:  # priced from what they cost and earned before; asked only if one wins
-            candidates += self._price(name, name, gamma, t1)
+        draft, trees, candidates = self._ask_free(ids, gamma, t1)
+        variant, d = draft.variant, self.drafter.name
         plain_rate = 1.0 / t1
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
         reason = None
@@ -169,12 +158,30 @@ class AutoDrafter(Drafter):
         self.probing = reason is not None
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
+        why = reason or (f"{unsure}{d} with γ={best['gamma']}{sure} predicts {best['predicted_tokens_per_s']:.1f} "
+                         f"tok/s vs {plain_rate:.1f} plain")
         shown = max(depths(draft.parents)) if draft.parents and n else n  # a tree's γ is its depth
-        draft.decision = {"drafter": d, "gamma": shown,
-                          "reason": reason or f"{unsure}{d} with γ={best['gamma']}{sure} predicts "
-                                              f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain",
-                          "plain_tokens_per_s": round(plain_rate, 3), "candidates": candidates}
+        draft.decision = {"drafter": d, "gamma": shown, "reason": why, "plain_tokens_per_s": round(plain_rate, 3),
+                          "candidates": candidates}
         return draft
+
+    def _ask_free(self, ids: list[int], gamma: int, t1: float) -> tuple[Draft, dict, list]:
+        """Ask the drafters that are free to ask (n-gram lookup, the tree drafters) and price every option, the
+        costly drafters from what they cost and earned before (they are asked only if one wins).
+        Returns (the n-gram draft, the tree drafts by name, the candidates)."""
+        t = time.perf_counter()
+        draft = self.drafter.propose(ids, gamma)  # free to ask: only what it has
+        cap, d = len(draft.token_ids), self.drafter.name
+        self._cost(d, time.perf_counter() - t, max(cap, 1))
+        candidates, trees = self._price(d, draft.variant, cap, t1), {}
+        for name, tree_drafter in self.trees.items():  # priced by what their trees earned per round
+            t = time.perf_counter()
+            trees[name] = tree_drafter.propose(ids, gamma)
+            self._cost(name, time.perf_counter() - t, 1)  # seconds per proposal (a tree is asked once)
+            candidates += self._price_tree(name, trees[name], t1)
+        for name in self.costly:
+            candidates += self._price(name, name, gamma, t1)
+        return draft, trees, candidates
 
     def _by_confidence(self, d: str, confidence: list, t1: float) -> tuple[int, list, float]:
         """The prefix of a costly drafter's chain worth verifying: each position's α from its confidence bin,

@@ -4,7 +4,7 @@ A drafted token x is kept when the target finds it typical enough, p(x) > min(ε
 entropy of the target's distribution at that position, instead of the exact test (greedy: x = argmax p; sampling:
 u < min(1, p/q)). At the first token that fails, the next token is argmax p (greedy) or drawn from p itself, not
 from the residual norm(max(0, p − q)), so the output is neither the target's greedy text nor drawn from its law.
-It exists to be measured against the exact rule (engine/drift.py): faster, and not the target's output.
+It exists to be measured against the exact rule (engine/decode/drift.py): faster, and not the target's output.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from the target's own.
             and the target's exact law p(x1)·p(x2 | x1) (computed from the target, one batched forward per distinct
             x1 seen): TV = ½ (Σ_seen |f − p| + (1 − Σ_seen p)). A finite sample has TV > 0 even for an exact rule,
             so the meter always reports the exact rule's TV at the same n beside the lossy one (the noise floor).
-`greedy_drift` is plain Python (the page calls it); `joint_tv` runs the engine.
+`greedy_drift` is plain Python (engine/metrics.py: the page calls it); `joint_tv` runs the engine.
 """
 from __future__ import annotations
 
@@ -16,16 +16,11 @@ from collections import Counter
 
 import torch
 
-from . import sampling
-from .config import GenerationConfig
+from .. import sampling
+from ..config import GenerationConfig
+from ..metrics import greedy_drift  # the greedy meter is plain Python: the page computes it from a race's lanes
 
-
-def greedy_drift(run_ids: list[int], reference_ids: list[int]) -> dict:
-    """{'first': index of the first generated token that differs (None: identical), 'differ': positions that
-    differ, 'tokens': positions compared (the longer run's length)}."""
-    n = max(len(run_ids), len(reference_ids))
-    differ = [i for i in range(n) if i >= len(run_ids) or i >= len(reference_ids) or run_ids[i] != reference_ids[i]]
-    return {"first": differ[0] if differ else None, "differ": len(differ), "tokens": n}
+__all__ = ["greedy_drift", "target_pair_law", "joint_tv", "drift_report"]
 
 
 @torch.inference_mode()
