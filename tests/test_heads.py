@@ -162,3 +162,43 @@ def test_explain_tab_describes_the_heads_with_their_held_out_accuracy():
     assert "self-distillation" in note and f"head 1: {record['medusa_top1'][0]:.0%}" in note
     assert f"step 1: {record['eagle_top1'][0]:.0%}" in note and heads_note("ngram") == ""
     assert heads_note("medusa", ROOT / "missing.json") == ""  # no record: no paragraph, no error
+
+
+def test_broad_training_reads_texts_and_reports_each_source(tiny_dirs):
+    """Texts read by the target (teacher forcing: labels are its argmax, one forward per chunk) train both heads
+    beside answered prompts; held-out accuracy comes per source, evaluation-only prompts are never trained on."""
+    from engine.heads.train import teacher_corpus
+
+    target = load_model(tiny_dirs["target"])
+    text = " ".join(f"line {i} of the manual says hello" for i in range(400))
+    seqs = teacher_corpus(target.model, target.tokenizer, [text], max_tokens=1024)
+    assert len(seqs) == 2 and all(len(s["tokens"]) == 512 and len(s["next"]) == 511 for s in seqs)
+    with torch.inference_mode():
+        logits = target.model(seqs[0]["tokens"][None]).logits[0, :-1]
+    assert torch.equal(seqs[0]["next"], logits.argmax(-1))  # the label is the target's own choice
+    cfg = H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=32)
+    heads, record = train(target.model, target.tokenizer, [("answers:qa", p) for p in TRAIN_PROMPTS[:10]], seed=0,
+                          max_new=8, gen_batch=5, cfg=cfg, medusa_epochs=1, eagle_epochs=1, log=lambda m: None,
+                          texts={"man-de": [text] * 6}, text_tokens=512 * 10, evals={"specbench:qa": ["What is 2+2?"]})
+    assert set(record["by_source"]) == {"answers:qa", "man-de", "specbench:qa"}
+    for row in record["by_source"].values():
+        assert len(row["medusa"]) == 2 and len(row["eagle"]) == 2 and row["labels"] > 0
+    assert record["held_out_prompts"] == 2  # one of each training source's ten
+    assert 0 < record["coverage_by_source"]["man-de"] <= 1
+
+
+def test_broad_instructions_are_disjoint_and_cover_every_category():
+    """The instructions the heads answer cover Spec-Bench's six columns and hold no measured prompt."""
+    from engine.heads import broad
+    from specviz.app_views import EXAMPLES
+
+    texts = {"python-docs": ["A paragraph of documentation that is long enough to be a passage. " * 8],
+             "debian-reference": ["The Debian system keeps its configuration in plain text files. " * 8],
+             "man-de": ["Dieses Programm zeigt den Inhalt eines Verzeichnisses an. Es hat viele Optionen."]}
+    pairs = broad.instructions(5, seed=0, texts=texts)
+    assert {c for c, _ in pairs} == set(broad.CATEGORIES) and len(pairs) == 30
+    assert pairs == broad.instructions(5, seed=0, texts=texts)  # seeded
+    forbidden = broad.forbidden() + [p for _, p, _, _ in EXAMPLES]
+    assert len(forbidden) > 480
+    assert broad.disjoint([p for _, p in pairs], forbidden) == [p for _, p in pairs]
+    assert broad.disjoint(["x " + forbidden[0] + " y"], forbidden) == []  # a quoted question is dropped

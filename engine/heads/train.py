@@ -30,6 +30,8 @@ from ..costmodel import CONFIDENCE_EDGES
 from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
 from ..runtime.models import EMBEDDED, eos_ids, load_model
+from ..specbench import load_questions, sample
+from . import broad
 from .prompts import PROMPTS
 from .modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 
@@ -81,17 +83,55 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
             end = next((k + 1 for k, t in enumerate(gen[i]) if t in eos), len(gen[i]))
             tokens = row + gen[i][:end]
             f = feats[i, width - len(row):width - len(row) + len(tokens) - 1]
-            out.append({"tokens": torch.tensor(tokens), "prompt_len": len(row), "features": f.to(torch.float16)})
+            t = torch.tensor(tokens)
+            # next: the target's choice after each position (its greedy continuation; prompt positions unused)
+            out.append({"tokens": t, "prompt_len": len(row), "features": f.to(torch.float16), "next": t[1:]})
         log(f"corpus: {len(out)}/{len(prompts)} prompts, {time.time() - t0:.0f}s")
     return out
 
 
+@torch.inference_mode()
+def teacher_corpus(model, tokenizer, texts: list[str], max_tokens: int, chunk: int = 512, batch: int = 4,
+                   log=print) -> list[dict]:
+    """Real text read by the target (teacher forcing): the texts' tokens, joined by end-of-text, cut into chunks of
+    `chunk` tokens (up to max_tokens in all); per chunk its features and `next`, the target's argmax after every
+    position: labels from one batched forward per chunk, no generation. prompt_len 1: every position has a loss."""
+    forward, eos = forward_fn(model), tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    stream: list[int] = []
+    for text in texts:
+        stream += tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
+        if len(stream) >= max_tokens:
+            break
+    stream = stream[:max_tokens - max_tokens % chunk] if len(stream) >= chunk else stream
+    rows = [stream[i:i + chunk] for i in range(0, len(stream) - chunk + 1, chunk)]
+    out, t0 = [], time.time()
+    for start in range(0, len(rows), batch):
+        x = torch.tensor(rows[start:start + batch])  # (B, chunk)
+        cache, hidden = KVCache.for_model(model, chunk), []
+        logits = forward(x, cache, hidden_out=hidden)  # (B, chunk, V)
+        best = logits.argmax(-1)  # (B, chunk)
+        for i in range(len(x)):
+            out.append({"tokens": x[i], "prompt_len": 1, "features": hidden[0][i, :-1].to(torch.float16),
+                        "next": best[i, :-1]})
+        if (start // batch) % 25 == 0:
+            log(f"teacher corpus: {len(out)}/{len(rows)} chunks of {chunk}, {time.time() - t0:.0f}s")
+    return out
+
+
 def draft_vocab(seqs: list[dict], size: int) -> tuple[torch.Tensor, float]:
-    """The `size` most frequent continuation tokens (ties by id) and the share of continuation tokens they cover."""
-    counts = torch.bincount(torch.cat([s["tokens"][s["prompt_len"]:] for s in seqs]))
+    """The `size` most frequent label tokens (the target's choices; ties by id) and the share of labels they cover."""
+    counts = torch.bincount(torch.cat([s["next"][s["prompt_len"] - 1:] for s in seqs]))
     order = sorted(range(len(counts)), key=lambda i: (-int(counts[i]), i))[:size]
     ids = torch.tensor(sorted(order))
     return ids, float(counts[ids].sum() / counts.sum())
+
+
+def draft_vocab_share(vocab_ids: torch.Tensor, seqs: list[dict]) -> float:
+    """The share of these sequences' labels (the target's choices) the draft vocabulary holds."""
+    if not seqs:
+        return 0.0
+    labels = torch.cat([s["next"][s["prompt_len"] - 1:] for s in seqs])
+    return float(torch.isin(labels, vocab_ids).float().mean())
 
 
 def _index_map(vocab_ids: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -102,14 +142,16 @@ def _index_map(vocab_ids: torch.Tensor, vocab: int) -> torch.Tensor:
 
 
 def medusa_rows(seqs: list[dict], k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Features at continuation positions (N, H) and the target ids k' = 1..k steps further (N, k), −1 past the end."""
+    """Features at labelled positions (N, H) and the target's choices k' = 1..k steps further (N, k), −1 past the
+    end: head k' from f_t is labelled next[t + k'] (generated text: token t+1+k'; real text: the target's argmax
+    after the real prefix through t+k')."""
     xs, ys = [], []
     for s in seqs:
-        toks, n = s["tokens"], len(s["tokens"])
-        for t in range(s["prompt_len"] - 1, n - 1):  # f_t predicts token t+1, which the target generated
-            xs.append(s["features"][t])
-            ys.append([int(toks[t + 1 + j]) if t + 1 + j < n else -1 for j in range(1, k + 1)])
-    return torch.stack(xs).float(), torch.tensor(ys)
+        nxt, n = s["next"].tolist(), len(s["next"])
+        start = s["prompt_len"] - 1  # f_t predicts token t+1
+        xs.append(s["features"][start:n])
+        ys += [[nxt[t + j] if t + j < n else -1 for j in range(1, k + 1)] for t in range(start, n)]
+    return torch.cat(xs).float(), torch.tensor(ys)
 
 
 def train_medusa(heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr: float, gen: torch.Generator, log):
@@ -169,8 +211,8 @@ def _pad_batch(seqs: list[dict], embed):
     for b, s in enumerate(seqs):
         toks, feats, m = s["tokens"], s["features"].float(), len(s["tokens"]) - 2
         f_in[b, :m], e_in[b, :m], f_out[b, :m] = feats[:m], embed[toks[1:m + 1]], feats[1:m + 1]
-        start = max(s["prompt_len"] - 2, 0)  # loss where x_{t+2} is the target's own continuation
-        y[b, start:m] = toks[start + 2:m + 2]
+        start = max(s["prompt_len"] - 2, 0)  # loss where the label is the target's own choice
+        y[b, start:m] = s["next"][start + 1:m + 1]  # x_{t+2} as the target chose it after position t+1
     return f_in, e_in, f_out, y
 
 
@@ -229,7 +271,7 @@ def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3, seen: 
             ok = label_pos < n
             probs = (feature[:, 0] @ parts.lm_head.T).softmax(-1)
             guess = heads.vocab_ids[probs.argmax(-1)]
-            hit = guess == toks[label_pos.clamp(max=n - 1)]
+            hit = guess == s["next"][(label_pos - 1).clamp(max=n - 2)]  # the target's choice there
             hits[k - 1] += int((hit & ok).sum())
             if seen is not None:
                 seen.append((probs.amax(-1)[ok], hit[ok]))
@@ -272,18 +314,78 @@ def split(seqs: list[dict]) -> tuple[list[dict], list[dict]]:
     return [s for i, s in enumerate(seqs) if i not in held], [s for i, s in enumerate(seqs) if i in held]
 
 
-def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int = 128, gen_batch: int = 16,
+def cached_teacher(model, tokenizer, source: str, texts: list[str], max_tokens: int, cache: str | None,
+                   log=print) -> list[dict]:
+    """teacher_corpus() for one source through a file (CACHE.SOURCE.pt), reused when made for the same budget."""
+    path = Path(f"{cache}.{source}.pt") if cache else None
+    if path is not None and path.exists():
+        saved = torch.load(path, weights_only=True)
+        if saved.get("max_tokens") == max_tokens:
+            return saved["seqs"]
+    seqs = teacher_corpus(model, tokenizer, texts, max_tokens, log=log)
+    if path is not None:
+        torch.save({"max_tokens": max_tokens, "seqs": seqs}, path)
+    return seqs
+
+
+def tagged(seqs: list[dict], source: str) -> list[dict]:
+    for s in seqs:
+        s["source"] = source
+    return seqs
+
+
+def gather(model, tokenizer, prompts, *, max_new: int, gen_batch: int, corpus_cache: str | None, texts: dict,
+           text_tokens: int, evals: dict, log) -> tuple[list, list, list]:
+    """(train, held out, evaluation-only) sequences, each tagged with its source: the prompts' answers (a prompt
+    may be (source, text)), every text source read by the target, and the evaluation prompts' answers (never
+    trained on). Every tenth sequence of each training source is held out."""
+    pairs = [p if isinstance(p, tuple) else ("prompts", p) for p in prompts]
+    answers = cached_corpus(model, tokenizer, [p for _, p in pairs], max_new, gen_batch, corpus_cache, log)
+    groups: dict[str, list] = {}
+    for (source, _), seq in zip(pairs, answers):
+        groups.setdefault(source, []).append(dict(seq, source=source))
+    for source, chunk_texts in texts.items():
+        groups[source] = tagged(cached_teacher(model, tokenizer, source, chunk_texts, text_tokens, corpus_cache, log),
+                                source)
+    train_seqs, held = [], []
+    for source in sorted(groups):
+        t, h = split(groups[source])
+        train_seqs += t
+        held += h
+    evaluation = []
+    for name, eval_prompts in evals.items():
+        got = cached_corpus(model, tokenizer, eval_prompts, max_new, gen_batch, corpus_cache, log)
+        evaluation += [dict(seq, source=name) for seq in got]
+    return train_seqs, held, evaluation
+
+
+def by_source(heads, parts, seqs: list[dict], steps: int) -> dict:
+    """Held-out top-1 per Medusa head and EAGLE step for each source's sequences, with its label count."""
+    out = {}
+    for source in sorted({s["source"] for s in seqs}):
+        group = [s for s in seqs if s["source"] == source]
+        out[source] = {"medusa": medusa_accuracy(heads, parts.lm_head, group),
+                       "eagle": eagle_accuracy(heads, parts, group, steps=steps),
+                       "labels": sum(len(s["next"]) - s["prompt_len"] + 1 for s in group)}
+    return out
+
+
+def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128, gen_batch: int = 16,
           cfg: HeadsConfig | None = None, medusa_epochs: int = 3, eagle_epochs: int = 6, log=print,
-          corpus_cache: str | None = None) -> tuple:
+          corpus_cache: str | None = None, texts: dict | None = None, text_tokens: int = 0,
+          evals: dict | None = None) -> tuple:
     """The whole recipe: corpus, draft vocabulary, both heads, held-out accuracy. Returns (heads, record).
-    corpus_cache: a file the corpus is kept in, keyed by prompt (see cached_corpus)."""
+    prompts: answered by the target (a prompt may be (source, text)); texts: source -> texts the target reads
+    (teacher forcing), up to text_tokens tokens each; evals: name -> prompts answered for evaluation only.
+    corpus_cache: a file the corpus is kept in, keyed by prompt (see cached_corpus; texts: FILE.SOURCE.pt)."""
     cfg = cfg or HeadsConfig()
     t0 = time.time()
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    seqs = cached_corpus(model, tokenizer, prompts, max_new, gen_batch, corpus_cache, log)
+    train_seqs, held, evaluation = gather(model, tokenizer, prompts, max_new=max_new, gen_batch=gen_batch,
+                                          corpus_cache=corpus_cache, texts=texts or {}, text_tokens=text_tokens,
+                                          evals=evals or {}, log=log)
     t_corpus = time.time() - t0
-    train_seqs, held = split(seqs)
     vocab_ids, coverage = draft_vocab(train_seqs, min(cfg.draft_vocab, model.config.vocab_size))
     cfg.draft_vocab = len(vocab_ids)
     heads = Heads(cfg, model.config, vocab_ids)
@@ -295,10 +397,13 @@ def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int =
     seen_medusa, seen_eagle = [], []
     record = {
         "seed": seed, "prompts": len(prompts), "held_out_prompts": len(held),
-        "train_tokens": sum(len(s["tokens"]) - s["prompt_len"] for s in train_seqs),
+        "train_tokens": sum(len(s["next"]) - s["prompt_len"] + 1 for s in train_seqs),
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": round(coverage, 4),
         "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),
         "eagle_top1": eagle_accuracy(heads, parts, held, steps=cfg.medusa_heads, seen=seen_eagle),
+        "by_source": by_source(heads, parts, held + evaluation, cfg.medusa_heads),
+        "coverage_by_source": {src: round(draft_vocab_share(vocab_ids, [s for s in held if s["source"] == src]), 4)
+                               for src in sorted({s["source"] for s in held})},
         "corpus_s": round(t_corpus), "total_s": round(time.time() - t0), "threads": torch.get_num_threads(),
         "max_new": max_new, "medusa_epochs": medusa_epochs, "eagle_epochs": eagle_epochs,
     }
@@ -308,11 +413,30 @@ def train(model, tokenizer, prompts: list[str], *, seed: int = 0, max_new: int =
     return heads, record
 
 
+def broad_material(args) -> tuple[list, dict, dict]:
+    """(prompts, texts, evals) for a broad run (engine/heads/broad.py): the templated prompts (--template-prompts of
+    them), the instructions in every Spec-Bench category, every text source, and Spec-Bench's own first turns
+    (--specbench-eval per category, evaluation only); texts holding a forbidden prompt are dropped."""
+    forbidden = broad.forbidden()
+    templated = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()]
+    prompts = [("templates", p) for p in templated[:args.template_prompts]]
+    texts = {src: broad.disjoint(broad.budget(broad.chunks(src, seed=args.seed), 6 * args.text_tokens), forbidden)
+             for src in args.sources.split(",") if src} if args.text_tokens else {}  # ~6 characters a token at most
+    if args.instructions:
+        quoted = {s: broad.chunks(s, seed=args.seed) for s in ("python-docs", "debian-reference", "man-de")}
+        prompts += [(f"answers:{cat}", p) for cat, p in broad.instructions(args.instructions, args.seed, quoted)
+                    if broad.disjoint([p], forbidden)]
+    evals = {}
+    for q in sample(load_questions(), args.specbench_eval, seed=args.seed + 1) if args.specbench_eval else []:
+        evals.setdefault(f"specbench:{q['group']}", []).append(q["turns"][0])
+    return prompts, texts, evals
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m engine.heads.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", default=str(PROMPTS), help="one prompt per line")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (the templated set alone)")
     ap.add_argument("--max-new", type=int, default=128, help="continuation tokens per prompt")
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--medusa-heads", type=int, default=4)
@@ -322,16 +446,29 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
     ap.add_argument("--out", default=str(WEIGHTS))
     ap.add_argument("--corpus-cache", default=None, help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption")
+    broad_args = ap.add_argument_group("broad material (engine/heads/broad.py); any of these turns it on")
+    broad_args.add_argument("--text-tokens", type=int, default=0, help="tokens of real text per source, read by the target")
+    broad_args.add_argument("--sources", default=",".join(broad.SOURCES), help="comma-separated text sources")
+    broad_args.add_argument("--instructions", type=int, default=0, help="instructions per Spec-Bench category, answered")
+    broad_args.add_argument("--template-prompts", type=int, default=0, help="the first N templated prompts too")
+    broad_args.add_argument("--specbench-eval", type=int, default=0, help="Spec-Bench first turns per category, "
+                            "answered for evaluation only")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(EMBEDDED)
-    prompts = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()][:args.limit]
+    if args.text_tokens or args.instructions or args.specbench_eval:
+        prompts, texts, evals = broad_material(args)
+    else:
+        prompts, texts, evals = [p for p in open(args.prompts, encoding="utf-8").read().splitlines()
+                                 if p.strip()][:args.limit], {}, {}
     cfg = HeadsConfig(medusa_heads=args.medusa_heads, draft_vocab=args.draft_vocab)
     heads, record = train(target.model, target.tokenizer, prompts, seed=args.seed, max_new=args.max_new,
                           gen_batch=args.gen_batch, cfg=cfg, medusa_epochs=args.medusa_epochs,
                           eagle_epochs=args.eagle_epochs, log=lambda m: print(m, flush=True),
-                          corpus_cache=args.corpus_cache)
+                          corpus_cache=args.corpus_cache, texts=texts, text_tokens=args.text_tokens, evals=evals)
     record["command"] = "python -m engine.heads.train " + shlex.join(sys.argv[1:] if argv is None else argv)
+    if texts or evals:
+        record["packages"] = broad.manifest()
     save(heads, record, args.out)
     print(f"wrote {args.out}: {record}")
 
