@@ -148,7 +148,8 @@ def build_demo() -> gr.Blocks:
                 max_new.render()
                 race.render()
                 with gr.Accordion("Sampling", open=False):
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)")
+                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
+                                            elem_id="temperature")
                     with gr.Row():
                         top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
                         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)

@@ -432,6 +432,20 @@ def broad_material(args) -> tuple[list, dict, dict]:
     return prompts, texts, evals
 
 
+def result_args(argv: list[str]) -> list[str]:
+    """The command line without the options that do not change the heads (where the corpus is cached, where the
+    file is written), so a record names a command anyone can run."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--corpus-cache", "--out"):
+            skip = True
+        elif not arg.startswith(("--corpus-cache=", "--out=")):
+            out.append(arg)
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m engine.heads.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
@@ -466,7 +480,7 @@ def main(argv=None) -> None:
                           gen_batch=args.gen_batch, cfg=cfg, medusa_epochs=args.medusa_epochs,
                           eagle_epochs=args.eagle_epochs, log=lambda m: print(m, flush=True),
                           corpus_cache=args.corpus_cache, texts=texts, text_tokens=args.text_tokens, evals=evals)
-    record["command"] = "python -m engine.heads.train " + shlex.join(sys.argv[1:] if argv is None else argv)
+    record["command"] = "python -m engine.heads.train " + shlex.join(result_args(sys.argv[1:] if argv is None else argv))
     if texts or evals:
         record["packages"] = broad.manifest()
     save(heads, record, args.out)
