@@ -14,7 +14,7 @@ from engine.events import EVENT_TYPES, event_from_dict
 from engine.validate import real_number
 from engine.metrics import summarize
 
-ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "rolled_back", "committed", "round_timed"}
+ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "lookahead_window", "rolled_back", "committed", "round_timed"}
 ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window"}  # RoundView attribute of each round event kind
 
 

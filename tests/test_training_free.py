@@ -298,3 +298,44 @@ def test_greedy_is_identical_to_ar_on_the_benchmark_prompts(embedded, spec):
     cfg = GenerationConfig(gamma=4, max_new_tokens=40)
     for row in rows:
         assert ids_of(engine, row["prompt"], cfg) == ids_of(engine, row["prompt"], cfg, "ar"), row["prompt"][:40]
+
+
+# -- the renderers ----------------------------------------------------------------------------------------------
+
+def test_the_grid_draws_each_window_escaped_with_its_fixed_points(target):
+    """A lookahead run's Tree view has one grid per windowed round, (N − 1) rows of W cells plus the target's row,
+    token text escaped, fixed points marked as the event says."""
+    import dataclasses
+
+    import specviz
+
+    engine = Engine(target, "lookahead:3,3,2", measure_step=False)
+    events = list(engine.generate("a b c a b d a b c", GenerationConfig(max_new_tokens=20)))
+    windows = [e for e in events if e.kind == "lookahead_window"]
+    html = specviz.render_tree(events)
+    assert html.count('class="la-window"') == len(windows) > 0
+    w = windows[0]
+    hostile = dataclasses.replace(w, tokens=[["<b>x</b>"] + row[1:] for row in w.tokens],
+                                  fixed=[[True] + row[1:] for row in w.fixed])
+    grid = specviz.render_tree([e if e is not w else hostile for e in events])
+    assert "<b>x</b>" not in grid and "&lt;b&gt;x&lt;/b&gt;" in grid
+    assert 'la-cell la-fixed" data-level="0" data-col="0"' in grid
+
+
+def test_a_lossy_run_is_badged_in_every_view_and_an_exact_one_nowhere(target, tiny_dirs):
+    """The badge in the summary, stream, tree, verify, race and explain views of a lossy race, with the greedy drift
+    meter and a LOSSY verdict; none of it for the exact rule."""
+    from specviz.app_views import views
+    from specviz.runs import RunSet
+
+    engine = Engine(target, f"model:{tiny_dirs['other']}", measure_step=False)
+    for accept, lossy in (("typical:0.001,0.001", True), ("exact", False)):
+        cfg = GenerationConfig(max_new_tokens=20, accept=accept)
+        events = RunSet()
+        for lane, e in engine.race("Tell me about the sea", cfg):
+            events.add(e, lane)
+        v = views(events, figures=False)
+        for name in ("summary", "stream", "tree", "verify", "race", "explain"):
+            assert ('class="sv-lossy"' in getattr(v, name)) == lossy, (accept, name)
+        assert ('data-drift="greedy"' in v.summary) == lossy and ('data-drift="greedy"' in v.race) == lossy
+        assert ("LOSSY rule" in v.race) == lossy
