@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast bench peer browser clean
+.PHONY: setup dev run test test-fast bench peer browser heads-data clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -50,6 +50,11 @@ $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
 	touch $(PEER_STAMP)
 peer: $(PEER_STAMP)
 	$(PY) benchmarks/llama_cpp_peer.py
+
+# the heads' broad training text (engine/heads/broad.py SOURCES): Debian's documentation packages; training only
+HEADS_PACKAGES := python3.11-doc debian-reference-en manpages manpages-de
+heads-data:
+	$(SUDO) apt-get install -y -q --no-install-recommends $(HEADS_PACKAGES) || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $(HEADS_PACKAGES))
 
 clean:
 	rm -rf $(VENV)

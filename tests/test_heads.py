@@ -202,3 +202,14 @@ def test_broad_instructions_are_disjoint_and_cover_every_category():
     assert len(forbidden) > 480
     assert broad.disjoint([p for _, p in pairs], forbidden) == [p for _, p in pairs]
     assert broad.disjoint(["x " + forbidden[0] + " y"], forbidden) == []  # a quoted question is dropped
+
+
+def test_make_heads_data_installs_every_text_source():
+    """`make heads-data` installs each Debian package a text source reads (Python's own libraries come with it)."""
+    import re as _re
+
+    from engine.heads import broad
+
+    line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("HEADS_PACKAGES"))
+    listed = set(_re.split(r"\s+", line.split(":=", 1)[1].strip()))
+    assert listed == {p for p in broad.PACKAGES if not p.startswith("libpython")}

@@ -446,7 +446,7 @@ def result_args(argv: list[str]) -> list[str]:
     return out
 
 
-def main(argv=None) -> None:
+def argument_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m engine.heads.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", default=str(PROMPTS), help="one prompt per line")
@@ -467,7 +467,11 @@ def main(argv=None) -> None:
     broad_args.add_argument("--template-prompts", type=int, default=0, help="the first N templated prompts too")
     broad_args.add_argument("--specbench-eval", type=int, default=0, help="Spec-Bench first turns per category, "
                             "answered for evaluation only")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> None:
+    args = argument_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(EMBEDDED)
     if args.text_tokens or args.instructions or args.specbench_eval:
