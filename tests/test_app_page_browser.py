@@ -83,6 +83,9 @@ def test_the_numbers_agree(page, setup):
     if setup == "heuristic":
         choose(page, "Adaptive γ", "fixed")
     summary, explain = page_numbers(page)
+    if setup == "auto" and "does not model it" in explain:  # auto verified a recycling tree in some round: no
+        assert check_page(summary, explain) == [], (summary, explain)  # chain prediction, what it prints adds up
+        pytest.skip("auto chose token recycling's tree this time: the chain arithmetic is not on the page")
     assert "One round at γ" in explain and "Σ E =" in explain, explain[:2000]
     assert check_page(summary, explain) == [], (summary, explain)
     # the negative control: one displayed figure made wrong in the page itself is caught
