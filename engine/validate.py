@@ -12,11 +12,12 @@ import math
 import re
 
 from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
+from .specs import REGISTRY
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
 MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1  # rows of one verify forward: the root, its nodes, a drafter's own rows
-MAX_WINDOW = (16, 7)  # lookahead's window at most: W columns, N − 1 levels (engine/specs.py)
+MAX_WINDOW = (int(REGISTRY["lookahead"].args[0].high), int(REGISTRY["lookahead"].args[1].high) - 1)  # W, N − 1
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
 NEXT_KINDS = ("corrected", "bonus")

@@ -8,6 +8,7 @@ total variation of the first two tokens' law measured by engine/decode/drift.py 
 """
 from __future__ import annotations
 
+from engine.config import typical_params
 from engine.metrics import greedy_drift
 
 from .markup import esc
@@ -24,7 +25,10 @@ def lossy_badge(run) -> str:
     rule = lossy_rule(run)
     if not rule:
         return ""
-    eps, _, delta = rule.partition(":")[2].partition(",")
+    try:
+        eps, delta = typical_params(rule)
+    except ValueError:  # a hand-edited trace: the badge still shows the rule as written
+        eps = delta = "?"
     return (f'<span class="sv-lossy" data-lossy="{esc(rule)}" title="typical acceptance (Medusa-2): a draft is kept '
             f'when p(x) &gt; min(ε, δ·exp(−H(p))), ε = {esc(eps)}, δ = {esc(delta)}. Faster, and NOT the target\'s '
             f'output: greedy runs leave its greedy text, sampled runs leave its law.">LOSSY · {esc(rule)}</span>')

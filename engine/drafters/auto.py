@@ -64,6 +64,7 @@ class AutoDrafter(Drafter):
                  trees: tuple = ()):
         self.drafter, self.device, self.probe_every = drafter, device, probe_every
         self.trees = {d.name: d for d in trees}  # free-to-ask tree drafters (token recycling), priced per round
+        self.topk = max((d.k for d in trees), default=0)  # recycling reads every forward's top-k, chosen or not
         self.tree_accepted: dict[str, float] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         self.wants_features = any(d.wants_features for d in costly)
@@ -151,7 +152,7 @@ class AutoDrafter(Drafter):
                     best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
-        draft.topk = max([draft.topk] + [t.k for t in self.trees.values()])  # recycling reads every forward
+        draft.topk = max(draft.topk, self.topk)
         self.plain_streak = 0
         n = len(draft.token_ids)
         self.last = (n, (variants or [variant] * n)[:n], d)
@@ -261,7 +262,7 @@ class AutoDrafter(Drafter):
         self.plain_streak += 1
         self.last = (0, [], "")
         draft = empty_draft(self.device, "auto")
-        draft.topk = max([t.k for t in self.trees.values()], default=0)  # recycling reads plain rounds too
+        draft.topk = self.topk  # recycling reads plain rounds too
         draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
                           "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}
         return draft

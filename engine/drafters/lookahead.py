@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import torch
 
+from ..config import WHOLE_SETTINGS
 from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
 from .base import Draft, Drafter, Extra, Seen
 
 
-MAX_ROWS = 64  # window rows, and verification nodes, per forward (validate.MAX_TREE_NODES)
+MAX_ROWS = WHOLE_SETTINGS["tree_budget"][1]  # window rows, and verification nodes, per forward (a tree's bound)
 
 
 def window_rows(width: int, levels: int) -> tuple[list[int], list[list[int]]]:
@@ -68,8 +69,7 @@ class LookaheadDrafter(Drafter):
         found = [list(g[:gamma]) for g in self.pool.get(ids[-1], [])[:self.guesses]]
         tokens, parents = trie(found) if found else ([], [])
         flat = [t for level in self.window for t in level]
-        self.last = {"levels": [list(level) for level in self.window], "candidates": len(found),
-                     "pool": sum(len(v) for v in self.pool.values())}
+        self.last = {"levels": [list(level) for level in self.window], "candidates": len(found)}
         return Draft(torch.tensor(tokens, dtype=torch.long, device=self.device), None, self.name, parents=parents,
                      extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees), window=self.last,
                      topk=1)  # the root row's argmax: the predictor of guess (0, 0)

@@ -144,10 +144,14 @@ class NgramDrafter(Drafter):
         return Draft(torch.tensor(found[0], device=self.device), None, self.name, variant=variant)
 
 
+def template_reader(tokenizer) -> tuple[frozenset, object]:
+    """(special ids, id -> text) of a tokenizer: what template_mask needs to find the chat template's positions."""
+    special = frozenset(getattr(tokenizer, "all_special_ids", None) or [])
+    return special, tokenizer.decode if hasattr(tokenizer, "decode") else str
+
+
 def build(spec: DraftSpec, target, ctx):
     """The per-run constructor of ngram[:N] (registry.py calls it)."""
-    tok = target.tokenizer
-    special = frozenset(getattr(tok, "all_special_ids", None) or [])
-    text_of = tok.decode if hasattr(tok, "decode") else str
+    special, text_of = template_reader(target.tokenizer)
     return lambda cfg, gen, max_len, cache: NgramDrafter(spec["N"], target.device, spec.text, cfg.tree_budget,
                                                          special, text_of)

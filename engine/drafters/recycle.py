@@ -19,7 +19,7 @@ import torch
 from ..sampling.tree import depths
 from ..specs import DraftSpec
 from .base import Draft, Drafter, Seen
-from .ngram import template_mask
+from .ngram import template_mask, template_reader
 
 
 def template(budget: tuple) -> list[tuple]:
@@ -96,9 +96,7 @@ class RecycleDrafter(Drafter):
 def build(spec: DraftSpec, target, ctx):
     """The per-run constructor of recycle[:k,TEMPLATE] (registry.py calls it); `rows` sizes the cache."""
     template = TEMPLATES[spec["template"] or DEFAULT_TEMPLATE]
-    tok = target.tokenizer
-    special = frozenset(getattr(tok, "all_special_ids", None) or [])
-    text_of = tok.decode if hasattr(tok, "decode") else str
+    special, text_of = template_reader(target.tokenizer)
     vocab = target.model.get_output_embeddings().weight.shape[0]
     k = spec["k"]
     make = lambda cfg, gen, max_len, cache: RecycleDrafter(k, template, vocab, target.device, spec.text, special,
