@@ -23,6 +23,7 @@ TRACE_VERSION = 1
 class RunStarted:
     """A run begins: its configuration and the prompt as the target sees it."""
     kind: ClassVar[str] = "run_started"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int  # always 0
     run_id: str  # unique per run
     mode: str  # "speculative" or "ar"
@@ -43,6 +44,7 @@ class RunStarted:
 class Decided:
     """An adaptive drafter (auto) chose this round's drafter and γ; the numbers behind the choice."""
     kind: ClassVar[str] = "decided"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of the first token this round
     drafter: str  # chosen drafter ("" = plain target step)
@@ -56,6 +58,7 @@ class Decided:
 class Drafted:
     """The drafter proposed tokens for positions pos .. pos+len-1."""
     kind: ClassVar[str] = "drafted"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of the first drafted token
     token_ids: list  # drafted ids
@@ -69,6 +72,7 @@ class Drafted:
 class Verified:
     """One target forward over [last token, drafts] judged the draft."""
     kind: ClassVar[str] = "verified"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of the first drafted token
     p: list  # target probability of each drafted token
@@ -93,6 +97,7 @@ class Retokenized:
     how they came about, so a reader sees where the two tokenisations differ.
     """
     kind: ClassVar[str] = "retokenized"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of the first proposed target token
     draft_token_ids: list  # the draft model's own token ids this round (its vocabulary)
@@ -107,6 +112,7 @@ class Retokenized:
 class DraftTree:
     """Tree speculation: every drafted node, how the target judged it, and the accepted path."""
     kind: ClassVar[str] = "draft_tree"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of depth-1 nodes
     token_ids: list  # node tokens, parents before children
@@ -127,6 +133,7 @@ class LookaheadWindow:
     """Lookahead decoding's Jacobi window in a round (engine/drafters/lookahead.py): N − 1 levels × W columns of
     guesses computed in the verify forward beside the verification branch (its `draft_tree`)."""
     kind: ClassVar[str] = "lookahead_window"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of guess (level 0, column 0); guess (l, i) is for position pos + i + l
     token_ids: list  # (N − 1) lists of W ids: the guesses, level 0 (oldest) first
@@ -144,6 +151,7 @@ class LookaheadWindow:
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
     kind: ClassVar[str] = "rolled_back"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     positions: list  # absolute positions discarded
     cache_before: int  # cache length (tokens) before the rollback
@@ -154,6 +162,7 @@ class RolledBack:
 class Committed:
     """Tokens appended to the output for good."""
     kind: ClassVar[str] = "committed"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of the first committed token
     token_ids: list
@@ -166,6 +175,7 @@ class Committed:
 class RoundTimed:
     """Wall-clock cost of one round (seconds)."""
     kind: ClassVar[str] = "round_timed"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # position after this round's commit (= tokens so far incl. prompt)
     draft_s: float  # drafting
@@ -181,6 +191,7 @@ class RoundTimed:
 class Finished:
     """The run ended; `summary` holds the metrics computed from this run's events."""
     kind: ClassVar[str] = "finished"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int  # number of rounds run
     pos: int  # final length (prompt + generated)
     stop_reason: str  # "eos", "max_new_tokens", "time_limit" (the engine), or "cancelled" (Stop, an error: the app)
@@ -196,8 +207,11 @@ Event = (RunStarted | Decided | Drafted | Retokenized | Verified | DraftTree | L
 
 
 def event_to_dict(event) -> dict:
-    """Plain dict with a "kind" key, ready for json.dumps."""
-    return {"kind": event.kind, **dataclasses.asdict(event)}
+    """Plain dict with a "kind" key, ready for json.dumps (a single run's row 0 is left out: it is the default)."""
+    out = {"kind": event.kind, **dataclasses.asdict(event)}
+    if out.get("row") == 0:
+        del out["row"]
+    return out
 
 
 MAX_TRACE_BYTES = 5 * 1024 * 1024  # an uploaded trace larger than this is refused unread
@@ -351,3 +365,37 @@ class BeamResult:
 
 
 EVENT_TYPES.update({cls.kind: cls for cls in (BeamDrafted, BeamStep, BeamVerified, BeamResult)})
+
+
+# -- batched speculation (engine/decode/batch.py) -----------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class BatchRound:
+    """One round of a batched run: ONE target forward over every running row's [last token, drafts]."""
+    kind: ClassVar[str] = "batch_round"
+    round: int
+    row: int = -1  # the whole batch
+    rows: list  # the rows this forward computed (the others had finished)
+    gamma: int  # the batch's speculation length this round (0 = every row a plain step)
+    drafted: list  # per row in `rows`: tokens it drafted (≤ γ; n-gram finds none sometimes)
+    accepted: list  # per row in `rows`: drafts the target kept
+    committed: list  # per row in `rows`: tokens it committed this round
+    forward_shape: list  # [rows, tokens per row] of the verify forward (shorter drafts are padded)
+    draft_s: float  # drafting every row
+    verify_s: float  # the one forward + every row's accept / rollback / commit
+    total_s: float  # the whole round
+    elapsed_s: float  # since the batch started (prefill included)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchFinished:
+    """The batched run ended (each row has its own `finished` event); the batch's throughput."""
+    kind: ClassVar[str] = "batch_finished"
+    round: int  # rounds run
+    row: int = -1
+    rows: int  # B
+    mode: str  # "speculative" or "ar"
+    draft: str  # drafter spec ("" for ar)
+    summary: dict = field(default_factory=dict)  # tokens, wall_s, tokens_per_s, per-row acceptance, γ histogram
+
+
+EVENT_TYPES.update({cls.kind: cls for cls in (BatchRound, BatchFinished)})

@@ -75,14 +75,53 @@ def step(forward, ids: list[int], draft: Draft | None, cache: KVCache, cfg: Gene
          generator: torch.Generator | None, *, eos: frozenset, remaining: int, device: torch.device) -> Step:
     """One round on `cache`, which holds every committed token but the last (ids[-1]); `remaining` is the
     token budget left. The caller drafted (phase 1) and appends `Step.new` to ids."""
-    pos, proposal = len(ids), draft
-    if draft is not None and len(draft.token_ids) == 0 and draft.extra is None:
-        draft = None  # the drafter had nothing: a plain target step
-    # 2.+3. verify in ONE target forward, then accept / resample
-    if draft is not None and (draft.parents is not None or draft.extra is not None):
-        drafted, q, verdict, p_rows, tree_step, logits = _judge_tree(forward, ids, draft, cache, cfg, generator)
+    # 2. verify in ONE target forward over [last committed token, drafts...] (a tree or extra rows: with a mask)
+    tokens, mask, offsets = verify_rows(ids, draft, device)
+    x = torch.tensor([tokens], device=device)
+    if mask is None:
+        logits = forward(x, cache)[0]  # (T, V)
     else:
-        drafted, q, verdict, p_rows, logits = _judge_chain(forward, ids, draft, cache, cfg, generator, device)
+        prefix = cache.length  # every committed token but the root
+        mask = torch.cat([torch.ones(1, 1, len(tokens), prefix, dtype=torch.bool, device=device), mask], dim=-1)
+        logits = forward(x, cache, attention_mask=mask, position_ids=offsets + prefix)[0]  # (T, V)
+    return settle(logits, ids, draft, cache, cfg, generator, eos=eos, remaining=remaining)
+
+
+def usable(draft: Draft | None) -> Draft | None:
+    """The draft the target verifies: None when the drafter had nothing (a plain target step)."""
+    if draft is not None and len(draft.token_ids) == 0 and draft.extra is None:
+        return None
+    return draft
+
+
+def verify_rows(ids: list[int], draft: Draft | None, device) -> tuple[list, torch.Tensor | None, torch.Tensor | None]:
+    """The verify forward's input tokens [root, nodes..., extra rows...], and for a tree or extra rows their own
+    (1, 1, T, T) mask and (1, T) position offsets after the cached prefix; (tokens, None, None) for a chain (causal)."""
+    draft = usable(draft)
+    if draft is None:
+        return [ids[-1]], None, None
+    nodes = draft.token_ids.tolist()
+    if draft.parents is None and draft.extra is None:
+        return [ids[-1]] + nodes, None, None
+    parents = draft.parents if draft.parents is not None else list(range(-1, len(nodes) - 1))  # a chain
+    mask, offsets = tree.tree_inputs(parents, 0, device)
+    extra = draft.extra.token_ids if draft.extra is not None else []
+    if extra:
+        mask, offsets = tree.with_extra(mask, offsets, draft.extra.offsets, draft.extra.sees)
+    return [ids[-1]] + nodes + list(extra), mask, offsets
+
+
+def settle(logits: torch.Tensor, ids: list[int], draft: Draft | None, cache, cfg: GenerationConfig,
+           generator: torch.Generator | None, *, eos: frozenset, remaining: int) -> Step:
+    """Phases 3.-5. on the verify forward's logits (T, V) (its rows as verify_rows laid them out): accept /
+    resample, roll back, commit. `cache` (a KVCache, or one row of a batched cache) holds what the forward wrote."""
+    pos, proposal = len(ids), draft
+    draft = usable(draft)
+    # 3. accept / resample
+    if draft is not None and (draft.parents is not None or draft.extra is not None):
+        drafted, q, verdict, p_rows, tree_step = _judge_tree(logits, ids, draft, cfg, generator)
+    else:
+        drafted, q, verdict, p_rows = _judge_chain(logits, draft, cfg, generator)
         tree_step = None
     seen = _seen(proposal, ids[-1], logits) if proposal is not None and (proposal.topk or proposal.extra) else None
     ended = next((i + 1 for i in range(verdict.n_accepted) if drafted[i] in eos), None)  # an accepted EOS
@@ -113,40 +152,29 @@ def _seen(draft: Draft, root: int, logits: torch.Tensor) -> Seen:
     return Seen(inputs=inputs, topk=topk, extra_next=extra_next)
 
 
-def _judge_chain(forward, ids, draft, cache, cfg, generator, device):
-    """One target forward over [last committed token, d1..dγ]; the chain rule on its rows."""
-    x = torch.tensor([ids[-1]], device=device)
-    if draft is not None:
-        x = torch.cat([x, draft.token_ids])
-    logits = forward(x[None], cache)[0]  # (γ+1, V)
+def _judge_chain(logits, draft, cfg, generator):
+    """The chain rule on the verify forward's rows over [last committed token, d1..dγ]."""
     p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
     if draft is None:
         next_id = int(sampling.pick(p[0], cfg.greedy, generator))
-        return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p, logits
+        return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p
     drafted = draft.token_ids.tolist()
     if draft.q is not None:
         q = draft.q[torch.arange(len(drafted), device=draft.q.device), draft.token_ids].tolist()
     else:
         q = [1.0] * len(drafted)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance
-        return drafted, q, accept_typical(draft.token_ids, p, *cfg.typical, cfg.greedy, generator), p, logits
+        return drafted, q, accept_typical(draft.token_ids, p, *cfg.typical, cfg.greedy, generator), p
     if cfg.greedy:
-        return drafted, q, sampling.accept_greedy(draft.token_ids, p), p, logits
-    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, generator), p, logits
+        return drafted, q, sampling.accept_greedy(draft.token_ids, p), p
+    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, generator), p
 
 
-def _judge_tree(forward, ids, draft, cache, cfg, generator):
-    """One target forward over [root, nodes..., extra rows...] with a tree mask; walk the tree; return its chain
-    view (a draft of no nodes with extra rows is a plain step whose forward also computes those rows)."""
-    tokens, pos = draft.token_ids.tolist(), len(ids)
+def _judge_tree(logits, ids, draft, cfg, generator):
+    """Walk the tree on the verify forward's rows over [root, nodes..., extra rows...]; return its chain view (a
+    draft of no nodes with extra rows is a plain step whose forward also computed those rows)."""
+    tokens = draft.token_ids.tolist()
     parents = draft.parents if draft.parents is not None else list(range(-1, len(tokens) - 1))  # a chain
-    device = draft.token_ids.device
-    mask, positions = tree.tree_inputs(parents, pos - 1, device)
-    extra = draft.extra.token_ids if draft.extra is not None else []
-    if extra:
-        mask, positions = tree.with_extra(mask, positions, draft.extra.offsets, draft.extra.sees)
-    x = torch.tensor([[ids[-1]] + tokens + list(extra)], device=device)
-    logits = forward(x, cache, attention_mask=mask, position_ids=positions)[0]  # (N+1+R, V)
     p = sampling.shape_probs(logits[:len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
     node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance on the tree
@@ -166,5 +194,5 @@ def _judge_tree(forward, ids, draft, cache, cfg, generator):
               for i in range(len(tokens))]
     whole = TreeStep(tokens, parents, q_of, [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
                      [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.corrected) if tokens else None
-    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole, logits
+    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole
 
