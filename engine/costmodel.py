@@ -117,6 +117,36 @@ def verify_curve(points: dict) -> "callable":
     return at
 
 
+def batch_forward_curve(points: dict) -> "callable":
+    """(rows B, tokens per row T) -> seconds of a batched verify forward, from measured {(B, T): seconds}: measured
+    where seen, else verify_curve's least-squares line over the forward's total rows n = B·T (what its matmuls
+    cost; one row alone runs another kernel, so n = 1 is a point of its own). None before any measurement."""
+    by_n: dict[int, list] = {}
+    for (b, t), s in points.items():
+        if s is not None:
+            by_n.setdefault(int(b) * int(t), []).append(float(s))
+    line = verify_curve({n: median(v) for n, v in by_n.items()})
+
+    def at(b: int, t: int) -> float | None:
+        if (b, t) in points and points[(b, t)] is not None:
+            return float(points[(b, t)])
+        return line(int(b) * int(t)) if by_n else None
+
+    return at
+
+
+def batch_round(alpha_: float, lengths: list, gamma: int, forward_s, draft_s: float | None) -> tuple:
+    """(expected committed tokens, seconds) of a batched round at γ: row r verifies min(γ, lengths[r]) drafts (what
+    it has) and commits E(α, that) tokens; the forward is B × (1 + the longest row's drafts) (shorter rows are
+    padded), after drafting (draft_s, when γ > 0). seconds is None before the forward's cost is known."""
+    verified = [min(int(gamma), int(k)) for k in lengths]
+    tokens = sum(expected_tokens(alpha_, k) for k in verified)
+    t = forward_s(len(lengths), 1 + max(verified, default=0))
+    if t is None:
+        return tokens, None
+    return tokens, t + (float(draft_s or 0.0) if gamma else 0.0)
+
+
 def median(values) -> float | None:
     """Median of the values that are not None; None when there are none."""
     values = [v for v in values if v is not None]

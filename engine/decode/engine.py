@@ -28,7 +28,7 @@ from ..runtime.loadwatch import LoadWatch
 from ..runtime.models import EMBEDDED, LoadedModel, load_model
 from ..runtime.threads import RACE_THREADS, check_threads
 from ..specs import parse_draft
-from . import beam
+from . import batch, beam
 from ..runtime.roofline import host_record
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
 from .race import interleave
@@ -146,6 +146,31 @@ class Engine:
         if cfg.num_beams > 1:  # beam search (beam.py): its own step over a B-row cache
             return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
         return self._run(ids, cfg, mode, deadline)
+
+    def generate_batch(self, prompts: list[str], cfg: GenerationConfig | None = None, mode: str = "speculative",
+                       prompt_ids: list[list[int]] | None = None, deadline: float | None = None) -> Iterator:
+        """Yield the events of one batched run of B = len(prompts) sequences (1..batch.MAX_BATCH; decode/batch.py):
+        one target forward per round over every running row, each row's events carrying its `row`."""
+        cfg = cfg or GenerationConfig()
+        if mode not in ("speculative", "ar"):
+            raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
+        if prompt_ids is None:
+            if not isinstance(prompts, (list, tuple)):
+                raise ValueError(f"prompts must be a list of strings, got {type(prompts).__name__}")
+            batch.check_batch([[0]] * len(prompts))  # B first: the range, before any prompt is read
+            prompt_ids = []
+            for b, prompt in enumerate(prompts):
+                try:
+                    prompt_ids.append(self.encode(prompt, cfg.raw))
+                except ValueError as e:
+                    raise ValueError(f"prompt {b + 1} of the batch: {e}") from None
+        limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
+        for b, ids in enumerate(prompt_ids):
+            if limit and len(ids) + cfg.max_new_tokens > limit:
+                raise ValueError(f"prompt {b + 1} of the batch ({len(ids)} tokens) + max_new_tokens "
+                                 f"({cfg.max_new_tokens}) exceeds the target's context of {limit} tokens")
+        return batch.batch_run(self, prompt_ids, cfg, mode == "speculative",
+                               deadline if deadline is not None else deadline_of(cfg))
 
     @torch.inference_mode()
     def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None) -> Iterator:

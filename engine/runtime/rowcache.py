@@ -35,8 +35,10 @@ class RowLayer(CacheLayerMixin):
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
         b, h, _, dk = key_states.shape
         self.dtype, self.device = key_states.dtype, key_states.device
-        self.keys = key_states.new_empty((b, h, self.max_len, dk))
-        self.values = value_states.new_empty((b, h, self.max_len, value_states.shape[-1]))
+        # zeros, not empty: a row's mask hides the slots past its length, but attention still reads them, and
+        # uninitialised memory can hold NaN, which a masked score (NaN − inf) or a zero weight (0 · NaN) keeps
+        self.keys = key_states.new_zeros((b, h, self.max_len, dk))
+        self.values = value_states.new_zeros((b, h, self.max_len, value_states.shape[-1]))
         self.is_initialized = True
 
     def update(self, key_states, value_states, *args, **kwargs):
@@ -123,8 +125,8 @@ class RowsKVCache(Cache):
             if layer.is_initialized:
                 idx = torch.tensor(keep, device=layer.keys.device) if idx is None else idx
                 live = max(layer.lengths[b] for b in keep)
-                keys = layer.keys.new_empty((len(keep),) + layer.keys.shape[1:])
-                values = layer.values.new_empty((len(keep),) + layer.values.shape[1:])
+                keys = layer.keys.new_zeros((len(keep),) + layer.keys.shape[1:])  # zeros: see lazy_initialization
+                values = layer.values.new_zeros((len(keep),) + layer.values.shape[1:])
                 keys[:, :, :live] = layer.keys.index_select(0, idx)[:, :, :live]
                 values[:, :, :live] = layer.values.index_select(0, idx)[:, :, :live]
                 layer.keys, layer.values = keys, values
@@ -154,3 +156,28 @@ class RowView:
                 for buf in (layer.keys, layer.values):
                     buf[self.b, :, dst[0]:dst[-1] + 1] = buf[self.b].index_select(1, idx)
         self.truncate(start + 1 + len(path))
+
+
+def ragged_inputs(lengths: list[int], rows: list[tuple], device, pad: int = 0):
+    """One forward's inputs for B rows of different lengths after a RowsKVCache at `lengths`.
+
+    rows[b] = (tokens, mask, offsets): row b's T_b new tokens and, for a token tree (or a drafter's extra rows),
+    their own (1, 1, T_b, T_b) mask and (1, T_b) position offsets (step.verify_rows' layout); (tokens, None, None) is
+    causal. Returns input ids (B, T), the bool mask (B, 1, T, max(lengths) + T) and position ids (B, T), T = max T_b:
+    row b's query i is at slot and position lengths[b] + i (a tree's at lengths[b] + its depth), sees its own
+    committed slots [0, lengths[b]) and its own new tokens as its mask says, never another row's garbage. A
+    shorter row is padded after its tokens (the padding sees causally, is never read, and its slots are dropped).
+    """
+    b, t = len(rows), max(len(tokens) for tokens, _, _ in rows)
+    width = max(lengths) + t
+    x = torch.full((b, t), pad, dtype=torch.long)
+    slots = torch.tensor(lengths)[:, None] + torch.arange(t)  # (B, T): each query's own slot
+    mask = torch.arange(width)[None, None, :] <= slots[:, :, None]  # (B, T, W): causal within the row
+    positions = slots.clone()
+    for r, (tokens, tree_mask, offsets) in enumerate(rows):
+        n, start = len(tokens), lengths[r]
+        x[r, :n] = torch.tensor(tokens)
+        if tree_mask is not None:
+            mask[r, :n, start:start + n] = tree_mask[0, 0].cpu()
+            positions[r, :n] = offsets[0].cpu() + start
+    return x.to(device), mask[:, None].to(device), positions.to(device)

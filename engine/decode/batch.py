@@ -1,0 +1,301 @@
+"""Batched speculation: B sequences per verify forward, each accepting its own number of tokens (ragged).
+
+Each round: 1. every running row drafts up to the batch's γ (one γ for the whole batch: fixed, or chosen by
+`auto` from goodput, below); 2. ONE target forward over every row's [last committed token, drafts...] (shorter
+drafts padded; runtime/rowcache.py's per-row pointers, masks and positions); 3.-5. each row accepts, rolls back
+(its own pointer: no copies) and commits through the single-sequence step's `settle`, so a row's verdict is the
+same code a solo run uses. Lossless per row: greedy rows are token-identical to their solo runs, sampled rows draw
+from their own generators (seed + row) with exactly the target's law. A row that ends (end-of-text, its token
+budget) drops out: its cache row is dropped once and later forwards are smaller.
+
+Goodput (SmartSpec, Liu et al. 2024): `auto` in a batch drafts every row by n-gram lookup at the largest γ it
+considers, then verifies the γ (0 = a plain step for every row) that maximises the batch's expected committed
+tokens per second, Σ_rows E(α, γ_row) / (drafting + t(B, 1 + max γ_row)), with α the batch's measured acceptance
+and t(B, T) the forward's measured cost (costmodel.batch_forward_curve). Its reasons are `decided` events (row −1).
+
+Events: each row's stream is a single run's events with `row` set (RunStarted ... Finished), and each round adds a
+`batch_round` (row −1); a `batch_finished` ends the batch with its throughput.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+
+import torch
+
+from .. import costmodel
+from ..config import MAX_GAMMA, GenerationConfig
+from ..drafters.registry import drafter_factory
+from ..drafters.rows import row_drafters
+from ..events import BatchFinished, BatchRound, Decided, Finished, RoundTimed
+from ..metrics import RunStats
+from ..runtime.roofline import host_record
+from ..runtime.rowcache import RowsKVCache, ragged_inputs
+from ..specs import parse_draft
+from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
+from .record import round_events
+from .step import settle, usable, verify_rows
+
+MAX_BATCH = 16  # sequences in one batched run
+GOODPUT_GAMMAS = tuple(range(0, 9))  # the γ auto weighs each round in a batch (0 = a plain step for every row)
+AUTO_SPECS = ("auto", "auto:ngram")  # in a batch both mean: n-gram drafts, γ chosen by goodput
+
+
+def check_batch(rows_ids: list[list[int]]) -> None:
+    """Refuse a batch the loop cannot run, naming the setting and its range."""
+    if not 1 <= len(rows_ids) <= MAX_BATCH:
+        raise ValueError(f"batch size B must be between 1 and {MAX_BATCH} prompts, got {len(rows_ids)}")
+    empty = [b for b, ids in enumerate(rows_ids) if not ids]
+    if empty:
+        raise ValueError(f"prompt {empty[0] + 1} of the batch is empty: every row needs at least one token")
+
+
+def row_generators(cfg: GenerationConfig, rows: int, device) -> list:
+    """Row b's random source: seeded cfg.seed + b (a solo run with that seed draws the same); None for greedy."""
+    if cfg.greedy:
+        return [None] * rows
+    base = cfg.seed if cfg.seed is not None else torch.seed()
+    out = []
+    for b in range(rows):
+        g = torch.Generator(device=device)
+        g.manual_seed((base + b) % 2**63)
+        out.append(g)
+    return out
+
+
+def batch_run(engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculative: bool,
+              when: float | None) -> Iterator:
+    """The events of one batched run (module docstring); rows_ids: each row's prompt ids."""
+    check_batch(rows_ids)
+    if cfg.num_beams > 1:
+        raise ValueError(f"num_beams must be 1 in a batched run (beam search is a batch of its own), got "
+                         f"{cfg.num_beams}")
+    goodput = speculative and engine.draft_spec in AUTO_SPECS
+    return _batch(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, when)
+
+
+@torch.inference_mode()
+def _batch(engine, rows_ids, cfg, speculative: bool, goodput: bool, when) -> Iterator:
+    target, text, device = engine.target, engine.text, engine.target.device
+    rows, prompt_lens = len(rows_ids), [len(ids) for ids in rows_ids]
+    factory = engine.make_drafter if not goodput else ngram_factory(engine)
+    extra = getattr(factory, "rows", 0) if speculative else 0
+    max_len = max(cache_slots(n, cfg, extra) for n in prompt_lens)
+    cache = RowsKVCache.for_model(target.model, max_len, rows)
+    generators = row_generators(cfg, rows, device)
+    drafters = row_drafters(factory, cfg, generators, max_len, cache) if speculative else None
+    if drafters is not None:
+        drafters.prepare(rows_ids, cfg)
+    features = [] if drafters is not None and drafters.wants_features else None
+    spec = "" if not speculative else engine.draft_spec
+    host = host_record(target.model, target.device, target.dtype)
+    clock, stats = Clock(), [RunStats() for _ in range(rows)]
+    t_start = clock()
+    _prefill(engine.forward, rows_ids, cache, when, device, features)
+    if features:
+        for r, n in enumerate(prompt_lens):  # positions 0 .. len − 2 of each row
+            drafters.observe(r, torch.cat(features, dim=1)[r, :n - 1])
+        features.clear()
+    first = [dataclasses.replace(started(target, text, ids, cfg, "speculative" if speculative else "ar", spec, host),
+                                 row=b) for b, ids in enumerate(rows_ids)]
+    yield from _hand_over(clock, first, stats)
+    live = list(range(rows))  # cache row r holds sequence live[r]
+    ends: dict[int, str] = {}
+    chooser = Goodput(cfg) if goodput else None
+    round_, gammas_seen = 0, []
+    while live:
+        if past(when):
+            for b in live:
+                ends[b] = "time_limit"
+            break
+        round_ += 1
+        remaining = [cfg.max_new_tokens - (len(rows_ids[b]) - prompt_lens[b]) for b in live]
+        t0 = clock()
+        # 1. draft: every running row, at the batch's γ (a row near its budget drafts fewer)
+        decision = None
+        if drafters is None:
+            drafts, gamma = [None] * len(live), 0
+        elif chooser is not None:
+            drafts = drafters.propose([rows_ids[b] for b in live], [min(max(GOODPUT_GAMMAS), n - 1) for n in remaining])
+            gamma, decision = chooser.choose(round_, [len(d.token_ids) if usable(d) else 0 for d in drafts],
+                                             clock() - t0, rows_ids[live[0]])
+            drafts = [_cut(d, gamma) for d in drafts]
+        else:
+            gamma = cfg.gamma
+            drafts = drafters.propose([rows_ids[b] for b in live], [min(gamma, n - 1) for n in remaining])
+        t1 = clock()
+        # 2. verify: ONE target forward over every row's [last committed token, drafts...]
+        inputs = [verify_rows(rows_ids[b], d, device) for b, d in zip(live, drafts)]
+        lengths = cache.lengths
+        x, mask, positions = ragged_inputs(lengths, inputs, device)
+        forward = engine.forward if features is None else _with_features(engine.forward, features)
+        logits = forward(x, cache, attention_mask=mask, position_ids=positions)  # (B, T, V)
+        # 3.-5. per row: accept / resample, roll back its own pointer, commit (the single run's code)
+        steps = []
+        for r, (b, d, (tokens, _, _)) in enumerate(zip(live, drafts, inputs)):
+            cache.truncate_row(r, lengths[r] + len(tokens))  # the padding's slots go first
+            s = settle(logits[r, :len(tokens)], rows_ids[b], d, cache.row(r), cfg, generators[b],
+                       eos=target.eos_ids, remaining=remaining[r])
+            steps.append(s)
+            rows_ids[b].extend(s.new)
+        t2 = clock()
+        for r, (b, s) in enumerate(zip(live, steps)):
+            if features:
+                drafters.observe(r, features[-1][r, s.kept_rows])
+            if s.seen is not None:
+                drafters.observe_forward(r, s.seen)
+            if drafters is not None:
+                drafters.learn(r, s.n_accepted, rows_ids[b], t2 - t1)
+        if features:
+            features.clear()
+        if chooser is not None:
+            chooser.record(len(live), x.shape[1], t2 - t1, t1 - t0, steps)
+        gammas_seen.append(gamma)
+        events = [] if decision is None else [decision]
+        for b, s in zip(live, steps):
+            events += [dataclasses.replace(e, row=b) for e in
+                       round_events(s, round_, text, cfg.record_topk, cfg.greedy, drafters.name if drafters else "")]
+        t3 = clock()
+        for b, s in zip(live, steps):
+            events.append(RoundTimed(round=round_, row=b, pos=len(rows_ids[b]), draft_s=t1 - t0, verify_s=t2 - t1,
+                                     total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted),
+                                     verified=x.shape[1]))
+        events.append(BatchRound(round=round_, rows=list(live), gamma=gamma, drafted=[len(s.drafted) for s in steps],
+                                 accepted=[s.n_accepted for s in steps], committed=[len(s.new) for s in steps],
+                                 forward_shape=list(x.shape), draft_s=t1 - t0, verify_s=t2 - t1, total_s=t3 - t0,
+                                 elapsed_s=t3 - t_start))
+        # rows that ended drop out (their cache rows once, not every round)
+        for b, s in zip(live, steps):
+            if s.new and s.new[-1] in target.eos_ids:
+                ends[b] = "eos"
+            elif len(rows_ids[b]) - prompt_lens[b] >= cfg.max_new_tokens:
+                ends[b] = "max_new_tokens"
+        stay = [r for r, b in enumerate(live) if b not in ends]
+        if len(stay) < len(live):
+            events += [_finished(target, b, rows_ids[b], prompt_lens[b], round_, ends[b], stats[b], clock() - t_start)
+                       for b in live if b in ends]
+            if stay:
+                cache.keep_rows(stay)
+                if drafters is not None:
+                    drafters.keep(stay)
+            live = [live[r] for r in stay]
+        yield from _hand_over(clock, events, stats)
+    wall = clock() - t_start
+    tail = [_finished(target, b, rows_ids[b], prompt_lens[b], round_, ends.get(b, "time_limit"), stats[b], wall)
+            for b in live]
+    yield from _hand_over(clock, tail, stats)
+    tokens = [len(ids) - n for ids, n in zip(rows_ids, prompt_lens)]
+    yield BatchFinished(round=round_, rows=rows, mode="speculative" if speculative else "ar", draft=spec,
+                        summary=batch_summary(stats, tokens, wall, gammas_seen))
+
+
+def _hand_over(clock: Clock, events: list, stats: list) -> Iterator:
+    """Yield a round's events with the clock stopped, each row's counted into that row's RunStats."""
+    for e in events:
+        if 0 <= e.row < len(stats):
+            stats[e.row].add(e)
+    yield from clock.hand_over(events)
+
+
+def _finished(target, b: int, ids: list[int], prompt_len: int, round_: int, reason: str, stats: RunStats,
+              wall: float) -> Finished:
+    new = ids[prompt_len:]
+    return Finished(round=round_, row=b, pos=len(ids), stop_reason=reason, token_ids=new,
+                    text=target.tokenizer.decode(new, skip_special_tokens=True), summary=stats.summary(wall))
+
+
+def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> None:
+    """Every row's prompt but its last token, right-padded into one (B, ·) forward per chunk; each row then keeps
+    its own prompt's slots (a padding token comes after its row's tokens, so no real token ever sees one)."""
+    feeds = [ids[:-1] for ids in rows_ids]
+    width = max(map(len, feeds))
+    for start in range(0, width, PREFILL_CHUNK):
+        if past(when):
+            break
+        chunk = [f[start:start + PREFILL_CHUNK] or f[-1:] or [0] for f in feeds]
+        stop = min(start + PREFILL_CHUNK, width)
+        x = torch.tensor([c + [c[-1]] * (stop - start - len(c)) for c in chunk], device=device)
+        if features is None:
+            forward(x, cache, logits_to_keep=1)
+        else:
+            forward(x, cache, logits_to_keep=1, hidden_out=features)  # (B, chunk, H) appended
+    if width:
+        cache.set_lengths([len(f) for f in feeds])
+
+
+def _with_features(forward, features: list):
+    return lambda *a, **k: forward(*a, hidden_out=features, **k)
+
+
+def _cut(draft, gamma: int):
+    """A row's draft cut to the batch's chosen γ (None when γ is 0 or nothing is left)."""
+    if draft is None or not gamma or not len(draft.token_ids):
+        return None
+    return dataclasses.replace(draft, token_ids=draft.token_ids[:gamma],
+                               q=draft.q[:gamma] if draft.q is not None else None)
+
+
+def ngram_factory(engine):
+    """auto's drafter in a batch: n-gram lookup (its default N), built once per engine."""
+    if getattr(engine, "_batch_ngram", None) is None:
+        engine._batch_ngram = drafter_factory(parse_draft("ngram"), engine.target)
+    return engine._batch_ngram
+
+
+class Goodput:
+    """auto's γ for the whole batch, each round: the γ of the highest expected committed tokens per second."""
+
+    def __init__(self, cfg: GenerationConfig):
+        self.cfg = cfg
+        self.forward_s: dict[tuple[int, int], list[float]] = {}  # (rows, tokens per row) -> measured seconds
+        self.draft_s: list[float] = []  # drafting seconds of a round (every row at the largest γ)
+        self.accepted = self.rejections = 0  # tested drafts, pooled over the batch: α
+
+    def choose(self, round_: int, lengths: list[int], draft_s: float, _ids) -> tuple[int, Decided]:
+        """lengths: each row's draft length at the largest γ. Returns (γ, its decided event)."""
+        self.draft_s.append(draft_s)
+        rows = len(lengths)
+        alpha = costmodel.alpha(self.accepted + 1, self.rejections + 1)  # a Beta(1, 1) prior: 0.5 before any test
+        curve = costmodel.batch_forward_curve({k: costmodel.median(v) for k, v in self.forward_s.items()})
+        table = []
+        for g in GOODPUT_GAMMAS:
+            if g > MAX_GAMMA:
+                continue
+            tokens, t = costmodel.batch_round(alpha, lengths, g, curve, costmodel.median(self.draft_s))
+            table.append({"drafter": "ngram" if g else "", "gamma": g, "alpha": alpha if g else None,
+                          "tokens": tokens, "seconds": t, "measured": (rows, 1 + max(min(g, k) for k in lengths))
+                          in self.forward_s, "predicted_tokens_per_s": tokens / t if t else None})
+        unmeasured = [(rows, 1) not in self.forward_s, (rows, 1 + max(min(self.cfg.gamma, k) for k in lengths))
+                      not in self.forward_s]
+        if unmeasured[1] and any(lengths):  # probe: the configured γ first, then a plain step, then goodput
+            gamma, why = self.cfg.gamma, f"measuring a forward of {rows} × {1 + min(self.cfg.gamma, max(lengths))}"
+        elif unmeasured[0]:
+            gamma, why = 0, f"measuring a plain forward of {rows} × 1"
+        else:
+            best = max(table, key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"]))
+            gamma = best["gamma"]
+            why = (f"γ = {gamma} maximises the batch's goodput: {best['tokens']:.1f} expected tokens in "
+                   f"{best['seconds'] * 1e3:.1f} ms ({best['predicted_tokens_per_s']:.0f} tokens/s) at α = {alpha:.2f}")
+        plain = next(c for c in table if c["gamma"] == 0)
+        for c in table:
+            c["c"], c["v"] = None, None
+        return gamma, Decided(round=round_, row=-1, pos=0, drafter="ngram" if gamma else "", gamma=gamma, reason=why,
+                              plain_tokens_per_s=plain["predicted_tokens_per_s"], candidates=table)
+
+    def record(self, rows: int, tokens: int, verify_s: float, draft_s: float, steps) -> None:
+        self.forward_s.setdefault((rows, tokens), []).append(verify_s)
+        for s in steps:
+            self.accepted += s.n_accepted
+            self.rejections += s.rejected
+
+
+def batch_summary(stats: list[RunStats], tokens: list[int], wall: float, gammas: list[int]) -> dict:
+    """The batch's numbers: committed tokens per second of the whole batch, per-row α and tokens."""
+    rows = [s.summary(wall) for s in stats]
+    total = sum(tokens)
+    accepted, rejections = sum(s.accepted for s in stats), sum(s.rejections for s in stats)
+    return {"rows": len(stats), "tokens": total, "wall_s": wall, "tokens_per_s": total / wall if wall > 0 else None,
+            "alpha": costmodel.alpha(accepted, rejections), "row_tokens": tokens,
+            "row_alpha": [r["alpha"] for r in rows], "rounds": len(gammas),
+            "round_gammas": [[g, gammas.count(g)] for g in sorted(set(gammas))]}
