@@ -70,6 +70,9 @@ def main(argv=None) -> int:
     try:
         if argv[:1] == ["specbench"]:
             return _specbench(argv[1:])
+        if argv[:1] == ["batch"]:
+            from .batch import main as batch_main  # batched throughput (its own flags)
+            return batch_main(argv[1:])
         args = parser().parse_args(argv)
         return _bench(args, argv)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 
-from .config import MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
+from .config import MAX_BATCH, MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
 from .specs import REGISTRY
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -313,7 +313,29 @@ def check_window(e) -> None:
         whole(f"lookahead_window.{name}", getattr(e, name), 0)
 
 
-CHECKS = {"run_started": check_started, "decided": check_decided, "drafted": check_drafted,
+def check_batch_round(e) -> None:
+    """A batched round: its rows, and one entry per row in each per-row list."""
+    if not e.rows or len(e.rows) > MAX_BATCH:
+        raise ValueError(f"batch_round.rows must list 1 to {MAX_BATCH} rows, got {len(e.rows)}")
+    each("batch_round.rows", e.rows, whole, 0, MAX_BATCH - 1)
+    whole("batch_round.gamma", e.gamma, 0, MAX_GAMMA)
+    same_length("batch_round", e, ["rows", "drafted", "accepted", "committed"])
+    each("batch_round.drafted", e.drafted, whole, 0, MAX_FORWARD_ROWS)
+    each("batch_round.accepted", e.accepted, whole, 0, MAX_FORWARD_ROWS)
+    each("batch_round.committed", e.committed, whole, 0, MAX_FORWARD_ROWS + 1)
+    if len(e.forward_shape) != 2:
+        raise ValueError(f"batch_round.forward_shape must be [rows, tokens], got {short_repr(e.forward_shape)}")
+    each("batch_round.forward_shape", e.forward_shape, whole, 1, MAX_FORWARD_ROWS * MAX_BATCH)
+    for name in ("draft_s", "verify_s", "total_s", "elapsed_s"):
+        positive(f"batch_round.{name}", getattr(e, name), none_ok=False, zero_ok=True)
+
+
+def check_row(e) -> None:
+    """Every event's row: 0..MAX_BATCH − 1, or −1 for an event of the whole batch."""
+    whole(f"{e.kind}.row", getattr(e, "row", 0), -1, MAX_BATCH - 1)
+
+
+CHECKS = {"batch_round": check_batch_round, "run_started": check_started, "decided": check_decided, "drafted": check_drafted,
           "verified": check_verified, "draft_tree": check_tree, "committed": check_committed,
           "round_timed": check_timed, "retokenized": check_retokenized, "lookahead_window": check_window}
 
@@ -355,6 +377,24 @@ def validate_events(events: list) -> None:
     n = len(events)
     if not events or events[0].kind != "run_started":
         raise ValueError("trace must begin with a run_started event")
+    for e in events:
+        check_row(e)
+    row_of = [getattr(e, "row", 0) for e in events]
+    for row in sorted({r for r in row_of if r >= 0}):  # a batched run: each row's events are runs of their own
+        mine = [e for e, r in zip(events, row_of) if r == row]
+        if mine[0].kind != "run_started":
+            raise ValueError(f"row {row}'s events must begin with a run_started event")
+        _validate_runs(mine, n)
+    for e, r in zip(events, row_of):  # the whole batch's own events (batch_round, auto's decided)
+        if r < 0:
+            whole(f"{e.kind}.round", e.round, 0, n)
+            check = CHECKS.get(e.kind)
+            if check is not None:
+                check(e)
+
+
+def _validate_runs(events: list, n: int) -> None:
+    """One row's events: the runs in it (a race holds two), each checked from its run_started on."""
     run: list = []
     for e in events:
         whole(f"{e.kind}.round", e.round, 0, n)  # a round number cannot exceed the number of events

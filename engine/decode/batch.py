@@ -25,7 +25,7 @@ from collections.abc import Iterator
 import torch
 
 from .. import costmodel
-from ..config import MAX_GAMMA, GenerationConfig
+from ..config import MAX_BATCH, MAX_GAMMA, GenerationConfig
 from ..drafters.registry import drafter_factory
 from ..drafters.rows import row_drafters
 from ..events import BatchFinished, BatchRound, Decided, Finished, RoundTimed
@@ -37,7 +37,6 @@ from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events
 from .step import settle, usable, verify_rows
 
-MAX_BATCH = 16  # sequences in one batched run
 GOODPUT_GAMMAS = tuple(range(0, 9))  # the γ auto weighs each round in a batch (0 = a plain step for every row)
 AUTO_SPECS = ("auto", "auto:ngram")  # in a batch both mean: n-gram drafts, γ chosen by goodput
 
@@ -93,6 +92,7 @@ def _batch(engine, rows_ids, cfg, speculative: bool, goodput: bool, when) -> Ite
     clock, stats = Clock(), [RunStats() for _ in range(rows)]
     t_start = clock()
     _prefill(engine.forward, rows_ids, cache, when, device, features)
+    prefill_s = clock() - t_start
     if features:
         for r, n in enumerate(prompt_lens):  # positions 0 .. len − 2 of each row
             drafters.observe(r, torch.cat(features, dim=1)[r, :n - 1])
@@ -187,7 +187,7 @@ def _batch(engine, rows_ids, cfg, speculative: bool, goodput: bool, when) -> Ite
     yield from _hand_over(clock, tail, stats)
     tokens = [len(ids) - n for ids, n in zip(rows_ids, prompt_lens)]
     yield BatchFinished(round=round_, rows=rows, mode="speculative" if speculative else "ar", draft=spec,
-                        summary=batch_summary(stats, tokens, wall, gammas_seen))
+                        summary=batch_summary(stats, tokens, wall, prefill_s, gammas_seen))
 
 
 def _hand_over(clock: Clock, events: list, stats: list) -> Iterator:
@@ -266,22 +266,19 @@ class Goodput:
             table.append({"drafter": "ngram" if g else "", "gamma": g, "alpha": alpha if g else None,
                           "tokens": tokens, "seconds": t, "measured": (rows, 1 + max(min(g, k) for k in lengths))
                           in self.forward_s, "predicted_tokens_per_s": tokens / t if t else None})
-        unmeasured = [(rows, 1) not in self.forward_s, (rows, 1 + max(min(self.cfg.gamma, k) for k in lengths))
-                      not in self.forward_s]
-        if unmeasured[1] and any(lengths):  # probe: the configured γ first, then a plain step, then goodput
-            gamma, why = self.cfg.gamma, f"measuring a forward of {rows} × {1 + min(self.cfg.gamma, max(lengths))}"
-        elif unmeasured[0]:
-            gamma, why = 0, f"measuring a plain forward of {rows} × 1"
+        multi = any(t > 1 for _, t in self.forward_s)
+        plain = any(t == 1 for _, t in self.forward_s) and (rows > 1 or (1, 1) in self.forward_s)  # 1 × 1: a kernel
+        if not multi and any(lengths):  # probe: a drafted forward first, then a plain one, then goodput
+            gamma, why = self.cfg.gamma, f"measuring a drafted forward ({rows} × {1 + min(self.cfg.gamma, max(lengths))})"
+        elif not plain:
+            gamma, why = 0, f"measuring a plain forward ({rows} × 1)"
         else:
             best = max(table, key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"]))
             gamma = best["gamma"]
             why = (f"γ = {gamma} maximises the batch's goodput: {best['tokens']:.1f} expected tokens in "
                    f"{best['seconds'] * 1e3:.1f} ms ({best['predicted_tokens_per_s']:.0f} tokens/s) at α = {alpha:.2f}")
-        plain = next(c for c in table if c["gamma"] == 0)
-        for c in table:
-            c["c"], c["v"] = None, None
         return gamma, Decided(round=round_, row=-1, pos=0, drafter="ngram" if gamma else "", gamma=gamma, reason=why,
-                              plain_tokens_per_s=plain["predicted_tokens_per_s"], candidates=table)
+                              plain_tokens_per_s=table[0]["predicted_tokens_per_s"], candidates=table)
 
     def record(self, rows: int, tokens: int, verify_s: float, draft_s: float, steps) -> None:
         self.forward_s.setdefault((rows, tokens), []).append(verify_s)
@@ -290,12 +287,14 @@ class Goodput:
             self.rejections += s.rejected
 
 
-def batch_summary(stats: list[RunStats], tokens: list[int], wall: float, gammas: list[int]) -> dict:
-    """The batch's numbers: committed tokens per second of the whole batch, per-row α and tokens."""
+def batch_summary(stats: list[RunStats], tokens: list[int], wall: float, prefill_s: float, gammas: list[int]) -> dict:
+    """The batch's numbers: committed tokens per second of the whole batch (tokens_per_s, prefill included;
+    decode_tokens_per_s, after the prefill: what batching and speculation change), per-row α and tokens."""
     rows = [s.summary(wall) for s in stats]
-    total = sum(tokens)
+    total, decode = sum(tokens), wall - prefill_s
     accepted, rejections = sum(s.accepted for s in stats), sum(s.rejections for s in stats)
     return {"rows": len(stats), "tokens": total, "wall_s": wall, "tokens_per_s": total / wall if wall > 0 else None,
+            "prefill_s": prefill_s, "decode_tokens_per_s": total / decode if decode > 0 else None,
             "alpha": costmodel.alpha(accepted, rejections), "row_tokens": tokens,
             "row_alpha": [r["alpha"] for r in rows], "rounds": len(gammas),
             "round_gammas": [[g, gammas.count(g)] for g in sorted(set(gammas))]}
