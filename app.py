@@ -18,6 +18,7 @@ import gradio as gr
 import specviz
 from specviz import app_views as av
 from specviz.controls import FIELDS, TRACE_SETS
+from ui import batch as ub
 from ui import specbench as sb
 from ui import tour as t
 from ui.warmup import warm_queue, warm_up
@@ -38,6 +39,26 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
     view = gr.HTML(specviz.render_beams([]), elem_id="beams")
     beam_btn.click(h.beam_generate, [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt], [view, summary],
                    show_progress="minimal", api_name="beam", api_visibility="private", **h.COMPUTE)
+
+
+def batch_section(pair, drafter, param, gamma, max_new) -> None:
+    """The Batch tab: B prompts decoded together (one verify forward per round for every row), raced against the AR
+    batch of the same prompts, each row a lane; and the throughput against B measured on this machine."""
+    with gr.Row():
+        prompts = gr.Textbox(h.BATCH_EXAMPLE, lines=4, max_lines=16, label=f"Prompts, one per line (B = the number "
+                             f"of lines, 1 to {h.MAX_BATCH})", elem_id="batch-prompts", scale=4)
+        with gr.Column(scale=1, min_width=160):
+            batch_race = gr.Checkbox(True, label="Race the AR batch", elem_id="batch-race")
+            batch_btn = gr.Button("Run the batch", variant="primary", elem_id="batch-run")
+    gr.Markdown("Each row drafts with the drafter and γ beside Generate (under **auto**: n-gram drafts, one γ for the "
+                "whole batch chosen each round by goodput, 0 included); one target forward verifies every row; each "
+                "row accepts its own number of tokens.")
+    summary = gr.HTML("", elem_id="batch-summary")
+    lanes = gr.HTML(specviz.render_batch_lanes([]), elem_id="batch-lanes")
+    gr.Plot(ub.figure(), elem_id="batch-throughput", show_label=False)
+    gr.HTML(ub.note(), elem_id="batch-note")
+    batch_btn.click(h.batch_generate, [pair, drafter, param, gamma, max_new, prompts, batch_race], [lanes, summary],
+                    show_progress="minimal", api_name="batch", api_visibility="private", **h.COMPUTE)
 
 
 def specbench_section(prompt, race) -> None:
@@ -137,6 +158,8 @@ def build_demo() -> gr.Blocks:
                         specbench_section(prompt, race)
                     with gr.Tab("Beam search", elem_id="tab-beams"):
                         beam_section(pair, drafter, param, gamma, max_new, prompt, summary)
+                    with gr.Tab("Batch", elem_id="tab-batch"):
+                        batch_section(pair, drafter, param, gamma, max_new)
 
             with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
                 pair.render()

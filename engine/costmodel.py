@@ -135,16 +135,29 @@ def batch_forward_curve(points: dict) -> "callable":
     return at
 
 
-def batch_round(alpha_: float, lengths: list, gamma: int, forward_s, draft_s: float | None) -> tuple:
-    """(expected committed tokens, seconds) of a batched round at γ: row r verifies min(γ, lengths[r]) drafts (what
-    it has) and commits E(α, that) tokens; the forward is B × (1 + the longest row's drafts) (shorter rows are
-    padded), after drafting (draft_s, when γ > 0). seconds is None before the forward's cost is known."""
-    verified = [min(int(gamma), int(k)) for k in lengths]
-    tokens = sum(expected_tokens(alpha_, k) for k in verified)
-    t = forward_s(len(lengths), 1 + max(verified, default=0))
-    if t is None:
-        return tokens, None
-    return tokens, t + (float(draft_s or 0.0) if gamma else 0.0)
+def batch_drain(alphas: list, found: list, remaining: list, gamma: int, forward_s, draft_s: float | None):
+    """Seconds a batch needs to commit every row's remaining tokens at γ from now on, or None before the forward's
+    cost is known: row r commits E_r = (1 − found_r) + found_r·E(α_r, γ) tokens per round (found_r: how often its
+    drafter has a draft at all), so it needs remaining_r / E_r rounds; rows drop out as they finish, and each
+    round costs the forward of the rows still running, B' × (1 + γ) tokens (+ drafting when γ > 0). The γ that
+    drains the batch soonest commits the most tokens per second over the rest of the run (its goodput): a row
+    that is ahead finishing sooner saves nothing while a slower row keeps the batch going."""
+    per_round = [(1.0 - f) + f * expected_tokens(a, gamma) for a, f in zip(alphas, found)]
+    rounds = sorted(max(float(n), 0.0) / e for n, e in zip(remaining, per_round))
+    total, before, rows = 0.0, 0.0, len(rounds)
+    for k, until in enumerate(rounds):
+        t = forward_s(rows - k, 1 + int(gamma))
+        if t is None:
+            return None
+        total += (until - before) * (t + (float(draft_s or 0.0) if gamma else 0.0))
+        before = until
+    return total
+
+
+def shrunk_alpha(accepted: float, rejections: float, prior: float, weight: float) -> float:
+    """A row's α pulled toward `prior` (the batch's pooled α) by `weight` pseudo-tests: its own counts dominate once
+    it has many more tested drafts than that (empirical Bayes; a row with none is the prior)."""
+    return (float(accepted) + weight * prior) / (float(accepted) + float(rejections) + weight)
 
 
 def median(values) -> float | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .batch import batch_summary_html, lanes_html as render_batch_lanes, roofline_note, throughput_figure
 from .beams import render_beams, running_best_text
 from .charts import (accepted_length_fig, empty_fig, position_acceptance_fig, running_acceptance_fig,
                      speedup_model_fig, throughput_fig)
@@ -32,7 +33,8 @@ def head_html() -> str:
 
 
 __all__ = [
-    "render_stream", "render_legend", "render_beams", "running_best_text", "render_tree", "render_verify", "render_race", "render_explain", "render_leaderboard",
+    "render_stream", "render_legend", "render_batch_lanes", "batch_summary_html", "throughput_figure", "roofline_note",
+    "render_beams", "running_best_text", "render_tree", "render_verify", "render_race", "render_explain", "render_leaderboard",
     "verdict",
     "accepted_length_fig", "position_acceptance_fig", "running_acceptance_fig", "throughput_fig",
     "speedup_model_fig", "empty_fig", "rounds_of", "events_upto", "time_at_round", "replay_frame",

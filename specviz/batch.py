@@ -74,12 +74,14 @@ def batch_line(events) -> str:
 
 
 def crossover(sizes: list, ar: list, spec: list) -> int | None:
-    """The smallest B at which `spec`'s median decode throughput falls below AR's (None: it never does)."""
-    for b, a, s in zip(sizes, ar, spec):
-        if a and s and a.get("decode_tokens_per_s") and s.get("decode_tokens_per_s") is not None \
-                and s["decode_tokens_per_s"] < a["decode_tokens_per_s"]:
-            return b
-    return None
+    """The smallest B from which `spec`'s median decode throughput stays below AR's at every larger B measured
+    (None: it ends above AR). A dip at one B that recovers at the next is not where speculation stops paying."""
+    below = [bool(a and s and a.get("decode_tokens_per_s") and s.get("decode_tokens_per_s") is not None
+                  and s["decode_tokens_per_s"] < a["decode_tokens_per_s"]) for a, s in zip(ar, spec)]
+    at = None
+    for b, low in zip(sizes, below):
+        at = (at or b) if low else None
+    return at
 
 
 def _name(contestant: str, gamma: int = 0) -> str:
@@ -106,8 +108,7 @@ def throughput_figure(results: dict | None) -> go.Figure:
     fixed = [n for n in results["contestants"] if "@" in n]
     for s, curves in results["curves"].items():
         for n, points in curves.items():
-            color = LINE.get(n.split(":")[0]) or SHADES[fixed.index(n) % len(SHADES)] if n in fixed else \
-                LINE.get(n.split(":")[0], COLORS["speculative"])
+            color = SHADES[fixed.index(n) % len(SHADES)] if n in fixed else LINE.get(n.split(":")[0], COLORS["speculative"])
             fig.add_scatter(x=sizes, y=[p["decode_tokens_per_s"] for p in points], mode="lines+markers",
                             name=f"{_name(n, gamma)}, {s}", line=dict(color=color, dash=DASH.get(s, "dash")),
                             hovertemplate=f"{_name(n, gamma)}, {s}<br>B=%{{x}}: %{{y:.0f}} tokens/s<extra></extra>")
@@ -171,7 +172,8 @@ def throughput_markdown(results: dict) -> str:
                 cells.append(f"{v:.0f}" + (f" ({v / base:.2f}×)" if n != "ar" and base else ""))
             lines.append(f"| {_name(n, gamma)} | " + " | ".join(cells) + " |")
         cross = results["crossover"][s]
-        lines += ["", "; ".join(f"{_name(n, gamma)}: " + (f"below AR from B = {b}" if b else "never below AR")
+        lines += ["", "; ".join(f"{_name(n, gamma)}: " + (f"below AR from B = {b} on" if b else "above AR at B = "
+                                                          f"{sizes[-1]}")
                                  for n, b in cross.items()), ""]
     for s, by in auto_gaps(results).items():
         lines.append(f"auto ÷ the better of AR and the best fixed γ, {s}: "
@@ -181,3 +183,25 @@ def throughput_markdown(results: dict) -> str:
         lines.append(f"Roofline ridge: n* ≈ {results['ridge_tokens']:.0f} tokens per forward at 256 cached tokens "
                      f"(a batch at γ = {gamma} reaches it near B ≈ {results['ridge_tokens'] / (gamma + 1):.1f}).")
     return "\n".join(lines) + "\n"
+
+
+def batch_summary_html(lanes: dict) -> str:
+    """The Batch tab's summary: the speculative batch's line, the AR batch's when raced, and their ratio (both
+    measured in one interleaved race, decode throughput after each one's own prefill)."""
+    spec, ar = lanes.get("speculative") or [], lanes.get("ar") or []
+    out = ['<div class="batch-summary">', batch_line(spec)]
+    if ar:
+        out.append(batch_line(ar))
+        s, a = (next((e for e in run if e.kind == "batch_finished"), None) for run in (spec, ar))
+        rs = s.summary.get("decode_tokens_per_s") if s is not None else None
+        ra = a.summary.get("decode_tokens_per_s") if a is not None else None
+        if rs and ra:
+            same = sum(x.token_ids == y.token_ids for x in spec for y in ar
+                       if x.kind == y.kind == "finished" and x.row == y.row)
+            greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
+            out.append(f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
+                       f'<b>{rs / ra:.2f}×</b> the AR batch ({rs:.0f} ÷ {ra:.0f} tokens/s, the two raced round by round '
+                       f'on one thread)' + (f'; {same} of {s.rows} rows token-identical to AR' if greedy else '')
+                       + '.</p>')
+    out.append("</div>")
+    return "".join(out)

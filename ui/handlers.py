@@ -21,6 +21,7 @@ import gradio.utils as gradio_utils
 
 import specviz
 from engine import Engine, GenerationConfig, load_model
+from engine.config import MAX_BATCH
 from engine.decode.drift import drift_report
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
@@ -354,6 +355,58 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
         yield gr.skip(), gr.skip()
         return
     yield specviz.render_beams(lanes["speculative"], lanes["ar"]), note
+
+
+BATCH_EXAMPLE = ("Copy this sentence exactly: the quick brown fox jumps over the lazy dog.\n"
+                 "List the numbers from 1 to 20, separated by commas.\n"
+                 "Write a haiku about the sea.\n"
+                 "Explain in two sentences why the sky is blue.")
+
+
+def batch_prompts(text) -> list[str]:
+    """The Batch tab's prompts, one per non-empty line; refused (naming the setting and its range) when there are
+    none or more than MAX_BATCH, or when one is too long for the server."""
+    from_lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    if not 1 <= len(from_lines) <= MAX_BATCH:
+        raise ValueError(f"Batch prompts: write 1 to {MAX_BATCH} prompts, one per line (B = the number of lines); "
+                         f"got {len(from_lines)}")
+    for line in from_lines:
+        guard.check_prompt(line, MAX_PROMPT_TOKENS)
+    return from_lines
+
+
+@gpu
+def stream_batch(target: str, draft: str, cfg: GenerationConfig, prompts: list, race: bool):
+    """(lane, event) of the batched speculative run and, when racing, the AR batch of the same prompts, interleaved
+    round by round (engine/decode/race.py's rule: the lane behind in its share of the work goes next)."""
+    engine = Engine(load_model(target), draft)
+    ids = [engine.encode(p, cfg.raw) for p in prompts]
+    for row in ids:
+        guard.check_prompt_tokens(len(row), MAX_PROMPT_TOKENS)
+    if race:
+        yield from engine.race_batch(ids, cfg)
+    else:
+        for event in engine.generate_batch(None, cfg, prompt_ids=ids):
+            yield "speculative", event
+
+
+def batch_generate(pair, drafter, param, gamma, max_new, prompts_text, race):
+    """Stream the Batch tab's lanes and its summary once per round; a bad setting is one warning."""
+    try:
+        prompts = batch_prompts(prompts_text)
+        target, draft = av.model_specs(pair, drafter, param)
+        cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), time_limit_s=MAX_RUN_S)
+        target, draft = prepare(target, draft, prompts[0], cfg.raw)
+        lanes = {"speculative": [], "ar": []}
+        for lane, event in stream_batch(target, draft, cfg, prompts, bool(race)):
+            lanes[lane].append(event)
+            if event.kind in ("batch_round", "batch_finished"):
+                yield specviz.render_batch_lanes(lanes["speculative"]), specviz.batch_summary_html(lanes)
+    except (ValueError, RuntimeError) as e:
+        gr.Warning(failure(e) if isinstance(e, RuntimeError) else str(e))
+        yield gr.skip(), gr.skip()
+        return
+    time_limit_warning({k: [e for e in v if e.kind == "finished"] for k, v in lanes.items()})
 
 
 def beam_note(num_beams: int) -> str:

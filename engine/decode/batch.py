@@ -10,8 +10,10 @@ budget) drops out: its cache row is dropped once and later forwards are smaller.
 
 Goodput (SmartSpec, Liu et al. 2024): `auto` in a batch drafts every row by n-gram lookup at the largest γ it
 considers, then verifies the γ (0 = a plain step for every row) that maximises the batch's expected committed
-tokens per second, Σ_rows E(α, γ_row) / (drafting + t(B, 1 + max γ_row)), with α the batch's measured acceptance
-and t(B, T) the forward's measured cost (costmodel.batch_forward_curve). Its reasons are `decided` events (row −1).
+tokens per second over the rest of the run: the γ whose predicted time to commit every row's remaining tokens is
+least (costmodel.batch_drain: each row's own α and draft rate, rows dropping out as they finish, t(B, T) the
+forward's measured cost, costmodel.batch_forward_curve). Per round rather than to the end, a row that copies its
+prompt would pull γ up while a slower row keeps the batch running anyway. Its reasons are `decided` events (row −1).
 
 Events: each row's stream is a single run's events with `row` set (RunStarted ... Finished), and each round adds a
 `batch_round` (row −1); a `batch_finished` ends the batch with its throughput.
@@ -39,6 +41,10 @@ from .step import settle, usable, verify_rows
 
 GOODPUT_GAMMAS = tuple(range(0, 9))  # the γ auto weighs each round in a batch (0 = a plain step for every row)
 AUTO_SPECS = ("auto", "auto:ngram")  # in a batch both mean: n-gram drafts, γ chosen by goodput
+ROW_PRIOR = 4.0  # pseudo-tests pulling a row's α toward the batch's pooled α (Goodput.alphas)
+POOLED_PRIOR = 4.0  # pseudo-tests at α = 0.5 in the batch's pooled α (one unlucky probe does not settle it)
+EXPLORE_EVERY = 8  # plain rounds with drafts on offer after which auto verifies them once more (α goes stale) ...
+EXPLORE_WITHIN = 0.9  # ... when the best drafted γ is predicted within this share of the best rate (cheap to learn)
 
 
 def check_batch(rows_ids: list[list[int]]) -> None:
@@ -118,8 +124,8 @@ def _batch(engine, rows_ids, cfg, speculative: bool, goodput: bool, when) -> Ite
             drafts, gamma = [None] * len(live), 0
         elif chooser is not None:
             drafts = drafters.propose([rows_ids[b] for b in live], [min(max(GOODPUT_GAMMAS), n - 1) for n in remaining])
-            gamma, decision = chooser.choose(round_, [len(d.token_ids) if usable(d) else 0 for d in drafts],
-                                             clock() - t0, rows_ids[live[0]])
+            found = [len(d.token_ids) if usable(d) else 0 for d in drafts]
+            gamma, decision = chooser.choose(round_, found, clock() - t0, live, remaining)
             drafts = [_cut(d, gamma) for d in drafts]
         else:
             gamma = cfg.gamma
@@ -150,7 +156,7 @@ def _batch(engine, rows_ids, cfg, speculative: bool, goodput: bool, when) -> Ite
         if features:
             features.clear()
         if chooser is not None:
-            chooser.record(len(live), x.shape[1], t2 - t1, t1 - t0, steps)
+            chooser.record(live, x.shape[1], t2 - t1, steps, found)
         gammas_seen.append(gamma)
         events = [] if decision is None else [decision]
         for b, s in zip(live, steps):
@@ -244,47 +250,75 @@ def ngram_factory(engine):
 
 
 class Goodput:
-    """auto's γ for the whole batch, each round: the γ of the highest expected committed tokens per second."""
+    """auto's γ for the whole batch, each round: the γ that commits the batch's remaining tokens soonest."""
 
     def __init__(self, cfg: GenerationConfig):
         self.cfg = cfg
         self.forward_s: dict[tuple[int, int], list[float]] = {}  # (rows, tokens per row) -> measured seconds
         self.draft_s: list[float] = []  # drafting seconds of a round (every row at the largest γ)
-        self.accepted = self.rejections = 0  # tested drafts, pooled over the batch: α
+        self.counts: dict[int, list[int]] = {}  # row -> [accepted, rejections, rounds, rounds with a draft]
+        self.plain_run = 0  # plain rounds in a row chosen while some row had a draft (nothing tested meanwhile)
 
-    def choose(self, round_: int, lengths: list[int], draft_s: float, _ids) -> tuple[int, Decided]:
-        """lengths: each row's draft length at the largest γ. Returns (γ, its decided event)."""
+    def alphas(self, rows: list[int]) -> tuple[float, list[float], list[float]]:
+        """The pooled α (POOLED_PRIOR pseudo-tests at 0.5: 0.5 before any test), each row's α shrunk toward it (ROW_PRIOR
+        pseudo-tests: rows differ, one copies its prompt while the next writes freely) and each row's share of
+        rounds in which its drafter had a draft, shrunk the same way toward the batch's."""
+        c = [self.counts.get(b, [0, 0, 0, 0]) for b in rows]
+        total = [sum(x[i] for x in self.counts.values()) for i in range(4)]
+        pooled = costmodel.shrunk_alpha(total[0], total[1], 0.5, POOLED_PRIOR)
+        found = (total[3] + 1) / (total[2] + 2)
+        return (pooled, [costmodel.shrunk_alpha(a, r, pooled, ROW_PRIOR) for a, r, _, _ in c],
+                [costmodel.shrunk_alpha(h, n - h, found, ROW_PRIOR) for _, _, n, h in c])
+
+    def choose(self, round_: int, lengths: list[int], draft_s: float, rows_: list[int],
+               remaining: list[int]) -> tuple[int, Decided]:
+        """lengths: each running row's draft length at the largest γ; rows_: which rows they are; remaining: the
+        tokens each may still commit. Returns (γ, its decided event)."""
         self.draft_s.append(draft_s)
         rows = len(lengths)
-        alpha = costmodel.alpha(self.accepted + 1, self.rejections + 1)  # a Beta(1, 1) prior: 0.5 before any test
+        pooled, alphas, found = self.alphas(rows_)
         curve = costmodel.batch_forward_curve({k: costmodel.median(v) for k, v in self.forward_s.items()})
+        left = sum(remaining)
         table = []
         for g in GOODPUT_GAMMAS:
             if g > MAX_GAMMA:
                 continue
-            tokens, t = costmodel.batch_round(alpha, lengths, g, curve, costmodel.median(self.draft_s))
-            table.append({"drafter": "ngram" if g else "", "gamma": g, "alpha": alpha if g else None,
-                          "tokens": tokens, "seconds": t, "measured": (rows, 1 + max(min(g, k) for k in lengths))
-                          in self.forward_s, "predicted_tokens_per_s": tokens / t if t else None})
+            t = costmodel.batch_drain(alphas, found, remaining, g, curve, costmodel.median(self.draft_s))
+            table.append({"drafter": "ngram" if g else "", "gamma": g, "alpha": pooled if g else None,
+                          "tokens": left, "seconds": t, "measured": (rows, 1 + g) in self.forward_s,
+                          "predicted_tokens_per_s": left / t if t else None})
         multi = any(t > 1 for _, t in self.forward_s)
         plain = any(t == 1 for _, t in self.forward_s) and (rows > 1 or (1, 1) in self.forward_s)  # 1 × 1: a kernel
         if not multi and any(lengths):  # probe: a drafted forward first, then a plain one, then goodput
             gamma, why = self.cfg.gamma, f"measuring a drafted forward ({rows} × {1 + min(self.cfg.gamma, max(lengths))})"
         elif not plain:
             gamma, why = 0, f"measuring a plain forward ({rows} × 1)"
+        elif self.plain_run >= EXPLORE_EVERY and any(lengths) and (drafted := max(
+                table[1:], key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"])))["predicted_tokens_per_s"] \
+                >= EXPLORE_WITHIN * max(c["predicted_tokens_per_s"] or 0 for c in table):
+            best = drafted  # α is only learnt from drafts the target tests
+            gamma = best["gamma"]
+            why = (f"re-measuring α: {self.plain_run} plain rounds since drafts were last tested; γ = {gamma} is the "
+                   f"best drafted choice ({best['predicted_tokens_per_s']:.0f} tokens/s predicted)")
         else:
             best = max(table, key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"]))
             gamma = best["gamma"]
-            why = (f"γ = {gamma} maximises the batch's goodput: {best['tokens']:.1f} expected tokens in "
-                   f"{best['seconds'] * 1e3:.1f} ms ({best['predicted_tokens_per_s']:.0f} tokens/s) at α = {alpha:.2f}")
+            why = (f"γ = {gamma} commits the batch's {left} remaining tokens soonest (goodput): "
+                   f"{best['seconds']:.2f} s predicted, {best['predicted_tokens_per_s']:.0f} tokens/s, at the rows' "
+                   f"α {min(alphas):.2f}..{max(alphas):.2f} (pooled {pooled:.2f})")
+        self.plain_run = self.plain_run + 1 if gamma == 0 and any(lengths) else 0
         return gamma, Decided(round=round_, row=-1, pos=0, drafter="ngram" if gamma else "", gamma=gamma, reason=why,
                               plain_tokens_per_s=table[0]["predicted_tokens_per_s"], candidates=table)
 
-    def record(self, rows: int, tokens: int, verify_s: float, draft_s: float, steps) -> None:
-        self.forward_s.setdefault((rows, tokens), []).append(verify_s)
-        for s in steps:
-            self.accepted += s.n_accepted
-            self.rejections += s.rejected
+    def record(self, rows: list[int], tokens: int, verify_s: float, steps, lengths: list[int]) -> None:
+        """A verified round: its forward's (B, T) and time; each row's tested drafts and whether it had a draft."""
+        self.forward_s.setdefault((len(rows), tokens), []).append(verify_s)
+        for b, s, k in zip(rows, steps, lengths):
+            c = self.counts.setdefault(b, [0, 0, 0, 0])
+            c[0] += s.n_accepted
+            c[1] += s.rejected
+            c[2] += 1
+            c[3] += k > 0
 
 
 def batch_summary(stats: list[RunStats], tokens: list[int], wall: float, prefill_s: float, gammas: list[int]) -> dict:

@@ -172,6 +172,18 @@ class Engine:
         return batch.batch_run(self, prompt_ids, cfg, mode == "speculative",
                                deadline if deadline is not None else deadline_of(cfg))
 
+    def race_batch(self, prompt_ids: list[list[int]], cfg: GenerationConfig | None = None,
+                   threads: int | None = RACE_THREADS) -> Iterator[tuple[str, object]]:
+        """The batched speculative run and the AR batch of the same prompts, interleaved like `race` (race.py), one
+        deadline for both. Yields (lane, event), lane "speculative" or "ar"."""
+        cfg = cfg or GenerationConfig()
+        check_threads(threads)
+        when = deadline_of(cfg)
+        lanes = {"speculative": self.generate_batch(None, cfg, prompt_ids=prompt_ids, deadline=when),
+                 "ar": self.generate_batch(None, cfg, "ar", prompt_ids=prompt_ids, deadline=when)}
+        cpu = self.target.device.type == "cpu"
+        yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
+
     @torch.inference_mode()
     def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None) -> Iterator:
         """One run: prefill, then rounds of (1. draft, 2.-5. the pure step), each turned into events."""

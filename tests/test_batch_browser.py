@@ -1,0 +1,40 @@
+"""The Batch tab in a real browser (Playwright + Debian's Chromium against `python app.py`)."""
+from __future__ import annotations
+
+from tests.app_server import playwright_or_skip
+
+playwright_or_skip()  # the `browser` fixture (conftest.py) drives it
+
+
+def test_browser_batch_tab_renders_b_lanes_and_the_throughput_chart(app_url, browser):
+    """Three prompts make a batch of B = 3: three lanes of colour-coded tokens (with their p on hover), the race
+    verdict against the AR batch, and the measured throughput-against-B chart with its curves; a batch of 17 lines
+    is refused with the range named and the lanes stay."""
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(app_url + "?tour=0")
+    page.wait_for_selector("#prompt textarea")
+    box = page.locator("#max-new input[type=number]").first
+    box.fill("10")
+    box.press("Tab")
+    page.get_by_role("tab", name="Batch").click()
+    page.wait_for_selector("#batch-run")
+    page.fill("#batch-prompts textarea", "Copy this: the cat sat on the mat.\nList 1 to 9.\nWrite a haiku about rain.")
+    page.click("#batch-run")
+    page.wait_for_selector("#batch-summary .batch-verdict", timeout=180_000)
+    state = page.evaluate("""() => ({
+        lanes: document.querySelectorAll('#batch-lanes .batch-lane').length,
+        rows: +document.querySelector('#batch-lanes .batch-lanes').dataset.rows,
+        tokens: document.querySelectorAll('#batch-lanes .batch-lane .tok').length,
+        tips: document.querySelectorAll('#batch-lanes .batch-lane [data-tip]').length,
+        verdict: document.querySelector('#batch-summary .batch-verdict').textContent,
+        curves: document.querySelectorAll('#batch-throughput .scatterlayer .trace').length,
+        xtitle: (document.querySelector('#batch-throughput .xtitle') || {}).textContent || ''})""")
+    assert state["lanes"] == 3 and state["rows"] == 3, state
+    assert state["tokens"] >= 3 and state["tips"] >= 3, state
+    assert "3 of 3 rows token-identical to AR" in state["verdict"], state
+    assert state["curves"] >= 4 and "batch size B" in state["xtitle"], state
+    page.fill("#batch-prompts textarea", "\n".join(f"prompt {i}" for i in range(17)))
+    page.click("#batch-run")
+    page.wait_for_selector("text=write 1 to 16 prompts", timeout=30_000)
+    assert page.locator("#batch-lanes .batch-lane").count() == 3  # the last batch stays
+    page.close()
