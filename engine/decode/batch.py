@@ -34,6 +34,7 @@ from ..events import BatchFinished, BatchRound, Decided, Finished, RoundTimed
 from ..metrics import RunStats
 from ..runtime.roofline import host_record
 from ..runtime.rowcache import RowsKVCache, ragged_inputs
+from ..runtime.window import sliding_window
 from ..specs import parse_draft
 from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events
@@ -76,6 +77,12 @@ def batch_run(engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculat
     if cfg.num_beams > 1:
         raise ValueError(f"num_beams must be 1 in a batched run (beam search is a batch of its own), got "
                          f"{cfg.num_beams}")
+    window = sliding_window(engine.target.model)
+    longest = max(map(len, rows_ids)) + cfg.max_new_tokens + MAX_GAMMA
+    if window is not None and longest > window:  # the per-row mask is one for every layer: exact inside the window
+        raise ValueError(f"a batched run of a target with sliding-window layers must fit in its window of {window} "
+                         f"tokens: the longest prompt ({max(map(len, rows_ids))} tokens) + max_new_tokens "
+                         f"({cfg.max_new_tokens}) + {MAX_GAMMA} draft slots is {longest}")
     goodput = speculative and engine.draft_spec in AUTO_SPECS
     return _batch(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, when)
 
