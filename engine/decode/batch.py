@@ -84,138 +84,163 @@ def batch_run(engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculat
                          f"tokens: the longest prompt ({max(map(len, rows_ids))} tokens) + max_new_tokens "
                          f"({cfg.max_new_tokens}) + {MAX_GAMMA} draft slots is {longest}")
     goodput = speculative and engine.draft_spec in AUTO_SPECS
-    return _batch(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, when)
+    return BatchRun(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, when).events()
 
 
-@torch.inference_mode()
-def _batch(engine, rows_ids, cfg, speculative: bool, goodput: bool, when) -> Iterator:
-    target, text, device = engine.target, engine.text, engine.target.device
-    rows, prompt_lens = len(rows_ids), [len(ids) for ids in rows_ids]
-    factory = engine.make_drafter if not goodput else ngram_factory(engine)
-    extra = getattr(factory, "rows", 0) if speculative else 0
-    max_len = max(cache_slots(n, cfg, extra) for n in prompt_lens)
-    cache = RowsKVCache.for_model(target.model, max_len, rows)
-    generators = row_generators(cfg, rows, device)
-    drafters = row_drafters(factory, cfg, generators, max_len, cache) if speculative else None
-    if drafters is not None:
-        drafters.prepare(rows_ids, cfg)
-    features = [] if drafters is not None and drafters.wants_features else None
-    spec = "" if not speculative else engine.draft_spec
-    host = host_record(target.model, target.device, target.dtype)
-    clock, stats = Clock(), [RunStats() for _ in range(rows)]
-    t_start = clock()
-    _prefill(engine.forward, rows_ids, cache, when, device, features)
-    prefill_s = clock() - t_start
-    if features:
-        for r, n in enumerate(prompt_lens):  # positions 0 .. len − 2 of each row
-            drafters.observe(r, torch.cat(features, dim=1)[r, :n - 1])
-        features.clear()
-    first = [dataclasses.replace(started(target, text, ids, cfg, "speculative" if speculative else "ar", spec, host),
-                                 row=b) for b, ids in enumerate(rows_ids)]
-    yield from _hand_over(clock, first, stats)
-    live = list(range(rows))  # cache row r holds sequence live[r]
-    ends: dict[int, str] = {}
-    chooser = Goodput(cfg) if goodput else None
-    round_, gammas_seen = 0, []
-    while live:
-        if past(when):
-            for b in live:
-                ends[b] = "time_limit"
-            break
-        round_ += 1
-        remaining = [cfg.max_new_tokens - (len(rows_ids[b]) - prompt_lens[b]) for b in live]
-        t0 = clock()
-        # 1. draft: every running row, at the batch's γ (a row near its budget drafts fewer)
-        decision = None
-        if drafters is None:
-            drafts, gamma = [None] * len(live), 0
-        elif chooser is not None:
-            drafts = drafters.propose([rows_ids[b] for b in live], [min(max(GOODPUT_GAMMAS), n - 1) for n in remaining])
-            found = [len(d.token_ids) if usable(d) else 0 for d in drafts]
-            gamma, decision = chooser.choose(round_, found, clock() - t0, live, remaining)
-            drafts = [_cut(d, gamma) for d in drafts]
-        else:
-            gamma = cfg.gamma
-            drafts = drafters.propose([rows_ids[b] for b in live], [min(gamma, n - 1) for n in remaining])
-        t1 = clock()
-        # 2. verify: ONE target forward over every row's [last committed token, drafts...]
-        inputs = [verify_rows(rows_ids[b], d, device) for b, d in zip(live, drafts)]
-        lengths = cache.lengths
-        x, mask, positions = ragged_inputs(lengths, inputs, device)
-        forward = engine.forward if features is None else _with_features(engine.forward, features)
-        logits = forward(x, cache, attention_mask=mask, position_ids=positions)  # (B, T, V)
-        # 3.-5. per row: accept / resample, roll back its own pointer, commit (the single run's code)
-        steps = []
-        for r, (b, d, (tokens, _, _)) in enumerate(zip(live, drafts, inputs)):
-            cache.truncate_row(r, lengths[r] + len(tokens))  # the padding's slots go first
-            s = settle(logits[r, :len(tokens)], rows_ids[b], d, cache.row(r), cfg, generators[b],
-                       eos=target.eos_ids, remaining=remaining[r])
-            steps.append(s)
-            rows_ids[b].extend(s.new)
-        t2 = clock()
-        for r, (b, s) in enumerate(zip(live, steps)):
-            if features:
-                drafters.observe(r, features[-1][r, s.kept_rows])
-            if s.seen is not None:
-                drafters.observe_forward(r, s.seen)
-            if drafters is not None:
-                drafters.learn(r, s.n_accepted, rows_ids[b], t2 - t1)
-        if features:
-            features.clear()
-        if chooser is not None:
-            chooser.record(live, x.shape[1], t2 - t1, steps, found)
-        gammas_seen.append(gamma)
+class BatchRun:
+    """One batched run's state (its cache, drafters, rows still running) and its loop as named steps."""
+
+    def __init__(self, engine, rows_ids, cfg: GenerationConfig, speculative: bool, goodput: bool, when):
+        self.engine, self.target, self.cfg, self.when = engine, engine.target, cfg, when
+        self.ids, self.prompt_lens = rows_ids, [len(ids) for ids in rows_ids]
+        self.speculative, self.spec = speculative, engine.draft_spec if speculative else ""
+        factory = engine.make_drafter if not goodput else ngram_factory(engine)
+        extra = getattr(factory, "rows", 0) if speculative else 0
+        max_len = max(cache_slots(n, cfg, extra) for n in self.prompt_lens)
+        self.cache = RowsKVCache.for_model(self.target.model, max_len, len(rows_ids))
+        self.generators = row_generators(cfg, len(rows_ids), self.target.device)
+        self.drafters = row_drafters(factory, cfg, self.generators, max_len, self.cache) if speculative else None
+        self.features = [] if self.drafters is not None and self.drafters.wants_features else None
+        self.chooser = Goodput(cfg) if goodput else None
+        self.live = list(range(len(rows_ids)))  # cache row r holds sequence live[r]
+        self.ends: dict[int, str] = {}  # sequence -> its stop reason
+        self.clock, self.stats = Clock(), [RunStats() for _ in rows_ids]
+
+    @torch.inference_mode()
+    def events(self) -> Iterator:
+        if self.drafters is not None:
+            self.drafters.prepare(self.ids, self.cfg)
+        host = host_record(self.target.model, self.target.device, self.target.dtype)
+        self.t_start = self.clock()
+        _prefill(self.engine.forward, self.ids, self.cache, self.when, self.target.device, self.features)
+        prefill_s = self.clock() - self.t_start
+        if self.features:
+            for r, n in enumerate(self.prompt_lens):  # positions 0 .. len − 2 of each row
+                self.drafters.observe(r, torch.cat(self.features, dim=1)[r, :n - 1])
+            self.features.clear()
+        mode = "speculative" if self.speculative else "ar"
+        yield from self._hand_over([dataclasses.replace(started(self.target, self.engine.text, ids, self.cfg, mode,
+                                                                self.spec, host), row=b)
+                                    for b, ids in enumerate(self.ids)])
+        round_, gammas = 0, []
+        while self.live:
+            if past(self.when):
+                self.ends.update(dict.fromkeys(self.live, "time_limit"))
+                break
+            round_ += 1
+            events, gamma = self._round(round_)
+            gammas.append(gamma)
+            yield from self._hand_over(events + self._drop_finished(round_))
+        wall = self.clock() - self.t_start
+        yield from self._hand_over([self._finished(b, round_, self.ends.get(b, "time_limit"), wall) for b in self.live])
+        tokens = [len(ids) - n for ids, n in zip(self.ids, self.prompt_lens)]
+        yield BatchFinished(round=round_, rows=len(self.ids), mode=mode, draft=self.spec,
+                            summary=batch_summary(self.stats, tokens, wall, prefill_s, gammas))
+
+    def _round(self, round_: int) -> tuple[list, int]:
+        """1. draft, 2. one verify forward, 3.-5. each row settles; the round's events and its γ."""
+        remaining = [self.cfg.max_new_tokens - (len(self.ids[b]) - self.prompt_lens[b]) for b in self.live]
+        t0 = self.clock()
+        drafts, gamma, decision, found = self._draft(round_, remaining, t0)
+        t1 = self.clock()
+        steps, shape = self._verify(drafts, remaining)
+        t2 = self.clock()
+        self._learn(steps, t2 - t1)
+        if self.chooser is not None:
+            self.chooser.record(self.live, shape[1], t2 - t1, steps, found)
+        name = self.drafters.name if self.drafters else ""
         events = [] if decision is None else [decision]
-        for b, s in zip(live, steps):
+        for b, s in zip(self.live, steps):
             events += [dataclasses.replace(e, row=b) for e in
-                       round_events(s, round_, text, cfg.record_topk, cfg.greedy, drafters.name if drafters else "")]
-        t3 = clock()
-        for b, s in zip(live, steps):
-            events.append(RoundTimed(round=round_, row=b, pos=len(rows_ids[b]), draft_s=t1 - t0, verify_s=t2 - t1,
-                                     total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted),
-                                     verified=x.shape[1]))
-        events.append(BatchRound(round=round_, rows=list(live), gamma=gamma, drafted=[len(s.drafted) for s in steps],
-                                 accepted=[s.n_accepted for s in steps], committed=[len(s.new) for s in steps],
-                                 forward_shape=list(x.shape), draft_s=t1 - t0, verify_s=t2 - t1, total_s=t3 - t0,
-                                 elapsed_s=t3 - t_start))
-        # rows that ended drop out (their cache rows once, not every round)
-        for b, s in zip(live, steps):
-            if s.new and s.new[-1] in target.eos_ids:
-                ends[b] = "eos"
-            elif len(rows_ids[b]) - prompt_lens[b] >= cfg.max_new_tokens:
-                ends[b] = "max_new_tokens"
-        stay = [r for r, b in enumerate(live) if b not in ends]
-        if len(stay) < len(live):
-            events += [_finished(target, b, rows_ids[b], prompt_lens[b], round_, ends[b], stats[b], clock() - t_start)
-                       for b in live if b in ends]
-            if stay:
-                cache.keep_rows(stay)
-                if drafters is not None:
-                    drafters.keep(stay)
-            live = [live[r] for r in stay]
-        yield from _hand_over(clock, events, stats)
-    wall = clock() - t_start
-    tail = [_finished(target, b, rows_ids[b], prompt_lens[b], round_, ends.get(b, "time_limit"), stats[b], wall)
-            for b in live]
-    yield from _hand_over(clock, tail, stats)
-    tokens = [len(ids) - n for ids, n in zip(rows_ids, prompt_lens)]
-    yield BatchFinished(round=round_, rows=rows, mode="speculative" if speculative else "ar", draft=spec,
-                        summary=batch_summary(stats, tokens, wall, prefill_s, gammas_seen))
+                       round_events(s, round_, self.engine.text, self.cfg.record_topk, self.cfg.greedy, name)]
+        t3 = self.clock()
+        times = dict(draft_s=t1 - t0, verify_s=t2 - t1, total_s=t3 - t0, elapsed_s=t3 - self.t_start)
+        events += [RoundTimed(round=round_, row=b, pos=len(self.ids[b]), gamma=len(s.drafted), verified=shape[1],
+                              **times) for b, s in zip(self.live, steps)]
+        events.append(BatchRound(round=round_, rows=list(self.live), gamma=gamma,
+                                 drafted=[len(s.drafted) for s in steps], accepted=[s.n_accepted for s in steps],
+                                 committed=[len(s.new) for s in steps], forward_shape=list(shape), **times))
+        self._mark_ends(steps)
+        return events, gamma
 
+    def _draft(self, round_: int, remaining: list[int], t0: float):
+        """1. every running row drafts at the batch's γ (a row near its budget drafts fewer); auto drafts at its
+        largest γ, then chooses γ by goodput and cuts the drafts to it. Returns (drafts, γ, decided, lengths)."""
+        rows = [self.ids[b] for b in self.live]
+        if self.drafters is None:
+            return [None] * len(rows), 0, None, []
+        if self.chooser is None:
+            gamma = self.cfg.gamma
+            return self.drafters.propose(rows, [min(gamma, n - 1) for n in remaining]), gamma, None, []
+        drafts = self.drafters.propose(rows, [min(max(GOODPUT_GAMMAS), n - 1) for n in remaining])
+        found = [len(d.token_ids) if usable(d) else 0 for d in drafts]
+        gamma, decision = self.chooser.choose(round_, found, self.clock() - t0, self.live, remaining)
+        return [_cut(d, gamma) for d in drafts], gamma, decision, found
 
-def _hand_over(clock: Clock, events: list, stats: list) -> Iterator:
-    """Yield a round's events with the clock stopped, each row's counted into that row's RunStats."""
-    for e in events:
-        if 0 <= e.row < len(stats):
-            stats[e.row].add(e)
-    yield from clock.hand_over(events)
+    def _verify(self, drafts: list, remaining: list[int]) -> tuple[list, tuple]:
+        """2. ONE target forward over every row's [last committed token, drafts...]; 3.-5. per row: accept /
+        resample, roll back its own pointer, commit (the single run's `settle`). Returns the Steps and (B, T)."""
+        device = self.target.device
+        inputs = [verify_rows(self.ids[b], d, device) for b, d in zip(self.live, drafts)]
+        lengths = self.cache.lengths
+        x, mask, positions = ragged_inputs(lengths, inputs, device)
+        forward = self.engine.forward if self.features is None else _with_features(self.engine.forward, self.features)
+        logits = forward(x, self.cache, attention_mask=mask, position_ids=positions)  # (B, T, V)
+        steps = []
+        for r, (b, d, (tokens, _, _)) in enumerate(zip(self.live, drafts, inputs)):
+            self.cache.truncate_row(r, lengths[r] + len(tokens))  # the padding's slots go first
+            s = settle(logits[r, :len(tokens)], self.ids[b], d, self.cache.row(r), self.cfg, self.generators[b],
+                       eos=self.target.eos_ids, remaining=remaining[r])
+            steps.append(s)
+            self.ids[b].extend(s.new)
+        return steps, tuple(x.shape)
 
+    def _learn(self, steps: list, verify_s: float) -> None:
+        """Each row's drafter sees what its row kept (features, the forward's rows it asked for, the verdict)."""
+        if self.drafters is None:
+            return
+        for r, (b, s) in enumerate(zip(self.live, steps)):
+            if self.features:
+                self.drafters.observe(r, self.features[-1][r, s.kept_rows])
+            if s.seen is not None:
+                self.drafters.observe_forward(r, s.seen)
+            self.drafters.learn(r, s.n_accepted, self.ids[b], verify_s)
+        if self.features:
+            self.features.clear()
 
-def _finished(target, b: int, ids: list[int], prompt_len: int, round_: int, reason: str, stats: RunStats,
-              wall: float) -> Finished:
-    new = ids[prompt_len:]
-    return Finished(round=round_, row=b, pos=len(ids), stop_reason=reason, token_ids=new,
-                    text=target.tokenizer.decode(new, skip_special_tokens=True), summary=stats.summary(wall))
+    def _mark_ends(self, steps: list) -> None:
+        for b, s in zip(self.live, steps):
+            if s.new and s.new[-1] in self.target.eos_ids:
+                self.ends[b] = "eos"
+            elif len(self.ids[b]) - self.prompt_lens[b] >= self.cfg.max_new_tokens:
+                self.ends[b] = "max_new_tokens"
+
+    def _drop_finished(self, round_: int) -> list:
+        """Rows that ended drop out (their cache rows once, not every round); their `finished` events."""
+        stay = [r for r, b in enumerate(self.live) if b not in self.ends]
+        if len(stay) == len(self.live):
+            return []
+        wall = self.clock() - self.t_start
+        done = [self._finished(b, round_, self.ends[b], wall) for b in self.live if b in self.ends]
+        if stay:
+            self.cache.keep_rows(stay)
+            if self.drafters is not None:
+                self.drafters.keep(stay)
+        self.live = [self.live[r] for r in stay]
+        return done
+
+    def _finished(self, b: int, round_: int, reason: str, wall: float) -> Finished:
+        new = self.ids[b][self.prompt_lens[b]:]
+        return Finished(round=round_, row=b, pos=len(self.ids[b]), stop_reason=reason, token_ids=new,
+                        text=self.target.tokenizer.decode(new, skip_special_tokens=True),
+                        summary=self.stats[b].summary(wall))
+
+    def _hand_over(self, events: list) -> Iterator:
+        """Yield events with the clock stopped, each row's counted into that row's RunStats."""
+        for e in events:
+            if 0 <= e.row < len(self.stats):
+                self.stats[e.row].add(e)
+        yield from self.clock.hand_over(events)
 
 
 def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> None:
