@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shlex
 import statistics
 import sys
@@ -28,6 +27,7 @@ import torch
 from engine import Engine, GenerationConfig, load_model
 from engine import costmodel
 from engine.config import MAX_BATCH
+from engine.runtime.kernels import cpu_name
 from engine.specbench import load_questions, sample
 from specviz.batch import crossover, throughput_figure, throughput_markdown
 
@@ -110,16 +110,6 @@ def summarise(rows: list) -> dict:
     med = lambda k: statistics.median(x[k] for x in rows if x[k] is not None) if rows else None  # noqa: E731
     return {"decode_tokens_per_s": med("decode_tokens_per_s"), "tokens_per_s": med("tokens_per_s"),
             "alpha": rows[-1]["alpha"], "round_gammas": rows[-1]["round_gammas"], "runs": len(rows)}
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def parser() -> argparse.ArgumentParser:
