@@ -322,3 +322,15 @@ def test_the_batch_tab_refuses_a_bad_prompt_list_naming_the_range():
     with pytest.raises(ValueError, match="got 17"):
         h.batch_prompts("\n".join("x" * (i + 1) for i in range(17)))
     assert h.batch_prompts(" a \n\n b ") == ["a", "b"]
+
+
+def test_a_batched_trace_loads_into_the_single_run_views_as_its_first_row(target, tmp_path):
+    from engine.events import write_trace
+    from specviz import app_views as av
+
+    engine = Engine(target, "ngram", measure_step=False)
+    events = list(engine.generate_batch(prompts(3), GenerationConfig(gamma=2, max_new_tokens=6, raw=True)))
+    write_trace(tmp_path / "batch.json", events)
+    loaded = av.load_trace(tmp_path / "batch.json")
+    assert loaded == [e for e in events if e.row == 0] and loaded[0].kind == "run_started"
+    assert av.controls_of(loaded)["gamma"] == 2
