@@ -105,6 +105,8 @@ class BatchRun:
         self.live = list(range(len(rows_ids)))  # cache row r holds sequence live[r]
         self.ends: dict[int, str] = {}  # sequence -> its stop reason
         self.clock, self.stats = Clock(), [RunStats() for _ in rows_ids]
+        cuda = self.target.device.type == "cuda"
+        self.sync = torch.cuda.synchronize if cuda else (lambda: None)  # a GPU's work is timed when it is done
 
     @torch.inference_mode()
     def events(self) -> Iterator:
@@ -142,8 +144,10 @@ class BatchRun:
         remaining = [self.cfg.max_new_tokens - (len(self.ids[b]) - self.prompt_lens[b]) for b in self.live]
         t0 = self.clock()
         drafts, gamma, decision, found = self._draft(round_, remaining, t0)
+        self.sync()
         t1 = self.clock()
         steps, shape = self._verify(drafts, remaining)
+        self.sync()
         t2 = self.clock()
         self._learn(steps, t2 - t1)
         if self.chooser is not None:
