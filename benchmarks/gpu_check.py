@@ -12,7 +12,9 @@ What it measures (each printed as a Markdown line and written as JSON with --out
    and in the whole round, at two γ: they must not grow with γ (one sync per round is the design);
    on CUDA also the synchronisations torch's sync debug mode reports;
 4. how often bf16 greedy speculative output differs from bf16 greedy AR (rounding of a multi-token forward
-   vs single-token forwards; fp32 is identical), and at which generated token.
+   vs single-token forwards; fp32 is identical), and at which generated token;
+5. batched speculation (engine/decode/batch.py): oracle:0.8 at γ = 4 against the AR batch of the same prompts at
+   each B of --batch-sizes, raced round by round: decode tokens/s of each and how many rows equal AR's.
 Random weights are enough for all four: speed and synchronisation do not depend on what the weights say,
 and oracle:α fixes the acceptance by construction.
 """
@@ -213,9 +215,28 @@ def check(args) -> dict:
         cfg = GenerationConfig(gamma=gamma, max_new_tokens=args.max_new_tokens, record_topk=0)
         report["host_reads"][gamma] = {**reads_per_round(engine, prompts[0], cfg),
                                        "cuda_syncs_per_round": cuda_syncs_per_round(engine, prompts[0], cfg)}
+    report["batch"] = batch_curve(Engine(target, f"oracle:0.8:{c:.3f}"), args)
     rows = report["oracle"]
     report["bf16_vs_ar"] = {"runs": sum(r["runs"] for r in rows), "identical": sum(r["identical_to_ar"] for r in rows)}
     return report
+
+
+def batch_curve(engine: Engine, args) -> list:
+    """Batched oracle:0.8 (γ = 4) raced against the AR batch at each B: both lanes' decode tokens/s, rows equal."""
+    gen = torch.Generator().manual_seed(1)
+    cfg = GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0)
+    out = []
+    for b in args.batch_sizes:
+        ids = [torch.randint(0, VOCAB, (args.prompt_tokens + 7 * r,), generator=gen).tolist() for r in range(b)]
+        lanes = {"speculative": [], "ar": []}
+        for lane, event in engine.race_batch(ids, cfg, threads=None):
+            lanes[lane].append(event)
+        spec, ar = (lanes[k][-1].summary for k in ("speculative", "ar"))
+        rows = {k: {e.row: e.token_ids for e in lanes[k] if e.kind == "finished"} for k in lanes}
+        out.append({"rows": b, "speculative_tokens_per_s": spec["decode_tokens_per_s"],
+                    "ar_tokens_per_s": ar["decode_tokens_per_s"],
+                    "identical_rows": sum(rows["speculative"][r] == rows["ar"][r] for r in range(b))})
+    return out
 
 
 def markdown(r: dict) -> str:
@@ -230,6 +251,10 @@ def markdown(r: dict) -> str:
     for gamma, h in r["host_reads"].items():
         lines.append(f"host reads per round at γ={gamma}: draft loop {h['draft_loop']}, whole round {h['round']}"
                      + (f", CUDA syncs {h['cuda_syncs_per_round']:.1f}" if h["cuda_syncs_per_round"] is not None else ""))
+    for row in r.get("batch", []):
+        lines.append(f"batch B={row['rows']}: oracle:0.8 γ=4 {row['speculative_tokens_per_s']:.0f} tokens/s, AR batch "
+                     f"{row['ar_tokens_per_s']:.0f} ({row['speculative_tokens_per_s'] / row['ar_tokens_per_s']:.2f}×), "
+                     f"{row['identical_rows']}/{row['rows']} rows identical")
     b = r["bf16_vs_ar"]
     lines.append(f"greedy speculative identical to greedy AR in {b['identical']} of {b['runs']} runs ({r['dtype']})")
     return "\n".join(lines)
@@ -245,6 +270,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=64)
+    ap.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16])
     ap.add_argument("--out", default=None, help="write the report as JSON here")
     args = ap.parse_args(argv)
     report = check(args)
