@@ -196,8 +196,8 @@ def batch_summary_html(lanes: dict) -> str:
         rs = s.summary.get("decode_tokens_per_s") if s is not None else None
         ra = a.summary.get("decode_tokens_per_s") if a is not None else None
         if rs and ra:
-            same = sum(x.token_ids == y.token_ids for x in spec for y in ar
-                       if x.kind == y.kind == "finished" and x.row == y.row)
+            ar_rows = {e.row: e.token_ids for e in ar if e.kind == "finished"}
+            same = sum(e.token_ids == ar_rows.get(e.row) for e in spec if e.kind == "finished")
             greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
             out.append(f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
                        f'<b>{rs / ra:.2f}×</b> the AR batch ({rs:.0f} ÷ {ra:.0f} tokens/s, the two raced round by round '

@@ -138,10 +138,7 @@ class Engine:
         if mode not in ("speculative", "ar"):
             raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
-        limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
-        if limit and len(ids) + cfg.max_new_tokens > limit:
-            raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
-                             f"target's context of {limit} tokens")
+        self._check_context(ids, cfg)
         deadline = deadline if deadline is not None else deadline_of(cfg)
         if cfg.num_beams > 1:  # beam search (beam.py): its own step over a B-row cache
             return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
@@ -164,11 +161,8 @@ class Engine:
                     prompt_ids.append(self.encode(prompt, cfg.raw))
                 except ValueError as e:
                     raise ValueError(f"prompt {b + 1} of the batch: {e}") from None
-        limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
         for b, ids in enumerate(prompt_ids):
-            if limit and len(ids) + cfg.max_new_tokens > limit:
-                raise ValueError(f"prompt {b + 1} of the batch ({len(ids)} tokens) + max_new_tokens "
-                                 f"({cfg.max_new_tokens}) exceeds the target's context of {limit} tokens")
+            self._check_context(ids, cfg, f"prompt {b + 1} of the batch")
         return batch.batch_run(self, prompt_ids, cfg, mode == "speculative",
                                deadline if deadline is not None else deadline_of(cfg))
 
@@ -183,6 +177,13 @@ class Engine:
                  "ar": self.generate_batch(None, cfg, "ar", prompt_ids=prompt_ids, deadline=when)}
         cpu = self.target.device.type == "cpu"
         yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
+
+    def _check_context(self, ids: list[int], cfg: GenerationConfig, what: str = "prompt") -> None:
+        """The prompt and its token budget fit the target's context (a ValueError naming both lengths)."""
+        limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
+        if limit and len(ids) + cfg.max_new_tokens > limit:
+            raise ValueError(f"{what} ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
+                             f"target's context of {limit} tokens")
 
     @torch.inference_mode()
     def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None) -> Iterator:

@@ -67,15 +67,20 @@ class ModelDrafter(Drafter):
             if not self.shared:
                 self.fed = ids[:]
             return empty_draft(self.out_device, self.name)
-        q = torch.stack(qs).to(self.out_device)  # (γ, V_draft)
-        if q.shape[-1] != self.vocab:  # padded LM heads of different sizes
-            q = torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1])) if q.shape[-1] < self.vocab else q[:, :self.vocab]
+        q = self.fit_vocab(torch.stack(qs))  # (γ, V)
         chain = torch.stack(tokens).to(self.out_device)
         if not self.shared:  # an own cache: remember what it holds (the last sampled token is not fed)
             self.fed = ids + chain.tolist()[:-1]
         if self.cfg.tree_budget:
             return self._tree(chain, q)
         return Draft(chain, q, self.name)
+
+    def fit_vocab(self, q: torch.Tensor) -> torch.Tensor:
+        """(γ, V_draft) draft probabilities on the target's device, as (γ, V): padded LM heads differ in size."""
+        q = q.to(self.out_device)
+        if q.shape[-1] < self.vocab:
+            return torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1]))
+        return q[:, :self.vocab] if q.shape[-1] > self.vocab else q
 
     def _tree(self, chain: torch.Tensor, q: torch.Tensor) -> Draft:
         """The drafted chain plus, at each depth, the next most likely tokens of q as sibling leaves."""

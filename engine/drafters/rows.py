@@ -107,11 +107,7 @@ class RowsModel(PerRow):
                 cut = int(unsure[0]) + 1
                 chain, q = chain[:cut], q[:cut]
         first = self.first
-        q = q.to(first.out_device)
-        if q.shape[-1] != first.vocab:  # padded LM heads of different sizes
-            q = torch.nn.functional.pad(q, (0, first.vocab - q.shape[-1])) if q.shape[-1] < first.vocab \
-                else q[:, :first.vocab]
-        chain = chain.to(first.out_device)
+        q, chain = first.fit_vocab(q), chain.to(first.out_device)
         return first._tree(chain, q) if self.cfg.tree_budget else Draft(chain, q, self.name)
 
     def learn(self, r: int, n_accepted: int, ids: list[int], verify_s: float) -> None:
