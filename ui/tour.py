@@ -3,8 +3,8 @@ no model. The captions' text and the handlers that play them (Gradio-side: they 
 """
 from __future__ import annotations
 
+import asyncio
 import functools
-import time
 from pathlib import Path
 
 import gradio as gr
@@ -90,11 +90,12 @@ def tour_caption(text: str, step: int | None, done: bool = False, focus: str | N
 TOUR_END = "Now try your own prompt: pick an example or type one and press Generate. Click any token to verify its round."
 
 
-def tour(request: gr.Request = None):
-    """The guided first minute: the recorded run builds round 2 up event by event with captions, plays the rest
-    and ends in the race, no click and no model. ?tour=0 in the page address turns it off."""
+def tour_frames(request: gr.Request = None):
+    """The guided first minute as (frame, seconds on screen) pairs: the recorded run builds round 2 up event by
+    event with captions, plays the rest and ends in the race, no click and no model. ?tour=0 in the page address
+    turns it off."""
     if request is not None and request.query_params.get("tour") == "0":
-        yield (gr.skip(),) * (RUN_OUTPUTS + 2)
+        yield (gr.skip(),) * (RUN_OUTPUTS + 2), 0.0
         return
     packed = tour_runs()
     runs = guard.runs(packed)
@@ -106,9 +107,18 @@ def tour(request: gr.Request = None):
         for k in rounds:
             views = av.views(part, k) if part is not None else av.views(runs, None if r == "race" else k)
             yield (packed, gr.update(maximum=total, value=k, interactive=True), gr.skip(), *views,
-                   tour_caption(text, step, focus=focus, tab=tab), TOUR_PROMPT)
-            time.sleep(wait)
-    yield (*tour_end(), )
+                   tour_caption(text, step, focus=focus, tab=tab), TOUR_PROMPT), wait
+    yield tour_end(), 0.0
+
+
+async def tour(request: gr.Request = None):
+    """The tour as Gradio plays it: an async generator, so Skip, Replay and the user taking over cancel it at once
+    in its pause (asyncio.sleep). A sync generator sleeping in Gradio's thread pool is only cancelled when its
+    sleep ends, and a Replay within those seconds could start while the old tour still held its iterator."""
+    for frame, wait in tour_frames(request):
+        yield frame
+        if wait:
+            await asyncio.sleep(wait)
 
 
 def tour_end():
