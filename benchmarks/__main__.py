@@ -37,7 +37,8 @@ def specbench_parser() -> argparse.ArgumentParser:
     b = argparse.ArgumentParser(prog="python -m benchmarks specbench",
                                 description="Spec-Bench's questions, every contestant interleaved per question")
     b.add_argument("--target", default="embedded")
-    b.add_argument("--drafts", default="ngram,auto", help="comma-separated drafter specs")
+    b.add_argument("--drafts", default="ngram,auto", help="comma-separated drafter specs; SPEC+tree=BxW drafts "
+                   "trees of at most B nodes, W children tried per node (e.g. eagle+tree=16x4)")
     b.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
     b.add_argument("--per-category", type=int, default=10,
                    help="questions per leaderboard column (a seeded stratified sample); 0 = all 480")

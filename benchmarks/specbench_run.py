@@ -26,7 +26,7 @@ from specviz import CSS_PATH, render_leaderboard
 
 from engine import specbench as sb
 from .bench_stats import AR
-from .harness import WARMUP_TOKENS, build_configs, machine_info, run_config
+from .harness import WARMUP_TOKENS, build_configs, contestant, machine_info, run_config
 
 
 def encode_turns(tokenizer, turns: list, answers: list) -> list:
@@ -64,7 +64,7 @@ def run_specbench(target: str = EMBEDDED, drafts=("ngram",), gamma: int = 4, per
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
     loaded = load_model(target)
-    engines = {"ar": Engine(loaded, "self"), **{d: Engine(loaded, d) for d in drafts}}
+    engines = {"ar": Engine(loaded, "self"), **{d: Engine(loaded, contestant(d)[0]) for d in drafts}}
     configs, unsupported = build_configs(list(drafts), [gamma], loaded, hf)
     if hf_drafts is not None:  # transformers' rows: greedy and the equivalents of these drafters only
         configs = [c for c in configs if c.runner != "hf" or not c.drafter or c.drafter in hf_drafts]

@@ -3,6 +3,9 @@
 step at its most common size n = v_n rows). Spec-Bench questions, 2 per category (seeded), greedy, γ = 4.
 
     .venv/bin/python benchmarks/training_free.py [--drafts lookahead,recycle,recycle:8:wide,ngram] [--per-category 2]
+
+A drafter may be a benchmark contestant SPEC+tree=BUDGETxBRANCHING (benchmarks/harness.py: contestant), e.g.
+eagle+tree=16x4.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.specbench import load_questions, sample  # noqa: E402
+from benchmarks.harness import contestant  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -25,12 +29,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     target = load_model("embedded")
     questions = sample(load_questions(), args.per_category, seed=0)
-    cfg = GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0)
-    engines = {d: Engine(target, d) for d in args.drafts.split(",")}
+    engines = {d: Engine(target, contestant(d)[0]) for d in args.drafts.split(",")}  # SPEC or SPEC+tree=BxW
+    cfgs = {d: GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0, **contestant(d)[1])
+            for d in engines}
     rows = {d: [] for d in engines}
     for q in questions:  # every drafter on a question before the next: interleaved
         for d, engine in engines.items():
-            rows[d].append(list(engine.generate(q["turns"][0], cfg))[-1].summary)
+            rows[d].append(list(engine.generate(q["turns"][0], cfgs[d]))[-1].summary)
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     print(f"{cpu}; {len(questions)} Spec-Bench first turns, greedy, γ = 4, "
           f"{args.max_new_tokens} tokens; medians over the questions\n")

@@ -11,7 +11,7 @@ from engine import sampling
 from engine.decode import step
 from engine.heads import modules as H
 from engine.sampling import tree
-from engine.heads.train import PROMPTS, train
+from engine.heads.train import PROMPTS, train, unrolled
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,6 +44,29 @@ def test_training_runs_end_to_end_and_is_deterministic(tiny_heads):
                      cfg=H.HeadsConfig(medusa_heads=3, draft_vocab=256, eagle_ffn=32), medusa_epochs=2,
                      eagle_epochs=2, log=lambda m: None)
     assert all(torch.equal(a, b) for a, b in zip(heads.state_dict().values(), again.state_dict().values()))
+
+
+def test_training_time_test_unrolls_drafting_exactly(tiny_dirs):
+    """EAGLE-3's training-time test: pass k of the unrolled teacher-forced forward at position p is, to rounding,
+    drafting step k from the true position p − k + 1 (its own cache, its own predicted features fed back)."""
+    target = load_model(tiny_dirs["target"])
+    tc = target.model.config
+    torch.manual_seed(0)
+    layer = H.EagleLayer(tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads, 32, tc.rms_norm_eps).eval()
+    parts = H.frozen_parts(target.model, torch.arange(16))
+    t = 9
+    f, e = torch.randn(1, t, tc.hidden_size), torch.randn(1, t, tc.hidden_size)  # e[p]: emb(x_{p+1})
+    cos, sin = parts.rope(torch.arange(t), f)
+    with torch.no_grad():
+        preds = unrolled(layer, f, e, (cos, sin), 3)
+        for j in range(t - 2):  # drafting from the true position j, as the EAGLE drafter runs it
+            kv: list = []
+            out = layer(f[:, :j + 1], e[:, :j + 1], cos[:, :j + 1], sin[:, :j + 1], kv=kv)[:, -1:]
+            for k in range(1, 4):
+                p = j + k - 1
+                torch.testing.assert_close(out[:, 0], preds[k - 1][:, p], atol=1e-5, rtol=1e-4)
+                if k < 3:
+                    out = layer(out, e[:, p + 1:p + 2], cos[:, p + 1:p + 2], sin[:, p + 1:p + 2], kv=kv)
 
 
 def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt():

@@ -82,6 +82,25 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     assert 'class="specviz specviz-leaderboard" data-rows="4"' in page and ".lb-table" in page
 
 
+def test_a_contestant_may_draft_trees(tiny_dirs):
+    """SPEC+tree=BUDGETxBRANCHING races SPEC's trees beside its chains on one engine setting each; transformers has
+    no counterpart row for it; a malformed suffix is not mistaken for a tree (it stays a spec the engine refuses)."""
+    from benchmarks.harness import build_configs, contestant, run_config
+    from engine import Engine, load_model
+
+    assert contestant("eagle+tree=16x4") == ("eagle", {"tree_budget": 16, "tree_branching": 4})
+    assert contestant("ngram:3") == ("ngram:3", {}) and contestant("eagle+tree=16") == ("eagle+tree=16", {})
+    target = load_model(tiny_dirs["target"])
+    configs, unsupported = build_configs(["self", "self+tree=8x2"], [3], target, hf=True)
+    assert "hf/self+tree=8x2/g3" not in {c.name for c in configs} and unsupported == ["self+tree=8x2"]
+    engines = {"ar": Engine(target, "self"), "self": Engine(target, "self"),
+               "self+tree=8x2": Engine(target, "self")}
+    ids = target.tokenizer("a b c d a b c d a b c d a b c")["input_ids"]
+    by = {c.name: run_config(c, engines, target, ids, 12) for c in configs if c.runner == "ours"}
+    assert by["ours/self+tree=8x2/g3"].summary["tree_rounds"] > 0 and by["ours/self/g3"].summary["tree_rounds"] == 0
+    assert by["ours/self+tree=8x2/g3"].token_ids == by["ours/ar"].token_ids == by["ours/self/g3"].token_ids
+
+
 RESULTS = {"date": "2026-12-01", "command": "python -m benchmarks specbench --per-category 10",
            "machine": {"cpu": "Test <CPU>", "threads": 2},
            "settings": {"questions": 60, "per_category": 10, "seed": 0, "gamma": 4, "max_new_tokens": 64,

@@ -216,8 +216,35 @@ def _pad_batch(seqs: list[dict], embed):
     return f_in, e_in, f_out, y
 
 
+def unrolled_mask(t: int, k: int) -> torch.Tensor:
+    """Attention of training-time test's pass k (1-based) over the keys of passes 1..k, (T, k·T): the query at
+    position p reads what drafting step k at p would hold: the true positions through p − k + 1 (pass 1's keys)
+    and the drafted positions after them, pass i's key at p − (k − i) for i = 2..k."""
+    pos = torch.arange(t)
+    blocks = [pos[None] <= (pos - k + 1)[:, None]]
+    blocks += [pos[None] == (pos - (k - i))[:, None] for i in range(2, k + 1)]
+    return torch.cat(blocks, dim=1)
+
+
+def unrolled(layer, f_in, e_in, rope, passes: int) -> list[torch.Tensor]:
+    """Predicted features of passes 1..passes over a teacher-forced batch (B, T, H): pass 1 reads the true
+    features; pass k reads pass k − 1's outputs one position back, [pred ; emb(x_{p+1})] at p, over the keys
+    drafting step k would hold (unrolled_mask). pass k at p is drafting step k from the true position p − k + 1."""
+    cos, sin = rope
+    kv: list = [] if passes > 1 else None
+    preds = [layer(f_in, e_in, cos, sin, kv=kv)]
+    for k in range(2, passes + 1):
+        fed = torch.cat([preds[-1][:, :1], preds[-1][:, :-1]], dim=1)  # position p reads pass k−1's p − 1
+        preds.append(layer(fed, e_in, cos, sin, kv=kv, mask=unrolled_mask(f_in.shape[1], k)[None, None]))
+    return preds
+
+
 def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: float, noise: float,
-                gen: torch.Generator, log):
+                gen: torch.Generator, log, ce_weight: float = 0.1, passes: int = 1):
+    """EAGLE-1's recipe (smooth-L1 on the next feature + ce_weight × cross-entropy of the draft token, noise on the
+    input features); passes > 1 adds EAGLE-3's training-time test: pass k feeds the features pass k − 1 predicted
+    (shifted one position on, as drafting step k reads them) and attends as step k would (unrolled_mask), its
+    cross-entropy added with weight 0.8^(k−1)."""
     layer = heads.eagle
     opt = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
     steps = epochs * ((len(seqs) + batch - 1) // batch)
@@ -228,15 +255,19 @@ def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: f
             f_in, e_in, f_out, y = _pad_batch([seqs[j] for j in perm[i:i + batch]], parts.embed)
             scale = f_in.pow(2).mean(-1, keepdim=True).sqrt()
             f_in = f_in + noise * scale * torch.randn(f_in.shape, generator=gen)
-            cos, sin = parts.rope(torch.arange(f_in.shape[1]), f_in)
-            pred = layer(f_in, e_in, cos, sin)  # (B, T, H)
+            preds = unrolled(layer, f_in, e_in, parts.rope(torch.arange(f_in.shape[1]), f_in), passes)
             valid = y >= 0
-            reg = F.smooth_l1_loss(pred[valid], f_out[valid])
             target = torch.where(valid, index[y.clamp(min=0)], -100)
+            reg = F.smooth_l1_loss(preds[0][valid], f_out[valid])
             # hard labels (the target's greedy token): its soft distribution, EAGLE's recipe, measured no better
             # here (45.7% vs 44.7% held-out step-1 top-1 on 1,000 prompts, 3 epochs)
-            cls = F.cross_entropy((pred[valid] @ parts.lm_head.T), target[valid], ignore_index=-100)
-            loss = reg + 0.1 * cls
+            cls = F.cross_entropy((preds[0][valid] @ parts.lm_head.T), target[valid], ignore_index=-100)
+            loss = reg + ce_weight * cls
+            for k, pred in enumerate(preds[1:], 2):
+                ok = valid & (torch.arange(y.shape[1]) >= k - 1)[None]
+                if bool(ok.any()):
+                    loss = loss + ce_weight * 0.8 ** (k - 1) * F.cross_entropy(pred[ok] @ parts.lm_head.T,
+                                                                                target[ok], ignore_index=-100)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(layer.parameters(), 1.0)
@@ -373,11 +404,13 @@ def by_source(heads, parts, seqs: list[dict], steps: int) -> dict:
 def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128, gen_batch: int = 16,
           cfg: HeadsConfig | None = None, medusa_epochs: int = 3, eagle_epochs: int = 6, log=print,
           corpus_cache: str | None = None, texts: dict | None = None, text_tokens: int = 0,
-          evals: dict | None = None) -> tuple:
+          evals: dict | None = None, eagle_passes: int = 1, eagle_ce: float = 0.1, eagle_lr: float = 1e-3) -> tuple:
     """The whole recipe: corpus, draft vocabulary, both heads, held-out accuracy. Returns (heads, record).
     prompts: answered by the target (a prompt may be (source, text)); texts: source -> texts the target reads
     (teacher forcing), up to text_tokens tokens each; evals: name -> prompts answered for evaluation only.
-    corpus_cache: a file the corpus is kept in, keyed by prompt (see cached_corpus; texts: FILE.SOURCE.pt)."""
+    corpus_cache: a file the corpus is kept in, keyed by prompt (see cached_corpus; texts: FILE.SOURCE.pt).
+    eagle_passes, eagle_ce, eagle_lr: training-time test's passes, the token loss's weight, the peak rate
+    (train_eagle)."""
     cfg = cfg or HeadsConfig()
     t0 = time.time()
     torch.manual_seed(seed)
@@ -392,7 +425,8 @@ def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128,
     parts = frozen_parts(model, vocab_ids)
     index = _index_map(vocab_ids, model.config.vocab_size)
     train_medusa(heads, parts.lm_head, index, train_seqs, medusa_epochs, 256, 2e-3, gen, log)
-    train_eagle(heads, parts, index, train_seqs, eagle_epochs, 8, 1e-3, 0.1, gen, log)
+    train_eagle(heads, parts, index, train_seqs, eagle_epochs, 8, eagle_lr, 0.1, gen, log, ce_weight=eagle_ce,
+                passes=eagle_passes)
     heads.eval()
     seen_medusa, seen_eagle = [], []
     record = {
@@ -406,6 +440,7 @@ def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128,
                                for src in sorted({s["source"] for s in held})},
         "corpus_s": round(t_corpus), "total_s": round(time.time() - t0), "threads": torch.get_num_threads(),
         "max_new": max_new, "medusa_epochs": medusa_epochs, "eagle_epochs": eagle_epochs,
+        "eagle_passes": eagle_passes, "eagle_ce": eagle_ce, "eagle_lr": eagle_lr,
     }
     record["medusa_calibration"], record["eagle_calibration"] = calibration(seen_medusa), calibration(seen_eagle)
     log(f"held-out top-1: medusa {record['medusa_top1']}, eagle {record['eagle_top1']}; by confidence bin "
@@ -457,6 +492,10 @@ def argument_parser() -> argparse.ArgumentParser:
     ap.add_argument("--draft-vocab", type=int, default=4096)
     ap.add_argument("--medusa-epochs", type=int, default=3)
     ap.add_argument("--eagle-epochs", type=int, default=6)
+    ap.add_argument("--eagle-passes", type=int, default=1, help="EAGLE-3's training-time test: the head trained on "
+                    "its own predicted features for this many drafting steps (1 = EAGLE-1's teacher forcing)")
+    ap.add_argument("--eagle-ce", type=float, default=0.1, help="weight of the EAGLE token loss beside the feature loss")
+    ap.add_argument("--eagle-lr", type=float, default=1e-3, help="EAGLE's peak learning rate (one cycle)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
     ap.add_argument("--out", default=str(WEIGHTS))
     ap.add_argument("--corpus-cache", default=None, help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption")
@@ -483,7 +522,8 @@ def main(argv=None) -> None:
     heads, record = train(target.model, target.tokenizer, prompts, seed=args.seed, max_new=args.max_new,
                           gen_batch=args.gen_batch, cfg=cfg, medusa_epochs=args.medusa_epochs,
                           eagle_epochs=args.eagle_epochs, log=lambda m: print(m, flush=True),
-                          corpus_cache=args.corpus_cache, texts=texts, text_tokens=args.text_tokens, evals=evals)
+                          corpus_cache=args.corpus_cache, texts=texts, text_tokens=args.text_tokens, evals=evals,
+                          eagle_passes=args.eagle_passes, eagle_ce=args.eagle_ce, eagle_lr=args.eagle_lr)
     record["command"] = "python -m engine.heads.train " + shlex.join(result_args(sys.argv[1:] if argv is None else argv))
     if texts or evals:
         record["packages"] = broad.manifest()
