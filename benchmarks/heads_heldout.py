@@ -1,7 +1,7 @@
 """Held-out top-1 of several heads files on the same held-out material, per source: before and after in one table.
 
 The material is what a broad training run held out (every tenth sequence of each source) plus its Spec-Bench
-evaluation prompts, rebuilt from that run's corpus cache (engine/heads/train.py --corpus-cache) with the same
+evaluation prompts, rebuilt from that run's corpus cache (engine/heads/train.py --corpus-cache, engine/heads/corpus.py) with the same
 broad arguments. Each heads file is scored with its own draft vocabulary (a label outside it is a miss).
 
     .venv/bin/python benchmarks/heads_heldout.py --corpus-cache CACHE --heads OLD.pt --heads NEW.pt \\
@@ -18,6 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from engine.heads import modules as H  # noqa: E402
+from engine.heads import corpus as C  # noqa: E402
 from engine.heads import train as T  # noqa: E402
 from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
 
@@ -31,8 +32,8 @@ def main(argv=None) -> None:
     torch.set_num_threads(2)
     train_args = T.argument_parser().parse_args([a for a in args.rest if a != "--"])
     target = load_model(EMBEDDED)
-    prompts, texts, evals = T.broad_material(train_args)
-    _, held, evaluation = T.gather(target.model, target.tokenizer, prompts, max_new=train_args.max_new,
+    prompts, texts, evals = C.broad_material(train_args)
+    _, held, evaluation = C.gather(target.model, target.tokenizer, prompts, max_new=train_args.max_new,
                                    gen_batch=train_args.gen_batch, corpus_cache=args.corpus_cache, texts=texts,
                                    text_tokens=train_args.text_tokens, evals=evals, log=lambda m: None)
     tables = []

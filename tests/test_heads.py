@@ -190,7 +190,7 @@ def test_explain_tab_describes_the_heads_with_their_held_out_accuracy():
 def test_broad_training_reads_texts_and_reports_each_source(tiny_dirs):
     """Texts read by the target (teacher forcing: labels are its argmax, one forward per chunk) train both heads
     beside answered prompts; held-out accuracy comes per source, evaluation-only prompts are never trained on."""
-    from engine.heads.train import teacher_corpus
+    from engine.heads.corpus import teacher_corpus
 
     target = load_model(tiny_dirs["target"])
     text = " ".join(f"line {i} of the manual says hello" for i in range(400))
