@@ -6,7 +6,7 @@ import torch
 from transformers import GenerationConfig as HFGenerationConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from engine.heads import prompts, train
+from engine.heads import corpus, prompts, train
 from engine.runtime.cache import KVCache, room
 from engine.runtime.models import eos_ids
 
@@ -29,7 +29,7 @@ def test_eos_ids_is_one_definition_and_never_holds_none():
     (headtrain's own copy used to return [None])."""
     assert eos_ids(tiny(None), Tok(None)) == frozenset()
     assert eos_ids(tiny([2, 5]), Tok(7)) == {2, 5, 7}
-    assert not hasattr(train, "_eos_ids") and train.eos_ids is eos_ids
+    assert not hasattr(corpus, "_eos_ids") and corpus.eos_ids is eos_ids
 
 
 def test_the_training_prompts_file_is_named_once():
