@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from engine.heads import modules as H  # noqa: E402
 from engine.heads import corpus as C  # noqa: E402
+from engine.heads import modules as H  # noqa: E402
 from engine.heads import train as T  # noqa: E402
 from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
 
