@@ -25,7 +25,7 @@ from ..metrics import RunStats, summarize
 from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
 from ..runtime.loadwatch import LoadWatch
-from ..runtime.models import EMBEDDED, LoadedModel, load_model
+from ..runtime.models import EMBEDDED, LoadedModel, load_model, prompt_ids
 from ..runtime.threads import RACE_THREADS, check_threads
 from ..specs import parse_draft
 from . import batch, beam
@@ -84,14 +84,7 @@ class Engine:
         """Prompt -> ids; chat models get their chat template unless `raw`."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError("prompt is empty: type some text to continue")
-        tok = self.target.tokenizer
-        if not raw and getattr(tok, "chat_template", None):
-            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                          tokenize=True, return_dict=False)
-            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
-        else:
-            ids = tok(prompt, add_special_tokens=True)["input_ids"]
-        return [int(i) for i in ids]
+        return prompt_ids(self.target.tokenizer, prompt, raw)
 
     def token_text(self, token_id: int) -> str:
         return self.text(token_id)

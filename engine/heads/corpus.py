@@ -15,22 +15,11 @@ import torch
 
 from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
-from ..runtime.models import eos_ids
+from ..runtime.models import eos_ids, prompt_ids
 from ..specbench import load_questions, sample
 from . import broad
 
 HELD_OUT = 0.1  # share of each source's sequences (every tenth) kept out of training
-
-
-def encode(tokenizer, prompt: str) -> list[int]:
-    """As Engine.encode: the chat template where the tokenizer has one."""
-    if getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            tokenize=True, return_dict=False)
-        ids = ids["input_ids"] if hasattr(ids, "keys") else ids
-    else:
-        ids = tokenizer(prompt)["input_ids"]
-    return [int(i) for i in ids]
 
 
 @torch.inference_mode()
@@ -41,7 +30,7 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
     forward, eos = forward_fn(model), eos_ids(model, tokenizer)
     out, t0 = [], time.time()
     for start in range(0, len(prompts), batch):
-        rows = [encode(tokenizer, p) for p in prompts[start:start + batch]]
+        rows = [prompt_ids(tokenizer, p) for p in prompts[start:start + batch]]
         b, width = len(rows), max(map(len, rows))
         valid = torch.tensor([[False] * (width - len(r)) + [True] * len(r) for r in rows])  # (B, W)
         x = torch.tensor([[0] * (width - len(r)) + r for r in rows])  # (B, W) left padded

@@ -61,6 +61,18 @@ def eos_ids(model, tokenizer) -> frozenset[int]:
     return frozenset(ids)
 
 
+def prompt_ids(tokenizer, prompt: str, raw: bool = False) -> list[int]:
+    """Prompt -> ids, as the engine and the heads' training read a prompt: a chat model's template around one user
+    turn (with the generation prompt) unless `raw`, else the tokenizer's own special tokens."""
+    if not raw and getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            tokenize=True, return_dict=False)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    else:
+        ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    return [int(i) for i in ids]
+
+
 def auto_device_dtype(device: str | None = None, dtype: str | None = None) -> tuple[torch.device, torch.dtype]:
     """CUDA + bf16 when a GPU is present, CPU + fp32 otherwise; explicit choices win."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
