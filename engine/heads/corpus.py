@@ -17,7 +17,7 @@ from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
 from ..runtime.models import eos_ids, prompt_ids
 from ..specbench import load_questions, sample
-from . import broad
+from . import broad, sharegpt
 
 HELD_OUT = 0.1  # share of each source's sequences (every tenth) kept out of training
 
@@ -179,19 +179,27 @@ def gather(model, tokenizer, prompts, *, max_new: int, gen_batch: int, corpus_ca
     return train_seqs, held, evaluation
 
 
-def broad_material(args) -> tuple[list, dict, dict]:
+def broad_material(args, tokenizer=None) -> tuple[list, dict, dict]:
     """(prompts, texts, evals) for a broad run (engine/heads/broad.py): the templated prompts (--template-prompts of
-    them), the instructions in every Spec-Bench category, every text source, and Spec-Bench's own first turns
-    (--specbench-eval per category, evaluation only); texts holding a forbidden prompt are dropped."""
+    them), the instructions in every Spec-Bench category, every text source (`sharegpt`: conversations through the
+    tokenizer's chat template, sharegpt.py), ShareGPT's opening requests (--sharegpt-answers), and Spec-Bench's own
+    first turns (--specbench-eval per category, evaluation only); texts holding a forbidden prompt are dropped."""
     forbidden = broad.forbidden()
     templated = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()]
     prompts = [("templates", p) for p in templated[:args.template_prompts]]
-    texts = {src: broad.disjoint(broad.budget(broad.chunks(src, seed=args.seed), 6 * args.text_tokens), forbidden)
-             for src in args.sources.split(",") if src} if args.text_tokens else {}  # ~6 characters a token at most
+    sources = [s for s in args.sources.split(",") if s]
+    convs = sharegpt.conversations(args.seed) if "sharegpt" in sources or args.sharegpt_answers else []
+    asked, read = convs[:args.sharegpt_answers], convs[args.sharegpt_answers:]  # a conversation is used once
+    texts = {}
+    for src in sources if args.text_tokens else []:  # ~6 characters a token at most
+        material = ((sharegpt.rendered(tokenizer, c) for c in read) if src == "sharegpt"
+                    else broad.chunks(src, seed=args.seed))
+        texts[src] = broad.disjoint(broad.budget(material, 6 * args.text_tokens), forbidden)
     if args.instructions:
         quoted = {s: broad.chunks(s, seed=args.seed) for s in ("python-docs", "debian-reference", "man-de")}
         prompts += [(f"answers:{cat}", p) for cat, p in broad.instructions(args.instructions, args.seed, quoted)
                     if broad.disjoint([p], forbidden)]
+    prompts += [("answers:sharegpt", p) for p in broad.disjoint(sharegpt.first_turns(asked, len(asked)), forbidden)]
     evals = {}
     for q in sample(load_questions(), args.specbench_eval, seed=args.seed + 1) if args.specbench_eval else []:
         evals.setdefault(f"specbench:{q['group']}", []).append(q["turns"][0])

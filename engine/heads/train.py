@@ -309,9 +309,12 @@ def argument_parser() -> argparse.ArgumentParser:
     ap.add_argument("--corpus-cache", default=None, help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption")
     broad_args = ap.add_argument_group("broad material (engine/heads/broad.py); any of these turns it on")
     broad_args.add_argument("--text-tokens", type=int, default=0, help="tokens of real text per source, read by the target")
-    broad_args.add_argument("--sources", default=",".join(broad.SOURCES), help="comma-separated text sources")
+    broad_args.add_argument("--sources", default=",".join(broad.SOURCES),
+                            help="comma-separated text sources: " + ", ".join([*broad.SOURCES, "sharegpt"]))
     broad_args.add_argument("--instructions", type=int, default=0, help="instructions per Spec-Bench category, answered")
     broad_args.add_argument("--template-prompts", type=int, default=0, help="the first N templated prompts too")
+    broad_args.add_argument("--sharegpt-answers", type=int, default=0, help="ShareGPT opening requests answered by "
+                            "the target (engine/heads/sharegpt.py)")
     broad_args.add_argument("--specbench-eval", type=int, default=0, help="Spec-Bench first turns per category, "
                             "answered for evaluation only")
     return ap
@@ -321,8 +324,8 @@ def main(argv=None) -> None:
     args = argument_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(EMBEDDED)
-    if args.text_tokens or args.instructions or args.specbench_eval:
-        prompts, texts, evals = broad_material(args)
+    if args.text_tokens or args.instructions or args.specbench_eval or args.sharegpt_answers:
+        prompts, texts, evals = broad_material(args, target.tokenizer)
     else:
         prompts, texts, evals = [p for p in open(args.prompts, encoding="utf-8").read().splitlines()
                                  if p.strip()][:args.limit], {}, {}
