@@ -41,8 +41,9 @@ def main(argv=None) -> None:
         heads, _ = H.load(Path(path), target.model.config)
         parts = H.frozen_parts(target.model, heads.vocab_ids)
         tables.append(T.by_source(heads, parts, held + evaluation, heads.cfg.medusa_heads))
-    print("| source | labels | " + " | ".join(f"EAGLE 1-4 ({Path(p).parent.name}/{Path(p).name})" for p in args.heads)
-          + " | " + " | ".join(f"Medusa 1-4 ({Path(p).parent.name})" for p in args.heads) + " |")
+    names = [f"{Path(p).parent.name}/{Path(p).name}" for p in args.heads]
+    print("| source | labels | " + " | ".join(f"EAGLE 1-4 ({n})" for n in names)
+          + " | " + " | ".join(f"Medusa 1-4 ({n})" for n in names) + " |")
     print("|---|---|" + "---|" * (2 * len(args.heads)))
     for source in tables[0]:
         cells = [" / ".join(f"{x:.0%}" for x in t[source]["eagle"]) for t in tables]

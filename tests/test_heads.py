@@ -304,3 +304,18 @@ def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypat
     assert not any(convs[i][0]["content"] in t for t in texts["sharegpt"] for i in range(3))
     assert texts["sharegpt"][0] == sharegpt.rendered(_ChatML(), convs[3])
     assert broad.disjoint(texts["sharegpt"], broad.forbidden()) == texts["sharegpt"]
+
+
+def test_zero_epochs_leave_a_head_untrained_and_the_eagle_width_is_a_setting(tiny_dirs):
+    """--medusa-epochs 0 trains only EAGLE (Medusa keeps its zero-residual init: the base LM head), and
+    --eagle-ffn sizes the EAGLE layer's SwiGLU, as a probe of the head's capacity needs."""
+    from engine.heads.train import argument_parser
+
+    target = load_model(tiny_dirs["target"])
+    args = argument_parser().parse_args(["--medusa-epochs", "0", "--eagle-ffn", "48"])
+    cfg = H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=args.eagle_ffn)
+    heads, record = train(target.model, target.tokenizer, TRAIN_PROMPTS[:6], seed=0, max_new=8, gen_batch=3, cfg=cfg,
+                          medusa_epochs=args.medusa_epochs, eagle_epochs=1, log=lambda m: None)
+    assert all(not p.any() for p in heads.medusa.parameters())
+    assert heads.eagle.down.in_features == 48 and any(p.abs().sum() > 0 for p in heads.eagle.parameters())
+    assert len(record["eagle_top1"]) == 2

@@ -54,6 +54,8 @@ def medusa_rows(seqs: list[dict], k: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def train_medusa(heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr: float, gen: torch.Generator, log):
+    if epochs < 1:
+        return
     x, y = medusa_rows(seqs, heads.cfg.medusa_heads)
     y = torch.where(y >= 0, index[y.clamp(min=0)], -100)  # (N, K) draft rows
     opt = torch.optim.AdamW(heads.medusa.parameters(), lr=lr, weight_decay=0.0)
@@ -145,6 +147,8 @@ def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: f
     (shifted one position on, as drafting step k reads them) and attends as step k would (unrolled_mask), its
     cross-entropy added with weight 0.8^(k−1)."""
     layer = heads.eagle
+    if epochs < 1:
+        return
     opt = torch.optim.AdamW(layer.parameters(), lr=lr, weight_decay=0.0)
     steps = epochs * ((len(seqs) + batch - 1) // batch)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
@@ -298,6 +302,7 @@ def argument_parser() -> argparse.ArgumentParser:
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--medusa-heads", type=int, default=4)
     ap.add_argument("--draft-vocab", type=int, default=4096)
+    ap.add_argument("--eagle-ffn", type=int, default=HeadsConfig.eagle_ffn, help="the EAGLE layer's SwiGLU width")
     ap.add_argument("--medusa-epochs", type=int, default=3)
     ap.add_argument("--eagle-epochs", type=int, default=6)
     ap.add_argument("--eagle-passes", type=int, default=1, help="EAGLE-3's training-time test: the head trained on "
@@ -329,7 +334,7 @@ def main(argv=None) -> None:
     else:
         prompts, texts, evals = [p for p in open(args.prompts, encoding="utf-8").read().splitlines()
                                  if p.strip()][:args.limit], {}, {}
-    cfg = HeadsConfig(medusa_heads=args.medusa_heads, draft_vocab=args.draft_vocab)
+    cfg = HeadsConfig(medusa_heads=args.medusa_heads, draft_vocab=args.draft_vocab, eagle_ffn=args.eagle_ffn)
     heads, record = train(target.model, target.tokenizer, prompts, seed=args.seed, max_new=args.max_new,
                           gen_batch=args.gen_batch, cfg=cfg, medusa_epochs=args.medusa_epochs,
                           eagle_epochs=args.eagle_epochs, log=lambda m: print(m, flush=True),
