@@ -231,9 +231,7 @@ def test_make_heads_data_installs_every_text_source():
     """`make heads-data` installs each Debian package a text source reads (Python's own libraries come with it)."""
     import re as _re
 
-    from engine.heads import broad
-
-    from engine.heads import sharegpt
+    from engine.heads import broad, sharegpt
 
     make = (ROOT / "Makefile").read_text().splitlines()
     line = next(ln for ln in make if ln.startswith("HEADS_PACKAGES"))
@@ -268,7 +266,8 @@ def test_sharegpt_reads_whole_exchanges_of_a_file_cut_short():
     assert sharegpt.turns(whole[1]) == [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}]
     starts_with_answer = {"conversations": [{"from": "gpt", "value": "A"}, {"from": "human", "value": "Q"}]}
     assert sharegpt.turns(starts_with_answer) == []
-    assert sharegpt.english("A plain English sentence, with “quotes” in it, is long enough to pass.") and not sharegpt.english("日本語のテキストです")
+    assert sharegpt.english("A plain English sentence, with “quotes” in it, is long enough to pass.")
+    assert not sharegpt.english("日本語のテキストです")
 
 
 def test_sharegpt_conversations_render_whole_exchanges_within_the_budget():
@@ -279,7 +278,7 @@ def test_sharegpt_conversations_render_whole_exchanges_within_the_budget():
     assert text.count("<|im_start|>user") == 2 and text.count("<|im_start|>assistant") == 2  # 4 turns of ~100
     long = [{"role": "user", "content": "y" * 900}, {"role": "assistant", "content": "z" * 900}]
     assert sharegpt.rendered(_ChatML(), long, max_chars=300).count("y") == 300  # one exchange, cut
-    assert sharegpt.first_turns([conv, long], 5, max_chars=200) == [conv[0]["content"]]
+    assert sharegpt.first_turns([conv, long], max_chars=200) == [conv[0]["content"]]
 
 
 def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypatch):

@@ -188,18 +188,18 @@ def broad_material(args, tokenizer=None) -> tuple[list, dict, dict]:
     templated = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()]
     prompts = [("templates", p) for p in templated[:args.template_prompts]]
     sources = [s for s in args.sources.split(",") if s]
-    convs = sharegpt.conversations(args.seed) if "sharegpt" in sources or args.sharegpt_answers else []
+    convs = sharegpt.conversations(args.seed) if sharegpt.SOURCE in sources or args.sharegpt_answers else []
     asked, read = convs[:args.sharegpt_answers], convs[args.sharegpt_answers:]  # a conversation is used once
     texts = {}
     for src in sources if args.text_tokens else []:  # ~6 characters a token at most
-        material = ((sharegpt.rendered(tokenizer, c) for c in read) if src == "sharegpt"
+        material = ((sharegpt.rendered(tokenizer, c) for c in read) if src == sharegpt.SOURCE
                     else broad.chunks(src, seed=args.seed))
         texts[src] = broad.disjoint(broad.budget(material, 6 * args.text_tokens), forbidden)
     if args.instructions:
         quoted = {s: broad.chunks(s, seed=args.seed) for s in ("python-docs", "debian-reference", "man-de")}
         prompts += [(f"answers:{cat}", p) for cat, p in broad.instructions(args.instructions, args.seed, quoted)
                     if broad.disjoint([p], forbidden)]
-    prompts += [("answers:sharegpt", p) for p in broad.disjoint(sharegpt.first_turns(asked, len(asked)), forbidden)]
+    prompts += [(f"answers:{sharegpt.SOURCE}", p) for p in broad.disjoint(sharegpt.first_turns(asked), forbidden)]
     evals = {}
     for q in sample(load_questions(), args.specbench_eval, seed=args.seed + 1) if args.specbench_eval else []:
         evals.setdefault(f"specbench:{q['group']}", []).append(q["turns"][0])

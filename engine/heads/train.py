@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from ..costmodel import CONFIDENCE_EDGES
 from ..runtime.models import EMBEDDED, load_model
-from . import broad
+from . import broad, sharegpt
 from .corpus import broad_material, draft_vocab, draft_vocab_share, gather
 from .prompts import PROMPTS
 from .modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
@@ -315,7 +315,7 @@ def argument_parser() -> argparse.ArgumentParser:
     broad_args = ap.add_argument_group("broad material (engine/heads/broad.py); any of these turns it on")
     broad_args.add_argument("--text-tokens", type=int, default=0, help="tokens of real text per source, read by the target")
     broad_args.add_argument("--sources", default=",".join(broad.SOURCES),
-                            help="comma-separated text sources: " + ", ".join([*broad.SOURCES, "sharegpt"]))
+                            help="comma-separated text sources: " + ", ".join([*broad.SOURCES, sharegpt.SOURCE]))
     broad_args.add_argument("--instructions", type=int, default=0, help="instructions per Spec-Bench category, answered")
     broad_args.add_argument("--template-prompts", type=int, default=0, help="the first N templated prompts too")
     broad_args.add_argument("--sharegpt-answers", type=int, default=0, help="ShareGPT opening requests answered by "
