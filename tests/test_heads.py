@@ -318,3 +318,53 @@ def test_zero_epochs_leave_a_head_untrained_and_the_eagle_width_is_a_setting(tin
     assert all(not p.any() for p in heads.medusa.parameters())
     assert heads.eagle.down.in_features == 48 and any(p.abs().sum() > 0 for p in heads.eagle.parameters())
     assert len(record["eagle_top1"]) == 2
+
+
+def test_eagle_batch_sets_the_optimizer_steps_and_is_recorded(tiny_dirs, monkeypatch):
+    """--eagle-batch B: ceil(sequences / B) optimizer steps an epoch (4x the steps at B = 2 than at the default 8,
+    at the same tokens), and the record names B."""
+    from engine.heads import train as T
+
+    target = load_model(tiny_dirs["target"])
+    calls = []
+    real = T.optimizer_step
+    monkeypatch.setattr(T, "optimizer_step", lambda *a: (calls.append(1), real(*a)))
+    counts = {}
+    for batch in (1, 3):
+        calls.clear()
+        args = T.argument_parser().parse_args(["--eagle-batch", str(batch)])
+        _, record = train(target.model, target.tokenizer, TRAIN_PROMPTS[:8], seed=0, max_new=6, gen_batch=4,
+                          cfg=H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=32), medusa_epochs=0,
+                          eagle_epochs=2, log=lambda m: None, eagle_batch=args.eagle_batch)
+        counts[batch] = len(calls)
+        assert record["eagle_batch"] == batch
+    n = counts[1] // 2  # training sequences
+    assert n >= 6 and counts[3] == 2 * -(-n // 3)
+    assert T.argument_parser().parse_args([]).eagle_batch == 8  # the shipped heads' recipe stays reproducible
+
+
+def test_eagle_loss_weights_its_terms_and_uses_the_hooks(tiny_dirs):
+    """eagle_loss: the feature term enters with its weight (linear in reg_weight, absent at 0), and the decode and
+    first hooks replace the draft logits and the layer's input (a probe's fused input and output norm)."""
+    from engine.heads import corpus as C
+    from engine.heads import train as T
+
+    target = load_model(tiny_dirs["target"])
+    seqs = C.corpus(target.model, target.tokenizer, TRAIN_PROMPTS[:3], max_new=8, batch=3, log=lambda m: None)
+    vocab_ids, _ = C.draft_vocab(seqs, 64)
+    parts, index = H.frozen_parts(target.model, vocab_ids), T._index_map(vocab_ids, target.model.config.vocab_size)
+    tc = target.model.config
+    torch.manual_seed(0)
+    layer = H.EagleLayer(tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads, 32, tc.rms_norm_eps)
+
+    def loss(reg, **hooks):
+        value, cls = T.eagle_loss(layer, parts, index, seqs, 0.1, torch.Generator().manual_seed(0), 0.5, 2, reg,
+                                  **hooks)
+        return float(value.detach()), float(cls)
+
+    (l0, c0), (l1, c1), (l2, _) = loss(0.0), loss(1.0), loss(2.0)
+    assert c0 == c1 and l1 > l0 and abs((l2 - l0) - 2 * (l1 - l0)) < 1e-4 * l2
+    _, flat = loss(0.0, decode=lambda x: x[..., :1].expand(*x.shape[:-1], len(vocab_ids)) * 0)
+    assert abs(flat - float(torch.log(torch.tensor(float(len(vocab_ids)))))) < 1e-5  # uniform logits
+    _, zeroed = loss(0.0, first=lambda batch, f: f * 0)
+    assert zeroed != c0
