@@ -17,10 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from engine.heads import corpus as C  # noqa: E402
 from engine.heads import modules as H  # noqa: E402
 from engine.heads import train as T  # noqa: E402
-from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
+from heads_probe import material  # noqa: E402  (the run's corpus rebuilt from its cache)
 
 
 def main(argv=None) -> None:
@@ -30,16 +29,11 @@ def main(argv=None) -> None:
     ap.add_argument("rest", nargs=argparse.REMAINDER, help="-- then the training run's broad arguments")
     args = ap.parse_args(argv)
     torch.set_num_threads(2)
-    train_args = T.argument_parser().parse_args([a for a in args.rest if a != "--"])
-    target = load_model(EMBEDDED)
-    prompts, texts, evals = C.broad_material(train_args, target.tokenizer)
-    _, held, evaluation = C.gather(target.model, target.tokenizer, prompts, max_new=train_args.max_new,
-                                   gen_batch=train_args.gen_batch, corpus_cache=args.corpus_cache, texts=texts,
-                                   text_tokens=train_args.text_tokens, evals=evals, log=lambda m: None)
+    model, _, held, evaluation = material(args.corpus_cache, args.rest)
     tables = []
     for path in args.heads:
-        heads, _ = H.load(Path(path), target.model.config)
-        parts = H.frozen_parts(target.model, heads.vocab_ids)
+        heads, _ = H.load(Path(path), model.config)
+        parts = H.frozen_parts(model, heads.vocab_ids)
         tables.append(T.by_source(heads, parts, held + evaluation, heads.cfg.medusa_heads))
     names = [f"{Path(p).parent.name}/{Path(p).name}" for p in args.heads]
     print("| source | labels | " + " | ".join(f"EAGLE 1-4 ({n})" for n in names)

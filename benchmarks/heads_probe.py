@@ -34,19 +34,15 @@ from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
 
 
 def material(cache: str, rest: list[str]):
-    """The training run's train and held-out sequences and evaluation answers, from its cache."""
+    """(target model, train, held-out, evaluation-only sequences) of a training run, rebuilt from its cache with its
+    own arguments (nothing generated that the cache holds); heads_heldout.py reads the same material."""
     args = T.argument_parser().parse_args([a for a in rest if a != "--"])
     target = load_model(EMBEDDED)
     prompts, texts, evals = C.broad_material(args, target.tokenizer)
     train, held, evaluation = C.gather(target.model, target.tokenizer, prompts, max_new=args.max_new,
                                        gen_batch=args.gen_batch, corpus_cache=cache, texts=texts,
                                        text_tokens=args.text_tokens, evals=evals, log=lambda m: None)
-    return target.model, train, held, [s for s in evaluation if s["source"].startswith("specbench")]
-
-
-def new_layer(config, ffn: int = 1024) -> H.EagleLayer:
-    return H.EagleLayer(config.hidden_size, config.num_attention_heads, config.num_key_value_heads, ffn,
-                        config.rms_norm_eps)
+    return target.model, train, held, evaluation  # evaluation: the Spec-Bench first turns' answers
 
 
 def probe_batch(a, model, train, held, specbench) -> dict:
@@ -81,7 +77,8 @@ class Fused(torch.nn.Module):
     def __init__(self, config, n_layers: int, fused: bool):
         super().__init__()
         hidden = config.hidden_size
-        self.eagle = new_layer(config)
+        self.eagle = H.EagleLayer(hidden, config.num_attention_heads, config.num_key_value_heads, 1024,
+                                  config.rms_norm_eps)
         self.fuse = torch.nn.Linear(hidden * (1 + n_layers), hidden) if fused else None
         self.norm = torch.nn.Parameter(torch.ones(hidden))
 
