@@ -47,8 +47,15 @@ def summarize_prompt(samples: dict, configs: list) -> dict:
             for key in ("alpha", "acceptance_rate", "mean_accepted_length", "c", "v", "predicted_speedup",
                         "target_step_s"):
                 row[key] = costmodel.median(s.get(key) for s in sums)
-            for key in ("drafted", "accepted", "rejections", "rounds", "model_tokens", "model_steps"):
+            for key in ("drafted", "accepted", "rejections", "rounds"):
                 row[key] = sum(s.get(key) or 0 for s in sums)
+            # a run the model cannot predict (tree rounds: E has no closed form) leaves the prompt unpredicted, so
+            # a prediction never covers a subset of the runs it is printed beside
+            predicted = all(s.get("model_tokens") is not None and s.get("model_steps") is not None for s in sums)
+            for key in ("model_tokens", "model_steps"):
+                row[key] = sum(s[key] for s in sums) if predicted else None
+            if not predicted:
+                row["predicted_speedup"] = None
             row["v_points"] = [[n, costmodel.median(dict(s.get("v_points") or []).get(n) for s in sums)]
                                for n in sorted({n for s in sums for n, _ in s.get("v_points") or []})]
             row["gen_tokens"] = sum(len(s.token_ids) for s in runs)
@@ -78,7 +85,9 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
             rejections = sum(r["rejections"] for r in rows)
             pos_d = [sum(col) for col in zip(*[r["pos_drafted"] for r in rows])]
             pos_a = [sum(col) for col in zip(*[r["pos_accepted"] for r in rows])]
-            tokens, steps = sum(r["model_tokens"] for r in rows), sum(r["model_steps"] for r in rows)
+            predicted = all(r["model_tokens"] is not None for r in rows)  # every prompt's runs, or no prediction
+            tokens = sum(r["model_tokens"] for r in rows) if predicted else None
+            steps = sum(r["model_steps"] for r in rows) if predicted else None
             out[c.name].update(
                 drafted=drafted, accepted=accepted, rejections=rejections,
                 alpha=costmodel.alpha(accepted, rejections), acceptance_rate=_ratio(accepted, drafted),

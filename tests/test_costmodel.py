@@ -65,6 +65,38 @@ def test_one_trace_one_set_of_numbers():
     assert overall["predicted_speedup"] == pytest.approx(spec_s["predicted_speedup"])
 
 
+def test_bench_prediction_covers_every_run_or_none():
+    """A prompt's or a config's predicted speedup pools Σ E / Σ cost over all its runs; when one run has no
+    prediction (tree rounds), none is printed, never one pooled over the other runs beside a speedup measured
+    over all of them (auto's recycling trees once showed 1.95× predicted next to 1.13× measured)."""
+    class Cfg:
+        name, runner, gamma, drafter, label = "ours/x", "ours", 3, "x", "x"
+
+    class ArCfg:
+        name, runner, gamma, drafter, label = AR, "ours", 0, "", "AR"
+
+    def run(tokens, steps):
+        summary = {"alpha": 0.5, "c": 0.05, "v": 1.2, "drafted": 6, "accepted": 3, "rejections": 2, "rounds": 4,
+                   "model_tokens": tokens, "model_steps": steps,
+                   "predicted_speedup": None if tokens is None else tokens / steps}
+        return Sample(list(range(8)), 0.1, summary, [2, 2, 2], [2, 1, 0])
+
+    ar = Sample(list(range(8)), 0.1, {})
+    ar_row = summarize_prompt({AR: [ar]}, [ArCfg])[AR]
+
+    def overall(prompts):
+        rows = [dict(summarize_prompt({"ours/x": runs, AR: [ar] * len(runs)}, [Cfg, ArCfg]), **{AR: ar_row})
+                for runs in prompts]
+        return rows, aggregate(rows, [Cfg, ArCfg])["ours/x"]
+
+    rows, pooled = overall([[run(8.0, 4.0), run(6.0, 4.0)], [run(5.0, 5.0)]])
+    assert rows[0]["ours/x"]["model_tokens"] == 14.0 and pooled["predicted_speedup"] == pytest.approx(19 / 13)
+    rows, pooled = overall([[run(8.0, 4.0), run(None, None)], [run(5.0, 5.0)]])
+    assert rows[0]["ours/x"]["predicted_speedup"] is None and rows[0]["ours/x"]["model_tokens"] is None
+    assert rows[1]["ours/x"]["predicted_speedup"] == pytest.approx(1.0)
+    assert pooled["predicted_speedup"] is None and pooled["alpha"] is not None
+
+
 def test_api_summary_is_the_same_summary():
     """The /generate API's JSON carries the cost model's numbers, including the race's once finished."""
     text, data = av.api_result(sample_events())
