@@ -131,6 +131,7 @@ def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
         eagle = ", ".join(f"step {k + 1}: {a:.0%}" for k, a in enumerate(rec["eagle_top1"]))
     except (OSError, ValueError, KeyError, TypeError):
         return ""
+    read = "texts it read and " if "--text-tokens" in str(rec.get("command", "")) else ""
     return ("<p><b>Trained heads.</b> <i>medusa</i> and <i>eagle</i> draft from the target's own last hidden state "
             "(the feature its LM head reads), computed by the verify forward anyway. Medusa head k guesses the token "
             "k after the last one from that feature alone (one residual block each, Cai et al. 2024); EAGLE runs one "
@@ -138,8 +139,8 @@ def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
             "its own predictions back to draft a chain or a tree (Li et al. 2024). Both decode with the target's own "
             f"LM head cut to the {esc(rec.get('draft_vocab'))} most frequent tokens; the target verifies with its full "
             "distribution, so the output is unchanged. They were trained on this CPU by self-distillation: the "
-            f"target's greedy continuations of {esc(rec.get('prompts'))} prompts ({esc(rec.get('train_tokens'))} "
-            f"tokens), seed {esc(rec.get('seed'))} "
+            f"target's own next-token choices on {esc(rec.get('train_tokens'))} tokens ({read}its answers to "
+            f"{esc(rec.get('prompts'))} prompts), seed {esc(rec.get('seed'))} "
             f"(<code>{esc(rec.get('command', ''))}</code>). Held-out top-1 accuracy, i.e. the chance a greedy draft "
             f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> prices them next to what "
             "n-gram lookup has and asks one when its measured c and α predict the best gain, then verifies only "
