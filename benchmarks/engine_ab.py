@@ -8,8 +8,8 @@ The base checkout's engine/ is imported as a second package (`engine_base`; the 
 rooms, or the rooms), each with its own copy of the embedded target. First one forward of each lean
 forward at 200 cached tokens (1, 5 and 13 new tokens, median of 15, interleaved); then whole greedy runs
 (AR and drafters, chains, trees and beams, events kept in a list as an app would), old and new
-alternating, with the total time to the last round and a token-for-token identity check. Prints the
-new ÷ old time ratios (below 1: the new engine is faster).
+alternating, with the total time to the last round, the time spent drafting (the summaries' draft_s) and a
+token-for-token identity check. Prints the new ÷ old time ratios (below 1: the new engine is faster).
 """
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def main() -> None:
         json.loads(line)["prompt"] for line in (ROOT / "engine" / "prompts" / "bench.jsonl").read_text().splitlines()]
     encoded = [engines["new"]["ar"].encode(p) for p in prompts]
     totals = {(side, d, g): 0.0 for side in sides for d, g, _, _ in configs}
-    rounds = {(side, d, g): [0, 0] for side in sides for d, g, _, _ in configs}  # rounds, drafted tokens
+    rounds = {(side, d, g): [0, 0, 0.0] for side in sides for d, g, _, _ in configs}  # rounds, drafted, draft s
     same = {(d, g): True for d, g, _, _ in configs}
     for d, g, mode, extra in configs:  # warm-up
         for side in sides:
@@ -126,13 +126,14 @@ def main() -> None:
                     totals[(side, d, g)] += wall
                     rounds[(side, d, g)][0] += summary.get("rounds") or 0
                     rounds[(side, d, g)][1] += summary.get("drafted") or 0
+                    rounds[(side, d, g)][2] += summary.get("draft_s") or 0.0
                 same[(d, g)] &= out["old"] == out["new"]
     for d, g, _, _ in configs:
         old, new = totals[("old", d, g)], totals[("new", d, g)]
-        (r_old, d_old), (r_new, d_new) = rounds[("old", d, g)], rounds[("new", d, g)]
+        (r_old, d_old, s_old), (r_new, d_new, s_new) = rounds[("old", d, g)], rounds[("new", d, g)]
         print(f"{d:6s} γ={g}: old {old:.2f} s, new {new:.2f} s, new/old {new / old:.3f}, "
               f"{'identical' if same[(d, g)] else 'DIFFERENT'} output; rounds {r_old} vs {r_new}, "
-              f"drafted tokens {d_old} vs {d_new}")
+              f"drafted tokens {d_old} vs {d_new}, drafting {s_old:.2f} s vs {s_new:.2f} s")
 
 
 if __name__ == "__main__":
