@@ -138,3 +138,21 @@ def test_an_unsure_head_falls_back_to_the_lookups_proposal():
     head.conf = [0.95, 0.9, 0.9]
     draft = auto.propose([1, 2, 3], 3)
     assert draft.decision["drafter"] == "eagle" and len(draft.token_ids) == 3
+
+
+def test_a_lookup_match_kind_never_verified_is_tried_once_before_it_is_outbid():
+    """A free drafter's variant (an n-gram match length) that was never verified is priced at a prior that may be far
+    off (a long match in copied text is accepted far more often): it gets one round even where another drafter is
+    priced higher, then competes on what it measured. Once tried and poor, the better-priced drafter wins."""
+    head = Head()
+    head.conf = [0.95, 0.95, 0.95]
+    auto = AutoDrafter(Lookup(), torch.device("cpu"), costly=(head,))
+    auto.verify, auto.cost = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3}, {"ngram": 0.0, "eagle": 0.02}
+    auto.trials, auto.hits = {"eagle": 10.0}, {"eagle": 9.0}  # the head measured α 0.9; n=1 never verified
+    draft = auto.propose([1, 2, 3], 3)
+    assert draft.decision["drafter"] == "ngram" and head.asked == 0
+    assert draft.decision["reason"].startswith("trying ngram (n=1) once")
+    auto.learn(0, [1, 2, 3, 9], 1.1)  # its first token was rejected: n=1 is measured now
+    assert auto.trials["n=1"] == 1.0 and auto.hits["n=1"] == 0.0
+    draft = auto.propose([1, 2, 3, 9], 3)
+    assert draft.decision["drafter"] == "eagle" and head.asked == 1 and "trying" not in draft.decision["reason"]

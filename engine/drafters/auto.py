@@ -8,8 +8,10 @@ c = seconds per drafted token, t(n) = seconds to verify n tokens in one target
 forward (fitted on the rounds seen so far), α = the drafter's acceptance rate (decayed counts),
 E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
-probes find nothing. Acceptance is tracked per variant (n-gram: per match length). Every choice is returned with
-the numbers behind it, so the UI can explain why.
+probes find nothing. Acceptance is tracked per variant (n-gram: per match length); a variant of the free drafter
+that was never verified is tried once when it has a proposal, even where another drafter is priced higher (its α
+is a prior until then, and a long match in copied text is accepted far more often than the prior says). Every
+choice is returned with the numbers behind it, so the UI can explain why.
 
 Tree drafters that are free to ask (`trees`: token recycling) are asked every round too and priced from the
 accepted drafts per round their trees earned (a prior until tried) over their asking time and the verify forward
@@ -113,7 +115,7 @@ class AutoDrafter(Drafter):
         variant, d = draft.variant, self.drafter.name
         plain_rate = 1.0 / t1
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
-        reason = None
+        reason, trying = None, ""
         if best is None:
             return self._plain("no drafter has a proposal", candidates, plain_rate)
         if best["predicted_tokens_per_s"] <= plain_rate:
@@ -122,6 +124,11 @@ class AutoDrafter(Drafter):
             best = candidates[0]  # probe with the smallest γ
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             reason = f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds"
+        elif best["drafter"] != d:
+            untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
+            if untried:  # free to ask, and its prior may be far off (a long match in copied text): one round measures it
+                best = max(untried, key=lambda x: x["predicted_tokens_per_s"])
+                trying = f"trying {d} ({variant}) once, since its α is a prior until verified: "
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
         if best["drafter"] in self.trees:  # a whole tree: γ is its depth, already cut when it was built
             draft, d = trees[best["drafter"]], best["drafter"]
@@ -159,8 +166,8 @@ class AutoDrafter(Drafter):
         self.probing = reason is not None
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
-        why = reason or (f"{unsure}{d} with γ={best['gamma']}{sure} predicts {best['predicted_tokens_per_s']:.1f} "
-                         f"tok/s vs {plain_rate:.1f} plain")
+        why = reason or (f"{trying}{unsure}{d} with γ={best['gamma']}{sure} predicts "
+                         f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain")
         shown = max(depths(draft.parents)) if draft.parents and n else n  # a tree's γ is its depth
         draft.decision = {"drafter": d, "gamma": shown, "reason": why, "plain_tokens_per_s": round(plain_rate, 3),
                           "candidates": candidates}
