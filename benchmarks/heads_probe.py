@@ -5,12 +5,17 @@
   fusion  EAGLE-3's input (Li et al. 2025): the target's low and middle layers (their RMS-normalised residual
           streams) fused with the final-norm feature by a linear map, against that feature alone; both with the
           token loss only (no single feature to regress to) and a learnt norm before the draft LM head.
+  medusa  the Medusa heads' recipe (engine/heads/train.py train_medusa) on the first N training sequences: rows
+          per optimizer step, peak rate, epochs, and the block's width (0: Medusa-1's square residual block;
+          W: a SwiGLU-free MLP h + W2 SiLU(W1 h) with W hidden units).
 
-Each prints one JSON line: held-out top-1 per drafting step on the first N held-out sequences of the ShareGPT
-source and on the run's Spec-Bench evaluation answers (engine/heads/train.py eagle_accuracy).
+Each prints one JSON line: held-out top-1 per drafting step (Medusa: per head) on the first N held-out sequences
+of the ShareGPT source and on the run's Spec-Bench evaluation answers (engine/heads/train.py eagle_accuracy,
+medusa_accuracy).
 
     .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE batch --tokens 300000 --batch 2 -- ARGS
     .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE fusion --layers 3,16 -- ARGS
+    .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE medusa --seqs 700 --batch 64 --width 0 -- ARGS
 
 where ARGS are the broad training run's own arguments (its corpus is rebuilt from the cache, nothing generated).
 """
@@ -25,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 from engine.heads import corpus as C  # noqa: E402
 from engine.heads import modules as H  # noqa: E402
@@ -142,10 +148,47 @@ def probe_fusion(a, model, train, held, specbench) -> dict:
     return out
 
 
+class WideMedusa(torch.nn.Module):
+    """K heads h + W2 SiLU(W1 h) (W2 starts at zero: each head starts as the base LM head, as Medusa's init)."""
+
+    def __init__(self, hidden: int, k: int, width: int):
+        super().__init__()
+        self.up = torch.nn.ModuleList(torch.nn.Linear(hidden, width) for _ in range(k))
+        self.down = torch.nn.ModuleList(torch.nn.Linear(width, hidden) for _ in range(k))
+        for layer in self.down:
+            torch.nn.init.zeros_(layer.weight)
+            torch.nn.init.zeros_(layer.bias)
+
+    def forward(self, feature: torch.Tensor, lm_head: torch.Tensor) -> torch.Tensor:
+        hs = torch.stack([feature + down(F.silu(up(feature))) for up, down in zip(self.up, self.down)])
+        return hs @ lm_head.T
+
+
+def probe_medusa(a, model, train, held, specbench) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    vocab_ids, _ = C.draft_vocab(train, 4096)
+    heads = H.Heads(H.HeadsConfig(), model.config, vocab_ids)
+    if a.width:
+        heads.medusa = WideMedusa(model.config.hidden_size, heads.cfg.medusa_heads, a.width)
+    parts, index = H.frozen_parts(model, vocab_ids), T._index_map(vocab_ids, model.config.vocab_size)
+    subset = [train[i] for i in torch.randperm(len(train), generator=gen)[:a.seqs].tolist()]
+    t0 = time.time()
+    T.train_medusa(heads, parts.lm_head, index, subset, a.epochs, a.batch, a.lr, gen, lambda m: None)
+    train_s = time.time() - t0
+    heads.eval()
+    sharegpt = [s for s in held if s["source"] == "sharegpt"][:a.eval_seqs]
+    with torch.no_grad():
+        return {"probe": "medusa", "seqs": len(subset), "rows": len(T.medusa_rows(subset, 4)[0]), "epochs": a.epochs,
+                "batch": a.batch, "lr": a.lr, "width": a.width, "train_s": round(train_s),
+                "sharegpt": T.medusa_accuracy(heads, parts.lm_head, sharegpt),
+                "specbench": T.medusa_accuracy(heads, parts.lm_head, specbench)}
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus-cache", required=True)
-    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--lr", type=float, default=None, help="peak rate (default: the shipped recipe's, EAGLE 1e-3, "
+                    "Medusa 2e-3)")
     sub = ap.add_subparsers(dest="probe", required=True)
     b = sub.add_parser("batch")
     b.add_argument("--tokens", type=float, default=300e3)
@@ -160,13 +203,20 @@ def main(argv=None) -> None:
     f.add_argument("--epochs", type=int, default=2)
     f.add_argument("--batch", type=int, default=2)
     f.add_argument("--eval-seqs", type=int, default=120)
-    for p in (b, f):
+    m = sub.add_parser("medusa")
+    m.add_argument("--seqs", type=int, default=700, help="training sequences (a seeded sample)")
+    m.add_argument("--epochs", type=int, default=2)
+    m.add_argument("--batch", type=int, default=256, help="rows per optimizer step")
+    m.add_argument("--width", type=int, default=0, help="0: the shipped square block; W: an MLP of W units")
+    m.add_argument("--eval-seqs", type=int, default=150)
+    for p in (b, f, m):
         p.add_argument("rest", nargs=argparse.REMAINDER, help="-- then the training run's broad arguments")
     a = ap.parse_args(argv)
+    a.lr = a.lr or (2e-3 if a.probe == "medusa" else 1e-3)
     torch.set_num_threads(2)
     torch.manual_seed(0)  # before the model loads, as the measured runs did (the batch probe's head init follows it)
     model, train, held, specbench = material(a.corpus_cache, a.rest)
-    probe = probe_batch if a.probe == "batch" else probe_fusion
+    probe = {"batch": probe_batch, "fusion": probe_fusion, "medusa": probe_medusa}[a.probe]
     print(json.dumps(probe(a, model, train, held, specbench)), flush=True)
 
 
