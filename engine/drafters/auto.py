@@ -114,21 +114,9 @@ class AutoDrafter(Drafter):
         draft, trees, candidates = self._ask_free(ids, gamma, t1)
         variant, d = draft.variant, self.drafter.name
         plain_rate = 1.0 / t1
-        best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
-        reason, trying = None, ""
+        best, reason, trying = self._pick(candidates, d, variant, plain_rate)
         if best is None:
-            return self._plain("no drafter has a proposal", candidates, plain_rate)
-        if best["predicted_tokens_per_s"] <= plain_rate:
-            if self.plain_streak < self.probe_gap:
-                return self._plain("no drafter beats plain decoding", candidates, plain_rate)
-            best = candidates[0]  # probe with the smallest γ
-            kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
-            reason = f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds"
-        elif best["drafter"] != d:
-            untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
-            if untried:  # free to ask, and its prior may be far off (a long match in copied text): one round measures it
-                best = max(untried, key=lambda x: x["predicted_tokens_per_s"])
-                trying = f"trying {d} ({variant}) once, since its α is a prior until verified: "
+            return self._plain(reason, candidates, plain_rate)
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
         if best["drafter"] in self.trees:  # a whole tree: γ is its depth, already cut when it was built
             draft, d = trees[best["drafter"]], best["drafter"]
@@ -172,6 +160,26 @@ class AutoDrafter(Drafter):
         draft.decision = {"drafter": d, "gamma": shown, "reason": why, "plain_tokens_per_s": round(plain_rate, 3),
                           "candidates": candidates}
         return draft
+
+    def _pick(self, candidates: list, d: str, variant: str, plain_rate: float) -> tuple[dict | None, str | None, str]:
+        """The candidate this round verifies: the best predicted rate; when none beats plain decoding, a plain round
+        or, after enough of them, a probe at the smallest γ; the free drafter d's variant once when it was never
+        verified (free to ask, and its prior may be far off: a long match in copied text). Returns (the candidate,
+        None for a plain round; the plain round's or the probe's reason; the note that a variant is tried once)."""
+        best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
+        if best is None:
+            return None, "no drafter has a proposal", ""
+        if best["predicted_tokens_per_s"] <= plain_rate:
+            if self.plain_streak < self.probe_gap:
+                return None, "no drafter beats plain decoding", ""
+            best = candidates[0]  # probe with the smallest γ
+            kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
+            return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
+        untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
+        if best["drafter"] != d and untried:
+            best = max(untried, key=lambda x: x["predicted_tokens_per_s"])
+            return best, None, f"trying {d} ({variant}) once, since its α is a prior until verified: "
+        return best, None, ""
 
     def _ask_free(self, ids: list[int], gamma: int, t1: float) -> tuple[Draft, dict, list]:
         """Ask the drafters that are free to ask (n-gram lookup, the tree drafters) and price every option, the
