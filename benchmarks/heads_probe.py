@@ -178,8 +178,8 @@ def probe_medusa(a, model, train, held, specbench) -> dict:
     heads.eval()
     sharegpt = [s for s in held if s["source"] == "sharegpt"][:a.eval_seqs]
     with torch.no_grad():
-        return {"probe": "medusa", "seqs": len(subset), "rows": len(T.medusa_rows(subset, 4)[0]), "epochs": a.epochs,
-                "batch": a.batch, "lr": a.lr, "width": a.width, "train_s": round(train_s),
+        return {"probe": "medusa", "seqs": len(subset), "rows": T.labels(subset), "epochs": a.epochs, "batch": a.batch,
+                "lr": a.lr, "width": a.width, "train_s": round(train_s),
                 "sharegpt": T.medusa_accuracy(heads, parts.lm_head, sharegpt),
                 "specbench": T.medusa_accuracy(heads, parts.lm_head, specbench)}
 

@@ -13,6 +13,15 @@ from specviz.runs import split_runs
 from specviz.sample import ar_events, sample_events, speculative_events
 
 
+class Cfg:
+    """A speculative bench config as the harness's statistics read it."""
+    name, runner, gamma, drafter, label = "ours/x", "ours", 3, "x", "x"
+
+
+class ArCfg:
+    name, runner, gamma, drafter, label = AR, "ours", 0, "", "AR"
+
+
 def test_alpha_counts_only_tested_positions():
     """α = accepted / (accepted + rejections): untested positions after a rejection are not failures."""
     assert costmodel.alpha(5, 2) == pytest.approx(5 / 7)
@@ -50,12 +59,6 @@ def test_one_trace_one_set_of_numbers():
     assert f"predicted {pred:.2f}×" in render_race(events)
 
     # the bench harness summarises the same run through the same functions
-    class Cfg:
-        name, runner, gamma, drafter, label = "ours/x", "ours", 3, "x", "x"
-
-    class ArCfg:
-        name, runner, gamma, drafter, label = AR, "ours", 0, "", "AR"
-
     spec_s = summarize(split_runs(events)["speculative"])  # no AR lane: t(1) from the probe, as in the bench
     sample = Sample(list(range(9)), s["wall_s"], spec_s, [3, 3, 3], [2, 2, 1])
     ar = Sample(list(range(9)), s["ar_wall_s"], summarize(split_runs(events)["ar"]))
@@ -69,12 +72,6 @@ def test_bench_prediction_covers_every_run_or_none():
     """A prompt's or a config's predicted speedup pools Σ E / Σ cost over all its runs; when one run has no
     prediction (tree rounds), none is printed, never one pooled over the other runs beside a speedup measured
     over all of them (auto's recycling trees once showed 1.95× predicted next to 1.13× measured)."""
-    class Cfg:
-        name, runner, gamma, drafter, label = "ours/x", "ours", 3, "x", "x"
-
-    class ArCfg:
-        name, runner, gamma, drafter, label = AR, "ours", 0, "", "AR"
-
     def run(tokens, steps):
         summary = {"alpha": 0.5, "c": 0.05, "v": 1.2, "drafted": 6, "accepted": 3, "rejections": 2, "rounds": 4,
                    "model_tokens": tokens, "model_steps": steps,

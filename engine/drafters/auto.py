@@ -114,7 +114,7 @@ class AutoDrafter(Drafter):
         draft, trees, candidates = self._ask_free(ids, gamma, t1)
         variant, d = draft.variant, self.drafter.name
         plain_rate = 1.0 / t1
-        best, reason, trying = self._pick(candidates, d, variant, plain_rate)
+        best, reason, trying = self._pick(candidates, d, plain_rate)
         if best is None:
             return self._plain(reason, candidates, plain_rate)
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
@@ -161,7 +161,7 @@ class AutoDrafter(Drafter):
                           "candidates": candidates}
         return draft
 
-    def _pick(self, candidates: list, d: str, variant: str, plain_rate: float) -> tuple[dict | None, str | None, str]:
+    def _pick(self, candidates: list, d: str, plain_rate: float) -> tuple[dict | None, str | None, str]:
         """The candidate this round verifies: the best predicted rate; when none beats plain decoding, a plain round
         or, after enough of them, a probe at the smallest γ; the free drafter d's variant once when it was never
         verified (free to ask, and its prior may be far off: a long match in copied text). Returns (the candidate,
@@ -178,7 +178,7 @@ class AutoDrafter(Drafter):
         untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
         if best["drafter"] != d and untried:
             best = max(untried, key=lambda x: x["predicted_tokens_per_s"])
-            return best, None, f"trying {d} ({variant}) once, since its α is a prior until verified: "
+            return best, None, f"trying {d} ({best['variant']}) once, since its α is a prior until verified: "
         return best, None, ""
 
     def _ask_free(self, ids: list[int], gamma: int, t1: float) -> tuple[Draft, dict, list]:

@@ -40,6 +40,11 @@ def _index_map(vocab_ids: torch.Tensor, vocab: int) -> torch.Tensor:
     return m
 
 
+def labels(seqs: list[dict]) -> int:
+    """Labelled positions of these sequences (the target's own choices after each prompt): a record's tokens."""
+    return sum(len(s["next"]) - s["prompt_len"] + 1 for s in seqs)
+
+
 def medusa_rows(seqs: list[dict], k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Features at labelled positions (N, H) and the target's choices k' = 1..k steps further (N, k), −1 past the
     end: head k' from f_t is labelled next[t + k'] (generated text: token t+1+k'; real text: the target's argmax
@@ -249,7 +254,7 @@ def by_source(heads, parts, seqs: list[dict], steps: int) -> dict:
         group = [s for s in seqs if s["source"] == source]
         out[source] = {"medusa": medusa_accuracy(heads, parts.lm_head, group),
                        "eagle": eagle_accuracy(heads, parts, group, steps=steps),
-                       "labels": sum(len(s["next"]) - s["prompt_len"] + 1 for s in group)}
+                       "labels": labels(group)}
     return out
 
 
@@ -284,7 +289,7 @@ def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128,
     seen_medusa, seen_eagle = [], []
     record = {
         "seed": seed, "prompts": len(prompts), "held_out_prompts": len(held),
-        "train_tokens": sum(len(s["next"]) - s["prompt_len"] + 1 for s in train_seqs),
+        "train_tokens": labels(train_seqs),
         "draft_vocab": len(vocab_ids), "draft_vocab_coverage": round(coverage, 4),
         "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),
         "eagle_top1": eagle_accuracy(heads, parts, held, steps=cfg.medusa_heads, seen=seen_eagle),
