@@ -95,9 +95,11 @@ for _family in (
            "engine.drafters.heads", (Arg("PATH", "path"),), choice=True),
     Family("eagle", "eagle[:PATH]", "a trained EAGLE-style head drafting on the target's features",
            "engine.drafters.heads", (Arg("PATH", "path"),), choice=True),
-    Family("auto", "auto[:ngram]", "picks drafter and γ each round from measured costs", "engine.drafters.auto",
-           (Arg("offer", "choice", choices=("", "ngram"), hint="use auto (n-gram and, where they fit the target, "
-                "the trained heads) or auto:ngram (n-gram only)"),), choice=True),
+    Family("auto", "auto[:ngram|eagle|medusa]", "picks drafter and γ each round from measured costs",
+           "engine.drafters.auto",
+           (Arg("offer", "choice", choices=("", "ngram", "eagle", "medusa"), hint="use auto (n-gram and, where they "
+                "fit the target, the trained heads), auto:ngram (n-gram only), or auto:eagle / auto:medusa (that head "
+                "alone, its chain cut by its confidence, plain rounds where it does not pay)"),), choice=True),
     Family("model", "model:<id or path>", "a separate causal LM (another vocabulary: drafted through text)", _MODEL,
            (Arg("id", "text", required=True, hint="needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M"),),
            model_arg=True),

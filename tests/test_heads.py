@@ -122,9 +122,11 @@ def test_heads_of_another_target_are_refused(tiny_dirs):
     with pytest.raises(ModelLoadError, match="no trained heads"):
         Engine(load_model(tiny_dirs["target"]), "medusa:/nonexistent/heads.pt")
     Engine(load_model(tiny_dirs["target"]), "auto")
+    with pytest.raises(ModelLoadError, match="do not fit"):  # auto with a head alone needs that head
+        Engine(load_model(tiny_dirs["target"]), "auto:eagle")
 
 
-@pytest.mark.parametrize("spec", ["medusa", "eagle", "auto"])
+@pytest.mark.parametrize("spec", ["medusa", "eagle", "auto", "auto:eagle", "auto:medusa"])
 @pytest.mark.parametrize("tree_budget", [0, 8])
 def test_heads_greedy_output_equals_ar_on_embedded(embedded, spec, tree_budget):
     """Greedy speculation with the trained heads (chain and tree) gives exactly the AR output of the real model."""
@@ -133,6 +135,23 @@ def test_heads_greedy_output_equals_ar_on_embedded(embedded, spec, tree_budget):
     prompt = "Write two sentences about a quiet harbour town."
     events = list(engine.generate(prompt, cfg))
     assert events[-1].token_ids == list(engine.generate(prompt, cfg, mode="ar"))[-1].token_ids
+
+
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+def test_auto_with_one_head_drafts_with_that_head_alone_and_says_why(embedded, kind):
+    """auto:eagle / auto:medusa: every drafted round comes from that head (no lookup, no recycling, not the other
+    head), each round's decision names it or says why the round is plain, and a chain is cut by confidence: never
+    longer than γ, and at least one round drafts."""
+    engine = Engine(embedded, f"auto:{kind}", measure_step=False)
+    events = list(engine.generate("Write two sentences about a quiet harbour town.",
+                                  GenerationConfig(gamma=4, max_new_tokens=40)))
+    used = [e for e in events if e.kind == "drafted" and e.token_ids]
+    assert used and {e.drafter for e in used} == {kind}
+    assert all(len(e.token_ids) <= 4 for e in used)
+    decided = [e for e in events if e.kind == "decided"]
+    assert decided and all({c["drafter"] for c in e.candidates} <= {kind} for e in decided)
+    assert {e.drafter for e in decided} <= {kind, ""} and all(e.reason for e in decided)
+    assert sum(e.gamma > 0 for e in decided) == len(used)  # one drafted event per round that speculated
 
 
 def _accept_all_chain(draft, q, p, generator):

@@ -303,15 +303,31 @@ def _cut(draft: Draft, gamma: int) -> Draft:
     return draft
 
 
+class _Nothing(Drafter):
+    """The free drafter of auto:eagle and auto:medusa: it never proposes, so the head alone is priced each round."""
+    name = "none"
+
+    def __init__(self, device):
+        self.device = device
+
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        return empty_draft(self.device, self.name)
+
+
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of auto[:ngram]: n-gram lookup and, unless auto:ngram, token recycling and (where the
-    shipped heads fit the target) eagle and medusa, each built through the registry (ctx.factory)."""
-    ngram = ctx.factory("ngram", target)
-    full = spec["offer"] != "ngram"
-    heads = [ctx.factory(h, target) for h in ("eagle", "medusa")] if full and heads_fit(target) else []
+    """The per-run constructor of auto[:ngram|eagle|medusa]: n-gram lookup and, unless auto:ngram, token recycling
+    and (where the shipped heads fit the target) eagle and medusa, each built through the registry (ctx.factory);
+    auto:eagle / auto:medusa price that head alone (no lookup, no recycling): the head with its γ chosen each round
+    by the same cost model, plain rounds where it does not pay."""
+    offer = spec["offer"]
+    alone = offer in ("eagle", "medusa")
+    ngram = None if alone else ctx.factory("ngram", target)
+    full = offer == ""
+    heads = ([ctx.factory(offer, target)] if alone else
+             [ctx.factory(h, target) for h in ("eagle", "medusa")] if full and heads_fit(target) else [])
     trees = [ctx.factory("recycle", target)] if full else []
     make = lambda cfg, gen, max_len, cache: AutoDrafter(
-        ngram(cfg, gen, max_len, cache), target.device,
+        _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache), target.device,
         costly=tuple(m(cfg, gen, max_len, cache) for m in heads), trees=tuple(m(cfg, gen, max_len, cache) for m in trees))
     make.rows = max([getattr(m, "rows", 0) for m in trees], default=0)
     return make
