@@ -1,7 +1,8 @@
 """Probes of the EAGLE head's training recipe on a broad run's cached corpus: what moves held-out top-1 per step.
 
   batch   EAGLE-1's loss (engine/heads/train.py eagle_loss) at a fixed token budget, varying the sequences per
-          optimizer step and the weights of the feature and token losses.
+          optimizer step and the weights of the feature and token losses; --init continues a heads file's EAGLE
+          layer (more optimizer steps on the same corpus than its recipe took).
   fusion  EAGLE-3's input (Li et al. 2025): the target's low and middle layers (their RMS-normalised residual
           streams) fused with the final-norm feature by a linear map, against that feature alone; both with the
           token loss only (no single feature to regress to) and a learnt norm before the draft LM head.
@@ -14,6 +15,7 @@ of the ShareGPT source and on the run's Spec-Bench evaluation answers (engine/he
 medusa_accuracy).
 
     .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE batch --tokens 300000 --batch 2 -- ARGS
+    .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE batch --init HEADS.pt --out MORE.pt ... -- ARGS
     .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE fusion --layers 3,16 -- ARGS
     .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE medusa --seqs 700 --batch 64 --width 0 -- ARGS
 
@@ -54,10 +56,14 @@ def material(cache: str, rest: list[str]):
 def probe_batch(a, model, train, held, specbench) -> dict:
     """EAGLE-1's loss over `tokens` (about 400 tokens a sequence), batches drawn from a reshuffled queue."""
     gen = torch.Generator().manual_seed(0)
-    vocab_ids, _ = C.draft_vocab(train, 4096)
-    heads = H.Heads(H.HeadsConfig(), model.config, vocab_ids)
+    if a.init:  # continue a heads file's EAGLE layer (its own draft vocabulary), a fresh one-cycle over `tokens`
+        heads, record = H.load(Path(a.init), model.config)
+        vocab_ids = heads.vocab_ids
+    else:
+        vocab_ids, _ = C.draft_vocab(train, 4096)
+        heads, record = H.Heads(H.HeadsConfig(), model.config, vocab_ids), {}
     parts, index = H.frozen_parts(model, vocab_ids), T._index_map(vocab_ids, model.config.vocab_size)
-    layer = heads.eagle
+    layer = heads.eagle.train()
     opt = torch.optim.AdamW(layer.parameters(), lr=a.lr, weight_decay=0.0)
     steps = int(a.tokens / (a.batch * 400))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr, total_steps=steps, pct_start=0.1)
@@ -71,9 +77,14 @@ def probe_batch(a, model, train, held, specbench) -> dict:
     train_s = time.time() - t0
     layer.eval()
     sharegpt = [s for s in held if s["source"] == "sharegpt"][:a.eval_seqs]
-    return {"probe": "batch", "tokens": a.tokens, "batch": a.batch, "ce": a.ce, "reg": a.reg, "steps": steps,
-            "train_s": round(train_s), "sharegpt": T.eagle_accuracy(heads, parts, sharegpt, steps=4),
-            "specbench": T.eagle_accuracy(heads, parts, specbench, steps=4)}
+    out = {"probe": "batch", "init": a.init, "tokens": a.tokens, "batch": a.batch, "ce": a.ce, "reg": a.reg,
+           "lr": a.lr, "steps": steps, "train_s": round(train_s),
+           "sharegpt": T.eagle_accuracy(heads, parts, sharegpt, steps=4),
+           "specbench": T.eagle_accuracy(heads, parts, specbench, steps=4)}
+    if a.out:  # a heads file for heads_heldout.py and the live benchmark: the init's Medusa heads and record, with
+        # this probe named in it (the record's accuracy and calibration are the init's, not re-measured)
+        H.save(heads, {**record, "probe": {**out, "command": " ".join(sys.argv)}}, Path(a.out))
+    return out
 
 
 class Fused(torch.nn.Module):
@@ -197,6 +208,8 @@ def main(argv=None) -> None:
     b.add_argument("--reg", type=float, default=1.0)
     b.add_argument("--passes", type=int, default=2)
     b.add_argument("--eval-seqs", type=int, default=150)
+    b.add_argument("--init", default=None, help="a heads file whose EAGLE layer to continue training")
+    b.add_argument("--out", default=None, help="save the trained heads here (with --init: its Medusa heads)")
     f = sub.add_parser("fusion")
     f.add_argument("--layers", default="3,16", help="hidden_states indices: the input of these decoder layers")
     f.add_argument("--train-seqs", type=int, default=500)
