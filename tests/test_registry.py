@@ -58,7 +58,8 @@ def test_the_toy_is_unknown_once_removed(tiny_dirs):
 @pytest.mark.parametrize("text,message", [
     ("ngram:0", r"ngram\[:N\] needs 1 <= N <= 8, got 'ngram:0'"), ("ngram:x", "'x' is not a whole number"),
     ("ngram:3:4", "'3:4' is not a whole number"), ("self:x", "self takes no argument"),
-    ("quant:int3", "quant kind must be int8, bf16 or fp16, got 'int3'"), ("auto:heads", r"use auto .*auto:ngram .*auto:eagle / auto:medusa"),
+    ("quant:int3", "quant kind must be int8, bf16 or fp16, got 'int3'"),
+    ("auto:heads", r"use auto .*auto:ngram .*auto:eagle / auto:medusa"),
     ("model:", "needs a hub id or a path"), ("oracle", "use oracle:A"), ("oracle:2", r"needs 0 <= A <= 1 and 0 <= C <= 10"),
     ("oracle:0.5:nan", r"needs 0 <= A <= 1"), ("", "unknown draft spec ''"), ("warp:9", "unknown draft spec 'warp:9'")])
 def test_bad_specs_are_refused_by_the_one_parser(text, message):
