@@ -188,6 +188,17 @@ class RoundTimed:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Prefilling:
+    """The target is reading a long prompt, chunk by chunk, before round 1: how far it has got. A progress note
+    (the page shows it; a consumer may stop the run here); nothing is decided or timed by it."""
+    kind: ClassVar[str] = "prefilling"
+    row: int = 0  # the sequence of a batched run; -1: every row of the batch at once
+    round: int  # always 0
+    pos: int  # prompt positions in the target's cache so far (a batch: per row, every row together)
+    total: int  # prompt positions to read before round 1 (all but the last prompt token; a batch: its longest row)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finished:
     """The run ended; `summary` holds the metrics computed from this run's events."""
     kind: ClassVar[str] = "finished"
@@ -200,10 +211,10 @@ class Finished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Decided, Drafted, Retokenized, Verified, DraftTree, LookaheadWindow,
-                                          RolledBack, Committed, RoundTimed, Finished)}
-Event = (RunStarted | Decided | Drafted | Retokenized | Verified | DraftTree | LookaheadWindow | RolledBack | Committed
-         | RoundTimed | Finished)
+EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Prefilling, Decided, Drafted, Retokenized, Verified, DraftTree,
+                                          LookaheadWindow, RolledBack, Committed, RoundTimed, Finished)}
+Event = (RunStarted | Prefilling | Decided | Drafted | Retokenized | Verified | DraftTree | LookaheadWindow | RolledBack
+         | Committed | RoundTimed | Finished)
 
 
 def event_to_dict(event) -> dict:

@@ -18,6 +18,7 @@ RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
 MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1  # rows of one verify forward: the root, its nodes, a drafter's own rows
 MAX_WINDOW = (int(REGISTRY["lookahead"].args[0].high), int(REGISTRY["lookahead"].args[1].high) - 1)  # W, N − 1
+MAX_BEAMS = WHOLE_SETTINGS["num_beams"][1]
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
 NEXT_KINDS = ("corrected", "bonus")
@@ -222,6 +223,22 @@ def check_timed(e) -> None:
     whole("round_timed.verified", e.verified, 0, MAX_FORWARD_ROWS)
 
 
+def check_prefilling(e) -> None:
+    """A progress note before round 1: how many of the prompt's positions the target has read."""
+    whole("prefilling.round", e.round, 0, 0)
+    whole("prefilling.total", e.total, 0)
+    whole("prefilling.pos", e.pos, 0, e.total)
+
+
+def check_beam_verified(e) -> None:
+    """One beam round's forward: its replayed steps are at most its drafts + 1, its cache only shrinks."""
+    whole("beam_verified.steps", e.steps, 1, MAX_GAMMA + 1)  # the run's position limit adds them up
+    each("beam_verified.verified", e.verified, whole, 0, MAX_GAMMA)
+    whole("beam_verified.positions", e.positions, 1, MAX_BEAMS * (MAX_GAMMA + 1))
+    whole("beam_verified.cache_before", e.cache_before, 0)
+    whole("beam_verified.cache_after", e.cache_after, 0, e.cache_before)
+
+
 def check_started(e) -> None:
     if not (isinstance(e.run_id, str) and RUN_ID.fullmatch(e.run_id)):
         raise ValueError(f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}")
@@ -337,7 +354,8 @@ def check_row(e) -> None:
 
 CHECKS = {"batch_round": check_batch_round, "run_started": check_started, "decided": check_decided, "drafted": check_drafted,
           "verified": check_verified, "draft_tree": check_tree, "committed": check_committed,
-          "round_timed": check_timed, "retokenized": check_retokenized, "lookahead_window": check_window}
+          "round_timed": check_timed, "retokenized": check_retokenized, "lookahead_window": check_window,
+          "prefilling": check_prefilling, "beam_verified": check_beam_verified}
 
 
 def positions(e) -> list[tuple[str, object]]:

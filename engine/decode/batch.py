@@ -30,7 +30,7 @@ from .. import costmodel
 from ..config import MAX_BATCH, MAX_GAMMA, GenerationConfig
 from ..drafters.registry import drafter_factory
 from ..drafters.rows import row_drafters
-from ..events import BatchFinished, BatchRound, Decided, Finished, RoundTimed
+from ..events import BatchFinished, BatchRound, Decided, Finished, Prefilling, RoundTimed
 from ..metrics import RunStats
 from ..runtime.roofline import host_record
 from ..runtime.rowcache import RowsKVCache, ragged_inputs
@@ -114,16 +114,19 @@ class BatchRun:
             self.drafters.prepare(self.ids, self.cfg)
         host = host_record(self.target.model, self.target.device, self.target.dtype)
         self.t_start = self.clock()
-        _prefill(self.engine.forward, self.ids, self.cache, self.when, self.target.device, self.features)
-        prefill_s = self.clock() - self.t_start
-        if self.features:
-            for r, n in enumerate(self.prompt_lens):  # positions 0 .. len − 2 of each row
-                self.drafters.observe(r, torch.cat(self.features, dim=1)[r, :n - 1])
-            self.features.clear()
         mode = "speculative" if self.speculative else "ar"
         yield from self._hand_over([dataclasses.replace(started(self.target, self.engine.text, ids, self.cfg, mode,
                                                                 self.spec, host), row=b)
                                     for b, ids in enumerate(self.ids)])
+        for progress in _prefill(self.engine.forward, self.ids, self.cache, self.when, self.target.device,
+                                 self.features):
+            yield from self._hand_over([progress])
+        prefill_s = self.clock() - self.t_start
+        if self.features and not past(self.when):
+            for r, n in enumerate(self.prompt_lens):  # positions 0 .. len − 2 of each row
+                self.drafters.observe(r, torch.cat(self.features, dim=1)[r, :n - 1])
+        if self.features:
+            self.features.clear()
         round_, gammas = 0, []
         while self.live:
             if past(self.when):
@@ -247,16 +250,22 @@ class BatchRun:
         yield from self.clock.hand_over(events)
 
 
-def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> None:
-    """Every row's prompt but its last token, right-padded into one (B, ·) forward per chunk; each row then keeps
-    its own prompt's slots (a padding token comes after its row's tokens, so no real token ever sees one)."""
+@torch.inference_mode()  # per step of the generator
+def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> Iterator[Prefilling]:
+    """Every row's prompt but its last token, right-padded into one (B, ·) forward per chunk of about PREFILL_CHUNK
+    tokens in all; each row then keeps its own prompt's slots (a padding token comes after its row's tokens, so no
+    real token ever sees one). Between chunks: stop at the deadline (the rows' lengths are then left as they are:
+    the run ends before any round), and yield a Prefilling (row −1) so a consumer can stop it there."""
     feeds = [ids[:-1] for ids in rows_ids]
     width = max(map(len, feeds))
-    for start in range(0, width, PREFILL_CHUNK):
+    step = max(1, PREFILL_CHUNK // len(feeds))  # positions per row per forward: ~PREFILL_CHUNK tokens in all
+    for start in range(0, width, step):
         if past(when):
-            break
-        chunk = [f[start:start + PREFILL_CHUNK] or f[-1:] or [0] for f in feeds]
-        stop = min(start + PREFILL_CHUNK, width)
+            return
+        if start:
+            yield Prefilling(round=0, row=-1, pos=start, total=width)
+        chunk = [f[start:start + step] or f[-1:] or [0] for f in feeds]
+        stop = min(start + step, width)
         x = torch.tensor([c + [c[-1]] * (stop - start - len(c)) for c in chunk], device=device)
         if features is None:
             forward(x, cache, logits_to_keep=1)

@@ -179,10 +179,12 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
         host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
         clock = Clock()
         t_start = clock()
-        prefill(engine.forward, ids, cache, when, target.device)  # one row
-        cache.expand_rows(cfg.num_beams)  # (a one-token prompt caches nothing: the first forward allocates B rows)
     yield from clock.hand_over([started(target, engine.text, ids, cfg, "speculative" if speculative else "ar",
                                         drafter.name if speculative else "", host)])
+    for progress in prefill(engine.forward, ids, cache, when, target.device):  # one row
+        yield from clock.hand_over([progress])
+    with torch.inference_mode():
+        cache.expand_rows(cfg.num_beams)  # (a one-token prompt caches nothing: the first forward allocates B rows)
     state = BeamState.start(cfg.num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
     tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)

@@ -192,12 +192,14 @@ class Engine:
         host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
         clock, stats = Clock(), RunStats()
         t_start = clock()
-        prefill(forward, ids, cache, when, target.device)
-        if features:
-            drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
-            features.clear()
         yield from clock.hand_over([started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "",
                                             host)], stats)
+        for progress in prefill(forward, ids, cache, when, target.device):  # a long prompt: a stop between chunks
+            yield from clock.hand_over([progress], stats)
+        if features and not past(when):
+            drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
+        if features:
+            features.clear()
         gamma_now, round_, stop_reason = cfg.gamma, 0, "max_new_tokens"  # γ moves only with adaptive="heuristic"
         while len(ids) - prompt_len < cfg.max_new_tokens:
             if past(when):
