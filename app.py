@@ -73,12 +73,14 @@ def specbench_section(prompt, race) -> None:
 
 
 class Page(gr.Blocks):
-    """gr.Blocks whose /generate endpoint takes every argument after the prompt as optional from any client, raw
-    HTTP included (gradio_client fills the defaults itself; a raw POST of ["hi"] got `error: null` before)."""
+    """gr.Blocks that checks every endpoint's inputs from any client, raw HTTP included, private endpoints too: as
+    many as it takes, each of its kind, finite numbers (a missing or NaN argument got `error: null` before); and
+    whose /generate takes every argument after the prompt as optional (gradio_client fills the defaults itself)."""
 
     def validate_inputs(self, block_fn, inputs):
         if block_fn.api_name == "generate":
             h.fill_api_defaults(inputs)
+        h.check_endpoint_inputs(block_fn, inputs)
         super().validate_inputs(block_fn, inputs)
 
 

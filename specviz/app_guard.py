@@ -48,6 +48,44 @@ def number(name: str, value) -> float:
     return float(value)
 
 
+INPUT_KINDS = ("number", "bool", "text", "choice", "file", "index", "any")  # what an endpoint's input may hold
+
+
+def check_inputs(endpoint: str, wanted: list[tuple[str, str]], values: list, max_text: int) -> None:
+    """The inputs one of the app's endpoints got from a client (the browser, or any raw HTTP caller): as many as it
+    takes, each of its kind (INPUT_KINDS, with the setting's label); else a ValueError naming the endpoint, the
+    setting and what it takes. max_text: characters a text input may hold."""
+    if len(values) != len(wanted):
+        takes = ", ".join(label for _, label in wanted) or "nothing"
+        raise ValueError(f"/{endpoint} takes {len(wanted)} input{'' if len(wanted) == 1 else 's'} ({takes}), got "
+                         f"{len(values)}"[:600])
+    for (kind, label), value in zip(wanted, values):
+        check_input(kind, label, value, max_text)
+
+
+def check_input(kind: str, label: str, value, max_text: int) -> None:
+    """One input against its kind; a ValueError naming the setting."""
+    if kind == "number" and value is not None:  # None: a cleared number box (the handler's default)
+        number(label, value)
+    elif kind == "bool" and not isinstance(value, bool):
+        raise ValueError(f"{label} must be true or false, got {str(value)[:40]!r}")
+    elif kind == "text" and value is not None:
+        if not isinstance(value, str):
+            raise ValueError(f"{label} must be text, got {type(value).__name__}")
+        if len(value) > max_text:
+            raise ValueError(f"{label} is {len(value):,} characters; the app takes at most {max_text:,}")
+    elif kind == "choice" and value is not None and not isinstance(value, str):
+        try:
+            number(label, value)  # a numeric choice (the replay speed) must be finite
+        except ValueError:
+            raise ValueError(f"{label} must be one of its choices (text or a finite number), got "
+                             f"{type(value).__name__} {str(value)[:40]!r}") from None
+    elif kind == "file" and value is not None and not isinstance(value, (str, dict)):
+        raise ValueError(f"{label} must be an uploaded file, got {type(value).__name__}")
+    elif kind == "index":
+        whole(label, value, 0)
+
+
 def model_name(role: str, value) -> str:
     """A target / draft spec must be non-empty text."""
     if not isinstance(value, str) or not value.strip():

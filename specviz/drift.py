@@ -79,14 +79,39 @@ def lossy_note(run) -> str:
             'target\'s, measured from seeded runs next to the exact rule\'s (the noise floor).</p>')
 
 
+def _tv(value) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def drift_progress_html(report: dict, limit_s: float) -> str:
+    """The meter while it runs (a drift_job report): seeded runs done per rule, both TVs so far, an estimate of the
+    time left (from the runs so far; the job stops at limit_s in any case)."""
+    done, of, elapsed = report["done"], report["of"], report["elapsed_s"]
+    if not done:
+        text = f"drift meter: reading the prompt … ({elapsed:.0f} s)"
+    else:
+        left = min(elapsed / done * (of - done), max(0.0, limit_s - elapsed))
+        text = (f"drift meter: {done} of {of} seeded runs per rule · TV so far {_tv(report['lossy']['tv'])} "
+                f"(exact rule {_tv(report['exact']['tv'])}) · about {left:.0f} s left")
+    return f'<div class="specviz sv-drift-progress sv-status" data-done="{done}" data-of="{of}">{esc(text)}</div>'
+
+
 def sampled_drift_html(report: dict) -> str:
-    """A drift_report (engine/decode/drift.py) as the Explain tab's result line: both rules' TV at the same n and seeds."""
+    """A drift_job's last report (engine/decode/drift.py) as the Explain tab's result line: both rules' TV at the same n
+    and seeds, and, when the time limit cut it, that it did and at which n."""
     lossy, exact = report["lossy"], report["exact"]
     rule = lossy.get("accept", "exact")
     same = rule == "exact"
     head = ("the exact rule (choose a typical rule to compare)" if same else f"LOSSY {rule}")
-    text = (f"{head}: TV of the first two tokens' law from the target's = {lossy['tv']:.3f} over {lossy['n']} seeded "
-            f"runs ({lossy['pairs']} distinct pairs); the exact rule at the same n and seeds: {exact['tv']:.3f} (what "
-            f"sampling noise alone gives). Prompt: {report['prompt'][:60]!r}, draft {report['draft']}.")
+    cut = (f" Stopped at the time limit after {lossy['n']} of {report['of']} runs per rule: the estimate is from "
+           f"those {lossy['n']}." if report.get("stopped") == "time_limit" else "")
+    if not lossy["n"]:
+        text = f"{head}: no seeded run finished before the time limit, so there is no estimate.{cut}"
+    else:
+        text = (f"{head}: TV of the first two tokens' law from the target's = {_tv(lossy['tv'])} over {lossy['n']} "
+                f"seeded runs ({lossy['pairs']} distinct pairs); the exact rule at the same n and seeds: "
+                f"{_tv(exact['tv'])} (what sampling noise alone gives).{cut} Prompt: {report['prompt'][:60]!r}, "
+                f"draft {report['draft']}.")
     return (f'<div class="specviz sv-drift-result" data-tv="{lossy["tv"]}" data-tv-exact="{exact["tv"]}" '
-            f'data-accept="{esc(rule)}">{esc(text)}</div>')
+            f'data-accept="{esc(rule)}" data-n="{lossy["n"]}" data-stopped="{esc(report.get("stopped") or "")}">'
+            f'{esc(text)}</div>')

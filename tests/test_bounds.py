@@ -3,6 +3,7 @@ while the prompt is read ends the run cleanly ("time_limit", no error), and a co
 two prefill chunks stops it there (what a Gradio client that leaves does). Tiny random models; the forward slowed."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -57,7 +58,6 @@ def test_a_deadline_inside_the_prefill_ends_the_run_cleanly(target, name):
     done = [e for e in events if e.kind == "finished"]
     assert done and all(e.stop_reason == "time_limit" for e in done), [e.stop_reason for e in done]
     assert len(calls) < chunks(engine, rows), "the whole prompt was read past the deadline"
-    assert [e.kind for e in events].count("prefilling") >= 1
 
 
 def test_a_deadline_before_the_first_chunk_ends_a_batch_cleanly(target):
@@ -87,3 +87,53 @@ def test_closing_a_run_inside_its_prefill_stops_it_there(target, name):
     seen = len(calls)
     time.sleep(3 * SLOW_S)
     assert len(calls) == seen
+
+
+# -- the drift meter: a bounded job --------------------------------------------------------------------------
+
+from engine.decode import drift  # noqa: E402
+
+SAMPLED = GenerationConfig(temperature=1.0, top_k=8, raw=True, accept="typical:0.3,0.55", record_topk=0)
+
+
+@pytest.mark.parametrize("spec", ["ngram", "self", "layerskip:1"])
+def test_runs_reusing_the_prompts_cache_draw_what_fresh_runs_draw(target, spec):
+    """The meter's runs reuse one read of the prompt (Engine.prefix_cache): each seeded run, exact or lossy, chain or
+    tree, is token-identical to the same run reading the prompt itself, and the cache is reusable run after run."""
+    engine = Engine(target, spec, measure_step=False)
+    ids = engine.encode(PROMPT[:400], True)
+    cfg = dataclasses.replace(SAMPLED, max_new_tokens=6)
+    cache = engine.prefix_cache(ids, cfg)
+    for _ in drift.prefill(engine.forward, ids, cache, None, target.device):
+        pass
+    for seed, accept, budget in [(0, "exact", 0), (1, "typical:0.3,0.55", 0), (2, "exact", 4), (3, "exact", 0)]:
+        run = dataclasses.replace(cfg, seed=seed, accept=accept, tree_budget=budget)
+        fresh = list(engine.generate(None, run, prompt_ids=ids))[-1].token_ids
+        reused = list(engine.generate(None, run, prompt_ids=ids, prefix=cache))[-1].token_ids
+        assert reused == fresh, (seed, accept, budget)
+
+
+def test_the_drift_meter_stops_at_its_deadline_with_both_rules_at_one_n(target):
+    """A deadline inside the meter's runs: the last report says time_limit, both rules have the same n (> 0), and it
+    came well before the requested n; progress reports came before it."""
+    engine = Engine(target, "ngram", measure_step=False)
+    calls = slowed(engine)
+    reports = list(drift.drift_job(engine, "a b c a b", SAMPLED, n=400, deadline=time.monotonic() + 40 * SLOW_S))
+    last = reports[-1]
+    assert last["final"] and last["stopped"] == "time_limit" and not any(r["final"] for r in reports[:-1])
+    assert 0 < last["exact"]["n"] == last["lossy"]["n"] == last["done"] < 400 and len(calls) < 400
+    assert last["lossy"]["tv"] is not None and len(reports) >= 2
+
+
+def test_the_exact_rules_draws_are_reused_not_drawn_again(target):
+    """A second measurement with the exact rule's draws from the first draws only the lossy rule's runs, and gets the
+    same exact-rule TV; without them it draws both again (the control)."""
+    engine = Engine(target, "ngram", measure_step=False)
+    first = list(drift.drift_job(engine, "a b c a b", SAMPLED, n=12))[-1]
+    calls = slowed(engine)
+    again = list(drift.drift_job(engine, "a b c a b", dataclasses.replace(SAMPLED, accept="typical:0.1,0.3"), n=12,
+                                 exact_draws=first["exact_draws"]))[-1]
+    reused = len(calls)
+    assert again["exact"] == first["exact"] and again["done"] == 12
+    list(drift.drift_job(engine, "a b c a b", dataclasses.replace(SAMPLED, accept="typical:0.1,0.3"), n=12))
+    assert len(calls) - reused > reused + 6  # both rules drawn: about twice the forwards

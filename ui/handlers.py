@@ -8,12 +8,13 @@ try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
 except ImportError:
     spaces = None
 
+import dataclasses
 import inspect
 import os
 import sys
 import tempfile
 import time
-from collections import namedtuple
+from collections import OrderedDict, namedtuple
 from pathlib import Path
 
 import gradio as gr
@@ -22,13 +23,13 @@ import gradio.utils as gradio_utils
 import specviz
 from engine import Engine, GenerationConfig, load_model
 from engine.config import MAX_BATCH
-from engine.decode.drift import drift_report
+from engine.decode.drift import drift_job
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
 from specviz import app_guard as guard
 from specviz import app_views as av
 from specviz.controls import TRACE_SETS, Controls
-from specviz.drift import sampled_drift_html
+from specviz.drift import drift_progress_html, sampled_drift_html
 from specviz.runs import RunSet
 
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
@@ -136,10 +137,19 @@ RunOutputs = namedtuple("RunOutputs", ("state", "slider", "download", *av.VIEWS)
 RUN_OUTPUTS = len(RunOutputs._fields)
 
 
+def status_line(message: str) -> str:
+    """A one-line status in the summary's place, where real work happens (a model load, a long prompt read)."""
+    return f'<div class="specviz sv-summary sv-status" data-done="0">{av.esc(message)}</div>'
+
+
 def status(message: str) -> RunOutputs:
-    """Outputs that change only the summary line: a one-line status where real work happens (a model load)."""
-    line = f'<div class="specviz sv-summary sv-status" data-done="0">{av.esc(message)}</div>'
-    return RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=line)
+    """Outputs that change only the summary line."""
+    return RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=status_line(message))
+
+
+def reading(event) -> str:
+    """The status while the target reads a long prompt (a Prefilling event): the run can be stopped meanwhile."""
+    return f"reading the prompt: {event.pos:,} of {event.total:,} positions …"
 
 
 def refused_run(message: str, state) -> RunOutputs:
@@ -160,14 +170,17 @@ def generate(controls: Controls, state=None):
         return
     # the run's events, folded once as they arrive; the first charts come after CHARTS_EVERY_S (building five
     # figures before the first token would hold it back ~0.2 s), or with the finished run
-    runs, charts_at = RunSet(), time.monotonic()
+    runs, charts_at, shown = RunSet(), time.monotonic(), False
     try:
         for lane, event in stream_events(target, draft, cfg, controls.prompt, controls.race):
+            if event.kind == "prefilling":  # progress, not part of the run's record; a Stop lands here too
+                yield RunOutputs(*[gr.skip()] * RUN_OUTPUTS) if shown else status(reading(event))
+                continue
             runs.add(event, lane)
             if event.kind in ROUND_END:  # HTML views every round; the charts at most every CHARTS_EVERY_S
                 charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
                 charts_at = time.monotonic() if charts else charts_at
-                views = av.views(runs, figures=charts)
+                views, shown = av.views(runs, figures=charts), True
                 yield RunOutputs(runs, gr.update(), gr.update(), *(gr.update() if v is None else v for v in views))
     except ValueError as e:  # empty prompt, context too long
         yield refused_run(str(e), state)
@@ -180,13 +193,18 @@ def generate(controls: Controls, state=None):
     yield settled(runs, None)  # the engine ended every lane with its Finished
 
 
-DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "200"))  # seeded 2-token runs per rule (1..2000)
+DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "100"))  # seeded 2-token runs per rule (1..2000)
+DRIFT_EVERY_S = 1.0  # the meter's progress line is redrawn at most this often
+EXACT_DRAWS: OrderedDict = OrderedDict()  # (target, draft, prompt, settings) -> the exact rule's draws, seed order
+EXACT_DRAWS_KEPT = 16  # the newest settings' draws are kept (each at most 2,000 pairs of ids)
 
 
 @gpu
 def measure_drift(*controls):
-    """The sampled drift meter for the current settings: the first two tokens' law under the chosen rule and under
-    the exact rule, DRIFT_SAMPLES seeded runs each, against the target's exact law (engine/decode/drift.py)."""
+    """The sampled drift meter for the current settings, as a bounded job (engine/decode/drift.py): the first two
+    tokens' law under the chosen rule and under the exact rule, up to DRIFT_SAMPLES seeded runs each, against the
+    target's exact law. A progress line while it runs; it ends at MAX_RUN_S with what it has (its n said), and a
+    visitor who leaves stops it at the next run. The exact rule's draws are kept for the next measurement."""
     try:
         c = Controls.of(controls)
         target, draft, cfg = c.settings(MAX_RUN_S)
@@ -196,11 +214,28 @@ def measure_drift(*controls):
             raise ValueError(f"SPECVIZ_DRIFT_SAMPLES must be between 1 and 2000, got {DRIFT_SAMPLES}")
         target, draft = prepare(target, draft, c.prompt, cfg.raw)
         engine = Engine(load_model(target), draft, measure_step=False)  # no step probe after each 2-token run
-        report = drift_report(engine, c.prompt, cfg, n=DRIFT_SAMPLES)
+        key = (target, draft, c.prompt, repr(dataclasses.replace(cfg, accept="exact", time_limit_s=None)))
+        job = drift_job(engine, c.prompt, cfg, DRIFT_SAMPLES, deadline=time.monotonic() + MAX_RUN_S,
+                        exact_draws=EXACT_DRAWS.get(key))
+        shown_at = 0.0
+        for report in job:
+            if report["final"]:
+                break
+            if time.monotonic() - shown_at >= DRIFT_EVERY_S:
+                shown_at = time.monotonic()
+                yield drift_progress_html(report, MAX_RUN_S)
     except ValueError as e:
         gr.Warning(str(e))
-        return gr.skip()
-    return sampled_drift_html(report)
+        yield gr.skip()
+        return
+    EXACT_DRAWS[key] = report["exact_draws"]
+    EXACT_DRAWS.move_to_end(key)
+    while len(EXACT_DRAWS) > EXACT_DRAWS_KEPT:
+        EXACT_DRAWS.popitem(last=False)
+    if report["stopped"] == "time_limit":
+        gr.Warning(f"the drift meter stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S) after "
+                   f"{report['done']} of {report['of']} seeded runs per rule")
+    yield sampled_drift_html(report)
 
 
 def generate_from(*values):
@@ -234,6 +269,9 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
     events, special = [], frozenset(getattr(load_model(target).tokenizer, "all_special_ids", None) or ())
     try:
         for _, event in stream_events(target, draft, cfg, prompt, False):
+            if event.kind == "prefilling":  # nothing to show yet; a client that leaves stops the run here
+                yield "", ""
+                continue
             events.append(event)
             if event.kind == "round_timed":
                 yield (specviz.running_best_text(events) if cfg.num_beams > 1 else text_so_far(events, special)), ""
@@ -252,6 +290,27 @@ def fill_api_defaults(inputs: list) -> None:
                         "seed, target, num_beams), every argument after the prompt optional")
     params = list(inspect.signature(api_generate).parameters.values())
     inputs.extend(p.default for p in params[len(inputs):])
+
+
+INPUT_KIND = ((gr.Slider, "number"), (gr.Number, "number"), (gr.Checkbox, "bool"), (gr.Textbox, "text"),
+              (gr.Dropdown, "choice"), (gr.File, "file"), (gr.Dataset, "index"))  # others (State, Api): "any"
+MAX_TEXT = MAX_BATCH * MAX_PROMPT_TOKENS * guard.CHARS_PER_TOKEN  # characters of any text input (the batch's prompts)
+
+
+def input_label(block) -> str:
+    """How a refusal names an input: its label, else its element id, else its kind."""
+    return getattr(block, "label", None) or getattr(block, "elem_id", None) or type(block).__name__.lower()
+
+
+def check_endpoint_inputs(block_fn, inputs: list) -> None:
+    """Every endpoint's inputs as a client sent them, checked by kind before Gradio reads them (app_guard.check_inputs):
+    a missing, extra, non-finite or wrong-type argument is refused with its setting's name, never `error: null`."""
+    wanted = [(next((kind for cls, kind in INPUT_KIND if isinstance(block, cls)), "any"), input_label(block))
+              for block in block_fn.inputs]
+    try:
+        guard.check_inputs(block_fn.api_name or block_fn.name, wanted, inputs, MAX_TEXT)
+    except ValueError as e:
+        raise api_error(str(e)) from None
 
 
 def text_so_far(events, special: frozenset) -> str:
@@ -347,6 +406,9 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
         lanes = {"speculative": [], "ar": []}
         note = beam_note(int(num_beams))
         for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
+            if event.kind == "prefilling":
+                yield gr.skip(), status_line(reading(event))
+                continue
             lanes[lane].append(event)
             if event.kind in ROUND_END:
                 yield specviz.render_beams(lanes["speculative"], lanes["ar"]), note
@@ -399,6 +461,9 @@ def batch_generate(pair, drafter, param, gamma, max_new, prompts_text, race):
         target, draft = prepare(target, draft, prompts[0], cfg.raw)
         lanes = {"speculative": [], "ar": []}
         for lane, event in stream_batch(target, draft, cfg, prompts, bool(race)):
+            if event.kind == "prefilling":
+                yield gr.skip(), status_line(f"{lane} batch: {reading(event)}")
+                continue
             lanes[lane].append(event)
             if event.kind in ("batch_round", "batch_finished"):
                 yield specviz.render_batch_lanes(lanes["speculative"]), specviz.batch_summary_html(lanes)

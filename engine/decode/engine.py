@@ -124,9 +124,12 @@ class Engine:
         yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
 
     def generate(self, prompt: str, cfg: GenerationConfig | None = None, mode: str = "speculative",
-                 prompt_ids: list[int] | None = None, deadline: float | None = None) -> Iterator:
+                 prompt_ids: list[int] | None = None, deadline: float | None = None,
+                 prefix: KVCache | None = None) -> Iterator:
         """Yield the events of one run. mode: "speculative" or "ar" (the baseline).
-        deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one)."""
+        deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one).
+        prefix: a `prefix_cache` holding the prompt but its last token, reused instead of a prefill (many short runs of one
+        prompt, the drift meter's); the run writes after the prompt only, so the next run can reuse it again."""
         cfg = cfg or GenerationConfig()
         if mode not in ("speculative", "ar"):
             raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
@@ -135,7 +138,12 @@ class Engine:
         deadline = deadline if deadline is not None else deadline_of(cfg)
         if cfg.num_beams > 1:  # beam search (beam.py): its own step over a B-row cache
             return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
-        return self._run(ids, cfg, mode, deadline)
+        return self._run(ids, cfg, mode, deadline, prefix)
+
+    def prefix_cache(self, ids: list[int], cfg: GenerationConfig) -> KVCache:
+        """An empty cache sized for cfg's runs of this prompt: once loop.prefill has read the prompt into it (all
+        but its last token), `generate(prefix=...)` reuses it."""
+        return KVCache.for_model(self.target.model, cache_slots(len(ids), cfg, getattr(self.make_drafter, "rows", 0)))
 
     def generate_batch(self, prompts: list[str], cfg: GenerationConfig | None = None, mode: str = "speculative",
                        prompt_ids: list[list[int]] | None = None, deadline: float | None = None) -> Iterator:
@@ -179,22 +187,29 @@ class Engine:
                              f"target's context of {limit} tokens")
 
     @torch.inference_mode()
-    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None) -> Iterator:
-        """One run: prefill, then rounds of (1. draft, 2.-5. the pure step), each turned into events."""
+    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None,
+             prefix: KVCache | None = None) -> Iterator:
+        """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the pure step), as events."""
         target, prompt_len = self.target, len(ids)
         generator = self._generator(cfg)
         rows = getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0  # a drafter's own forward size
-        cache = KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
+        reuse = prefix is not None
+        cache = prefix if reuse else KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
+        if reuse:
+            cache.truncate(prompt_len - 1)  # the prompt but its last token, as a prefill leaves it
         drafter = self.make_drafter(cfg, generator, cache.max_len, cache) if mode == "speculative" else None
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
         forward, features = self._forward_for(drafter)
+        if reuse and features is not None:  # a head drafter reads the prompt's features: the prompt is read again
+            cache.truncate(0)
+            reuse = False
         host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
         clock, stats = Clock(), RunStats()
         t_start = clock()
         yield from clock.hand_over([started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "",
                                             host)], stats)
-        for progress in prefill(forward, ids, cache, when, target.device):  # a long prompt: a stop between chunks
+        for progress in (() if reuse else prefill(forward, ids, cache, when, target.device)):  # a stop between chunks
             yield from clock.hand_over([progress], stats)
         if features and not past(when):
             drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2

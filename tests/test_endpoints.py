@@ -1,0 +1,104 @@
+"""Every endpoint the app registers checks its inputs like /generate does, private ones included: a raw client's
+missing, extra, non-finite or wrong-type argument is refused with a message that names the endpoint or the setting
+(each got `error: null` and a traceback before). The enumeration covers every registered endpoint, so a new one,
+or a new kind of input, cannot slip past."""
+from __future__ import annotations
+
+import math
+
+import gradio as gr
+import pytest
+
+import app
+from ui import handlers as h
+
+SERVER_HELD = (gr.State, gr.api)  # inputs a client cannot set (State) or that api_arguments checks (/generate)
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return app.build_demo()
+
+
+def endpoints(demo) -> list:
+    """Every registered endpoint with a backend function: what a client can call."""
+    return [fn for fn in demo.fns.values() if fn.fn is not None]
+
+
+def defaults(fn) -> list:
+    """Values the browser would send: each component's own value (the /generate API: a prompt and its defaults)."""
+    if fn.api_name == "generate":
+        return ["hi"]
+    return [0 if isinstance(block, gr.Dataset) else getattr(block, "value", None) for block in fn.inputs]  # an index
+
+
+def refused(demo, fn, values) -> str:
+    with pytest.raises(gr.Error) as e:
+        demo.validate_inputs(fn, list(values))
+    return e.value.message
+
+
+def test_every_input_of_every_endpoint_has_a_checked_kind(demo):
+    """A new endpoint whose input is of a kind the checker does not know fails here (it would reach the handler
+    unchecked)."""
+    unknown = [(fn.api_name, type(block).__name__) for fn in endpoints(demo) for block in fn.inputs
+               if not any(isinstance(block, cls) for cls, _ in h.INPUT_KIND)
+               and type(block).__name__ not in ("State", "Api")]
+    assert not unknown
+
+
+def test_every_endpoint_accepts_what_the_browser_sends(demo):
+    """The check refuses nothing the page itself sends (each component's own value)."""
+    for fn in endpoints(demo):
+        demo.validate_inputs(fn, defaults(fn))
+
+
+def test_every_endpoint_refuses_missing_and_extra_arguments_by_name(demo):
+    """Too few or too many arguments: a gr.Error naming the endpoint and what it takes, for every endpoint."""
+    for fn in endpoints(demo):
+        values = defaults(fn)
+        if fn.api_name == "generate":
+            assert "prompt is required" in refused(demo, fn, [])
+            assert "/generate takes 8 inputs" in refused(demo, fn, values + ["x"] * 8)
+            continue
+        if values:
+            assert f"/{fn.api_name} takes {len(values)} input" in refused(demo, fn, values[:-1])
+        assert f"/{fn.api_name} takes {len(values)} input" in refused(demo, fn, values + [0])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, "4", [4], True])
+def test_every_number_of_every_endpoint_refuses_a_non_number_by_its_label(demo, bad):
+    """NaN, ±Infinity, a string, a list or a bool in any number input (a slider's range check let NaN through) is
+    refused with the setting's label."""
+    seen = 0
+    for fn in endpoints(demo):
+        for k, block in enumerate(fn.inputs):
+            if isinstance(block, (gr.Slider, gr.Number)):
+                values = defaults(fn)
+                values[k] = bad
+                assert h.input_label(block) in refused(demo, fn, values)
+                seen += 1
+    assert seen >= 20  # the run, the drift meter, beams, batch, replay
+
+
+@pytest.mark.parametrize("args,where", [
+    (["hi", "ngram", math.nan], "gamma"), (["hi", "ngram", 4, math.inf], "max_new_tokens"),
+    (["hi", "ngram", 4, 8, math.nan], "temperature"), (["hi", "ngram", 4, 8, 0.0, math.inf], "seed")])
+def test_generate_refuses_non_finite_arguments_by_name(demo, args, where):
+    """/generate's own arguments (gr.api) are checked by api_arguments when it runs: NaN and Infinity by name."""
+    fn = next(f for f in endpoints(demo) if f.api_name == "generate")
+    demo.validate_inputs(fn, args)  # the checker fills the defaults; the handler names the argument
+    with pytest.raises(gr.Error, match=where):
+        list(h.api_generate(*args))
+
+
+def test_wrong_types_are_refused_by_label(demo):
+    """A checkbox that is not a bool, a text that is not text, a choice that is a list, a file that is a number."""
+    cases = {gr.Checkbox: "yes", gr.Textbox: 7, gr.Dropdown: ["ngram"], gr.File: 3}
+    for fn in endpoints(demo):
+        for k, block in enumerate(fn.inputs):
+            bad = next((v for cls, v in cases.items() if isinstance(block, cls)), None)
+            if bad is not None:
+                values = defaults(fn)
+                values[k] = bad
+                assert h.input_label(block) in refused(demo, fn, values)
