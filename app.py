@@ -14,6 +14,7 @@ from pathlib import Path
 from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 import specviz
 from specviz import app_views as av
@@ -21,6 +22,7 @@ from specviz.controls import FIELDS, TRACE_SETS
 from ui import batch as ub
 from ui import specbench as sb
 from ui import tour as t
+from ui.uploads import UploadBound
 from ui.warmup import warm_queue, warm_up
 
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
@@ -275,7 +277,7 @@ def main() -> None:
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
                 max_file_size=int(h.MAX_UPLOAD_MB * 2**20), state_session_capacity=h.MAX_SESSIONS,
                 css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
-                prevent_thread_lock=True)
+                prevent_thread_lock=True, app_kwargs={"middleware": [Middleware(UploadBound, folder=h.upload_folder)]})
     if warm and h.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)
     if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later

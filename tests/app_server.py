@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -29,8 +31,9 @@ def playwright_or_skip():
 
 
 class ServerURL(str):
-    """The server's URL, carrying the server's process id (for memory checks)."""
+    """The server's URL, carrying the server's process id (for memory checks) and its Gradio cache folder."""
     pid: int
+    uploads: Path
 
 
 def free_port() -> int:
@@ -44,7 +47,8 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
     """Yield the URL of a fresh app server (env_vars added to its environment, e.g. SPECVIZ_MAX_RUN_S="3");
     its output goes to a log file named in any startup error."""
     port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+    uploads = Path(tempfile.mkdtemp(prefix=f"specviz-gradio-{port}-"))  # this server's own Gradio cache
+    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), GRADIO_TEMP_DIR=str(uploads),
                GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **env_vars)  # 1 thread: faster on a busy 2-core box
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-app-{port}.log"
@@ -67,7 +71,7 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
                 raise RuntimeError(f"app.py was not ready at {url} within {timeout_s:.0f} s; see {log}")
             time.sleep(0.5)
         served = ServerURL(url)
-        served.pid = proc.pid
+        served.pid, served.uploads = proc.pid, uploads
         yield served
     finally:
         proc.terminate()
@@ -76,6 +80,7 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(uploads, ignore_errors=True)
 
 
 def fn_index(url: str, api_name: str) -> int:

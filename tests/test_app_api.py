@@ -191,8 +191,9 @@ def test_a_trace_load_waits_for_the_slots_runs_hold(server, tmp_path):
 
 @pytest.fixture(scope="module")
 def limited():
-    """A server with a 3 s run limit, 3 s session state, and a 1 MiB upload limit."""
-    with serve_app(SPECVIZ_MAX_RUN_S="3", SPECVIZ_STATE_TTL_S="3", SPECVIZ_MAX_UPLOAD_MB="1") as url:
+    """A server with a 3 s run limit, 3 s session state, a 1 MiB upload limit, 4 uploads per client, 3 files kept."""
+    with serve_app(SPECVIZ_MAX_RUN_S="3", SPECVIZ_STATE_TTL_S="3", SPECVIZ_MAX_UPLOAD_MB="1",
+                   SPECVIZ_CLIENT_UPLOADS="4", SPECVIZ_UPLOAD_FILES="3") as url:
         yield url
 
 
@@ -268,3 +269,32 @@ def test_memory_does_not_grow_with_sessions_past_the_capacity(few_sessions, tmp_
         assert load_in_session(few_sessions, path, uuid.uuid4().hex)["error"] is None
         rss.append(round(rss_mib(few_sessions.pid)))
     assert rss[-1] < 1.25 * baseline, (baseline, rss)
+
+
+def test_uploads_past_a_clients_count_are_refused_and_the_folder_keeps_its_bound(limited, tmp_path):
+    """One client uploading small traces is refused (429, naming SPECVIZ_CLIENT_UPLOADS) by its fifth upload at the
+    latest, and the server's upload folder never holds more than SPECVIZ_UPLOAD_FILES files (the oldest pruned)."""
+    import httpx
+
+    path = trace_of(tmp_path, 2)
+    for _ in range(5):
+        try:
+            upload(limited, path)
+        except httpx.HTTPStatusError as e:
+            assert e.response.status_code == 429 and "SPECVIZ_CLIENT_UPLOADS" in e.response.text
+            break
+        assert len([p for p in limited.uploads.rglob("*") if p.is_file()]) <= 3
+    else:
+        raise AssertionError("five uploads from one client all passed a limit of 4")
+
+
+@pytest.mark.parametrize("api_name,data,named", [
+    ("run", [], "/run takes 17 inputs"), ("batch", [], "/batch takes 7 inputs"),
+    ("measure_drift", [], "/measure_drift takes 16 inputs"), ("load_trace", [], "/load_trace takes 1 input"),
+    ("batch", ["SmolLM2-135M-Instruct (embedded)", "ngram", float("nan"), 4, 8, "hi", False], "n / L / W / k"),
+    ("play", [None, 0, float("inf")], "Speed ×"), ("next", [None, float("nan")], "Replay round")])
+def test_private_endpoints_over_raw_http_answer_with_a_named_message(server, api_name, data, named):
+    """A raw client calling a private endpoint with missing or non-finite arguments gets a message naming the
+    endpoint or the setting, not `error: null`."""
+    result = call_event(server, api_name, data, uuid.uuid4().hex)
+    assert result["error"] is not None and named in result["error"], result

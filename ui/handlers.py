@@ -17,8 +17,11 @@ import time
 from collections import OrderedDict, namedtuple
 from pathlib import Path
 
-import gradio as gr
-import gradio.utils as gradio_utils
+# the app's own Gradio cache (uploads, served downloads): ui/uploads.py may then prune all of it, oldest first
+os.environ.setdefault("GRADIO_TEMP_DIR", str(Path(tempfile.gettempdir()) / "specviz-gradio"))
+
+import gradio as gr  # noqa: E402  (after GRADIO_TEMP_DIR: Gradio reads it)
+import gradio.utils as gradio_utils  # noqa: E402
 
 import specviz
 from engine import Engine, GenerationConfig, load_model
@@ -36,6 +39,11 @@ ROUND_END = ("round_timed", "finished")  # the views refresh once per round
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # trace files for the download button, pruned
 GRADIO_CACHE = Path(gradio_utils.get_upload_folder())  # Gradio's own copies of uploads and served downloads
+
+
+def upload_folder() -> str:
+    """Where Gradio puts uploads (ui/uploads.py bounds it)."""
+    return str(GRADIO_CACHE)
 # Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
 MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
 MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
