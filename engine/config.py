@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 
 MAX_GAMMA = 16
@@ -20,6 +21,19 @@ WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message s
 }
 
 
+NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE)  # NaN, inf: refused
+# by the range checks, by name
+WHOLE = re.compile(r"[+-]?\d+", re.ASCII)
+
+
+def plain_number(raw: str, whole: bool = False) -> float | int:
+    """A number written in ASCII digits (Python's int() and float() also take '３' and '0_1'); ValueError else."""
+    raw = raw.strip()
+    if not (WHOLE if whole else NUMBER).fullmatch(raw):
+        raise ValueError(raw)
+    return int(raw) if whole else float(raw)
+
+
 TYPICAL_DEFAULT = (0.09, 0.3)  # Medusa-2's ε and δ (δ = sqrt ε)
 ACCEPT_RANGE = ("'exact' (lossless), or 'typical' / 'typical:EPS,DELTA' (lossy) with EPS in (0, 1] and DELTA in "
                 "(0, 1]")
@@ -31,7 +45,7 @@ def typical_params(text: str) -> tuple[float, float]:
     if not rest.strip():
         return TYPICAL_DEFAULT
     try:
-        eps, delta = (float(x) for x in rest.split(","))
+        eps, delta = (plain_number(x) for x in rest.split(","))
     except ValueError:
         raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(text)}") from None
     if not (0 < eps <= 1 and 0 < delta <= 1):  # NaN fails too
@@ -41,9 +55,9 @@ def typical_params(text: str) -> tuple[float, float]:
 
 def normal_accept(value) -> str:
     """The acceptance rule's normal form: "exact" or "typical:EPS,DELTA" (checked)."""
-    if not isinstance(value, str) or value.strip().lower().partition(":")[0] not in ("exact", "typical"):
+    if not isinstance(value, str) or "".join(value.split()).lower().partition(":")[0] not in ("exact", "typical"):
         raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(value)}")
-    value = value.strip().lower()
+    value = "".join(value.split()).lower()  # spaces anywhere dropped, as drafter specs' are
     if value == "exact":
         return value
     if value.startswith("exact"):

@@ -241,11 +241,25 @@ def _key(key) -> str:
     return text if text.isidentifier() and len(text) <= 40 else repr(text)[:42]
 
 
+def _check_text(text: str, where: str) -> None:
+    """Text a page can show: valid Unicode (JSON's "\\ud800" escape decodes to a lone surrogate, which no UTF-8
+    writer takes)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{where}: not valid text (a lone surrogate \\u{ord(text[e.start]):04x} at character "
+                             f"{e.start})") from None
+
+
 def _check_plain(value, where: str, depth: int = 0) -> None:
     """Plain JSON data only, bounded numbers and nesting: nothing a renderer could choke on."""
     if depth > MAX_DEPTH:
         raise ValueError(f"{where}: nested too deeply")
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    if isinstance(value, str):
+        _check_text(value, where)
+        return
+    if isinstance(value, bool) or value is None:
         return
     if isinstance(value, (int, float)):
         if not abs(value) <= MAX_NUMBER and not (where in UNBOUNDED and isinstance(value, int)):  # also NaN
@@ -257,6 +271,7 @@ def _check_plain(value, where: str, depth: int = 0) -> None:
         return
     if isinstance(value, dict):
         for k, item in value.items():
+            _check_text(str(k), f"{where} (a key)")
             _check_plain(item, f"{where}.{_key(k)}", depth + 1)
         return
     raise ValueError(f"{where}: unexpected {type(value).__name__}")

@@ -56,6 +56,8 @@ def refusal(target: str, draft, device: str | None = None) -> str | None:
     if need is None or need <= USABLE * total:
         return None
     dtype = "bf16" if kind == "cuda" else "fp32"
-    return (f"{target} needs about {need / 2**30:.0f} GiB here ({dtype}, with its draft), more than this "
+    draft_model = parse_draft(draft).model if draft else None
+    who = f"{target} with its draft {draft_model}" if draft_model else target  # the draft may be the large one
+    return (f"{who} needs about {need / 2**30:.0f} GiB here ({dtype}), more than this "
             f"{'GPU' if kind == 'cuda' else 'machine'} offers ({USABLE * total / 2**30:.0f} of "
             f"{total / 2**30:.0f} GiB usable); choose a smaller pair")

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .config import plain_number
+
 
 class ModelLoadError(ValueError):
     """A model or drafter spec that cannot be loaded, with a message meant for the user."""
@@ -182,7 +184,7 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
                                  f"{family.name} {arg.name} must be {allowed}, got {raw[:40]!r}")
         return raw
     try:
-        value = int(raw) if arg.kind == "int" else float(raw)
+        value = plain_number(raw, arg.kind == "int")
     except ValueError:
         raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
                              f"{where}: {raw[:40]!r} is not a {'whole number' if arg.kind == 'int' else 'number'}") from None

@@ -80,3 +80,25 @@ def test_the_edges_of_the_allowed_ranges_sample(tiny_dirs, kwargs):
     cfg = GenerationConfig(gamma=3, max_new_tokens=8, **kwargs)
     finished = list(engine.generate("hi", cfg))[-1]
     assert finished.kind == "finished" and 1 <= len(finished.token_ids) <= 8
+
+
+@pytest.mark.parametrize("spelling", [" typical : 0.09 , 0.3 ", "TYPICAL:0.09, 0.3", "\ttypical:0.09,0.3\n"])
+def test_accept_is_normalised_like_drafter_specs(spelling):
+    """Spaces anywhere in the acceptance rule are dropped, as in drafter specs (it was refused)."""
+    assert GenerationConfig(accept=spelling).accept == "typical:0.09,0.3"
+
+
+@pytest.mark.parametrize("spec", ["ngram:３", "ngram:1_0", "layerskip:٣"])
+def test_drafter_numbers_must_be_ascii_digits(spec):
+    """Python's int() takes full-width and Arabic-Indic digits and underscores; a spec must not."""
+    from engine.specs import parse_draft
+
+    with pytest.raises(ValueError, match="is not a whole number"):
+        parse_draft(spec)
+
+
+@pytest.mark.parametrize("accept", ["typical:0_1,0.3", "typical:０.1,0.3"])
+def test_accept_numbers_must_be_ascii(accept):
+    """float('0_1') is 1.0: the rule's ε and δ are written in ASCII or refused."""
+    with pytest.raises(ValueError, match="accept must be"):
+        GenerationConfig(accept=accept)

@@ -19,7 +19,7 @@ def test_presets_that_cannot_fit_are_hidden_and_refused(monkeypatch, gib, hidden
     assert av.EMBEDDED_PAIR in shown and av.GEMMA_PAIR in shown
     for label in av.PAIRS:
         if label.split(" (")[0] in hidden:
-            with pytest.raises(ValueError, match=r"needs about \d+ GiB here \(fp32, with its draft\), more than this "
+            with pytest.raises(ValueError, match=r"with its draft .* needs about \d+ GiB here \(fp32\), more than this "
                                                  r"machine offers"):
                 av.model_specs(label, av.PRESET_DRAFT, 0)
 
@@ -28,8 +28,16 @@ def test_seven_b_on_a_cpu_space_needs_about_thirty_gib(monkeypatch):
     """The issue's example: a 7B target in fp32 with its 0.5B draft is ~37 GiB estimated, refused on 16 GiB."""
     monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "16")
     message = sizing.refusal("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct", device="cpu")
-    assert message and "Qwen/Qwen2.5-7B-Instruct needs about 39 GiB" in message
+    assert message and ("Qwen/Qwen2.5-7B-Instruct with its draft Qwen/Qwen2.5-0.5B-Instruct needs about 39 GiB"
+                        in message)
     assert sizing.refusal("some/unknown-model", "ngram", device="cpu") is None  # unknown sizes are not guessed
+
+
+def test_a_draft_too_large_is_named_as_the_draft(monkeypatch):
+    """A small target with a 7B draft: the refusal names the draft (it said "embedded needs about 38 GiB")."""
+    monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "16")
+    message = sizing.refusal("embedded", "model:Qwen/Qwen2.5-7B-Instruct", device="cpu")
+    assert message and message.startswith("embedded with its draft Qwen/Qwen2.5-7B-Instruct needs about")
 
 
 @pytest.fixture

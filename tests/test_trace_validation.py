@@ -231,3 +231,48 @@ def test_a_refusal_naming_a_hostile_key_stays_one_line():
     with pytest.raises(ValueError) as e:
         trace_from_json(json.dumps(trace))
     assert "\n" not in str(e.value) and "'gamma\\n'" in str(e.value)
+
+
+# -- issue 40's small items: meaning checks on beam and progress events, text that is not text -----------------
+
+def test_beam_verified_cannot_widen_the_position_limit():
+    """A beam_verified claiming 10**12 steps (it widened every position's limit) is refused by name; the real run's
+    events pass; a cache that grows in a rollback is refused too."""
+    import dataclasses
+
+    from engine.validate import validate_events
+    from tests.test_beam_view import run
+
+    events = run()
+    validate_events(events)
+    for i, e in enumerate(events):
+        if e.kind == "beam_verified":
+            for bad, field in (({"steps": 10**12}, "steps"), ({"cache_after": e.cache_before + 1}, "cache_after")):
+                with pytest.raises(ValueError, match=f"beam_verified.{field}"):
+                    validate_events(events[:i] + [dataclasses.replace(e, **bad)] + events[i + 1:])
+
+
+def test_prefilling_progress_is_checked():
+    """A prefilling event past its own total, or after round 0, is refused; one inside it passes."""
+    from engine.events import Prefilling
+    from engine.validate import validate_events
+    from specviz.sample import long_events
+
+    events = long_events(2)
+    validate_events(events[:1] + [Prefilling(round=0, pos=1, total=1)] + events[1:])
+    for bad in (Prefilling(round=0, pos=5, total=1), Prefilling(round=1, pos=0, total=1)):
+        with pytest.raises(ValueError, match="prefilling"):
+            validate_events(events[:1] + [bad] + events[1:])
+
+
+def test_a_lone_surrogate_in_a_trace_is_refused_by_field():
+    """JSON's "\\ud800" escape decodes to text no page or writer takes: refused naming the field (it raised a raw
+    codec error later)."""
+    from engine.events import trace_from_json, trace_to_json
+    from specviz.sample import long_events
+
+    text = trace_to_json(long_events(2))
+    bad = text.replace('"prompt_text":"Hi"', '"prompt_text":"H\\ud800i"', 1)
+    assert bad != text
+    with pytest.raises(ValueError, match=r"run_started.prompt_text: not valid text \(a lone surrogate"):
+        trace_from_json(bad)
