@@ -71,6 +71,9 @@ def main(argv=None) -> int:
     try:
         if argv[:1] == ["specbench"]:
             return _specbench(argv[1:])
+        if argv[:1] == ["soak"]:
+            from .soak import main as soak_main  # a live server's RSS through every kind of request
+            return soak_main(argv[1:])
         if argv[:1] == ["batch"]:
             from .batch import main as batch_main  # batched throughput (its own flags)
             return batch_main(argv[1:])

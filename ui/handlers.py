@@ -13,6 +13,7 @@ import inspect
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections import OrderedDict, namedtuple
 from pathlib import Path
@@ -205,6 +206,7 @@ DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "100"))  # seeded 2-
 DRIFT_EVERY_S = 1.0  # the meter's progress line is redrawn at most this often
 EXACT_DRAWS: OrderedDict = OrderedDict()  # (target, draft, prompt, settings) -> the exact rule's draws, seed order
 EXACT_DRAWS_KEPT = 16  # the newest settings' draws are kept (each at most 2,000 pairs of ids)
+EXACT_LOCK = threading.Lock()
 
 
 @gpu
@@ -224,7 +226,7 @@ def measure_drift(*controls):
         engine = Engine(load_model(target), draft, measure_step=False)  # no step probe after each 2-token run
         key = (target, draft, c.prompt, repr(dataclasses.replace(cfg, accept="exact", time_limit_s=None)))
         job = drift_job(engine, c.prompt, cfg, DRIFT_SAMPLES, deadline=time.monotonic() + MAX_RUN_S,
-                        exact_draws=EXACT_DRAWS.get(key))
+                        exact_draws=EXACT_DRAWS.get(key, []).copy())
         shown_at = 0.0
         for report in job:
             if report["final"]:
@@ -236,10 +238,11 @@ def measure_drift(*controls):
         gr.Warning(str(e))
         yield gr.skip()
         return
-    EXACT_DRAWS[key] = report["exact_draws"]
-    EXACT_DRAWS.move_to_end(key)
-    while len(EXACT_DRAWS) > EXACT_DRAWS_KEPT:
-        EXACT_DRAWS.popitem(last=False)
+    with EXACT_LOCK:  # two meters may end at once
+        EXACT_DRAWS[key] = report["exact_draws"]
+        EXACT_DRAWS.move_to_end(key)
+        while len(EXACT_DRAWS) > EXACT_DRAWS_KEPT:
+            EXACT_DRAWS.popitem(last=False)
     if report["stopped"] == "time_limit":
         gr.Warning(f"the drift meter stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S) after "
                    f"{report['done']} of {report['of']} seeded runs per rule")
