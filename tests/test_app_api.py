@@ -3,6 +3,7 @@ and the server's limits (run time, uploads, session state, one compute queue) th
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -11,8 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from engine.events import trace_to_json
+from specviz.app_views import EMBEDDED_PAIR
+from specviz.controls import Controls
 from specviz.sample import long_events
-from tests.app_server import call_event, serve_app, upload
+from tests.app_server import call_event, fn_index, serve_app, upload
 
 gradio_client = pytest.importorskip("gradio_client")
 
@@ -298,3 +301,54 @@ def test_private_endpoints_over_raw_http_answer_with_a_named_message(server, api
     endpoint or the setting, not `error: null`."""
     result = call_event(server, api_name, data, uuid.uuid4().hex)
     assert result["error"] is not None and named in result["error"], result
+
+
+# -- a visitor who leaves frees the slot: a server with one compute slot ----------------------------------------
+
+@pytest.fixture(scope="module")
+def one_slot():
+    """A server with one compute slot: a request that kept it after its client left would block every other."""
+    with serve_app(SPECVIZ_CONCURRENCY="1") as url:
+        yield url
+
+
+LONG_LINE = " ".join(["the lighthouse keeper climbed the stairs and watched the storm"] * 130)  # ~1,400 tokens
+
+
+def join_then_leave(url: str, api_name: str, data: list) -> None:
+    """Start an event as the browser does, wait for its first streamed output, then drop the connection."""
+    import httpx
+
+    session = uuid.uuid4().hex
+    body = {"data": data, "fn_index": fn_index(url, api_name), "session_hash": session, "event_data": None,
+            "trigger_id": None}
+    with httpx.Client(timeout=300) as http:
+        http.post(f"{url}gradio_api/queue/join", content=json.dumps(body),
+                  headers={"content-type": "application/json"}).raise_for_status()
+        with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_generating":
+                    return  # leaving the block closes the stream: the client has gone
+
+
+def cpu_s(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("api_name,data", [
+    ("batch", [EMBEDDED_PAIR, "self", 0, 16, 512, "\n".join([LONG_LINE] * 16), True]),
+    ("measure_drift", [*Controls(drafter="lookahead", param=16, gamma=16, temperature=1.0, tree_budget=64,
+                                 max_new=48, prompt=LONG_LINE, accept="typical:0.3,0.55").values()])])
+def test_a_request_whose_client_leaves_frees_its_slot_and_stops(one_slot, api_name, data):
+    """A 16-row batch of 1,400-token prompts (its prefill alone took minutes; it kept its slot and ran 274 s) and the
+    drift meter on a long prompt with a 64-node tree (still running after 1,264 s): their client leaves at the first
+    progress line; a short request then gets the one slot within a minute, and the server stops computing."""
+    start = time.monotonic()  # from the hog's start: its first output came only after its prefill before
+    join_then_leave(one_slot, api_name, data)
+    result = call_event(one_slot, "batch", [EMBEDDED_PAIR, "ngram", 0, 4, 4, "Name three colours.", False],
+                        uuid.uuid4().hex)
+    assert result["error"] is None and time.monotonic() - start < 60
+    before = cpu_s(one_slot.pid)
+    time.sleep(3)
+    assert cpu_s(one_slot.pid) - before < 1.5  # nothing left running (a live lane takes ~1 core)

@@ -49,14 +49,14 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}', encoding="utf-8")
     with pytest.warns(UserWarning, match="cannot load trace: not a specviz trace"):
-        out = h.load_trace(str(bad))
+        out = h.loaded(str(bad))
     n = h.RUN_OUTPUTS
     assert list(out[:n]) == [SKIP] * n and out[n] is None  # only the drop zone is emptied
     assert list(out[n + 1:]) == [SKIP] * len(TRACE_SETS)  # the controls stay
     assert bad.exists()  # a file the app did not write is never deleted by it (Gradio's cache bound covers copies)
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
-    state = h.load_trace(str(good))[0]
+    state = h.loaded(str(good))[0]
     assert guard.unpack(state) == sample_events() and good.exists()
 
 
@@ -82,7 +82,7 @@ def test_a_loaded_trace_sets_the_controls_it_ran_with(tmp_path):
     events[0] = dataclasses.replace(events[0], draft="layerskip:8", target="embedded")
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
-    out = h.load_trace(str(good))
+    out = h.loaded(str(good))
     controls = dict(zip(TRACE_SETS, out[h.RUN_OUTPUTS + 1:]))
     assert controls["drafter"]["value"] == "layerskip" and controls["param"]["value"] == 8
     assert controls["gamma"]["value"] == 3 and controls["max_new"]["value"] == 9
@@ -159,5 +159,5 @@ def test_a_loaded_trace_restores_its_confidence_threshold(tmp_path):
     events[0] = dataclasses.replace(events[0], config={**events[0].config, "adaptive": "fixed", "p_min": 0.6})
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
-    controls = dict(zip(TRACE_SETS, h.load_trace(str(good))[h.RUN_OUTPUTS + 1:]))
+    controls = dict(zip(TRACE_SETS, h.loaded(str(good))[h.RUN_OUTPUTS + 1:]))
     assert controls["adaptive"]["value"] == "confidence (p_min)" and controls["p_min"]["value"] == 0.6

@@ -371,19 +371,28 @@ def play(state, r, speed):
 
 def load_trace(path):
     """Replay a saved trace without any model, the controls (TRACE_SETS, in that order) set to what it ran
-    with. A bad file is one warning; the last good run and the controls stay."""
+    with. A bad file is one warning; the last good run and the controls stay. A generator: it yields a status
+    between reading the trace and drawing its views, so a visitor who leaves stops it there."""
     keep = (gr.skip(),) * len(TRACE_SETS)
     if not path:
-        return (*refused("no file uploaded", RUN_OUTPUTS + 1), *keep)
+        yield (*refused("no file uploaded", RUN_OUTPUTS + 1), *keep)
+        return
     try:
-        events = av.load_trace(path)
+        events = av.load_trace(path)  # read and validated (bounded: MAX_TRACE_BYTES)
+        yield (*status(f"drawing the trace's {len(events):,} events …"), gr.skip(), *keep)
         values = av.controls_of(events)
         controls = tuple(gr.update(value=values[name]) if name in values else gr.skip() for name in TRACE_SETS)
-        return (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
+        yield (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
     except (ValueError, OSError, RecursionError) as e:
-        return (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
+        yield (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
     finally:  # the file is Gradio's copy (or another session's): never deleted here; our served copies are bounded
         guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)
+
+
+def loaded(path) -> tuple:
+    """load_trace's last outputs (what the page shows once it has ended)."""
+    *_, last = load_trace(path)
+    return last
 
 
 def pair_changed(pair):
