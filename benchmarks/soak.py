@@ -77,11 +77,34 @@ def cycle(url: str, trace: Path) -> list[str]:
     return errors
 
 
+def drift_times(samples: int) -> None:
+    """The drift meter (engine/decode/drift.py drift_job) at `samples` runs per rule, in this process, on a short and
+    a ~1,900-token prompt: its wall time against the server's 180 s bound."""
+    from engine import Engine, GenerationConfig, load_model
+    from engine.decode.drift import drift_job
+
+    cfg = GenerationConfig(temperature=1.0, accept="typical:0.09,0.3")
+    long_prompt = " ".join(["The lighthouse keeper climbed the stairs and watched the storm roll in."] * 130)
+    for name, prompt in (("short", PROMPT), ("long", long_prompt)):
+        engine = Engine(load_model("embedded"), "ngram", measure_step=False)
+        t = time.monotonic()
+        *_, last = drift_job(engine, prompt, cfg, samples)
+        print(f"| drift meter, {name} prompt ({len(engine.encode(prompt)):,} tokens), ngram | {samples} runs per rule "
+              f"| {time.monotonic() - t:.1f} s | TV {last['lossy']['tv']:.3f}, exact {last['exact']['tv']:.3f} |",
+              flush=True)
+
+
 def main(argv=None) -> int:
     b = argparse.ArgumentParser(prog="python -m benchmarks soak", description=__doc__.split("\n\n")[0])
     b.add_argument("--cycles", type=int, default=6, help="passes through every kind of request")
     b.add_argument("--drift-samples", default="10", help="SPECVIZ_DRIFT_SAMPLES for the server (small: a soak)")
+    b.add_argument("--drift-only", type=int, metavar="N", default=0,
+                   help="only time the drift meter at N runs per rule (short and long prompt), in this process")
     args = b.parse_args(argv)
+    if args.drift_only:
+        print(f"# {cpu_name()}\n| what | n | wall | result |\n|---|---|---|---|")
+        drift_times(args.drift_only)
+        return 0
     with tempfile.TemporaryDirectory() as tmp, serve_app(SPECVIZ_DRIFT_SAMPLES=args.drift_samples,
                                                          SPECVIZ_CLIENT_UPLOADS="1000",
                                                          SPECVIZ_CLIENT_UPLOAD_MB="100000") as url:
