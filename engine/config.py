@@ -21,8 +21,8 @@ WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message s
 }
 
 
-NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE)  # NaN, inf: refused
-# by the range checks, by name
+# a number in ASCII; NaN and inf are let through to be refused by the range checks, by name
+NUMBER = re.compile(r"[+-]?((\d+\.?\d*|\.\d+)(e[+-]?\d+)?|nan|inf|infinity)", re.ASCII | re.IGNORECASE)
 WHOLE = re.compile(r"[+-]?\d+", re.ASCII)
 
 

@@ -128,8 +128,8 @@ class Engine:
                  prefix: KVCache | None = None) -> Iterator:
         """Yield the events of one run. mode: "speculative" or "ar" (the baseline).
         deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one).
-        prefix: a `prefix_cache` holding the prompt but its last token, reused instead of a prefill (many short runs of one
-        prompt, the drift meter's); the run writes after the prompt only, so the next run can reuse it again."""
+        prefix: a `prefix_cache` holding the prompt but its last token, reused instead of a prefill (many short runs
+        of one prompt, the drift meter's); the run writes after the prompt only, so the next run can reuse it."""
         cfg = cfg or GenerationConfig()
         if mode not in ("speculative", "ar"):
             raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
