@@ -6,6 +6,8 @@ colours, tooltips and p / q are exactly the Output tab's.
 """
 from __future__ import annotations
 
+import math
+
 import plotly.graph_objects as go
 
 from engine import costmodel
@@ -116,7 +118,10 @@ def throughput_figure(results: dict | None) -> go.Figure:
         b = by.get(f"ngram@{gamma}")
         if b:
             fig.add_vline(x=b, line=dict(color=COLORS["rejected"], dash=DASH.get(s, "dash"), width=1))
-            fig.add_annotation(x=b, y=1, yref="paper", text=f"{s}: γ={gamma} below AR from B={b}", showarrow=False,
+            # an annotation on a log axis takes log10(x) (Plotly's rule; x = 16 stretched the axis to 10^16), the
+            # line takes x itself
+            fig.add_annotation(x=math.log10(b), y=1, yref="paper", text=f"{s}: γ={gamma} below AR from B={b}",
+                               showarrow=False,
                                xanchor="left", font=dict(size=10, color=COLORS["rejected"]))
     fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
     fig.update_layout(height=360, meta={"sv_chart": "batch-throughput"})

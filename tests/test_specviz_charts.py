@@ -80,3 +80,20 @@ def test_figures_degrade_to_a_note():
     assert len(speedup_model_fig(partial).data) == 0  # c, v unknown until the run finishes
     assert len(accepted_length_fig(partial).data) >= 1
     assert position_acceptance_fig(ar_events()).layout.annotations
+
+
+def test_the_batch_charts_crossover_label_sits_inside_its_log_axis():
+    """The crossover's label on the log B axis is placed at log10(B) (Plotly's rule for annotations): at x = B = 16
+    it stretched the axis to 10^16 and squashed every curve into the plot's left 5%. Its line stays at B."""
+    import math
+
+    from specviz import throughput_figure
+
+    points = [{"decode_tokens_per_s": 100.0 * b} for b in (1, 2, 4, 8, 16)]
+    fig = throughput_figure({"sizes": [1, 2, 4, 8, 16], "gamma": 4, "contestants": ["ar", "ngram@4"],
+                             "curves": {"grounded": {"ar": points, "ngram@4": points}},
+                             "crossover": {"grounded": {"ngram@4": 16}}})
+    assert fig.layout.xaxis.type == "log"
+    (label,) = fig.layout.annotations
+    assert 0 <= label.x <= math.log10(16) and label.x == pytest.approx(math.log10(16))
+    assert [shape.x0 for shape in fig.layout.shapes] == [16]
