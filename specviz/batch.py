@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel
 from .charts import COLORS, _figure, empty_fig
-from .markup import esc
+from .markup import esc, quotient_terms
 from .tokens import render_stream
 
 LINE = {"ar": COLORS["ar"], "auto": COLORS["accepted"]}
@@ -204,8 +204,9 @@ def batch_summary_html(lanes: dict) -> str:
             ar_rows = {e.row: e.token_ids for e in ar if e.kind == "finished"}
             same = sum(e.token_ids == ar_rows.get(e.row) for e in spec if e.kind == "finished")
             greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
+            ratio, spec_rate, ar_rate = quotient_terms(rs, ra)  # the printed rates reproduce the printed ratio
             out.append(f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
-                       f'<b>{rs / ra:.2f}×</b> the AR batch ({rs:.0f} ÷ {ra:.0f} tokens/s, the two raced round by round '
+                       f'<b>{ratio}×</b> the AR batch ({spec_rate} ÷ {ar_rate} tokens/s, the two raced round by round '
                        f'on one thread)' + (f'; {same} of {s.rows} rows token-identical to AR' if greedy else '')
                        + '.</p>')
     out.append("</div>")
