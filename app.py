@@ -275,9 +275,9 @@ def main() -> None:
     demo.queue(default_concurrency_limit=h.CONCURRENCY, max_size=32)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
                 server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                max_file_size=int(h.MAX_UPLOAD_MB * 2**20), state_session_capacity=h.MAX_SESSIONS,
+                max_file_size=h.UPLOAD_LIMITS.file_bytes, state_session_capacity=h.MAX_SESSIONS,
                 css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
-                prevent_thread_lock=True, app_kwargs={"middleware": [Middleware(UploadBound, folder=h.upload_folder)]})
+                prevent_thread_lock=True, app_kwargs={"middleware": [Middleware(UploadBound, folder=h.upload_folder, limits=h.UPLOAD_LIMITS)]})
     if warm and h.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)
     if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later

@@ -11,35 +11,25 @@ cache are bounded, so RSS should plateau after the first cycle or two: the table
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
+from engine import Engine, GenerationConfig, load_model
+from engine.decode.drift import drift_job
 from engine.events import MAX_TRACE_BYTES, trace_to_json
+from engine.runtime.kernels import cpu_name
 from specviz import app_views as av
 from specviz.controls import Controls
 from specviz.sample import long_events
 from tests.app_server import call_event, serve_app, upload
 
+from .load_app import rss_mib
+
 PROMPT = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog, then list three colours."
 GEMMA_PROMPT = "The lighthouse keeper climbed the stairs every evening, and"
 BATCH = "\n".join(f"Count from {k} to {k + 12}, separated by commas." for k in range(16))
-
-
-def rss_mib(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def cpu_name() -> str:
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def run_values(pair: str, drafter: str, prompt: str, **kw) -> list:
@@ -80,9 +70,6 @@ def cycle(url: str, trace: Path) -> list[str]:
 def drift_times(samples: int) -> None:
     """The drift meter (engine/decode/drift.py drift_job) at `samples` runs per rule, in this process, on a short and
     a ~1,900-token prompt: its wall time against the server's 180 s bound."""
-    from engine import Engine, GenerationConfig, load_model
-    from engine.decode.drift import drift_job
-
     cfg = GenerationConfig(temperature=1.0, accept="typical:0.09,0.3")
     long_prompt = " ".join(["The lighthouse keeper climbed the stairs and watched the storm roll in."] * 130)
     for name, prompt in (("short", PROMPT), ("long", long_prompt)):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from engine.config import typical_params
 from engine.metrics import greedy_drift
 
-from .markup import esc
+from .markup import esc, fmt_p
 
 
 def lossy_rule(run) -> str:
@@ -79,10 +79,6 @@ def lossy_note(run) -> str:
             'target\'s, measured from seeded runs next to the exact rule\'s (the noise floor).</p>')
 
 
-def _tv(value) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
 def drift_progress_html(report: dict, limit_s: float) -> str:
     """The meter while it runs (a drift_job report): seeded runs done per rule, both TVs so far, an estimate of the
     time left (from the runs so far; the job stops at limit_s in any case)."""
@@ -91,8 +87,8 @@ def drift_progress_html(report: dict, limit_s: float) -> str:
         text = f"drift meter: reading the prompt … ({elapsed:.0f} s)"
     else:
         left = min(elapsed / done * (of - done), max(0.0, limit_s - elapsed))
-        text = (f"drift meter: {done} of {of} seeded runs per rule · TV so far {_tv(report['lossy']['tv'])} "
-                f"(exact rule {_tv(report['exact']['tv'])}) · about {left:.0f} s left")
+        text = (f"drift meter: {done} of {of} seeded runs per rule · TV so far {fmt_p(report['lossy']['tv'])} "
+                f"(exact rule {fmt_p(report['exact']['tv'])}) · about {left:.0f} s left")
     return f'<div class="specviz sv-drift-progress sv-status" data-done="{done}" data-of="{of}">{esc(text)}</div>'
 
 
@@ -108,9 +104,9 @@ def sampled_drift_html(report: dict) -> str:
     if not lossy["n"]:
         text = f"{head}: no seeded run finished before the time limit, so there is no estimate.{cut}"
     else:
-        text = (f"{head}: TV of the first two tokens' law from the target's = {_tv(lossy['tv'])} over {lossy['n']} "
+        text = (f"{head}: TV of the first two tokens' law from the target's = {fmt_p(lossy['tv'])} over {lossy['n']} "
                 f"seeded runs ({lossy['pairs']} distinct pairs); the exact rule at the same n and seeds: "
-                f"{_tv(exact['tv'])} (what sampling noise alone gives).{cut} Prompt: {report['prompt'][:60]!r}, "
+                f"{fmt_p(exact['tv'])} (what sampling noise alone gives).{cut} Prompt: {report['prompt'][:60]!r}, "
                 f"draft {report['draft']}.")
     return (f'<div class="specviz sv-drift-result" data-tv="{lossy["tv"]}" data-tv-exact="{exact["tv"]}" '
             f'data-accept="{esc(rule)}" data-n="{lossy["n"]}" data-stopped="{esc(report.get("stopped") or "")}">'

@@ -35,6 +35,7 @@ from specviz import app_views as av
 from specviz.controls import TRACE_SETS, Controls
 from specviz.drift import drift_progress_html, sampled_drift_html
 from specviz.runs import RunSet
+from ui.uploads import Limits
 
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
@@ -47,7 +48,7 @@ def upload_folder() -> str:
     return str(GRADIO_CACHE)
 # Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
 MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
-MAX_UPLOAD_MB = float(os.environ.get("SPECVIZ_MAX_UPLOAD_MB", "6"))  # uploads above this are refused unread
+UPLOAD_LIMITS = Limits()  # what uploads may put on disk (ui/uploads.py: SPECVIZ_MAX_UPLOAD_MB and the others)
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
 STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))  # a session's run is dropped after this idle time
 MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))  # sessions kept in memory; the oldest go first

@@ -37,7 +37,7 @@ MAX_SAMPLES = 20000  # seeded runs per rule, at most
 
 class PairLaw:
     """The target's exact law of the first two generated tokens under cfg's shaping, p(x1)·p(x2 | x1), on a cache
-    holding the prompt but its last token (`Engine.prefilled`); one 2-token forward per distinct x1, memoised."""
+    holding the prompt but its last token (`Engine.prefix_cache`, read by loop.prefill); one 2-token forward per distinct x1, memoised."""
 
     def __init__(self, engine, ids: list[int], cfg: GenerationConfig, cache):
         self.engine, self.ids, self.cfg, self.cache = engine, ids, cfg, cache
