@@ -38,3 +38,28 @@ def test_browser_batch_tab_renders_b_lanes_and_the_throughput_chart(app_url, bro
     page.wait_for_selector("text=write 1 to 16 prompts", timeout=30_000)
     assert page.locator("#batch-lanes .batch-lane").count() == 3  # the last batch stays
     page.close()
+
+
+CURVE_SPAN = """() => {
+  const plot = document.querySelector('#batch-throughput .js-plotly-plot');
+  const area = plot.querySelector('.draglayer .xy .nsewdrag').getBoundingClientRect();  // the plot area
+  const lines = [...plot.querySelectorAll('.scatterlayer .trace path.js-line')].map(p => p.getBoundingClientRect())
+    .filter(r => r.width > 0);
+  return {area: [area.left, area.width], curves: lines.length, left: Math.min(...lines.map(r => r.left)),
+          right: Math.max(...lines.map(r => r.right))};
+}"""
+
+
+def test_browser_batch_throughput_curves_span_the_plot(app_url, browser):
+    """The measured throughput-against-B curves fill most of the chart's width (their drawn paths' pixel x): an
+    annotation placed at x = B on the log axis once stretched it to 10^16 and squashed every curve into its
+    left 5%."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    page.goto(app_url + "?tour=0")
+    page.get_by_role("tab", name="Batch").click()
+    page.wait_for_selector("#batch-throughput .scatterlayer .trace path.js-line")
+    span = page.evaluate(CURVE_SPAN)
+    (left, width), covered = span["area"], span["right"] - span["left"]
+    assert span["curves"] >= 4, span
+    assert covered >= 0.6 * width and span["left"] < left + 0.2 * width, span
+    page.close()
