@@ -240,14 +240,34 @@
       if (++tries < 40) setTimeout(wait, 100);
     })();
   }
-  /* The tour's caption names an element (data-focus) and maybe its tab (data-tab): open the tab, scroll the
-     element into view and outline it while the caption is up. */
+  /* The tour's caption names an element (data-focus) and maybe its tab (data-tab): open the tab, outline the
+     element while the caption is up and scroll it into the space above the caption, which assets/app.css pins to
+     the viewport's bottom while a tour plays (the page gets that much room at its end, so the last element can
+     rise above it too). */
   var tourSeen = "";
+  function tourPlaying() { return !!document.querySelector('#tour .sv-tour[data-done="0"]'); }
+  function tourRoom() {  /* the viewport's height above the pinned caption row */
+    var row = tourPlaying() && document.querySelector(".sv-tour-row");
+    return row ? Math.min(window.innerHeight, row.getBoundingClientRect().top) : window.innerHeight;
+  }
+  function showAboveCaption(n) {
+    var r = n.getBoundingClientRect(), room = tourRoom(), margin = 8;
+    if (r.top >= margin && r.bottom <= room - margin) return;
+    var top = r.height <= room - 2 * margin ? Math.max(margin, (room - r.height) / 3) : margin;
+    window.scrollBy(0, r.top - top);
+  }
   function followTour() {
     var cap = document.querySelector("#tour .sv-tour");
     var key = cap ? cap.getAttribute("data-step") + "|" + (cap.getAttribute("data-focus") || "") : "";
     if (key === tourSeen) return;
     tourSeen = key;
+    var playing = tourPlaying(), row = document.querySelector(".sv-tour-row");
+    document.body.style.paddingBottom = playing && row ? row.getBoundingClientRect().height + 16 + "px" : "";
+    var a = document.activeElement;  /* Replay and Skip trade places: the keyboard focus moves with them */
+    if (a && a.closest && a.closest(playing ? "#tour-replay" : "#tour-skip")) {
+      var other = document.querySelector(playing ? "#tour-skip" : "#tour-replay");
+      if (other) other.focus({ preventScroll: true });
+    }
     document.querySelectorAll(".sv-tour-focus").forEach(function (n) { n.classList.remove("sv-tour-focus"); });
     var focus = cap && cap.getAttribute("data-focus"), tab = cap && cap.getAttribute("data-tab");
     if (!focus) return;
@@ -257,25 +277,69 @@
         var n = document.querySelector(focus);
         if (!n) return;
         n.classList.add("sv-tour-focus");
-        if (!inView(n)) n.scrollIntoView({ block: "center" });
+        if (row && playing) document.body.style.paddingBottom = row.getBoundingClientRect().height + 16 + "px";
+        showAboveCaption(n);
       }, opened ? 300 : 50);
     }, 150);
   }
+  /* Any user action stops the tour: a click or an edit of a control outside the tour's own row, the tab strip and
+     the accordions' headers (those only show things) clicks the hidden #tour-stop, whose handler (app.py's
+     wire_tour) cancels the tour where it is; a tour frame would otherwise overwrite what the user just did. */
+  var TOUR_CONTROLS = "button, input, textarea, select, [role=option], .tok, [data-select-round], .js-plotly-plot";
+  var TOUR_NEUTRAL = ".sv-tour-row, [role=tab], .tab-wrapper, .overflow-dropdown, .label-wrap, #specviz-tipbox";
+  function stopTourOn(e) {
+    var t = e.target;
+    if (!e.isTrusted || !t || !t.closest || !tourPlaying()) return;
+    if (!t.closest(TOUR_CONTROLS) || t.closest(TOUR_NEUTRAL)) return;
+    var stop = document.querySelector("#tour-stop");
+    if (stop) stop.click();
+  }
+  document.addEventListener("click", stopTourOn, true);
+  document.addEventListener("input", stopTourOn, true);
   /* Explain's what-if panel: E(α, γ) / (γc + v(γ + 1)) redrawn at once as α, γ or c move. v(n) comes with the
      panel (data-v: the cost model's table of this run's measured verify costs); nothing goes to the server. */
   function expected(a, g) { return a >= 1 ? g + 1 : (1 - Math.pow(a, g + 1)) / (1 - a); }
+  /* engine/figures.py's rule, the same steps: f of the inputs as printed reproduces the printed figure. */
+  function fix(x, d) { var t = (+x).toFixed(Math.max(d, 0)); return +t === 0 ? (0).toFixed(Math.max(d, 0)) : t; }
+  function decs(t) { return t.indexOf(".") < 0 ? 0 : t.split(".")[1].length; }
+  function derive(f, inputs, d) {  /* inputs: [value, least decimals]; returns [figure, [input texts]] */
+    var want = fix(f.apply(null, inputs.map(function (x) { return x[0]; })), d), printed;
+    for (var extra = 0; extra <= 6; extra++) {
+      printed = inputs.map(function (x) { return fix(x[0], x[1] + extra); });
+      var got = f.apply(null, printed.map(Number));
+      if (fix(got, d) === want && Math.abs(Math.abs(got) * Math.pow(10, d) % 1 - 0.5) > 1e-6) return [want, printed];
+    }
+    return [fix(f.apply(null, printed.map(Number)), d), printed];
+  }
+  function oneRound(a, g, c, v) {  /* explain.one_round with α and c exact as printed (slider values) */
+    var e0 = expected(a, g), k0 = g * c + v;
+    var r = derive(function (x, y) { return x / y; }, [[e0, 2], [k0, 2]], 2);
+    var e = fix(e0, decs(r[1][0])), kd = decs(r[1][1]);
+    var cv = derive(function (x, y) { return g * x + y; }, [[c, 3], [v, 2]], kd)[1];
+    var cost = fix(g * +cv[0] + +cv[1], kd), ratio = fix(+e / +cost, 2);
+    return { e: e, c: cv[0], v: cv[1], cost: cost, ratio: ratio };
+  }
   function drawWhatIf(panel) {
     var v = JSON.parse(panel.getAttribute("data-v")), G = v.length - 2;
+    var lo = panel.hasAttribute("data-v-lo") ? JSON.parse(panel.getAttribute("data-v-lo")) : null;
+    var hi = lo ? JSON.parse(panel.getAttribute("data-v-hi")) : null, dc = +(panel.getAttribute("data-c-spread") || 0);
+    var moved = panel.hasAttribute("data-moved");
     var val = function (n) { return +panel.querySelector('input[name="' + n + '"]').value; };
-    var a = val("alpha"), g = val("gamma"), c = val("c");
-    panel.querySelectorAll("label").forEach(function (l) {
+    /* until a slider moves: the run's exact α (its counts) and c, as Explain prints them */
+    var a = moved ? val("alpha") : +panel.getAttribute("data-alpha"), g = val("gamma");
+    var c = moved ? val("c") : +panel.getAttribute("data-c");
+    if (moved) panel.querySelectorAll("label").forEach(function (l) {
       var i = l.querySelector("input"), o = l.querySelector("output");
-      if (i && o) o.textContent = i.name === "gamma" ? i.value : (+i.value).toFixed(2);
+      if (i && o) o.textContent = i.name === "gamma" ? i.value : (+i.value).toFixed(3);
     });
-    var pts = [];
-    for (var k = 1; k <= G; k++) pts.push([k, expected(a, k) / (k * c + v[k + 1])]);
+    var pts = [], band = [];
+    for (var k = 1; k <= G; k++) {
+      pts.push([k, expected(a, k) / (k * c + v[k + 1])]);
+      if (lo) band.push([k, expected(a, k) / (k * c * (1 + dc) + hi[k + 1]), expected(a, k) / (k * c * (1 - dc) + lo[k + 1])]);
+    }
     var runG = +panel.getAttribute("data-run-gamma"), runP = +panel.getAttribute("data-run-pred");
-    var top = Math.max(2, runP, Math.max.apply(null, pts.map(function (p) { return p[1]; }))) * 1.1;
+    var ys = pts.map(function (p) { return p[1]; }).concat(band.map(function (b) { return b[2]; }));
+    var top = Math.max(2, runP, Math.max.apply(null, ys)) * 1.1;
     var W = 380, H = 190, L = 40, B = 30, T = 8, R = 10;
     var x = function (k) { return L + (W - L - R) * (k - 1) / (G - 1); };
     var y = function (s) { return H - B - (H - B - T) * s / top; };
@@ -287,25 +351,32 @@
     [1, 4, 8, 12, 16].forEach(function (k) {
       if (k <= G) out.push('<text class="wf-t" x="' + x(k) + '" y="' + (H - B + 13) + '" text-anchor="middle">' + k + '</text>');
     });
+    if (band.length) out.push('<polygon class="wf-band" points="' + band.map(function (b) { return x(b[0]) + "," + y(b[2]); })
+      .concat(band.slice().reverse().map(function (b) { return x(b[0]) + "," + y(b[1]); })).join(" ") +
+      '"><title>the measured spread of c and v</title></polygon>');
     out.push('<line class="wf-one" x1="' + L + '" y1="' + y(1) + '" x2="' + (W - R) + '" y2="' + y(1) + '"/>');
-    out.push('<polyline class="wf-curve" points="' + pts.map(function (p) { return x(p[0]) + "," + y(p[1]); }).join(" ") + '"/>');
+    out.push('<polyline class="wf-curve' + (band.length ? ' wf-curve-noisy' : '') + '" points="' +
+             pts.map(function (p) { return x(p[0]) + "," + y(p[1]); }).join(" ") + '"/>');
+    if (band.length) out.push('<text class="wf-t wf-noisy-label" x="' + (L + 6) + '" y="' + (T + 12) +
+                              '">⚠ timings disturbed: fitted curve, band = measured spread</text>');
     out.push('<circle class="wf-run" cx="' + x(runG) + '" cy="' + y(runP) + '" r="6"><title>this run: ' + runP.toFixed(2) + '×</title></circle>');
     var s = pts[g - 1][1];
     out.push('<circle class="wf-pick" cx="' + x(g) + '" cy="' + y(s) + '" r="4"/>');
     out.push('<text class="wf-t" x="' + ((W + L) / 2) + '" y="' + (H - 3) + '" text-anchor="middle">γ (draft tokens per round)</text>');
     panel.querySelector(".wf-svg").innerHTML = out.join("");
-    var e = expected(a, g), cost = g * c + v[g + 1];
-    var line = "At α = " + a.toFixed(2) + ", γ = " + g + ", c = " + c.toFixed(2) + ": E = " + e.toFixed(2) +
-               " tokens ÷ (" + g + "·" + c.toFixed(2) + " + v(" + (g + 1) + ") " + v[g + 1].toFixed(2) + ") = " +
-               cost.toFixed(2) + " steps → " + s.toFixed(2) + "×" + (s < 1 ? " (a slowdown)" : "");
-    var o = panel.querySelector(".wf-out");
-    o.textContent = line;
-    o.setAttribute("data-speedup", s.toFixed(4));
+    if (moved) {  /* the server printed the run's own line; a moved slider's line follows the same rule */
+      var r = oneRound(a, g, c, v[g + 1]);
+      var o = panel.querySelector(".wf-out");
+      o.textContent = "At α = " + a.toFixed(3) + ", γ = " + g + ", c = " + r.c + ": E = " + r.e + " tokens ÷ (" + g +
+                      "·" + r.c + " + v(" + (g + 1) + ") " + r.v + ") = " + r.cost + " steps → " + r.ratio + "×" +
+                      (+r.ratio < 1 ? " (a slowdown)" : "");
+      o.setAttribute("data-speedup", r.ratio);
+    }
     panel.setAttribute("data-drawn", "1");
   }
   document.addEventListener("input", function (e) {
     var panel = e.target && e.target.closest ? e.target.closest(".sv-whatif") : null;
-    if (panel) drawWhatIf(panel);
+    if (panel) { panel.setAttribute("data-moved", "1"); drawWhatIf(panel); }
   });
   /* Tab out of an open dropdown closes its menu: Gradio's dropdown treats Tab as typing (it re-filters and keeps
      the menu open, even after the focus has left), so the Tab key never reaches it; the browser still moves the

@@ -87,19 +87,20 @@ def round_rate(tokens: float, draft_s: float, verify_s: float) -> float | None:
     return float(tokens) / cost if cost > 0 else None
 
 
-def verify_curve(points: dict) -> "callable":
+def verify_curve(points: dict, fitted: bool = False) -> "callable":
     """n -> verify cost (any unit, t(1) = points[1]) from measured points: measured where seen, else a
     least-squares line through the multi-token points (n >= 2), never below t(1).
 
     One token and several run different kernels on a CPU (a 1-row matmul vs a packed multi-row one),
     so t(1) -> t(2) is a jump and t(2..n) a gentle slope: a line through t(1) as well would overestimate
     long verifies. With a single multi-token point the slope is PRIOR_SLOPE·t(1) per token.
+    fitted: the line at every n ≥ 2, measured sizes included (a smooth curve through noisy points).
     """
     pts = sorted((int(n), float(t)) for n, t in points.items() if n >= 2)
     t1 = points.get(1)
 
     def at(n: int) -> float | None:
-        if n in points:
+        if n in points and not (fitted and n >= 2 and len(pts) > 1):
             return float(points[n])
         if t1 is None and not pts:
             return None

@@ -25,7 +25,7 @@ from .explain import render_explain
 from .markup import esc
 from .race import live_time, render_race, visible_tokens
 from .replay import events_upto, rounds_of, time_at_round
-from .runs import main_run, run_set, spec_summary, view_runs
+from .runs import main_run, predicted_terms, run_set, spec_summary, view_runs
 from .tokens import render_stream
 from .tree import render_tree
 from .verify import render_verify
@@ -213,16 +213,17 @@ def summary_html(events) -> str:
              f"α = {alpha:.2f} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
              if alpha is not None else "",
              f"{mal:.2f} tokens per target forward" if mal else "",
-             f"{len(run.rounds)} rounds · {run.n_tokens()} tokens"]
+             f"{len(run.rounds)} round{'s' * (len(run.rounds) != 1)} · "
+             f"{run.n_tokens()} token{'s' * (run.n_tokens() != 1)}"]
     if run.finished is not None:
         reason = run.finished.stop_reason
         parts.append(f'<span class="sv-stop" data-stop="{esc(reason)}">{esc(STOP_LABELS.get(reason, f"stop: {reason}"))}'
                      f'</span>')
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
-        predicted = s.get("predicted_speedup")
+        predicted = predicted_terms(s)
         said = ("" if predicted is None else " (prediction withheld: timing unreliable)" if s.get("timing_flags")
-                else f" (predicted {predicted:.2f}×)")  # the chart withholds it too
+                else f" (predicted {predicted[0]}×)")  # the chart withholds it too
         parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>{said}')
     elif ar is not None:
         target = run.target_tokens or "?"

@@ -11,8 +11,9 @@ import math
 import plotly.graph_objects as go
 
 from engine import costmodel
+from engine.figures import derive, quotient_terms
 from .charts import COLORS, _figure, empty_fig
-from .markup import esc, quotient_terms
+from .markup import esc
 from .tokens import render_stream
 
 LINE = {"ar": COLORS["ar"], "auto": COLORS["accepted"]}
@@ -70,9 +71,17 @@ def batch_line(events) -> str:
     mode = "AR (γ = 0)" if done.mode == "ar" else esc(done.draft)
     return (f'<p class="batch-line" data-rows="{done.rows}"><b>{done.rows} rows</b>, {mode}: {s.get("tokens")} '
             f'tokens in {s.get("rounds")} forwards ({gammas}); '
-            f'{rate:.0f} tokens/s after the prefill ({s.get("tokens")} ÷ {s["wall_s"] - s["prefill_s"]:.2f} s)'
+            f'{decode_rate(s)} after the prefill'
             + (f"; α {alpha:.2f} pooled over the rows" if alpha is not None else "") + ".</p>"
             if rate else f'<p class="batch-line">{done.rows} rows, {s.get("tokens")} tokens.</p>')
+
+
+def decode_rate(s: dict) -> str:
+    """"1,234 tokens/s (512 ÷ 0.415 s)": the decode throughput with the seconds it divides by, printed so that
+    they divide to it."""
+    tokens, seconds = s.get("tokens"), s["wall_s"] - s["prefill_s"]
+    rate, (_, secs) = derive(lambda n, t: n / t if t > 0 else math.inf, [(tokens, 0), (seconds, 2)], 0)
+    return f"{rate} tokens/s ({tokens} ÷ {secs} s)"
 
 
 def crossover(sizes: list, ar: list, spec: list) -> int | None:
@@ -135,11 +144,11 @@ def roofline_note(results: dict | None) -> str:
     ridge, gamma = results.get("ridge_tokens"), results["gamma"]
     if not ridge:
         return ""
-    at = ridge / (gamma + 1)
+    at, (n_star,) = derive(lambda r: r / (gamma + 1), [(ridge, 0)], 1)
     return (f'<p class="batch-roof">On this machine ({esc(results.get("cpu", ""))}, {results.get("threads")} threads) '
-            f'the roofline\'s ridge is n* ≈ {ridge:.0f} tokens per forward (at 256 cached tokens): below it a forward '
+            f'the roofline\'s ridge is n* ≈ {n_star} tokens per forward (at 256 cached tokens): below it a forward '
             f'costs about its weight reads, whatever it carries; above it, its arithmetic. A batch of B rows at '
-            f'γ = {gamma} carries B × {gamma + 1} tokens, so it reaches the ridge near B ≈ {at:.1f}; AR carries only B. '
+            f'γ = {gamma} carries B × {gamma + 1} tokens, so it reaches the ridge near B ≈ {at}; AR carries only B. '
             f'Speculation spends the spare compute a batch also spends: once the forward is compute-bound, every '
             f'rejected draft costs real time, and AR\'s B rows per forward are the better use of it.</p>')
 
@@ -174,7 +183,8 @@ def throughput_markdown(results: dict) -> str:
             cells = []
             for p, a in zip(points, ar):
                 v, base = p["decode_tokens_per_s"], a["decode_tokens_per_s"]
-                cells.append(f"{v:.0f}" + (f" ({v / base:.2f}×)" if n != "ar" and base else ""))
+                ratio = derive(lambda x, y: x / y, [(v, 0), (base, 0)], most=0)[0] if n != "ar" and base else None
+                cells.append(f"{v:.0f}" + (f" ({ratio}×)" if ratio else ""))  # of the printed cells, as printed
             lines.append(f"| {_name(n, gamma)} | " + " | ".join(cells) + " |")
         cross = results["crossover"][s]
         lines += ["", "; ".join(f"{_name(n, gamma)}: " + (f"below AR from B = {b} on" if b else "above AR at B = "
@@ -185,8 +195,9 @@ def throughput_markdown(results: dict) -> str:
                      + ", ".join(f"B={b} {r:.2f}" for b, r in zip(sizes, by) if r is not None))
     lines.append(f"Outputs differing from AR's (greedy, every row): {results['mismatches']}.")
     if results.get("ridge_tokens"):
-        lines.append(f"Roofline ridge: n* ≈ {results['ridge_tokens']:.0f} tokens per forward at 256 cached tokens "
-                     f"(a batch at γ = {gamma} reaches it near B ≈ {results['ridge_tokens'] / (gamma + 1):.1f}).")
+        at, (n_star,) = derive(lambda r: r / (gamma + 1), [(results["ridge_tokens"], 0)], 1)
+        lines.append(f"Roofline ridge: n* ≈ {n_star} tokens per forward at 256 cached tokens "
+                     f"(a batch at γ = {gamma} reaches it near B ≈ {at}).")
     return "\n".join(lines) + "\n"
 
 

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel, metrics
 from engine.config import MAX_GAMMA
-from .runs import spec_summary, split_runs, view_runs
+from .runs import predicted_terms, spec_summary, split_runs, view_runs
 
 HEIGHT = 290
 UIREVISION = "specviz"
@@ -162,7 +162,7 @@ def speedup_model_fig(events) -> go.Figure:
                              hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})<extra></extra>"))
     predicted = summary.get("predicted_speedup")
     if predicted is not None:
-        fig.add_trace(go.Scatter(x=[gamma_run], y=[predicted], mode="markers", name=f"this run (predicted {predicted:.2f}×)",
+        fig.add_trace(go.Scatter(x=[gamma_run], y=[predicted], mode="markers", name=f"this run (predicted {(predicted_terms(summary) or ('–',))[0]}×)",
                                  marker=dict(color=COLORS["model"], size=11, symbol="circle-open", line=dict(width=2)),
                                  hovertemplate="this run: predicted %{y:.2f}×<extra></extra>"))
     measured = summary.get("speedup")

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import math
+
 from engine import costmodel
+from engine.figures import Exact, decimals_of, derive, fixed, parse
 from .drift import lossy_badge, lossy_note
 from .markup import esc
 from .roofline import measured_points, roofline_chart, roofline_text
-from .runs import spec_summary, view_runs
+from .runs import predicted_terms, spec_summary, view_runs
 
 
 def _num(x, fmt: str = ".2f") -> str:
@@ -40,10 +43,13 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
     elif c is not None and v is not None and s.get("v_n"):
         gamma = s["v_n"] - 1  # the most frequent γ of the run: the one v was measured at
         lines += run_prediction(s, gamma)
-        whatif = [(a, costmodel.predicted_speedup(a, gamma, c, v)) for a in (0.2, 0.5, 0.8)]
-        lines.append("It stops paying when α is low or the drafter is costly. With this run's c and v, at γ = "
-                     f"{gamma}: " + ", ".join(f"α = {a:.1f} → {_num(x)}×" for a, x in whatif) + " (below 1× is a "
-                     "slowdown).")
+        r = one_round(s, gamma)
+        if r is not None:  # from the c and v as printed in the line above
+            whatif = [(a, costmodel.predicted_speedup(a, gamma, parse(r["c"]), parse(r["v"]))) for a in (0.2, 0.5, 0.8)]
+            lines.append(f"It stops paying when α is low or the drafter is costly. With this run's c = {r['c']} and "
+                         f"v({gamma + 1}) = {r['v']}, at γ = {gamma}: " + ", ".join(f"α = {a:.1f} → {_num(x)}×" for a, x
+                                                                                  in whatif)
+                         + " (below 1× is a slowdown).")
     else:
         lines.append("The measured c and v(n) of a run appear here once it finishes.")
     share = s.get("bandwidth")
@@ -69,22 +75,42 @@ def tree_costs(s: dict) -> list[str]:
     return out
 
 
+def one_round(s: dict, gamma: int) -> dict | None:
+    """One round at this run's α (its exact counts, accepted/tested), c and v(γ + 1): the printed texts of
+    α, c, v, the cost γ·c + v, E and the ratio E ÷ cost, each reproducing from the ones printed beside it
+    (engine.figures). Explain and the what-if panel print these same texts. None before c and v are measured."""
+    tested = s.get("accepted", 0) + s.get("rejections", 0)
+    c, v = s.get("c"), s.get("v")
+    if not tested or c is None or v is None:
+        return None
+    a = Exact.ratio(s["accepted"], tested)
+    e_true, cost_true = costmodel.expected_tokens(float(a.value), gamma), gamma * c + v
+    ratio, (e, cost) = derive(lambda x, y: x / y if y > 0 else math.inf, [(e_true, 2), (cost_true, 2)])
+    e = fixed(e_true, decimals_of(e))  # from the exact α: reproduces at any number of decimals
+    _, (c_text, v_text) = derive(lambda x, y: gamma * x + y, [(c, 3), (v, 2)], decimals_of(cost))
+    cost = fixed(gamma * parse(c_text) + parse(v_text), decimals_of(cost))
+    ratio = fixed(parse(e) / parse(cost), 2)
+    return {"gamma": gamma, "alpha": a.text(), "alpha_value": float(a.value), "c": c_text, "v": v_text,
+            "cost": cost, "e": e, "ratio": ratio}
+
+
 def run_prediction(s: dict, gamma: int) -> list[str]:
     """The prediction as the cost model computes it, each figure from the ones printed beside it: one round at
     this run's γ, then the run's own sum over its rounds (whose γ may vary, plain rounds included)."""
-    alpha, c, v = s.get("alpha"), s["c"], s["v"]
     out = []
-    if alpha is not None:
-        e_one, cost = costmodel.expected_tokens(alpha, gamma), gamma * c + v
-        out.append(f"One round at γ = {gamma} costs γ·c + v({gamma + 1}) = {gamma}·{c:.3f} + {v:.2f} = {cost:.2f} "
-                   f"target steps and commits E = (1 − α<sup>{gamma + 1}</sup>) / (1 − α) = {e_one:.2f} tokens on "
-                   f"average at α = {alpha:.2f}: {e_one:.2f} ÷ {cost:.2f} = {e_one / cost:.2f}× for that round.")
+    r = one_round(s, gamma)
+    if r is not None:
+        out.append(f"One round at γ = {gamma} costs γ·c + v({gamma + 1}) = {gamma}·{r['c']} + {r['v']} = {r['cost']} "
+                   f"target steps and commits E = (1 − α<sup>{gamma + 1}</sup>) / (1 − α) = {r['e']} tokens on "
+                   f"average at α = {r['alpha']}: {r['e']} ÷ {r['cost']} = {r['ratio']}× for that round.")
     tokens, steps, hist = s.get("model_tokens"), s.get("model_steps"), s.get("round_gammas") or []
-    if tokens is not None and steps:
+    terms = predicted_terms(s)
+    if terms is not None:
         rounds = sum(n for _, n in hist)
         mix = ", ".join(f"{n} at γ = {g}" for g, n in hist)
-        out.append(f"This run's prediction sums over its {rounds} rounds ({mix}): Σ E = {tokens:.2f} tokens ÷ "
-                   f"Σ (γ·c + v(γ + 1)) = {steps:.2f} target steps = predicted {tokens / steps:.2f}× (measured: "
+        pred, tokens, steps = terms
+        out.append(f"This run's prediction sums over its {rounds} rounds ({mix}): Σ E = {tokens} tokens ÷ "
+                   f"Σ (γ·c + v(γ + 1)) = {steps} target steps = predicted {pred}× (measured: "
                    f"{_num(s.get('speedup'))}×)." + (" ⚠ Unreliable: the timings were disturbed (below)."
                                                     if s.get("timing_flags") else ""))
     return out
@@ -96,26 +122,44 @@ WHATIF_GAMMA = 16  # the what-if panel's largest γ
 def whatif_panel(s: dict) -> str:
     """α, γ and c sliders that redraw the predicted speedup E(α, γ) / (γc + v(γ + 1)) in the browser at once
     (assets/specviz.js), on this run's measured v(n): the table v(1..γ+1) is the cost model's (verify_curve), so
-    the page only evaluates E and the ratio. The run's own prediction is marked. "" before c and v are measured
-    and for tree runs (not modelled)."""
+    the page only evaluates E and the ratio. The run's own round is marked and, until a slider moves, the line
+    under the curve is Explain's one-round line (one_round: the same α, E and ratio). When the run's timings were
+    flagged, the curve is the cost model's fitted line (not the noisy points), drawn with a band from the measured
+    spread of c and v and a warning on the chart itself. "" before c and v are measured and for tree runs."""
     alpha, c, n = s.get("alpha"), s.get("c"), s.get("v_n")
-    if alpha is None or c is None or not n or s.get("tree_rounds"):
+    r = one_round(s, n - 1) if n else None
+    if alpha is None or c is None or r is None or s.get("tree_rounds"):
         return ""
-    at = costmodel.verify_curve({1: 1.0, **dict(s.get("v_points") or [])})
+    points = {1: 1.0, **dict(s.get("v_points") or [])}
+    noisy = bool(s.get("timing_flags"))
+    at = costmodel.verify_curve(points, fitted=noisy)
     table = [None] + [round(at(k), 4) for k in range(1, WHATIF_GAMMA + 2)]  # v(k) at index k
-    g, pred = n - 1, costmodel.predicted_speedup(alpha, n - 1, c, at(n))
+    band = ""
+    if noisy:  # the measured spread (interquartile range ÷ median) of v and c, around the fitted line
+        raw, dv, dc = costmodel.verify_curve(points), (s.get("v_spread") or 0) / 2, (s.get("c_spread") or 0) / 2
+        lo = [None] + [round(min(at(k), raw(k)) * (1 - dv), 4) for k in range(1, WHATIF_GAMMA + 2)]
+        hi = [None] + [round(max(at(k), raw(k)) * (1 + dv), 4) for k in range(1, WHATIF_GAMMA + 2)]
+        band = f' data-v-lo=\'{json.dumps(lo)}\' data-v-hi=\'{json.dumps(hi)}\' data-c-spread="{dc:.4f}"'
+    g = n - 1
     slider = ('<label>{label} <input type="range" name="{name}" min="{lo}" max="{hi}" step="{step}" value="{value}" '
-              'aria-label="{label}"><output>{value}</output></label>')
-    controls = "".join(slider.format(label=label, name=name, lo=lo, hi=hi, step=step, value=value) for
-                       label, name, lo, hi, step, value in (("α", "alpha", 0, 1, 0.001, f"{alpha:.3f}"),
-                                                            ("γ", "gamma", 1, WHATIF_GAMMA, 1, g),
-                                                            ("c", "c", 0, 1.5, 0.001, f"{c:.3f}")))
-    return (f'<div class="sv-whatif" data-v=\'{json.dumps(table)}\' data-run-gamma="{g}" data-run-pred="{pred:.4f}">'
+              'aria-label="{label}"><output>{shown}</output></label>')
+    controls = "".join(slider.format(label=label, name=name, lo=lo, hi=hi, step=step, value=value, shown=shown)
+                       for label, name, lo, hi, step, value, shown in (
+                           ("α", "alpha", 0, 1, 0.001, f"{alpha:.3f}", r["alpha"]),
+                           ("γ", "gamma", 1, WHATIF_GAMMA, 1, g, g),
+                           ("c", "c", 0, 1.5, 0.001, f"{c:.3f}", r["c"])))
+    line = (f"At α = {r['alpha']}, γ = {g}, c = {r['c']}: E = {r['e']} tokens ÷ ({g}·{r['c']} + v({g + 1}) {r['v']}) = "
+            f"{r['cost']} steps → {r['ratio']}×" + (" (a slowdown)" if float(r["ratio"]) < 1 else ""))
+    warn = ("<p class=\"wf-noisy sv-warn\">⚠ This run's timings were disturbed: the curve is the fitted line "
+            "through its verify times and the band their measured spread; read no best γ off it.</p>" if noisy else "")
+    return (f'<div class="sv-whatif{" wf-is-noisy" if noisy else ""}" data-v=\'{json.dumps(table)}\'{band} '
+            f'data-run-gamma="{g}" data-run-pred="{r["ratio"]}" data-alpha="{r["alpha_value"]!r}" '
+            f'data-alpha-text="{r["alpha"]}" data-c="{parse(r["c"])!r}">'
             f'<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with this run\'s '
-            f'measured v(n); the open circle is one round at this run\'s α, c and γ = {g}: {pred:.2f}×, as above).</p>'
-            f'<div class="wf-controls">{controls}</div><svg class="wf-svg" viewBox="0 0 380 190" role="img" '
-            f'aria-label="predicted speedup over γ for the chosen α and c"></svg><p class="wf-out" aria-live="polite"></p>'
-            '</div>')
+            f'measured v(n); the open circle is one round at this run\'s α, c and γ = {g}: {r["ratio"]}×, as above.</p>'
+            f'<div class="wf-controls">{controls}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
+            f'aria-label="predicted speedup over γ for the chosen α and c"></svg>'
+            f'<p class="wf-out" aria-live="polite" data-speedup="{r["ratio"]}">{line}</p></div>')
 
 
 HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-heads.json"
@@ -185,7 +229,7 @@ def render_explain(events) -> str:
         f"target step), v = {_num(v)}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
         f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
         f"{esc(s.get('step_source') or '–')} → "
-        + ("predicted: not modelled for token trees" if s.get("tree_rounds") else f"predicted {_num(pred)}×")
+        + ("predicted: not modelled for token trees" if s.get("tree_rounds") else f"predicted {predicted_terms(s)[0] if predicted_terms(s) else '–'}×")
         + (" (⚠ unreliable: the timings it rests on were disturbed, see below)" if flags else ""),
         f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)" if measured is not None
         else "measured: turn on the race against AR to measure the real speedup",

@@ -30,18 +30,6 @@ def fmt_p(x, digits: int = 3) -> str:
         return "–"
 
 
-def quotient_terms(num: float, den: float, decimals: int = 2, most: int = 6) -> tuple[str, str, str]:
-    """(quotient, numerator, denominator) as printed text, the quotient num / den at `decimals`, each term with the
-    fewest decimals (at most `most`) for which the printed terms divide to the printed quotient: a reader who
-    recomputes "1.04× (16.4 ÷ 15.8)" gets 1.04, where "16 ÷ 16" gave 1.00. den must be > 0."""
-    q = f"{num / den:.{decimals}f}"
-    for d in range(most + 1):
-        a, b = f"{num:.{d}f}", f"{den:.{d}f}"
-        if float(b) > 0 and f"{float(a) / float(b):.{decimals}f}" == q:
-            return q, a, b
-    return q, f"{num:.{most}f}", f"{den:.{most}f}"
-
-
 def stream_text(text: str, breaks: bool = True) -> str:
     """Token text for the output stream: escaped; a newline shows ↵ (plus a line break when `breaks`)."""
     if text == "":

@@ -6,12 +6,13 @@ finished. Events -> HTML; every token text is escaped.
 """
 from __future__ import annotations
 
+from engine.figures import quotient_terms
 from engine.metrics import greedy_drift
 
 from .drift import drift_meter, lossy_badge, lossy_rule
 from .markup import esc, stream_text
 from .roofline import bandwidth_line
-from .runs import spec_summary, view_runs
+from .runs import predicted_terms, spec_summary, view_runs
 
 LANES = (("ar", "Autoregressive", "target only, one token per forward"),
          ("speculative", "Speculative", "draft proposes, target verifies"))
@@ -29,7 +30,8 @@ def _visible_rounds(run, t):
     return [r for r in run.rounds if r.timed is not None and r.timed.elapsed_s <= t]
 
 
-def _lane(mode: str, title: str, subtitle: str, run, t) -> str:
+def _lane(mode: str, title: str, subtitle: str, run, t, rate: str | None = None) -> str:
+    """One lane; `rate` the tok/s as the verdict's speedup divides it (None: the lane's own, one decimal)."""
     if run is None:
         return (f'<div class="race-lane race-missing" data-mode="{mode}"><div class="race-head"><b>{title}</b>'
                 f'<small>{subtitle}</small></div><div class="race-out sv-empty">not run</div></div>')
@@ -48,7 +50,7 @@ def _lane(mode: str, title: str, subtitle: str, run, t) -> str:
     if wall is not None and t is not None:
         clock += f" / {wall:.2f} s"
     stats = (f'<span class="race-stat">{clock}</span><span class="race-stat">{shown}/{goal} tokens</span>'
-             f'<span class="race-stat">{f"{tps:.1f}" if tps else "–"} tok/s</span>')
+             f'<span class="race-stat">{rate or (f"{tps:.1f}" if tps else "–")} tok/s</span>')
     bar = f'<progress class="race-progress" max="{goal}" value="{shown}"></progress>'
     return (f'<div class="race-lane race-{state}" data-mode="{mode}" data-tokens="{shown}" data-goal="{goal}">'
             f'<div class="race-head"><b>{title}</b><small>{subtitle}</small></div>'
@@ -98,14 +100,20 @@ def render_race(events, t: float | None = None) -> str:
         return '<div class="specviz specviz-race sv-empty">No runs yet.</div>'
     if t is None and spec is not None and ar is not None and not (spec.done and ar.done):
         t = live_time(spec, ar)
-    lanes = "".join(_lane(mode, title, sub, runs.get(mode), t) for mode, title, sub in LANES)
     summary = spec_summary(events) if spec is not None and ar is not None else {}
+    rates = None
+    if summary.get("speedup") and summary.get("ar_tokens_per_s"):  # the lanes' tok/s divide to the printed speedup
+        ar_rate = summary["ar_tokens_per_s"]
+        rates = quotient_terms(summary["speedup"] * ar_rate, ar_rate, least=1)
+    shown = dict(zip(("speculative", "ar"), rates[1:])) if rates else {}
+    lanes = "".join(_lane(mode, title, sub, runs.get(mode), t, shown.get(mode)) for mode, title, sub in LANES)
     speed, warn = "", ""
     if summary.get("speedup") is not None:
         pred = None if summary.get("timing_flags") else summary.get("predicted_speedup")  # unreliable: withheld
+        pred = predicted_terms(summary) if pred is not None else None
         speed = (f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
-                 f'{summary["speedup"]:.2f}×</span>' + (f'<span class="race-predicted">predicted {pred:.2f}×</span>'
-                                                         if pred is not None else ""))
+                 f'{rates[0] if rates else format(summary["speedup"], ".2f")}×</span>'
+                 + (f'<span class="race-predicted">predicted {pred[0]}×</span>' if pred is not None else ""))
     if summary.get("threads") and spec is not None and spec.done and ar is not None and ar.done:
         n = summary["threads"]
         speed += (f'<span class="race-threads" title="Engine.race computes both lanes with the same thread count '

@@ -6,6 +6,7 @@ bandwidth_share) applied to the machine the run recorded (RunStarted.host). Even
 from __future__ import annotations
 
 from engine import costmodel
+from engine.figures import derive, fixed, parse
 from .markup import esc
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 420, 220, 44, 34, 10, 10
@@ -79,40 +80,66 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
             f'<figcaption>{legend}</figcaption></figure>')
 
 
+def floor_terms(r: dict, context: float, n: int) -> dict:
+    """The roofline's inputs as printed (weights GB, KV MB per position, GB/s, GFLOP and attention MFLOP per
+    token, GFLOP/s, the context) and what they give, each printed so that it reproduces from them: the memory and
+    compute floors (ms) at n = 1 and at n, and the ridge n*."""
+    ctx = round(context)
+    rr = lambda w, kv, bw, f, a, fl: {"weight_bytes": w * 1e9, "kv_bytes_per_position": kv * 1e6,  # noqa: E731
+                                      "bandwidth": bw * 1e9, "flops_per_token": f * 1e9,
+                                      "attn_flops_per_position": a * 1e6, "flops": fl * 1e9}
+
+    def figures(*x):
+        at = lambda k: [1e3 * t for t in costmodel.floors(k, ctx, rr(*x))]  # noqa: E731
+        return (*at(1), *at(n), costmodel.ridge(ctx, rr(*x)))
+
+    inputs = [(r["weight_bytes"] / 1e9, 3), (r["kv_bytes_per_position"] / 1e6, 3), (r["bandwidth"] / 1e9, 1),
+              (r["flops_per_token"] / 1e9, 3), (r["attn_flops_per_position"] / 1e6, 3), (r["flops"] / 1e9, 0)]
+    out, printed = derive(figures, inputs, (1, 1, 1, 1, 0))
+    return dict(zip(("weights", "kv", "bandwidth", "flop", "attn", "flops"), printed), context=ctx, n=n,
+                **dict(zip(("mem1", "comp1", "mem", "comp", "ridge"), out)))
+
+
 def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
-    """The floors derived from the numbers beside them, this run's t(1) as a share of the bandwidth bound and
-    t(n) of its most frequent verify size n against the roofline; the kernels the run used. "" without a
-    recorded machine."""
+    """The floors derived from the numbers beside them, per n as computed (the KV and attention terms grow with
+    the context and n), this run's t(1) as a share of the bandwidth bound and t(n) of its most frequent verify
+    size n against the roofline; the kernels the run used. "" without a recorded machine."""
     r = costmodel.roof(host)
     share = summary.get("bandwidth")
     if r is None or not isinstance(share, dict):
         return ""
-    gb, bw, gflop, fl = share["read_bytes"] / 1e9, r["bandwidth"] / 1e9, r["flops_per_token"] / 1e9, r["flops"] / 1e9
+    pts = dict(measured_points(summary))
+    n = run_n if run_n in pts and run_n > 1 else None
+    f = floor_terms(r, share["context"], n or 1)
     who = esc(host.get("cpu") or host.get("gpu") or "this machine")
     threads = host.get("threads")
+    ctx = f["context"]
     lines = [f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
-             f"{esc(host.get('measured', ''))}): a tensor copy moves {bw:.1f} GB/s and a large matmul runs at "
-             f"{fl:.0f} GFLOP/s. A forward must read {gb:.3f} GB (the weights and the keys and values of "
-             f"{share['context']:.0f} cached tokens), so its <i>memory floor</i> is {gb:.3f} ÷ {bw:.1f} = "
-             f"{share['floor_s'] * 1e3:.1f} ms whatever n; its <i>compute floor</i> is n · {gflop:.2f} GFLOP ÷ "
-             f"{fl:.0f} GFLOP/s ≈ n · {gflop / fl * 1e3:.2f} ms. They meet at the ridge n* ≈ "
-             f"{costmodel.ridge(share['context'], r):.0f}: below it, a forward over n tokens costs about one weight read."]
-    lines.append(f"This run's target step t(1) = {share['step_s'] * 1e3:.1f} ms is {share['share']:.0%} of the bandwidth "
-                 f"bound (floor {share['floor_s'] * 1e3:.1f} ms ÷ step {share['step_s'] * 1e3:.1f} ms; the bound is "
-                 f"{share['bound_tokens_per_s']:.1f} tok/s).")
-    pts = dict(measured_points(summary))
-    n = run_n
-    if n in pts and n > 1:
-        mem, comp = costmodel.floors(n, share["context"], r)
-        lines.append(f"Verifying {n} positions in one forward took t({n}) = {pts[n] * 1e3:.1f} ms, "
-                     f"{costmodel.gap(pts[n], n, share['context'], r):.2f}× the roofline max({mem * 1e3:.1f}, "
-                     f"{comp * 1e3:.1f}) ms: the rest is per-op overhead and kernels slower than the copy.")
+             f"{esc(host.get('measured', ''))}): a tensor copy moves {f['bandwidth']} GB/s and a large matmul runs at "
+             f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
+             f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
+             f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "
+             f"{f['flop']} GFLOP per token plus {f['attn']} MFLOP per position it attends to: its <i>compute floor</i> "
+             f"is n · ({f['flop']} GFLOP + ({ctx} + n) · {f['attn']} MFLOP) ÷ {f['flops']} GFLOP/s.",
+             f"At n = 1 these are {f['mem1']} ms and {f['comp1']} ms"
+             + (f"; at n = {n}, {f['mem']} ms and {f['comp']} ms" if n else "")
+             + f". They meet at the ridge n* ≈ {f['ridge']}: below it, a forward over n tokens costs about one "
+             "weight read."]
+    floor = parse(f["mem1"])
+    pct, (step,) = derive(lambda t: 100 * floor / t, [(share["step_s"] * 1e3, 1)], 0)
+    lines.append(f"This run's target step t(1) = {step} ms is {pct}% of the bandwidth bound (memory floor "
+                 f"{f['mem1']} ms ÷ step {step} ms; the bound is 1000 ÷ {f['mem1']} = {fixed(1e3 / floor, 1)} tok/s).")
+    if n:
+        top = max(parse(f["mem"]), parse(f["comp"]))
+        ratio, (tn,) = derive(lambda t: t / top, [(pts[n] * 1e3, 1)])
+        lines.append(f"Verifying {n} positions in one forward took t({n}) = {tn} ms, {ratio}× the roofline "
+                     f"max({f['mem']}, {f['comp']}) ms: the rest is per-op overhead and kernels slower than the copy.")
     if share["share"] > 1.05:
         lines.append("⚠ The step beat the bound measured at load: the machine was busier then than now "
                      "(<code>python -m engine roofline --refresh</code> measures it again).")
     kernels = host.get("kernels") or {}
     if kernels:
-        lines.append("Kernels measured fastest on this host and used by this run: " + kernel_sentence(kernels, n))
+        lines.append("Kernels measured fastest on this host and used by this run: " + kernel_sentence(kernels, run_n))
     return "".join(f"<p>{line}</p>" for line in lines)
 
 
@@ -138,8 +165,8 @@ def bandwidth_line(summary: dict, host) -> str:
     share = summary.get("bandwidth")
     if costmodel.roof(host) is None or not isinstance(share, dict) or summary.get("step_source") != "the AR lane":
         return ""
+    floor, (gb, bw) = derive(lambda g, b: 1e3 * g / b, [(share["read_bytes"] / 1e9, 3), (share["bandwidth"] / 1e9, 1)], 1)
+    pct, (step,) = derive(lambda t: 100 * parse(floor) / t, [(share["step_s"] * 1e3, 1)], 0)
     return (f'<span class="race-roofline" data-share="{share["share"]:.3f}" title="The AR lane\'s median step against '
             f'this machine\'s memory floor: the bytes one forward reads ÷ the measured copy bandwidth (Explain tab)">'
-            f'AR at {share["share"]:.0%} of the bandwidth bound (step {share["step_s"] * 1e3:.1f} ms; floor '
-            f'{share["read_bytes"] / 1e9:.3f} GB ÷ {share["bandwidth"] / 1e9:.1f} GB/s = {share["floor_s"] * 1e3:.1f} ms)'
-            f'</span>')
+            f'AR at {pct}% of the bandwidth bound (floor {gb} GB ÷ {bw} GB/s = {floor} ms ÷ step {step} ms)</span>')

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.config import MAX_GAMMA
 from engine.events import EVENT_TYPES, event_from_dict
+from engine.figures import quotient_terms
 from engine.validate import real_number
 from engine.metrics import summarize
 
@@ -328,6 +329,16 @@ def spec_summary(events) -> dict:
         return events.summary()
     runs = split_runs(events)
     return summarize(runs.get("speculative", []), runs.get("ar"))
+
+
+def predicted_terms(s: dict) -> tuple[str, str, str] | None:
+    """(predicted speedup, Σ E tokens, Σ cost steps) as printed: the run's prediction Σ E ÷ Σ (γc + v) with its
+    two sums, printed so that they divide to it; the summary line, Explain, the race and the charts all print
+    this one text. None before the cost model has a prediction."""
+    tokens, steps = s.get("model_tokens"), s.get("model_steps")
+    if tokens is None or not steps or s.get("predicted_speedup") is None:
+        return None
+    return quotient_terms(tokens, steps, least=2)
 
 
 def measured_speedup(events) -> float | None:

@@ -104,7 +104,7 @@ def test_printed_terms_divide_to_the_printed_quotient():
     divide to the printed quotient; the control, terms always at 0 decimals, fails on the batch verdict's 16 ÷ 16."""
     import random
 
-    from specviz.markup import quotient_terms
+    from engine.figures import quotient_terms
 
     rng = random.Random(0)
     for _ in range(2000):

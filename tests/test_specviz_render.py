@@ -174,25 +174,19 @@ def test_explain_uses_this_runs_numbers():
 
 
 def test_explains_figures_reproduce_from_the_numbers_beside_them():
-    """The one-round line: γ·c + v = cost and E ÷ cost; the run line: Σ E ÷ Σ cost = the predicted speedup the
-    summary shows. Recomputed from the printed figures, within their rounding; a wrong figure is caught."""
+    """The one-round line at α's exact counts, the run line Σ E ÷ Σ cost, the what-if line and the summary's
+    prediction: one α, one E, one ratio, each reproducing from the printed figures (tests/numbers.py; the sweep
+    over generated runs is tests/test_numbers_sweep.py); a wrong figure is caught."""
     from specviz.app_views import summary_html
+    from tests.numbers import check_page
 
-    def check(html: str) -> None:
-        g, c, v, cost, e, ratio = re.search(r"γ·c \+ v\(\d+\) = (\d+)·([\d.]+) \+ ([\d.]+) = ([\d.]+) target steps.*?"
-                                            r"= ([\d.]+) tokens on average at α = [\d.]+: [\d.]+ ÷ [\d.]+ = ([\d.]+)×", html).groups()
-        assert float(cost) == pytest.approx(int(g) * float(c) + float(v), abs=0.006)
-        assert float(ratio) == pytest.approx(float(e) / float(cost), abs=0.006)
-        tokens, steps, pred = map(float, re.search(r"Σ E = ([\d.]+) tokens ÷ Σ \(γ·c \+ v\(γ \+ 1\)\) = ([\d.]+) target "
-                                                   r"steps = predicted ([\d.]+)×", html).groups())
-        assert pred == pytest.approx(tokens / steps, abs=0.006)
-        assert f"(predicted {pred:.2f}×)" in summary_html(sample_events())  # the summary line says the same
-
-    html = render_explain(sample_events())
-    check(html)
-    wrong = re.sub(r"Σ E = ([\d.]+) tokens", lambda m: f"Σ E = {float(m.group(1)) + 1:.2f} tokens", html)
-    with pytest.raises(AssertionError):  # the negative control: one wrong displayed figure fails the check
-        check(wrong)
+    text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731
+    explain, summary = text(render_explain(sample_events())), text(summary_html(sample_events()))
+    assert "at α = 5/7: 2.59 ÷ 1.65 = 1.57× for that round" in explain
+    assert "At α = 5/7, γ = 3, c = 0.050: E = 2.59 tokens ÷ (3·0.050 + v(4) 1.50) = 1.65 steps → 1.57×" in explain
+    assert "(predicted 1.47×)" in summary and check_page(summary, explain) == []
+    wrong = re.sub(r"Σ E = ([\d.]+) tokens", lambda m: f"Σ E = {float(m.group(1)) + 1:.2f} tokens", explain)
+    assert check_page(summary, wrong)  # the negative control: one wrong displayed figure fails the check
 
 
 def test_replay_helpers():
@@ -242,22 +236,24 @@ def test_explain_says_why_it_pays_with_this_runs_c_and_v():
 
 
 def test_the_roofline_reproduces_from_the_numbers_printed_beside_it():
-    """Explain's roofline sentences: the memory floor is the printed GB ÷ the printed GB/s, the share is floor ÷
-    step, t(γ+1) over the roofline is the printed ms over max(floors); the race says the same share."""
+    """Explain's roofline sentences: the floors per n as computed (context and n included), the share floor ÷ step,
+    t(n) over max(floors), the race's share line (tests/numbers.check_roofline, check_race)."""
     from specviz import render_explain, spec_summary
     from specviz.sample import HOST
+    from tests.numbers import check_race, check_roofline
 
     events = sample_events()
     html, s = render_explain(events), spec_summary(events)
-    found = re.search(r"must read ([\d.]+) GB .*?memory floor</i> is [\d.]+ ÷ ([\d.]+) = ([\d.]+) ms", html)
-    gb, bw, floor = map(float, found.groups())
-    assert floor == pytest.approx(gb / bw * 1e3, abs=0.06)
-    step, share = re.search(r"t\(1\) = ([\d.]+) ms is (\d+)% of the bandwidth", html).groups()
-    assert int(share) == round(100 * floor / float(step))
+    plain = re.sub(r"<[^>]+>", "", html)
+    assert "its compute floor is n · (0.150 GFLOP + (6 + n) · 0.001 MFLOP) ÷ 100 GFLOP/s" in plain
+    assert "At n = 1 these are 30.0 ms and 1.5 ms; at n = 4, 30.0 ms and 6.0 ms" in plain
+    assert check_roofline(plain) == [] and check_roofline(plain.replace("and 6.0 ms", "and 6.1 ms"))
+    share = re.search(r"t\(1\) = [\d.]+ ms is (\d+)% of the bandwidth", html).group(1)
     assert "Test CPU &lt;b&gt;" in html and "<b>Test CPU <b>" not in html  # the recorded CPU name is escaped
     assert "1 row: MKL for qkv, o;" in html and "oneDNN for qkv" in html
     race = render_race(events)
     assert f'data-share="{s["bandwidth"]["share"]:.3f}"' in race and f"AR at {int(share)}% of the bandwidth bound" in race
+    assert check_race(re.sub(r"<[^>]+>", "", race)) == []
     # the chart: one bar per measured n, the floors drawn when the machine was recorded, not without it
     assert html.count('class="rf-bar') == 1 + len(s["v_points"]) and 'class="rf-memory"' in html
     bare = [e if e.kind != "run_started" else type(e)(**{**e.__dict__, "host": {}}) for e in events]
