@@ -105,7 +105,9 @@ def token_details(rv, i: int, origin: str, greedy: bool):
            (d.pos if d is not None else (c.pos if c is not None else 0))) + i
     rows = [("round", str(rv.round)), ("position", str(pos))]
     draft_rows = _at(d.draft_topk, i) if d is not None else None
-    target_rows = _at(v.target_topk, i) if v is not None else None
+    # a discarded token (after the rejection) was never tested: the forward's distribution there follows a rejected
+    # token, not the committed text, so its top-k is not the target's and is not shown
+    target_rows = _at(v.target_topk, i) if v is not None and origin != "discarded" else None
     rule = "draft = argmax p" if greedy else "min(1, p/q)"
     residual_rows = None
     if origin in ("accepted", "rejected", "discarded", "pending") and d is not None:

@@ -72,7 +72,10 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
                      f'<title>t({n}) = {ms:.1f} ms = v({n}) {v:.2f} target steps{gap}</title></rect>')
     parts.append(f'<text class="rf-t" x="{(W + PAD_L) / 2}" y="{H - 4}" text-anchor="middle">n tokens in one forward</text>'
                  f'<text class="rf-t" x="4" y="{PAD_T + 2}" transform="rotate(90 4 {PAD_T + 2})">ms per forward</text>')
-    legend = ('<span class="rf-key rf-key-bar">measured t(n)</span><span class="rf-key rf-key-naive">n separate '
+    legend = ('<span class="rf-key rf-key-bar">measured t(n)</span>'
+              + (f'<span class="rf-key rf-key-run">this run\'s verify size, n = {run_n}</span>'
+                 if any(n == run_n for n, _ in points) else "")
+              + '<span class="rf-key rf-key-naive">n separate '
               'steps</span>' + ('<span class="rf-key rf-key-memory">memory floor</span><span class="rf-key '
                                 'rf-key-compute">compute floor</span>' if r else ""))
     return (f'<figure class="sv-roofline"><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '

@@ -10,6 +10,9 @@ from .markup import _at, esc, fmt_p, label_text
 from .runs import main_run
 
 TOPK_SHOWN = 4
+UNTESTED = ('<span class="vf-none" title="The forward computed a distribution here, but it follows a rejected draft '
+            'token: it is not what the target would say after the committed text, so it is not shown.">– (after the '
+            'rejection)</span>')
 
 
 def _num(x) -> float | None:
@@ -132,7 +135,8 @@ def render_verify(events, round_: int | None = None) -> str:
                     f'<td class="vf-tok"><code>{label_text(text)}</code></td>'
                     f'<td class="vf-bars">{_bar("q", q, "q")}{_bar("p", p if tested else None, "p")}{test}</td>'
                     f'<td class="vf-verdict">{esc(verdict)}</td>'
-                    f'<td>{_topk(_at(d.draft_topk, i), chosen)}</td><td>{_topk(target_rows, chosen)}</td></tr>')
+                    f'<td>{_topk(_at(d.draft_topk, i), chosen)}</td><td>{_topk(target_rows, chosen) if tested else UNTESTED}'
+                    '</td></tr>')
     rb = rv.rolled_back
     rollback = (f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
                 f"{esc(rb.cache_after)} ({len(rb.positions)} position{'s' if len(rb.positions) != 1 else ''} dropped, no copy)." if rb is not None else "")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.app_server import ROOT, playwright_or_skip, set_number
-from tests.numbers import check_page
+from tests.numbers import check_explain, check_page, check_race
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
@@ -74,15 +74,25 @@ def page(browser, app_url):
     p.close()
 
 
-@pytest.mark.parametrize("setup", ["chain", "heuristic", "auto"])
+@pytest.mark.parametrize("setup", ["chain", "gamma16", "heuristic", "auto"])
 def test_the_numbers_agree(page, setup):
-    """Each figure the summary line and Explain show for this run reproduces from the figures beside it."""
+    """Each figure the summary line, Explain (the what-if line and the roofline included) and the Race tab show
+    for this run reproduces from the figures beside it, at γ = 16 too."""
     if setup == "heuristic":
         choose(page, "Adaptive γ", "heuristic")
-    run(page, COPY, "auto" if setup == "auto" else "ngram")
-    if setup == "heuristic":
-        choose(page, "Adaptive γ", "fixed")
+    if setup == "gamma16":
+        set_number(page, "gamma", 16)
+    try:
+        run(page, COPY, "auto" if setup == "auto" else "ngram")
+    finally:
+        if setup == "heuristic":
+            choose(page, "Adaptive γ", "fixed")
+        if setup == "gamma16":
+            set_number(page, "gamma", 4)
     summary, explain = page_numbers(page)
+    page.get_by_role("tab", name="Race").click()
+    raced = page.locator("#race").inner_text()
+    assert "speedup" in raced and check_race(raced) == [], raced
     if setup == "auto" and "does not model it" in explain:  # auto verified a recycling tree in some round: no
         assert check_page(summary, explain) == [], (summary, explain)  # chain prediction, what it prints adds up
         pytest.skip("auto chose token recycling's tree this time: the chain arithmetic is not on the page")
@@ -148,7 +158,10 @@ def test_the_what_if_sliders_redraw_in_the_browser(page):
     page.on("request", lambda req: requests.append(req.url))
     panel.locator('input[name="alpha"]').fill("0.2")  # a range input: fill sets the value and fires input
     after = float(panel.locator(".wf-out").get_attribute("data-speedup"))
-    assert after < first and "α = 0.20" in panel.locator(".wf-out").inner_text()
+    line = panel.locator(".wf-out").inner_text()
+    assert after < first and "α = 0.200" in line
+    assert check_explain(line) == [] and "At α = 0.200" in line  # the moved line follows the same rule
+    assert check_explain(line.replace(f"→ {after:.2f}×", f"→ {after + 0.01:.2f}×"))  # and a wrong one is caught
     assert not [u for u in requests if "/gradio_api/" in u]
 
 

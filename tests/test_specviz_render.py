@@ -314,3 +314,41 @@ def test_why_it_pays_never_claims_far_less_than_it_measured():
     assert "This run: v(4) = 1.50 target steps" in why_it_pays({**base, "v": 1.5, "v_n": 4}, 3)
     slow = why_it_pays({**base, "v": 4.6, "v_n": 4, "v_points": [[4, 4.6]]}, 3)
     assert "no less than 4 separate steps" in slow and "This run: v(4)" not in slow
+
+
+def test_a_token_the_target_never_tested_shows_no_target_top_k():
+    """After the first rejection the forward's distribution follows a rejected token: the Verify row says "not
+    tested" with no p and no target top-k (it listed "of 1.00"), and the discarded token's tooltip has no target
+    column; a tested row keeps both."""
+    import dataclasses
+
+    from specviz.markup import token_details
+    from specviz.runs import view_run
+    from specviz.verify import render_verify
+
+    events = []
+    for e in speculative_events():
+        if e.kind == "verified" and e.round == 1:  # the 2nd draft rejected: the 3rd is never tested
+            e = dataclasses.replace(e, accepted=[True, False, False], first_rejected=1, accept_prob=[1.0, 0.0, 0.0])
+        events.append(e)
+    html = render_verify(events, 1)
+    rows = re.findall(r'<tr class="vf-row vf-([\w-]+)".*?</tr>', html)
+    assert rows == ["accepted", "rejected", "not-tested"]
+    untested = re.search(r'<tr class="vf-row vf-not-tested".*?</tr>', html).group(0)
+    target_cell = untested.split("<td>")[-1]
+    assert "after the rejection" in target_cell and "vf-topk" not in target_cell
+    assert "p –" in re.sub(r"<[^>]+>", "", untested)
+    tested = re.search(r'<tr class="vf-row vf-accepted".*?</tr>', html).group(0)
+    assert "vf-topk" in tested.split("<td>")[-1]  # a tested row lists the target's top-k
+    rv = next(r for r in view_run(events).rounds if r.round == 1)
+    _, _, discarded, _ = token_details(rv, 2, "discarded", True)
+    _, _, rejected, _ = token_details(rv, 1, "rejected", True)
+    assert not any(b and b[0].startswith("target") for b in discarded)
+    assert any(b and b[0].startswith("target") for b in rejected)
+
+
+def test_the_roofline_legend_names_the_runs_own_bar():
+    from specviz import render_explain
+
+    html = render_explain(sample_events())
+    assert 'class="rf-bar rf-run"' in html and "rf-key-run" in html and "this run's verify size, n = 4" in html
