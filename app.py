@@ -27,6 +27,7 @@ from ui.warmup import warm_queue, warm_up
 
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
 OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
+COMPACT_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-compact', on); }"
 
 
 def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
@@ -112,9 +113,9 @@ def build_demo() -> gr.Blocks:
                                       min_width=100, info="ngram n, layerskip layers, lookahead window, recycle top-k")
                     gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)", elem_id="gamma",
                                       scale=2, min_width=160)
-                gr.Examples([[p, d, True] for _, p, d, _ in av.EXAMPLES], [prompt, drafter, race],  # examples race AR
-                            example_labels=[label for label, _, _, _ in av.EXAMPLES],
-                            label="Examples", elem_id="examples")
+                examples = gr.Examples([[p, d, True] for _, p, d, _ in av.EXAMPLES], [prompt, drafter, race],  # race AR
+                                       example_labels=[label for label, _, _, _ in av.EXAMPLES],
+                                       label="Examples", elem_id="examples")
                 gr.HTML(av.examples_html(), elem_id="expect")
                 summary = gr.HTML(av.summary_html([]), elem_id="summary")
                 with gr.Row(elem_classes="sv-tour-row", equal_height=True):
@@ -122,9 +123,14 @@ def build_demo() -> gr.Blocks:
                     skip_btn = gr.Button("Skip the tour", size="sm", scale=0, min_width=110, elem_id="tour-skip")
                     replay_tour_btn = gr.Button("▶ Replay the tour", size="sm", scale=0, min_width=130,
                                                 elem_id="tour-replay")
+                    # clicked by assets/specviz.js when the user touches any other control while the tour plays
+                    stop_tour_btn = gr.Button("Stop the tour", visible="hidden", elem_id="tour-stop")
                 gr.HTML(specviz.render_legend())
-                output_only = gr.Checkbox(False, label="Show output only (hide drafts)", elem_id="output-only",
-                                          container=False)
+                with gr.Row(elem_classes="sv-stream-options"):
+                    output_only = gr.Checkbox(False, label="Show output only (hide drafts)", elem_id="output-only",
+                                              container=False)
+                    compact = gr.Checkbox(False, label="Compact: one rejected draft per round (+N)",
+                                          elem_id="compact", container=False)
                 stream = gr.HTML(specviz.render_stream([]), elem_id="stream")
                 with gr.Row(elem_classes="sv-replay", equal_height=True):
                     prev_btn = gr.Button("◀ Prev", size="sm", min_width=70, scale=0, elem_id="prev")
@@ -134,9 +140,9 @@ def build_demo() -> gr.Blocks:
                     slider = gr.Slider(0, 1, value=0, step=1, label="Replay round", interactive=False,
                                        elem_id="round", scale=4, min_width=160)
                     speed = gr.Dropdown([0.25, 0.5, 1.0, 2.0, 4.0], value=1.0, label="Speed ×", scale=1,
-                                        min_width=90)
+                                        min_width=90, elem_id="speed")
                 selected = gr.Textbox(visible="hidden", elem_id="sv-select", container=False)
-                with gr.Tabs():
+                with gr.Tabs(overflow_behavior="wrap"):  # every tab in sight on a phone, none behind a "…" menu
                     with gr.Tab("Verify", elem_id="tab-verify"):
                         verify = gr.HTML(specviz.render_verify([]), elem_id="verify")
                     with gr.Tab("Tree", elem_id="tab-tree"):
@@ -209,8 +215,9 @@ def build_demo() -> gr.Blocks:
               "accept": accept}
         wire(demo, ui, [views[name] for name in av.VIEWS], events, slider, download, upload, dict(
             run=run_btn, stop=stop_btn, prev=prev_btn, next=next_btn, play=play_btn, pause=pause_btn, speed=speed,
-            selected=selected, output_only=output_only, pair_note=pair_note, tour=tour_html, skip=skip_btn,
-            replay_tour=replay_tour_btn, prompt=prompt, drift=drift_btn, drift_out=drift_out))
+            selected=selected, output_only=output_only, compact=compact, pair_note=pair_note, tour=tour_html, skip=skip_btn,
+            replay_tour=replay_tour_btn, stop_tour=stop_tour_btn, examples=examples.dataset, prompt=prompt,
+            drift=drift_btn, drift_out=drift_out))
     return demo
 
 
@@ -245,6 +252,7 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     ui["pair"].change(h.pair_note_changed, [ui["pair"]], [c["pair_note"]], api_visibility="private")
     ui["adaptive"].change(h.adaptive_changed, [ui["adaptive"]], [ui["p_min"]], api_visibility="private")
     c["output_only"].change(None, [c["output_only"]], None, js=OUTPUT_ONLY_JS, api_visibility="private")
+    c["compact"].change(None, [c["compact"]], None, js=COMPACT_JS, api_visibility="private")
     c["drift"].click(h.measure_drift, controls, [c["drift_out"]], **hidden, **compute)
     gr.api(h.api_generate, api_name="generate", **compute)
 
@@ -255,14 +263,15 @@ def ui_view(view_outs: list, name: str):
 
 
 def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
-    """The tour plays on page load and on Replay; Skip ends it; the user taking over stops it where it is.
+    """The tour plays on page load and on Replay; Skip ends it; the user taking over stops it where it is: Generate,
+    the replay buttons, an example, or any other control (assets/specviz.js clicks the hidden #tour-stop for those).
     Returns the tour's events (an upload cancels them before it loads)."""
     tour_outs = [*run_outs, c["tour"], c["prompt"]]
     light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
     tours = [demo.load(t.tour, None, tour_outs, **light), c["replay_tour"].click(t.tour, None, tour_outs, **light)]
     c["skip"].click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
         t.tour_end, None, tour_outs, **hidden)
-    for button in (c["run"], c["prev"], c["next"], c["play"]):  # the user takes over: the tour stops where it is
+    for button in (c["run"], c["prev"], c["next"], c["play"], c["examples"], c["stop_tour"]):  # the user takes over
         button.click(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden)
     return tours
 

@@ -181,7 +181,9 @@
     if (t) select(t.getAttribute("data-select-round"));
     if (pinned && !(box && box.contains(e.target))) hide();
   });
-  function tokensOf(stream) { return Array.prototype.slice.call(stream.querySelectorAll(SEL)); }
+  function tokensOf(stream) {  /* the tokens on screen (compact mode and output-only hide some) */
+    return Array.prototype.slice.call(stream.querySelectorAll(SEL)).filter(function (t) { return t.getClientRects().length; });
+  }
   document.addEventListener("keydown", function (e) {
     if (e.key === "Escape") { hide(); return; }
     var stream = e.target && e.target.closest ? e.target.closest(".specviz-stream, .specviz-tree") : null;
@@ -386,15 +388,29 @@
     if (e.key === "Tab" && t && t.getAttribute && t.getAttribute("aria-expanded") !== null) e.stopPropagation();
   }, true);
   /* After Generate the focus goes to the output (the stream), and stays there while the stream re-renders,
-     until the user moves it. */
-  var followOutput = false;
+     until the user moves it. A run started from the keyboard (Enter on Generate: a click of detail 0) also keeps
+     the focused output in view until that run's summary says done: a keyboard user has no pointer to follow it
+     with, and the summary line growing above it pushed it below the fold. keyRun: the run before it, or null. */
+  var followOutput = false, keyRun = null;
   function focusOutput() {
     var s = document.querySelector("#stream .specviz-stream"), a = document.activeElement;
-    if (!followOutput || !s || s === a) return;
-    if (!a || a === document.body || (a.closest && a.closest("#generate"))) s.focus({ preventScroll: true });
+    if (!followOutput || !s) return;
+    if (s !== a) {
+      if (a && a !== document.body && !(a.closest && a.closest("#generate"))) return;
+      s.focus({ preventScroll: true });
+    }
+    if (keyRun === null) return;
+    var r = s.getBoundingClientRect(), done = document.querySelector('#summary .sv-summary[data-done="1"]');
+    if (r.top < 0 || r.bottom > window.innerHeight + 1) s.scrollIntoView({ block: "center" });
+    if (done && done.getAttribute("data-run") !== keyRun) keyRun = null;
   }
   document.addEventListener("click", function (e) {
-    if (e.target && e.target.closest && e.target.closest("#generate")) { followOutput = true; setTimeout(focusOutput, 0); }
+    if (e.target && e.target.closest && e.target.closest("#generate")) {
+      var before = document.querySelector("#summary .sv-summary");
+      followOutput = true;
+      keyRun = e.detail === 0 ? ((before && before.getAttribute("data-run")) || "") : null;
+      setTimeout(focusOutput, 0);
+    }
   }, true);
   document.addEventListener("focusin", function (e) {
     if (followOutput && !(e.target && e.target.closest && e.target.closest("#stream, #generate"))) followOutput = false;

@@ -32,11 +32,22 @@ def round_html(rv, greedy: bool, breaks: bool = True) -> str:
         return "".join(parts)
     for i, (text, origin) in enumerate(zip(tokens, origins)):
         if i == cut and rv.drafted is not None:  # the draft's rejected tail goes where it was rejected
-            for j in range(cut, len(rv.drafted.tokens)):
-                parts.append(token_span(rv, j, "rejected" if j == cut else "discarded", greedy,
-                                        rv.drafted.tokens[j], breaks=False))
+            parts.append(token_span(rv, cut, "rejected", greedy, rv.drafted.tokens[cut], breaks=False))
+            parts.append(tail_html(rv, cut, greedy))
         parts.append(token_span(rv, i, origin, greedy, text, breaks=breaks))
     return "".join(parts)
+
+
+def tail_html(rv, cut: int, greedy: bool) -> str:
+    """The drafts after the rejected one (discarded unseen), in one span: compact mode (the "Compact rejected
+    drafts" box, a class on the stream) hides them and shows "+N" instead. "" when none."""
+    more = len(rv.drafted.tokens) - cut - 1
+    if more <= 0:
+        return ""
+    spans = "".join(token_span(rv, j, "discarded", greedy, rv.drafted.tokens[j], breaks=False)
+                    for j in range(cut + 1, len(rv.drafted.tokens)))
+    return (f'<span class="sv-tail" data-more="{more}" title="{more} more drafted token{"s" if more != 1 else ""} '
+            f'discarded unseen">{spans}</span>')
 
 
 def render_stream(events, upto_round: int | None = None, mode: str | None = None) -> str:

@@ -352,3 +352,16 @@ def test_the_roofline_legend_names_the_runs_own_bar():
 
     html = render_explain(sample_events())
     assert 'class="rf-bar rf-run"' in html and "rf-key-run" in html and "this run's verify size, n = 4" in html
+
+
+def test_a_long_rejected_tail_folds_into_one_span_for_compact_mode():
+    """The drafts discarded after a round's rejected one sit in one .sv-tail span with their count (compact mode
+    hides them and shows "+N" by CSS); the rejected draft itself stays outside it; no tail, no span."""
+    from specviz.tokens import render_stream
+
+    html = render_stream(speculative_events())
+    assert re.findall(r'class="sv-tail" data-more="(\d+)"', html) == ["2"]  # round 3: " a" rejected, 2 discarded
+    tail = html[html.index('class="sv-tail"'):]
+    tail = tail[:tail.index('class="tok tok-corrected"')]  # up to round 3's corrected token
+    assert tail.count("tok-discarded") == 2 == html.count("tok-discarded") and "tok-rejected tok-discarded" in tail
+    assert html.count('class="tok tok-rejected"') == 2  # round 1's " sat" and round 3's " a" stay visible
