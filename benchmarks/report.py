@@ -11,6 +11,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.colors import qualitative
 
+from engine.figures import derive
+from .bench_stats import AR, HF_GREEDY
+
 COLUMNS = ["config", "tok/s", "× our AR", "predicted ×", "× HF greedy", "α (per token)", "accepted / drafted",
            "mean acc. len",
            "acceptance by position", "c", "v(γ+1)", "identical"]
@@ -36,8 +39,17 @@ def _config_cells(label: str, row: dict | None) -> list[str]:
 
 
 def config_table(results: dict, rows: dict) -> tuple[list, list]:
-    """Header and rows (strings) of one per-config table; shared by Markdown and HTML."""
-    return COLUMNS, [_config_cells(c["label"], rows.get(c["name"])) for c in results["configs"]]
+    """Header and rows (strings) of one per-config table; shared by Markdown and HTML. The "× our AR" and "× HF
+    greedy" cells are the printed tok/s cells divided (engine.figures, at the cells' own digits): a reader who
+    divides two cells of the table gets the ratio it prints."""
+    table = [_config_cells(c["label"], rows.get(c["name"])) for c in results["configs"]]
+    by_name = {c["name"]: cells for c, cells in zip(results["configs"], table)}
+    for base, col in ((AR, COLUMNS.index("× our AR")), (HF_GREEDY, COLUMNS.index("× HF greedy"))):
+        den = by_name.get(base, [None, "—"])[1]
+        for cells in table:
+            if cells[1] not in ("—", "failed") and den not in ("—", "failed", None) and float(den) > 0:
+                cells[col] = derive(lambda a, b: a / b, [(float(cells[1]), 1), (float(den), 1)], most=0)[0] + "×"
+    return COLUMNS, table
 
 
 def _md_table(header: list, rows: list) -> str:

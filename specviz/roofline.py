@@ -64,12 +64,15 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
             parts.append(f'<line class="rf-ridge" x1="{x(n_star):.1f}" y1="{PAD_T}" x2="{x(n_star):.1f}" '
                          f'y2="{H - PAD_B}"/><text class="rf-t" x="{x(n_star) + 3:.1f}" y="{PAD_T + 9}">n* ≈ '
                          f'{n_star:.0f}</text>')
+    _, (t1_text,) = derive(lambda a: a, [(t1 * 1e3, 1)], 1)
     for n, t in points:
-        ms, v = t * 1e3, t / t1
+        ms = t * 1e3
         gap = f", {costmodel.gap(t, n, context, r):.2f}× the roofline" if r else ""
         run = " rf-run" if n == run_n else ""
+        # t(n) = v(n) · t(1): v printed with the digits that make the product the printed t(n)
+        shown, (v_text,) = derive(lambda v: v * float(t1_text), [(t / t1, 2)], 1)
         parts.append(f'<rect class="rf-bar{run}" x="{x(n) - 4:.1f}" y="{y(ms):.1f}" width="8" height="{y(0) - y(ms):.1f}">'
-                     f'<title>t({n}) = {ms:.1f} ms = v({n}) {v:.2f} target steps{gap}</title></rect>')
+                     f'<title>t({n}) = {shown} ms = v({n}) {v_text} × t(1) {t1_text} ms{gap}</title></rect>')
     parts.append(f'<text class="rf-t" x="{(W + PAD_L) / 2}" y="{H - 4}" text-anchor="middle">n tokens in one forward</text>'
                  f'<text class="rf-t" x="4" y="{PAD_T + 2}" transform="rotate(90 4 {PAD_T + 2})">ms per forward</text>')
     legend = ('<span class="rf-key rf-key-bar">measured t(n)</span>'

@@ -127,3 +127,24 @@ def test_cli_bench_beams_counts_forwards_saved(tiny_dirs, tmp_path, capsys):
     assert "num_beams must be 1 (off) or between 2 and 8" in capsys.readouterr().err
     assert main(["--target", tiny_dirs["target"], "--drafts", "layerskip:1", "--num-beams", "2", "--out", str(out)]) == 2
     assert "drafts with 'ngram[:N]' or 'self'" in capsys.readouterr().err
+
+
+def test_the_report_table_ratios_divide_its_own_cells():
+    """The report's "× our AR" and "× HF greedy" cells are the printed tok/s cells divided, over many rates (the
+    pooled ratio printed at two decimals beside one-decimal rates could disagree with them)."""
+    import random
+
+    from benchmarks.report import COLUMNS, config_table
+
+    rng = random.Random(0)
+    configs = [{"name": n, "label": n} for n in ("ours/ar", "hf/greedy", "ours/ngram:4")]
+    for _ in range(300):
+        rows = {n["name"]: {"tokens_per_s": rng.uniform(1, 300)} for n in configs}
+        for row in rows.values():
+            row["speedup_vs_ar"] = row["tokens_per_s"] / rows["ours/ar"]["tokens_per_s"]
+            row["speedup_vs_hf"] = row["tokens_per_s"] / rows["hf/greedy"]["tokens_per_s"]
+        _, table = config_table({"configs": configs}, rows)
+        ar, hf = float(table[0][1]), float(table[1][1])
+        for cells in table:
+            for col, den in (("× our AR", ar), ("× HF greedy", hf)):
+                assert abs(float(cells[COLUMNS.index(col)].rstrip("×")) - float(cells[1]) / den) <= 0.005 + 1e-9

@@ -119,3 +119,16 @@ def test_batch_figures_reproduce_and_a_wrong_one_is_caught():
         assert "the AR batch" in shown and shown.count("tokens/s (") == 2
         assert check_batch(shown) == [], (seed, shown)
         assert check_batch(bump(shown, r"ran at ([\d.]+)×")) and check_batch(bump(shown, r"([\d.]+) tokens/s \("))
+
+
+def test_the_roofline_chart_tooltips_multiply_out():
+    """Each bar's tooltip t(n) = v(n) × t(1): the printed v(n) times the printed t(1) gives the printed t(n)."""
+    from tests.numbers import agrees
+
+    seen = 0
+    for seed in range(150):
+        for t, v, t1 in re.findall(r"t\(\d+\) = ([\d.]+) ms = v\(\d+\) ([\d.]+) × t\(1\) ([\d.]+) ms",
+                                   render_explain(race(random.Random(seed)))):
+            assert agrees(t, float(v) * float(t1)), (t, v, t1)
+            seen += 1
+    assert seen >= 300

@@ -228,7 +228,7 @@ def test_explain_says_why_it_pays_with_this_runs_c_and_v():
     events = sample_events()
     s = spec_summary(events)
     html = render_explain(events)
-    assert "memory-bound" in html and 'class="sv-roofline"' in html and "v(4) 1.50 target steps" in html
+    assert "memory-bound" in html and 'class="sv-roofline"' in html and "t(4) = 60.0 ms = v(4) 1.50 × t(1) 40.0 ms" in html
     assert f"{s['predicted_speedup']:.2f}×" in html
     low = costmodel.predicted_speedup(0.2, s["gamma"], s["c"], s["v"])
     assert f"α = 0.2 → {low:.2f}×" in html
