@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import html
 import json
+import math
+
+from engine.figures import derive
 
 VISIBLE_WS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
@@ -28,6 +31,16 @@ def fmt_p(x, digits: int = 3) -> str:
         return f"{float(x):.{digits}f}"
     except (TypeError, ValueError):
         return "–"
+
+
+def accept_terms(p, q, acc) -> tuple[str, str, str]:
+    """(p, q, min(1, p/q)) as printed: p and q with the digits that make the printed test reproduce (engine.figures);
+    each at 3 decimals when the recorded probability is not min(1, p/q) (a lossy or multi-candidate rule)."""
+    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (p, q, acc)) and q > 0 \
+            and abs(min(1.0, p / q) - acc) < 1e-9:
+        shown, (p_text, q_text) = derive(lambda a, b: min(1.0, a / b) if b > 0 else math.inf, [(p, 3), (q, 3)], 3)
+        return p_text, q_text, shown
+    return fmt_p(p), fmt_p(q), fmt_p(acc)
 
 
 def stream_text(text: str, breaks: bool = True) -> str:
@@ -113,12 +126,13 @@ def token_details(rv, i: int, origin: str, greedy: bool):
     if origin in ("accepted", "rejected", "discarded", "pending") and d is not None:
         q, p = _at(d.q, i), _at(v.p, i) if v is not None else None
         acc = _at(v.accept_prob, i) if v is not None else None
-        rows.append(("draft q", fmt_p(q)))
+        p_text, q_text, acc_text = accept_terms(p, q, acc) if not greedy else (fmt_p(p), fmt_p(q), fmt_p(acc))
+        rows.append(("draft q", q_text))
         if origin in ("accepted", "rejected"):  # a discarded token was never tested: no p, no verdict
-            rows += [("target p", fmt_p(p)), (f"accept ({rule})", fmt_p(acc))]
+            rows += [("target p", p_text), (f"accept ({rule})", acc_text)]
             u = _at(getattr(v, "u", None), i)
             if isinstance(u, (int, float)) and isinstance(acc, (int, float)):  # sampling: the uniform draw
-                rows.append(("test", f"u = {u:.3f} {'<' if origin == 'accepted' else '≥'} min(1, p/q) = {acc:.3f} "
+                rows.append(("test", f"u = {u:.3f} {'<' if origin == 'accepted' else '≥'} min(1, p/q) = {acc_text} "
                                      f"→ {origin}"))
         head = {"accepted": "accepted draft token",
                 "rejected": "rejected: failed the acceptance test",

@@ -6,7 +6,7 @@ Events -> HTML; every token text is escaped.
 from __future__ import annotations
 
 from .drift import lossy_badge, lossy_rule
-from .markup import _at, esc, fmt_p, label_text
+from .markup import _at, accept_terms, esc, fmt_p, label_text
 from .runs import main_run
 
 TOPK_SHOWN = 4
@@ -50,9 +50,10 @@ def _stop_reason(rv, greedy: bool) -> str:
         k = v.first_rejected
         tok = label_text(_at(d.tokens, k) or "")
         p, q, u, acc = _at(v.p, k), _at(d.q, k), _at(v.u, k) if v.u else None, _at(v.accept_prob, k)
+        pt, qt, at = accept_terms(p, q, acc)  # printed so that min(1, p/q) of them is the printed test
         why = (f"it is not the target's argmax (p = {fmt_p(p)})" if greedy else
-               f"u = {fmt_p(u)} ≥ min(1, p/q) = min(1, {fmt_p(p)}/{fmt_p(q)}) = {fmt_p(acc)}" if _num(u) is not None
-               else f"its test min(1, p/q) = min(1, {fmt_p(p)}/{fmt_p(q)}) = {fmt_p(acc)} failed")
+               f"u = {fmt_p(u)} ≥ min(1, p/q) = min(1, {pt}/{qt}) = {at}" if _num(u) is not None
+               else f"its test min(1, p/q) = min(1, {pt}/{qt}) = {at} failed")
         rest = len(d.tokens) - k - 1
         tail = f"; the {rest} drafted after it were discarded unseen" if rest > 0 else ""
         how = "argmax p" if greedy else "sampled from norm(max(0, p − q))"

@@ -35,6 +35,9 @@ def check_summary(summary: str) -> list[str]:
     m = re.search(rf"α = {NUM} per token \((\d+) of (\d+) tested drafts? accepted", summary)
     if m and int(m.group(3)) and not agrees(m.group(1), int(m.group(2)) / int(m.group(3))):
         bad.append(f"summary α {m.group(1)} ≠ {m.group(2)}/{m.group(3)}")
+    m = re.search(rf"{NUM} tokens per target forward · (\d+) rounds? · (\d+) tokens?", summary)
+    if m and int(m.group(2)) and not agrees(m.group(1), int(m.group(3)) / int(m.group(2))):
+        bad.append(f"summary: {m.group(3)} tokens ÷ {m.group(2)} rounds ≠ {m.group(1)} per forward")
     return bad
 
 

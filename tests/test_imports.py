@@ -1,6 +1,6 @@
 """The layers import downwards only, the plain modules stay torch-free, and engine/ functions fit on a screen.
 
-Layers, lowest first: the plain modules at engine/'s top (config, events, validate, metrics, costmodel,
+Layers, lowest first: the plain modules at engine/'s top (config, events, validate, metrics, costmodel, figures,
 sizing, specs) ← runtime/ and sampling/ ← heads/ ← drafters/ ← decode/ ← engine's API (__init__, __main__).
 A module may import its own room and any lower layer; heads.train reads runtime and the heads' own modules,
 never a drafter; specviz reads only the plain modules; app.py and ui/ sit on top of everything.
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAIN = ("config", "events", "validate", "metrics", "costmodel", "sizing", "specs", "specbench")
+PLAIN = ("config", "events", "validate", "metrics", "costmodel", "figures", "sizing", "specs", "specbench")
 RANK = {"plain": 0, "runtime": 1, "sampling": 1, "heads": 2, "drafters": 3, "decode": 4, "api": 5}
 MAX_FUNCTION_LINES = 60
 

@@ -132,3 +132,18 @@ def test_the_roofline_chart_tooltips_multiply_out():
             assert agrees(t, float(v) * float(t1)), (t, v, t1)
             seen += 1
     assert seen >= 300
+
+
+def test_the_acceptance_test_reproduces_from_the_printed_p_and_q():
+    """Verify's "min(1, p/q) = min(1, P/Q) = A" and a token's tooltip rows reproduce from the printed P and Q (three
+    decimals each gave 0.523 for a recorded 0.526); a recorded probability that is not min(1, p/q) (a lossy rule)
+    keeps its own three decimals."""
+    from specviz.markup import accept_terms
+    from tests.numbers import agrees
+
+    rng = random.Random(3)
+    for _ in range(3000):
+        p, q = rng.uniform(1e-4, 1), rng.uniform(1e-4, 1)
+        pt, qt, at = accept_terms(p, q, min(1.0, p / q))
+        assert agrees(at, min(1.0, float(pt) / float(qt))) and at == f"{min(1.0, p / q):.3f}"
+    assert accept_terms(0.5, 0.25, 0.7) == ("0.500", "0.250", "0.700")
