@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 
+from engine.figures import quotient_terms
 from .markup import esc, tip_span
 
 
@@ -183,20 +184,26 @@ def _lane_numbers(run) -> tuple:
 
 
 def _race(spec, plain) -> str:
-    """Target forwards and wall time of both lanes; the verdict only once both have finished."""
+    """Target forwards and wall time of both lanes; the verdict only once both have finished (the lanes' seconds
+    printed so that they divide to its ratio)."""
+    walls = {name: _lane_numbers(run)[2] for name, run in (("speculative", spec), ("plain", plain))}
+    ws, wp = walls["speculative"], walls["plain"]
+    done = spec["finished"] is not None and plain["finished"] is not None
+    ratio = quotient_terms(wp, ws, least=2) if done and ws and wp else None
+    shown = {"plain": ratio[1], "speculative": ratio[2]} if ratio else {
+        k: f"{w:.2f}" for k, w in walls.items() if isinstance(w, (int, float))}
     rows = []
     for name, run in (("speculative", spec), ("plain", plain)):
-        forwards, steps, wall = _lane_numbers(run)
-        per = f"{steps / forwards:.2f}" if forwards else "–"
+        forwards, steps, _ = _lane_numbers(run)
+        per = quotient_terms(steps, forwards)[0] if forwards else "–"
         rows.append(f'<span class="beam-race-lane" data-lane="{name}" data-forwards="{forwards}">{name}: '
                     f'{steps} steps, {forwards} target forwards ({per} steps/forward)'
-                    f'{f", {wall:.2f} s" if isinstance(wall, (int, float)) else ""}</span>')
+                    f'{f", {shown[name]} s" if name in shown else ""}</span>')
     verdict = ""
-    if spec["finished"] is not None and plain["finished"] is not None:
-        ws, wp = _lane_numbers(spec)[2], _lane_numbers(plain)[2]
+    if done:
         same = (spec["result"] is not None and plain["result"] is not None
                 and spec["result"].token_ids == plain["result"].token_ids)
-        ratio = f"{wp / ws:.2f}× plain's speed" if ws and wp else "–"
-        verdict = (f'<span class="beam-verdict" data-same="{str(same).lower()}">{ratio}; '
+        said = f"{ratio[0]}× plain's speed ({ratio[1]} s ÷ {ratio[2]} s)" if ratio else "–"
+        verdict = (f'<span class="beam-verdict" data-same="{str(same).lower()}">{said}; '
                    f'{"same beams" if same else "beams differ"}</span>')
     return f'<div class="beam-race">{"".join(rows)}{verdict}</div>'
