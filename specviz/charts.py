@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel, metrics
 from engine.config import MAX_GAMMA
+from engine.figures import Exact
 from .runs import predicted_terms, spec_summary, split_runs, view_runs
 
 HEIGHT = 290
@@ -156,7 +157,9 @@ def speedup_model_fig(events) -> go.Figure:
     fig = _figure(title, "γ (draft tokens per round)", "speedup over AR (×)")
     points = costmodel.curve(alpha, c, v_points, MAX_GAMMA)
     gammas, es, ys = [g for g, _, _ in points], [e for _, e, _ in points], [y for _, _, y in points]
-    label = f"E/(γc+v(γ+1)): α={alpha:.2f}, c={c:.3f}, measured v(n)"
+    tested = summary.get("accepted", 0) + summary.get("rejections", 0)
+    shown = Exact.ratio(summary["accepted"], tested).text() if tested else f"{alpha:.3f}"  # exact, as Explain
+    label = f"E/(γc+v(γ+1)): α={shown}, c={c:.3f}, measured v(n)"
     fig.add_trace(go.Scatter(x=gammas, y=ys, mode="lines+markers", name=label, customdata=es,
                              line=dict(color=COLORS["model"]), marker=dict(size=4),
                              hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})<extra></extra>"))
