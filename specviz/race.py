@@ -114,6 +114,8 @@ def render_race(events, t: float | None = None) -> str:
         speed = (f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
                  f'{rates[0] if rates else format(summary["speedup"], ".2f")}×</span>'
                  + (f'<span class="race-predicted">predicted {pred[0]}×</span>' if pred is not None else ""))
+    if speed and t is not None:  # a replay: the lanes stand at time t, the verdict is the whole run's
+        speed = '<span class="race-scope">whole run:</span>' + speed
     if summary.get("threads") and spec is not None and spec.done and ar is not None and ar.done:
         n = summary["threads"]
         speed += (f'<span class="race-threads" title="Engine.race computes both lanes with the same thread count '

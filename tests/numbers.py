@@ -165,4 +165,7 @@ def check_batch(text: str) -> list[str]:
 
 
 def check_page(summary: str, explain: str, race: str = "") -> list[str]:
-    return check_summary(summary) + check_explain(explain, summary + " " + race) + check_race(race)
+    """Every check; the race's prediction must be Explain's unless the race says it is the whole run's (a replay
+    cut: Explain sums the rounds up to the cut)."""
+    same_scope = race if "whole run:" not in race else ""
+    return check_summary(summary) + check_explain(explain, summary + " " + same_scope) + check_race(race)

@@ -39,6 +39,8 @@ def race(rng: random.Random, gamma: int | None = None, tokens: int | None = None
     machine = host(rng) if rng.random() < 0.8 else {}
     config = {"gamma": gamma, "max_new_tokens": tokens, "temperature": 0.0 if greedy else 0.8, "top_k": 0,
               "top_p": 1.0, "seed": 0, "raw": False, "record_topk": 0}
+    if not greedy and rng.random() < 0.3:  # the lossy rule (typical acceptance)
+        config["accept"] = "typical:0.09,0.3"
     start = dict(target="synthetic-target", device="cpu", dtype="float32", config=config, prompt_text="p",
                  prompt_ids=[1], prompt_tokens=["p"], pos=1, host=machine)
     spec = [RunStarted(round=0, run_id="syn-spec", mode="speculative", draft="synthetic-draft", **start)]

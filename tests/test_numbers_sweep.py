@@ -14,7 +14,8 @@ from engine.events import BatchFinished
 from engine.figures import Exact, derive, quotient_terms
 from engine.validate import validate_events
 from specviz import render_explain
-from specviz.app_views import summary_html
+from specviz.app_views import summary_html, views
+from specviz.replay import rounds_of
 from specviz.batch import batch_summary_html
 from specviz.race import render_race
 from tests.numbers import check_batch, check_page
@@ -57,7 +58,9 @@ def test_derive_prints_inputs_that_reproduce_the_figure():
 
 
 def test_every_equation_reproduces_over_a_sweep_of_runs():
-    seen = collections.Counter()
+    """Finished races (greedy, sampled, lossy; γ fixed or varying) and the same runs replayed to a random round
+    (the page as the replay slider shows it)."""
+    seen, lossy = collections.Counter(), 0
     for seed in range(RUNS):
         rng = random.Random(seed)
         events = race(rng, gamma=(1, 4, 16)[seed % 3] if seed < 90 else None)
@@ -65,7 +68,13 @@ def test_every_equation_reproduces_over_a_sweep_of_runs():
         summary, explain, raced = page(events)
         assert check_page(summary, explain, raced) == [], seed
         seen.update(k for k in SEEN if k in explain + raced)
-    assert all(seen[k] >= RUNS * 0.6 for k in SEEN), seen  # each equation was checked, not skipped
+        lossy += "LOSSY" in explain
+        cut = views(events, rng.randint(1, rounds_of(events)), figures=False)
+        shown = text(cut.summary), text(cut.explain), text(cut.race)
+        assert check_page(*shown) == [], ("replayed", seed)
+        seen["replayed"] += "One round at γ" in shown[1]
+    assert all(seen[k] >= RUNS * 0.6 for k in (*SEEN, "replayed")), seen  # each equation was checked, not skipped
+    assert lossy >= 10
 
 
 @pytest.mark.parametrize("pattern", [
