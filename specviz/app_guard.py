@@ -103,15 +103,30 @@ def check_prompt(prompt, max_tokens: int) -> str:
         raise ValueError(f"prompt is not valid text: a lone surrogate {prompt[e.start]!r} at character {e.start}; "
                          f"send UTF-8 text") from None
     if len(prompt) > max_tokens * CHARS_PER_TOKEN:
-        raise ValueError(f"prompt is {len(prompt):,} characters; the app takes at most {max_tokens} prompt tokens "
-                         f"(SPECVIZ_MAX_PROMPT_TOKENS)")
+        raise ValueError(f"prompt is {len(prompt):,} characters, too long: this server reads at most "
+                         f"{max_tokens * CHARS_PER_TOKEN:,} characters")
     return prompt
 
 
-def check_prompt_tokens(n_tokens: int, max_tokens: int) -> None:
-    if n_tokens > max_tokens:
-        raise ValueError(f"prompt is {n_tokens} tokens; the app takes at most {max_tokens} prompt tokens "
-                         f"(SPECVIZ_MAX_PROMPT_TOKENS)")
+def check_prompt_tokens(n_tokens: int, max_tokens: int, chars: int | None = None) -> None:
+    """A prompt over the token cap, refused in the characters the visitor sees: the cap in characters of text
+    like theirs (their own characters per token), and how much to cut. Without `chars`, in tokens."""
+    if n_tokens <= max_tokens:
+        return
+    if not chars:
+        raise ValueError(f"prompt is {n_tokens:,} tokens; this server reads at most {max_tokens:,}")
+    fits = max_tokens * chars // n_tokens  # characters of text like this prompt that fit
+    raise ValueError(f"prompt is {chars:,} characters, too long: this server reads at most about {fits:,} "
+                     f"characters of text like it. Shorten it by about {chars - fits:,} characters.")
+
+
+def check_gamma(value, high: int) -> int:
+    """γ as the page sends it: a whole number from 1 to high (a slider's box takes 2.5 as typed); else a
+    ValueError in the page's own words."""
+    try:
+        return whole("γ", value, 1, high)
+    except ValueError:
+        raise ValueError(f"γ must be a whole number from 1 to {high}, got {str(value)[:40]}") from None
 
 
 def api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target, max_new_cap: int,

@@ -232,7 +232,8 @@ def summary_html(events) -> str:
                      f'autoregressive {visible_tokens(ar, t)}/{target} tokens</span>')
     if s.get("timing_flags"):
         reasons = "; ".join(s["timing_flags"])
-        parts.append(f'<span class="sv-warn" title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)} ({esc(reasons)})</span>')
+        parts.append(f'<details class="sv-busy sv-warn"><summary title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)}'
+                     f'</summary>{esc(reasons)}</details>')  # one short line; the reasons a click away
     if run.mode == "speculative":
         parts.append(drift_meter(run, ar, s.get("speedup")))  # "" unless the run used a lossy rule
     who = f"{esc(run.started.target)} · draft {esc(run.started.draft or '—')}" if run.started else ""

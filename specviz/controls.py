@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import astuple, dataclass, fields
 
-from engine.config import GenerationConfig
+from engine.config import MAX_GAMMA, GenerationConfig
+from .app_guard import check_gamma
 from .app_views import EMBEDDED_PAIR, config_kwargs, model_specs
 
 
@@ -43,7 +44,7 @@ class Controls:
     def settings(self, time_limit_s: float | None) -> tuple[str, str, GenerationConfig]:
         """(target spec, draft spec, GenerationConfig); ValueError naming a setting out of range."""
         target, draft = model_specs(self.pair, self.drafter, self.param)
-        kwargs = config_kwargs(self.gamma, self.adaptive, self.p_min, self.temperature, self.top_k, self.top_p,
+        kwargs = config_kwargs(check_gamma(self.gamma, MAX_GAMMA), self.adaptive, self.p_min, self.temperature, self.top_k, self.top_p,
                                self.seed, self.max_new, self.tree_budget, self.tree_branching, self.accept)
         return target, draft, GenerationConfig(**kwargs, time_limit_s=time_limit_s)
 

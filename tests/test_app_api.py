@@ -71,7 +71,7 @@ def test_generate_endpoint_is_deterministic_and_isolated(client):
     (("hi", None, 4, 8, 0.0, 0), "draft must be a model name"),
     (("hi", "ngram", 4, 8, 0.0, 0, 7), "target must be a model name"),
     (("hi", "ngram", 4, 8, 0.0, 0, None), "target must be a model name"),
-    (("word " * 2100, "ngram", 4, 8, 0.0, 0), "the app takes at most 2048 prompt tokens"),
+    (("word " * 2100, "ngram", 4, 8, 0.0, 0), "too long: this server reads at most about"),
     (("hi", "ngram", float("inf"), 8, 0.0, 0), "gamma must be a whole number, got inf"),
     (("hi", "ngram", 4, 8, 0.0, float("nan")), "seed must be a whole number, got nan"),
     (("hi", "ngram", 4, 8, 0.0, 2**64), "seed must be between 0 and"),

@@ -62,7 +62,7 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
 
 def test_bad_controls_are_one_warning_and_no_run():
     """γ out of range in the UI is a warning naming the setting; the generator yields only untouched outputs."""
-    with pytest.warns(UserWarning, match="gamma must be between 1 and 16"):
+    with pytest.warns(UserWarning, match="γ must be a whole number from 1 to 16, got 40"):
         frames = list(h.generate(Controls(gamma=40, max_new=8, prompt="hello"), None))
     assert len(frames) == 1 and all(v == SKIP for name, v in frames[0]._asdict().items() if name != "summary")
     assert "sv-empty" in frames[0].summary  # the summary line of the last run (none) back in place

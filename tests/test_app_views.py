@@ -118,7 +118,7 @@ API_OK = dict(prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature
 @pytest.mark.parametrize("name, value, message", [
     ("prompt", "bad \ud800 text", "prompt is not valid text: a lone surrogate"),
     ("prompt", 42, "prompt must be text, got int"),
-    ("prompt", "x" * 2048 * guard.CHARS_PER_TOKEN + "x", "at most 2048 prompt tokens"),
+    ("prompt", "x" * 2048 * guard.CHARS_PER_TOKEN + "x", "this server reads at most 32,768 characters"),
     ("max_new_tokens", "10", "max_new_tokens must be a whole number, got str"),
     ("max_new_tokens", [10], "max_new_tokens must be a whole number, got list"),
     ("max_new_tokens", 513, "max_new_tokens must be between 1 and 512"),
@@ -144,10 +144,11 @@ def test_api_arguments_name_the_setting_and_its_range(name, value, message):
     assert guard.api_arguments(**API_OK, max_new_cap=512, max_prompt_tokens=2048)["gamma"] == 4
 
 
-def test_prompt_token_cap_names_the_limit_and_its_variable():
-    """A prompt over the app's token cap is refused with both numbers and the environment variable."""
+def test_prompt_token_cap_names_the_limit():
+    """A prompt over the app's token cap is refused with its length and the cap (in characters when the
+    prompt's length is known: tests/test_app_messages.py), never the environment variable."""
     guard.check_prompt_tokens(2048, 2048)
-    with pytest.raises(ValueError, match=r"prompt is 2049 tokens; the app takes at most 2048 .*SPECVIZ_MAX_PROMPT_TOKENS"):
+    with pytest.raises(ValueError, match=r"prompt is 2,049 tokens; this server reads at most 2,048$"):
         guard.check_prompt_tokens(2049, 2048)
 
 

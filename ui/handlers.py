@@ -26,8 +26,9 @@ import gradio.utils as gradio_utils  # noqa: E402
 
 import specviz
 from engine import Engine, GenerationConfig, load_model
-from engine.config import MAX_BATCH
+from engine.config import MAX_BATCH, MAX_GAMMA
 from engine.decode.drift import drift_job
+from engine.drafters.heads import heads_pending
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
 from specviz import app_guard as guard
@@ -71,7 +72,7 @@ def prepare(target: str, draft: str, prompt: str, raw: bool, num_beams: int = 1)
         engine = Engine(load_model(target), draft)
     except OSError as e:
         raise ValueError(str(e)) from None
-    guard.check_prompt_tokens(len(engine.encode(prompt, raw)), MAX_PROMPT_TOKENS)
+    guard.check_prompt_tokens(len(engine.encode(prompt, raw)), MAX_PROMPT_TOKENS, chars=len(prompt))
     return target, draft
 
 
@@ -157,6 +158,19 @@ def status(message: str) -> RunOutputs:
     return RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=status_line(message))
 
 
+def heads_status(spec) -> str | None:
+    """What the first run of a heads drafter (medusa, eagle, auto) waits for on the embedded target: reading the
+    trained heads (seconds on a busy CPU); None once they are loaded."""
+    path = heads_pending(spec, load_model(EMBEDDED))
+    if path is None:
+        return None
+    try:
+        size = f" ({path.stat().st_size / 1e6:.0f} MB)"
+    except OSError:  # prepare() says what is missing
+        size = ""
+    return f"loading the trained draft heads{size}, first use only …"
+
+
 def reading(event) -> str:
     """The status while the target reads a long prompt (a Prefilling event): the run can be stopped meanwhile."""
     return f"reading the prompt: {event.pos:,} of {event.total:,} positions …"
@@ -174,6 +188,8 @@ def generate(controls: Controls, state=None):
         spec = parse_draft(draft)
         if target != "embedded" or spec.model or spec.name == "quant":  # the embedded model is loaded at start-up
             yield status(f"loading {target} and its drafter (first use only) …")
+        elif (heads := heads_status(spec)) is not None:
+            yield status(heads)
         target, draft = prepare(target, draft, controls.prompt, cfg.raw)
     except ValueError as e:
         yield refused_run(str(e), state)
@@ -421,8 +437,8 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
     """Stream the beam view once per round (see specviz/beams.py); a bad setting is one warning."""
     try:
         target, draft = av.model_specs(pair, drafter, param)
-        cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), num_beams=int(num_beams),
-                               time_limit_s=MAX_RUN_S)
+        cfg = GenerationConfig(gamma=guard.check_gamma(gamma, MAX_GAMMA), max_new_tokens=int(max_new),
+                               num_beams=int(num_beams), time_limit_s=MAX_RUN_S)
         target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
         lanes = {"speculative": [], "ar": []}
         note = beam_note(int(num_beams))
@@ -464,8 +480,8 @@ def stream_batch(target: str, draft: str, cfg: GenerationConfig, prompts: list, 
     round by round (engine/decode/race.py's rule: the lane behind in its share of the work goes next)."""
     engine = Engine(load_model(target), draft)
     ids = [engine.encode(p, cfg.raw) for p in prompts]
-    for row in ids:
-        guard.check_prompt_tokens(len(row), MAX_PROMPT_TOKENS)
+    for row, prompt in zip(ids, prompts):
+        guard.check_prompt_tokens(len(row), MAX_PROMPT_TOKENS, chars=len(prompt))
     if race:
         yield from engine.race_batch(ids, cfg)
     else:
@@ -478,7 +494,8 @@ def batch_generate(pair, drafter, param, gamma, max_new, prompts_text, race):
     try:
         prompts = batch_prompts(prompts_text)
         target, draft = av.model_specs(pair, drafter, param)
-        cfg = GenerationConfig(gamma=int(gamma), max_new_tokens=int(max_new), time_limit_s=MAX_RUN_S)
+        cfg = GenerationConfig(gamma=guard.check_gamma(gamma, MAX_GAMMA), max_new_tokens=int(max_new),
+                               time_limit_s=MAX_RUN_S)
         target, draft = prepare(target, draft, prompts[0], cfg.raw)
         lanes = {"speculative": [], "ar": []}
         for lane, event in stream_batch(target, draft, cfg, prompts, bool(race)):

@@ -19,6 +19,7 @@ tested one-hot. Verification always uses the target's full distribution.
 from __future__ import annotations
 
 import heapq
+from pathlib import Path
 
 import torch
 
@@ -202,6 +203,19 @@ def _load_heads(target: LoadedModel, path: str):
     if int(heads.vocab_ids.max()) >= target.vocab_size:
         raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
     return heads.to(target.device), heads_mod.frozen_parts(target.model, heads.vocab_ids)
+
+
+def heads_pending(spec: DraftSpec, target: LoadedModel) -> Path | None:
+    """The heads file a run of `spec` on `target` reads first (medusa, eagle, and auto unless auto:ngram), or None
+    when it reads none or they are loaded already: the app says so before the load (seconds on a busy CPU)."""
+    if spec.name in ("medusa", "eagle"):
+        path = spec.path
+    elif spec.name == "auto" and spec["offer"] != "ngram":
+        path = None  # auto offers the shipped heads
+    else:
+        return None
+    path = str(path or heads_mod.WEIGHTS)
+    return None if _HEADS.has(target.model, path) else Path(path)
 
 
 def heads_fit(target: LoadedModel) -> bool:

@@ -42,6 +42,10 @@ class PerModel:
                     self._table.setdefault(model, {})[key] = value
         return value
 
+    def has(self, model, key) -> bool:
+        """Is the value for (model, key) built already (get() would return at once)?"""
+        return self._find(model, key) is not _MISSING
+
     def drop(self, model) -> None:
         """Forget everything built from `model` now (it is being unloaded)."""
         with self._lock:

@@ -1,0 +1,107 @@
+"""What the page says when it refuses or waits (ui/handlers.py, specviz/app_guard.py): γ as a whole number, a long
+prompt in characters, the trained heads' first load named before it happens, and the busy-machine note in one line."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specviz import app_guard as guard
+from specviz import app_views as av
+from specviz.controls import Controls
+from ui import handlers as h
+
+SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
+
+
+@pytest.mark.parametrize("gamma", [2.5, 0, 17, float("nan")])
+def test_a_fractional_or_out_of_range_gamma_is_refused_in_the_pages_words(gamma):
+    """γ = 2.5 from the page's box is one warning naming γ's whole-number range, and no run starts."""
+    with pytest.warns(UserWarning, match="γ must be a whole number from 1 to 16"):
+        frames = list(h.generate(Controls(gamma=gamma, max_new=4, prompt="hello"), None))
+    assert len(frames) == 1 and all(v == SKIP for name, v in frames[0]._asdict().items() if name != "summary")
+    for handler in (h.batch_generate, h.beam_generate):  # the Batch and Beam search tabs read the same γ
+        args = (av.EMBEDDED_PAIR, "ngram", 0, gamma, 4, "hello", False)
+        if handler is h.beam_generate:
+            args = (av.EMBEDDED_PAIR, "ngram", 0, gamma, 4, 2, False, "hello")
+        with pytest.warns(UserWarning, match="γ must be a whole number from 1 to 16"):
+            assert list(handler(*args)) == [(SKIP, SKIP)]
+
+
+def test_the_api_refuses_a_fractional_gamma():
+    """/generate's gamma = 2.5 is refused by name (a JSON client can send any number)."""
+    ok = dict(prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature=0.0, seed=0, target="embedded",
+              max_new_cap=av.MAX_NEW_TOKENS, max_prompt_tokens=2048)
+    with pytest.raises(ValueError, match="gamma must be a whole number, got 2.5"):
+        guard.api_arguments(**dict(ok, gamma=2.5))
+    assert guard.check_gamma(3.0, 16) == 3
+
+
+def test_a_long_prompt_is_refused_in_characters():
+    """A prompt over the token cap is refused in the characters the visitor sees: its length, the cap in
+    characters of text like it, how much to cut; no environment variable and no token count in the page."""
+    with pytest.raises(ValueError) as refused:
+        guard.check_prompt_tokens(5000, 2048, chars=20_000)
+    message = str(refused.value)
+    assert message.startswith("prompt is 20,000 characters") and "at most about 8,192 characters" in message
+    assert "Shorten it by about 11,808 characters" in message
+    assert "SPECVIZ" not in message and "token" not in message
+    with pytest.raises(ValueError) as refused:
+        guard.check_prompt("x" * 40_000, 2048)
+    assert "at most 32,768 characters" in str(refused.value) and "SPECVIZ" not in str(refused.value)
+    guard.check_prompt_tokens(2048, 2048, chars=9000)  # at the cap: accepted
+
+
+def test_a_long_prompt_in_the_page_is_refused_in_characters():
+    """Through the handler: a 20,000-character prompt over the token cap is one warning in characters."""
+    prompt = " ".join(f"w{i}" for i in range(5000))[:20_000]
+    with pytest.warns(UserWarning) as caught:
+        frames = list(h.generate(Controls(max_new=4, prompt=prompt), None))
+    message = str(caught[0].message)
+    assert f"prompt is {len(prompt):,} characters" in message and "characters of text like it" in message
+    assert "SPECVIZ" not in message and len(frames) == 1
+
+
+def test_the_first_heads_run_says_it_is_loading_them_before_its_first_token():
+    """eagle's first run on the embedded target reads the trained heads (seconds on a busy CPU): a status naming
+    them comes before the first token; once they are loaded, the next run shows no such status."""
+    from engine import load_model
+    from engine.drafters import heads
+
+    heads._HEADS.drop(load_model("embedded").model)  # as on a fresh server: no heads loaded yet
+    summaries = []
+    for frame in h.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None):
+        summaries.append(str(frame.summary))
+        if "tok" in str(frame.stream) and 'data-round' in str(frame.stream):
+            break
+    first = next(i for i, s in enumerate(summaries) if "draft heads" in s)
+    assert re.search(r"loading the trained draft heads \(\d+ MB\)", summaries[first])
+    assert first == 0 and len(summaries) > 1  # before anything else, the run's frames after it
+    again = [str(f.summary) for f in h.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None)]
+    assert not any("draft heads" in s for s in again)
+
+
+def test_the_busy_machine_note_is_one_short_line():
+    """Disturbed timings are flagged in a few words on the summary line; the reasons (often long clauses) are one
+    click away in a <details>, not a paragraph pushing the output down."""
+    from engine.metrics import summarize
+    from specviz.runs import split_runs
+    from specviz.sample import ar_events, speculative_events
+
+    slow, elapsed = [], 0.02  # the AR lane's second half at 3x the step time (an outside load), as test_costmodel
+    for e in ar_events():
+        if e.kind == "round_timed":
+            total = e.total_s * (3 if e.round > 4 else 1)
+            elapsed += total
+            e = type(e)(**{**e.__dict__, "total_s": total, "elapsed_s": round(elapsed, 3)})
+        slow.append(e)
+    events = speculative_events() + slow
+    flags = summarize(split_runs(events)["speculative"], split_runs(events)["ar"])["timing_flags"]
+    assert flags
+    html = av.summary_html(events)
+    note = re.search(r'<details class="sv-busy[^"]*".*?</details>', html, re.S)
+    assert note, html
+    visible = re.sub(r"<[^>]+>", "", re.search(r"<summary[^>]*>(.*?)</summary>", note.group(0), re.S).group(1))
+    assert len(visible) <= 40 and "\n" not in visible, visible
+    assert all(av.esc(f) in note.group(0) for f in flags)  # the reasons, behind the click
+    assert all(av.esc(f) not in re.sub(r"<details.*?</details>", "", html, flags=re.S) for f in flags)
