@@ -9,6 +9,9 @@ from engine.specbench import GROUPS
 from .markup import esc
 
 COLUMNS = (*GROUPS, "overall")
+# the table's headers: words that wrap in a narrow box (a column key such as math_reasoning never would)
+HEADERS = {"mt_bench": "MT-bench", "qa": "QA", "math_reasoning": "math reasoning", "rag": "RAG",
+           "summarization": "summari\N{SOFT HYPHEN}zation", "translation": "trans\N{SOFT HYPHEN}lation"}
 W, H, L, B, T = 640, 220, 40, 46, 10
 
 
@@ -54,7 +57,8 @@ def render_leaderboard(results, source: str = "") -> str:
         return ('<div class="specviz specviz-leaderboard sv-empty">No committed Spec-Bench run: '
                 '<code>python -m benchmarks specbench</code> writes one.</div>')
     s, m, rows = results.get("settings") or {}, results.get("machine") or {}, results["leaderboard"]
-    head = "".join(f"<th>{esc(c)}</th>" for c in ("method", *COLUMNS, "tokens / forward", "tok/s", "outputs ≠ AR"))
+    head = "".join(f"<th>{esc(HEADERS.get(c, c))}</th>" for c in ("method", *COLUMNS, "tokens / forward", "tok/s",
+                                                                   "outputs ≠ AR"))
     body = []
     for r in rows:
         sp = r.get("speedups") or {}
