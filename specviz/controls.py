@@ -44,7 +44,8 @@ class Controls:
     def settings(self, time_limit_s: float | None) -> tuple[str, str, GenerationConfig]:
         """(target spec, draft spec, GenerationConfig); ValueError naming a setting out of range."""
         target, draft = model_specs(self.pair, self.drafter, self.param)
-        kwargs = config_kwargs(check_gamma(self.gamma, MAX_GAMMA), self.adaptive, self.p_min, self.temperature, self.top_k, self.top_p,
+        gamma = check_gamma(self.gamma, MAX_GAMMA)  # the page's words: a slider's box takes 2.5 as typed
+        kwargs = config_kwargs(gamma, self.adaptive, self.p_min, self.temperature, self.top_k, self.top_p,
                                self.seed, self.max_new, self.tree_budget, self.tree_branching, self.accept)
         return target, draft, GenerationConfig(**kwargs, time_limit_s=time_limit_s)
 
