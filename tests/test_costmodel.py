@@ -55,7 +55,7 @@ def test_one_trace_one_set_of_numbers():
     explain = render_explain(events)
     assert f"α = {alpha:.3f}" in explain and f"{E:.2f} on average over this run's rounds" in explain and f"predicted {pred:.2f}×" in explain
     fig = speedup_model_fig(events)
-    assert f"α={alpha:.2f}" in fig.data[0].name and fig.data[1].y[0] == pytest.approx(pred)
+    assert "α=5/7" in fig.data[0].name and fig.data[1].y[0] == pytest.approx(pred)
     assert f"predicted {pred:.2f}×" in render_race(events)
 
     # the bench harness summarises the same run through the same functions
