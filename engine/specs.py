@@ -113,6 +113,11 @@ for _family in (
            "forward fill a static tree template", "engine.drafters.recycle",
            (Arg("k", "int", 1, 16, default=8), Arg("template", "choice", choices=("", "small", "wide"))),
            choice=True, param="k"),
+    Family("suffix", "suffix[:N,SHAPE]", "suffix speculation: the most frequent continuations after the longest "
+           "match of the context's suffix (this run and the session's earlier ones), a tree sized to this host's "
+           "verify costs", "engine.drafters.suffix",
+           (Arg("N", "int", 1, 16, default=8), Arg("shape", "choice", choices=("", "tree", "chain"))),
+           choice=True, param="N"),
     Family("oracle", "oracle:A[:C]", "the target's greedy continuation, each token kept with probability A",
            "engine.drafters.oracle", (Arg("A", "float", 0, 1, required=True, hint="use oracle:A[:C] with A the "
                                           "acceptance in [0, 1] and C the draft cost in target steps, e.g. oracle:0.8 "

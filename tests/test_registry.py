@@ -88,7 +88,7 @@ def test_the_app_offers_the_registry_choices_and_a_trace_sets_them_back():
     """The drafter dropdown is the registry's app choices (in order) plus the preset draft; a loaded trace's draft
     spec is parsed by the same parser."""
     assert av.drafter_choices() == ["ngram", "self", "layerskip", "quant", "medusa", "eagle", "auto", "lookahead",
-                                    "recycle", av.PRESET_DRAFT]
+                                    "recycle", "suffix", av.PRESET_DRAFT]
     assert av.drafter_of("ngram:2") == {"drafter": "ngram", "param": 2}
     assert av.drafter_of("model:x/y") == {"drafter": av.PRESET_DRAFT}
     assert av.drafter_of("oracle:0.5") == {} and av.drafter_of("nonsense::") == {}

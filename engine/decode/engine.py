@@ -106,7 +106,8 @@ class Engine:
         return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text, summary)
 
     def race(self, prompt: str, cfg: GenerationConfig | None = None,
-             prompt_ids: list[int] | None = None, threads: int | None = RACE_THREADS) -> Iterator[tuple[str, object]]:
+             prompt_ids: list[int] | None = None, threads: int | None = RACE_THREADS,
+             history=None) -> Iterator[tuple[str, object]]:
         """The speculative run and the AR baseline of the same target (chains, or beams when cfg.num_beams > 1),
         interleaved on this one thread (race.py explains how and why). Yields (lane, event) with lane
         "speculative" or "ar"; one deadline (cfg.time_limit_s) covers the whole race.
@@ -118,18 +119,20 @@ class Engine:
         check_threads(threads)
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
         when = deadline_of(cfg)
-        lanes = {"speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=when),
+        lanes = {"speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=when, history=history),
                  "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=when)}
         cpu = self.target.device.type == "cpu"
         yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
 
     def generate(self, prompt: str, cfg: GenerationConfig | None = None, mode: str = "speculative",
                  prompt_ids: list[int] | None = None, deadline: float | None = None,
-                 prefix: KVCache | None = None) -> Iterator:
+                 prefix: KVCache | None = None, history=None) -> Iterator:
         """Yield the events of one run. mode: "speculative" or "ar" (the baseline).
         deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one).
         prefix: a `prefix_cache` holding the prompt but its last token, reused instead of a prefill (many short runs
-        of one prompt, the drift meter's); the run writes after the prompt only, so the next run can reuse it."""
+        of one prompt, the drift meter's); the run writes after the prompt only, so the next run can reuse it.
+        history: a session's earlier runs (drafters.suffix.History) for a drafter that reads them; a finished
+        speculative run adds its prompt and output to it."""
         cfg = cfg or GenerationConfig()
         if mode not in ("speculative", "ar"):
             raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
@@ -138,7 +141,7 @@ class Engine:
         deadline = deadline if deadline is not None else deadline_of(cfg)
         if cfg.num_beams > 1:  # beam search (beam.py): its own step over a B-row cache
             return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
-        return self._run(ids, cfg, mode, deadline, prefix)
+        return self._run(ids, cfg, mode, deadline, prefix, history if mode == "speculative" else None)
 
     def prefix_cache(self, ids: list[int], cfg: GenerationConfig) -> KVCache:
         """An empty cache sized for cfg's runs of this prompt: once loop.prefill has read the prompt into it (all
@@ -186,9 +189,15 @@ class Engine:
             raise ValueError(f"{what} ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
                              f"target's context of {limit} tokens")
 
+    def _drafter(self, cfg: GenerationConfig, generator, cache: KVCache, history=None):
+        """This run's drafter; one that reads a session's history (make_drafter.takes_history) is handed it."""
+        if getattr(self.make_drafter, "takes_history", False):
+            return self.make_drafter(cfg, generator, cache.max_len, cache, history)
+        return self.make_drafter(cfg, generator, cache.max_len, cache)
+
     @torch.inference_mode()
     def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None,
-             prefix: KVCache | None = None) -> Iterator:
+             prefix: KVCache | None = None, history=None) -> Iterator:
         """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the pure step), as events."""
         target, prompt_len = self.target, len(ids)
         generator = self._generator(cfg)
@@ -197,7 +206,7 @@ class Engine:
         cache = prefix if reuse else KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
         if reuse:
             cache.truncate(prompt_len - 1)  # the prompt but its last token, as a prefill leaves it
-        drafter = self.make_drafter(cfg, generator, cache.max_len, cache) if mode == "speculative" else None
+        drafter = self._drafter(cfg, generator, cache, history) if mode == "speculative" else None
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
         forward, features = self._forward_for(drafter)
@@ -232,6 +241,8 @@ class Engine:
                 stop_reason = "eos"
                 break
         wall = clock() - t_start
+        if history is not None and drafter is not None:  # the session's next runs draft from this one too
+            history.add(drafter.source(ids) if hasattr(drafter, "source") else ids)
         step_s = self._target_step_cost(cache, ids[-1]) if drafter is not None and self.measure_step else None
         new_ids = ids[prompt_len:]
         yield Finished(round=round_, pos=len(ids), stop_reason=stop_reason, token_ids=new_ids,
