@@ -268,7 +268,8 @@ def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
     Returns the tour's events (an upload cancels them before it loads)."""
     tour_outs = [*run_outs, c["tour"], c["prompt"]]
     light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
-    tours = [demo.load(t.tour, None, tour_outs, **light), c["replay_tour"].click(t.tour, None, tour_outs, **light)]
+    tours = [demo.load(t.tour, None, tour_outs, **light),
+             c["replay_tour"].click(t.replay_tour, None, tour_outs, **light)]
     c["skip"].click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
         t.tour_end, None, tour_outs, **hidden)
     for button in (c["run"], c["prev"], c["next"], c["play"], c["examples"], c["stop_tour"]):  # the user takes over

@@ -27,7 +27,7 @@ TOUR = [
     (2, "verified", "② The target checks all 4 drafts in ONE forward pass: the verify view shows, per drafted token, "
                     "the draft's q and the target's p. Greedy decoding accepts a draft when it is the target's top "
                     "choice; the first that fails (struck through, ✗) is rejected, and anything drafted after it "
-                    "would be discarded unseen.", 7.0, "#verify", "Verify"),
+                    "would be discarded unseen.", 10.0, "#verify", "Verify"),  # + own_choice(): a long read
     (2, "rolled_back", "③ The target's cache already holds the rejected position: moving its length pointer back drops "
                        "it in O(1), no copying (the last line of the verify view).", 4.5, "#verify .vf-why", "Verify"),
     (2, "committed", "④ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target "
@@ -36,6 +36,27 @@ TOUR = [
      "#stream", None),
     ("race", None, "", 7.0, "#race", "Race"),  # the caption: race_caption(), with the recorded speedup
 ]
+
+
+def own_choice() -> str:
+    """②'s last sentence: the token the target rejected and the one it chose instead, named from the recorded round,
+    and why that is no loss: the output is the target's own, speculation only makes it faster."""
+    spec = split_runs(list(tour_events()))["speculative"]
+    drafted = next(e for e in spec if e.kind == "drafted" and e.round == TOUR_ROUND)
+    v = next(e for e in spec if e.kind == "verified" and e.round == TOUR_ROUND)
+    i = v.first_rejected
+    return (f"Here the target prefers “{v.next_token.strip()}” (p {v.next_p:.2f}) to the prompt's "
+            f"“{drafted.tokens[i].strip()}” (p {v.p[i]:.2f}): that is the target's own choice, which speculation "
+            f"preserves. The output is exactly what the target alone would write: verification never makes it worse "
+            f"than the target.")
+
+
+def caption_text(step: int, runs) -> str:
+    """Step `step`'s caption (1-based): ⑤ the race with its measured speedup, ② with the target's own choice."""
+    r, upto, text = TOUR[step - 1][:3]
+    if r == "race":
+        return race_caption(runs)
+    return f"{text} {own_choice()}" if (r, upto) == (TOUR_ROUND, "verified") else text
 
 
 def race_caption(runs) -> str:
@@ -101,7 +122,7 @@ def tour_frames(request: gr.Request = None):
     runs = guard.runs(packed)
     total = guard.replay_rounds(runs)
     for step, (r, upto, text, wait, focus, tab) in enumerate(TOUR, 1):
-        text = race_caption(runs) if r == "race" else text
+        text = caption_text(step, runs)
         part = frame_events(r, upto)
         rounds = [r] if isinstance(r, int) else range(TOUR_ROUND + 1, total + 1) if r is None else [total]
         for k in rounds:
@@ -119,6 +140,12 @@ async def tour(request: gr.Request = None):
         yield frame
         if wait:
             await asyncio.sleep(wait)
+
+
+async def replay_tour():
+    """The Replay button: the tour plays even on a page opened with ?tour=0 (the visitor asked for it)."""
+    async for frame in tour(None):
+        yield frame
 
 
 def tour_end():

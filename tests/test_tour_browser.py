@@ -1,0 +1,121 @@
+"""The guided tour in a real browser (Playwright + Debian's Chromium against `python app.py`, the server shared with
+the other browser modules): its caption stays in view beside the element it outlines at every step, on a phone and
+on a desktop; any user action stops it; Skip shows only while it plays; the summary counts "1 token"; step ② says
+that the rejection is the target's own choice.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specviz import app_views as av
+from tests.app_server import playwright_or_skip
+from ui import tour as t
+
+sync_api = playwright_or_skip()
+expect = sync_api.expect
+STEPS = len(t.TOUR)
+PLAYING = '#tour .sv-tour[data-done="0"]'
+ENDED = '#tour .sv-tour[data-done="1"][data-step="0"]'  # ended or stopped (a stopped caption is empty, hidden)
+
+# Both rectangles at this moment, in viewport pixels, and the step they belong to.
+RECTS = """() => {
+  const box = n => { if (!n) return null; const r = n.getBoundingClientRect();
+                     return {top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height}; };
+  const cap = document.querySelector('#tour .sv-tour'), focus = document.querySelectorAll('.sv-tour-focus');
+  return {step: cap.getAttribute('data-step'), want: cap.getAttribute('data-focus'), marked: focus.length,
+          is: focus.length ? focus[0].matches(cap.getAttribute('data-focus')) : false,
+          caption: box(document.querySelector('#tour')), row: box(document.querySelector('.sv-tour-row')),
+          focus: box(focus[0]), w: innerWidth, h: innerHeight};
+}"""
+
+
+def placed(r: dict) -> bool:
+    """The caption wholly inside the viewport; the outlined element inside it too and not under the caption row
+    (or, when it is taller than the room above the caption, its top in that room)."""
+    c, f, row, w, h = r["caption"], r["focus"], r["row"], r["w"], r["h"]
+    caption_in = c["top"] >= 0 and c["bottom"] <= h and c["left"] >= 0 and c["right"] <= w
+    if not (r["marked"] == 1 and r["is"] and f):
+        return False
+    room = row["top"]  # the caption row (caption and Skip), pinned to the viewport's bottom
+    fits = f["height"] <= room - 16
+    focus_in = f["top"] >= 0 and (f["bottom"] <= room if fits else f["top"] < room - 100)
+    return caption_in and focus_in and f["left"] >= 0 and f["right"] <= w
+
+
+def open_page(browser, url, tour=True, width=1440, height=900):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url + ("" if tour else "?tour=0"))
+    page.wait_for_selector("#prompt textarea")
+    return page
+
+
+@pytest.mark.parametrize("width,height", [(390, 844), (1440, 900)], ids=["phone", "desktop"])
+def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url, width, height):
+    """At 390 × 844 and 1440 × 900, at every tour step the caption (#tour) and the element it outlines
+    (.sv-tour-focus) are both inside the viewport, the caption not covering the element (it was 148 to 777 px above
+    the fold on a phone); mid-tour the summary counts "1 token", not "1 tokens"; step ② says the rejected word
+    is the target's own choice."""
+    page = open_page(browser, app_url, width=width, height=height)
+    for step in range(1, STEPS + 1):
+        page.wait_for_selector(f'#tour .sv-tour[data-step="{step}"]', timeout=60_000)
+        seen = None
+        for _ in range(40):  # the page scrolls ~0.2-0.5 s after the frame: poll while the step is up
+            seen = page.evaluate(RECTS)
+            if seen["step"] != str(step) or placed(seen):
+                break
+            page.wait_for_timeout(150)
+        assert seen["step"] == str(step) and placed(seen), (width, step, seen)
+        if step == 2:  # round 2 drafted, round 1's single token committed
+            summary = page.locator("#summary").inner_text()
+            assert "2 rounds · 1 token" in summary and not re.search(r"\b1 tokens", summary), summary
+        if step == 3:
+            text = page.locator("#tour").inner_text()
+            assert "the target's own choice" in text and "exactly what the target alone would write" in text, text
+    page.wait_for_selector(ENDED, state="attached", timeout=60_000)
+    page.close()
+
+
+def test_an_example_or_a_setting_changed_mid_tour_stops_it(browser, app_url):
+    """Clicking an example while the tour plays stops it: the caption ends and no later tour frame overwrites the
+    example's prompt; editing γ during a replayed tour stops it too (before, only Generate and the replay buttons
+    did)."""
+    page = open_page(browser, app_url)
+    page.wait_for_selector('#tour .sv-tour[data-step="2"]', timeout=60_000)
+    page.locator("#examples button.gallery-item").nth(1).click()
+    example = av.EXAMPLES[1][1]
+    page.wait_for_selector(ENDED, state="attached", timeout=15_000)
+    expect(page.locator("#prompt textarea")).to_have_value(example, timeout=15_000)
+    page.wait_for_timeout(8000)  # longer than step 2 (5 s): a tour still playing would have moved on
+    assert page.locator(ENDED).count() == 1 and page.locator(PLAYING).count() == 0
+    assert page.locator("#prompt textarea").input_value() == example
+    expect(page.locator("#tour-replay")).to_be_visible()
+
+    page.click("#tour-replay")
+    page.wait_for_selector('#tour .sv-tour[data-step="2"]', timeout=60_000)
+    gamma = page.locator("#gamma input[type=number]").first
+    gamma.fill("6")
+    page.wait_for_selector(ENDED, state="attached", timeout=15_000)
+    page.wait_for_timeout(8000)
+    assert page.locator(PLAYING).count() == 0 and gamma.input_value() == "6"
+    assert page.locator("#prompt textarea").input_value() == t.TOUR_PROMPT  # the tour's, left where it stopped
+    page.close()
+
+
+def test_skip_shows_only_while_a_tour_plays(browser, app_url):
+    """No tour (a page opened with ?tour=0): Replay shows and Skip is hidden (it stayed visible and enabled beside an
+    empty caption); Replay plays the tour even there; while it plays Skip shows and Replay is hidden; skipped,
+    Replay comes back."""
+    page = open_page(browser, app_url, tour=False)
+    expect(page.locator("#tour-replay")).to_be_visible()
+    expect(page.locator("#tour-skip")).to_be_hidden()
+    page.click("#tour-replay")
+    page.wait_for_selector('#tour .sv-tour[data-step="1"]', timeout=60_000)
+    expect(page.locator("#tour-skip")).to_be_visible()
+    expect(page.locator("#tour-replay")).to_be_hidden()
+    page.click("#tour-skip")
+    page.wait_for_selector('#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000)
+    expect(page.locator("#tour-skip")).to_be_hidden()
+    expect(page.locator("#tour-replay")).to_be_visible()
+    page.close()
