@@ -8,7 +8,7 @@ import torch
 
 from engine import Engine, GenerationConfig, load_model
 from engine.drafters.registry import drafter_factory
-from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, count_trie, pick
+from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, pick
 from engine.events import trace_from_json, trace_to_json
 from engine.sampling import tree
 from engine.specs import ModelLoadError, parse_draft
@@ -21,14 +21,14 @@ def target(tiny_dirs):
 
 
 def test_the_trie_counts_the_occurrences_through_each_node():
-    tokens, parents, counts = count_trie([[5, 6, 7], [5, 6, 8], [5, 9], [4]])
+    tokens, parents, counts = tree.trie([[5, 6, 7], [5, 6, 8], [5, 9], [4]], counted=True)
     assert tokens == [5, 6, 7, 8, 9, 4] and parents == [-1, 0, 1, 1, 0, -1] and counts == [3, 2, 1, 1, 1, 1]
 
 
 def test_the_tree_grows_while_a_node_pays_on_the_measured_curve():
     """A free forward (t flat) takes every node up to the budget; a steep one only the likely ones; chain one per
     depth; the nodes come parents first and form a tree."""
-    tokens, parents, counts = count_trie([[1, 2, 3]] * 6 + [[1, 2, 4]] * 3 + [[5]])
+    tokens, parents, counts = tree.trie([[1, 2, 3]] * 6 + [[1, 2, 4]] * 3 + [[5]], counted=True)
     scores = [c / 10 for c in counts]  # 1: 0.9, 2: 0.9, 3: 0.6, 4: 0.3, 5: 0.1
     assert pick(tokens, parents, scores, lambda n: 1.0) == [0, 1, 2, 3, 4]
     assert pick(tokens, parents, scores, lambda n: 1.0, budget=2) == [0, 1]

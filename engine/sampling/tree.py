@@ -123,9 +123,10 @@ def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.
         node = nxt
 
 
-def trie(branches: list[list[int]]) -> tuple[list[int], list[int]]:
-    """Merge token sequences into a tree (shared prefixes become one node): (tokens, parents)."""
-    tokens, parents, index = [], [], {}
+def trie(branches: list[list[int]], counted: bool = False) -> tuple:
+    """Merge token sequences into a tree (shared prefixes become one node): (tokens, parents), parents first;
+    counted: (tokens, parents, counts), counts[i] = how many sequences pass through node i."""
+    tokens, parents, counts, index = [], [], [], {}
     for seq in branches:
         par = -1
         for tok in seq:
@@ -134,5 +135,7 @@ def trie(branches: list[list[int]]) -> tuple[list[int], list[int]]:
                 index[key] = len(tokens)
                 tokens.append(tok)
                 parents.append(par)
+                counts.append(0)
             par = index[key]
-    return tokens, parents
+            counts[par] += 1
+    return (tokens, parents, counts) if counted else (tokens, parents)
