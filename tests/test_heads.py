@@ -11,7 +11,7 @@ from engine import sampling
 from engine.decode import step
 from engine.heads import modules as H
 from engine.sampling import tree
-from engine.heads.train import PROMPTS, train, unrolled
+from training.train import PROMPTS, train, unrolled
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,8 +87,8 @@ def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt()
 
 
 def test_committed_prompt_set_is_what_its_command_makes():
-    """The 2,700 prompts added to the first 900 are exactly `python -m engine.heads.prompts --add 2700 --seed 1`'s."""
-    from engine.heads.prompts import new_prompts
+    """The 2,700 prompts added to the first 900 are exactly `python -m training.prompts --add 2700 --seed 1`'s."""
+    from training.prompts import new_prompts
 
     assert TRAIN_PROMPTS[900:] == new_prompts(2700, 1, TRAIN_PROMPTS[:900])
     assert new_prompts(5, 2, TRAIN_PROMPTS) != new_prompts(5, 3, TRAIN_PROMPTS)  # the seed matters
@@ -97,12 +97,13 @@ def test_committed_prompt_set_is_what_its_command_makes():
 def test_shipped_heads_load_and_propose(embedded):
     """The committed heads load for the embedded target with their training record, and both drafters propose."""
     record = H.record_of()
-    # the weights' own record names the command as it was run (engine.headtrain before the rooms); the page reads
-    # the JSON record beside them, which names it as a reader can run it now, without scratch paths
+    # the weights' own record names the command as it was run (engine.headtrain before the rooms, engine.heads.train
+    # before training/ left the engine); the page reads the JSON record beside them, which names it as a reader can
+    # run it now (python -m training.train), without scratch paths
     assert record["seed"] == 0 and record["command"].split()[2] in ("engine.heads.train", "engine.headtrain")
     from specviz.explain import heads_note
     note = heads_note("eagle")
-    assert "python -m engine.heads.train --seed 0" in note and "/tmp" not in note
+    assert "python -m training.train --seed 0" in note and "/tmp" not in note
     assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
     for kind in ("medusa", "eagle"):  # held-out hit rate per confidence bin: auto's priors, and they mean something
         table = record[f"{kind}_calibration"]
@@ -209,7 +210,7 @@ def test_explain_tab_describes_the_heads_with_their_held_out_accuracy():
 def test_broad_training_reads_texts_and_reports_each_source(tiny_dirs):
     """Texts read by the target (teacher forcing: labels are its argmax, one forward per chunk) train both heads
     beside answered prompts; held-out accuracy comes per source, evaluation-only prompts are never trained on."""
-    from engine.heads.corpus import teacher_corpus
+    from training.corpus import teacher_corpus
 
     target = load_model(tiny_dirs["target"])
     text = " ".join(f"line {i} of the manual says hello" for i in range(400))
@@ -231,7 +232,7 @@ def test_broad_training_reads_texts_and_reports_each_source(tiny_dirs):
 
 def test_broad_instructions_are_disjoint_and_cover_every_category():
     """The instructions the heads answer cover Spec-Bench's six columns and hold no measured prompt."""
-    from engine.heads import broad
+    from training import broad
     from specviz.app_views import EXAMPLES
 
     texts = {"python-docs": ["A paragraph of documentation that is long enough to be a passage. " * 8],
@@ -250,7 +251,7 @@ def test_make_heads_data_installs_every_text_source():
     """`make heads-data` installs each Debian package a text source reads (Python's own libraries come with it)."""
     import re as _re
 
-    from engine.heads import broad, sharegpt
+    from training import broad, sharegpt
 
     make = (ROOT / "Makefile").read_text().splitlines()
     line = next(ln for ln in make if ln.startswith("HEADS_PACKAGES"))
@@ -271,7 +272,7 @@ class _ChatML:
 def test_sharegpt_reads_whole_exchanges_of_a_file_cut_short():
     """The packaged ShareGPT file ends inside a conversation: every whole one is read, the cut one is not; a
     conversation keeps its alternating user / assistant turns up to the first other role, ending on an answer."""
-    from engine.heads import sharegpt
+    from training import sharegpt
 
     whole = [{"id": "a", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},
              {"id": "b", "conversations": [{"from": "human", "value": "Q1"}, {"from": "gpt", "value": "A1"},
@@ -290,7 +291,7 @@ def test_sharegpt_reads_whole_exchanges_of_a_file_cut_short():
 
 
 def test_sharegpt_conversations_render_whole_exchanges_within_the_budget():
-    from engine.heads import sharegpt
+    from training import sharegpt
 
     conv = [{"role": r, "content": f"{r} {i} " + "x" * 90} for i in range(4) for r in ("user", "assistant")]
     text = sharegpt.rendered(_ChatML(), conv, max_chars=450)
@@ -303,8 +304,8 @@ def test_sharegpt_conversations_render_whole_exchanges_within_the_budget():
 def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypatch):
     """A broad run with ShareGPT: the first conversations' opening requests are answered by the target, the rest
     are read as chat-templated texts, never both; a conversation quoting a Spec-Bench question is in neither."""
-    from engine.heads import broad, corpus, sharegpt
-    from engine.heads.train import argument_parser
+    from training import broad, corpus, sharegpt
+    from training.train import argument_parser
     from engine.specbench import load_questions
 
     question = load_questions()[3]["turns"][0]
@@ -327,7 +328,7 @@ def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypat
 def test_zero_epochs_leave_a_head_untrained_and_the_eagle_width_is_a_setting(tiny_dirs):
     """--medusa-epochs 0 trains only EAGLE (Medusa keeps its zero-residual init: the base LM head), and
     --eagle-ffn sizes the EAGLE layer's SwiGLU, as a probe of the head's capacity needs."""
-    from engine.heads.train import argument_parser
+    from training.train import argument_parser
 
     target = load_model(tiny_dirs["target"])
     args = argument_parser().parse_args(["--medusa-epochs", "0", "--eagle-ffn", "48"])
@@ -342,7 +343,7 @@ def test_zero_epochs_leave_a_head_untrained_and_the_eagle_width_is_a_setting(tin
 def test_eagle_batch_sets_the_optimizer_steps_and_is_recorded(tiny_dirs, monkeypatch):
     """--eagle-batch B: ceil(sequences / B) optimizer steps an epoch (4x the steps at B = 2 than at the default 8,
     at the same tokens), and the record names B."""
-    from engine.heads import train as T
+    from training import train as T
 
     target = load_model(tiny_dirs["target"])
     calls = []
@@ -365,8 +366,8 @@ def test_eagle_batch_sets_the_optimizer_steps_and_is_recorded(tiny_dirs, monkeyp
 def test_eagle_loss_weights_its_terms_and_uses_the_hooks(tiny_dirs):
     """eagle_loss: the feature term enters with its weight (linear in reg_weight, absent at 0), and the decode and
     first hooks replace the draft logits and the layer's input (a probe's fused input and output norm)."""
-    from engine.heads import corpus as C
-    from engine.heads import train as T
+    from training import corpus as C
+    from training import train as T
 
     target = load_model(tiny_dirs["target"])
     seqs = C.corpus(target.model, target.tokenizer, TRAIN_PROMPTS[:3], max_new=8, batch=3, log=lambda m: None)

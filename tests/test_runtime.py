@@ -6,7 +6,7 @@ import torch
 from transformers import GenerationConfig as HFGenerationConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from engine.heads import corpus, prompts, train
+from training import corpus, prompts, train
 from engine.runtime.cache import KVCache, room
 from engine.runtime.models import eos_ids
 
@@ -33,7 +33,7 @@ def test_eos_ids_is_one_definition_and_never_holds_none():
 
 
 def test_the_training_prompts_file_is_named_once():
-    """python -m engine.heads.train and engine.heads.prompts read and write one file."""
+    """python -m training.train and training.prompts read and write one file."""
     assert train.PROMPTS is prompts.PROMPTS and prompts.PROMPTS.exists()
 
 

@@ -196,7 +196,7 @@ def _load_heads(target: LoadedModel, path: str):
     try:
         heads, _ = heads_mod.load(path, target.model.config)
     except FileNotFoundError:
-        raise ModelLoadError(f"no trained heads at {path}: train them with python -m engine.heads.train") from None
+        raise ModelLoadError(f"no trained heads at {path}: train them with python -m training.train") from None
     except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
         raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
                              f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None

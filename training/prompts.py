@@ -1,6 +1,6 @@
 """The committed training prompts of the draft heads (assets/heads/train_prompts.txt), and how they grew.
 
-    python -m engine.heads.prompts --add 2700 --seed 1     # appends new prompts to the committed set
+    python -m training.prompts --add 2700 --seed 1     # appends new prompts to the committed set
 
 Prompts are templates × topics: everyday assistant requests (explanations, stories, poems, letters, lists,
 advice, comparisons, how-tos), the kinds of request the app is asked. None equals, contains or is contained in a
@@ -14,7 +14,7 @@ import json
 import random
 from pathlib import Path
 
-from .modules import ASSETS
+from engine.heads.modules import ASSETS
 
 PROMPTS = ASSETS / "train_prompts.txt"
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def new_prompts(count: int, seed: int, existing: list[str]) -> list[str]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m engine.heads.prompts", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.prompts", description=__doc__.split("\n\n")[0])
     ap.add_argument("--add", type=int, required=True, help="how many new prompts to append")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--file", default=str(PROMPTS))

@@ -24,7 +24,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ..specbench import load_questions
+from engine.specbench import load_questions
 from . import sharegpt
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"  # the benchmark prompt sets

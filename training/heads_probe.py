@@ -1,23 +1,23 @@
 """Probes of the EAGLE head's training recipe on a broad run's cached corpus: what moves held-out top-1 per step.
 
-  batch   EAGLE-1's loss (engine/heads/train.py eagle_loss) at a fixed token budget, varying the sequences per
+  batch   EAGLE-1's loss (training/train.py eagle_loss) at a fixed token budget, varying the sequences per
           optimizer step and the weights of the feature and token losses; --init continues a heads file's EAGLE
           layer (more optimizer steps on the same corpus than its recipe took).
   fusion  EAGLE-3's input (Li et al. 2025): the target's low and middle layers (their RMS-normalised residual
           streams) fused with the final-norm feature by a linear map, against that feature alone; both with the
           token loss only (no single feature to regress to) and a learnt norm before the draft LM head.
-  medusa  the Medusa heads' recipe (engine/heads/train.py train_medusa) on the first N training sequences: rows
+  medusa  the Medusa heads' recipe (training/train.py train_medusa) on the first N training sequences: rows
           per optimizer step, peak rate, epochs, and the block's width (0: Medusa-1's square residual block;
           W: a SwiGLU-free MLP h + W2 SiLU(W1 h) with W hidden units).
 
 Each prints one JSON line: held-out top-1 per drafting step (Medusa: per head) on the first N held-out sequences
-of the ShareGPT source and on the run's Spec-Bench evaluation answers (engine/heads/train.py eagle_accuracy,
+of the ShareGPT source and on the run's Spec-Bench evaluation answers (training/train.py eagle_accuracy,
 medusa_accuracy).
 
-    .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE batch --tokens 300000 --batch 2 -- ARGS
-    .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE batch --init HEADS.pt --out MORE.pt ... -- ARGS
-    .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE fusion --layers 3,16 -- ARGS
-    .venv/bin/python benchmarks/heads_probe.py --corpus-cache CACHE medusa --seqs 700 --batch 64 --width 0 -- ARGS
+    .venv/bin/python training/heads_probe.py --corpus-cache CACHE batch --tokens 300000 --batch 2 -- ARGS
+    .venv/bin/python training/heads_probe.py --corpus-cache CACHE batch --init HEADS.pt --out MORE.pt ... -- ARGS
+    .venv/bin/python training/heads_probe.py --corpus-cache CACHE fusion --layers 3,16 -- ARGS
+    .venv/bin/python training/heads_probe.py --corpus-cache CACHE medusa --seqs 700 --batch 64 --width 0 -- ARGS
 
 where ARGS are the broad training run's own arguments (its corpus is rebuilt from the cache, nothing generated).
 """
@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from engine.heads import corpus as C  # noqa: E402
+from training import corpus as C  # noqa: E402
 from engine.heads import modules as H  # noqa: E402
-from engine.heads import train as T  # noqa: E402
+from training import train as T  # noqa: E402
 from engine.runtime.fastllama import rms_norm  # noqa: E402
 from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
 

@@ -1,10 +1,10 @@
 """Held-out top-1 of several heads files on the same held-out material, per source: before and after in one table.
 
 The material is what a broad training run held out (every tenth sequence of each source) plus its Spec-Bench
-evaluation prompts, rebuilt from that run's corpus cache (engine/heads/train.py --corpus-cache, engine/heads/corpus.py) with the same
+evaluation prompts, rebuilt from that run's corpus cache (training/train.py --corpus-cache, training/corpus.py) with the same
 broad arguments. Each heads file is scored with its own draft vocabulary (a label outside it is a miss).
 
-    .venv/bin/python benchmarks/heads_heldout.py --corpus-cache CACHE --heads OLD.pt --heads NEW.pt \\
+    .venv/bin/python training/heads_heldout.py --corpus-cache CACHE --heads OLD.pt --heads NEW.pt \\
         -- --text-tokens 150000 --instructions 120 --template-prompts 600 --specbench-eval 5
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from engine.heads import modules as H  # noqa: E402
-from engine.heads import train as T  # noqa: E402
-from heads_probe import material  # noqa: E402  (the run's corpus rebuilt from its cache)
+from training import train as T  # noqa: E402
+from training.heads_probe import material  # noqa: E402  (the run's corpus rebuilt from its cache)
 
 
 def main(argv=None) -> None:

@@ -1,6 +1,6 @@
 """Train the draft heads (modules.py) by self-distillation from the target, on this machine's CPU.
 
-    python -m engine.heads.train --seed 0            # writes assets/heads/smollm2-135m-heads.pt
+    python -m training.train --seed 0            # writes assets/heads/smollm2-135m-heads.pt
 
 1. corpus (corpus.py): the target's own greedy continuations of a committed prompt set
    (assets/heads/train_prompts.txt, disjoint from the benchmark prompts and the app's examples) and, for a broad
@@ -25,12 +25,12 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..costmodel import CONFIDENCE_EDGES
-from ..runtime.models import EMBEDDED, load_model
+from engine.costmodel import CONFIDENCE_EDGES
+from engine.runtime.models import EMBEDDED, load_model
 from . import broad, sharegpt
 from .corpus import broad_material, draft_vocab, draft_vocab_share, gather
 from .prompts import PROMPTS
-from .modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
+from engine.heads.modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 
 
 def _index_map(vocab_ids: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -321,7 +321,7 @@ def result_args(argv: list[str]) -> list[str]:
 
 
 def argument_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m engine.heads.train", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", default=str(PROMPTS), help="one prompt per line")
     ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (the templated set alone)")
@@ -341,14 +341,14 @@ def argument_parser() -> argparse.ArgumentParser:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
     ap.add_argument("--out", default=str(WEIGHTS))
     ap.add_argument("--corpus-cache", default=None, help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption")
-    broad_args = ap.add_argument_group("broad material (engine/heads/broad.py); any of these turns it on")
+    broad_args = ap.add_argument_group("broad material (training/broad.py); any of these turns it on")
     broad_args.add_argument("--text-tokens", type=int, default=0, help="tokens of real text per source, read by the target")
     broad_args.add_argument("--sources", default=",".join(broad.SOURCES),
                             help="comma-separated text sources: " + ", ".join([*broad.SOURCES, sharegpt.SOURCE]))
     broad_args.add_argument("--instructions", type=int, default=0, help="instructions per Spec-Bench category, answered")
     broad_args.add_argument("--template-prompts", type=int, default=0, help="the first N templated prompts too")
     broad_args.add_argument("--sharegpt-answers", type=int, default=0, help="ShareGPT opening requests answered by "
-                            "the target (engine/heads/sharegpt.py)")
+                            "the target (training/sharegpt.py)")
     broad_args.add_argument("--specbench-eval", type=int, default=0, help="Spec-Bench first turns per category, "
                             "answered for evaluation only")
     return ap
@@ -370,7 +370,7 @@ def main(argv=None) -> None:
                           corpus_cache=args.corpus_cache, texts=texts, text_tokens=args.text_tokens, evals=evals,
                           eagle_passes=args.eagle_passes, eagle_ce=args.eagle_ce, eagle_lr=args.eagle_lr,
                           eagle_batch=args.eagle_batch)
-    record["command"] = "python -m engine.heads.train " + shlex.join(result_args(sys.argv[1:] if argv is None else argv))
+    record["command"] = "python -m training.train " + shlex.join(result_args(sys.argv[1:] if argv is None else argv))
     if texts or evals:
         record["packages"] = broad.manifest()
     save(heads, record, args.out)

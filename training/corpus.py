@@ -13,10 +13,10 @@ from pathlib import Path
 
 import torch
 
-from ..runtime.cache import KVCache
-from ..runtime.fastllama import forward_fn
-from ..runtime.models import eos_ids, prompt_ids
-from ..specbench import load_questions, sample
+from engine.runtime.cache import KVCache
+from engine.runtime.fastllama import forward_fn
+from engine.runtime.models import eos_ids, prompt_ids
+from engine.specbench import load_questions, sample
 from . import broad, sharegpt
 
 HELD_OUT = 0.1  # share of each source's sequences (every tenth) kept out of training
@@ -180,7 +180,7 @@ def gather(model, tokenizer, prompts, *, max_new: int, gen_batch: int, corpus_ca
 
 
 def broad_material(args, tokenizer=None) -> tuple[list, dict, dict]:
-    """(prompts, texts, evals) for a broad run (engine/heads/broad.py): the templated prompts (--template-prompts of
+    """(prompts, texts, evals) for a broad run (training/broad.py): the templated prompts (--template-prompts of
     them), the instructions in every Spec-Bench category, every text source (`sharegpt`: conversations through the
     tokenizer's chat template, sharegpt.py), ShareGPT's opening requests (--sharegpt-answers), and Spec-Bench's own
     first turns (--specbench-eval per category, evaluation only); texts holding a forbidden prompt are dropped."""
