@@ -61,3 +61,13 @@ def test_a_command_that_does_not_exist_fails_the_check():
     done = subprocess.run([sys.executable, "-m", "engine", "nosuchcommand", "--help"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode != 0 and ("engine", "nosuchcommand") not in commands()
+
+
+@pytest.mark.slow
+def test_help_writes_nothing():
+    """--help on the tour's recorder prints its usage and leaves the committed trace alone (it used to record)."""
+    trace = ROOT / "assets" / "tour-trace.json"
+    before = trace.stat().st_mtime_ns
+    done = subprocess.run([sys.executable, "-m", "ui.make_tour", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "--out" in done.stdout and trace.stat().st_mtime_ns == before
