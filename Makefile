@@ -46,7 +46,7 @@ bench: dev
 # (about 4 minutes on 2 cores; dev only: neither the app, the Space nor `make test` needs it)
 PEER_STAMP := $(VENV)/.peer-installed-stamp
 $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) benchmarks/peer_cmake_args.py)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python -r requirements-peer.txt
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) tools/peer_cmake_args.py)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python -r requirements-peer.txt
 	touch $(PEER_STAMP)
 peer: $(PEER_STAMP)
 	$(PY) benchmarks/llama_cpp_peer.py

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import runpy
 import shlex
 import sys
 from pathlib import Path
@@ -64,6 +65,27 @@ def _specbench(argv: list) -> int:
     return 0
 
 
+FORWARD = {"ops": "forward_ops", "gemm": "small_gemm", "step": "step_cost", "dtype": "dtype_cost",
+           "onednn": "onednn_cost"}  # `python -m benchmarks forward PROBE`: where a forward's time goes
+
+
+def _forward(argv: list) -> int:
+    """Run one forward probe (benchmarks/forward/) as a script with the remaining arguments."""
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in FORWARD:
+        print("usage: python -m benchmarks forward {" + ",".join(FORWARD) + "} [ARGS]\n\n"
+              + "\n".join(f"  {k:7s} benchmarks/forward/{v}.py" for k, v in FORWARD.items()),
+              file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    module = f"benchmarks.forward.{FORWARD[argv[0]]}"
+    saved = sys.argv
+    sys.argv = [module, *argv[1:]]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv = saved
+    return 0
+
+
 def main(argv=None) -> int:
     """Run the benchmark and write results.json, results.md and report.html (`specbench`: Spec-Bench's
     leaderboard instead); errors: stderr, exit code 2."""
@@ -74,6 +96,8 @@ def main(argv=None) -> int:
         if argv[:1] == ["soak"]:
             from .soak import main as soak_main  # a live server's RSS through every kind of request
             return soak_main(argv[1:])
+        if argv[:1] == ["forward"]:
+            return _forward(argv[1:])
         if argv[:1] == ["batch"]:
             from .batch import main as batch_main  # batched throughput (its own flags)
             return batch_main(argv[1:])

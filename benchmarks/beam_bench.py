@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--prompts", default=str(ROOT / "engine/prompts/grounded.jsonl"))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/beam-bench"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/beam-bench"))
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     prompts = [json.loads(line) for line in Path(args.prompts).read_text().splitlines() if line.strip()]

@@ -1,5 +1,5 @@
 """The README and docs/ point at things that exist: every `python -m …` command they show runs with --help, every
-repository path they name is there (a results stem such as benchmarks/grounded counts when a file of it is), and
+repository path they name is there (a results stem such as benchmarks/results/grounded counts when a file of it is), and
 the README stays a page a newcomer finishes (≤ 300 lines, every doc it lists linked)."""
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ def module_name(path: Path) -> str:
 
 def project_modules() -> dict[str, Path]:
     mods = {"app": ROOT / "app.py"}
-    for pkg in ("engine", "specviz", "benchmarks", "ui", "training"):
+    for pkg in ("engine", "specviz", "benchmarks", "ui", "training", "tools"):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             mods[module_name(path)] = path
     return mods
@@ -72,6 +72,8 @@ def allowed(name: str, dep: str) -> bool:
         return dep_top in ("engine", "specviz", "ui")
     if top == "benchmarks":
         return dep_top in ("engine", "specviz", "benchmarks")
+    if top == "tools":  # developer tools sit on top, beside the app
+        return dep_top in ("engine", "specviz", "benchmarks", "ui", "tools", "app")
     if top == "training":  # the heads' training reads the engine's plain modules, runtime and the heads' modules
         return dep_top == "training" or (dep_top == "engine" and room(dep) in ("plain", "runtime", "heads"))
     if top == "specviz":

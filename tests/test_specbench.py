@@ -119,7 +119,7 @@ def test_the_leaderboard_view_renders_the_committed_table_and_its_caption():
     date in the caption (escaped), a bar per (contestant, column) measured; no file: says how to make one."""
     from specviz import render_leaderboard
 
-    html = render_leaderboard(RESULTS, source="benchmarks/specbench-cpu.json")
+    html = render_leaderboard(RESULTS, source="benchmarks/results/specbench-cpu.json")
     assert html.count("<tr data-config=") == 2 and "1.26× <small>(1.20)</small>" in html
     assert "<td>–</td>" in html and "1.73" in html and "Test &lt;CPU&gt;" in html and "2026-12-01" in html
     assert "python -m benchmarks specbench --per-category 10" in html and "60 questions" in html

@@ -1,4 +1,4 @@
-"""The Batch tab's measured curve: the committed batched-throughput benchmark (benchmarks/batch-cpu.json, written by
+"""The Batch tab's measured curve: the committed batched-throughput benchmark (benchmarks/results/batch-cpu.json, written by
 `python -m benchmarks batch`), read once; the live batch itself runs through ui/handlers.batch_generate."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import specviz
 from specviz.markup import esc
 
-RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "batch-cpu.json"
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "batch-cpu.json"
 
 
 @functools.lru_cache(maxsize=1)
@@ -30,4 +30,4 @@ def note() -> str:
         return '<p class="batch-roof">No batch benchmark is committed yet: run python -m benchmarks batch.</p>'
     return (f'<p class="batch-source">Measured by <code>{esc(r["command"])}</code> on '
             f'{esc(r["cpu"])} ({r["threads"]} threads, {r["max_new_tokens"]} new tokens per row, medians '
-            f'of {r["repeats"]} interleaved repeats; benchmarks/batch-cpu.md).</p>' + specviz.roofline_note(r))
+            f'of {r["repeats"]} interleaved repeats; benchmarks/results/batch-cpu.md).</p>' + specviz.roofline_note(r))

@@ -1,4 +1,4 @@
-"""The Spec-Bench tab: the committed CPU leaderboard (benchmarks/specbench-cpu.json, written by
+"""The Spec-Bench tab: the committed CPU leaderboard (benchmarks/results/specbench-cpu.json, written by
 `python -m benchmarks specbench`) and a picker that puts one of Spec-Bench's 480 questions in the prompt box,
 with the race on, to race it live."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from specviz import render_leaderboard
 from specviz.app_views import esc
 from specviz.leaderboard import question_label
 
-BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 RESULTS = BENCH / "specbench-cpu.json"  # the main run: every drafter of its time, transformers' rows
 RUNS = (RESULTS, BENCH / "specbench-training-free.json")  # each a run of its own (compare within one table only)
 
@@ -29,7 +29,7 @@ def leaderboard_html() -> str:
         except (OSError, ValueError):
             results = None
         if results is not None or path == RESULTS:
-            out.append(render_leaderboard(results, source=f"benchmarks/{path.name}"))
+            out.append(render_leaderboard(results, source=f"benchmarks/results/{path.name}"))
     return "".join(out)
 
 

@@ -13,7 +13,7 @@ it did not raise the process's RSS (README, "Measured here"). The embedding and 
 
 Multi-token forwards (verification, prefill) on a CPU go through oneDNN with the weights packed once
 into its blocked layout, behind one small adapter (`Weight`): MKL's sgemm for 2-16 rows runs far below
-memory bandwidth on this CPU (benchmarks/onednn_cost.py: a 5-token forward 1.2x faster packed).
+memory bandwidth on this CPU (benchmarks/forward/onednn_cost.py: a 5-token forward 1.2x faster packed).
 PyTorch has no public API for a pre-packed oneDNN linear, so the adapter calls the two private ops
 torch.compile's CPU freezing pass uses; a build without them falls back to the plain matmul.
 fp32 single-token steps keep the plain matmul, the faster one for a single row. SPECVIZ_ONEDNN=0 turns
@@ -80,7 +80,7 @@ def _pack_default(model) -> bool:
 class Weight:
     """One projection y = x @ W (+ b) on an owned (in, out) matrix; multi-row inputs use a oneDNN-packed copy.
 
-    The one place the private oneDNN ops are called (measured: benchmarks/onednn_cost.py)."""
+    The one place the private oneDNN ops are called (measured: benchmarks/forward/onednn_cost.py)."""
 
     def __init__(self, w_t: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):
         self.t = w_t  # (in, out), contiguous

@@ -6,7 +6,7 @@ side (interleaved, median of REPEATS) at the thread counts a run computes with (
 torch's default), and the faster one is the plan. Nothing is assumed from another CPU: the best kernel
 moves with the shape, the thread count and the host (an AMD EPYC ran the 1-row LM head faster on oneDNN with
 2 threads and on MKL with 1; this project's Intel Xeon ran it faster on MKL with both, and its 2-17-row
-o projection too, which the rule this replaced sent to oneDNN: benchmarks/kernel-plan.md).
+o projection too, which the rule this replaced sent to oneDNN: benchmarks/results/kernel-plan.md).
 
 The plan is cached under ~/.cache/specviz, keyed by the CPU model, its vector flags, the torch build and
 the thread count, so a host measures once. `python -m engine kernels` prints it.

@@ -3,7 +3,7 @@ figures, which refresh at most once a second) after every round of a 500-token r
 per token. On a checkout without specviz.runs.RunSet (before the incremental views) it times the old way:
 views of the whole event list so far, every round.
 
-    /work/bin/cpu-quiet .venv/bin/python benchmarks/ui_update.py
+    /work/bin/cpu-quiet .venv/bin/python tools/ui_update.py
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The lean forward (engine/runtime/fastllama.py) vs transformers' own forward of the same model, side by side.
 
-    .venv/bin/python benchmarks/step_cost.py [--shape embedded|qwen2.5-0.5b]
+    .venv/bin/python benchmarks/forward/step_cost.py [--shape embedded|qwen2.5-0.5b]
 
 `embedded` is the embedded SmolLM2-135M (Llama); `qwen2.5-0.5b` a random-weight Qwen2 of Qwen2.5-0.5B's
 shape (q/k/v biases, tied embeddings, 151,936-token vocabulary), built from its config offline.
@@ -19,12 +19,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
 from engine.runtime.fastllama import forward_fn  # noqa: E402
-from race_noise import cpu_name  # noqa: E402
+from engine.runtime.kernels import cpu_name  # noqa: E402
 
 
 def decode(forward, model, ids: torch.Tensor, n: int = 48) -> float:

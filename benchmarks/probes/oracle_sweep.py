@@ -1,6 +1,6 @@
 """Does the cost model predict the measured speedup? oracle:α at α = 0.2 .. 0.95, raced against AR.
 
-    .venv/bin/python benchmarks/oracle_sweep.py [--gamma 4] [--max-new-tokens 96] [--repeats 2] [--cost 0]
+    .venv/bin/python benchmarks/probes/oracle_sweep.py [--gamma 4] [--max-new-tokens 96] [--repeats 2] [--cost 0]
 
 oracle:α drafts the target's own greedy tokens, each corrupted with probability 1 − α, so the per-token
 acceptance is α by construction (greedy). For each α and prompt (3 open-ended prompts, interleaved over
@@ -15,9 +15,9 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
-from race_noise import cpu_name  # noqa: E402
+from engine.runtime.kernels import cpu_name  # noqa: E402
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 0.95)
 PROMPTS = ("Write a short story about a lighthouse keeper who finds a message in a bottle.",

@@ -1,7 +1,7 @@
 """The measured kernel plan (engine/runtime/kernels.py) against the fixed rule it replaced, whole forwards
 interleaved in one process: t(n) at 300 cached tokens, n = 1, 2, 3, 5, 9, 17, with 1 and 2 threads.
 
-    .venv/bin/python benchmarks/kernel_plan.py [--passes 5] [--reps 15]
+    .venv/bin/python benchmarks/probes/kernel_plan.py [--passes 5] [--reps 15]
 
 The fixed rule: fp32 rows of 1 on MKL, every multi-row call on the oneDNN-packed weight. Each pass prints,
 per thread count, both t(n) medians, v(2) = t(2)/t(1) of each, and AR tok/s = 1/t(1).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import load_model  # noqa: E402
 from engine.runtime import kernels  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402

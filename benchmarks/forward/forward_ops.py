@@ -2,7 +2,7 @@
 new tokens at a fixed context, profiled (torch.profiler, self CPU time per op), grouped into the matmuls, attention and the rest, with the memory
 floor of what a group must read (weights, the cached keys and values) ÷ this host's copy bandwidth beside it.
 
-    .venv/bin/python benchmarks/forward_ops.py [--context 300] [--reps 9] [--threads 1,2]
+    .venv/bin/python benchmarks/forward/forward_ops.py [--context 300] [--reps 9] [--threads 1,2]
 
 It names the gap between t(n) and the roofline: which ops pay more than their bytes, and what a second row
 adds. Numbers move with the host and the load: compare within one run.
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import costmodel  # noqa: E402
 from engine.runtime import kernels, roofline  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402

@@ -1,6 +1,6 @@
 """Chain vs tree speculation on the same drafter, interleaved, on this machine.
 
-    .venv/bin/python benchmarks/tree_vs_chain.py [--prompts engine/prompts/grounded.jsonl] [--max-new-tokens 96]
+    .venv/bin/python benchmarks/probes/tree_vs_chain.py [--prompts engine/prompts/grounded.jsonl] [--max-new-tokens 96]
 
 For each drafter it runs, per prompt and interleaved: AR, a chain of γ, and a tree with a node
 budget; it prints tokens per target forward (mean accepted length), tokens/s, the speedup over AR,
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
 from engine.runtime.fastllama import forward_fn  # noqa: E402

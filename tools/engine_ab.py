@@ -1,8 +1,8 @@
 """This checkout's engine against another checkout's, interleaved in one process (a refactor's before/after).
 
     git worktree add --detach /tmp/base <commit>
-    .venv/bin/python benchmarks/engine_ab.py --base /tmp/base [--max-new-tokens 48] [--repeats 2]
-    .venv/bin/python benchmarks/engine_ab.py --base /tmp/base --drafts all --prompts bench   # every drafter
+    .venv/bin/python tools/engine_ab.py --base /tmp/base [--max-new-tokens 48] [--repeats 2]
+    .venv/bin/python tools/engine_ab.py --base /tmp/base --drafts all --prompts bench   # every drafter
 
 The base checkout's engine/ is imported as a second package (`engine_base`; the flat layout before the
 rooms, or the rooms), each with its own copy of the embedded target. First one forward of each lean

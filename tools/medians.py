@@ -1,6 +1,6 @@
 """Median per-prompt speedup over our AR for each config of a bench results.json.
 
-    .venv/bin/python benchmarks/medians.py benchmarks/grounded.json
+    .venv/bin/python tools/medians.py benchmarks/results/grounded.json
 """
 import json
 import statistics

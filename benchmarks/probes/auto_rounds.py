@@ -1,7 +1,7 @@
 """Where auto's rounds go: per Spec-Bench question, the rounds each drafter was chosen for and the drafts they got
 accepted, with the run's tok/s, for auto and auto:ngram alternating per question (greedy, γ = 4, first turns).
 
-    .venv/bin/python benchmarks/auto_rounds.py --categories translation --per-category 10 [--skip 4] [--limit 6]
+    .venv/bin/python benchmarks/probes/auto_rounds.py --categories translation --per-category 10 [--skip 4] [--limit 6]
 
 Read from the runs' own `decided` and `verified` events (the choice of each round and what the target kept).
 """
@@ -12,7 +12,7 @@ import collections
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.specbench import load_questions, sample  # noqa: E402

@@ -2,8 +2,8 @@
 first example prompt three times through the app's own "run" event and time each run's first streamed update
 carrying tokens. Not a test (it measures time); run it on a quiet machine:
 
-    /work/bin/cpu-quiet .venv/bin/python benchmarks/first_token.py [STARTS]   # with the start-up warm-up
-    SPECVIZ_WARM_UP=0 .venv/bin/python benchmarks/first_token.py [STARTS]     # without it, for comparison
+    /work/bin/cpu-quiet .venv/bin/python tools/first_token.py [STARTS]   # with the start-up warm-up
+    SPECVIZ_WARM_UP=0 .venv/bin/python tools/first_token.py [STARTS]     # without it, for comparison
 
 STARTS app start-ups (default 3) are measured; it prints each and the medians.
 """

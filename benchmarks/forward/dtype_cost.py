@@ -1,6 +1,6 @@
 """Cost of one target forward over n new tokens, per weight dtype, on this machine.
 
-    .venv/bin/python benchmarks/dtype_cost.py
+    .venv/bin/python benchmarks/forward/dtype_cost.py
 
 Prints milliseconds per forward (median of 15) for n = 1, 5, 9 at 100 cached tokens, for fp32 and
 bf16 weights, through the same forward the engine uses. This is the verify cost v(n) that decides
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine.runtime.cache import KVCache  # noqa: E402
 from engine.runtime.fastllama import forward_fn  # noqa: E402
 from engine.runtime.models import load_model  # noqa: E402

@@ -1,6 +1,6 @@
 """Is the race's verdict robust to a busy machine? The interleaved race vs the old sequential way.
 
-    .venv/bin/python benchmarks/race_noise.py [--draft ngram] [--gamma 4] [--max-new-tokens 64]
+    .venv/bin/python benchmarks/probes/race_noise.py [--draft ngram] [--gamma 4] [--max-new-tokens 64]
 
 For each of the 6 grounded prompts (engine/prompts/grounded.jsonl), measures the speedup over AR on a
 quiet machine and again while a CPU-burning process runs beside it, switching its load on and off at
@@ -23,12 +23,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from engine import Engine, GenerationConfig  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BURNER = """
 import random, time
 end = time.time() + {seconds}

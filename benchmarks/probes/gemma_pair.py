@@ -1,6 +1,6 @@
 """SmolLM2-135M drafting for Gemma-3-270M across vocabularies (both embedded), grounded vs open prompts.
 
-    .venv/bin/python benchmarks/gemma_pair.py [--gamma 4] [--max-new-tokens 64] [--no-hf]
+    .venv/bin/python benchmarks/probes/gemma_pair.py [--gamma 4] [--max-new-tokens 64] [--no-hf]
 
 Gemma-3-270M is a base model, so the prompts are raw text to continue: grounded ones hold the text the
 continuation repeats (a passage to copy, a list to extend), open ones do not. Each prompt is raced
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.metrics import summarize  # noqa: E402
-from race_noise import cpu_name  # noqa: E402
+from engine.runtime.kernels import cpu_name  # noqa: E402
 
 PROMPTS = {
     "grounded": [

@@ -1,6 +1,6 @@
 """Cost of one forward of the target over n tokens, with and without the oneDNN-packed weights.
 
-    .venv/bin/python benchmarks/onednn_cost.py
+    .venv/bin/python benchmarks/forward/onednn_cost.py
 
 Builds the lean forward twice on the embedded target (plain matmuls only, and packed for multi-row
 inputs), then times both side by side at 200 cached tokens: median of 12 per n, two passes. This is
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
 from engine.runtime.fastllama import FastLlama  # noqa: E402

@@ -3,7 +3,7 @@ random), one pass over all of them per call, at 1-5 rows and 1-2 threads, interl
 MKL with (in, out) weights (`nn`, what the lean forward uses), MKL with (out, in) weights (`nt`, F.linear),
 and the oneDNN-packed linear packed for batch sizes 1, 2, 4 and 16 (`dnnB`). Milliseconds.
 
-    .venv/bin/python benchmarks/small_gemm.py
+    .venv/bin/python benchmarks/forward/small_gemm.py
 """
 from __future__ import annotations
 
