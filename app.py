@@ -17,8 +17,8 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 import specviz
-from specviz import app_views as av
-from specviz.controls import FIELDS, TRACE_SETS
+from ui import app_views as av
+from ui.controls import FIELDS, TRACE_SETS
 from ui import batch as ub
 from ui import specbench as sb
 from ui import tour as t

@@ -18,11 +18,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from engine import Engine, GenerationConfig  # noqa: E402
-from race_noise import cpu_name  # noqa: E402
+from engine.runtime.kernels import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

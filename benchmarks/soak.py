@@ -20,8 +20,8 @@ from engine import Engine, GenerationConfig, load_model
 from engine.decode.drift import drift_job
 from engine.events import MAX_TRACE_BYTES, trace_to_json
 from engine.runtime.kernels import cpu_name
-from specviz import app_views as av
-from specviz.controls import Controls
+from ui import app_views as av
+from ui.controls import Controls
 from specviz.sample import long_events
 from tests.app_server import call_event, serve_app, upload
 

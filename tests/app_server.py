@@ -12,7 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from specviz.app_views import READY
+from ui.app_views import READY
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's Chromium (make browser): Playwright's own download does not work here

@@ -1,4 +1,4 @@
-"""What the page says when it refuses or waits (ui/handlers.py, specviz/app_guard.py): γ as a whole number, a long
+"""What the page says when it refuses or waits (ui/handlers.py, ui/app_guard.py): γ as a whole number, a long
 prompt in characters, the trained heads' first load named before it happens, and the busy-machine note in one line."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from specviz import app_guard as guard
-from specviz import app_views as av
-from specviz.controls import Controls
+from ui import app_guard as guard
+from ui import app_views as av
+from ui.controls import Controls
 from ui import handlers as h
 
 SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value

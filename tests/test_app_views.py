@@ -1,4 +1,4 @@
-"""The app's pure glue (specviz.app_views) on hand-built events: no model, no server, milliseconds."""
+"""The app's pure glue (ui.app_views) on hand-built events: no model, no server, milliseconds."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,8 @@ import pytest
 
 from engine.config import GenerationConfig
 from engine.events import trace_to_json
-from specviz import app_guard as guard
-from specviz import app_views as av
+from ui import app_guard as guard
+from ui import app_views as av
 from specviz.sample import long_events, sample_events, speculative_events
 
 
@@ -100,7 +100,7 @@ def test_api_result_gives_text_and_summary_json():
 
 def test_model_allowlist_refuses_paths_and_unknown_ids():
     """Only preset models load from the UI/API; an env var widens the list; paths never pass."""
-    from specviz.app_views import check_allowed
+    from ui.app_views import check_allowed
 
     check_allowed("embedded", "model:HuggingFaceTB/SmolLM2-135M-Instruct", env="")
     check_allowed("embedded", "ngram", env="")
@@ -110,7 +110,7 @@ def test_model_allowlist_refuses_paths_and_unknown_ids():
     check_allowed("my-org/private", "self", env="my-org/private, other/x")
 
 
-# --- specviz.app_guard: what the public app checks and bounds ---------------------------------------
+# --- ui.app_guard: what the public app checks and bounds ---------------------------------------
 
 API_OK = dict(prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature=0.0, seed=0, target="embedded")
 

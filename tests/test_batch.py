@@ -326,7 +326,7 @@ def test_the_batch_tab_refuses_a_bad_prompt_list_naming_the_range():
 
 def test_a_batched_trace_loads_into_the_single_run_views_as_its_first_row(target, tmp_path):
     from engine.events import write_trace
-    from specviz import app_views as av
+    from ui import app_views as av
 
     engine = Engine(target, "ngram", measure_step=False)
     events = list(engine.generate_batch(prompts(3), GenerationConfig(gamma=2, max_new_tokens=6, raw=True)))

@@ -5,7 +5,7 @@ import pytest
 
 import app
 from ui import handlers as h
-from specviz import app_views as av
+from ui import app_views as av
 
 SKIP = {"__type__": "update"}
 

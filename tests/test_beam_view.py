@@ -87,7 +87,7 @@ def test_api_result_of_a_beam_run():
     first; a run cut before its Finished returns the best running beam and the cut reason."""
     import json
 
-    from specviz import app_views as av
+    from ui import app_views as av
 
     text, summary = av.api_result(run())
     data = json.loads(summary)

@@ -8,7 +8,7 @@ from benchmarks.timing import Sample
 from benchmarks.bench_stats import AR, aggregate, summarize_prompt
 from engine.metrics import summarize
 from specviz import render_explain, render_race, speedup_model_fig
-from specviz import app_views as av
+from ui import app_views as av
 from specviz.runs import split_runs
 from specviz.sample import ar_events, sample_events, speculative_events
 

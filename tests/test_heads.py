@@ -71,7 +71,7 @@ def test_training_time_test_unrolls_drafting_exactly(tiny_dirs):
 
 def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt():
     """Held-out claims and benchmark speedups mean nothing if the heads were trained on the prompts measured."""
-    from specviz.app_views import EXAMPLES
+    from ui.app_views import EXAMPLES
 
     measured = [json.loads(line)["prompt"] for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
                 for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -233,7 +233,7 @@ def test_broad_training_reads_texts_and_reports_each_source(tiny_dirs):
 def test_broad_instructions_are_disjoint_and_cover_every_category():
     """The instructions the heads answer cover Spec-Bench's six columns and hold no measured prompt."""
     from training import broad
-    from specviz.app_views import EXAMPLES
+    from ui.app_views import EXAMPLES
 
     texts = {"python-docs": ["A paragraph of documentation that is long enough to be a passage. " * 8],
              "debian-reference": ["The Debian system keeps its configuration in plain text files. " * 8],

@@ -14,7 +14,7 @@ from engine.events import BatchFinished
 from engine.figures import Exact, derive, quotient_terms
 from engine.validate import validate_events
 from specviz import render_explain
-from specviz.app_views import summary_html, views
+from ui.app_views import summary_html, views
 from specviz.replay import rounds_of
 from specviz.batch import batch_summary_html
 from specviz.race import render_race

@@ -9,7 +9,7 @@ import pytest
 
 from engine import Engine, GenerationConfig, load_model
 from engine.specs import REGISTRY, Arg, Family, ModelLoadError, check_beams, parse_draft, register
-from specviz import app_views as av
+from ui import app_views as av
 from specviz.sample import sample_events
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from engine import sizing
 from engine.runtime import models
-from specviz import app_views as av
+from ui import app_views as av
 
 
 @pytest.mark.parametrize("gib,hidden", [(16, {"Qwen2.5 0.5B → 7B"}), (64, set()),

@@ -177,7 +177,7 @@ def test_explains_figures_reproduce_from_the_numbers_beside_them():
     """The one-round line at α's exact counts, the run line Σ E ÷ Σ cost, the what-if line and the summary's
     prediction: one α, one E, one ratio, each reproducing from the printed figures (tests/numbers.py; the sweep
     over generated runs is tests/test_numbers_sweep.py); a wrong figure is caught."""
-    from specviz.app_views import summary_html
+    from ui.app_views import summary_html
     from tests.numbers import check_page
 
     text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731
@@ -265,7 +265,7 @@ def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
     """tests/numbers.py (the browser test's checker) on the rendered text of the sample run: nothing disagrees;
     a displayed E, a Σ or an α count changed by one digit each is caught (negative controls)."""
     from specviz import render_explain
-    from specviz.app_views import summary_html
+    from ui.app_views import summary_html
     from tests.numbers import check_page
 
     text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731  (what a reader sees, roughly)
@@ -281,7 +281,7 @@ def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
 def test_mid_race_the_summary_counts_what_the_lanes_show():
     """While racing, the summary's 'speculative N/target · autoregressive M/target' are the lanes' own counts
     at the race panel's moment (it said 28/48 while the lane showed 23/48)."""
-    from specviz.app_views import summary_html
+    from ui.app_views import summary_html
     from specviz.sample import ar_events
 
     events = speculative_events() + ar_events()[:9]  # the AR lane part-way
@@ -295,7 +295,7 @@ def test_mid_race_the_summary_counts_what_the_lanes_show():
 def test_a_loaded_trace_gives_back_the_prompt_as_typed():
     """controls_of sets the prompt box from the trace: the last user turn of a ChatML or Gemma template, the text
     itself for a raw prompt (a re-uploaded trace showed no prompt)."""
-    from specviz.app_views import controls_of, prompt_of
+    from ui.app_views import controls_of, prompt_of
 
     chat = "<|im_start|>system\nbe nice<|im_end|>\n<|im_start|>user\nCopy: a b c<|im_end|>\n<|im_start|>assistant\n"
     assert prompt_of(chat, raw=False) == "Copy: a b c"

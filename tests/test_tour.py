@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from specviz import app_views as av
+from ui import app_views as av
 from ui import tour as t
 
 

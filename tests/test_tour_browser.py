@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from specviz import app_views as av
+from ui import app_views as av
 from tests.app_server import playwright_or_skip
 from ui import tour as t
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.events import trace_from_json, trace_to_json
-from specviz import app_views as av
+from ui import app_views as av
 from specviz.charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                             throughput_fig)
 from specviz.sample import long_events, sample_events

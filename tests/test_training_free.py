@@ -326,7 +326,7 @@ def test_the_grid_draws_each_window_escaped_with_its_fixed_points(target):
 def test_a_lossy_run_is_badged_in_every_view_and_an_exact_one_nowhere(target, tiny_dirs):
     """The badge in the summary, stream, tree, verify, race and explain views of a lossy race, with the greedy drift
     meter and a LOSSY verdict; none of it for the exact rule."""
-    from specviz.app_views import views
+    from ui.app_views import views
     from specviz.runs import RunSet
 
     engine = Engine(target, f"model:{tiny_dirs['other']}", measure_step=False)

@@ -25,7 +25,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specviz.app_views import EMBEDDED_PAIR, EXAMPLES, READY  # noqa: E402
+from ui.app_views import EMBEDDED_PAIR, EXAMPLES, READY  # noqa: E402
 from tests.app_server import fn_index, free_port  # noqa: E402
 
 

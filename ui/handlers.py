@@ -31,9 +31,9 @@ from engine.decode.drift import drift_job
 from engine.drafters.heads import heads_pending
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
-from specviz import app_guard as guard
-from specviz import app_views as av
-from specviz.controls import TRACE_SETS, Controls
+from ui import app_guard as guard
+from ui import app_views as av
+from ui.controls import TRACE_SETS, Controls
 from specviz.drift import drift_progress_html, sampled_drift_html
 from specviz.runs import RunSet
 from ui.uploads import Limits

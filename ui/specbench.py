@@ -11,7 +11,7 @@ import gradio as gr
 
 from engine.specbench import load_questions
 from specviz import render_leaderboard
-from specviz.app_views import esc
+from ui.app_views import esc
 from specviz.leaderboard import question_label
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "results"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from specviz import app_guard as guard
-from specviz import app_views as av
+from ui import app_guard as guard
+from ui import app_views as av
 from specviz.runs import split_runs
 from .handlers import RUN_OUTPUTS
 

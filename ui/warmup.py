@@ -10,8 +10,8 @@ import httpx
 
 from engine import Engine, GenerationConfig, load_model
 from engine.runtime.models import EMBEDDED
-from specviz import app_views as av
-from specviz.controls import Controls
+from ui import app_views as av
+from ui.controls import Controls
 from specviz.runs import RunSet
 
 def warm_up() -> None:

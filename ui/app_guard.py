@@ -17,8 +17,8 @@ from pathlib import Path
 from engine.events import EVENT_TYPES, MAX_TRACE_BYTES, Finished, write_trace
 from engine.metrics import summarize
 
-from .replay import rounds_of
-from .runs import ROUND_KINDS, RunSet, as_event, main_run
+from specviz.replay import rounds_of
+from specviz.runs import ROUND_KINDS, RunSet, as_event, main_run
 
 SEED_MAX = 2**63 - 1
 CHARS_PER_TOKEN = 16  # a prompt longer than this many characters per allowed token is refused untokenized

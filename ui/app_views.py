@@ -15,20 +15,21 @@ from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
 from engine.specs import REGISTRY, ModelLoadError, parse_draft, parse_model
 from engine.specs import drafter_choices as registry_choices
-from . import beams
-from .app_guard import SEED_MAX, ended, whole
-from .charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
+from specviz import beams
+from specviz.charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
                      throughput_fig)
-from .crossvocab import render_tokenisations
-from .drift import drift_meter, lossy_badge
-from .explain import render_explain
-from .markup import esc
-from .race import live_time, render_race, visible_tokens
-from .replay import events_upto, rounds_of, time_at_round
-from .runs import main_run, predicted_terms, run_set, spec_summary, view_runs
-from .tokens import render_stream
-from .tree import render_tree
-from .verify import render_verify
+from specviz.crossvocab import render_tokenisations
+from specviz.drift import drift_meter, lossy_badge
+from specviz.explain import render_explain
+from specviz.markup import esc
+from specviz.race import live_time, render_race, visible_tokens
+from specviz.replay import events_upto, rounds_of, time_at_round
+from specviz.runs import main_run, predicted_terms, run_set, spec_summary, view_runs
+from specviz.tokens import render_stream
+from specviz.tree import render_tree
+from specviz.verify import render_verify
+
+from .app_guard import SEED_MAX, ended, whole
 
 EMBEDDED_PAIR = "SmolLM2-135M-Instruct (embedded)"
 HUB = "(needs the Hugging Face hub)"
