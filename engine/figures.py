@@ -51,6 +51,12 @@ def derive(f, inputs, decimals=2, most: int = 6):
     (`decimals` then a tuple too): inputs printed once for several figures must reproduce all of them."""
     many = isinstance(decimals, tuple)
 
+    def at(values):  # a figure a zero makes undefined (a step or a floor printed 0) is nan: shown as None
+        try:
+            return f(*values)
+        except ZeroDivisionError:
+            return tuple(math.nan for _ in decimals) if many else math.nan
+
     def show(values):
         values, places = (values, decimals) if many else ((values,), (decimals,))
         shown = tuple(fixed(v, d) if math.isfinite(v) else None for v, d in zip(values, places))
@@ -64,14 +70,14 @@ def derive(f, inputs, decimals=2, most: int = 6):
         return all(not math.isfinite(v) or abs(abs(v) * 10 ** d % 1 - 0.5) > 1e-6 for v, d in zip(values, places))
 
     values = [float(x.value) if isinstance(x, Exact) else float(x[0]) for x in inputs]
-    want = show(f(*values))
+    want = show(at(values))
     for extra in range(most + 1):
         printed = texts(extra)
-        got = f(*map(parse, printed))
+        got = at(list(map(parse, printed)))
         if show(got) == want and clear(got):
             return want, printed
     printed = texts(most)
-    return show(f(*map(parse, printed))), printed
+    return show(at(list(map(parse, printed)))), printed
 
 
 def decimals_of(text: str) -> int:

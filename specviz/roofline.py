@@ -5,6 +5,8 @@ bandwidth_share) applied to the machine the run recorded (RunStarted.host). Even
 """
 from __future__ import annotations
 
+import math
+
 from engine import costmodel
 from engine.figures import derive, fixed, parse
 from .markup import esc
@@ -16,7 +18,10 @@ MAX_N = 64
 def _ticks(top: float, count: int = 4) -> list[float]:
     """Round tick values 0..top (about `count` of them)."""
     raw = top / count
-    step = next(s * 10 ** e for e in range(-3, 6) for s in (1, 2, 5) if s * 10 ** e >= raw)
+    if not (math.isfinite(raw) and raw > 0):
+        return [0.0]
+    e = math.floor(math.log10(raw))
+    step = next(s * 10.0 ** k for k in (e, e + 1) for s in (1, 2, 5) if s * 10.0 ** k >= raw * (1 - 1e-12))
     return [i * step for i in range(int(top / step) + 1)]
 
 
@@ -41,6 +46,7 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
     r = costmodel.roof(host)
     t1 = points[0][1]
     n_star = costmodel.ridge(context, r) if r else None
+    n_star = n_star if n_star and math.isfinite(n_star) else None  # no ridge from a zero rate (a hand-made trace)
     top_n = max(max(n for n, _ in points) + 1, 8, min(int(n_star * 1.25) + 1, MAX_N) if n_star else 0)
     top_ms = 1e3 * max(max(t for _, t in points), max(costmodel.floors(top_n, context, r)) if r else 0) * 1.1
     x = lambda n: PAD_L + (W - PAD_L - PAD_R) * n / top_n  # noqa: E731
@@ -117,6 +123,8 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     pts = dict(measured_points(summary))
     n = run_n if run_n in pts and run_n > 1 else None
     f = floor_terms(r, share["context"], n or 1)
+    if None in (f["mem1"], f["comp1"], f["ridge"]):  # rates that admit no floors (a hand-made trace)
+        return ""
     who = esc(host.get("cpu") or host.get("gpu") or "this machine")
     threads = host.get("threads")
     ctx = f["context"]
@@ -133,11 +141,14 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
              "weight read."]
     floor = parse(f["mem1"])
     pct, (step,) = derive(lambda t: 100 * floor / t, [(share["step_s"] * 1e3, 1)], 0)
-    lines.append(f"This run's target step t(1) = {step} ms is {pct}% of the bandwidth bound (memory floor "
-                 f"{f['mem1']} ms ÷ step {step} ms; the bound is 1000 ÷ {f['mem1']} = {fixed(1e3 / floor, 1)} tok/s).")
+    if floor > 0 and pct is not None:  # a floor or a step that prints 0 (a hand-made trace) has no share
+        lines.append(f"This run's target step t(1) = {step} ms is {pct}% of the bandwidth bound (memory floor "
+                     f"{f['mem1']} ms ÷ step {step} ms; the bound is 1000 ÷ {f['mem1']} = {fixed(1e3 / floor, 1)} "
+                     "tok/s).")
     if n:
         top = max(parse(f["mem"]), parse(f["comp"]))
         ratio, (tn,) = derive(lambda t: t / top, [(pts[n] * 1e3, 1)])
+    if n and ratio is not None:
         lines.append(f"Verifying {n} positions in one forward took t({n}) = {tn} ms, {ratio}× the roofline "
                      f"max({f['mem']}, {f['comp']}) ms: the rest is per-op overhead and kernels slower than the copy.")
     if share["share"] > 1.05:
@@ -172,7 +183,11 @@ def bandwidth_line(summary: dict, host) -> str:
     if costmodel.roof(host) is None or not isinstance(share, dict) or summary.get("step_source") != "the AR lane":
         return ""
     floor, (gb, bw) = derive(lambda g, b: 1e3 * g / b, [(share["read_bytes"] / 1e9, 3), (share["bandwidth"] / 1e9, 1)], 1)
+    if floor is None or parse(floor) == 0:  # no floor to compare with (a hand-made trace)
+        return ""
     pct, (step,) = derive(lambda t: 100 * parse(floor) / t, [(share["step_s"] * 1e3, 1)], 0)
+    if pct is None:
+        return ""
     return (f'<span class="race-roofline" data-share="{share["share"]:.3f}" title="The AR lane\'s median step against '
             f'this machine\'s memory floor: the bytes one forward reads ÷ the measured copy bandwidth (Explain tab)">'
             f'AR at {pct}% of the bandwidth bound (floor {gb} GB ÷ {bw} GB/s = {floor} ms ÷ step {step} ms)</span>')

@@ -106,3 +106,23 @@ def test_the_fuzz_would_see_a_renderer_error(monkeypatch):
     assert trace is not None and trace["events"][1]["kind"] == "drafted"
     with pytest.raises(TypeError):
         render_all(trace_from_json(json.dumps(trace)))
+
+
+ROOF_FIELDS = ("bandwidth", "flops", "weight_bytes", "flops_per_token", "kv_bytes_per_position",
+               "attn_flops_per_position")
+
+
+@pytest.mark.parametrize("field", ROOF_FIELDS)
+@pytest.mark.parametrize("value", [0.0, 1.0, 1e-9, 1e30])
+def test_a_roofline_at_any_rate_renders(field, value):
+    """The host's measured rates at the edges (a hand-edited trace: 1 B/s, 0 FLOP/s, 10³⁰ bytes) render every
+    view, the race's bandwidth line and Explain's roofline included, or are refused naming the field (the case
+    CI's fuzz found: a floor that prints 0 divided the bound, a ridge at infinity sized the axis)."""
+    started = next(i for i, e in enumerate(BASES[0]["events"]) if e["kind"] == "run_started" and e.get("host"))
+    trace = edit(BASES[0], started, ["host", field], value)
+    try:
+        events = trace_from_json(json.dumps(trace))
+    except ValueError as e:
+        assert field in str(e)
+        return
+    render_all(events)
