@@ -11,17 +11,16 @@ import gc
 import os
 from pathlib import Path
 
-from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
-
 import gradio as gr
 from starlette.middleware import Middleware
 
 import specviz
 from ui import app_views as av
-from ui.controls import FIELDS, TRACE_SETS
 from ui import batch as ub
+from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import specbench as sb
 from ui import tour as t
+from ui.controls import FIELDS, TRACE_SETS
 from ui.uploads import UploadBound
 from ui.warmup import warm_queue, warm_up
 

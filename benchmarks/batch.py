@@ -24,8 +24,7 @@ from pathlib import Path
 
 import torch
 
-from engine import Engine, GenerationConfig, load_model
-from engine import costmodel
+from engine import Engine, GenerationConfig, costmodel, load_model
 from engine.config import MAX_BATCH
 from engine.runtime.kernels import cpu_name
 from engine.specbench import load_questions, sample

@@ -96,7 +96,7 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
                 per_position_acceptance=[_ratio(a, d) for a, d in zip(pos_a, pos_d)],
                 pos_drafted=pos_d, pos_accepted=pos_a,
                 predicted_speedup=_ratio(tokens, steps))  # the cost model's Σ E / Σ cost, pooled over runs
-    for name, row in out.items():
+    for row in out.values():
         if row:
             row["speedup_vs_ar"] = _ratio(row["tokens_per_s"], (out.get(AR) or {}).get("tokens_per_s"))
             row["speedup_vs_hf"] = _ratio(row["tokens_per_s"], (out.get(HF_GREEDY) or {}).get("tokens_per_s"))

@@ -33,9 +33,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig  # noqa: E402
+from engine.metrics import summarize  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
 from engine.runtime.fastllama import forward_fn  # noqa: E402
-from engine.metrics import summarize  # noqa: E402
 from engine.runtime.models import LoadedModel  # noqa: E402
 
 # Llama shapes of SmolLM2-1.7B (target) and SmolLM2-135M (draft); --tiny shrinks both for a smoke test
@@ -202,7 +202,7 @@ def check(args) -> dict:
                     lanes[lane].append(event)
                 s = summarize(lanes["speculative"], lanes["ar"])
                 rows.append(s)
-            med = lambda k: statistics.median([r[k] for r in rows if r.get(k) is not None] or [float("nan")])  # noqa: E731
+            med = lambda k, rows=rows: statistics.median([r[k] for r in rows if r.get(k) is not None] or [float("nan")])  # noqa: E731
             report["oracle"].append({
                 "alpha": alpha, "gamma": gamma, "measured_alpha": med("alpha"), "speedup": med("speedup"),
                 "predicted_speedup": med("predicted_speedup"),

@@ -15,6 +15,7 @@ from engine.specs import ModelLoadError, parse_draft
 
 from .timing import BenchConfig, Sample
 
+
 def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dict] | None:
     """generate() kwargs (and a JSON-safe copy) matching our drafter spec at γ; None when none exists. The spec
     is read by the engine's one parser (engine/specs.py), defaults included (`ngram` is ngram:3; transformers'

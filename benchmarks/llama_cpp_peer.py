@@ -26,13 +26,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.harness import load_prompts  # noqa: E402
+from benchmarks.timing import time_ours  # noqa: E402
 from engine.config import GenerationConfig  # noqa: E402
 from engine.decode.engine import Engine  # noqa: E402
 from engine.runtime import kernels  # noqa: E402
 from engine.runtime.models import CACHE_DIR, embedded_gguf_dir, load_model  # noqa: E402
-
-from benchmarks.harness import load_prompts  # noqa: E402
-from benchmarks.timing import time_ours  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent.parent / "engine" / "prompts"
 

@@ -12,6 +12,7 @@ import plotly.io as pio
 from plotly.colors import qualitative
 
 from engine.figures import derive
+
 from .bench_stats import AR, HF_GREEDY
 
 COLUMNS = ["config", "tok/s", "× our AR", "predicted ×", "× HF greedy", "α (per token)", "accepted / drafted",

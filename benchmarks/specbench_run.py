@@ -18,13 +18,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from engine import specbench as sb
 from engine.config import GenerationConfig
 from engine.decode.engine import Engine
 from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
 from specviz import CSS_PATH, render_leaderboard
 
-from engine import specbench as sb
 from .bench_stats import AR
 from .harness import WARMUP_TOKENS, build_configs, contestant, machine_info, run_config
 

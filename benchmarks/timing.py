@@ -104,13 +104,13 @@ def measure_overhead(engine: Engine, drafter: str, ids: list, gamma: int, max_ne
             if tick:
                 tick()
     core_normal = [n - t for n, t in zip(normal, tails)]
-    core_lean = [l - t for l, t in zip(lean, tails)]
+    core_lean = [x - t for x, t in zip(lean, tails)]
     # the fastest of each: noise from other processes only ever adds time (as timeit reports the minimum)
     ratio = _ratio(min(core_normal, default=None), min(core_lean, default=None))
     return {"drafter": drafter, "gamma": gamma, "max_new_tokens": max_new_tokens, "pairs": pairs,
             "normal_s": normal, "lean_s": lean, "calibration_s": tails,
             "raw_ratio": _ratio(min(normal, default=None), min(lean, default=None)), "ratio": ratio,
-            "median_pair_ratio": costmodel.median(_ratio(n, l) for n, l in zip(core_normal, core_lean)),
+            "median_pair_ratio": costmodel.median(_ratio(n, x) for n, x in zip(core_normal, core_lean)),
             "overhead_pct": (ratio - 1) * 100 if ratio else None,
             "target_pct": OVERHEAD_TARGET * 100,
             "within_target": ratio is not None and ratio <= 1 + OVERHEAD_TARGET}

@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.harness import contestant  # noqa: E402
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.specbench import load_questions, sample  # noqa: E402
-from benchmarks.harness import contestant  # noqa: E402
 
 
 def main(argv=None) -> None:

@@ -8,10 +8,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .batch import batch_summary_html, lanes_html as render_batch_lanes, roofline_note, throughput_figure
+from .batch import batch_summary_html, roofline_note, throughput_figure
+from .batch import lanes_html as render_batch_lanes
 from .beams import render_beams, running_best_text
-from .charts import (accepted_length_fig, empty_fig, position_acceptance_fig, running_acceptance_fig,
-                     speedup_model_fig, throughput_fig)
+from .charts import (
+    accepted_length_fig,
+    empty_fig,
+    position_acceptance_fig,
+    running_acceptance_fig,
+    speedup_model_fig,
+    throughput_fig,
+)
 from .explain import render_explain
 from .leaderboard import render_leaderboard
 from .race import render_race, verdict

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel
 from engine.figures import derive, quotient_terms
+
 from .charts import COLORS, _figure, empty_fig
 from .markup import esc
 from .tokens import render_stream
@@ -62,7 +63,7 @@ def batch_line(events) -> str:
     done = next((e for e in events if e.kind == "batch_finished"), None)
     rounds = [e for e in events if e.kind == "batch_round"]
     if done is None:
-        return (f'<p class="batch-line">{len(rounds)} rounds so far, ' 
+        return (f'<p class="batch-line">{len(rounds)} rounds so far, '
                 f'{sum(sum(e.committed) for e in rounds)} tokens committed.</p>' if rounds else "")
     s = done.summary
     gammas = ", ".join(f"γ {g} × {n}" for g, n in s.get("round_gammas", []))

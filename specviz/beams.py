@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from engine.figures import quotient_terms
+
 from .markup import esc, tip_span
 
 

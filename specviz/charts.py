@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from engine import costmodel, metrics
 from engine.config import MAX_GAMMA
 from engine.figures import Exact
+
 from .runs import predicted_terms, spec_summary, split_runs, view_runs
 
 HEIGHT = 290

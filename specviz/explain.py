@@ -4,12 +4,12 @@ with this run's numbers. Events -> HTML.
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import math
+from pathlib import Path
 
 from engine import costmodel
 from engine.figures import Exact, decimals_of, derive, fixed, parse
+
 from .drift import lossy_badge, lossy_note
 from .markup import esc
 from .roofline import measured_points, roofline_chart, roofline_text
@@ -28,7 +28,7 @@ def _spread(x) -> str:
 def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
     """Why checking γ + 1 tokens costs about one step, with this run's c and v(n) against this machine's
     roofline (when the run recorded it), and when it does not pay."""
-    alpha, c, v = s.get("alpha"), s.get("c"), s.get("v")
+    c, v = s.get("c"), s.get("v")
     n = s.get("v_n")
     measured = ("" if not (isinstance(v, float) and n) else
                 f" This run: v({n}) = {v:.2f} target steps for {n} positions." if v < n else

@@ -6,6 +6,7 @@ CPU, the date and the sample in the caption. results dict -> HTML; every text fr
 from __future__ import annotations
 
 from engine.specbench import GROUPS
+
 from .markup import esc
 
 COLUMNS = (*GROUPS, "overall")

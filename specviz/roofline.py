@@ -9,6 +9,7 @@ import math
 
 from engine import costmodel
 from engine.figures import derive, fixed, parse
+
 from .markup import esc
 
 W, H, PAD_L, PAD_B, PAD_T, PAD_R = 420, 220, 44, 34, 10, 10

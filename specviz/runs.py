@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from engine.config import MAX_GAMMA
 from engine.events import EVENT_TYPES, event_from_dict
 from engine.figures import quotient_terms
-from engine.validate import real_number
 from engine.metrics import summarize
+from engine.validate import real_number
 
 ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "lookahead_window", "rolled_back", "committed", "round_timed"}
 ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window"}  # RoundView attribute of each round event kind

@@ -8,14 +8,14 @@ import inspect
 import pytest
 
 import app
-from ui.app_views import VIEWS
-from ui.controls import FIELDS, TRACE_SETS, Controls
+from engine.events import trace_to_json
+from specviz.sample import sample_events, speculative_events
+from ui import app_guard as guard
 from ui import handlers as h
 from ui import tour
+from ui.app_views import VIEWS
+from ui.controls import FIELDS, TRACE_SETS, Controls
 from ui.warmup import WARM_RUN
-from engine.events import trace_to_json
-from ui import app_guard as guard
-from specviz.sample import sample_events, speculative_events
 
 SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
 

@@ -8,8 +8,8 @@ import pytest
 
 from ui import app_guard as guard
 from ui import app_views as av
-from ui.controls import Controls
 from ui import handlers as h
+from ui.controls import Controls
 
 SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
 

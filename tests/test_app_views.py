@@ -7,9 +7,9 @@ import pytest
 
 from engine.config import GenerationConfig
 from engine.events import trace_to_json
+from specviz.sample import long_events, sample_events, speculative_events
 from ui import app_guard as guard
 from ui import app_views as av
-from specviz.sample import long_events, sample_events, speculative_events
 
 
 def test_model_specs_map_controls_to_engine_specs(monkeypatch):

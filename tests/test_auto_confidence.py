@@ -31,7 +31,7 @@ class Head(Drafter):
         self.asked += 1
         conf, picks = self.conf[:gamma], (self.picks or [0] * len(self.conf))[:gamma]
         q = torch.full((len(conf), V), 0.0)
-        for i, (c, x) in enumerate(zip(conf, picks)):
+        for i, c in enumerate(conf):
             q[i] = (1 - c) / (V - 1)
             q[i, 0] = c  # the mode is token 0; the sampled token may be another
         return Draft(torch.tensor(picks), q, self.name)

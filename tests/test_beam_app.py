@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 import app
-from ui import handlers as h
 from ui import app_views as av
+from ui import handlers as h
 
 SKIP = {"__type__": "update"}
 

@@ -8,8 +8,8 @@ import pytest
 from benchmarks import harness as bench
 from benchmarks.__main__ import main
 from benchmarks.hf_equiv import hf_equivalent
-from engine.specs import REGISTRY
 from engine.runtime.models import load_model
+from engine.specs import REGISTRY
 
 PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "prompt": "Write a loop."}]
 

@@ -3,14 +3,14 @@ import json
 
 import pytest
 
-from engine import costmodel
-from benchmarks.timing import Sample
 from benchmarks.bench_stats import AR, aggregate, summarize_prompt
+from benchmarks.timing import Sample
+from engine import costmodel
 from engine.metrics import summarize
 from specviz import render_explain, render_race, speedup_model_fig
-from ui import app_views as av
 from specviz.runs import split_runs
 from specviz.sample import ar_events, sample_events, speculative_events
+from ui import app_views as av
 
 
 class Cfg:

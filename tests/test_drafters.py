@@ -1,10 +1,10 @@
 """Drafting strategies and adaptive speculation: lossless for every drafter, decisions in the trace."""
+import random
+
 import pytest
 import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError, load_model
-import random
-
 from engine.drafters.ngram import NgramIndex, longest_match
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
@@ -145,8 +145,8 @@ def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_share
     """The fused Llama forward (prefill, a verify, one step) gives the transformers module's logits and argmax,
     on weights it owns: the shared module is never changed, and transformers' forward on it stays the reference;
     layer-skip reuses the lean forward's layers."""
-    from engine.runtime.cache import KVCache
     from engine.drafters.model import layer_skip_model
+    from engine.runtime.cache import KVCache
     from engine.runtime.fastllama import FastLlama, forward_fn
 
     model = embedded.model
@@ -172,8 +172,8 @@ def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_share
 
 def test_auto_extrapolates_verify_cost_from_multi_token_points():
     """t(1) -> t(2) is a kernel jump on a CPU, so unseen t(n) follows the n >= 2 points, not a line through t(1)."""
-    from engine.drafters.auto import AutoDrafter
     from engine.costmodel import PRIOR_SLOPE
+    from engine.drafters.auto import AutoDrafter
 
     auto = AutoDrafter(None, torch.device("cpu"))
     assert auto.verify_s(3) is None  # nothing measured yet

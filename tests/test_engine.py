@@ -6,10 +6,9 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from engine import Engine, GenerationConfig, ModelLoadError, read_trace, write_trace
-from engine import sampling
-from engine.runtime.cache import KVCache
+from engine import Engine, GenerationConfig, ModelLoadError, read_trace, sampling, write_trace
 from engine.events import trace_from_json, trace_to_json
+from engine.runtime.cache import KVCache
 from engine.runtime.models import load_model
 from tests.conftest import make_tiny_model
 
@@ -101,7 +100,7 @@ def test_event_invariants_and_trace_round_trip(tiny_dirs, tmp_path):
     for e in events[1:-1]:
         rounds.setdefault(e.round, []).append(e)
     committed = []
-    for r, evs in rounds.items():
+    for evs in rounds.values():
         by = {e.kind: e for e in evs}
         kinds = [e.kind for e in evs]
         committed += by["committed"].token_ids
@@ -197,7 +196,9 @@ def test_draft_with_other_vocabulary_drafts_through_text(tiny_dirs, tmp_path):
     cfg = GenerationConfig(gamma=3, max_new_tokens=20)
     events = list(engine.generate("hello world", cfg))
     assert events[-1].token_ids == outputs(engine, "hello world", cfg, "ar")
-    from engine.drafters.crossvocab import CrossVocabDrafter  # (a draft of <unk>s and EOS proposes little: lossless still)
+    from engine.drafters.crossvocab import (
+        CrossVocabDrafter,  # (a draft of <unk>s and EOS proposes little: lossless still)
+    )
     assert isinstance(engine.make_drafter(cfg, None, 64, None), CrossVocabDrafter)
 
 

@@ -6,13 +6,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import Engine, GenerationConfig, ModelLoadError, load_model
-from engine import sampling
+from engine import Engine, GenerationConfig, ModelLoadError, load_model, sampling
 from engine.decode import step
 from engine.heads import modules as H
 from engine.sampling import tree
-from training.train import PROMPTS, train, unrolled
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
+from training.train import PROMPTS, train, unrolled
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_PROMPTS = PROMPTS.read_text(encoding="utf-8").splitlines()
@@ -304,9 +303,9 @@ def test_sharegpt_conversations_render_whole_exchanges_within_the_budget():
 def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypatch):
     """A broad run with ShareGPT: the first conversations' opening requests are answered by the target, the rest
     are read as chat-templated texts, never both; a conversation quoting a Spec-Bench question is in neither."""
+    from engine.specbench import load_questions
     from training import broad, corpus, sharegpt
     from training.train import argument_parser
-    from engine.specbench import load_questions
 
     question = load_questions()[3]["turns"][0]
     convs = [[{"role": "user", "content": f"Request number {i}: tell me about topic {i}."},

@@ -5,8 +5,8 @@ import pytest
 
 from engine import Engine, GenerationConfig
 from engine.costmodel import CONTENTION_LIMIT, contention
-from engine.runtime.loadwatch import LoadWatch, busy_s
 from engine.metrics import summarize
+from engine.runtime.loadwatch import LoadWatch, busy_s
 from engine.runtime.models import load_model
 from engine.validate import check_summary
 

@@ -14,12 +14,12 @@ from engine.events import BatchFinished
 from engine.figures import Exact, derive, quotient_terms
 from engine.validate import validate_events
 from specviz import render_explain
-from ui.app_views import summary_html, views
-from specviz.replay import rounds_of
 from specviz.batch import batch_summary_html
 from specviz.race import render_race
+from specviz.replay import rounds_of
 from tests.numbers import check_batch, check_page
 from tests.synthetic import race
+from ui.app_views import summary_html, views
 
 RUNS = 300
 SEEN = ("One round at γ", "At α = ", "Σ E = ", "At n = 1 these are", "of the bandwidth bound (memory floor",

@@ -12,9 +12,9 @@ import pytest
 
 from engine.events import MAX_TRACE_BYTES, trace_to_json
 from engine.runtime import models
+from specviz.sample import long_events
 from ui import app_guard as guard
 from ui import app_views as av
-from specviz.sample import long_events
 from ui import handlers as h
 
 

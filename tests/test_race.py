@@ -5,8 +5,8 @@ import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError
 from engine.decode.loop import cache_slots
-from engine.runtime.threads import _race_threads, torch_threads
 from engine.runtime.models import load_model
+from engine.runtime.threads import _race_threads, torch_threads
 from tests.test_sampling import CHI2_999, chi_square
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from engine import Engine, GenerationConfig, load_model
 from engine.specs import REGISTRY, Arg, Family, ModelLoadError, check_beams, parse_draft, register
-from ui import app_views as av
 from specviz.sample import sample_events
+from ui import app_views as av
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import torch
 from transformers import GenerationConfig as HFGenerationConfig
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from training import corpus, prompts, train
 from engine.runtime.cache import KVCache, room
 from engine.runtime.models import eos_ids
+from training import corpus, prompts, train
 
 
 class Tok:

@@ -2,8 +2,13 @@
 import pytest
 
 from engine.costmodel import expected_tokens, predicted_speedup
-from specviz import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
-                     throughput_fig)
+from specviz import (
+    accepted_length_fig,
+    position_acceptance_fig,
+    running_acceptance_fig,
+    speedup_model_fig,
+    throughput_fig,
+)
 from specviz.sample import ar_events, sample_events, speculative_events
 
 FIGS = (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, throughput_fig, speedup_model_fig)

@@ -1,14 +1,21 @@
 """HTML renderers on hand-built event lists (specviz.sample builds them from engine.events dataclasses)."""
 import re
-
-import pytest
-
-from specviz.markup import read_tip, tip_text
 from dataclasses import dataclass
 
 from engine.events import Committed, RoundTimed, RunStarted, event_to_dict
-from specviz import (events_upto, render_explain, render_legend, render_race, render_stream, render_tree,
-                     replay_frame, rounds_of, split_runs, time_at_round)
+from specviz import (
+    events_upto,
+    render_explain,
+    render_legend,
+    render_race,
+    render_stream,
+    render_tree,
+    replay_frame,
+    rounds_of,
+    split_runs,
+    time_at_round,
+)
+from specviz.markup import read_tip, tip_text
 from specviz.sample import SPEC_ORIGINS, ar_events, sample_events, speculative_events
 
 
@@ -177,8 +184,8 @@ def test_explains_figures_reproduce_from_the_numbers_beside_them():
     """The one-round line at α's exact counts, the run line Σ E ÷ Σ cost, the what-if line and the summary's
     prediction: one α, one E, one ratio, each reproducing from the printed figures (tests/numbers.py; the sweep
     over generated runs is tests/test_numbers_sweep.py); a wrong figure is caught."""
-    from ui.app_views import summary_html
     from tests.numbers import check_page
+    from ui.app_views import summary_html
 
     text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731
     explain, summary = text(render_explain(sample_events())), text(summary_html(sample_events()))
@@ -265,8 +272,8 @@ def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
     """tests/numbers.py (the browser test's checker) on the rendered text of the sample run: nothing disagrees;
     a displayed E, a Σ or an α count changed by one digit each is caught (negative controls)."""
     from specviz import render_explain
-    from ui.app_views import summary_html
     from tests.numbers import check_page
+    from ui.app_views import summary_html
 
     text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731  (what a reader sees, roughly)
     summary, explain = text(summary_html(sample_events())), text(render_explain(sample_events()))
@@ -281,8 +288,8 @@ def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
 def test_mid_race_the_summary_counts_what_the_lanes_show():
     """While racing, the summary's 'speculative N/target · autoregressive M/target' are the lanes' own counts
     at the race panel's moment (it said 28/48 while the lane showed 23/48)."""
-    from ui.app_views import summary_html
     from specviz.sample import ar_events
+    from ui.app_views import summary_html
 
     events = speculative_events() + ar_events()[:9]  # the AR lane part-way
     race = render_race(events)

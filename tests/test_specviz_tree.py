@@ -1,11 +1,21 @@
 """The speculation tree on hand-built tree-speculation rounds (DraftTree events): branches, verdicts, tooltips."""
 import re
 
-from specviz.markup import read_tip, tip_text
-
-from engine.events import (Committed, Drafted, DraftTree, Finished, RolledBack, RoundTimed, RunStarted, Verified,
-                           event_to_dict, trace_from_json, trace_to_json)
+from engine.events import (
+    Committed,
+    Drafted,
+    DraftTree,
+    Finished,
+    RolledBack,
+    RoundTimed,
+    RunStarted,
+    Verified,
+    event_to_dict,
+    trace_from_json,
+    trace_to_json,
+)
 from specviz import events_upto, render_stream, render_tree, rounds_of
+from specviz.markup import read_tip, tip_text
 from specviz.runs import view_run
 from specviz.tree import round_nodes
 from specviz.treesvg import layout
@@ -206,7 +216,6 @@ def test_big_trees_collapse_older_rounds_by_node_count():
 def test_auto_decision_reason_is_shown_and_escaped():
     """An auto round shows why it chose (reason + options on hover), escaped like any other text."""
     from engine.events import Committed, Decided, RoundTimed, RunStarted
-
     from specviz import render_tree
 
     events = [RunStarted(round=0, run_id="r", mode="speculative", target="t", draft="auto", device="cpu", dtype="float32", config={"gamma": 4}, prompt_text="p", prompt_ids=[1], prompt_tokens=["p"], pos=1),

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from ui import app_views as av
 from tests.app_server import playwright_or_skip
+from ui import app_views as av
 from ui import tour as t
 
 sync_api = playwright_or_skip()

@@ -11,10 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.events import trace_from_json, trace_to_json
-from ui import app_views as av
-from specviz.charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
-                            throughput_fig)
+from specviz.charts import (
+    accepted_length_fig,
+    position_acceptance_fig,
+    running_acceptance_fig,
+    speedup_model_fig,
+    throughput_fig,
+)
 from specviz.sample import long_events, sample_events
+from ui import app_views as av
 
 BASES = [json.loads(trace_to_json(events)) for events in
          (sample_events(), sample_events(temperature=0.8), sample_events(with_ar=False), long_events(3, topk=2))]

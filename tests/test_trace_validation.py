@@ -7,7 +7,15 @@ from dataclasses import asdict
 import pytest
 
 from engine import Engine, GenerationConfig, load_model
-from engine.events import MAX_DEPTH, MAX_EVENTS, MAX_TRACE_BYTES, TRACE_FORMAT, TRACE_VERSION, trace_from_json, trace_to_json
+from engine.events import (
+    MAX_DEPTH,
+    MAX_EVENTS,
+    MAX_TRACE_BYTES,
+    TRACE_FORMAT,
+    TRACE_VERSION,
+    trace_from_json,
+    trace_to_json,
+)
 from engine.validate import check_verified
 from specviz.sample import sample_events
 

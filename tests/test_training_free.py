@@ -7,15 +7,14 @@ import torch
 
 from engine import Engine, GenerationConfig, load_model
 from engine.decode import drift
-from engine.drafters.base import Extra
 from engine.drafters.lookahead import LookaheadDrafter, window_rows
 from engine.drafters.recycle import TEMPLATES, RecycleDrafter, template_parents
+from engine.drafters.registry import drafter_factory
 from engine.events import trace_from_json, trace_to_json
 from engine.runtime.cache import KVCache
 from engine.sampling import tree
 from engine.sampling.typical import accept_typical, threshold
 from engine.specs import ModelLoadError, parse_draft
-from engine.drafters.registry import drafter_factory
 
 PROMPTS = ["a b c a b d a b c a b", "Tell me about the sea", "def fib(n):", "1, 2, 3, 4,"]
 SPECS = ["lookahead", "lookahead:3,3,2", "lookahead:1,2,1", "recycle", "recycle:8,wide", "recycle:2", "auto"]
@@ -326,8 +325,8 @@ def test_the_grid_draws_each_window_escaped_with_its_fixed_points(target):
 def test_a_lossy_run_is_badged_in_every_view_and_an_exact_one_nowhere(target, tiny_dirs):
     """The badge in the summary, stream, tree, verify, race and explain views of a lossy race, with the greedy drift
     meter and a LOSSY verdict; none of it for the exact rule."""
-    from ui.app_views import views
     from specviz.runs import RunSet
+    from ui.app_views import views
 
     engine = Engine(target, f"model:{tiny_dirs['other']}", measure_step=False)
     for accept, lossy in (("typical:0.001,0.001", True), ("exact", False)):

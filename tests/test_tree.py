@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, load_model
-from engine.sampling import tree
 from engine.runtime.cache import KVCache
+from engine.sampling import tree
 from tests.test_engine import CHI2_7DF_999, chi_square, target_first_token_probs
 
 # root -> a(0) -> c(2); root -> b(1); a -> d(3)
@@ -92,8 +92,8 @@ def test_ngram_tree_merges_shared_prefixes():
 def test_one_step_type_for_chain_tree_and_plain_rounds(tiny_dirs):
     """step() judges a chain, a tree and no draft alike: a Step whose cache keeps exactly pos + accepted,
     whose commit starts with the accepted drafts, and whose tree (when there is one) has the chain view's path."""
-    from engine.drafters.base import Draft
     from engine.decode.step import Step, step
+    from engine.drafters.base import Draft
 
     target = load_model(tiny_dirs["target"])
     engine = Engine(target, "self", measure_step=False)

@@ -25,8 +25,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ui.app_views import EMBEDDED_PAIR, EXAMPLES, READY  # noqa: E402
 from tests.app_server import fn_index, free_port  # noqa: E402
+from ui.app_views import EMBEDDED_PAIR, EXAMPLES, READY  # noqa: E402
 
 
 def first_token_s(url: str, prompt: str) -> tuple[float, float]:

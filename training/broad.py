@@ -25,6 +25,7 @@ import subprocess
 from pathlib import Path
 
 from engine.specbench import load_questions
+
 from . import sharegpt
 
 PROMPTS_DIR = Path(__file__).resolve().parents[1] / "prompts"  # the benchmark prompt sets

@@ -17,6 +17,7 @@ from engine.runtime.cache import KVCache
 from engine.runtime.fastllama import forward_fn
 from engine.runtime.models import eos_ids, prompt_ids
 from engine.specbench import load_questions, sample
+
 from . import broad, sharegpt
 
 HELD_OUT = 0.1  # share of each source's sequences (every tenth) kept out of training

@@ -34,11 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from training import corpus as C  # noqa: E402
 from engine.heads import modules as H  # noqa: E402
-from training import train as T  # noqa: E402
 from engine.runtime.fastllama import rms_norm  # noqa: E402
 from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
+from training import corpus as C  # noqa: E402
+from training import train as T  # noqa: E402
 
 
 def material(cache: str, rest: list[str]):

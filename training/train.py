@@ -26,11 +26,12 @@ import torch
 import torch.nn.functional as F
 
 from engine.costmodel import CONFIDENCE_EDGES
+from engine.heads.modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 from engine.runtime.models import EMBEDDED, load_model
+
 from . import broad, sharegpt
 from .corpus import broad_material, draft_vocab, draft_vocab_share, gather
 from .prompts import PROMPTS
-from engine.heads.modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
 
 
 def _index_map(vocab_ids: torch.Tensor, vocab: int) -> torch.Tensor:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 from engine.events import EVENT_TYPES, MAX_TRACE_BYTES, Finished, write_trace
 from engine.metrics import summarize
-
 from specviz.replay import rounds_of
 from specviz.runs import ROUND_KINDS, RunSet, as_event, main_run
 

@@ -16,8 +16,13 @@ from engine.events import MAX_TRACE_BYTES, trace_from_json
 from engine.specs import REGISTRY, ModelLoadError, parse_draft, parse_model
 from engine.specs import drafter_choices as registry_choices
 from specviz import beams
-from specviz.charts import (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, speedup_model_fig,
-                     throughput_fig)
+from specviz.charts import (
+    accepted_length_fig,
+    position_acceptance_fig,
+    running_acceptance_fig,
+    speedup_model_fig,
+    throughput_fig,
+)
 from specviz.crossvocab import render_tokenisations
 from specviz.drift import drift_meter, lossy_badge
 from specviz.explain import render_explain

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import astuple, dataclass, fields
 
 from engine.config import MAX_GAMMA, GenerationConfig
+
 from .app_guard import check_gamma
 from .app_views import EMBEDDED_PAIR, config_kwargs, model_specs
 

@@ -31,11 +31,11 @@ from engine.decode.drift import drift_job
 from engine.drafters.heads import heads_pending
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
+from specviz.drift import drift_progress_html, sampled_drift_html
+from specviz.runs import RunSet
 from ui import app_guard as guard
 from ui import app_views as av
 from ui.controls import TRACE_SETS, Controls
-from specviz.drift import drift_progress_html, sampled_drift_html
-from specviz.runs import RunSet
 from ui.uploads import Limits
 
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round

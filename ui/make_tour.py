@@ -14,6 +14,7 @@ from pathlib import Path
 from engine import Engine, GenerationConfig, write_trace
 from engine.runtime.models import load_model
 from ui import app_views as av
+
 from .tour import TOUR_PROMPT, TOUR_ROUND, TOUR_TRACE
 
 

@@ -11,8 +11,8 @@ import gradio as gr
 
 from engine.specbench import load_questions
 from specviz import render_leaderboard
-from ui.app_views import esc
 from specviz.leaderboard import question_label
+from ui.app_views import esc
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 RESULTS = BENCH / "specbench-cpu.json"  # the main run: every drafter of its time, transformers' rows

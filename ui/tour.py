@@ -9,9 +9,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from specviz.runs import split_runs
 from ui import app_guard as guard
 from ui import app_views as av
-from specviz.runs import split_runs
+
 from .handlers import RUN_OUTPUTS
 
 TOUR_TRACE = Path(__file__).resolve().parent.parent / "assets" / "tour-trace.json"  # python -m ui.make_tour

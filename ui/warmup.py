@@ -10,9 +10,10 @@ import httpx
 
 from engine import Engine, GenerationConfig, load_model
 from engine.runtime.models import EMBEDDED
+from specviz.runs import RunSet
 from ui import app_views as av
 from ui.controls import Controls
-from specviz.runs import RunSet
+
 
 def warm_up() -> None:
     """Load the embedded model and run a few tokens through every path the first Generate takes (the engine's

@@ -12,12 +12,12 @@ import time
 
 import torch
 
-H, O, LAYERS = 576, 3072, 30
+H, FFN, LAYERS = 576, 3072, 30
 
 
 def main() -> None:
     torch.manual_seed(0)
-    w_out_in = [torch.randn(O, H) for _ in range(LAYERS)]
+    w_out_in = [torch.randn(FFN, H) for _ in range(LAYERS)]
     w_in_out = [w.t().contiguous() for w in w_out_in]
     fns = {"nn": lambda x: [torch.mm(x, w) for w in w_in_out],
            "nt": lambda x: [torch.nn.functional.linear(x, w) for w in w_out_in]}

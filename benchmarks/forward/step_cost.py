@@ -69,7 +69,7 @@ def main(argv=None) -> None:
     ids = torch.randint(0, 40000, (1, 100))
     times = {name: [] for name in paths}
     with torch.inference_mode():
-        for name, f in paths.items():
+        for f in paths.values():
             decode(f, model, ids, 4)
         for _ in range(5):
             for name, f in paths.items():

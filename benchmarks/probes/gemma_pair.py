@@ -86,7 +86,7 @@ def main() -> None:
                     hf.append(uag(target, draft, p, args.max_new_tokens))
                 except Exception as e:  # noqa: BLE001 - report why it does not run, keep the table
                     hf.append({"error": f"{type(e).__name__}: {str(e)[:120]}"})
-        med = lambda k: statistics.median(r[k] for r in rows if r.get(k) is not None)  # noqa: E731
+        med = lambda k, rows=rows: statistics.median(r[k] for r in rows if r.get(k) is not None)  # noqa: E731
         acc = sum(r["accepted"] for r in rows) / max(1, sum(r["drafted"] for r in rows))
         hf_txt = "not run"
         if hf and all("speedup" in h for h in hf):

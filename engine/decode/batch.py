@@ -21,7 +21,6 @@ Events: each row's stream is a single run's events with `row` set (RunStarted ..
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 
 import torch

@@ -35,8 +35,8 @@ import torch
 from ..config import GenerationConfig
 from ..events import BeamDrafted, BeamResult, BeamStep, BeamVerified, Finished, RoundTimed
 from ..runtime.cache import KVCache
-from ..specs import check_beams
 from ..runtime.roofline import host_record
+from ..specs import check_beams
 from .loop import Clock, past, prefill, started
 
 NEG = -1.0e9  # transformers' "impossible" score

@@ -27,7 +27,9 @@ import torch
 
 from .. import sampling
 from ..config import GenerationConfig
-from ..metrics import greedy_drift  # the greedy meter is plain Python: the page computes it from a race's lanes
+from ..metrics import (
+    greedy_drift,  # the greedy meter is plain Python: the page computes it from a race's lanes
+)
 from .loop import past, prefill
 
 __all__ = ["greedy_drift", "PairLaw", "target_pair_law", "drift_job", "joint_tv", "drift_report"]

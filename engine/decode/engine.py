@@ -26,10 +26,10 @@ from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
 from ..runtime.loadwatch import LoadWatch
 from ..runtime.models import EMBEDDED, LoadedModel, load_model, prompt_ids
+from ..runtime.roofline import host_record
 from ..runtime.threads import RACE_THREADS, check_threads
 from ..specs import parse_draft
 from . import batch, beam
-from ..runtime.roofline import host_record
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
 from .race import interleave
 from .record import TokenText, round_events

@@ -8,7 +8,16 @@ from __future__ import annotations
 import torch
 
 from .. import sampling
-from ..events import Committed, Decided, Drafted, DraftTree, LookaheadWindow, Retokenized, RolledBack, Verified
+from ..events import (
+    Committed,
+    Decided,
+    Drafted,
+    DraftTree,
+    LookaheadWindow,
+    Retokenized,
+    RolledBack,
+    Verified,
+)
 from .step import Step
 
 

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime.cache import KVCache
 from ..config import GenerationConfig
-from .base import Draft, Drafter, empty_draft
+from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
 from ..runtime.models import LoadedModel
 from ..sampling.chain import pick, shape_probs
+from .base import Draft, Drafter, empty_draft
 
 LOOK_BEHIND = 3  # committed target tokens re-encoded with the draft text, so a boundary word tokenises in context
 BAD_CHAR = "\ufffd"  # what a decoder shows for bytes that do not complete a character

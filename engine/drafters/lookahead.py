@@ -27,7 +27,6 @@ from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
 from .base import Draft, Drafter, Extra, Seen
 
-
 MAX_ROWS = WHOLE_SETTINGS["tree_budget"][1]  # window rows, and verification nodes, per forward (a tree's bound)
 
 

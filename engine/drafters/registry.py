@@ -9,12 +9,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..config import GenerationConfig
 from ..runtime.cache import KVCache
 from ..runtime.models import LoadedModel
 from ..specs import DraftSpec, parse_draft
 from .base import Drafter
+
+if TYPE_CHECKING:
+    import torch
 
 # (cfg, generator, max_len, the target's KV cache) -> a drafter for one run. A factory whose drafter's forward can
 # write more than γ or tree_budget rows besides the root (a static tree template, lookahead's window) says how many

@@ -31,7 +31,6 @@ from .cache import KVCache, room
 from .permodel import PerModel
 from .window import layer_masks
 
-
 ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
 
 
