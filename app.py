@@ -5,6 +5,7 @@ start-up warm-up; the engine makes events, specviz turns them into view outputs.
 
     python app.py   # serves on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860)
 """
+
 from __future__ import annotations
 
 import gc
@@ -26,49 +27,83 @@ from ui.warmup import warm_queue, warm_up
 
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
 OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
-COMPACT_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-compact', on); }"
+COMPACT_JS = (
+    "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-compact', on); }"
+)
 
 
 def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
     """The beam-search tab: width, race, a button and the beam view; it reuses the main controls."""
     with gr.Row():
         num_beams = gr.Slider(2, 8, value=3, step=1, label="Beams B", elem_id="num-beams", scale=2)
-        beam_race = gr.Checkbox(True, label="Race plain beam search of the same width", elem_id="beam-race", scale=2)
+        beam_race = gr.Checkbox(
+            True, label="Race plain beam search of the same width", elem_id="beam-race", scale=2
+        )
         beam_btn = gr.Button("Beam search", variant="primary", elem_id="beam-run", scale=1)
-    gr.Markdown("Exact beam search (transformers' definition, length penalty 1, early stopping off). Each beam's "
-                "drafter (ngram or self) proposes γ tokens; one target forward verifies every beam's draft and "
-                "the search replays while the beams it keeps stay on drafted paths. Same beams, same scores.")
+    gr.Markdown(
+        "Exact beam search (transformers' definition, length penalty 1, early stopping off). Each beam's "
+        "drafter (ngram or self) proposes γ tokens; one target forward verifies every beam's draft and "
+        "the search replays while the beams it keeps stay on drafted paths. Same beams, same scores."
+    )
     view = gr.HTML(specviz.render_beams([]), elem_id="beams")
-    beam_btn.click(h.beam_generate, [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt], [view, summary],
-                   show_progress="minimal", api_name="beam", api_visibility="private", **h.COMPUTE)
+    beam_btn.click(
+        h.beam_generate,
+        [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt],
+        [view, summary],
+        show_progress="minimal",
+        api_name="beam",
+        api_visibility="private",
+        **h.COMPUTE,
+    )
 
 
 def batch_section(pair, drafter, param, gamma, max_new) -> None:
     """The Batch tab: B prompts decoded together (one verify forward per round for every row), raced against the AR
     batch of the same prompts, each row a lane; and the throughput against B measured on this machine."""
     with gr.Row():
-        prompts = gr.Textbox(h.BATCH_EXAMPLE, lines=4, max_lines=16, label=f"Prompts, one per line (B = the number "
-                             f"of lines, 1 to {h.MAX_BATCH})", elem_id="batch-prompts", scale=4)
+        prompts = gr.Textbox(
+            h.BATCH_EXAMPLE,
+            lines=4,
+            max_lines=16,
+            label=f"Prompts, one per line (B = the number of lines, 1 to {h.MAX_BATCH})",
+            elem_id="batch-prompts",
+            scale=4,
+        )
         with gr.Column(scale=1, min_width=160):
             batch_race = gr.Checkbox(True, label="Race the AR batch", elem_id="batch-race")
             batch_btn = gr.Button("Run the batch", variant="primary", elem_id="batch-run")
-    gr.Markdown("Each row drafts with the drafter and γ beside Generate (under **auto**: n-gram drafts, one γ for the "
-                "whole batch chosen each round by goodput, 0 included); one target forward verifies every row; each "
-                "row accepts its own number of tokens.")
+    gr.Markdown(
+        "Each row drafts with the drafter and γ beside Generate (under **auto**: n-gram drafts, one γ for the "
+        "whole batch chosen each round by goodput, 0 included); one target forward verifies every row; each "
+        "row accepts its own number of tokens."
+    )
     summary = gr.HTML("", elem_id="batch-summary")
     lanes = gr.HTML(specviz.render_batch_lanes([]), elem_id="batch-lanes")
     gr.Plot(ub.figure(), elem_id="batch-throughput", show_label=False)
     gr.HTML(ub.note(), elem_id="batch-note")
-    batch_btn.click(h.batch_generate, [pair, drafter, param, gamma, max_new, prompts, batch_race], [lanes, summary],
-                    show_progress="minimal", api_name="batch", api_visibility="private", **h.COMPUTE)
+    batch_btn.click(
+        h.batch_generate,
+        [pair, drafter, param, gamma, max_new, prompts, batch_race],
+        [lanes, summary],
+        show_progress="minimal",
+        api_name="batch",
+        api_visibility="private",
+        **h.COMPUTE,
+    )
 
 
 def specbench_section(prompt, race) -> None:
     """The Spec-Bench tab: the committed leaderboard, and a question picker that fills the prompt to race it."""
     gr.HTML(sb.leaderboard_html(), elem_id="leaderboard")
     with gr.Row():
-        question = gr.Dropdown(list(sb.questions()), value=None, label="Race a Spec-Bench question", scale=4,
-                               elem_id="sb-question", filterable=True)
+        question = gr.Dropdown(
+            list(sb.questions()),
+            value=None,
+            label="Race a Spec-Bench question",
+            scale=4,
+            elem_id="sb-question",
+            filterable=True,
+        )
         use = gr.Button("Use as the prompt", elem_id="sb-use", scale=1, min_width=140)
     note = gr.HTML("", elem_id="sb-note")
     use.click(sb.use_question, [question], [prompt, race, note], api_visibility="private")
@@ -88,60 +123,125 @@ class Page(gr.Blocks):
 
 def build_demo() -> gr.Blocks:
     with Page(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
-        events = gr.State([], time_to_live=h.STATE_TTL_S)  # the session's run: a RunSet while streaming, packed bytes once settled
-        gr.Markdown("# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
-                    "the target verifies them in one forward, and you see what was accepted, rejected and why.",
-                    elem_classes="sv-header")
+        events = gr.State(
+            [], time_to_live=h.STATE_TTL_S
+        )  # the session's run: a RunSet while streaming, packed bytes once settled
+        gr.Markdown(
+            "# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
+            "the target verifies them in one forward, and you see what was accepted, rejected and why.",
+            elem_classes="sv-header",
+        )
         # made here, placed in the settings column: the main column (first in reading order) reads them, the
         # examples set the race, the beam tab takes the pair and the token budget
-        pair = gr.Dropdown(av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)", render=False)
-        max_new = gr.Slider(1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new",
-                            render=False)
-        race = gr.Checkbox(False, label="Race against autoregressive (both lanes run interleaved, side by side)",
-                           render=False, elem_id="race-on")
+        pair = gr.Dropdown(
+            av.pair_choices(), value=av.EMBEDDED_PAIR, label="Model pair (draft → target)", render=False
+        )
+        max_new = gr.Slider(
+            1, av.MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens", elem_id="max-new", render=False
+        )
+        race = gr.Checkbox(
+            False,
+            label="Race against autoregressive (both lanes run interleaved, side by side)",
+            render=False,
+            elem_id="race-on",
+        )
         with gr.Row(equal_height=False, elem_classes="sv-layout"):
             with gr.Column(scale=3, min_width=300, elem_classes="sv-main"):
-                prompt = gr.Textbox(label="Prompt", lines=4, elem_id="prompt",
-                                    placeholder="Ask something, or paste text to copy, edit or extract from")
+                prompt = gr.Textbox(
+                    label="Prompt",
+                    lines=4,
+                    elem_id="prompt",
+                    placeholder="Ask something, or paste text to copy, edit or extract from",
+                )
                 with gr.Row(elem_classes="sv-buttons"):
                     run_btn = gr.Button("Generate", variant="primary", elem_id="generate", min_width=120)
-                    stop_btn = gr.Button("Stop", variant="secondary", elem_id="stop", interactive=False, min_width=80)
-                with gr.Row(elem_classes="sv-run-controls"):  # the two most used: beside Generate, before the tabs
-                    drafter = gr.Dropdown(av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120)
-                    param = gr.Number(0, precision=0, minimum=0, label="n / L / W / k (0 = default)", scale=1,
-                                      min_width=100, info="ngram n, layerskip layers, lookahead window, recycle top-k")
-                    gamma = gr.Slider(1, 16, value=4, step=1, label="γ (draft tokens per round)", elem_id="gamma",
-                                      scale=2, min_width=160)
-                examples = gr.Examples([[p, d, True] for _, p, d, _ in av.EXAMPLES], [prompt, drafter, race],  # race AR
-                                       example_labels=[label for label, _, _, _ in av.EXAMPLES],
-                                       label="Examples", elem_id="examples")
+                    stop_btn = gr.Button(
+                        "Stop", variant="secondary", elem_id="stop", interactive=False, min_width=80
+                    )
+                with gr.Row(
+                    elem_classes="sv-run-controls"
+                ):  # the two most used: beside Generate, before the tabs
+                    drafter = gr.Dropdown(
+                        av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120
+                    )
+                    param = gr.Number(
+                        0,
+                        precision=0,
+                        minimum=0,
+                        label="n / L / W / k (0 = default)",
+                        scale=1,
+                        min_width=100,
+                        info="ngram n, layerskip layers, lookahead window, recycle top-k",
+                    )
+                    gamma = gr.Slider(
+                        1,
+                        16,
+                        value=4,
+                        step=1,
+                        label="γ (draft tokens per round)",
+                        elem_id="gamma",
+                        scale=2,
+                        min_width=160,
+                    )
+                examples = gr.Examples(
+                    [[p, d, True] for _, p, d, _ in av.EXAMPLES],
+                    [prompt, drafter, race],  # race AR
+                    example_labels=[label for label, _, _, _ in av.EXAMPLES],
+                    label="Examples",
+                    elem_id="examples",
+                )
                 gr.HTML(av.examples_html(), elem_id="expect")
                 summary = gr.HTML(av.summary_html([]), elem_id="summary")
                 with gr.Row(elem_classes="sv-tour-row", equal_height=True):
                     tour_html = gr.HTML(t.tour_caption("", None, done=True), elem_id="tour")
-                    skip_btn = gr.Button("Skip the tour", size="sm", scale=0, min_width=110, elem_id="tour-skip")
-                    replay_tour_btn = gr.Button("▶ Replay the tour", size="sm", scale=0, min_width=130,
-                                                elem_id="tour-replay")
+                    skip_btn = gr.Button(
+                        "Skip the tour", size="sm", scale=0, min_width=110, elem_id="tour-skip"
+                    )
+                    replay_tour_btn = gr.Button(
+                        "▶ Replay the tour", size="sm", scale=0, min_width=130, elem_id="tour-replay"
+                    )
                     # clicked by assets/specviz.js when the user touches any other control while the tour plays
                     stop_tour_btn = gr.Button("Stop the tour", visible="hidden", elem_id="tour-stop")
                 gr.HTML(specviz.render_legend())
                 with gr.Row(elem_classes="sv-stream-options"):
-                    output_only = gr.Checkbox(False, label="Show output only (hide drafts)", elem_id="output-only",
-                                              container=False)
-                    compact = gr.Checkbox(False, label="Compact: one rejected draft per round (+N)",
-                                          elem_id="compact", container=False)
+                    output_only = gr.Checkbox(
+                        False, label="Show output only (hide drafts)", elem_id="output-only", container=False
+                    )
+                    compact = gr.Checkbox(
+                        False,
+                        label="Compact: one rejected draft per round (+N)",
+                        elem_id="compact",
+                        container=False,
+                    )
                 stream = gr.HTML(specviz.render_stream([]), elem_id="stream")
                 with gr.Row(elem_classes="sv-replay", equal_height=True):
                     prev_btn = gr.Button("◀ Prev", size="sm", min_width=70, scale=0, elem_id="prev")
                     play_btn = gr.Button("▶ Play", size="sm", min_width=70, scale=0, elem_id="play")
                     pause_btn = gr.Button("Pause", size="sm", min_width=60, scale=0, elem_id="pause")
                     next_btn = gr.Button("Next ▶", size="sm", min_width=70, scale=0, elem_id="next")
-                    slider = gr.Slider(0, 1, value=0, step=1, label="Replay round", interactive=False,
-                                       elem_id="round", scale=4, min_width=160)
-                    speed = gr.Dropdown([0.25, 0.5, 1.0, 2.0, 4.0], value=1.0, label="Speed ×", scale=1,
-                                        min_width=90, elem_id="speed")
+                    slider = gr.Slider(
+                        0,
+                        1,
+                        value=0,
+                        step=1,
+                        label="Replay round",
+                        interactive=False,
+                        elem_id="round",
+                        scale=4,
+                        min_width=160,
+                    )
+                    speed = gr.Dropdown(
+                        [0.25, 0.5, 1.0, 2.0, 4.0],
+                        value=1.0,
+                        label="Speed ×",
+                        scale=1,
+                        min_width=90,
+                        elem_id="speed",
+                    )
                 selected = gr.Textbox(visible="hidden", elem_id="sv-select", container=False)
-                with gr.Tabs(overflow_behavior="wrap"):  # every tab in sight on a phone, none behind a "…" menu
+                with gr.Tabs(
+                    overflow_behavior="wrap"
+                ):  # every tab in sight on a phone, none behind a "…" menu
                     with gr.Tab("Verify", elem_id="tab-verify"):
                         verify = gr.HTML(specviz.render_verify([]), elem_id="verify")
                     with gr.Tab("Tree", elem_id="tab-tree"):
@@ -159,9 +259,13 @@ def build_demo() -> gr.Blocks:
                     with gr.Tab("Explain", elem_id="tab-explain"):
                         explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
                         with gr.Row(equal_height=True):
-                            drift_btn = gr.Button(f"Measure the sampled drift ({h.DRIFT_SAMPLES} seeded 2-token runs "
-                                                  f"per rule)", size="sm", scale=0, min_width=200,
-                                                  elem_id="drift-measure")
+                            drift_btn = gr.Button(
+                                f"Measure the sampled drift ({h.DRIFT_SAMPLES} seeded 2-token runs per rule)",
+                                size="sm",
+                                scale=0,
+                                min_width=200,
+                                elem_id="drift-measure",
+                            )
                             drift_out = gr.HTML("", elem_id="drift-out")
                     with gr.Tab("Spec-Bench", elem_id="tab-specbench"):
                         specbench_section(prompt, race)
@@ -174,49 +278,137 @@ def build_demo() -> gr.Blocks:
                 pair.render()
                 pair_note = gr.Markdown("", visible=False, elem_id="pair-note")
                 with gr.Row():
-                    adaptive = gr.Dropdown(list(av.ADAPTIVE), value="fixed", label="Adaptive γ", min_width=120)
-                    p_min = gr.Slider(0, 0.95, value=0.4, step=0.05, label="p_min (confidence)", interactive=False,
-                                      min_width=120)
+                    adaptive = gr.Dropdown(
+                        list(av.ADAPTIVE), value="fixed", label="Adaptive γ", min_width=120
+                    )
+                    p_min = gr.Slider(
+                        0,
+                        0.95,
+                        value=0.4,
+                        step=0.05,
+                        label="p_min (confidence)",
+                        interactive=False,
+                        min_width=120,
+                    )
                 max_new.render()
                 race.render()
                 with gr.Accordion("Sampling", open=False):
-                    temperature = gr.Slider(0, 2, value=0, step=0.05, label="Temperature (0 = greedy)",
-                                            elem_id="temperature")
+                    temperature = gr.Slider(
+                        0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"
+                    )
                     with gr.Row():
                         top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
                         top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)
-                    accept = gr.Dropdown(list(av.ACCEPT_CHOICES), value="exact", allow_custom_value=True,
-                                         label="Acceptance rule", elem_id="accept",
-                                         info="exact keeps the target's output; typical:ε,δ is Medusa-2's LOSSY "
-                                              "shortcut, marked in every view with its drift")
-                    seed = gr.Number(0, precision=0, label="Seed",
-                                     info="a seeded run repeats exactly, except with auto: its choices follow "
-                                          "measured time")
+                    accept = gr.Dropdown(
+                        list(av.ACCEPT_CHOICES),
+                        value="exact",
+                        allow_custom_value=True,
+                        label="Acceptance rule",
+                        elem_id="accept",
+                        info="exact keeps the target's output; typical:ε,δ is Medusa-2's LOSSY "
+                        "shortcut, marked in every view with its drift",
+                    )
+                    seed = gr.Number(
+                        0,
+                        precision=0,
+                        label="Seed",
+                        info="a seeded run repeats exactly, except with auto: its choices follow "
+                        "measured time",
+                    )
                 with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
                     with gr.Row():
-                        tree_budget = gr.Slider(0, 64, value=0, step=1, label="Node budget (0 = chain)",
-                                                elem_id="tree-budget", info="draft nodes per round; depth at most γ",
-                                                min_width=120)
-                        tree_branching = gr.Slider(1, 8, value=2, step=1, label="Branching",
-                                                   elem_id="tree-branching", info="children tried per node",
-                                                   min_width=120)
+                        tree_budget = gr.Slider(
+                            0,
+                            64,
+                            value=0,
+                            step=1,
+                            label="Node budget (0 = chain)",
+                            elem_id="tree-budget",
+                            info="draft nodes per round; depth at most γ",
+                            min_width=120,
+                        )
+                        tree_branching = gr.Slider(
+                            1,
+                            8,
+                            value=2,
+                            step=1,
+                            label="Branching",
+                            elem_id="tree-branching",
+                            info="children tried per node",
+                            min_width=120,
+                        )
                 with gr.Accordion("Trace", open=True):
-                    download = gr.DownloadButton("Download trace (JSON)", interactive=False, size="sm",
-                                                  elem_id="download")
-                    upload = gr.File(label="Load a trace to replay (no model needed)", file_types=[".json"],
-                                     type="filepath", height=110, elem_id="trace-upload")
-        views = {"stream": stream, "tree": tree, "race": race_html, "explain": explain, "summary": summary,
-                 "verify": verify, "fig_len": fig_len, "fig_pos": fig_pos, "fig_run": fig_run, "fig_tput": fig_tput,
-                 "fig_speedup": fig_speedup}
-        ui = {"pair": pair, "drafter": drafter, "param": param, "gamma": gamma, "adaptive": adaptive, "p_min": p_min,
-              "temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "max_new": max_new,
-              "tree_budget": tree_budget, "tree_branching": tree_branching, "race": race, "prompt": prompt,
-              "accept": accept}
-        wire(demo, ui, [views[name] for name in av.VIEWS], events, slider, download, upload, dict(
-            run=run_btn, stop=stop_btn, prev=prev_btn, next=next_btn, play=play_btn, pause=pause_btn, speed=speed,
-            selected=selected, output_only=output_only, compact=compact, pair_note=pair_note, tour=tour_html, skip=skip_btn,
-            replay_tour=replay_tour_btn, stop_tour=stop_tour_btn, examples=examples.dataset, prompt=prompt,
-            drift=drift_btn, drift_out=drift_out))
+                    download = gr.DownloadButton(
+                        "Download trace (JSON)", interactive=False, size="sm", elem_id="download"
+                    )
+                    upload = gr.File(
+                        label="Load a trace to replay (no model needed)",
+                        file_types=[".json"],
+                        type="filepath",
+                        height=110,
+                        elem_id="trace-upload",
+                    )
+        views = {
+            "stream": stream,
+            "tree": tree,
+            "race": race_html,
+            "explain": explain,
+            "summary": summary,
+            "verify": verify,
+            "fig_len": fig_len,
+            "fig_pos": fig_pos,
+            "fig_run": fig_run,
+            "fig_tput": fig_tput,
+            "fig_speedup": fig_speedup,
+        }
+        ui = {
+            "pair": pair,
+            "drafter": drafter,
+            "param": param,
+            "gamma": gamma,
+            "adaptive": adaptive,
+            "p_min": p_min,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "seed": seed,
+            "max_new": max_new,
+            "tree_budget": tree_budget,
+            "tree_branching": tree_branching,
+            "race": race,
+            "prompt": prompt,
+            "accept": accept,
+        }
+        wire(
+            demo,
+            ui,
+            [views[name] for name in av.VIEWS],
+            events,
+            slider,
+            download,
+            upload,
+            dict(
+                run=run_btn,
+                stop=stop_btn,
+                prev=prev_btn,
+                next=next_btn,
+                play=play_btn,
+                pause=pause_btn,
+                speed=speed,
+                selected=selected,
+                output_only=output_only,
+                compact=compact,
+                pair_note=pair_note,
+                tour=tour_html,
+                skip=skip_btn,
+                replay_tour=replay_tour_btn,
+                stop_tour=stop_tour_btn,
+                examples=examples.dataset,
+                prompt=prompt,
+                drift=drift_btn,
+                drift_out=drift_out,
+            ),
+        )
     return demo
 
 
@@ -225,27 +417,43 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     controls = [ui[name] for name in FIELDS]  # the Controls order, the one there is
     run_outs = [events, slider, download, *view_outs]  # handlers.RunOutputs, by the same names
     hidden, compute = dict(show_progress="hidden", api_visibility="private"), h.COMPUTE
-    run_event = c["run"].click(h.running_buttons, None, [c["run"], c["stop"]], queue=False, **hidden).then(
-        h.generate_from, controls + [events], run_outs, api_name="run", **hidden, **compute)
+    run_event = (
+        c["run"]
+        .click(h.running_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
+        .then(h.generate_from, controls + [events], run_outs, api_name="run", **hidden, **compute)
+    )
     run_event.then(h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
     # Stop cancels the run first, then settles what it generated: settling in the same click would race
     # the run's last frames, which then overwrite the "stopped" views.
-    c["stop"].click(lambda: None, None, None, cancels=[run_event], queue=False, api_visibility="private").then(
-        h.settled, [events], run_outs, api_name="stop", **hidden).then(
-        h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
+    c["stop"].click(
+        lambda: None, None, None, cancels=[run_event], queue=False, api_visibility="private"
+    ).then(h.settled, [events], run_outs, api_name="stop", **hidden).then(
+        h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden
+    )
     slider.input(h.show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
     c["prev"].click(h.step_back, [events, slider], [slider, *view_outs], **hidden)
     c["next"].click(h.step_on, [events, slider], [slider, *view_outs], api_name="next", **hidden)
-    play_event = c["play"].click(h.play, [events, slider, c["speed"]], [slider, *view_outs], api_name="play",
-                                 **hidden, **compute)
+    play_event = c["play"].click(
+        h.play, [events, slider, c["speed"]], [slider, *view_outs], api_name="play", **hidden, **compute
+    )
     c["pause"].click(None, cancels=[play_event], api_visibility="private")
-    c["selected"].change(h.select_round, [events, c["selected"], slider], [ui_view(view_outs, "verify")],
-                         trigger_mode="always_last", **hidden)
+    c["selected"].change(
+        h.select_round,
+        [events, c["selected"], slider],
+        [ui_view(view_outs, "verify")],
+        trigger_mode="always_last",
+        **hidden,
+    )
     tours = wire_tour(demo, run_outs, c, hidden)
     # an upload first stops the tour, then loads: a tour frame can never land after the trace (it did, 1 in ~5)
     upload.upload(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden).then(
-        h.load_trace, [upload], [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
-        api_name="load_trace", api_visibility="private", **compute)
+        h.load_trace,
+        [upload],
+        [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
+        api_name="load_trace",
+        api_visibility="private",
+        **compute,
+    )
     ui["pair"].change(h.pair_changed, [ui["pair"]], [ui["drafter"]], api_visibility="private")
     ui["drafter"].change(h.drafter_changed, [ui["drafter"]], [ui["gamma"]], api_visibility="private")
     ui["pair"].change(h.pair_note_changed, [ui["pair"]], [c["pair_note"]], api_visibility="private")
@@ -267,26 +475,43 @@ def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
     Returns the tour's events (an upload cancels them before it loads)."""
     tour_outs = [*run_outs, c["tour"], c["prompt"]]
     light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
-    tours = [demo.load(t.tour, None, tour_outs, **light),
-             c["replay_tour"].click(t.replay_tour, None, tour_outs, **light)]
+    tours = [
+        demo.load(t.tour, None, tour_outs, **light),
+        c["replay_tour"].click(t.replay_tour, None, tour_outs, **light),
+    ]
     c["skip"].click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
-        t.tour_end, None, tour_outs, **hidden)
-    for button in (c["run"], c["prev"], c["next"], c["play"], c["examples"], c["stop_tour"]):  # the user takes over
+        t.tour_end, None, tour_outs, **hidden
+    )
+    for button in (
+        c["run"],
+        c["prev"],
+        c["next"],
+        c["play"],
+        c["examples"],
+        c["stop_tour"],
+    ):  # the user takes over
         button.click(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden)
     return tours
 
 
 def main() -> None:
-    warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"  # 0: skip it (benchmarks/first_token.py compares both)
+    warm = (
+        os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
+    )  # 0: skip it (benchmarks/first_token.py compares both)
     if warm:
         warm_up()
     demo = build_demo()
     demo.queue(default_concurrency_limit=h.CONCURRENCY, max_size=32)
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
-                server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-                max_file_size=h.UPLOAD_LIMITS.file_bytes, state_session_capacity=h.MAX_SESSIONS,
-                css_paths=[specviz.CSS_PATH, APP_CSS], js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
-                prevent_thread_lock=True, app_kwargs={"middleware": [Middleware(UploadBound, folder=h.upload_folder, limits=h.UPLOAD_LIMITS)]})
+    demo.launch(
+        server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
+        server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
+        max_file_size=h.UPLOAD_LIMITS.file_bytes,
+        state_session_capacity=h.MAX_SESSIONS,
+        css_paths=[specviz.CSS_PATH, APP_CSS],
+        js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
+        prevent_thread_lock=True,
+        app_kwargs={"middleware": [Middleware(UploadBound, folder=h.upload_folder, limits=h.UPLOAD_LIMITS)]},
+    )
     if warm and h.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)
     if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later

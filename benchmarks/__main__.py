@@ -1,4 +1,5 @@
 """`python -m benchmarks [...]`: race our AR, our speculative engine and transformers' generate() (see README)."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,42 +13,74 @@ from .report import write_reports
 
 
 def parser() -> argparse.ArgumentParser:
-    b = argparse.ArgumentParser(prog="python -m benchmarks",
-                                description="race our AR, our speculative engine and transformers' generate()")
+    b = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="race our AR, our speculative engine and transformers' generate()",
+    )
     b.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    b.add_argument("--drafts", default="self", help="comma-separated drafter specs, e.g. ngram,auto,self,model:<path>")
+    b.add_argument(
+        "--drafts", default="self", help="comma-separated drafter specs, e.g. ngram,auto,self,model:<path>"
+    )
     b.add_argument("--gammas", default="1,2,4,8", help="comma-separated draft lengths")
-    b.add_argument("--prompts", metavar="FILE.jsonl", default=None,
-                   help='JSON lines {"category": ..., "prompt": ...} (default: engine/prompts/bench.jsonl)')
+    b.add_argument(
+        "--prompts",
+        metavar="FILE.jsonl",
+        default=None,
+        help='JSON lines {"category": ..., "prompt": ...} (default: engine/prompts/bench.jsonl)',
+    )
     b.add_argument("--categories", default="", help="comma-separated categories to keep (default: all)")
-    b.add_argument("--limit", type=int, default=None, help="keep only the first N prompts (after --categories)")
+    b.add_argument(
+        "--limit", type=int, default=None, help="keep only the first N prompts (after --categories)"
+    )
     b.add_argument("--max-new-tokens", type=int, default=64)
-    b.add_argument("--repeats", type=int, default=3, help="timed runs per config and prompt (median reported)")
-    b.add_argument("--overhead-pairs", type=int, default=3, help="normal/lean run pairs for the event overhead")
+    b.add_argument(
+        "--repeats", type=int, default=3, help="timed runs per config and prompt (median reported)"
+    )
+    b.add_argument(
+        "--overhead-pairs", type=int, default=3, help="normal/lean run pairs for the event overhead"
+    )
     b.add_argument("--out", default="bench-out", help="folder for results.json, results.md, report.html")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' generate() baselines")
     b.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
     b.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
-    b.add_argument("--num-beams", default="", metavar="B[,B...]",
-                   help="race speculative vs plain beam search of these widths (2-8) instead, per drafter (ngram[:N] "
-                        "or self) and γ, counting target forwards saved; writes beams-<draft>-g<γ>.md/.json in --out")
+    b.add_argument(
+        "--num-beams",
+        default="",
+        metavar="B[,B...]",
+        help="race speculative vs plain beam search of these widths (2-8) instead, per drafter (ngram[:N] "
+        "or self) and γ, counting target forwards saved; writes beams-<draft>-g<γ>.md/.json in --out",
+    )
     return b
 
 
 def specbench_parser() -> argparse.ArgumentParser:
-    b = argparse.ArgumentParser(prog="python -m benchmarks specbench",
-                                description="Spec-Bench's questions, every contestant interleaved per question")
+    b = argparse.ArgumentParser(
+        prog="python -m benchmarks specbench",
+        description="Spec-Bench's questions, every contestant interleaved per question",
+    )
     b.add_argument("--target", default="embedded")
-    b.add_argument("--drafts", default="ngram,auto", help="comma-separated drafter specs; SPEC+tree=BxW drafts "
-                   "trees of at most B nodes, W children tried per node (e.g. eagle+tree=16x4)")
+    b.add_argument(
+        "--drafts",
+        default="ngram,auto",
+        help="comma-separated drafter specs; SPEC+tree=BxW drafts "
+        "trees of at most B nodes, W children tried per node (e.g. eagle+tree=16x4)",
+    )
     b.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
-    b.add_argument("--per-category", type=int, default=10,
-                   help="questions per leaderboard column (a seeded stratified sample); 0 = all 480")
+    b.add_argument(
+        "--per-category",
+        type=int,
+        default=10,
+        help="questions per leaderboard column (a seeded stratified sample); 0 = all 480",
+    )
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--max-new-tokens", type=int, default=1024, help="per turn (Spec-Bench's default: 1024)")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' generate() rows")
-    b.add_argument("--hf-drafts", default=None, help="comma-separated: transformers' equivalents of only these "
-                   "drafters (default: of every one that has one); greedy always")
+    b.add_argument(
+        "--hf-drafts",
+        default=None,
+        help="comma-separated: transformers' equivalents of only these "
+        "drafters (default: of every one that has one); greedy always",
+    )
     b.add_argument("--out", default="specbench-out")
     return b
 
@@ -56,25 +89,44 @@ def _specbench(argv: list) -> int:
     from .specbench_run import run_specbench
 
     args = specbench_parser().parse_args(argv)
-    results = run_specbench(target=args.target, drafts=split_list(args.drafts), gamma=args.gamma,
-                            per_category=args.per_category or None, seed=args.seed,
-                            max_new_tokens=args.max_new_tokens, hf=not args.no_hf, out=args.out,
-                            hf_drafts=tuple(split_list(args.hf_drafts)) if args.hf_drafts is not None else None,
-                            command="python -m benchmarks specbench " + shlex.join(argv))
-    print(f"wrote {Path(args.out) / 'results.json'} and results.md ({results['seconds'] / 60:.1f} min)", file=sys.stderr)
+    results = run_specbench(
+        target=args.target,
+        drafts=split_list(args.drafts),
+        gamma=args.gamma,
+        per_category=args.per_category or None,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+        hf=not args.no_hf,
+        out=args.out,
+        hf_drafts=tuple(split_list(args.hf_drafts)) if args.hf_drafts is not None else None,
+        command="python -m benchmarks specbench " + shlex.join(argv),
+    )
+    print(
+        f"wrote {Path(args.out) / 'results.json'} and results.md ({results['seconds'] / 60:.1f} min)",
+        file=sys.stderr,
+    )
     return 0
 
 
-FORWARD = {"ops": "forward_ops", "gemm": "small_gemm", "step": "step_cost", "dtype": "dtype_cost",
-           "onednn": "onednn_cost"}  # `python -m benchmarks forward PROBE`: where a forward's time goes
+FORWARD = {
+    "ops": "forward_ops",
+    "gemm": "small_gemm",
+    "step": "step_cost",
+    "dtype": "dtype_cost",
+    "onednn": "onednn_cost",
+}  # `python -m benchmarks forward PROBE`: where a forward's time goes
 
 
 def _forward(argv: list) -> int:
     """Run one forward probe (benchmarks/forward/) as a script with the remaining arguments."""
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in FORWARD:
-        print("usage: python -m benchmarks forward {" + ",".join(FORWARD) + "} [ARGS]\n\n"
-              + "\n".join(f"  {k:7s} benchmarks/forward/{v}.py" for k, v in FORWARD.items()),
-              file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)
+        print(
+            "usage: python -m benchmarks forward {"
+            + ",".join(FORWARD)
+            + "} [ARGS]\n\n"
+            + "\n".join(f"  {k:7s} benchmarks/forward/{v}.py" for k, v in FORWARD.items()),
+            file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr,
+        )
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     module = f"benchmarks.forward.{FORWARD[argv[0]]}"
     saved = sys.argv
@@ -95,11 +147,13 @@ def main(argv=None) -> int:
             return _specbench(argv[1:])
         if argv[:1] == ["soak"]:
             from .soak import main as soak_main  # a live server's RSS through every kind of request
+
             return soak_main(argv[1:])
         if argv[:1] == ["forward"]:
             return _forward(argv[1:])
         if argv[:1] == ["batch"]:
             from .batch import main as batch_main  # batched throughput (its own flags)
+
             return batch_main(argv[1:])
         args = parser().parse_args(argv)
         return _bench(args, argv)
@@ -113,21 +167,36 @@ def _bench(args, argv: list) -> int:
         gammas = [int(g) for g in split_list(args.gammas)]
         beams = [int(b) for b in split_list(args.num_beams)]
     except ValueError:
-        raise ValueError(f"--gammas and --num-beams take whole numbers separated by commas, got {args.gammas!r} "
-                         f"and {args.num_beams!r}") from None
+        raise ValueError(
+            f"--gammas and --num-beams take whole numbers separated by commas, got {args.gammas!r} "
+            f"and {args.num_beams!r}"
+        ) from None
     if beams:
         return _bench_beams(args, argv, split_list(args.drafts), gammas, beams)
-    results = run_bench(target=args.target, drafts=split_list(args.drafts), gammas=gammas, prompts=args.prompts,
-                        max_new_tokens=args.max_new_tokens, repeats=args.repeats, out=args.out,
-                        categories=split_list(args.categories) or None, hf=not args.no_hf, limit=args.limit,
-                        overhead_pairs=args.overhead_pairs, device=args.device, dtype=args.dtype,
-                        command="python -m benchmarks " + shlex.join(argv))
+    results = run_bench(
+        target=args.target,
+        drafts=split_list(args.drafts),
+        gammas=gammas,
+        prompts=args.prompts,
+        max_new_tokens=args.max_new_tokens,
+        repeats=args.repeats,
+        out=args.out,
+        categories=split_list(args.categories) or None,
+        hf=not args.no_hf,
+        limit=args.limit,
+        overhead_pairs=args.overhead_pairs,
+        device=args.device,
+        dtype=args.dtype,
+        command="python -m benchmarks " + shlex.join(argv),
+    )
     out = Path(args.out)
     write_reports(results, out)
     print(f"wrote {out / 'results.json'}, {out / 'results.md'}, {out / 'report.html'}", file=sys.stderr)
     if results["mismatches"]:
-        print(f"WARNING: {results['mismatches']} greedy output(s) differ from our AR output; see results.md",
-              file=sys.stderr)
+        print(
+            f"WARNING: {results['mismatches']} greedy output(s) differ from our AR output; see results.md",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -150,8 +219,15 @@ def _bench_beams(args, argv: list, drafts: list, gammas: list, beams: list) -> i
     command = "python -m benchmarks " + shlex.join(argv)
     for d in drafts:
         for g in gammas:
-            bench_beams(Engine(loaded, d), beams, g, args.max_new_tokens, prompts, str(out / f"beams-{d}-g{g}"),
-                        command)
+            bench_beams(
+                Engine(loaded, d),
+                beams,
+                g,
+                args.max_new_tokens,
+                prompts,
+                str(out / f"beams-{d}-g{g}"),
+                command,
+            )
     print(f"wrote beams-*.md and beams-*.json in {out}", file=sys.stderr)
     return 0
 

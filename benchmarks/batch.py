@@ -12,6 +12,7 @@ below AR; the roofline (engine/runtime/roofline.py) says why: a forward's comput
 B × (γ + 1) tokens it carries, and past the ridge the forward is no longer memory-bound.
 Writes <out>.json, <out>.md and <out>.html.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,15 +56,23 @@ def one_batch(engine: Engine, prompts: list, cfg: GenerationConfig, mode: str) -
 
 
 def contestants(drafts: list, gammas: list) -> list[str]:
-    """"ar", then "<drafter>@<γ>" for every fixed-γ drafter and γ, then auto (its γ is its own, each round)."""
+    """ "ar", then "<drafter>@<γ>" for every fixed-γ drafter and γ, then auto (its γ is its own, each round)."""
     out = ["ar"]
     for d in drafts:
         out += [d] if d.startswith("auto") else [f"{d}@{g}" for g in gammas]
     return out
 
 
-def run(target: str, drafts: list, sizes: list, gammas: list, max_new: int, repeats: int, max_prompt: int,
-        command: str) -> dict:
+def run(
+    target: str,
+    drafts: list,
+    sizes: list,
+    gammas: list,
+    max_new: int,
+    repeats: int,
+    max_prompt: int,
+    command: str,
+) -> dict:
     for b in sizes:
         if not 1 <= b <= MAX_BATCH:
             raise ValueError(f"--sizes must lie between 1 and {MAX_BATCH}, got {b}")
@@ -73,8 +82,12 @@ def run(target: str, drafts: list, sizes: list, gammas: list, max_new: int, repe
     engines.update({d: Engine(loaded, d, measure_step=False) for d in drafts})
     sets = prompt_sets(engines["ar"], max(sizes), max_prompt)
     gamma = max(gammas)  # auto's first probe; the fixed contestants' own γ is in their name
-    configs = {n: GenerationConfig(gamma=int(n.split("@")[1]) if "@" in n else gamma, max_new_tokens=max_new,
-                                   record_topk=0) for n in names}
+    configs = {
+        n: GenerationConfig(
+            gamma=int(n.split("@")[1]) if "@" in n else gamma, max_new_tokens=max_new, record_topk=0
+        )
+        for n in names
+    }
     samples = {s: {b: {n: [] for n in names} for b in sizes} for s in sets}
     mismatches, host, t0 = 0, {}, time.time()
     with torch.inference_mode():
@@ -82,33 +95,71 @@ def run(target: str, drafts: list, sizes: list, gammas: list, max_new: int, repe
         for rep in range(repeats):
             for b in sizes:
                 for s, prompts in sets.items():
-                    order = names[rep % len(names):] + names[:rep % len(names)]
+                    order = names[rep % len(names) :] + names[: rep % len(names)]
                     outs = {}
                     for n in order:
-                        r = one_batch(engines[n.split("@")[0]], prompts[:b], configs[n],
-                                      "ar" if n == "ar" else "speculative")
+                        r = one_batch(
+                            engines[n.split("@")[0]],
+                            prompts[:b],
+                            configs[n],
+                            "ar" if n == "ar" else "speculative",
+                        )
                         host = host or r["host"]
                         outs[n] = r["outputs"]
-                        samples[s][b][n].append({k: r[k] for k in ("decode_tokens_per_s", "tokens_per_s", "tokens",
-                                                                  "alpha", "round_gammas", "prefill_s", "wall_s")})
+                        samples[s][b][n].append(
+                            {
+                                k: r[k]
+                                for k in (
+                                    "decode_tokens_per_s",
+                                    "tokens_per_s",
+                                    "tokens",
+                                    "alpha",
+                                    "round_gammas",
+                                    "prefill_s",
+                                    "wall_s",
+                                )
+                            }
+                        )
                     mismatches += sum(outs[n] != outs["ar"] for n in names if n != "ar")
-                    print(f"rep {rep + 1} B={b} {s}: " + ", ".join(
-                        f"{n} {samples[s][b][n][-1]['decode_tokens_per_s']:.0f}" for n in names), file=sys.stderr)
+                    print(
+                        f"rep {rep + 1} B={b} {s}: "
+                        + ", ".join(f"{n} {samples[s][b][n][-1]['decode_tokens_per_s']:.0f}" for n in names),
+                        file=sys.stderr,
+                    )
     curves = {s: {n: [summarise(samples[s][b][n]) for b in sizes] for n in names} for s in sets}
     r = costmodel.roof(host)
-    return {"command": command, "cpu": cpu_name(), "threads": torch.get_num_threads(), "target": loaded.name,
-            "gamma": gamma, "gammas": gammas, "max_new_tokens": max_new, "repeats": repeats, "sizes": sizes, "contestants": names,
-            "sets": {s: list(SETS[s]) for s in sets}, "curves": curves, "mismatches": mismatches,
-            "ridge_tokens": costmodel.ridge(256, r) if r else None, "host": host,
-            "crossover": {s: {n: crossover(sizes, curves[s]["ar"], curves[s][n]) for n in names if n != "ar"}
-                          for s in sets},
-            "seconds": time.time() - t0}
+    return {
+        "command": command,
+        "cpu": cpu_name(),
+        "threads": torch.get_num_threads(),
+        "target": loaded.name,
+        "gamma": gamma,
+        "gammas": gammas,
+        "max_new_tokens": max_new,
+        "repeats": repeats,
+        "sizes": sizes,
+        "contestants": names,
+        "sets": {s: list(SETS[s]) for s in sets},
+        "curves": curves,
+        "mismatches": mismatches,
+        "ridge_tokens": costmodel.ridge(256, r) if r else None,
+        "host": host,
+        "crossover": {
+            s: {n: crossover(sizes, curves[s]["ar"], curves[s][n]) for n in names if n != "ar"} for s in sets
+        },
+        "seconds": time.time() - t0,
+    }
 
 
 def summarise(rows: list) -> dict:
     med = lambda k: statistics.median(x[k] for x in rows if x[k] is not None) if rows else None  # noqa: E731
-    return {"decode_tokens_per_s": med("decode_tokens_per_s"), "tokens_per_s": med("tokens_per_s"),
-            "alpha": rows[-1]["alpha"], "round_gammas": rows[-1]["round_gammas"], "runs": len(rows)}
+    return {
+        "decode_tokens_per_s": med("decode_tokens_per_s"),
+        "tokens_per_s": med("tokens_per_s"),
+        "alpha": rows[-1]["alpha"],
+        "round_gammas": rows[-1]["round_gammas"],
+        "runs": len(rows),
+    }
 
 
 def parser() -> argparse.ArgumentParser:
@@ -116,7 +167,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--target", default="embedded")
     b.add_argument("--drafts", default="ngram,auto", help="comma-separated drafter specs (AR always runs)")
     b.add_argument("--sizes", default="1,2,4,8,16", help=f"batch sizes, 1..{MAX_BATCH}")
-    b.add_argument("--gammas", default="1,2,4", help="the fixed-γ contestants' γ (auto's first probe: the largest)")
+    b.add_argument(
+        "--gammas", default="1,2,4", help="the fixed-γ contestants' γ (auto's first probe: the largest)"
+    )
     b.add_argument("--max-new-tokens", type=int, default=48)
     b.add_argument("--max-prompt-tokens", type=int, default=400)
     b.add_argument("--repeats", type=int, default=3)
@@ -131,15 +184,27 @@ def main(argv: list) -> int:
         sizes = [int(x) for x in split(args.sizes)]
         gammas = [int(x) for x in split(args.gammas)]
     except ValueError:
-        raise ValueError(f"--sizes and --gammas take whole numbers separated by commas, got {args.sizes!r} and "
-                         f"{args.gammas!r}") from None
-    results = run(args.target, split(args.drafts), sizes, gammas, args.max_new_tokens, args.repeats,
-                  args.max_prompt_tokens, "python -m benchmarks batch " + shlex.join(argv))
+        raise ValueError(
+            f"--sizes and --gammas take whole numbers separated by commas, got {args.sizes!r} and "
+            f"{args.gammas!r}"
+        ) from None
+    results = run(
+        args.target,
+        split(args.drafts),
+        sizes,
+        gammas,
+        args.max_new_tokens,
+        args.repeats,
+        args.max_prompt_tokens,
+        "python -m benchmarks batch " + shlex.join(argv),
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     out.with_suffix(".md").write_text(throughput_markdown(results), encoding="utf-8")
-    out.with_suffix(".html").write_text(throughput_figure(results).to_html(include_plotlyjs="cdn"), encoding="utf-8")
+    out.with_suffix(".html").write_text(
+        throughput_figure(results).to_html(include_plotlyjs="cdn"), encoding="utf-8"
+    )
     print(f"wrote {out}.json, .md and .html ({results['seconds'] / 60:.1f} min)", file=sys.stderr)
     if results["mismatches"]:
         print(f"WARNING: {results['mismatches']} batch outputs differ from AR's", file=sys.stderr)

@@ -18,6 +18,7 @@ What it measures (each printed as a Markdown line and written as JSON with --out
 Random weights are enough for all four: speed and synchronisation do not depend on what the weights say,
 and oracle:α fixes the acceptance by construction.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,20 +41,41 @@ from engine.runtime.models import LoadedModel  # noqa: E402
 
 # Llama shapes of SmolLM2-1.7B (target) and SmolLM2-135M (draft); --tiny shrinks both for a smoke test
 SHAPES = {
-    "target": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=24, num_attention_heads=32,
-                   num_key_value_heads=32),
-    "draft": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
-                  num_key_value_heads=3),
-    "tiny-target": dict(hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4,
-                        num_key_value_heads=2),
-    "tiny-draft": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                       num_key_value_heads=2),
+    "target": dict(
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=24,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+    ),
+    "draft": dict(
+        hidden_size=576,
+        intermediate_size=1536,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+    ),
+    "tiny-target": dict(
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
+    "tiny-draft": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    ),
 }
 VOCAB = 49152
 
 
 class IdTokenizer:
     """Stands in for a tokenizer (no hub): token text is the id; no end-of-text, so runs go to their length."""
+
     eos_token_id = None
     chat_template = None
 
@@ -65,8 +87,15 @@ def random_model(shape: str, device: torch.device, dtype: torch.dtype, seed: int
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=VOCAB, max_position_embeddings=4096, tie_word_embeddings=True,
-                         eos_token_id=None, bos_token_id=None, pad_token_id=None, **SHAPES[shape])
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=None,
+        bos_token_id=None,
+        pad_token_id=None,
+        **SHAPES[shape],
+    )
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)  # initialise straight in the run dtype: no fp32 copy of a 1.7B model
     try:
@@ -141,8 +170,10 @@ def reads_per_round(engine: Engine, ids: list[int], cfg: GenerationConfig) -> di
             rounds.append(c.reads)
     finally:
         engine.make_drafter = made
-    return {"draft_loop": statistics.median(drafts) if drafts else None,
-            "round": statistics.median(rounds) if rounds else None}
+    return {
+        "draft_loop": statistics.median(drafts) if drafts else None,
+        "round": statistics.median(rounds) if rounds else None,
+    }
 
 
 def cuda_syncs_per_round(engine: Engine, ids: list[int], cfg: GenerationConfig) -> float | None:
@@ -187,10 +218,19 @@ def check(args) -> dict:
     draft = random_model(pre + "draft", device, dtype, seed=2)
     c = step_time(draft) / step_time(target)
     gen = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(0, VOCAB, (args.prompt_tokens,), generator=gen).tolist() for _ in range(args.prompts)]
-    report = {"device": str(device), "dtype": args.dtype, "shapes": "tiny" if args.tiny else "1.7B target, 135M draft",
-              "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None, "draft_c": c, "oracle": [],
-              "host_reads": {}, "bf16_vs_ar": None}
+    prompts = [
+        torch.randint(0, VOCAB, (args.prompt_tokens,), generator=gen).tolist() for _ in range(args.prompts)
+    ]
+    report = {
+        "device": str(device),
+        "dtype": args.dtype,
+        "shapes": "tiny" if args.tiny else "1.7B target, 135M draft",
+        "gpu": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+        "draft_c": c,
+        "oracle": [],
+        "host_reads": {},
+        "bf16_vs_ar": None,
+    }
     for alpha in args.alphas:
         engine = Engine(target, f"oracle:{alpha:g}:{c:.3f}")
         for gamma in args.gammas:
@@ -202,22 +242,36 @@ def check(args) -> dict:
                     lanes[lane].append(event)
                 s = summarize(lanes["speculative"], lanes["ar"])
                 rows.append(s)
-            med = lambda k, rows=rows: statistics.median([r[k] for r in rows if r.get(k) is not None] or [float("nan")])  # noqa: E731
-            report["oracle"].append({
-                "alpha": alpha, "gamma": gamma, "measured_alpha": med("alpha"), "speedup": med("speedup"),
-                "predicted_speedup": med("predicted_speedup"),
-                "ratio": med("speedup") / med("predicted_speedup") if med("predicted_speedup") else None,
-                "flagged": sum(bool(r.get("timing_flags")) for r in rows), "runs": len(rows),
-                "identical_to_ar": sum(bool(r.get("identical_to_ar")) for r in rows),
-                "first_diff": [r.get("first_diff") for r in rows if not r.get("identical_to_ar")]})
+            med = lambda k, rows=rows: statistics.median(
+                [r[k] for r in rows if r.get(k) is not None] or [float("nan")]
+            )  # noqa: E731
+            report["oracle"].append(
+                {
+                    "alpha": alpha,
+                    "gamma": gamma,
+                    "measured_alpha": med("alpha"),
+                    "speedup": med("speedup"),
+                    "predicted_speedup": med("predicted_speedup"),
+                    "ratio": med("speedup") / med("predicted_speedup") if med("predicted_speedup") else None,
+                    "flagged": sum(bool(r.get("timing_flags")) for r in rows),
+                    "runs": len(rows),
+                    "identical_to_ar": sum(bool(r.get("identical_to_ar")) for r in rows),
+                    "first_diff": [r.get("first_diff") for r in rows if not r.get("identical_to_ar")],
+                }
+            )
     engine = Engine(target, f"oracle:0.8:{c:.3f}")
     for gamma in (min(args.gammas), max(args.gammas)):
         cfg = GenerationConfig(gamma=gamma, max_new_tokens=args.max_new_tokens, record_topk=0)
-        report["host_reads"][gamma] = {**reads_per_round(engine, prompts[0], cfg),
-                                       "cuda_syncs_per_round": cuda_syncs_per_round(engine, prompts[0], cfg)}
+        report["host_reads"][gamma] = {
+            **reads_per_round(engine, prompts[0], cfg),
+            "cuda_syncs_per_round": cuda_syncs_per_round(engine, prompts[0], cfg),
+        }
     report["batch"] = batch_curve(Engine(target, f"oracle:0.8:{c:.3f}"), args)
     rows = report["oracle"]
-    report["bf16_vs_ar"] = {"runs": sum(r["runs"] for r in rows), "identical": sum(r["identical_to_ar"] for r in rows)}
+    report["bf16_vs_ar"] = {
+        "runs": sum(r["runs"] for r in rows),
+        "identical": sum(r["identical_to_ar"] for r in rows),
+    }
     return report
 
 
@@ -227,42 +281,65 @@ def batch_curve(engine: Engine, args) -> list:
     cfg = GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0)
     out = []
     for b in args.batch_sizes:
-        ids = [torch.randint(0, VOCAB, (args.prompt_tokens + 7 * r,), generator=gen).tolist() for r in range(b)]
+        ids = [
+            torch.randint(0, VOCAB, (args.prompt_tokens + 7 * r,), generator=gen).tolist() for r in range(b)
+        ]
         lanes = {"speculative": [], "ar": []}
         for lane, event in engine.race_batch(ids, cfg, threads=None):
             lanes[lane].append(event)
         spec, ar = (lanes[k][-1].summary for k in ("speculative", "ar"))
         rows = {k: {e.row: e.token_ids for e in lanes[k] if e.kind == "finished"} for k in lanes}
-        out.append({"rows": b, "speculative_tokens_per_s": spec["decode_tokens_per_s"],
-                    "ar_tokens_per_s": ar["decode_tokens_per_s"],
-                    "identical_rows": sum(rows["speculative"][r] == rows["ar"][r] for r in range(b))})
+        out.append(
+            {
+                "rows": b,
+                "speculative_tokens_per_s": spec["decode_tokens_per_s"],
+                "ar_tokens_per_s": ar["decode_tokens_per_s"],
+                "identical_rows": sum(rows["speculative"][r] == rows["ar"][r] for r in range(b)),
+            }
+        )
     return out
 
 
 def markdown(r: dict) -> str:
-    lines = [f"gpu_check on {r['gpu'] or r['device']} ({r['dtype']}, {r['shapes']}): draft c = {r['draft_c']:.3f}",
-             "| α | γ | measured α | speedup | predicted | measured ÷ predicted | flagged | identical to AR |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"gpu_check on {r['gpu'] or r['device']} ({r['dtype']}, {r['shapes']}): draft c = {r['draft_c']:.3f}",
+        "| α | γ | measured α | speedup | predicted | measured ÷ predicted | flagged | identical to AR |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for o in r["oracle"]:
         ratio = f"{o['ratio']:.2f}" if o["ratio"] else "–"
-        lines.append(f"| {o['alpha']:g} | {o['gamma']} | {o['measured_alpha']:.2f} | {o['speedup']:.2f}× | "
-                     f"{o['predicted_speedup']:.2f}× | {ratio} | {o['flagged']}/{o['runs']} | "
-                     f"{o['identical_to_ar']}/{o['runs']} |")
+        lines.append(
+            f"| {o['alpha']:g} | {o['gamma']} | {o['measured_alpha']:.2f} | {o['speedup']:.2f}× | "
+            f"{o['predicted_speedup']:.2f}× | {ratio} | {o['flagged']}/{o['runs']} | "
+            f"{o['identical_to_ar']}/{o['runs']} |"
+        )
     for gamma, h in r["host_reads"].items():
-        lines.append(f"host reads per round at γ={gamma}: draft loop {h['draft_loop']}, whole round {h['round']}"
-                     + (f", CUDA syncs {h['cuda_syncs_per_round']:.1f}" if h["cuda_syncs_per_round"] is not None else ""))
+        lines.append(
+            f"host reads per round at γ={gamma}: draft loop {h['draft_loop']}, whole round {h['round']}"
+            + (
+                f", CUDA syncs {h['cuda_syncs_per_round']:.1f}"
+                if h["cuda_syncs_per_round"] is not None
+                else ""
+            )
+        )
     for row in r.get("batch", []):
-        lines.append(f"batch B={row['rows']}: oracle:0.8 γ=4 {row['speculative_tokens_per_s']:.0f} tokens/s, AR batch "
-                     f"{row['ar_tokens_per_s']:.0f} ({row['speculative_tokens_per_s'] / row['ar_tokens_per_s']:.2f}×), "
-                     f"{row['identical_rows']}/{row['rows']} rows identical")
+        lines.append(
+            f"batch B={row['rows']}: oracle:0.8 γ=4 {row['speculative_tokens_per_s']:.0f} tokens/s, AR batch "
+            f"{row['ar_tokens_per_s']:.0f} ({row['speculative_tokens_per_s'] / row['ar_tokens_per_s']:.2f}×), "
+            f"{row['identical_rows']}/{row['rows']} rows identical"
+        )
     b = r["bf16_vs_ar"]
-    lines.append(f"greedy speculative identical to greedy AR in {b['identical']} of {b['runs']} runs ({r['dtype']})")
+    lines.append(
+        f"greedy speculative identical to greedy AR in {b['identical']} of {b['runs']} runs ({r['dtype']})"
+    )
     return "\n".join(lines)
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiny", action="store_true", help="tiny shapes: a smoke test that runs on a CPU in seconds")
+    ap.add_argument(
+        "--tiny", action="store_true", help="tiny shapes: a smoke test that runs on a CPU in seconds"
+    )
     ap.add_argument("--device", default=None, help="cuda (default when present) or cpu")
     ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp32", "fp16"))
     ap.add_argument("--alphas", type=lambda s: [float(x) for x in s.split(",")], default=[0.5, 0.8, 0.95])

@@ -7,6 +7,7 @@ checked token for token against our AR output for that prompt; a mismatch is fla
 `run_bench` writes results.json; the CLI (benchmarks/__main__.py) adds the Markdown and HTML reports.
 This package depends on engine (and its report on plotly); nothing in engine imports it.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,15 +42,18 @@ def contestant(name: str) -> tuple[str, dict]:
     m = TREE.search(name)
     if m is None:
         return name, {}
-    return name[:m.start()], {"tree_budget": int(m.group(1)), "tree_branching": int(m.group(2))}
+    return name[: m.start()], {"tree_budget": int(m.group(1)), "tree_branching": int(m.group(2))}
 
 
-def run_config(config: BenchConfig, engines: dict, target: LoadedModel, ids: list, max_new_tokens: int) -> Sample:
+def run_config(
+    config: BenchConfig, engines: dict, target: LoadedModel, ids: list, max_new_tokens: int
+) -> Sample:
     """One timed run of `config` on prompt `ids` (the greedy setting every contestant shares)."""
     if config.runner == "hf":
         return time_hf(target, ids, max_new_tokens, config)
-    cfg = GenerationConfig(gamma=max(config.gamma, 1), max_new_tokens=max_new_tokens,
-                           **contestant(config.drafter)[1])
+    cfg = GenerationConfig(
+        gamma=max(config.gamma, 1), max_new_tokens=max_new_tokens, **contestant(config.drafter)[1]
+    )
     mode = "ar" if config.gamma == 0 else "speculative"
     return time_ours(engines[config.drafter or "ar"], ids, cfg, mode)
 
@@ -67,7 +71,7 @@ def load_prompts(path=None, categories=None, limit: int | None = None) -> list[d
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{n}: not JSON ({e})") from e
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str) or not row["prompt"].strip():
-            raise ValueError(f"{path}:{n}: expected {{\"category\": ..., \"prompt\": ...}}")
+            raise ValueError(f'{path}:{n}: expected {{"category": ..., "prompt": ...}}')
         prompts.append({"category": str(row.get("category") or "other"), "prompt": row["prompt"]})
     if categories:
         wanted = set(categories)
@@ -82,13 +86,17 @@ def load_prompts(path=None, categories=None, limit: int | None = None) -> list[d
 def build_configs(drafts, gammas, target: LoadedModel, hf: bool) -> tuple[list, list]:
     """Contestants in their interleaving order, and the drafter specs with no transformers counterpart."""
     configs = [BenchConfig(AR, "ours AR", "ours")]
-    configs += [BenchConfig(f"ours/{d}/g{g}", f"ours {d} γ={g}", "ours", d, g) for d in drafts for g in gammas]
+    configs += [
+        BenchConfig(f"ours/{d}/g{g}", f"ours {d} γ={g}", "ours", d, g) for d in drafts for g in gammas
+    ]
     unsupported = []
     if hf:
         configs.append(BenchConfig(HF_GREEDY, "HF greedy", "hf"))
         for d in drafts:
             for g in gammas:
-                eq = hf_equivalent(d, g, target) if not contestant(d)[1] else None  # transformers has no trees
+                eq = (
+                    hf_equivalent(d, g, target) if not contestant(d)[1] else None
+                )  # transformers has no trees
                 if eq is None:
                     unsupported.append(d)
                     break
@@ -97,20 +105,39 @@ def build_configs(drafts, gammas, target: LoadedModel, hf: bool) -> tuple[list, 
 
 
 def machine_info(target: LoadedModel) -> dict:
-    info = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "threads": torch.get_num_threads(), "device": str(target.device),
-            "dtype": str(target.dtype).replace("torch.", "")}
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "threads": torch.get_num_threads(),
+        "device": str(target.device),
+        "dtype": str(target.dtype).replace("torch.", ""),
+    }
     if target.device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(target.device)
     return info
 
 
 # -- the harness ---------------------------------------------------------------------------------
-def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), prompts=None,
-              max_new_tokens: int = 64, repeats: int = 3, out="bench-out", categories=None, hf: bool = True,
-              limit: int | None = None, overhead_pairs: int = 3, device: str | None = None,
-              dtype: str | None = None, progress: bool = True, command: str | None = None) -> dict:
+def run_bench(
+    target: str = EMBEDDED,
+    drafts=("self",),
+    gammas=(1, 2, 4, 8),
+    prompts=None,
+    max_new_tokens: int = 64,
+    repeats: int = 3,
+    out="bench-out",
+    categories=None,
+    hf: bool = True,
+    limit: int | None = None,
+    overhead_pairs: int = 3,
+    device: str | None = None,
+    dtype: str | None = None,
+    progress: bool = True,
+    command: str | None = None,
+) -> dict:
     """Run the benchmark in this process; write results.json under `out` (the CLI adds the reports).
 
     `prompts` is a JSON-lines path or a list of {"category", "prompt"} dicts (default: the shipped set).
@@ -126,7 +153,7 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
         GenerationConfig(gamma=g)  # validates the range with the user-facing message
     rows = prompts if isinstance(prompts, list) else load_prompts(prompts, categories, limit)
     if isinstance(prompts, list):
-        rows = [p for p in rows if not categories or p["category"] in set(categories)][:limit or None]
+        rows = [p for p in rows if not categories or p["category"] in set(categories)][: limit or None]
 
     loaded = load_model(target, device, dtype)
     engines = {"ar": Engine(loaded, "self")}
@@ -134,16 +161,27 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
         engines[d] = Engine(loaded, contestant(d)[0])  # raises a clear ModelLoadError for an unknown spec
     configs, unsupported = build_configs(drafts, gammas, loaded, hf)
     encoded = [engines["ar"].encode(p["prompt"]) for p in rows]
-    samples, errors, overhead = race_configs(configs, engines, loaded, encoded, max_new_tokens, repeats,
-                                             overhead_pairs, progress)
+    samples, errors, overhead = race_configs(
+        configs, engines, loaded, encoded, max_new_tokens, repeats, overhead_pairs, progress
+    )
     tables = tabulate(rows, encoded, samples, configs)
     results = {
-        "format": "specviz-bench", "version": 1,
+        "format": "specviz-bench",
+        "version": 1,
         "command": command or "python " + shlex.join(sys.argv),
         "machine": machine_info(loaded),
-        "settings": {"target": target, "drafts": drafts, "gammas": gammas, "max_new_tokens": max_new_tokens,
-                     "repeats": repeats, "hf": hf, "prompts": len(rows), "categories": list(tables["categories"]),
-                     "temperature": 0.0, "warmup_tokens": min(max_new_tokens, WARMUP_TOKENS)},
+        "settings": {
+            "target": target,
+            "drafts": drafts,
+            "gammas": gammas,
+            "max_new_tokens": max_new_tokens,
+            "repeats": repeats,
+            "hf": hf,
+            "prompts": len(rows),
+            "categories": list(tables["categories"]),
+            "temperature": 0.0,
+            "warmup_tokens": min(max_new_tokens, WARMUP_TOKENS),
+        },
         "configs": [c.to_dict() for c in configs],
         "hf_unsupported": unsupported,
         "errors": errors,
@@ -156,14 +194,33 @@ def run_bench(target: str = EMBEDDED, drafts=("self",), gammas=(1, 2, 4, 8), pro
     return results
 
 
-def race_configs(configs: list, engines: dict, loaded: LoadedModel, encoded: list, max_new_tokens: int, repeats: int,
-                 overhead_pairs: int, progress: bool) -> tuple[list, list, dict | None]:
+def race_configs(
+    configs: list,
+    engines: dict,
+    loaded: LoadedModel,
+    encoded: list,
+    max_new_tokens: int,
+    repeats: int,
+    overhead_pairs: int,
+    progress: bool,
+) -> tuple[list, list, dict | None]:
     """Every config on every prompt, interleaved (A B C A B C ...) after one untimed warm-up each; then the
     event-stream overhead. Returns (samples per prompt {config name: [Sample]}, errors, overhead)."""
-    over_cfg = next((c for c in sorted((c for c in configs if c.runner == "ours" and c.gamma),
-                                       key=lambda c: abs(c.gamma - 4))), None)
-    total = len(configs) * (1 + len(encoded) * repeats) + (2 * overhead_pairs if over_cfg and overhead_pairs else 0)
-    bar = tqdm(total=total, desc="bench", unit="run", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    over_cfg = next(
+        (
+            c
+            for c in sorted(
+                (c for c in configs if c.runner == "ours" and c.gamma), key=lambda c: abs(c.gamma - 4)
+            )
+        ),
+        None,
+    )
+    total = len(configs) * (1 + len(encoded) * repeats) + (
+        2 * overhead_pairs if over_cfg and overhead_pairs else 0
+    )
+    bar = tqdm(
+        total=total, desc="bench", unit="run", file=sys.stderr, disable=not progress, dynamic_ncols=True
+    )
     samples = [{c.name: [] for c in configs} for _ in encoded]
     failed, errors, overhead = set(), [], None
 
@@ -196,8 +253,15 @@ def race_configs(configs: list, engines: dict, loaded: LoadedModel, encoded: lis
                         samples[i][c.name].append(sample)
         if over_cfg and overhead_pairs:
             bar.set_postfix_str("event overhead", refresh=False)
-            overhead = measure_overhead(engines[over_cfg.drafter], over_cfg.drafter, encoded[0], over_cfg.gamma,
-                                        max_new_tokens, overhead_pairs, tick=lambda: bar.update(1))
+            overhead = measure_overhead(
+                engines[over_cfg.drafter],
+                over_cfg.drafter,
+                encoded[0],
+                over_cfg.gamma,
+                max_new_tokens,
+                overhead_pairs,
+                tick=lambda: bar.update(1),
+            )
     finally:
         hf_logging.set_verbosity(verbosity)
         bar.close()

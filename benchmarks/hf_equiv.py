@@ -3,6 +3,7 @@
 transformers' generate() runs on the very model the engine loaded: the engine's lean forward owns its
 own fused weights and never changes the module, so no copy is needed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -24,18 +25,27 @@ def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dic
         parsed = parse_draft(spec)
     except ModelLoadError:
         return None
-    fixed = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
-             "assistant_confidence_threshold": 0.0}  # a fixed γ: no schedule, no confidence cut-off
+    fixed = {
+        "num_assistant_tokens": gamma,
+        "num_assistant_tokens_schedule": "constant",
+        "assistant_confidence_threshold": 0.0,
+    }  # a fixed γ: no schedule, no confidence cut-off
     if parsed.name in ("self", "model"):
-        draft = target if parsed.name == "self" else load_model(parsed.model, str(target.device),
-                                                                str(target.dtype).replace("torch.", ""))
+        draft = (
+            target
+            if parsed.name == "self"
+            else load_model(parsed.model, str(target.device), str(target.dtype).replace("torch.", ""))
+        )
         return {"assistant_model": draft.model, **fixed}, {"assistant_model": draft.name, **fixed}
     if parsed.name == "ngram":
         kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": parsed["N"]}
         return kw, dict(kw)
     if parsed.name == "layerskip":
         layers = parsed["L"] or max(1, target.model.config.get_text_config().num_hidden_layers // 4)
-        kw = {"assistant_early_exit": layers, **fixed}  # drafters/model.py's default L: a quarter of the layers
+        kw = {
+            "assistant_early_exit": layers,
+            **fixed,
+        }  # drafters/model.py's default L: a quarter of the layers
         return kw, dict(kw)
     return None
 
@@ -44,8 +54,11 @@ def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dic
 def _fixed_assistant(models: list, kwargs: dict):
     """transformers 5.23 reads γ, its schedule and the confidence threshold from the *assistant's*
     generation_config, ignoring the generate() kwargs: set them there for one call, then restore."""
-    keys = [k for k in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
-            if k in kwargs]
+    keys = [
+        k
+        for k in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+        if k in kwargs
+    ]
     saved = [(m.generation_config, k, getattr(m.generation_config, k, None)) for m in models for k in keys]
     try:
         for gc, k, _ in saved:
@@ -56,7 +69,6 @@ def _fixed_assistant(models: list, kwargs: dict):
             setattr(gc, k, old)
 
 
-
 def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchConfig) -> Sample:
     """transformers' generate() on the same loaded model the engine uses (it never changes the module's
     weights), greedy, our EOS ids; timed around the call."""
@@ -64,13 +76,23 @@ def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchCo
     eos = sorted(target.eos_ids)
     pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else eos[0]
     x = torch.tensor([ids], device=device)
-    models = [model] + ([config.hf_kwargs["assistant_model"]] if "assistant_model" in config.hf_kwargs else [])
+    models = [model] + (
+        [config.hf_kwargs["assistant_model"]] if "assistant_model" in config.hf_kwargs else []
+    )
     with _fixed_assistant(models, config.hf_kwargs), torch.inference_mode():
         t0 = time.perf_counter()
-        out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=max_new_tokens, do_sample=False,
-                             num_beams=1, repetition_penalty=1.0, eos_token_id=eos, pad_token_id=pad,
-                             **config.hf_kwargs)
+        out = model.generate(
+            x,
+            attention_mask=torch.ones_like(x),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            repetition_penalty=1.0,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            **config.hf_kwargs,
+        )
         if device.type == "cuda":
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
-    return Sample(out[0, len(ids):].tolist(), wall)
+    return Sample(out[0, len(ids) :].tolist(), wall)

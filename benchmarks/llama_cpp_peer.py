@@ -14,6 +14,7 @@ speculative output is checked against its own side's AR output; llama.cpp's F32 
 llama-cpp-python's speculative path asks for logits at every position (logits_all), so its PLD pays a full LM
 head over the prompt: that is the peer as shipped, and the report says so.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,9 @@ def f32_gguf(src: Path, dst: Path) -> Path:
         sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(field.name, value, field.types[0], sub_type=sub)
     for tensor in reader.tensors:
-        writer.add_tensor(tensor.name, gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32))
+        writer.add_tensor(
+            tensor.name, gguf.quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+        )
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -80,8 +83,14 @@ def llama_runner(path: Path, threads: int, gamma: int | None, repack: bool = Tru
 
     llama_cpp.llama_model_default_params = params  # read once by Llama() for its model parameters
     try:
-        llm = Llama(model_path=str(path), n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False,
-                    draft_model=draft)
+        llm = Llama(
+            model_path=str(path),
+            n_ctx=2048,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+            draft_model=draft,
+        )
     finally:
         llama_cpp.llama_model_default_params = default
     eos = llm.token_eos()
@@ -102,6 +111,7 @@ def llama_runner(path: Path, threads: int, gamma: int | None, repack: bool = Tru
 def ours_runner(engine: Engine, mode: str, gamma: int):
     """As the benchmarks time our engine (time_ours: events consumed, call to last token), plus the time to the
     first committed token (prefill and one step), read from the same events."""
+
     def run(ids: list, max_new: int):
         first = []
 
@@ -110,7 +120,9 @@ def ours_runner(engine: Engine, mode: str, gamma: int):
                 first.append(time.perf_counter())
 
         t = time.perf_counter()
-        sample = time_ours(engine, ids, GenerationConfig(gamma=gamma, max_new_tokens=max_new), mode, on_event=tick)
+        sample = time_ours(
+            engine, ids, GenerationConfig(gamma=gamma, max_new_tokens=max_new), mode, on_event=tick
+        )
         return sample.token_ids, sample.wall_s, first[0] - t if first else None
 
     return run
@@ -131,23 +143,31 @@ def main() -> None:
     tok = target.tokenizer
     prompts = [p for name in args.prompts.split(",") for p in load_prompts(PROMPTS / f"{name}.jsonl")]
     g = args.gamma
-    runners = {"llama.cpp AR, F32": llama_runner(f32, args.threads, None),
-               f"llama.cpp PLD γ={g}, F32": llama_runner(f32, args.threads, g),
-               "llama.cpp AR, Q4_1": llama_runner(q41, args.threads, None, repack=False),
-               f"llama.cpp PLD γ={g}, Q4_1": llama_runner(q41, args.threads, g, repack=False),
-               "ours AR, fp32": ours_runner(Engine(target, "ngram"), "ar", g),
-               f"ours ngram γ={g}, fp32": ours_runner(Engine(target, "ngram"), "speculative", g)}
+    runners = {
+        "llama.cpp AR, F32": llama_runner(f32, args.threads, None),
+        f"llama.cpp PLD γ={g}, F32": llama_runner(f32, args.threads, g),
+        "llama.cpp AR, Q4_1": llama_runner(q41, args.threads, None, repack=False),
+        f"llama.cpp PLD γ={g}, Q4_1": llama_runner(q41, args.threads, g, repack=False),
+        "ours AR, fp32": ours_runner(Engine(target, "ngram"), "ar", g),
+        f"ours ngram γ={g}, fp32": ours_runner(Engine(target, "ngram"), "speculative", g),
+    }
     tokens = {k: 0 for k in runners}
     seconds = {k: 0.0 for k in runners}
     per_prompt = {k: [] for k in runners}
     decode = {k: [0, 0.0] for k in runners}  # tokens after the first, seconds after the first
     outputs: dict = {}
-    print(f"host: {kernels.cpu_name()} [{' '.join(kernels.cpu_flags())}], {args.threads} thread(s) each, torch "
-          f"{torch.__version__}; {len(prompts)} prompts ({args.prompts}), {args.max_new_tokens} new tokens, greedy, "
-          f"{args.repeats} repeats interleaved")
+    print(
+        f"host: {kernels.cpu_name()} [{' '.join(kernels.cpu_flags())}], {args.threads} thread(s) each, torch "
+        f"{torch.__version__}; {len(prompts)} prompts ({args.prompts}), {args.max_new_tokens} new tokens, greedy, "
+        f"{args.repeats} repeats interleaved"
+    )
     for i, p in enumerate(prompts):
-        ids = tok.apply_chat_template([{"role": "user", "content": p["prompt"]}], add_generation_prompt=True,
-                                      tokenize=True, return_dict=False)
+        ids = tok.apply_chat_template(
+            [{"role": "user", "content": p["prompt"]}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
         ids = list(ids["input_ids"] if isinstance(ids, dict) else ids)
         for run in runners.values():
             run(ids, 8)  # warm
@@ -166,8 +186,11 @@ def main() -> None:
             decode[name][0] += n - 1
             decode[name][1] += after
             per_prompt[name].append(n / s)
-        print(f"prompt {i + 1} ({p['category']}): " + "  ".join(f"{k}: {per_prompt[k][-1]:.1f}" for k in runners),
-              flush=True)
+        print(
+            f"prompt {i + 1} ({p['category']}): "
+            + "  ".join(f"{k}: {per_prompt[k][-1]:.1f}" for k in runners),
+            flush=True,
+        )
     report(runners, tokens, seconds, per_prompt, decode, outputs, len(prompts))
 
 
@@ -178,8 +201,10 @@ def agree(a: list, b: list) -> int:
 
 def report(runners, tokens, seconds, per_prompt, decode, outputs, n_prompts: int) -> None:
     ar_of = {"llama.cpp": {"F32": "llama.cpp AR, F32", "Q4_1": "llama.cpp AR, Q4_1"}, "ours": "ours AR, fp32"}
-    print("\n| contestant | tok/s (all prompts, prefill included) | decoding tok/s after the first token | median tok/s "
-          "per prompt | × its own AR | outputs = its own AR |")
+    print(
+        "\n| contestant | tok/s (all prompts, prefill included) | decoding tok/s after the first token | median tok/s "
+        "per prompt | × its own AR | outputs = its own AR |"
+    )
     print("|---|---|---|---|---|---|")
     for name in runners:
         if name.startswith("ours"):
@@ -188,15 +213,19 @@ def report(runners, tokens, seconds, per_prompt, decode, outputs, n_prompts: int
             base = ar_of["llama.cpp"]["F32" if name.endswith("F32") else "Q4_1"]
         same = sum(outputs[(i, name)] == outputs[(i, base)] for i in range(n_prompts))
         ratio = (tokens[name] / seconds[name]) / (tokens[base] / seconds[base])
-        print(f"| {name} | {tokens[name] / seconds[name]:.1f} | {decode[name][0] / decode[name][1]:.1f} | "
-              f"{statistics.median(per_prompt[name]):.1f} | "
-              f"{ratio:.2f}× | {same}/{n_prompts} |")
+        print(
+            f"| {name} | {tokens[name] / seconds[name]:.1f} | {decode[name][0] / decode[name][1]:.1f} | "
+            f"{statistics.median(per_prompt[name]):.1f} | "
+            f"{ratio:.2f}× | {same}/{n_prompts} |"
+        )
     ours, peer = "ours AR, fp32", "llama.cpp AR, F32"
-    print(f"\nour AR ÷ llama.cpp F32 AR: {(tokens[ours] / seconds[ours]) / (tokens[peer] / seconds[peer]):.2f}× "
-          f"(decoding after the first token: {(decode[ours][0] / decode[ours][1]) / (decode[peer][0] / decode[peer][1]):.2f}×); "
-          f"greedy outputs identical on {sum(outputs[(i, ours)] == outputs[(i, peer)] for i in range(n_prompts))}"
-          f"/{n_prompts} prompts, agreeing on a median of "
-          f"{statistics.median(agree(outputs[(i, ours)], outputs[(i, peer)]) for i in range(n_prompts))} leading tokens")
+    print(
+        f"\nour AR ÷ llama.cpp F32 AR: {(tokens[ours] / seconds[ours]) / (tokens[peer] / seconds[peer]):.2f}× "
+        f"(decoding after the first token: {(decode[ours][0] / decode[ours][1]) / (decode[peer][0] / decode[peer][1]):.2f}×); "
+        f"greedy outputs identical on {sum(outputs[(i, ours)] == outputs[(i, peer)] for i in range(n_prompts))}"
+        f"/{n_prompts} prompts, agreeing on a median of "
+        f"{statistics.median(agree(outputs[(i, ours)], outputs[(i, peer)]) for i in range(n_prompts))} leading tokens"
+    )
 
 
 if __name__ == "__main__":

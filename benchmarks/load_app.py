@@ -10,6 +10,7 @@ after one warm-up run (the engine's first run allocates its working buffers once
 during the load and after it (its pid is known when this script started it, or given with --pid), and
 the errors.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,12 @@ from engine.events import MAX_TRACE_BYTES, trace_to_json  # noqa: E402
 from specviz.sample import long_events  # noqa: E402
 from tests.app_server import call_event, fn_index, serve_app, upload  # noqa: E402
 
-PROMPTS = ["Copy this sentence exactly: the quick brown fox jumps over the lazy dog.", "Name three colours.",
-           "Count from one to ten.", "Say hello in French, Spanish and German."]
+PROMPTS = [
+    "Copy this sentence exactly: the quick brown fox jumps over the lazy dog.",
+    "Name three colours.",
+    "Count from one to ten.",
+    "Say hello in French, Spanish and German.",
+]
 LONG = "Write a long story about a lighthouse keeper and a storm."
 
 
@@ -106,18 +111,24 @@ def disconnecting_client(url: str, until: float, tally: Tally) -> None:
     while time.monotonic() < until:
         try:
             if k % 2 == 0:
-                job = gradio_client.Client(url, verbose=False).submit(LONG, "ngram", 4, 256, 0.0, 0,
-                                                                      api_name="/generate")
+                job = gradio_client.Client(url, verbose=False).submit(
+                    LONG, "ngram", 4, 256, 0.0, 0, api_name="/generate"
+                )
                 while not job.outputs() and not job.done():
                     time.sleep(0.1)
                 job.cancel()
             else:
                 session = uuid.uuid4().hex
-                body = {"data": [LONG, "ngram", 4, 256, 0.0, 0, "embedded"], "fn_index": fn_index(url, "generate"),
-                        "session_hash": session}
+                body = {
+                    "data": [LONG, "ngram", 4, 256, 0.0, 0, "embedded"],
+                    "fn_index": fn_index(url, "generate"),
+                    "session_hash": session,
+                }
                 with httpx.Client(timeout=300) as http:
                     http.post(f"{url}gradio_api/queue/join", json=body).raise_for_status()
-                    with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as s:
+                    with http.stream(
+                        "GET", f"{url}gradio_api/queue/data", params={"session_hash": session}
+                    ) as s:
                         for line in s.iter_lines():
                             if '"process_generating"' in line:
                                 break  # the connection closes here, mid-run
@@ -159,9 +170,14 @@ def run(url: str, pid: int | None, seconds: float, clients: int, max_new: int) -
     gradio_client.Client(url, verbose=False).predict(PROMPTS[0], "ngram", 4, 8, 0.0, 0, api_name="/generate")
     before, samples = rss_mib(pid), []
     tally, until = Tally(), time.monotonic() + seconds
-    workers = [threading.Thread(target=streaming_client, args=(url, n, until, tally, max_new)) for n in range(clients)]
-    workers += [threading.Thread(target=disconnecting_client, args=(url, until, tally)),
-                threading.Thread(target=uploading_client, args=(url, trace, until, tally))]
+    workers = [
+        threading.Thread(target=streaming_client, args=(url, n, until, tally, max_new))
+        for n in range(clients)
+    ]
+    workers += [
+        threading.Thread(target=disconnecting_client, args=(url, until, tally)),
+        threading.Thread(target=uploading_client, args=(url, trace, until, tally)),
+    ]
     started = time.monotonic()
     for w in workers:
         w.start()
@@ -169,13 +185,17 @@ def run(url: str, pid: int | None, seconds: float, clients: int, max_new: int) -
         samples.append(rss_mib(pid) or 0.0)
         time.sleep(1)
     after = rss_mib(pid)
-    print(f"{clients} streaming /generate clients ({max_new} new tokens each), 1 disconnecting client, "
-          f"1 uploading a {trace.stat().st_size / 2**20:.2f} MiB trace; {time.monotonic() - started:.0f} s")
+    print(
+        f"{clients} streaming /generate clients ({max_new} new tokens each), 1 disconnecting client, "
+        f"1 uploading a {trace.stat().st_size / 2**20:.2f} MiB trace; {time.monotonic() - started:.0f} s"
+    )
     for kind, values in sorted(tally.latency.items()):
         print(f"  {kind:28s} {percentiles(values) if kind != 'disconnect' else f'n={len(values):4d}'}")
     if before is not None:
-        print(f"  server RSS {before:.0f} MiB after a warm-up run, {max(samples):.0f} MiB at most during the load, "
-              f"{after:.0f} MiB after")
+        print(
+            f"  server RSS {before:.0f} MiB after a warm-up run, {max(samples):.0f} MiB at most during the load, "
+            f"{after:.0f} MiB after"
+        )
     n_errors = sum(len(v) for v in tally.errors.values())
     print(f"  errors: {n_errors}")
     for kind, messages in tally.errors.items():

@@ -8,6 +8,7 @@ draft), a batch of B = 16 raced against the AR batch, the largest trace the serv
 the drift meter. After each cycle the server's RSS (VmRSS) is sampled. The models' LRU (SPECVIZ_MAX_MODELS) and every
 cache are bounded, so RSS should plateau after the first cycle or two: the table says whether it did.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,11 @@ def cycle(url: str, trace: Path) -> list[str]:
     call("run gemma", "run", run_values(av.GEMMA_PAIR, av.PRESET_DRAFT, GEMMA_PROMPT))
     call("batch 16", "batch", [av.EMBEDDED_PAIR, "ngram", 0, 4, 24, BATCH, True])
     call("trace", "load_trace", [upload(url, trace)])
-    call("drift", "measure_drift", run_values(av.EMBEDDED_PAIR, "ngram", PROMPT, temperature=1.0,
-                                              accept="typical:0.09,0.3")[:-1])
+    call(
+        "drift",
+        "measure_drift",
+        run_values(av.EMBEDDED_PAIR, "ngram", PROMPT, temperature=1.0, accept="typical:0.09,0.3")[:-1],
+    )
     return errors
 
 
@@ -76,34 +80,54 @@ def drift_times(samples: int) -> None:
         engine = Engine(load_model("embedded"), "ngram", measure_step=False)
         t = time.monotonic()
         *_, last = drift_job(engine, prompt, cfg, samples)
-        print(f"| drift meter, {name} prompt ({len(engine.encode(prompt)):,} tokens), ngram | {samples} runs per rule "
-              f"| {time.monotonic() - t:.1f} s | TV {last['lossy']['tv']:.3f}, exact {last['exact']['tv']:.3f} |",
-              flush=True)
+        print(
+            f"| drift meter, {name} prompt ({len(engine.encode(prompt)):,} tokens), ngram | {samples} runs per rule "
+            f"| {time.monotonic() - t:.1f} s | TV {last['lossy']['tv']:.3f}, exact {last['exact']['tv']:.3f} |",
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
     b = argparse.ArgumentParser(prog="python -m benchmarks soak", description=__doc__.split("\n\n")[0])
     b.add_argument("--cycles", type=int, default=6, help="passes through every kind of request")
-    b.add_argument("--drift-samples", default="10", help="SPECVIZ_DRIFT_SAMPLES for the server (small: a soak)")
-    b.add_argument("--drift-only", type=int, metavar="N", default=0,
-                   help="only time the drift meter at N runs per rule (short and long prompt), in this process")
+    b.add_argument(
+        "--drift-samples", default="10", help="SPECVIZ_DRIFT_SAMPLES for the server (small: a soak)"
+    )
+    b.add_argument(
+        "--drift-only",
+        type=int,
+        metavar="N",
+        default=0,
+        help="only time the drift meter at N runs per rule (short and long prompt), in this process",
+    )
     args = b.parse_args(argv)
     if args.drift_only:
         print(f"# {cpu_name()}\n| what | n | wall | result |\n|---|---|---|---|")
         drift_times(args.drift_only)
         return 0
-    with tempfile.TemporaryDirectory() as tmp, serve_app(SPECVIZ_DRIFT_SAMPLES=args.drift_samples,
-                                                         SPECVIZ_CLIENT_UPLOADS="1000",
-                                                         SPECVIZ_CLIENT_UPLOAD_MB="100000") as url:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_app(
+            SPECVIZ_DRIFT_SAMPLES=args.drift_samples,
+            SPECVIZ_CLIENT_UPLOADS="1000",
+            SPECVIZ_CLIENT_UPLOAD_MB="100000",
+        ) as url,
+    ):
         trace = largest_trace(Path(tmp))
         t0 = time.monotonic()
-        print(f"# soak: {cpu_name()}, {trace.stat().st_size / 2**20:.1f} MiB trace, after start-up "
-              f"RSS {rss_mib(url.pid):.0f} MiB", flush=True)
+        print(
+            f"# soak: {cpu_name()}, {trace.stat().st_size / 2**20:.1f} MiB trace, after start-up "
+            f"RSS {rss_mib(url.pid):.0f} MiB",
+            flush=True,
+        )
         print("| cycle | minutes | RSS MiB | errors |\n|---|---|---|---|", flush=True)
         for k in range(1, args.cycles + 1):
             errors = cycle(url, trace)
-            print(f"| {k} | {(time.monotonic() - t0) / 60:.1f} | {rss_mib(url.pid):.0f} | "
-                  f"{'; '.join(errors) or 'none'} |", flush=True)
+            print(
+                f"| {k} | {(time.monotonic() - t0) / 60:.1f} | {rss_mib(url.pid):.0f} | "
+                f"{'; '.join(errors) or 'none'} |",
+                flush=True,
+            )
     return 0
 
 

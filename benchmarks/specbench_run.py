@@ -7,6 +7,7 @@ conditions on the contestant's own first answer. Speedups as Spec-Bench's evalua
 (Spec-Bench's "mean accepted tokens"), and the outputs that differ from our AR. Writes results.json,
 results.md (the leaderboard's table) and report.html (the app's Spec-Bench view) under --out.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,9 @@ def encode_turns(tokenizer, turns: list, answers: list) -> list:
     for turn, answer in zip(turns, answers):
         messages += [{"role": "user", "content": turn}, {"role": "assistant", "content": answer}]
     messages.append({"role": "user", "content": turns[len(answers)]})
-    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    ids = tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
@@ -51,15 +54,30 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int) -> dict
         out["wall_time"].append(sample.wall_s)
         out["token_ids"].append(list(sample.token_ids))
         rounds = (sample.summary or {}).get("rounds")
-        out["forwards"].append(rounds if config.runner == "ours" and config.gamma else
-                               len(sample.token_ids) if config.runner == "ours" else None)
+        out["forwards"].append(
+            rounds
+            if config.runner == "ours" and config.gamma
+            else len(sample.token_ids)
+            if config.runner == "ours"
+            else None
+        )
     return out
 
 
-def run_specbench(target: str = EMBEDDED, drafts=("ngram",), gamma: int = 4, per_category: int | None = 10,
-                  seed: int = 0, max_new_tokens: int = 1024, hf: bool = True, out="specbench-out",
-                  questions=None, progress: bool = True, command: str | None = None,
-                  hf_drafts: tuple | None = None) -> dict:
+def run_specbench(
+    target: str = EMBEDDED,
+    drafts=("ngram",),
+    gamma: int = 4,
+    per_category: int | None = 10,
+    seed: int = 0,
+    max_new_tokens: int = 1024,
+    hf: bool = True,
+    out="specbench-out",
+    questions=None,
+    progress: bool = True,
+    command: str | None = None,
+    hf_drafts: tuple | None = None,
+) -> dict:
     """Race every contestant on a seeded stratified sample of Spec-Bench; write results.json and results.md."""
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
@@ -69,27 +87,47 @@ def run_specbench(target: str = EMBEDDED, drafts=("ngram",), gamma: int = 4, per
     if hf_drafts is not None:  # transformers' rows: greedy and the equivalents of these drafters only
         configs = [c for c in configs if c.runner != "hf" or not c.drafter or c.drafter in hf_drafts]
     runs = sum(len(q["turns"]) for q in chosen) * len(configs)
-    bar = tqdm(total=runs, desc="specbench", unit="turn", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+    bar = tqdm(
+        total=runs, desc="specbench", unit="turn", file=sys.stderr, disable=not progress, dynamic_ncols=True
+    )
     answers = {c.name: {} for c in configs}
     t0 = time.perf_counter()
     for c in configs:  # warm-up, untimed
-        run_config(c, engines, loaded, encode_turns(loaded.tokenizer, chosen[0]["turns"], []),
-                   min(max_new_tokens, WARMUP_TOKENS))
+        run_config(
+            c,
+            engines,
+            loaded,
+            encode_turns(loaded.tokenizer, chosen[0]["turns"], []),
+            min(max_new_tokens, WARMUP_TOKENS),
+        )
     for q in chosen:
         for c in configs:  # interleaved per question
             answers[c.name][q["question_id"]] = answer(c, engines, loaded, q, max_new_tokens)
             bar.update(len(q["turns"]))
     bar.close()
-    results = {"format": "specviz-specbench", "version": 1,
-               "command": command or "python " + shlex.join(sys.argv),
-               "machine": {**machine_info(loaded), "cpu": kernels.cpu_name(), "flags": kernels.cpu_flags()},
-               "date": time.strftime("%Y-%m-%d"), "seconds": round(time.perf_counter() - t0, 1),
-               "settings": {"target": target, "drafts": list(drafts), "gamma": gamma, "per_category": per_category,
-                            "seed": seed, "max_new_tokens": max_new_tokens, "questions": len(chosen),
-                            "temperature": 0.0},
-               "configs": [c.to_dict() for c in configs], "hf_unsupported": unsupported,
-               "questions": [{k: q[k] for k in ("question_id", "category", "group")} for q in chosen],
-               "answers": answers, "leaderboard": leaderboard(configs, answers, chosen)}
+    results = {
+        "format": "specviz-specbench",
+        "version": 1,
+        "command": command or "python " + shlex.join(sys.argv),
+        "machine": {**machine_info(loaded), "cpu": kernels.cpu_name(), "flags": kernels.cpu_flags()},
+        "date": time.strftime("%Y-%m-%d"),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "settings": {
+            "target": target,
+            "drafts": list(drafts),
+            "gamma": gamma,
+            "per_category": per_category,
+            "seed": seed,
+            "max_new_tokens": max_new_tokens,
+            "questions": len(chosen),
+            "temperature": 0.0,
+        },
+        "configs": [c.to_dict() for c in configs],
+        "hf_unsupported": unsupported,
+        "questions": [{k: q[k] for k in ("question_id", "category", "group")} for q in chosen],
+        "answers": answers,
+        "leaderboard": leaderboard(configs, answers, chosen),
+    }
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -100,27 +138,37 @@ def run_specbench(target: str = EMBEDDED, drafts=("ngram",), gamma: int = 4, per
 
 def html(results: dict) -> str:
     """A standalone page: the Spec-Bench view the app shows (table, caption, chart), styled by specviz.css."""
-    return ('<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: Spec-Bench</title>'
-            f'<style>{CSS_PATH.read_text(encoding="utf-8")}\nbody {{ font-family: system-ui, sans-serif; margin: 2em; }}'
-            f'</style></head><body><h1>Spec-Bench</h1>{render_leaderboard(results)}</body></html>\n')
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>specviz: Spec-Bench</title>'
+        f"<style>{CSS_PATH.read_text(encoding='utf-8')}\nbody {{ font-family: system-ui, sans-serif; margin: 2em; }}"
+        f"</style></head><body><h1>Spec-Bench</h1>{render_leaderboard(results)}</body></html>\n"
+    )
 
 
 def leaderboard(configs, answers: dict, chosen: list) -> list:
     """Per contestant: Spec-Bench's speedup over our AR per column and overall (with the median per-question
     ratio), tokens per target forward, and the questions whose output differs from our AR's."""
     groups = {q["question_id"]: q["group"] for q in chosen}
-    speed = {name: {qid: sb.question_speed(a["new_tokens"], a["wall_time"]) for qid, a in rows.items()}
-             for name, rows in answers.items()}
+    speed = {
+        name: {qid: sb.question_speed(a["new_tokens"], a["wall_time"]) for qid, a in rows.items()}
+        for name, rows in answers.items()
+    }
     out = []
     for c in configs:
         rows = answers[c.name]
         forwards = [f for a in rows.values() for f in a["forwards"]]
         tokens = sum(sum(a["new_tokens"]) for a in rows.values())
         differ = sum(a["token_ids"] != answers[AR][qid]["token_ids"] for qid, a in rows.items())
-        out.append({"config": c.name, "label": c.label, "speedups": sb.speedups(speed[c.name], speed[AR], groups),
-                    "tokens_per_s": statistics.fmean(speed[c.name].values()),
-                    "tokens_per_forward": tokens / sum(forwards) if forwards and None not in forwards else None,
-                    "differ_from_ar": differ})
+        out.append(
+            {
+                "config": c.name,
+                "label": c.label,
+                "speedups": sb.speedups(speed[c.name], speed[AR], groups),
+                "tokens_per_s": statistics.fmean(speed[c.name].values()),
+                "tokens_per_forward": tokens / sum(forwards) if forwards and None not in forwards else None,
+                "differ_from_ar": differ,
+            }
+        )
     return out
 
 
@@ -128,23 +176,35 @@ def markdown(results: dict) -> str:
     """The leaderboard's table: speedup per column and overall (median per-question ratio in brackets)."""
     s, m = results["settings"], results["machine"]
     head = ["method", *sb.GROUPS, "overall", "tokens / forward", "tok/s", "outputs ≠ our AR"]
-    lines = [f"# Spec-Bench on {s['target']} ({results['date']})", "",
-             f"`{results['command']}`", "",
-             f"{m['cpu']} ({m['cpu_count']} CPUs, {m['threads']} torch threads), torch {m['torch']}, {m['dtype']}; "
-             f"{s['questions']} questions ({s['per_category']} per category, seed {s['seed']}; MT-bench both turns), "
-             f"greedy, γ = {s['gamma']}, at most {s['max_new_tokens']} new tokens per turn (Spec-Bench: 1024); "
-             f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "
-             "column's questions (Spec-Bench's evaluation/speed.py); the median per-question ratio in brackets.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = [
+        f"# Spec-Bench on {s['target']} ({results['date']})",
+        "",
+        f"`{results['command']}`",
+        "",
+        f"{m['cpu']} ({m['cpu_count']} CPUs, {m['threads']} torch threads), torch {m['torch']}, {m['dtype']}; "
+        f"{s['questions']} questions ({s['per_category']} per category, seed {s['seed']}; MT-bench both turns), "
+        f"greedy, γ = {s['gamma']}, at most {s['max_new_tokens']} new tokens per turn (Spec-Bench: 1024); "
+        f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "
+        "column's questions (Spec-Bench's evaluation/speed.py); the median per-question ratio in brackets.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
     for row in results["leaderboard"]:
         cells = [row["label"]]
         for group in (*sb.GROUPS, "overall"):
             v = row["speedups"].get(group)
             cells.append(f"{v['speedup']:.2f}× ({v['median_ratio']:.2f})" if v else "–")
         tpf = row["tokens_per_forward"]
-        cells += [f"{tpf:.2f}" if tpf else "–", f"{row['tokens_per_s']:.1f}",
-                  f"{row['differ_from_ar']}/{s['questions']}"]
+        cells += [
+            f"{tpf:.2f}" if tpf else "–",
+            f"{row['tokens_per_s']:.1f}",
+            f"{row['differ_from_ar']}/{s['questions']}",
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if results["hf_unsupported"]:
-        lines += ["", "No transformers counterpart for: " + ", ".join(f"`{d}`" for d in results["hf_unsupported"])]
+        lines += [
+            "",
+            "No transformers counterpart for: " + ", ".join(f"`{d}`" for d in results["hf_unsupported"]),
+        ]
     return "\n".join(lines) + "\n"

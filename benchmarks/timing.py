@@ -4,6 +4,7 @@ Timing is wall clock (`time.perf_counter`) from the call to the last generated t
 sees it: for our engine that includes building and consuming every event, and excludes the few
 target forwards it spends after the last token to calibrate c and v (see `time_ours`).
 """
+
 from __future__ import annotations
 
 import collections
@@ -17,12 +18,15 @@ from engine.metrics import position_counts
 
 from .bench_stats import _ratio
 
-OVERHEAD_TARGET = 0.03  # the event stream may cost at most 3% tokens/s against a lean run (the bench checks it)
+OVERHEAD_TARGET = (
+    0.03  # the event stream may cost at most 3% tokens/s against a lean run (the bench checks it)
+)
 
 
 @dataclass
 class BenchConfig:
     """One contestant: our engine (AR or a drafter at γ) or transformers' generate (greedy or assisted)."""
+
     name: str  # unique key: "ours/ar", "ours/<spec>/g<γ>", "hf/greedy", "hf/<spec>/g<γ>"
     label: str  # for tables and legends
     runner: str  # "ours" or "hf"
@@ -32,13 +36,20 @@ class BenchConfig:
     hf_args: dict = field(default_factory=dict)  # the same, JSON-safe, for the report
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "label": self.label, "runner": self.runner, "drafter": self.drafter,
-                "gamma": self.gamma, "hf_args": self.hf_args}
+        return {
+            "name": self.name,
+            "label": self.label,
+            "runner": self.runner,
+            "drafter": self.drafter,
+            "gamma": self.gamma,
+            "hf_args": self.hf_args,
+        }
 
 
 @dataclass
 class Sample:
     """One timed run."""
+
     token_ids: list  # generated ids (EOS included when it ended the run)
     wall_s: float  # caller-side wall clock, call -> last token
     summary: dict | None = None  # our engine's summary (None for transformers)
@@ -72,7 +83,9 @@ def time_ours(engine: Engine, ids: list, cfg: GenerationConfig, mode: str, on_ev
     return Sample(list(finished.token_ids), t_last - t0, dict(finished.summary), drafted, accepted)
 
 
-def measure_overhead(engine: Engine, drafter: str, ids: list, gamma: int, max_new_tokens: int, pairs: int, tick=None) -> dict:
+def measure_overhead(
+    engine: Engine, drafter: str, ids: list, gamma: int, max_new_tokens: int, pairs: int, tick=None
+) -> dict:
     """The same speculative run consuming events normally (record_topk=5, kept in a list) vs lean
     (record_topk=0, drained by a deque(maxlen=0)); interleaved pairs, order alternating.
 
@@ -99,7 +112,7 @@ def measure_overhead(engine: Engine, drafter: str, ids: list, gamma: int, max_ne
         lean.append(time.perf_counter() - t0)
 
     for i in range(pairs):
-        for run in ((run_normal, run_lean) if i % 2 == 0 else (run_lean, run_normal)):
+        for run in (run_normal, run_lean) if i % 2 == 0 else (run_lean, run_normal):
             run()
             if tick:
                 tick()
@@ -107,10 +120,18 @@ def measure_overhead(engine: Engine, drafter: str, ids: list, gamma: int, max_ne
     core_lean = [x - t for x, t in zip(lean, tails)]
     # the fastest of each: noise from other processes only ever adds time (as timeit reports the minimum)
     ratio = _ratio(min(core_normal, default=None), min(core_lean, default=None))
-    return {"drafter": drafter, "gamma": gamma, "max_new_tokens": max_new_tokens, "pairs": pairs,
-            "normal_s": normal, "lean_s": lean, "calibration_s": tails,
-            "raw_ratio": _ratio(min(normal, default=None), min(lean, default=None)), "ratio": ratio,
-            "median_pair_ratio": costmodel.median(_ratio(n, x) for n, x in zip(core_normal, core_lean)),
-            "overhead_pct": (ratio - 1) * 100 if ratio else None,
-            "target_pct": OVERHEAD_TARGET * 100,
-            "within_target": ratio is not None and ratio <= 1 + OVERHEAD_TARGET}
+    return {
+        "drafter": drafter,
+        "gamma": gamma,
+        "max_new_tokens": max_new_tokens,
+        "pairs": pairs,
+        "normal_s": normal,
+        "lean_s": lean,
+        "calibration_s": tails,
+        "raw_ratio": _ratio(min(normal, default=None), min(lean, default=None)),
+        "ratio": ratio,
+        "median_pair_ratio": costmodel.median(_ratio(n, x) for n, x in zip(core_normal, core_lean)),
+        "overhead_pct": (ratio - 1) * 100 if ratio else None,
+        "target_pct": OVERHEAD_TARGET * 100,
+        "within_target": ratio is not None and ratio <= 1 + OVERHEAD_TARGET,
+    }

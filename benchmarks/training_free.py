@@ -7,6 +7,7 @@ step at its most common size n = v_n rows). Spec-Bench questions, 2 per category
 A drafter may be a benchmark contestant SPEC+tree=BUDGETxBRANCHING (benchmarks/harness.py: contestant), e.g.
 eagle+tree=16x4.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,21 +31,29 @@ def main(argv=None) -> None:
     target = load_model("embedded")
     questions = sample(load_questions(), args.per_category, seed=0)
     engines = {d: Engine(target, contestant(d)[0]) for d in args.drafts.split(",")}  # SPEC or SPEC+tree=BxW
-    cfgs = {d: GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0, **contestant(d)[1])
-            for d in engines}
+    cfgs = {
+        d: GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0, **contestant(d)[1])
+        for d in engines
+    }
     rows = {d: [] for d in engines}
     for q in questions:  # every drafter on a question before the next: interleaved
         for d, engine in engines.items():
             rows[d].append(list(engine.generate(q["turns"][0], cfgs[d]))[-1].summary)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-    print(f"{cpu}; {len(questions)} Spec-Bench first turns, greedy, γ = 4, "
-          f"{args.max_new_tokens} tokens; medians over the questions\n")
+    cpu = next(
+        (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?"
+    )
+    print(
+        f"{cpu}; {len(questions)} Spec-Bench first turns, greedy, γ = 4, "
+        f"{args.max_new_tokens} tokens; medians over the questions\n"
+    )
     print("| drafter | α | tokens / forward | c | v | n (forward rows, most common) |")
     print("|---|---|---|---|---|---|")
     for d, summaries in rows.items():
         med = lambda k: statistics.median([s[k] for s in summaries if s.get(k) is not None] or [float("nan")])  # noqa
-        print(f"| `{d}` | {med('alpha'):.2f} | {med('mean_accepted_length'):.2f} | {med('c'):.3f} | {med('v'):.2f} | "
-              f"{med('v_n'):.0f} |")
+        print(
+            f"| `{d}` | {med('alpha'):.2f} | {med('mean_accepted_length'):.2f} | {med('c'):.3f} | {med('v'):.2f} | "
+            f"{med('v_n'):.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -11,12 +11,18 @@ metrics, costmodel, sizing, specs) stay torch-free for renderers and traces. The
 runtime/ (models, the KV cache, the lean forward), sampling/ (the acceptance rules), heads/ (trained
 draft heads), drafters/ (one file per family), decode/ (the engine, the race, beam search).
 """
+
 import importlib
 
 _EXPORTS = {
-    "Engine": "engine.decode.engine", "RunResult": "engine.decode.engine", "GenerationConfig": "engine.config",
-    "ModelLoadError": "engine.specs", "load_model": "engine.runtime.models", "read_trace": "engine.events",
-    "write_trace": "engine.events", "summarize": "engine.metrics",
+    "Engine": "engine.decode.engine",
+    "RunResult": "engine.decode.engine",
+    "GenerationConfig": "engine.config",
+    "ModelLoadError": "engine.specs",
+    "load_model": "engine.runtime.models",
+    "read_trace": "engine.events",
+    "write_trace": "engine.events",
+    "summarize": "engine.metrics",
 }
 __all__ = list(_EXPORTS)
 

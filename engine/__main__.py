@@ -1,5 +1,6 @@
 """Command line: `python -m engine generate --prompt TEXT [...]`; `python -m engine kernels` prints this host's
 measured kernel plan, `python -m engine roofline` its roofline (the benchmark: `python -m benchmarks`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,41 +17,70 @@ def _generate(args) -> int:
     from .decode.engine import Engine
     from .events import write_trace
 
-    cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                           top_k=args.top_k, top_p=args.top_p, seed=args.seed, raw=args.raw,
-                           adaptive=args.adaptive, p_min=args.p_min, tree_budget=args.tree_budget,
-                           tree_branching=args.tree_branching, num_beams=args.num_beams)
-    engine = Engine.load(args.target, args.draft, device=args.device, dtype=args.dtype,
-                         trust_remote_code=args.trust_remote_code)
+    cfg = GenerationConfig(
+        gamma=args.gamma,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        raw=args.raw,
+        adaptive=args.adaptive,
+        p_min=args.p_min,
+        tree_budget=args.tree_budget,
+        tree_branching=args.tree_branching,
+        num_beams=args.num_beams,
+    )
+    engine = Engine.load(
+        args.target,
+        args.draft,
+        device=args.device,
+        dtype=args.dtype,
+        trust_remote_code=args.trust_remote_code,
+    )
     threads = {} if args.race_threads is None else {"race_threads": args.race_threads or None}
     result = engine.run(args.prompt, cfg, compare_ar=args.compare_ar, **threads)
     if args.trace:
         write_trace(args.trace, result.events)
     s = result.summary
     if args.json:
-        out = {"text": result.text, "token_ids": result.token_ids, **{k: v for k, v in s.items() if k != "mode"}}
+        out = {
+            "text": result.text,
+            "token_ids": result.token_ids,
+            **{k: v for k, v in s.items() if k != "mode"},
+        }
         print(json.dumps(out))
     elif cfg.num_beams > 1:
         print(result.text)
-        line = (f"\n[beam search B={s['num_beams']}: score {s['score']:.4f}, {s['steps']} steps in {s['target_forwards']} "
-                f"target forwards ({s['forwards_saved']} saved), {s['tokens_per_s']:.1f} tok/s")
+        line = (
+            f"\n[beam search B={s['num_beams']}: score {s['score']:.4f}, {s['steps']} steps in {s['target_forwards']} "
+            f"target forwards ({s['forwards_saved']} saved), {s['tokens_per_s']:.1f} tok/s"
+        )
         if args.compare_ar:
-            line += (f"; plain beam search {s['ar_target_forwards']} forwards, raced side by side: speedup "
-                     f"{s['speedup']:.2f}x, {'same beams' if s['identical_to_ar'] else 'different beams'}")
+            line += (
+                f"; plain beam search {s['ar_target_forwards']} forwards, raced side by side: speedup "
+                f"{s['speedup']:.2f}x, {'same beams' if s['identical_to_ar'] else 'different beams'}"
+            )
         print(line + "]", file=sys.stderr)
     else:
         print(result.text)
         alpha = f"α {s['alpha']:.2f} per token" if s.get("alpha") is not None else "no drafts tested"
-        line = (f"\n[{s['rounds']} rounds, {s['accepted']}/{s['drafted']} drafts accepted ({alpha}), "
-                f"{s['mean_accepted_length']:.2f} tokens/forward, {s['tokens_per_s']:.1f} tok/s")
+        line = (
+            f"\n[{s['rounds']} rounds, {s['accepted']}/{s['drafted']} drafts accepted ({alpha}), "
+            f"{s['mean_accepted_length']:.2f} tokens/forward, {s['tokens_per_s']:.1f} tok/s"
+        )
         if args.compare_ar:
-            line += (f"; AR {s['ar_tokens_per_s']:.1f} tok/s, raced side by side: speedup {s['speedup']:.2f}x "
-                     f"(predicted {(s['predicted_speedup'] or 0):.2f}x, {s.get('threads') or '?'} CPU thread(s) per lane), "
-                     f"{'identical' if s['identical_to_ar'] else 'different'} output")
+            line += (
+                f"; AR {s['ar_tokens_per_s']:.1f} tok/s, raced side by side: speedup {s['speedup']:.2f}x "
+                f"(predicted {(s['predicted_speedup'] or 0):.2f}x, {s.get('threads') or '?'} CPU thread(s) per lane), "
+                f"{'identical' if s['identical_to_ar'] else 'different'} output"
+            )
             share = s.get("bandwidth")
             if share:
-                line += (f"; AR step {share['step_s'] * 1e3:.1f} ms = {share['share']:.0%} of the bandwidth bound "
-                         f"({share['read_bytes'] / 1e9:.3f} GB ÷ {share['bandwidth'] / 1e9:.1f} GB/s)")
+                line += (
+                    f"; AR step {share['step_s'] * 1e3:.1f} ms = {share['share']:.0%} of the bandwidth bound "
+                    f"({share['read_bytes'] / 1e9:.3f} GB ÷ {share['bandwidth'] / 1e9:.1f} GB/s)"
+                )
         if s.get("timing_flags"):
             line += "; WARNING machine was busy: timing unreliable (" + "; ".join(s["timing_flags"]) + ")"
         print(line + "]", file=sys.stderr)
@@ -91,9 +121,11 @@ def _roofline(args) -> int:
     ids = torch.randint(0, 1000, (1, ctx + ns[-1]))
     for threads in sorted({1, torch.get_num_threads()}):
         r = {**roofline.machine(threads, refresh=args.refresh), **costs}
-        print(f"{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s, fp32 matmul {r['flops'] / 1e9:.0f} "
-              f"GFLOP/s (measured {r['measured']}); weights {r['weight_bytes'] / 1e6:.0f} MB, ridge n* = "
-              f"{costmodel.ridge(ctx, r):.0f} at {ctx} cached tokens")
+        print(
+            f"{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s, fp32 matmul {r['flops'] / 1e9:.0f} "
+            f"GFLOP/s (measured {r['measured']}); weights {r['weight_bytes'] / 1e6:.0f} MB, ridge n* = "
+            f"{costmodel.ridge(ctx, r):.0f} at {ctx} cached tokens"
+        )
         times = {n: [] for n in ns}
         with torch_threads(threads), torch.inference_mode():
             cache = KVCache.for_model(target.model, ctx + ns[-1] + 1)
@@ -101,20 +133,24 @@ def _roofline(args) -> int:
             for _ in range(args.reps):
                 for n in ns:
                     t = time.perf_counter()
-                    forward(ids[:, ctx:ctx + n], cache)
+                    forward(ids[:, ctx : ctx + n], cache)
                     times[n].append(time.perf_counter() - t)
                     cache.truncate(ctx)
         for n in ns:
             t_n = statistics.median(times[n])
             memory, compute = costmodel.floors(n, ctx, r)
-            print(f"  n={n:2d}: t(n) {t_n * 1e3:6.1f} ms  memory floor {memory * 1e3:5.1f} ms  compute floor "
-                  f"{compute * 1e3:5.1f} ms  t / roofline {costmodel.gap(t_n, n, ctx, r):.2f}"
-                  + (f"  ({1 / t_n:.1f} tok/s = {memory / t_n:.0%} of the bandwidth bound)" if n == 1 else ""))
+            print(
+                f"  n={n:2d}: t(n) {t_n * 1e3:6.1f} ms  memory floor {memory * 1e3:5.1f} ms  compute floor "
+                f"{compute * 1e3:5.1f} ms  t / roofline {costmodel.gap(t_n, n, ctx, r):.2f}"
+                + (f"  ({1 / t_n:.1f} tok/s = {memory / t_n:.0%} of the bandwidth bound)" if n == 1 else "")
+            )
     return 0
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine", description="specviz speculative decoding engine")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine", description="specviz speculative decoding engine"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     g = sub.add_parser("generate", help="generate from one prompt")
     g.add_argument("--prompt", required=True, help="the user message (chat template applied unless --raw)")
@@ -128,29 +164,56 @@ def main(argv=None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--raw", action="store_true", help="send the prompt without the chat template")
     g.add_argument("--adaptive", default="fixed", choices=["fixed", "heuristic"], help="γ schedule")
-    g.add_argument("--p-min", type=float, default=0.0, help="confidence threshold for model drafters (0 = off)")
-    g.add_argument("--tree-budget", type=int, default=0, help="tree speculation: draft nodes per round (0 = chain)")
+    g.add_argument(
+        "--p-min", type=float, default=0.0, help="confidence threshold for model drafters (0 = off)"
+    )
+    g.add_argument(
+        "--tree-budget", type=int, default=0, help="tree speculation: draft nodes per round (0 = chain)"
+    )
     g.add_argument("--tree-branching", type=int, default=2, help="tree speculation: children tried per node")
-    g.add_argument("--num-beams", type=int, default=1,
-                   help="beam search width B, 2..8 (greedy; --draft ngram[:N] or self); 1 = off")
-    g.add_argument("--compare-ar", action="store_true", help="race the autoregressive baseline, interleaved round by round, and compare")
-    g.add_argument("--race-threads", type=int, default=None, metavar="N",
-                   help="CPU threads both race lanes compute with (0 = torch's default; default "
-                        "$SPECVIZ_RACE_THREADS or 1: an outside load then slows both lanes alike)")
+    g.add_argument(
+        "--num-beams",
+        type=int,
+        default=1,
+        help="beam search width B, 2..8 (greedy; --draft ngram[:N] or self); 1 = off",
+    )
+    g.add_argument(
+        "--compare-ar",
+        action="store_true",
+        help="race the autoregressive baseline, interleaved round by round, and compare",
+    )
+    g.add_argument(
+        "--race-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads both race lanes compute with (0 = torch's default; default "
+        "$SPECVIZ_RACE_THREADS or 1: an outside load then slows both lanes alike)",
+    )
     g.add_argument("--trace", metavar="FILE.json", help="write every event to a JSON trace")
     g.add_argument("--json", action="store_true", help="print one JSON object as the last line of stdout")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: automatic)")
     g.add_argument("--dtype", default=None, help="fp32, bf16, fp16 (default: bf16 on CUDA, fp32 on CPU)")
-    g.add_argument("--trust-remote-code", action="store_true", help="allow a hub model's own code (off by default)")
+    g.add_argument(
+        "--trust-remote-code", action="store_true", help="allow a hub model's own code (off by default)"
+    )
     k = sub.add_parser("kernels", help="print the lean forward's measured kernel plan for this host")
     k.add_argument("--target", default="embedded")
     k.add_argument("--dtype", default=None, help="fp32 (default on CPU) or bf16")
-    k.add_argument("--refresh", action="store_true", help="measure again instead of reading this host's cache")
-    r = sub.add_parser("roofline", help="this host's bandwidth, matmul throughput and the lean forward against them")
+    k.add_argument(
+        "--refresh", action="store_true", help="measure again instead of reading this host's cache"
+    )
+    r = sub.add_parser(
+        "roofline", help="this host's bandwidth, matmul throughput and the lean forward against them"
+    )
     r.add_argument("--target", default="embedded")
     r.add_argument("--context", type=int, default=300, help="cached tokens before the timed forwards")
     r.add_argument("--reps", type=int, default=9)
-    r.add_argument("--refresh", action="store_true", help="measure the bandwidth and throughput again (not from the cache)")
+    r.add_argument(
+        "--refresh",
+        action="store_true",
+        help="measure the bandwidth and throughput again (not from the cache)",
+    )
     args = parser.parse_args(argv)
     try:
         run = {"kernels": _kernels, "roofline": _roofline}.get(args.command, _generate)

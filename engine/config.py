@@ -1,4 +1,5 @@
 """One dataclass holds every per-run setting; it validates itself with messages meant for users."""
+
 from __future__ import annotations
 
 import math
@@ -7,7 +8,10 @@ from dataclasses import asdict, dataclass
 
 MAX_GAMMA = 16
 MAX_BATCH = 16  # sequences in one batched run (engine/decode/batch.py)
-MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0  # logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already
+MIN_TEMPERATURE, MAX_TEMPERATURE = (
+    0.01,
+    100.0,
+)  # logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already
 TEMPERATURE_RANGE = f"0 (greedy) or between {MIN_TEMPERATURE} and {MAX_TEMPERATURE:g}"
 MAX_SEED = 2**63 - 1  # torch's generator takes a signed 64-bit seed
 WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message says it)
@@ -35,8 +39,9 @@ def plain_number(raw: str, whole: bool = False) -> float | int:
 
 
 TYPICAL_DEFAULT = (0.09, 0.3)  # Medusa-2's ε and δ (δ = sqrt ε)
-ACCEPT_RANGE = ("'exact' (lossless), or 'typical' / 'typical:EPS,DELTA' (lossy) with EPS in (0, 1] and DELTA in "
-                "(0, 1]")
+ACCEPT_RANGE = (
+    "'exact' (lossless), or 'typical' / 'typical:EPS,DELTA' (lossy) with EPS in (0, 1] and DELTA in (0, 1]"
+)
 
 
 def typical_params(text: str) -> tuple[float, float]:
@@ -55,7 +60,10 @@ def typical_params(text: str) -> tuple[float, float]:
 
 def normal_accept(value) -> str:
     """The acceptance rule's normal form: "exact" or "typical:EPS,DELTA" (checked)."""
-    if not isinstance(value, str) or "".join(value.split()).lower().partition(":")[0] not in ("exact", "typical"):
+    if not isinstance(value, str) or "".join(value.split()).lower().partition(":")[0] not in (
+        "exact",
+        "typical",
+    ):
         raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(value)}")
     value = "".join(value.split()).lower()  # spaces anywhere dropped, as drafter specs' are
     if value == "exact":
@@ -92,9 +100,13 @@ class GenerationConfig:
     p_min: float = 0.0  # confidence threshold in [0, 1): a model drafter stops when its top q is below it
     tree_budget: int = 0  # tree speculation: at most this many draft nodes per round (0 = a chain of γ)
     tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
-    time_limit_s: float | None = None  # wall seconds (prefill included) after which the run stops; None = none
+    time_limit_s: float | None = (
+        None  # wall seconds (prefill included) after which the run stops; None = none
+    )
     num_beams: int = 1  # beam search width B, 2..8 (engine/decode/beam.py; greedy, chain drafts); 1 = off
-    accept: str = "exact"  # the acceptance rule: "exact" (lossless), or "typical:EPS,DELTA" (LOSSY, Medusa-2's)
+    accept: str = (
+        "exact"  # the acceptance rule: "exact" (lossless), or "typical:EPS,DELTA" (LOSSY, Medusa-2's)
+    )
 
     def __post_init__(self):
         for name, (low, high, allowed) in WHOLE_SETTINGS.items():
@@ -119,17 +131,26 @@ class GenerationConfig:
         if self.time_limit_s is not None:
             _number("time_limit_s", self.time_limit_s, "in (0, 86400] seconds or None")
             if not 0 < self.time_limit_s <= 86400:
-                raise ValueError(f"time_limit_s must be in (0, 86400] seconds or None, got {self.time_limit_s!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
-                                      or not 0 <= self.seed <= MAX_SEED):
-            raise ValueError(f"seed must be a whole number in 0..2**63-1 (or None), got {short_repr(self.seed)}")
+                raise ValueError(
+                    f"time_limit_s must be in (0, 86400] seconds or None, got {self.time_limit_s!r}"
+                )
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED
+        ):
+            raise ValueError(
+                f"seed must be a whole number in 0..2**63-1 (or None), got {short_repr(self.seed)}"
+            )
         if self.num_beams > 1 and (self.temperature != 0 or self.tree_budget):
-            raise ValueError(f"num_beams > 1 (beam search) needs temperature 0 and tree_budget 0, got temperature "
-                             f"{self.temperature!r} and tree_budget {self.tree_budget!r}")
+            raise ValueError(
+                f"num_beams > 1 (beam search) needs temperature 0 and tree_budget 0, got temperature "
+                f"{self.temperature!r} and tree_budget {self.tree_budget!r}"
+            )
         object.__setattr__(self, "accept", normal_accept(self.accept))
         if self.lossy and self.num_beams > 1:
-            raise ValueError(f"accept={self.accept!r} (lossy typical acceptance) is for chains and trees: it needs "
-                             f"num_beams 1, got num_beams {self.num_beams!r}")
+            raise ValueError(
+                f"accept={self.accept!r} (lossy typical acceptance) is for chains and trees: it needs "
+                f"num_beams 1, got num_beams {self.num_beams!r}"
+            )
         if not isinstance(self.raw, bool):
             raise ValueError(f"raw must be true or false, got {short_repr(self.raw)}")
 

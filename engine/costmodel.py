@@ -18,6 +18,7 @@ Costs are in units of one plain target step t(1), the time AR decoding pays per 
     predicted speedup = Σ_rounds E(α, γ_r) / Σ_rounds (γ_r·c + v(γ_r + 1))
 which for a fixed γ is the textbook E / (γc + v(γ+1)).
 """
+
 from __future__ import annotations
 
 import collections
@@ -26,10 +27,19 @@ import statistics
 
 BUSY = "machine was busy: timing unreliable"
 DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not one cost
-SPREAD_LIMIT = 0.35  # round times whose interquartile range exceeds this share of their median are not one cost
-CONTENTION_LIMIT = 0.10  # share of a race lane's compute under CPU contention above which its timing is flagged
+SPREAD_LIMIT = (
+    0.35  # round times whose interquartile range exceeds this share of their median are not one cost
+)
+CONTENTION_LIMIT = (
+    0.10  # share of a race lane's compute under CPU contention above which its timing is flagged
+)
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
-CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)  # bins of a drafter's confidence, max q at a position (auto, heads' calibration)
+CONFIDENCE_EDGES = (
+    0.2,
+    0.4,
+    0.6,
+    0.8,
+)  # bins of a drafter's confidence, max q at a position (auto, heads' calibration)
 PRIOR_SLOPE = 0.1  # extra verify cost per token, in target steps, before two multi-token sizes are seen
 
 
@@ -44,8 +54,9 @@ def tested_counts(accepted: int, rejections: int, drafted: int) -> str:
     rejections; a draft after a round's first rejection is never tested)."""
     tested = accepted + rejections
     untested = max(drafted - tested, 0)
-    return (f"{accepted} of {tested} tested draft{'s' if tested != 1 else ''} accepted"
-            + (f"; {untested} more never tested" if untested else ""))
+    return f"{accepted} of {tested} tested draft{'s' if tested != 1 else ''} accepted" + (
+        f"; {untested} more never tested" if untested else ""
+    )
 
 
 def expected_tokens(alpha: float, gamma: float) -> float:
@@ -193,8 +204,18 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
     round_s is the whole round; the verify cost of a round is round_s − draft_s. Returns the fields of
     the summary that belong to the cost model, with `timing_flags` naming anything that cannot be right.
     """
-    out = {"target_step_s": step_s, "step_source": step_source, "c": None, "v": None, "v_n": None, "v_points": {},
-           "c_spread": None, "v_spread": None, "step_spread": spread(ar_step_times or []), "timing_flags": []}
+    out = {
+        "target_step_s": step_s,
+        "step_source": step_source,
+        "c": None,
+        "v": None,
+        "v_n": None,
+        "v_points": {},
+        "c_spread": None,
+        "v_spread": None,
+        "step_spread": spread(ar_step_times or []),
+        "timing_flags": [],
+    }
     flags = out["timing_flags"]
     if not step_s or step_s <= 0 or not math.isfinite(step_s):
         return out
@@ -218,8 +239,9 @@ def costs(rounds: list, step_s: float | None, step_source: str, ar_step_times: l
         flags.append(f"draft cost c = {out['c']:.3f} < 0 is impossible")
     for n, v in out["v_points"].items():
         if v < 0.9:
-            flags.append(f"verifying {n} tokens measured at v = {v:.2f} target steps: less than one step "
-                         f"is impossible")
+            flags.append(
+                f"verifying {n} tokens measured at v = {v:.2f} target steps: less than one step is impossible"
+            )
         elif v > 1.5 * n + 1:
             flags.append(f"verifying {n} tokens measured at v = {v:.1f} target steps: far above {n}")
     for name, value in (("target step", out["step_spread"]), (f"verify of {common} tokens", out["v_spread"])):
@@ -242,19 +264,32 @@ def prediction(alpha_: float | None, gammas: list, c: float | None, v_points: di
     step). round_gammas: [[γ, rounds], ...], the histogram the sums run over (what the page prints)."""
     hist = [[g, n] for g, n in sorted(collections.Counter(gammas).items())]
     if alpha_ is None or c is None or not gammas:
-        return {"expected_tokens": None, "predicted_speedup": None, "model_tokens": None, "model_steps": None,
-                "round_gammas": hist}
+        return {
+            "expected_tokens": None,
+            "predicted_speedup": None,
+            "model_tokens": None,
+            "model_steps": None,
+            "round_gammas": hist,
+        }
     curve = verify_curve({1: 1.0, **v_points})
     tokens = sum(expected_tokens(alpha_, g) for g in gammas)
     cost = sum(g * c + curve(g + 1) for g in gammas)
-    return {"expected_tokens": tokens / len(gammas), "predicted_speedup": tokens / cost if cost > 0 else None,
-            "model_tokens": tokens, "model_steps": cost, "round_gammas": hist}  # pooled over runs: Σ tokens / Σ steps
+    return {
+        "expected_tokens": tokens / len(gammas),
+        "predicted_speedup": tokens / cost if cost > 0 else None,
+        "model_tokens": tokens,
+        "model_steps": cost,
+        "round_gammas": hist,
+    }  # pooled over runs: Σ tokens / Σ steps
 
 
 def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:
     """[(γ, E, predicted speedup)] for a fixed γ = 1..max_gamma, v(γ+1) from the measured points."""
     at = verify_curve({1: 1.0, **v_points})
-    return [(g, expected_tokens(alpha_, g), predicted_speedup(alpha_, g, c, at(g + 1))) for g in range(1, max_gamma + 1)]
+    return [
+        (g, expected_tokens(alpha_, g), predicted_speedup(alpha_, g, c, at(g + 1)))
+        for g in range(1, max_gamma + 1)
+    ]
 
 
 def contention(*finished_summaries) -> list:
@@ -263,7 +298,9 @@ def contention(*finished_summaries) -> list:
     shares = [s.get("contended_share") for s in finished_summaries if isinstance(s, dict)]
     shares = [x for x in shares if isinstance(x, (int, float)) and not isinstance(x, bool)]
     if shares and max(shares) > CONTENTION_LIMIT:
-        return [f"other processes wanted more CPU than the race left free for {max(shares):.0%} of a lane's compute"]
+        return [
+            f"other processes wanted more CPU than the race left free for {max(shares):.0%} of a lane's compute"
+        ]
     return []
 
 
@@ -283,8 +320,14 @@ def compare_lanes(spec_step_s: float | None, ar_step_s: float | None) -> list:
 #     memory floor(n)  = (weight bytes + (context + n) · KV bytes per position) / bandwidth
 #     compute floor(n) = n · (FLOPs per token + (context + n) · attention FLOPs per position) / throughput
 #     ridge n*         = the n where they meet; bandwidth share of a step = memory floor(1) / measured t(1)
-ROOF_FIELDS = ("bandwidth", "flops", "weight_bytes", "flops_per_token", "kv_bytes_per_position",
-               "attn_flops_per_position")
+ROOF_FIELDS = (
+    "bandwidth",
+    "flops",
+    "weight_bytes",
+    "flops_per_token",
+    "kv_bytes_per_position",
+    "attn_flops_per_position",
+)
 
 
 def roof(host) -> dict | None:
@@ -292,8 +335,11 @@ def roof(host) -> dict | None:
     if not isinstance(host, dict):
         return None
     values = {k: host.get(k) for k in ROOF_FIELDS}
-    ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-             for k, v in values.items() if k != "attn_flops_per_position")
+    ok = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        for k, v in values.items()
+        if k != "attn_flops_per_position"
+    )
     attn = values["attn_flops_per_position"]
     if not ok or not (isinstance(attn, (int, float)) and not isinstance(attn, bool) and attn >= 0):
         return None
@@ -334,5 +380,12 @@ def bandwidth_share(step_s: float | None, context: float, host) -> dict | None:
         return None
     read = r["weight_bytes"] + (context + 1) * r["kv_bytes_per_position"]
     floor = read / r["bandwidth"]
-    return {"read_bytes": read, "bandwidth": r["bandwidth"], "floor_s": floor, "bound_tokens_per_s": 1 / floor,
-            "step_s": float(step_s), "share": floor / step_s, "context": float(context)}
+    return {
+        "read_bytes": read,
+        "bandwidth": r["bandwidth"],
+        "floor_s": floor,
+        "bound_tokens_per_s": 1 / floor,
+        "step_s": float(step_s),
+        "share": floor / step_s,
+        "context": float(context),
+    }

@@ -5,6 +5,7 @@ tensors) carrying its `round` and absolute token positions (`pos`), so a rendere
 state and a whole run can be written to JSON and read back into equal objects.
 Top-k alternatives are lists of `[token_id, token_text, prob]`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,6 +23,7 @@ TRACE_VERSION = 1
 @dataclass(frozen=True, kw_only=True)
 class RunStarted:
     """A run begins: its configuration and the prompt as the target sees it."""
+
     kind: ClassVar[str] = "run_started"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int  # always 0
@@ -37,12 +39,15 @@ class RunStarted:
     prompt_tokens: list  # text of each prompt token
     pos: int  # position of the first generated token (= prompt length)
     threads: int = 0  # CPU torch threads the run computed with (0: not recorded, or not a CPU)
-    host: dict = field(default_factory=dict)  # the machine and forward measured (engine/runtime/roofline.py); {} if not
+    host: dict = field(
+        default_factory=dict
+    )  # the machine and forward measured (engine/runtime/roofline.py); {} if not
 
 
 @dataclass(frozen=True, kw_only=True)
 class Decided:
     """An adaptive drafter (auto) chose this round's drafter and γ; the numbers behind the choice."""
+
     kind: ClassVar[str] = "decided"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -57,6 +62,7 @@ class Decided:
 @dataclass(frozen=True, kw_only=True)
 class Drafted:
     """The drafter proposed tokens for positions pos .. pos+len-1."""
+
     kind: ClassVar[str] = "drafted"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -71,13 +77,16 @@ class Drafted:
 @dataclass(frozen=True, kw_only=True)
 class Verified:
     """One target forward over [last token, drafts] judged the draft."""
+
     kind: ClassVar[str] = "verified"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
     pos: int  # absolute position of the first drafted token
     p: list  # target probability of each drafted token
     accept_prob: list  # min(1, p/q) per drafted token (greedy: 1.0 if it is argmax p else 0.0)
-    accepted: list  # bool per drafted token; False from the first rejection on, and after an accepted end-of-text
+    accepted: (
+        list  # bool per drafted token; False from the first rejection on, and after an accepted end-of-text
+    )
     first_rejected: int | None  # index into the draft of the first rejection, None if all accepted
     next_id: int  # corrected token (after a rejection) or bonus token (all accepted)
     next_token: str  # its text
@@ -85,8 +94,12 @@ class Verified:
     next_kind: str  # "corrected" or "bonus"
     target_topk: list  # per verified position (len(draft)+1), the target's top-k [id, text, p]
     greedy: bool  # greedy acceptance rule (argmax) rather than min(1, p/q)
-    u: list | None = None  # sampling: the uniform draw u each drafted token was tested with (accepted iff u < accept_prob)
-    residual_topk: list = field(default_factory=list)  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
+    u: list | None = (
+        None  # sampling: the uniform draw u each drafted token was tested with (accepted iff u < accept_prob)
+    )
+    residual_topk: list = field(
+        default_factory=list
+    )  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +109,7 @@ class Retokenized:
     The `drafted` event of the round holds the target tokens (what the target verifies); this one shows
     how they came about, so a reader sees where the two tokenisations differ.
     """
+
     kind: ClassVar[str] = "retokenized"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -111,6 +125,7 @@ class Retokenized:
 @dataclass(frozen=True, kw_only=True)
 class DraftTree:
     """Tree speculation: every drafted node, how the target judged it, and the accepted path."""
+
     kind: ClassVar[str] = "draft_tree"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -132,6 +147,7 @@ class DraftTree:
 class LookaheadWindow:
     """Lookahead decoding's Jacobi window in a round (engine/drafters/lookahead.py): N − 1 levels × W columns of
     guesses computed in the verify forward beside the verification branch (its `draft_tree`)."""
+
     kind: ClassVar[str] = "lookahead_window"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -150,6 +166,7 @@ class LookaheadWindow:
 @dataclass(frozen=True, kw_only=True)
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
+
     kind: ClassVar[str] = "rolled_back"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -161,6 +178,7 @@ class RolledBack:
 @dataclass(frozen=True, kw_only=True)
 class Committed:
     """Tokens appended to the output for good."""
+
     kind: ClassVar[str] = "committed"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -174,6 +192,7 @@ class Committed:
 @dataclass(frozen=True, kw_only=True)
 class RoundTimed:
     """Wall-clock cost of one round (seconds)."""
+
     kind: ClassVar[str] = "round_timed"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int
@@ -183,7 +202,9 @@ class RoundTimed:
     total_s: float  # whole round incl. bookkeeping
     elapsed_s: float  # since the run started (prefill included)
     gamma: int  # tokens drafted this round (0 = a plain target step); a tree round: its chain view's
-    verified: int = 0  # rows the verify forward computed: γ + 1 (a chain), the tree's nodes + 1, plus a drafter's
+    verified: int = (
+        0  # rows the verify forward computed: γ + 1 (a chain), the tree's nodes + 1, plus a drafter's
+    )
     # own rows (lookahead's window); 0: not recorded
 
 
@@ -191,6 +212,7 @@ class RoundTimed:
 class Prefilling:
     """The target is reading a long prompt, chunk by chunk, before round 1: how far it has got. A progress note
     (the page shows it; a consumer may stop the run here); nothing is decided or timed by it."""
+
     kind: ClassVar[str] = "prefilling"
     row: int = 0  # the sequence of a batched run; -1: every row of the batch at once
     round: int  # always 0
@@ -201,20 +223,50 @@ class Prefilling:
 @dataclass(frozen=True, kw_only=True)
 class Finished:
     """The run ended; `summary` holds the metrics computed from this run's events."""
+
     kind: ClassVar[str] = "finished"
     row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
     round: int  # number of rounds run
     pos: int  # final length (prompt + generated)
-    stop_reason: str  # "eos", "max_new_tokens", "time_limit" (the engine), or "cancelled" (Stop, an error: the app)
+    stop_reason: (
+        str  # "eos", "max_new_tokens", "time_limit" (the engine), or "cancelled" (Stop, an error: the app)
+    )
     text: str  # generated text (special tokens skipped)
     token_ids: list  # generated ids
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {cls.kind: cls for cls in (RunStarted, Prefilling, Decided, Drafted, Retokenized, Verified, DraftTree,
-                                          LookaheadWindow, RolledBack, Committed, RoundTimed, Finished)}
-Event = (RunStarted | Prefilling | Decided | Drafted | Retokenized | Verified | DraftTree | LookaheadWindow | RolledBack
-         | Committed | RoundTimed | Finished)
+EVENT_TYPES = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        Prefilling,
+        Decided,
+        Drafted,
+        Retokenized,
+        Verified,
+        DraftTree,
+        LookaheadWindow,
+        RolledBack,
+        Committed,
+        RoundTimed,
+        Finished,
+    )
+}
+Event = (
+    RunStarted
+    | Prefilling
+    | Decided
+    | Drafted
+    | Retokenized
+    | Verified
+    | DraftTree
+    | LookaheadWindow
+    | RolledBack
+    | Committed
+    | RoundTimed
+    | Finished
+)
 
 
 def event_to_dict(event) -> dict:
@@ -231,7 +283,14 @@ MAX_NUMBER = 1e12  # any number beyond this in a trace is hostile or corrupt
 MAX_DEPTH = 6  # nesting of lists/dicts inside one field
 UNBOUNDED = {"run_started.config.seed"}  # any 64-bit seed is a real one; GenerationConfig checks 0..2**63-1
 
-_TYPES = {"int": (int,), "float": (int, float), "str": (str,), "bool": (bool,), "list": (list,), "dict": (dict,)}
+_TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list,),
+    "dict": (dict,),
+}
 
 
 def _key(key) -> str:
@@ -248,8 +307,10 @@ def _check_text(text: str, where: str) -> None:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError as e:
-            raise ValueError(f"{where}: not valid text (a lone surrogate \\u{ord(text[e.start]):04x} at character "
-                             f"{e.start})") from None
+            raise ValueError(
+                f"{where}: not valid text (a lone surrogate \\u{ord(text[e.start]):04x} at character "
+                f"{e.start})"
+            ) from None
 
 
 def _check_plain(value, where: str, depth: int = 0) -> None:
@@ -287,15 +348,24 @@ def event_from_dict(data: dict):
     body = {k: v for k, v in data.items() if k != "kind"}
     if set(body) - set(fields):
         raise ValueError(f"{data['kind']} event has unknown fields {sorted(set(body) - set(fields))[:5]}")
-    required = {n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    required = {
+        n
+        for n, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
     if required - set(body):
         raise ValueError(f"{data['kind']} event lacks fields {sorted(required - set(body))}")
     for name, value in body.items():
         allowed = [t.strip() for t in str(fields[name].type).split("|")]
         ok = (value is None and "None" in allowed) or any(
-            isinstance(value, _TYPES[t]) and not (isinstance(value, bool) and t != "bool") for t in allowed if t in _TYPES)
+            isinstance(value, _TYPES[t]) and not (isinstance(value, bool) and t != "bool")
+            for t in allowed
+            if t in _TYPES
+        )
         if not ok:
-            raise ValueError(f"{data['kind']}.{name} must be {' or '.join(allowed)}, got {type(value).__name__}")
+            raise ValueError(
+                f"{data['kind']}.{name} must be {' or '.join(allowed)}, got {type(value).__name__}"
+            )
         _check_plain(value, f"{data['kind']}.{name}")
     return cls(**body)
 
@@ -303,15 +373,20 @@ def event_from_dict(data: dict):
 def trace_to_json(events) -> str:
     """Compact JSON (no spaces after separators): a trace this writes is never larger than needed, so one the app
     offers for download loads back under MAX_TRACE_BYTES."""
-    return json.dumps({"format": TRACE_FORMAT, "version": TRACE_VERSION,
-                       "events": [event_to_dict(e) for e in events]}, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(
+        {"format": TRACE_FORMAT, "version": TRACE_VERSION, "events": [event_to_dict(e) for e in events]},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
 
 
 def trace_from_json(text: str | bytes) -> list:
     """Parse and validate a trace (types and sizes here, meaning in engine/validate.py); any problem is a
     ValueError with a one-line reason."""
     if len(text) > MAX_TRACE_BYTES:
-        raise ValueError(f"trace is {len(text) / 2**20:.1f} MiB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MiB")
+        raise ValueError(
+            f"trace is {len(text) / 2**20:.1f} MiB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MiB"
+        )
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, bad UTF-8, an int of over 4300 digits
@@ -342,6 +417,7 @@ def read_trace(path) -> list:
 @dataclass(frozen=True, kw_only=True)
 class BeamDrafted:
     """Speculative beam search: each running beam's drafter proposed tokens after that beam."""
+
     kind: ClassVar[str] = "beam_drafted"
     round: int
     pos: int  # absolute position of the first drafted token (every beam has the same length)
@@ -353,6 +429,7 @@ class BeamDrafted:
 @dataclass(frozen=True, kw_only=True)
 class BeamStep:
     """One beam-search step: the B beams that survive it, each one token longer than its parent."""
+
     kind: ClassVar[str] = "beam_step"
     round: int
     pos: int  # absolute position of the token this step adds
@@ -361,12 +438,15 @@ class BeamStep:
     tokens: list  # their text
     scores: list  # per surviving beam: cumulative log-probability (sum of log p of its tokens)
     drafted: list  # per surviving beam: True if its token was its path's drafted token (read from the round's forward)
-    finished: list  # hypotheses entering the finished set here: {"parent", "token_id", "token", "score" (÷ length)}
+    finished: (
+        list  # hypotheses entering the finished set here: {"parent", "token_id", "token", "score" (÷ length)}
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class BeamVerified:
     """The round's one target forward, and how far the replayed beam search stayed on the drafted paths."""
+
     kind: ClassVar[str] = "beam_verified"
     round: int
     pos: int  # absolute position of the first token this round added
@@ -381,6 +461,7 @@ class BeamVerified:
 @dataclass(frozen=True, kw_only=True)
 class BeamResult:
     """The finished hypotheses of a beam search, best first (transformers' returned sequence is the first)."""
+
     kind: ClassVar[str] = "beam_result"
     round: int
     pos: int  # prompt + the best hypothesis's length
@@ -397,6 +478,7 @@ EVENT_TYPES.update({cls.kind: cls for cls in (BeamDrafted, BeamStep, BeamVerifie
 @dataclass(frozen=True, kw_only=True)
 class BatchRound:
     """One round of a batched run: ONE target forward over every running row's [last token, drafts]."""
+
     kind: ClassVar[str] = "batch_round"
     round: int
     row: int = -1  # the whole batch
@@ -415,13 +497,16 @@ class BatchRound:
 @dataclass(frozen=True, kw_only=True)
 class BatchFinished:
     """The batched run ended (each row has its own `finished` event); the batch's throughput."""
+
     kind: ClassVar[str] = "batch_finished"
     round: int  # rounds run
     row: int = -1
     rows: int  # B
     mode: str  # "speculative" or "ar"
     draft: str  # drafter spec ("" for ar)
-    summary: dict = field(default_factory=dict)  # tokens, wall_s, tokens_per_s, per-row acceptance, γ histogram
+    summary: dict = field(
+        default_factory=dict
+    )  # tokens, wall_s, tokens_per_s, per-row acceptance, γ histogram
 
 
 EVENT_TYPES.update({cls.kind: cls for cls in (BatchRound, BatchFinished)})

@@ -9,6 +9,7 @@ have read 1.00. An input that is an exact count prints exactly (`Exact`: "α = 2
 of digits up to `most` reproduces the true figure (it sits on a rounding edge), the figure printed is the one
 the printed inputs give: it then differs from the true one by less than its own last digit.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,6 +20,7 @@ from fractions import Fraction
 @dataclass(frozen=True)
 class Exact:
     """An input printed exactly: a ratio of counts ("29/30", "30/30", "7") or a whole number."""
+
     value: Fraction
 
     @classmethod
@@ -67,7 +69,9 @@ def derive(f, inputs, decimals=2, most: int = 6):
 
     def clear(values):  # not on a rounding tie, where a reader's calculator could round either way
         values, places = (values, decimals) if many else ((values,), (decimals,))
-        return all(not math.isfinite(v) or abs(abs(v) * 10 ** d % 1 - 0.5) > 1e-6 for v, d in zip(values, places))
+        return all(
+            not math.isfinite(v) or abs(abs(v) * 10**d % 1 - 0.5) > 1e-6 for v, d in zip(values, places)
+        )
 
     values = [float(x.value) if isinstance(x, Exact) else float(x[0]) for x in inputs]
     want = show(at(values))

@@ -8,6 +8,7 @@ Reported as in the field: acceptance rate = accepted / drafted (vLLM's, a count 
 the formula); mean accepted length = tokens committed per target forward; speedup = speculative
 tok/s ÷ AR tok/s of the same target on the same prompt.
 """
+
 from __future__ import annotations
 
 from . import costmodel
@@ -18,7 +19,9 @@ def greedy_drift(run_ids: list[int], reference_ids: list[int]) -> dict:
     the first generated token that differs (None: identical), 'differ': positions that differ, counting those past
     the shorter run, 'tokens': positions compared (the longer run's length)}."""
     n = max(len(run_ids), len(reference_ids))
-    differ = [i for i in range(n) if i >= len(run_ids) or i >= len(reference_ids) or run_ids[i] != reference_ids[i]]
+    differ = [
+        i for i in range(n) if i >= len(run_ids) or i >= len(reference_ids) or run_ids[i] != reference_ids[i]
+    ]
     return {"first": differ[0] if differ else None, "differ": len(differ), "tokens": n}
 
 
@@ -102,8 +105,9 @@ class RunStats:
         """Round times of plain (γ = 0) rounds: the cost AR decoding pays per token."""
         return [total for g, _, total in self.rounds if g == 0]
 
-    def summary(self, wall_s: float | None = None, target_step_s: float | None = None,
-                ar: "RunStats | None" = None) -> dict:
+    def summary(
+        self, wall_s: float | None = None, target_step_s: float | None = None, ar: "RunStats | None" = None
+    ) -> dict:
         """Metrics dict. t(1) comes from the AR lane when one was raced (same prompt, same noise), else from
         this run's plain rounds, else from `target_step_s` (a probe of one single-token forward)."""
         wall = wall_s if wall_s is not None else self.wall_s()
@@ -131,7 +135,9 @@ class RunStats:
             "alpha": alpha,
             "acceptance_rate": self.accepted / self.drafted if self.drafted else None,
             "mean_accepted_length": self.new_tokens / len(self.rounds) if self.rounds else None,
-            "per_position_acceptance": [a / d if d else None for a, d in zip(self.pos_accepted, self.pos_drafted)],
+            "per_position_acceptance": [
+                a / d if d else None for a, d in zip(self.pos_accepted, self.pos_drafted)
+            ],
             "wall_s": wall,
             "threads": self.threads or None,
             "tokens_per_s": self.new_tokens / wall if wall else None,
@@ -149,11 +155,14 @@ class RunStats:
             cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.forward_s))
             lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in (self, ar)]
             cost["timing_flags"] += costmodel.contention(*lanes)
-            shares = [s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))]
+            shares = [
+                s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))
+            ]
             out["contended_share"] = max(shares) if shares else None
         # E(α, γ) is a chain's: a tree's expected tokens depend on its shape, which this model does not know
-        model = costmodel.prediction(None if self.tree_rounds else alpha, [g for g, _, _ in self.rounds], cost["c"],
-                                     cost["v_points"])
+        model = costmodel.prediction(
+            None if self.tree_rounds else alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"]
+        )
         out["tree_rounds"] = self.tree_rounds
         out.update(cost, **model, probe_step_s=target_step_s)
         out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable
@@ -167,12 +176,22 @@ def race(spec: RunStats, ar: RunStats) -> dict:
     """The race's verdict fields: only once both lanes have finished (never a provisional ratio)."""
     if not (spec.done and ar.done):
         return {"speedup": None, "identical_to_ar": None, "race_done": False}
-    s, a = spec.new_tokens / spec.wall_s() if spec.wall_s() else None, ar.new_tokens / ar.wall_s() if ar.wall_s() else None
+    s, a = (
+        spec.new_tokens / spec.wall_s() if spec.wall_s() else None,
+        ar.new_tokens / ar.wall_s() if ar.wall_s() else None,
+    )
     diff = next((i for i, (x, y) in enumerate(zip(spec.token_ids, ar.token_ids)) if x != y), None)
     if diff is None and len(spec.token_ids) != len(ar.token_ids):
         diff = min(len(spec.token_ids), len(ar.token_ids))
-    return {"race_done": True, "ar_token_ids": list(ar.token_ids), "ar_wall_s": ar.wall_s(), "ar_tokens_per_s": a,
-            "speedup": s / a if s and a else None, "identical_to_ar": diff is None, "first_diff": diff}
+    return {
+        "race_done": True,
+        "ar_token_ids": list(ar.token_ids),
+        "ar_wall_s": ar.wall_s(),
+        "ar_tokens_per_s": a,
+        "speedup": s / a if s and a else None,
+        "identical_to_ar": diff is None,
+        "first_diff": diff,
+    }
 
 
 def stats_of(events) -> RunStats:

@@ -5,6 +5,7 @@ imported (the app always has, to serve runs; a process that never imported torch
 The app calls it to hide presets that cannot fit and to refuse them through the API with a reason,
 before anything is loaded.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,14 @@ from .specs import ModelLoadError, parse_draft
 
 # parameters of the models the app offers (from their model cards); a model not listed is not pre-checked
 PARAMS = {
-    "embedded": 135e6, "HuggingFaceTB/SmolLM2-135M-Instruct": 135e6, "embedded-gemma": 268e6,
-    "HuggingFaceTB/SmolLM2-360M-Instruct": 362e6, "HuggingFaceTB/SmolLM2-1.7B-Instruct": 1.71e9,
-    "Qwen/Qwen2.5-0.5B-Instruct": 494e6, "Qwen/Qwen2.5-1.5B-Instruct": 1.54e9, "Qwen/Qwen2.5-7B-Instruct": 7.62e9,
+    "embedded": 135e6,
+    "HuggingFaceTB/SmolLM2-135M-Instruct": 135e6,
+    "embedded-gemma": 268e6,
+    "HuggingFaceTB/SmolLM2-360M-Instruct": 362e6,
+    "HuggingFaceTB/SmolLM2-1.7B-Instruct": 1.71e9,
+    "Qwen/Qwen2.5-0.5B-Instruct": 494e6,
+    "Qwen/Qwen2.5-1.5B-Instruct": 1.54e9,
+    "Qwen/Qwen2.5-7B-Instruct": 7.62e9,
 }
 OVERHEAD = 1.3  # KV caches, activations, the CPU's packed oneDNN copy of small models, allocator slack
 USABLE = 0.8  # of the device's memory: the rest is the server, the OS and the other sessions' state
@@ -57,7 +63,11 @@ def refusal(target: str, draft, device: str | None = None) -> str | None:
         return None
     dtype = "bf16" if kind == "cuda" else "fp32"
     draft_model = parse_draft(draft).model if draft else None
-    who = f"{target} with its draft {draft_model}" if draft_model else target  # the draft may be the large one
-    return (f"{who} needs about {need / 2**30:.0f} GiB here ({dtype}), more than this "
-            f"{'GPU' if kind == 'cuda' else 'machine'} offers ({USABLE * total / 2**30:.0f} of "
-            f"{total / 2**30:.0f} GiB usable); choose a smaller pair")
+    who = (
+        f"{target} with its draft {draft_model}" if draft_model else target
+    )  # the draft may be the large one
+    return (
+        f"{who} needs about {need / 2**30:.0f} GiB here ({dtype}), more than this "
+        f"{'GPU' if kind == 'cuda' else 'machine'} offers ({USABLE * total / 2**30:.0f} of "
+        f"{total / 2**30:.0f} GiB usable); choose a smaller pair"
+    )

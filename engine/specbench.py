@@ -9,6 +9,7 @@ MT-bench's 8 subcategories (writing, roleplay, reasoning, math, coding, extracti
 together as `mt_bench`. Beside Spec-Bench's ratio of means this module gives the median of the per-question
 ratios (robust to one slow outlier on a shared box). Plain Python: no torch, no model.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,7 +19,14 @@ from pathlib import Path
 
 QUESTIONS = Path(__file__).resolve().parent / "prompts" / "spec_bench" / "question.jsonl"
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
-GROUPS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")  # the leaderboard's columns
+GROUPS = (
+    "mt_bench",
+    "translation",
+    "summarization",
+    "qa",
+    "math_reasoning",
+    "rag",
+)  # the leaderboard's columns
 
 
 def group_of(category: str) -> str:
@@ -34,11 +42,21 @@ def load_questions(path=QUESTIONS) -> list[dict]:
             continue
         row = json.loads(line)
         turns = row.get("turns")
-        if not (isinstance(row.get("category"), str) and isinstance(turns, list) and turns
-                and all(isinstance(t, str) and t.strip() for t in turns)):
+        if not (
+            isinstance(row.get("category"), str)
+            and isinstance(turns, list)
+            and turns
+            and all(isinstance(t, str) and t.strip() for t in turns)
+        ):
             raise ValueError(f"{path}:{n}: expected a Spec-Bench question with a category and its turns")
-        out.append({"question_id": row.get("question_id"), "category": row["category"],
-                    "group": group_of(row["category"]), "turns": list(turns)})
+        out.append(
+            {
+                "question_id": row.get("question_id"),
+                "category": row["category"],
+                "group": group_of(row["category"]),
+                "turns": list(turns),
+            }
+        )
     return out
 
 
@@ -75,9 +93,11 @@ def speedups(method: dict, baseline: dict, groups: dict) -> dict:
         if not ids:
             continue
         m, b = [method[q] for q in ids], [baseline[q] for q in ids]
-        out[group] = {"speedup": statistics.fmean(m) / statistics.fmean(b),
-                      "median_ratio": statistics.median(x / y for x, y in zip(m, b)),
-                      "questions": len(ids)}
+        out[group] = {
+            "speedup": statistics.fmean(m) / statistics.fmean(b),
+            "median_ratio": statistics.median(x / y for x, y in zip(m, b)),
+            "questions": len(ids),
+        }
     return out
 
 

@@ -10,6 +10,7 @@ built, as transformers' auto mappings name their classes), so this table stays t
 Adding a drafter is one file in engine/drafters/ with a `build(spec, target, ctx)` and one line in
 `REGISTRY` (or a `register(Family(...))` call: tests/test_registry.py registers a toy one).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class ModelLoadError(ValueError):
 class Arg:
     """One argument of a family's spec, after its name and a colon; `kind`: "int", "float", "choice", "text" or
     "path" (a file the builder reads: the public app allows none but its own)."""
+
     name: str  # as the usage line writes it ("N", "A")
     kind: str
     low: float | None = None  # int / float: the smallest value allowed (None: no bound)
@@ -38,6 +40,7 @@ class Arg:
 @dataclass(frozen=True)
 class Family:
     """A kind of drafter: its spec grammar, where its builder lives and what it can do."""
+
     name: str  # the spec's name, before any colon
     usage: str  # the grammar as a user writes it: "ngram[:N]"
     what: str  # one line: what drafts
@@ -52,6 +55,7 @@ class Family:
 @dataclass(frozen=True)
 class DraftSpec:
     """A parsed spec: the family, the text as given (the drafter's name in events) and its typed arguments."""
+
     family: Family
     text: str
     values: tuple  # one per Family.args; None where left out and the builder picks
@@ -85,43 +89,143 @@ def register(family: Family) -> Family:
 
 
 for _family in (
-    Family("ngram", "ngram[:N]", "prompt lookup: the continuation of the latest match of the last n <= N tokens",
-           "engine.drafters.ngram", (Arg("N", "int", 1, 8, default=3),), beams=True, choice=True, param="N"),
-    Family("self", "self", "the target itself, on the target's KV cache (100% greedy acceptance)", _MODEL,
-           beams=True, choice=True),
-    Family("layerskip", "layerskip[:L]", "the target's first L layers + final norm + LM head (shared weights)", _MODEL,
-           (Arg("L", "int", 1),), choice=True, param="L"),
-    Family("quant", "quant[:int8|bf16|fp16]", "a lower-precision copy of the target (int8 dynamic on CPU)", _MODEL,
-           (Arg("kind", "choice", choices=("", "int8", "bf16", "fp16")),), choice=True),
-    Family("medusa", "medusa[:PATH]", "trained Medusa-1 heads on the target's last hidden state",
-           "engine.drafters.heads", (Arg("PATH", "path"),), choice=True),
-    Family("eagle", "eagle[:PATH]", "a trained EAGLE-style head drafting on the target's features",
-           "engine.drafters.heads", (Arg("PATH", "path"),), choice=True),
-    Family("auto", "auto[:ngram|eagle|medusa]", "picks drafter and γ each round from measured costs",
-           "engine.drafters.auto",
-           (Arg("offer", "choice", choices=("", "ngram", "eagle", "medusa"), hint="use auto (n-gram and, where they "
+    Family(
+        "ngram",
+        "ngram[:N]",
+        "prompt lookup: the continuation of the latest match of the last n <= N tokens",
+        "engine.drafters.ngram",
+        (Arg("N", "int", 1, 8, default=3),),
+        beams=True,
+        choice=True,
+        param="N",
+    ),
+    Family(
+        "self",
+        "self",
+        "the target itself, on the target's KV cache (100% greedy acceptance)",
+        _MODEL,
+        beams=True,
+        choice=True,
+    ),
+    Family(
+        "layerskip",
+        "layerskip[:L]",
+        "the target's first L layers + final norm + LM head (shared weights)",
+        _MODEL,
+        (Arg("L", "int", 1),),
+        choice=True,
+        param="L",
+    ),
+    Family(
+        "quant",
+        "quant[:int8|bf16|fp16]",
+        "a lower-precision copy of the target (int8 dynamic on CPU)",
+        _MODEL,
+        (Arg("kind", "choice", choices=("", "int8", "bf16", "fp16")),),
+        choice=True,
+    ),
+    Family(
+        "medusa",
+        "medusa[:PATH]",
+        "trained Medusa-1 heads on the target's last hidden state",
+        "engine.drafters.heads",
+        (Arg("PATH", "path"),),
+        choice=True,
+    ),
+    Family(
+        "eagle",
+        "eagle[:PATH]",
+        "a trained EAGLE-style head drafting on the target's features",
+        "engine.drafters.heads",
+        (Arg("PATH", "path"),),
+        choice=True,
+    ),
+    Family(
+        "auto",
+        "auto[:ngram|eagle|medusa]",
+        "picks drafter and γ each round from measured costs",
+        "engine.drafters.auto",
+        (
+            Arg(
+                "offer",
+                "choice",
+                choices=("", "ngram", "eagle", "medusa"),
+                hint="use auto (n-gram and, where they "
                 "fit the target, the trained heads), auto:ngram (n-gram only), or auto:eagle / auto:medusa (that head "
-                "alone, its chain cut by its confidence, plain rounds where it does not pay)"),), choice=True),
-    Family("model", "model:<id or path>", "a separate causal LM (another vocabulary: drafted through text)", _MODEL,
-           (Arg("id", "text", required=True, hint="needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M"),),
-           model_arg=True),
-    Family("lookahead", "lookahead[:W,N,G]", "lookahead decoding: the target's own Jacobi window fills an n-gram "
-           "pool; its n-grams after the last token are verified as a tree in the same forward",
-           "engine.drafters.lookahead", (Arg("W", "int", 1, 16, default=4), Arg("N", "int", 2, 8, default=4),
-                                         Arg("G", "int", 1, 16, default=4)), choice=True, param="W"),
-    Family("recycle", "recycle[:k,TEMPLATE]", "token recycling: the target's top-k next tokens of every earlier "
-           "forward fill a static tree template", "engine.drafters.recycle",
-           (Arg("k", "int", 1, 16, default=8), Arg("template", "choice", choices=("", "small", "wide"))),
-           choice=True, param="k"),
-    Family("suffix", "suffix[:N,SHAPE]", "suffix speculation: the most frequent continuations after the longest "
-           "match of the context's suffix (this run and the session's earlier ones), a tree sized to this host's "
-           "verify costs", "engine.drafters.suffix",
-           (Arg("N", "int", 1, 16, default=8), Arg("shape", "choice", choices=("", "tree", "chain"))),
-           choice=True, param="N"),
-    Family("oracle", "oracle:A[:C]", "the target's greedy continuation, each token kept with probability A",
-           "engine.drafters.oracle", (Arg("A", "float", 0, 1, required=True, hint="use oracle:A[:C] with A the "
-                                          "acceptance in [0, 1] and C the draft cost in target steps, e.g. oracle:0.8 "
-                                          "or oracle:0.8:0.1"), Arg("C", "float", 0, 10, default=0.0))),
+                "alone, its chain cut by its confidence, plain rounds where it does not pay)",
+            ),
+        ),
+        choice=True,
+    ),
+    Family(
+        "model",
+        "model:<id or path>",
+        "a separate causal LM (another vocabulary: drafted through text)",
+        _MODEL,
+        (
+            Arg(
+                "id",
+                "text",
+                required=True,
+                hint="needs a hub id or a path, e.g. model:HuggingFaceTB/SmolLM2-135M",
+            ),
+        ),
+        model_arg=True,
+    ),
+    Family(
+        "lookahead",
+        "lookahead[:W,N,G]",
+        "lookahead decoding: the target's own Jacobi window fills an n-gram "
+        "pool; its n-grams after the last token are verified as a tree in the same forward",
+        "engine.drafters.lookahead",
+        (
+            Arg("W", "int", 1, 16, default=4),
+            Arg("N", "int", 2, 8, default=4),
+            Arg("G", "int", 1, 16, default=4),
+        ),
+        choice=True,
+        param="W",
+    ),
+    Family(
+        "recycle",
+        "recycle[:k,TEMPLATE]",
+        "token recycling: the target's top-k next tokens of every earlier "
+        "forward fill a static tree template",
+        "engine.drafters.recycle",
+        (Arg("k", "int", 1, 16, default=8), Arg("template", "choice", choices=("", "small", "wide"))),
+        choice=True,
+        param="k",
+    ),
+    Family(
+        "suffix",
+        "suffix[:N,SHAPE]",
+        "suffix speculation: the most frequent continuations after the longest "
+        "match of the context's suffix (this run and the session's earlier ones), a tree sized to this host's "
+        "verify costs",
+        "engine.drafters.suffix",
+        (Arg("N", "int", 1, 16, default=8), Arg("shape", "choice", choices=("", "tree", "chain"))),
+        choice=True,
+        param="N",
+    ),
+    Family(
+        "oracle",
+        "oracle:A[:C]",
+        "the target's greedy continuation, each token kept with probability A",
+        "engine.drafters.oracle",
+        (
+            Arg(
+                "A",
+                "float",
+                0,
+                1,
+                required=True,
+                hint="use oracle:A[:C] with A the "
+                "acceptance in [0, 1] and C the draft cost in target steps, e.g. oracle:0.8 "
+                "or oracle:0.8:0.1",
+            ),
+            Arg("C", "float", 0, 10, default=0.0),
+        ),
+    ),
 ):
     register(_family)
 
@@ -145,12 +249,15 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
         raise ModelLoadError(f"unknown draft spec {text[:80]!r}: use {usages()}")
     if colon and not family.args:
         raise ModelLoadError(f"draft spec {text[:80]!r}: {family.name} takes no argument")
-    text = family.name + (":" + rest.strip() if rest.strip() else "")  # the normal form: what every reader sees
+    text = family.name + (
+        ":" + rest.strip() if rest.strip() else ""
+    )  # the normal form: what every reader sees
     if all(a.kind in ("int", "float", "choice") for a in family.args):
         rest = rest.replace(",", ":")  # numbers and choices may be written lookahead:5,4,5 as well as 5:4:5
     parts = rest.split(":", len(family.args) - 1) if colon else []
-    values = tuple(_value(text, family, arg, parts[i] if i < len(parts) else "") for i, arg in
-                   enumerate(family.args))
+    values = tuple(
+        _value(text, family, arg, parts[i] if i < len(parts) else "") for i, arg in enumerate(family.args)
+    )
     return DraftSpec(family, text, values)
 
 
@@ -185,15 +292,25 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
         if raw not in arg.choices:
             named = [c for c in arg.choices if c]
             allowed = ", ".join(named[:-1]) + f" or {named[-1]}" if len(named) > 1 else named[0]
-            raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
-                                 f"{family.name} {arg.name} must be {allowed}, got {raw[:40]!r}")
+            raise ModelLoadError(
+                f"{where}: {arg.hint}"
+                if arg.hint
+                else f"{family.name} {arg.name} must be {allowed}, got {raw[:40]!r}"
+            )
         return raw
     try:
         value = plain_number(raw, arg.kind == "int")
     except ValueError:
-        raise ModelLoadError(f"{where}: {arg.hint}" if arg.hint else
-                             f"{where}: {raw[:40]!r} is not a {'whole number' if arg.kind == 'int' else 'number'}") from None
-    if value != value or (arg.low is not None and value < arg.low) or (arg.high is not None and value > arg.high):
+        raise ModelLoadError(
+            f"{where}: {arg.hint}"
+            if arg.hint
+            else f"{where}: {raw[:40]!r} is not a {'whole number' if arg.kind == 'int' else 'number'}"
+        ) from None
+    if (
+        value != value
+        or (arg.low is not None and value < arg.low)
+        or (arg.high is not None and value > arg.high)
+    ):
         # NaN included (value != value); inf fails the bounds
         raise ModelLoadError(f"{family.usage} needs {_range(family)}, got {text[:80]!r}")
     return value
@@ -201,10 +318,12 @@ def _value(text: str, family: Family, arg: Arg, raw: str):
 
 def _range(family: Family) -> str:
     """'1 <= N <= 8' (each bounded argument's range, joined with 'and')."""
+
     def one(a: Arg) -> str:
         if a.high is None:
             return f"{a.name} >= {a.low:g}"
         return ("" if a.low is None else f"{a.low:g} <= ") + f"{a.name} <= {a.high:g}"
+
     return " and ".join(one(a) for a in family.args if a.kind in ("int", "float"))
 
 

@@ -6,6 +6,7 @@ the tokens the run holds, costs positive, parallel lists of one length, known `c
 `summary` keys of the right type. Every refusal is a one-line ValueError naming the field and its
 allowed range. This module knows nothing about JSON, HTML or torch.
 """
+
 from __future__ import annotations
 
 import math
@@ -16,8 +17,13 @@ from .specs import REGISTRY
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
-MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1  # rows of one verify forward: the root, its nodes, a drafter's own rows
-MAX_WINDOW = (int(REGISTRY["lookahead"].args[0].high), int(REGISTRY["lookahead"].args[1].high) - 1)  # W, N − 1
+MAX_FORWARD_ROWS = (
+    2 * MAX_TREE_NODES + 1
+)  # rows of one verify forward: the root, its nodes, a drafter's own rows
+MAX_WINDOW = (
+    int(REGISTRY["lookahead"].args[0].high),
+    int(REGISTRY["lookahead"].args[1].high) - 1,
+)  # W, N − 1
 MAX_BEAMS = WHOLE_SETTINGS["num_beams"][1]
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
@@ -52,8 +58,12 @@ def positive(where: str, value, none_ok: bool = True, zero_ok: bool = False) -> 
 
 def whole(where: str, value, low: int, high: int | None = None) -> None:
     """An int (not a bool, not a float) in low..high."""
-    if not (isinstance(value, int) and not isinstance(value, bool) and low <= value
-            and (high is None or value <= high)):
+    if not (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and low <= value
+        and (high is None or value <= high)
+    ):
         allowed = f"a whole number in {low}..{high}" if high is not None else f"a whole number >= {low}"
         raise ValueError(f"{where} must be {allowed}, got {short_repr(value)}")
 
@@ -72,7 +82,9 @@ def texts(where: str, values: list) -> None:
 def topk_rows(where: str, rows) -> None:
     """A top-k list as the renderers read it: at most MAX_TOPK rows of [id, text, prob]."""
     if not isinstance(rows, list) or len(rows) > MAX_TOPK:
-        raise ValueError(f"{where} must be a list of at most {MAX_TOPK} [id, text, prob] rows, got {short_repr(rows)}")
+        raise ValueError(
+            f"{where} must be a list of at most {MAX_TOPK} [id, text, prob] rows, got {short_repr(rows)}"
+        )
     for i, row in enumerate(rows):
         if not (isinstance(row, list) and len(row) == 3 and isinstance(row[1], str)):
             raise ValueError(f"{where}[{i}] must be [id, text, prob], got {short_repr(row)}")
@@ -99,8 +111,9 @@ def same_length(kind: str, event, names: list[str], at_most: int | None = None) 
     n = lengths[names[0]]
     for name, length in lengths.items():
         if length != n:
-            raise ValueError(f"{kind}.{name} must have one entry per token ({n}, like {kind}.{names[0]}), "
-                             f"got {length}")
+            raise ValueError(
+                f"{kind}.{name} must have one entry per token ({n}, like {kind}.{names[0]}), got {length}"
+            )
     if at_most is not None and n > at_most:
         raise ValueError(f"{kind}.{names[0]} must hold at most {at_most} tokens, got {n}")
 
@@ -134,9 +147,24 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             whole(where + key, value, 0)
         elif key in ("wall_s", "target_step_s", "c", "v", "ar_wall_s"):
             positive(where + key, value)
-        elif key in ("tokens_per_s", "draft_s", "verify_s", "predicted_speedup", "ar_tokens_per_s", "speedup",
-                     "mean_accepted_length", "expected_tokens", "model_tokens", "model_steps", "c_spread", "v_spread",
-                     "step_spread", "probe_step_s", "outside_cores", "free_cores"):
+        elif key in (
+            "tokens_per_s",
+            "draft_s",
+            "verify_s",
+            "predicted_speedup",
+            "ar_tokens_per_s",
+            "speedup",
+            "mean_accepted_length",
+            "expected_tokens",
+            "model_tokens",
+            "model_steps",
+            "c_spread",
+            "v_spread",
+            "step_spread",
+            "probe_step_s",
+            "outside_cores",
+            "free_cores",
+        ):
             positive(where + key, value, zero_ok=True)
         elif key == "ar_token_ids":
             if not isinstance(value, list):
@@ -187,7 +215,9 @@ def check_verified(e) -> None:
     u = getattr(e, "u", None)  # sampling mode's uniform draws (None when greedy)
     if u is not None:
         if not isinstance(u, list):
-            raise ValueError(f"verified.u must be a list of uniform draws in [0, 1) or null, got {short_repr(u)}")
+            raise ValueError(
+                f"verified.u must be a list of uniform draws in [0, 1) or null, got {short_repr(u)}"
+            )
         each("verified.u", u, prob, none_ok=True, below_one=True)
 
 
@@ -241,20 +271,31 @@ def check_beam_verified(e) -> None:
 
 def check_started(e) -> None:
     if not (isinstance(e.run_id, str) and RUN_ID.fullmatch(e.run_id)):
-        raise ValueError(f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}")
+        raise ValueError(
+            f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}"
+        )
     one_of("run_started.mode", e.mode, ("speculative", "ar"))
     check_config(e.config)
     same_length("run_started", e, ["prompt_ids", "prompt_tokens"])
     each("run_started.prompt_ids", e.prompt_ids, whole, 0)
     texts("run_started.prompt_tokens", e.prompt_tokens)
     if e.pos != len(e.prompt_ids):
-        raise ValueError(f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}")
+        raise ValueError(
+            f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}"
+        )
     check_host(e.host)
 
 
 HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
-HOST_NUMBERS = ("threads", "bandwidth", "flops", "weight_bytes", "flops_per_token", "kv_bytes_per_position",
-                "attn_flops_per_position")
+HOST_NUMBERS = (
+    "threads",
+    "bandwidth",
+    "flops",
+    "weight_bytes",
+    "flops_per_token",
+    "kv_bytes_per_position",
+    "attn_flops_per_position",
+)
 KERNEL_NAMES = ("mkl", "onednn")
 
 
@@ -265,24 +306,47 @@ def check_host(host) -> None:
         raise ValueError(f"run_started.host must be an object, got {short_repr(host)}")
     unknown = set(host) - set(HOST_TEXT) - set(HOST_NUMBERS) - {"flags", "kernels"}
     if unknown:
-        raise ValueError(f"run_started.host has unknown keys {short_repr(sorted(unknown))}; known: "
-                         f"{', '.join(HOST_TEXT + HOST_NUMBERS + ('flags', 'kernels'))}")
+        raise ValueError(
+            f"run_started.host has unknown keys {short_repr(sorted(unknown))}; known: "
+            f"{', '.join(HOST_TEXT + HOST_NUMBERS + ('flags', 'kernels'))}"
+        )
     for k in HOST_NUMBERS:
         positive(f"run_started.host.{k}", host.get(k), zero_ok=True)
     for k in HOST_TEXT:
         if k in host and not (isinstance(host[k], str) and len(host[k]) <= 200):
-            raise ValueError(f"run_started.host.{k} must be a string of at most 200 characters, got {short_repr(host[k])}")
+            raise ValueError(
+                f"run_started.host.{k} must be a string of at most 200 characters, got {short_repr(host[k])}"
+            )
     flags = host.get("flags", [])
-    if not (isinstance(flags, list) and len(flags) <= 32 and all(isinstance(f, str) and len(f) <= 32 for f in flags)):
-        raise ValueError(f"run_started.host.flags must be a list of at most 32 short strings, got {short_repr(flags)}")
+    if not (
+        isinstance(flags, list)
+        and len(flags) <= 32
+        and all(isinstance(f, str) and len(f) <= 32 for f in flags)
+    ):
+        raise ValueError(
+            f"run_started.host.flags must be a list of at most 32 short strings, got {short_repr(flags)}"
+        )
     plan = host.get("kernels", {})
-    ok = isinstance(plan, dict) and len(plan) <= 16 and all(
-        isinstance(name, str) and len(name) <= 32 and isinstance(rows, dict) and len(rows) <= 64
-        and all(isinstance(r, str) and r.isdigit() and len(r) <= 4 and k in KERNEL_NAMES for r, k in rows.items())
-        for name, rows in plan.items())
+    ok = (
+        isinstance(plan, dict)
+        and len(plan) <= 16
+        and all(
+            isinstance(name, str)
+            and len(name) <= 32
+            and isinstance(rows, dict)
+            and len(rows) <= 64
+            and all(
+                isinstance(r, str) and r.isdigit() and len(r) <= 4 and k in KERNEL_NAMES
+                for r, k in rows.items()
+            )
+            for name, rows in plan.items()
+        )
+    )
     if not ok:
-        raise ValueError("run_started.host.kernels must map at most 16 projections to {rows: \"mkl\" or \"onednn\"}, "
-                         f"got {short_repr(plan)}")
+        raise ValueError(
+            'run_started.host.kernels must map at most 16 projections to {rows: "mkl" or "onednn"}, '
+            f"got {short_repr(plan)}"
+        )
 
 
 def check_retokenized(e) -> None:
@@ -295,35 +359,56 @@ def check_retokenized(e) -> None:
     texts("retokenized.target_tokens", e.target_tokens)
     n = len(e.draft_token_ids)
     for i, span in enumerate(e.spans):
-        ok = (isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                                 for x in span))
+        ok = (
+            isinstance(span, list)
+            and len(span) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in span)
+        )
         if not ok or not (span == [-1, -1] or 0 <= span[0] <= span[1] < n):
-            raise ValueError(f"retokenized.spans[{i}] must be [first, last] draft token indices in 0..{n - 1} "
-                             f"(or [-1, -1]), got {short_repr(span)}")
+            raise ValueError(
+                f"retokenized.spans[{i}] must be [first, last] draft token indices in 0..{n - 1} "
+                f"(or [-1, -1]), got {short_repr(span)}"
+            )
 
 
 def check_window(e) -> None:
     """lookahead_window: levels × columns of ids, texts and fixed flags of one shape, within MAX_WINDOW."""
     cols, levels = MAX_WINDOW
     grid = e.token_ids
-    if not (isinstance(grid, list) and 1 <= len(grid) <= levels and all(isinstance(r, list) for r in grid)
-            and 1 <= len(grid[0]) <= cols and all(len(r) == len(grid[0]) for r in grid)):
-        raise ValueError(f"lookahead_window.token_ids must be 1..{levels} levels of one width in 1..{cols}, got "
-                         f"{short_repr(grid)}")
+    if not (
+        isinstance(grid, list)
+        and 1 <= len(grid) <= levels
+        and all(isinstance(r, list) for r in grid)
+        and 1 <= len(grid[0]) <= cols
+        and all(len(r) == len(grid[0]) for r in grid)
+    ):
+        raise ValueError(
+            f"lookahead_window.token_ids must be 1..{levels} levels of one width in 1..{cols}, got "
+            f"{short_repr(grid)}"
+        )
     for name in ("tokens", "fixed"):
         value = getattr(e, name)
-        if not (isinstance(value, list) and len(value) == len(grid) and all(
-                isinstance(r, list) and len(r) == len(grid[0]) for r in value)):
-            raise ValueError(f"lookahead_window.{name} must have the shape of token_ids, got {short_repr(value)}")
+        if not (
+            isinstance(value, list)
+            and len(value) == len(grid)
+            and all(isinstance(r, list) and len(r) == len(grid[0]) for r in value)
+        ):
+            raise ValueError(
+                f"lookahead_window.{name} must have the shape of token_ids, got {short_repr(value)}"
+            )
     for lv, row in enumerate(grid):
         each(f"lookahead_window.token_ids[{lv}]", row, whole, 0)
         texts(f"lookahead_window.tokens[{lv}]", e.tokens[lv])
         for i, flag in enumerate(e.fixed[lv]):
             if flag is not None and not isinstance(flag, bool):
-                raise ValueError(f"lookahead_window.fixed[{lv}][{i}] must be true, false or null, got {short_repr(flag)}")
+                raise ValueError(
+                    f"lookahead_window.fixed[{lv}][{i}] must be true, false or null, got {short_repr(flag)}"
+                )
     same_length("lookahead_window", e, ["next_ids", "next_tokens"], cols)
     if len(e.next_ids) != len(grid[0]):
-        raise ValueError(f"lookahead_window.next_ids must hold one id per column ({len(grid[0])}), got {len(e.next_ids)}")
+        raise ValueError(
+            f"lookahead_window.next_ids must hold one id per column ({len(grid[0])}), got {len(e.next_ids)}"
+        )
     each("lookahead_window.next_ids", e.next_ids, whole, 0)
     texts("lookahead_window.next_tokens", e.next_tokens)
     for name in ("candidates", "added", "pool"):
@@ -341,7 +426,9 @@ def check_batch_round(e) -> None:
     each("batch_round.accepted", e.accepted, whole, 0, MAX_FORWARD_ROWS)
     each("batch_round.committed", e.committed, whole, 0, MAX_FORWARD_ROWS + 1)
     if len(e.forward_shape) != 2:
-        raise ValueError(f"batch_round.forward_shape must be [rows, tokens], got {short_repr(e.forward_shape)}")
+        raise ValueError(
+            f"batch_round.forward_shape must be [rows, tokens], got {short_repr(e.forward_shape)}"
+        )
     each("batch_round.forward_shape", e.forward_shape, whole, 1, MAX_FORWARD_ROWS * MAX_BATCH)
     for name in ("draft_s", "verify_s", "total_s", "elapsed_s"):
         positive(f"batch_round.{name}", getattr(e, name), none_ok=False, zero_ok=True)
@@ -352,10 +439,20 @@ def check_row(e) -> None:
     whole(f"{e.kind}.row", getattr(e, "row", 0), -1, MAX_BATCH - 1)
 
 
-CHECKS = {"batch_round": check_batch_round, "run_started": check_started, "decided": check_decided, "drafted": check_drafted,
-          "verified": check_verified, "draft_tree": check_tree, "committed": check_committed,
-          "round_timed": check_timed, "retokenized": check_retokenized, "lookahead_window": check_window,
-          "prefilling": check_prefilling, "beam_verified": check_beam_verified}
+CHECKS = {
+    "batch_round": check_batch_round,
+    "run_started": check_started,
+    "decided": check_decided,
+    "drafted": check_drafted,
+    "verified": check_verified,
+    "draft_tree": check_tree,
+    "committed": check_committed,
+    "round_timed": check_timed,
+    "retokenized": check_retokenized,
+    "lookahead_window": check_window,
+    "prefilling": check_prefilling,
+    "beam_verified": check_beam_verified,
+}
 
 
 def positions(e) -> list[tuple[str, object]]:
@@ -371,20 +468,30 @@ def check_run(run: list, n_events: int) -> None:
     """One run (a RunStarted and what follows it): every position lies within its prompt + its tokens."""
     started = run[0]
     committed = sum(len(e.token_ids) for e in run if e.kind == "committed")
-    generated = max([committed, sum(e.steps for e in run if e.kind == "beam_verified")]  # beam search: its steps
-                    + [len(e.token_ids) for e in run if e.kind == "finished"])
-    drafts = max([len(e.token_ids) for e in run if e.kind in ("drafted", "draft_tree")]
-                 + [len(d) for e in run if e.kind == "beam_drafted" for d in e.token_ids if isinstance(d, list)],
-                 default=0)
-    window = max([len(e.token_ids) * len(e.token_ids[0]) for e in run if e.kind == "lookahead_window"], default=0)
-    limit = started.pos + generated + drafts + window + 1  # the verify forward writes the drafts (and a lookahead
+    generated = max(
+        [committed, sum(e.steps for e in run if e.kind == "beam_verified")]  # beam search: its steps
+        + [len(e.token_ids) for e in run if e.kind == "finished"]
+    )
+    drafts = max(
+        [len(e.token_ids) for e in run if e.kind in ("drafted", "draft_tree")]
+        + [len(d) for e in run if e.kind == "beam_drafted" for d in e.token_ids if isinstance(d, list)],
+        default=0,
+    )
+    window = max(
+        [len(e.token_ids) * len(e.token_ids[0]) for e in run if e.kind == "lookahead_window"], default=0
+    )
+    limit = (
+        started.pos + generated + drafts + window + 1
+    )  # the verify forward writes the drafts (and a lookahead
     # window's rows) and one more slot
     for e in run:
         for where, pos in positions(e):
             whole(where, pos, 0, limit)
         if e.kind == "rolled_back" and e.cache_after > e.cache_before:
-            raise ValueError(f"rolled_back.cache_after must be at most cache_before ({e.cache_before}), "
-                             f"got {e.cache_after}")
+            raise ValueError(
+                f"rolled_back.cache_after must be at most cache_before ({e.cache_before}), "
+                f"got {e.cache_after}"
+            )
         if e.kind == "finished":
             each("finished.token_ids", e.token_ids, whole, 0)
             check_summary(e.summary, started.mode == "ar", n_events)
@@ -398,7 +505,9 @@ def validate_events(events: list) -> None:
     for e in events:
         check_row(e)
     row_of = [getattr(e, "row", 0) for e in events]
-    for row in sorted({r for r in row_of if r >= 0}):  # a batched run: each row's events are runs of their own
+    for row in sorted(
+        {r for r in row_of if r >= 0}
+    ):  # a batched run: each row's events are runs of their own
         mine = [e for e, r in zip(events, row_of) if r == row]
         if mine[0].kind != "run_started":
             raise ValueError(f"row {row}'s events must begin with a run_started event")

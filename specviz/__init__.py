@@ -4,6 +4,7 @@ Imports only engine.events and engine.metrics (plain Python); never torch or gra
 class names and data attributes only: load assets/specviz.css and assets/specviz.js in the page
 (`CSS_PATH`, `JS_PATH`, or `head_html()`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,16 +36,48 @@ JS_PATH = ASSETS_DIR / "specviz.js"
 
 def head_html() -> str:
     """<style> + <script> with the assets inlined, for `demo.launch(head=...)` or a gr.HTML `head`."""
-    return (f"<style>{CSS_PATH.read_text(encoding='utf-8')}</style>\n"
-            f"<script>{JS_PATH.read_text(encoding='utf-8')}</script>")
+    return (
+        f"<style>{CSS_PATH.read_text(encoding='utf-8')}</style>\n"
+        f"<script>{JS_PATH.read_text(encoding='utf-8')}</script>"
+    )
 
 
 __all__ = [
-    "render_stream", "render_legend", "render_batch_lanes", "batch_summary_html", "throughput_figure", "roofline_note",
-    "render_beams", "running_best_text", "render_tree", "render_verify", "render_race", "render_explain", "render_leaderboard",
+    "render_stream",
+    "render_legend",
+    "render_batch_lanes",
+    "batch_summary_html",
+    "throughput_figure",
+    "roofline_note",
+    "render_beams",
+    "running_best_text",
+    "render_tree",
+    "render_verify",
+    "render_race",
+    "render_explain",
+    "render_leaderboard",
     "verdict",
-    "accepted_length_fig", "position_acceptance_fig", "running_acceptance_fig", "throughput_fig",
-    "speedup_model_fig", "empty_fig", "rounds_of", "events_upto", "time_at_round", "replay_frame",
-    "split_runs", "view_run", "view_runs", "spec_summary", "measured_speedup", "RunView", "RoundView",
-    "Node", "round_nodes", "ASSETS_DIR", "CSS_PATH", "JS_PATH", "head_html",
+    "accepted_length_fig",
+    "position_acceptance_fig",
+    "running_acceptance_fig",
+    "throughput_fig",
+    "speedup_model_fig",
+    "empty_fig",
+    "rounds_of",
+    "events_upto",
+    "time_at_round",
+    "replay_frame",
+    "split_runs",
+    "view_run",
+    "view_runs",
+    "spec_summary",
+    "measured_speedup",
+    "RunView",
+    "RoundView",
+    "Node",
+    "round_nodes",
+    "ASSETS_DIR",
+    "CSS_PATH",
+    "JS_PATH",
+    "head_html",
 ]

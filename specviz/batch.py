@@ -4,6 +4,7 @@ curve against B (benchmarks/batch.py's results). Knows nothing about gradio or t
 Each lane is the single-run stream renderer (tokens.render_stream) on one row's events (`row` = b), so a lane's
 colours, tooltips and p / q are exactly the Output tab's.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,13 +48,21 @@ def lanes_html(events) -> str:
         done = _finished(events, row)
         s = (done.summary or {}) if done is not None else {}
         alpha = s.get("alpha")
-        counts = costmodel.tested_counts(s.get("accepted", 0), s.get("rejections", 0), s.get("drafted", 0)) \
-            if done is not None and s.get("drafted") else "no drafts tested"
-        head = (f'row {row + 1}: {s.get("new_tokens", "…")} tokens, α {alpha:.2f} ({esc(counts)}), '
-                f'{esc(done.stop_reason)}' if done is not None and alpha is not None else
-                f'row {row + 1}: {esc(done.stop_reason) + ", " if done is not None else "running, "}{esc(counts)}')
-        out.append(f'<section class="batch-lane" data-row="{row}"><h4 class="batch-lane-head">{head}</h4>'
-                   f'{render_stream(mine)}</section>')
+        counts = (
+            costmodel.tested_counts(s.get("accepted", 0), s.get("rejections", 0), s.get("drafted", 0))
+            if done is not None and s.get("drafted")
+            else "no drafts tested"
+        )
+        head = (
+            f"row {row + 1}: {s.get('new_tokens', '…')} tokens, α {alpha:.2f} ({esc(counts)}), "
+            f"{esc(done.stop_reason)}"
+            if done is not None and alpha is not None
+            else f"row {row + 1}: {esc(done.stop_reason) + ', ' if done is not None else 'running, '}{esc(counts)}"
+        )
+        out.append(
+            f'<section class="batch-lane" data-row="{row}"><h4 class="batch-lane-head">{head}</h4>'
+            f"{render_stream(mine)}</section>"
+        )
     out.append("</div>")
     return "".join(out)
 
@@ -63,22 +72,30 @@ def batch_line(events) -> str:
     done = next((e for e in events if e.kind == "batch_finished"), None)
     rounds = [e for e in events if e.kind == "batch_round"]
     if done is None:
-        return (f'<p class="batch-line">{len(rounds)} rounds so far, '
-                f'{sum(sum(e.committed) for e in rounds)} tokens committed.</p>' if rounds else "")
+        return (
+            f'<p class="batch-line">{len(rounds)} rounds so far, '
+            f"{sum(sum(e.committed) for e in rounds)} tokens committed.</p>"
+            if rounds
+            else ""
+        )
     s = done.summary
     gammas = ", ".join(f"γ {g} × {n}" for g, n in s.get("round_gammas", []))
     alpha = s.get("alpha")
     rate = s.get("decode_tokens_per_s")
     mode = "AR (γ = 0)" if done.mode == "ar" else esc(done.draft)
-    return (f'<p class="batch-line" data-rows="{done.rows}"><b>{done.rows} rows</b>, {mode}: {s.get("tokens")} '
-            f'tokens in {s.get("rounds")} forwards ({gammas}); '
-            f'{decode_rate(s)} after the prefill'
-            + (f"; α {alpha:.2f} pooled over the rows" if alpha is not None else "") + ".</p>"
-            if rate else f'<p class="batch-line">{done.rows} rows, {s.get("tokens")} tokens.</p>')
+    return (
+        f'<p class="batch-line" data-rows="{done.rows}"><b>{done.rows} rows</b>, {mode}: {s.get("tokens")} '
+        f"tokens in {s.get('rounds')} forwards ({gammas}); "
+        f"{decode_rate(s)} after the prefill"
+        + (f"; α {alpha:.2f} pooled over the rows" if alpha is not None else "")
+        + ".</p>"
+        if rate
+        else f'<p class="batch-line">{done.rows} rows, {s.get("tokens")} tokens.</p>'
+    )
 
 
 def decode_rate(s: dict) -> str:
-    """"1,234 tokens/s (512 ÷ 0.415 s)": the decode throughput with the seconds it divides by, printed so that
+    """ "1,234 tokens/s (512 ÷ 0.415 s)": the decode throughput with the seconds it divides by, printed so that
     they divide to it."""
     tokens, seconds = s.get("tokens"), s["wall_s"] - s["prefill_s"]
     rate, (_, secs) = derive(lambda n, t: n / t if t > 0 else math.inf, [(tokens, 0), (seconds, 2)], 0)
@@ -88,8 +105,16 @@ def decode_rate(s: dict) -> str:
 def crossover(sizes: list, ar: list, spec: list) -> int | None:
     """The smallest B from which `spec`'s median decode throughput stays below AR's at every larger B measured
     (None: it ends above AR). A dip at one B that recovers at the next is not where speculation stops paying."""
-    below = [bool(a and s and a.get("decode_tokens_per_s") and s.get("decode_tokens_per_s") is not None
-                  and s["decode_tokens_per_s"] < a["decode_tokens_per_s"]) for a, s in zip(ar, spec)]
+    below = [
+        bool(
+            a
+            and s
+            and a.get("decode_tokens_per_s")
+            and s.get("decode_tokens_per_s") is not None
+            and s["decode_tokens_per_s"] < a["decode_tokens_per_s"]
+        )
+        for a, s in zip(ar, spec)
+    ]
     at = None
     for b, low in zip(sizes, below):
         at = (at or b) if low else None
@@ -97,7 +122,7 @@ def crossover(sizes: list, ar: list, spec: list) -> int | None:
 
 
 def _name(contestant: str, gamma: int = 0) -> str:
-    """"ar" -> AR; "ngram@4" -> ngram γ=4 (the benchmark's fixed-γ contestants); auto -> auto (γ by goodput)."""
+    """ "ar" -> AR; "ngram@4" -> ngram γ=4 (the benchmark's fixed-γ contestants); auto -> auto (γ by goodput)."""
     if contestant == "ar":
         return "AR"
     if "@" in contestant:
@@ -120,19 +145,34 @@ def throughput_figure(results: dict | None) -> go.Figure:
     fixed = [n for n in results["contestants"] if "@" in n]
     for s, curves in results["curves"].items():
         for n, points in curves.items():
-            color = SHADES[fixed.index(n) % len(SHADES)] if n in fixed else LINE.get(n.split(":")[0], COLORS["speculative"])
-            fig.add_scatter(x=sizes, y=[p["decode_tokens_per_s"] for p in points], mode="lines+markers",
-                            name=f"{_name(n, gamma)}, {s}", line=dict(color=color, dash=DASH.get(s, "dash")),
-                            hovertemplate=f"{_name(n, gamma)}, {s}<br>B=%{{x}}: %{{y:.0f}} tokens/s<extra></extra>")
+            color = (
+                SHADES[fixed.index(n) % len(SHADES)]
+                if n in fixed
+                else LINE.get(n.split(":")[0], COLORS["speculative"])
+            )
+            fig.add_scatter(
+                x=sizes,
+                y=[p["decode_tokens_per_s"] for p in points],
+                mode="lines+markers",
+                name=f"{_name(n, gamma)}, {s}",
+                line=dict(color=color, dash=DASH.get(s, "dash")),
+                hovertemplate=f"{_name(n, gamma)}, {s}<br>B=%{{x}}: %{{y:.0f}} tokens/s<extra></extra>",
+            )
     for s, by in (results.get("crossover") or {}).items():
         b = by.get(f"ngram@{gamma}")
         if b:
             fig.add_vline(x=b, line=dict(color=COLORS["rejected"], dash=DASH.get(s, "dash"), width=1))
             # an annotation on a log axis takes log10(x) (Plotly's rule; x = 16 stretched the axis to 10^16), the
             # line takes x itself
-            fig.add_annotation(x=math.log10(b), y=1, yref="paper", text=f"{s}: γ={gamma} below AR from B={b}",
-                               showarrow=False,
-                               xanchor="left", font=dict(size=10, color=COLORS["rejected"]))
+            fig.add_annotation(
+                x=math.log10(b),
+                y=1,
+                yref="paper",
+                text=f"{s}: γ={gamma} below AR from B={b}",
+                showarrow=False,
+                xanchor="left",
+                font=dict(size=10, color=COLORS["rejected"]),
+            )
     fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
     fig.update_layout(height=360, meta={"sv_chart": "batch-throughput"})
     return fig
@@ -146,12 +186,14 @@ def roofline_note(results: dict | None) -> str:
     if not ridge:
         return ""
     at, (n_star,) = derive(lambda r: r / (gamma + 1), [(ridge, 0)], 1)
-    return (f'<p class="batch-roof">On this machine ({esc(results.get("cpu", ""))}, {results.get("threads")} threads) '
-            f'the roofline\'s ridge is n* ≈ {n_star} tokens per forward (at 256 cached tokens): below it a forward '
-            f'costs about its weight reads, whatever it carries; above it, its arithmetic. A batch of B rows at '
-            f'γ = {gamma} carries B × {gamma + 1} tokens, so it reaches the ridge near B ≈ {at}; AR carries only B. '
-            f'Speculation spends the spare compute a batch also spends: once the forward is compute-bound, every '
-            f'rejected draft costs real time, and AR\'s B rows per forward are the better use of it.</p>')
+    return (
+        f'<p class="batch-roof">On this machine ({esc(results.get("cpu", ""))}, {results.get("threads")} threads) '
+        f"the roofline's ridge is n* ≈ {n_star} tokens per forward (at 256 cached tokens): below it a forward "
+        f"costs about its weight reads, whatever it carries; above it, its arithmetic. A batch of B rows at "
+        f"γ = {gamma} carries B × {gamma + 1} tokens, so it reaches the ridge near B ≈ {at}; AR carries only B. "
+        f"Speculation spends the spare compute a batch also spends: once the forward is compute-bound, every "
+        f"rejected draft costs real time, and AR's B rows per forward are the better use of it.</p>"
+    )
 
 
 def auto_gaps(results: dict) -> dict:
@@ -163,42 +205,67 @@ def auto_gaps(results: dict) -> dict:
         if auto is None:
             continue
         rivals = [n for n in curves if n == "ar" or "@" in n]
-        out[s] = [p["decode_tokens_per_s"] / max(curves[n][i]["decode_tokens_per_s"] for n in rivals)
-                  if p["decode_tokens_per_s"] else None for i, p in enumerate(curves[auto])]
+        out[s] = [
+            p["decode_tokens_per_s"] / max(curves[n][i]["decode_tokens_per_s"] for n in rivals)
+            if p["decode_tokens_per_s"]
+            else None
+            for i, p in enumerate(curves[auto])
+        ]
     return out
 
 
 def throughput_markdown(results: dict) -> str:
     """The benchmark's table: median decode tokens/s per B, contestant and set, the crossover and the command."""
     sizes, gamma = results["sizes"], results["gamma"]
-    lines = [f"# Batched throughput ({results['target']}, {results['cpu']}, {results['threads']} threads, greedy, "
-             f"{results['max_new_tokens']} new tokens per row)", "",
-             f"`{results['command']}` ({results['seconds'] / 60:.1f} min; medians of {results['repeats']} interleaved "
-             f"repeats; decode tokens/s of the whole batch, after the prefill)", ""]
+    lines = [
+        f"# Batched throughput ({results['target']}, {results['cpu']}, {results['threads']} threads, greedy, "
+        f"{results['max_new_tokens']} new tokens per row)",
+        "",
+        f"`{results['command']}` ({results['seconds'] / 60:.1f} min; medians of {results['repeats']} interleaved "
+        f"repeats; decode tokens/s of the whole batch, after the prefill)",
+        "",
+    ]
     for s, curves in results["curves"].items():
-        lines += [f"## {s} prompts ({', '.join(results['sets'][s])})", "",
-                  "| contestant | " + " | ".join(f"B={b}" for b in sizes) + " |",
-                  "|---|" + "---|" * len(sizes)]
+        lines += [
+            f"## {s} prompts ({', '.join(results['sets'][s])})",
+            "",
+            "| contestant | " + " | ".join(f"B={b}" for b in sizes) + " |",
+            "|---|" + "---|" * len(sizes),
+        ]
         ar = curves["ar"]
         for n, points in curves.items():
             cells = []
             for p, a in zip(points, ar):
                 v, base = p["decode_tokens_per_s"], a["decode_tokens_per_s"]
-                ratio = derive(lambda x, y: x / y, [(v, 0), (base, 0)], most=0)[0] if n != "ar" and base else None
-                cells.append(f"{v:.0f}" + (f" ({ratio}×)" if ratio else ""))  # of the printed cells, as printed
+                ratio = (
+                    derive(lambda x, y: x / y, [(v, 0), (base, 0)], most=0)[0] if n != "ar" and base else None
+                )
+                cells.append(
+                    f"{v:.0f}" + (f" ({ratio}×)" if ratio else "")
+                )  # of the printed cells, as printed
             lines.append(f"| {_name(n, gamma)} | " + " | ".join(cells) + " |")
         cross = results["crossover"][s]
-        lines += ["", "; ".join(f"{_name(n, gamma)}: " + (f"below AR from B = {b} on" if b else "above AR at B = "
-                                                          f"{sizes[-1]}")
-                                 for n, b in cross.items()), ""]
+        lines += [
+            "",
+            "; ".join(
+                f"{_name(n, gamma)}: "
+                + (f"below AR from B = {b} on" if b else f"above AR at B = {sizes[-1]}")
+                for n, b in cross.items()
+            ),
+            "",
+        ]
     for s, by in auto_gaps(results).items():
-        lines.append(f"auto ÷ the better of AR and the best fixed γ, {s}: "
-                     + ", ".join(f"B={b} {r:.2f}" for b, r in zip(sizes, by) if r is not None))
+        lines.append(
+            f"auto ÷ the better of AR and the best fixed γ, {s}: "
+            + ", ".join(f"B={b} {r:.2f}" for b, r in zip(sizes, by) if r is not None)
+        )
     lines.append(f"Outputs differing from AR's (greedy, every row): {results['mismatches']}.")
     if results.get("ridge_tokens"):
         at, (n_star,) = derive(lambda r: r / (gamma + 1), [(results["ridge_tokens"], 0)], 1)
-        lines.append(f"Roofline ridge: n* ≈ {n_star} tokens per forward at 256 cached tokens "
-                     f"(a batch at γ = {gamma} reaches it near B ≈ {at}).")
+        lines.append(
+            f"Roofline ridge: n* ≈ {n_star} tokens per forward at 256 cached tokens "
+            f"(a batch at γ = {gamma} reaches it near B ≈ {at})."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -216,10 +283,15 @@ def batch_summary_html(lanes: dict) -> str:
             ar_rows = {e.row: e.token_ids for e in ar if e.kind == "finished"}
             same = sum(e.token_ids == ar_rows.get(e.row) for e in spec if e.kind == "finished")
             greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
-            ratio, spec_rate, ar_rate = quotient_terms(rs, ra)  # the printed rates reproduce the printed ratio
-            out.append(f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
-                       f'<b>{ratio}×</b> the AR batch ({spec_rate} ÷ {ar_rate} tokens/s, the two raced round by round '
-                       f'on one thread)' + (f'; {same} of {s.rows} rows token-identical to AR' if greedy else '')
-                       + '.</p>')
+            ratio, spec_rate, ar_rate = quotient_terms(
+                rs, ra
+            )  # the printed rates reproduce the printed ratio
+            out.append(
+                f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
+                f"<b>{ratio}×</b> the AR batch ({spec_rate} ÷ {ar_rate} tokens/s, the two raced round by round "
+                f"on one thread)"
+                + (f"; {same} of {s.rows} rows token-identical to AR" if greedy else "")
+                + ".</p>"
+            )
     out.append("</div>")
     return "".join(out)

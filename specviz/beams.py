@@ -8,6 +8,7 @@ hypothesis finished (EOS or the length limit), the best one's lane is starred. H
 cumulative score, the parent and the round. With the plain run's events too, a race line compares
 target forwards and wall time. This module knows nothing about torch or gradio; token text is escaped.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,8 +42,10 @@ def _sequences(steps) -> list:
     """Per step, per slot: the tuple of tokens that beam holds after the step."""
     out, prev = [], None
     for s in steps:
-        row = [((prev[p] if prev is not None and 0 <= p < len(prev) else ()) + (t,))
-               for p, t in zip(s.parents, s.token_ids)]
+        row = [
+            ((prev[p] if prev is not None and 0 <= p < len(prev) else ()) + (t,))
+            for p, t in zip(s.parents, s.token_ids)
+        ]
         out.append(row)
         prev = row
     return out
@@ -84,7 +87,9 @@ def _ends(steps, seqs, best: tuple | None) -> dict:
             if k == 0 or not isinstance(parent, int) or not 0 <= parent < len(seqs[k - 1]):
                 continue  # finished at the first step: no cell to hang it on
             whole = seqs[k - 1][parent] + (f.get("token_id"),)
-            ends.setdefault((k - 1, parent), []).append((f.get("token", ""), f.get("score", 0.0), whole == best))
+            ends.setdefault((k - 1, parent), []).append(
+                (f.get("token", ""), f.get("score", 0.0), whole == best)
+            )
     return ends
 
 
@@ -92,7 +97,7 @@ def _cell(s, i: int, seqs, nxt, best: tuple | None, first_of_round: bool, ends=(
     parent, score = s.parents[i], s.scores[i]
     drafted = bool(s.drafted[i]) if i < len(s.drafted) else False
     survived = nxt is None or i in nxt.parents
-    on_best = best is not None and seqs[i] == best[:len(seqs[i])]
+    on_best = best is not None and seqs[i] == best[: len(seqs[i])]
     classes = ["beam-survived" if survived else "beam-pruned"]
     if drafted:
         classes.append("beam-drafted")
@@ -100,21 +105,38 @@ def _cell(s, i: int, seqs, nxt, best: tuple | None, first_of_round: bool, ends=(
         classes.append("beam-best")
     if first_of_round:
         classes.append("beam-round-start")
-    rows = [("score", f"{score:.4f} (sum of log p)"), ("extends", f"beam {parent}"), ("round", str(s.round)),
-            ("from the draft", "yes: read from the round's one forward" if drafted else "no"),
-            ("next step", "survives" if survived else "pruned")]
+    rows = [
+        ("score", f"{score:.4f} (sum of log p)"),
+        ("extends", f"beam {parent}"),
+        ("round", str(s.round)),
+        ("from the draft", "yes: read from the round's one forward" if drafted else "no"),
+        ("next step", "survives" if survived else "pruned"),
+    ]
     for f in s.finished:
         if f.get("parent") == parent and f.get("token_id") == s.token_ids[i]:
             rows.append(("finished", f"score {f.get('score', 0):.4f}"))
     head = f"beam {i}, step {s.pos}" + (" · best hypothesis" if on_best else "")
     mark = f'<span class="beam-parent">↰{esc(parent)}</span>' if parent != i else ""
-    span = tip_span(s.round, s.pos, "beam", s.tokens[i] if i < len(s.tokens) else "", head, rows, breaks=False,
-                    extra=" ".join(classes))
-    badges = "".join(f'<span class="beam-end{" beam-end-best" if is_best else ""}" data-score="{score:.6f}" '
-                     f'title="{"best hypothesis" if is_best else "hypothesis"} ends here: {esc(token)} '
-                     f'(score {score:.4f})">■</span>' for token, score, is_best in ends)
-    return (f'<span class="beam-cell" data-beam="{i}" data-parent="{esc(parent)}" data-step="{esc(s.pos)}">'
-            f'{mark}{span}{badges}</span>')
+    span = tip_span(
+        s.round,
+        s.pos,
+        "beam",
+        s.tokens[i] if i < len(s.tokens) else "",
+        head,
+        rows,
+        breaks=False,
+        extra=" ".join(classes),
+    )
+    badges = "".join(
+        f'<span class="beam-end{" beam-end-best" if is_best else ""}" data-score="{score:.6f}" '
+        f'title="{"best hypothesis" if is_best else "hypothesis"} ends here: {esc(token)} '
+        f'(score {score:.4f})">■</span>'
+        for token, score, is_best in ends
+    )
+    return (
+        f'<span class="beam-cell" data-beam="{i}" data-parent="{esc(parent)}" data-step="{esc(s.pos)}">'
+        f"{mark}{span}{badges}</span>"
+    )
 
 
 def render_beams(events, ar_events=None) -> str:
@@ -138,12 +160,22 @@ def render_beams(events, ar_events=None) -> str:
         columns.append((s, seqs[k], steps[k + 1] if k + 1 < len(steps) else None, first))
     lanes = []
     for i in range(width):
-        cells = "".join(_cell(s, i, sq, nxt, best, first, ends.get((k, i), ())) if i < len(s.parents)
-                        else '<span class="beam-cell"></span>' for k, (s, sq, nxt, first) in enumerate(columns))
-        lanes.append(f'<div class="beam-lane{" beam-lane-best" if i == best_lane else ""}" data-beam="{i}">'
-                     f'<span class="beam-label">beam {i}</span>{cells}</div>')
-    parts = [f'<div class="specviz specviz-beams" data-beams="{width}" data-steps="{len(steps)}">',
-             _head(run), f'<div class="beam-lanes" style="--beam-steps:{len(steps)}">{"".join(lanes)}</div>', LEGEND]
+        cells = "".join(
+            _cell(s, i, sq, nxt, best, first, ends.get((k, i), ()))
+            if i < len(s.parents)
+            else '<span class="beam-cell"></span>'
+            for k, (s, sq, nxt, first) in enumerate(columns)
+        )
+        lanes.append(
+            f'<div class="beam-lane{" beam-lane-best" if i == best_lane else ""}" data-beam="{i}">'
+            f'<span class="beam-label">beam {i}</span>{cells}</div>'
+        )
+    parts = [
+        f'<div class="specviz specviz-beams" data-beams="{width}" data-steps="{len(steps)}">',
+        _head(run),
+        f'<div class="beam-lanes" style="--beam-steps:{len(steps)}">{"".join(lanes)}</div>',
+        LEGEND,
+    ]
     if result is not None:
         parts.append(_hypotheses(result))
     if ar_events:
@@ -152,9 +184,11 @@ def render_beams(events, ar_events=None) -> str:
     return "".join(parts)
 
 
-LEGEND = ('<p class="beam-legend">Each row is one beam slot, each column one step. <span class="beam-parent">↰k</span> '
-          'on a cell: at that step the beam in this row continued beam k of the step before (the search reordered '
-          'its beams); no mark: it continued its own row. A cell with no child at the next step was dropped.</p>')
+LEGEND = (
+    '<p class="beam-legend">Each row is one beam slot, each column one step. <span class="beam-parent">↰k</span> '
+    "on a cell: at that step the beam in this row continued beam k of the step before (the search reordered "
+    "its beams); no mark: it continued its own row. A cell with no child at the next step was dropped.</p>"
+)
 
 
 def _head(run) -> str:
@@ -162,9 +196,11 @@ def _head(run) -> str:
     cfg = started.config or {}
     mode = "speculative" if started.mode == "speculative" else "plain"
     forwards = len(verified)
-    text = (f"{mode} beam search, B = {esc(cfg.get('num_beams', '?'))}"
-            + (f", γ = {esc(cfg.get('gamma'))}, drafter {esc(started.draft)}" if mode == "speculative" else "")
-            + f": {len(steps)} steps in {forwards} target forwards")
+    text = (
+        f"{mode} beam search, B = {esc(cfg.get('num_beams', '?'))}"
+        + (f", γ = {esc(cfg.get('gamma'))}, drafter {esc(started.draft)}" if mode == "speculative" else "")
+        + f": {len(steps)} steps in {forwards} target forwards"
+    )
     return f'<div class="beam-head" data-mode="{mode}">{text}</div>'
 
 
@@ -173,8 +209,10 @@ def _hypotheses(result) -> str:
     for k, (text, score) in enumerate(zip(result.texts, result.scores)):
         cls = "beam-hyp beam-hyp-best" if k == 0 else "beam-hyp"
         tag = "best" if k == 0 else f"#{k + 1}"
-        items.append(f'<li class="{cls}" data-score="{score:.6f}"><b>{tag}</b> '
-                     f'<span class="beam-score">{score:.4f}</span> {esc(text)}</li>')
+        items.append(
+            f'<li class="{cls}" data-score="{score:.6f}"><b>{tag}</b> '
+            f'<span class="beam-score">{score:.4f}</span> {esc(text)}</li>'
+        )
     return f'<ol class="beam-hyps">{"".join(items)}</ol>'
 
 
@@ -191,20 +229,30 @@ def _race(spec, plain) -> str:
     ws, wp = walls["speculative"], walls["plain"]
     done = spec["finished"] is not None and plain["finished"] is not None
     ratio = quotient_terms(wp, ws, least=2) if done and ws and wp else None
-    shown = {"plain": ratio[1], "speculative": ratio[2]} if ratio else {
-        k: f"{w:.2f}" for k, w in walls.items() if isinstance(w, (int, float))}
+    shown = (
+        {"plain": ratio[1], "speculative": ratio[2]}
+        if ratio
+        else {k: f"{w:.2f}" for k, w in walls.items() if isinstance(w, (int, float))}
+    )
     rows = []
     for name, run in (("speculative", spec), ("plain", plain)):
         forwards, steps, _ = _lane_numbers(run)
         per = quotient_terms(steps, forwards)[0] if forwards else "–"
-        rows.append(f'<span class="beam-race-lane" data-lane="{name}" data-forwards="{forwards}">{name}: '
-                    f'{steps} steps, {forwards} target forwards ({per} steps/forward)'
-                    f'{f", {shown[name]} s" if name in shown else ""}</span>')
+        rows.append(
+            f'<span class="beam-race-lane" data-lane="{name}" data-forwards="{forwards}">{name}: '
+            f"{steps} steps, {forwards} target forwards ({per} steps/forward)"
+            f"{f', {shown[name]} s' if name in shown else ''}</span>"
+        )
     verdict = ""
     if done:
-        same = (spec["result"] is not None and plain["result"] is not None
-                and spec["result"].token_ids == plain["result"].token_ids)
+        same = (
+            spec["result"] is not None
+            and plain["result"] is not None
+            and spec["result"].token_ids == plain["result"].token_ids
+        )
         said = f"{ratio[0]}× plain's speed ({ratio[1]} s ÷ {ratio[2]} s)" if ratio else "–"
-        verdict = (f'<span class="beam-verdict" data-same="{str(same).lower()}">{said}; '
-                   f'{"same beams" if same else "beams differ"}</span>')
+        verdict = (
+            f'<span class="beam-verdict" data-same="{str(same).lower()}">{said}; '
+            f"{'same beams' if same else 'beams differ'}</span>"
+        )
     return f'<div class="beam-race">{"".join(rows)}{verdict}</div>'

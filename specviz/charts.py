@@ -1,6 +1,7 @@
 """Events -> small plotly figures. Each works on a partial run and returns an empty figure with a
 note when the data it needs is not there yet. Knows nothing about HTML or gradio.
 """
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -13,8 +14,16 @@ from .runs import predicted_terms, spec_summary, split_runs, view_runs
 
 HEIGHT = 290
 UIREVISION = "specviz"
-COLORS = {"accepted": "#2da44e", "corrected": "#e16f24", "bonus": "#8250df", "rejected": "#cf222e",
-          "ar": "#6e7781", "speculative": "#0969da", "model": "#0969da", "measured": "#e16f24"}
+COLORS = {
+    "accepted": "#2da44e",
+    "corrected": "#e16f24",
+    "bonus": "#8250df",
+    "rejected": "#cf222e",
+    "ar": "#6e7781",
+    "speculative": "#0969da",
+    "model": "#0969da",
+    "measured": "#e16f24",
+}
 ORIGINS = ("accepted", "corrected", "bonus", "ar")
 
 
@@ -24,23 +33,43 @@ def _figure(title: str, xtitle: str = "", ytitle: str = "") -> go.Figure:
     fig = go.Figure()
     # transparent: the figure takes the page's light or dark background (assets/app.css turns text light in dark
     # mode); the legend sits at the container's bottom edge, below the x-axis title, never across it
-    fig.update_layout(template="plotly_white", height=HEIGHT, uirevision=UIREVISION,
-                      paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)",
-                      title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left"),
-                      margin=dict(l=48, r=12, t=36, b=84), font=dict(size=11, color="#6e7781"),
-                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0, font=dict(size=10),
-                                  bgcolor="rgba(0,0,0,0)"),
-                      xaxis=dict(title=xtitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
-                      yaxis=dict(title=ytitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
-                      meta={"sv_x": "round"} if xtitle == "round" else None)
+    fig.update_layout(
+        template="plotly_white",
+        height=HEIGHT,
+        uirevision=UIREVISION,
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        title=dict(text=title, font=dict(size=13), x=0.01, xanchor="left"),
+        margin=dict(l=48, r=12, t=36, b=84),
+        font=dict(size=11, color="#6e7781"),
+        legend=dict(
+            orientation="h",
+            yref="container",
+            y=0,
+            yanchor="bottom",
+            x=0,
+            font=dict(size=10),
+            bgcolor="rgba(0,0,0,0)",
+        ),
+        xaxis=dict(title=xtitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
+        yaxis=dict(title=ytitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
+        meta={"sv_x": "round"} if xtitle == "round" else None,
+    )
     return fig
 
 
 def empty_fig(title: str, note: str) -> go.Figure:
     """A figure with no traces and a centred note (the data is not there yet)."""
     fig = _figure(title)
-    fig.add_annotation(text=note, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
-                       font=dict(size=12, color="#6e7781"))
+    fig.add_annotation(
+        text=note,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        font=dict(size=12, color="#6e7781"),
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
@@ -62,11 +91,21 @@ def accepted_length_fig(events) -> go.Figure:
     for origin in ORIGINS:
         counts = [r.origins.count(origin) for r in run.rounds]
         if any(counts):
-            fig.add_trace(go.Bar(x=rounds, y=counts, name=origin, marker_color=COLORS[origin],
-                                 hovertemplate=f"round %{{x}}: %{{y}} {origin}<extra></extra>"))
+            fig.add_trace(
+                go.Bar(
+                    x=rounds,
+                    y=counts,
+                    name=origin,
+                    marker_color=COLORS[origin],
+                    hovertemplate=f"round %{{x}}: %{{y}} {origin}<extra></extra>",
+                )
+            )
     total = sum(len(r.tokens) for r in run.rounds)
-    fig.update_layout(barmode="stack", bargap=0.1,
-                      title_text=f"{title} · mean {total / len(run.rounds):.2f} per target forward")
+    fig.update_layout(
+        barmode="stack",
+        bargap=0.1,
+        title_text=f"{title} · mean {total / len(run.rounds):.2f} per target forward",
+    )
     return fig
 
 
@@ -83,14 +122,29 @@ def position_acceptance_fig(events) -> go.Figure:
         return empty_fig(title, "no verified drafts yet")
     fig = _figure(title, "draft position", "accepted / drafted")
     x = list(range(1, len(drafted) + 1))
-    fig.add_trace(go.Bar(x=x, y=[a / d for a, d in zip(accepted, drafted)], name="accepted / drafted",
-                         marker_color=COLORS["accepted"], customdata=list(zip(accepted, drafted)),
-                         hovertemplate="position %{x}: %{y:.2f} (%{customdata[0]}/%{customdata[1]})<extra></extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=x,
+            y=[a / d for a, d in zip(accepted, drafted)],
+            name="accepted / drafted",
+            marker_color=COLORS["accepted"],
+            customdata=list(zip(accepted, drafted)),
+            hovertemplate="position %{x}: %{y:.2f} (%{customdata[0]}/%{customdata[1]})<extra></extra>",
+        )
+    )
     alpha = spec_summary(events).get("alpha")
     if alpha is not None:  # the i.i.d. model behind E: position i is kept with probability α^i
-        fig.add_trace(go.Scatter(x=x, y=[alpha ** i for i in x], mode="lines+markers", name=f"model α^i, α={alpha:.2f}",
-                                 line=dict(color=COLORS["model"], dash="dot"), marker=dict(size=5),
-                                 hovertemplate="position %{x}: α^i = %{y:.2f}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[alpha**i for i in x],
+                mode="lines+markers",
+                name=f"model α^i, α={alpha:.2f}",
+                line=dict(color=COLORS["model"], dash="dot"),
+                marker=dict(size=5),
+                hovertemplate="position %{x}: α^i = %{y:.2f}<extra></extra>",
+            )
+        )
     fig.update_yaxes(range=[0, 1.05])
     fig.update_xaxes(dtick=1)
     return fig
@@ -112,11 +166,27 @@ def running_acceptance_fig(events) -> go.Figure:
         x.append(rv.round)
         own.append(costmodel.alpha(rv.n_accepted, rejected))
         running.append(costmodel.alpha(acc, rej))
-    fig.add_trace(go.Scatter(x=x, y=own, mode="markers", name="this round's α: accepted / tested", opacity=0.35,
-                             marker=dict(color=COLORS["accepted"], size=5),
-                             hovertemplate="round %{x}: %{y:.2f}<extra>this round</extra>"))
-    fig.add_trace(go.Scatter(x=x, y=running, mode="lines", name="running α", line=dict(color=COLORS["model"]),
-                             hovertemplate="after round %{x}: α = %{y:.3f}<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=own,
+            mode="markers",
+            name="this round's α: accepted / tested",
+            opacity=0.35,
+            marker=dict(color=COLORS["accepted"], size=5),
+            hovertemplate="round %{x}: %{y:.2f}<extra>this round</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=running,
+            mode="lines",
+            name="running α",
+            line=dict(color=COLORS["model"]),
+            hovertemplate="after round %{x}: α = %{y:.3f}<extra></extra>",
+        )
+    )
     fig.update_yaxes(range=[0, 1.05])
     return fig
 
@@ -131,9 +201,16 @@ def throughput_fig(events) -> go.Figure:
         points = run.timeline() if run else []
         if not points:
             continue
-        fig.add_trace(go.Scatter(x=[0.0] + [t for t, _ in points], y=[0] + [n for _, n in points],
-                                 mode="lines", name=name, line=dict(color=COLORS[mode], shape="hv"),
-                                 hovertemplate=f"{name}: %{{y}} tokens at %{{x:.2f}} s<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[0.0] + [t for t, _ in points],
+                y=[0] + [n for _, n in points],
+                mode="lines",
+                name=name,
+                line=dict(color=COLORS[mode], shape="hv"),
+                hovertemplate=f"{name}: %{{y}} tokens at %{{x:.2f}} s<extra></extra>",
+            )
+        )
     if not fig.data:
         return empty_fig(title, "no timed rounds yet")
     return fig
@@ -149,8 +226,11 @@ def speedup_model_fig(events) -> go.Figure:
     gamma_run = summary.get("gamma") or 0
     flags = summary.get("timing_flags") or []
     if summary.get("tree_rounds"):
-        return empty_fig(title, "not modelled for token trees: a tree's expected tokens per forward<br>depend on its "
-                                "shape (E(α, γ) is a chain's); the race measures its speedup")
+        return empty_fig(
+            title,
+            "not modelled for token trees: a tree's expected tokens per forward<br>depend on its "
+            "shape (E(α, γ) is a chain's); the race measures its speedup",
+        )
     if alpha is None or c is None or not v_points or not gamma_run:
         return empty_fig(title, "needs a finished speculative run with timing (α, c, v)")
     if flags:
@@ -161,19 +241,42 @@ def speedup_model_fig(events) -> go.Figure:
     tested = summary.get("accepted", 0) + summary.get("rejections", 0)
     shown = Exact.ratio(summary["accepted"], tested).text() if tested else f"{alpha:.3f}"  # exact, as Explain
     label = f"E/(γc+v(γ+1)): α={shown}, c={c:.3f}, measured v(n)"
-    fig.add_trace(go.Scatter(x=gammas, y=ys, mode="lines+markers", name=label, customdata=es,
-                             line=dict(color=COLORS["model"]), marker=dict(size=4),
-                             hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})<extra></extra>"))
+    fig.add_trace(
+        go.Scatter(
+            x=gammas,
+            y=ys,
+            mode="lines+markers",
+            name=label,
+            customdata=es,
+            line=dict(color=COLORS["model"]),
+            marker=dict(size=4),
+            hovertemplate="γ=%{x}: %{y:.2f}× (E=%{customdata:.2f})<extra></extra>",
+        )
+    )
     predicted = summary.get("predicted_speedup")
     if predicted is not None:
-        fig.add_trace(go.Scatter(x=[gamma_run], y=[predicted], mode="markers", name=f"this run (predicted {(predicted_terms(summary) or ('–',))[0]}×)",
-                                 marker=dict(color=COLORS["model"], size=11, symbol="circle-open", line=dict(width=2)),
-                                 hovertemplate="this run: predicted %{y:.2f}×<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[gamma_run],
+                y=[predicted],
+                mode="markers",
+                name=f"this run (predicted {(predicted_terms(summary) or ('–',))[0]}×)",
+                marker=dict(color=COLORS["model"], size=11, symbol="circle-open", line=dict(width=2)),
+                hovertemplate="this run: predicted %{y:.2f}×<extra></extra>",
+            )
+        )
     measured = summary.get("speedup")
     if measured is not None:
-        fig.add_trace(go.Scatter(x=[gamma_run], y=[measured], mode="markers", name=f"measured {measured:.2f}× (race)",
-                                 marker=dict(color=COLORS["measured"], size=11, symbol="diamond"),
-                                 hovertemplate="γ=%{x}: measured %{y:.2f}×<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=[gamma_run],
+                y=[measured],
+                mode="markers",
+                name=f"measured {measured:.2f}× (race)",
+                marker=dict(color=COLORS["measured"], size=11, symbol="diamond"),
+                hovertemplate="γ=%{x}: measured %{y:.2f}×<extra></extra>",
+            )
+        )
     best = max(points, key=lambda p: p[2])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#6e7781")
     fig.update_layout(title_text=f"{title} · best γ={best[0]} ({best[2]:.2f}×)")

@@ -1,6 +1,7 @@
 """A short explanation panel: the terms of speculative decoding and the speedup formula, filled in
 with this run's numbers. Events -> HTML.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,7 @@ def _num(x, fmt: str = ".2f") -> str:
 
 
 def _spread(x) -> str:
-    """ ' (spread 12%)': the interquartile range of the per-round samples over their median."""
+    """' (spread 12%)': the interquartile range of the per-round samples over their median."""
     return f" (spread {x:.0%})" if isinstance(x, (int, float)) and not isinstance(x, bool) else ""
 
 
@@ -30,14 +31,20 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
     roofline (when the run recorded it), and when it does not pay."""
     c, v = s.get("c"), s.get("v")
     n = s.get("v_n")
-    measured = ("" if not (isinstance(v, float) and n) else
-                f" This run: v({n}) = {v:.2f} target steps for {n} positions." if v < n else
-                f" But this run measured v({n}) = {v:.2f} target steps for {n} positions, no less than {n} separate "
-                "steps: its verify forwards were slowed (a busy machine, or a forward this host runs badly).")
-    lines = ["<b>Why it pays.</b> Producing one token makes the target read all of its weights from memory; on "
-             "this hardware that read, not the arithmetic, sets the time of a step (decoding is memory-bound). "
-             "Verifying γ + 1 tokens in one forward reads the weights once, so it costs v(γ + 1) target steps, "
-             "usually far less than γ + 1 separate steps." + measured]
+    measured = (
+        ""
+        if not (isinstance(v, float) and n)
+        else f" This run: v({n}) = {v:.2f} target steps for {n} positions."
+        if v < n
+        else f" But this run measured v({n}) = {v:.2f} target steps for {n} positions, no less than {n} separate "
+        "steps: its verify forwards were slowed (a busy machine, or a forward this host runs badly)."
+    )
+    lines = [
+        "<b>Why it pays.</b> Producing one token makes the target read all of its weights from memory; on "
+        "this hardware that read, not the arithmetic, sets the time of a step (decoding is memory-bound). "
+        "Verifying γ + 1 tokens in one forward reads the weights once, so it costs v(γ + 1) target steps, "
+        "usually far less than γ + 1 separate steps." + measured
+    ]
     if s.get("tree_rounds"):
         lines += tree_costs(s)
     elif c is not None and v is not None and s.get("v_n"):
@@ -45,33 +52,46 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
         lines += run_prediction(s, gamma)
         r = one_round(s, gamma)
         if r is not None:  # from the c and v as printed in the line above
-            whatif = [(a, costmodel.predicted_speedup(a, gamma, parse(r["c"]), parse(r["v"]))) for a in (0.2, 0.5, 0.8)]
-            lines.append(f"It stops paying when α is low or the drafter is costly. With this run's c = {r['c']} and "
-                         f"v({gamma + 1}) = {r['v']}, at γ = {gamma}: " + ", ".join(f"α = {a:.1f} → {_num(x)}×" for a, x
-                                                                                  in whatif)
-                         + " (below 1× is a slowdown).")
+            whatif = [
+                (a, costmodel.predicted_speedup(a, gamma, parse(r["c"]), parse(r["v"])))
+                for a in (0.2, 0.5, 0.8)
+            ]
+            lines.append(
+                f"It stops paying when α is low or the drafter is costly. With this run's c = {r['c']} and "
+                f"v({gamma + 1}) = {r['v']}, at γ = {gamma}: "
+                + ", ".join(f"α = {a:.1f} → {_num(x)}×" for a, x in whatif)
+                + " (below 1× is a slowdown)."
+            )
     else:
         lines.append("The measured c and v(n) of a run appear here once it finishes.")
     share = s.get("bandwidth")
     context = share["context"] if isinstance(share, dict) else context
     run_n = s.get("v_n") or ((gamma or 0) + 1)  # the forward size this run verified most often
     chart = roofline_chart(measured_points(s), host, context, run_n)
-    return (f'<div class="sv-why">{"".join(f"<p>{line}</p>" for line in lines)}'
-            f'{roofline_text(s, host, context, run_n)}{chart}</div>')
+    return (
+        f'<div class="sv-why">{"".join(f"<p>{line}</p>" for line in lines)}'
+        f"{roofline_text(s, host, context, run_n)}{chart}</div>"
+    )
 
 
 def tree_costs(s: dict) -> list[str]:
     """A tree run's costs as measured, and plainly that its expected tokens are not modelled here."""
     c, v, n = s.get("c"), s.get("v"), s.get("v_n")
-    out = ["This run verified token <i>trees</i>: each round's draft was a tree of nodes (several candidates per "
-           "position), and the target judged every node in one forward with a tree mask."]
+    out = [
+        "This run verified token <i>trees</i>: each round's draft was a tree of nodes (several candidates per "
+        "position), and the target judged every node in one forward with a tree mask."
+    ]
     if c is not None and v is not None and n:
-        out.append(f"Measured: a drafted node cost c = {c:.3f} target steps; a verify forward over the most common "
-                   f"size, {n} positions (the nodes + the last committed token), cost v({n}) = {v:.2f} target steps; "
-                   f"{_num(s.get('mean_accepted_length'))} tokens were committed per forward.")
-    out.append("A tree's expected tokens per forward depend on its shape (how many children each node has, which "
-               "ones the drafter ranks first), which E = (1 − α<sup>γ+1</sup>) / (1 − α) does not describe: this "
-               "page does not model it, so it predicts no speedup for a tree run; the race measures one.")
+        out.append(
+            f"Measured: a drafted node cost c = {c:.3f} target steps; a verify forward over the most common "
+            f"size, {n} positions (the nodes + the last committed token), cost v({n}) = {v:.2f} target steps; "
+            f"{_num(s.get('mean_accepted_length'))} tokens were committed per forward."
+        )
+    out.append(
+        "A tree's expected tokens per forward depend on its shape (how many children each node has, which "
+        "ones the drafter ranks first), which E = (1 − α<sup>γ+1</sup>) / (1 − α) does not describe: this "
+        "page does not model it, so it predicts no speedup for a tree run; the race measures one."
+    )
     return out
 
 
@@ -90,8 +110,16 @@ def one_round(s: dict, gamma: int) -> dict | None:
     _, (c_text, v_text) = derive(lambda x, y: gamma * x + y, [(c, 3), (v, 2)], decimals_of(cost))
     cost = fixed(gamma * parse(c_text) + parse(v_text), decimals_of(cost))
     ratio = fixed(parse(e) / parse(cost), 2)
-    return {"gamma": gamma, "alpha": a.text(), "alpha_value": float(a.value), "c": c_text, "v": v_text,
-            "cost": cost, "e": e, "ratio": ratio}
+    return {
+        "gamma": gamma,
+        "alpha": a.text(),
+        "alpha_value": float(a.value),
+        "c": c_text,
+        "v": v_text,
+        "cost": cost,
+        "e": e,
+        "ratio": ratio,
+    }
 
 
 def run_prediction(s: dict, gamma: int) -> list[str]:
@@ -100,19 +128,23 @@ def run_prediction(s: dict, gamma: int) -> list[str]:
     out = []
     r = one_round(s, gamma)
     if r is not None:
-        out.append(f"One round at γ = {gamma} costs γ·c + v({gamma + 1}) = {gamma}·{r['c']} + {r['v']} = {r['cost']} "
-                   f"target steps and commits E = (1 − α<sup>{gamma + 1}</sup>) / (1 − α) = {r['e']} tokens on "
-                   f"average at α = {r['alpha']}: {r['e']} ÷ {r['cost']} = {r['ratio']}× for that round.")
+        out.append(
+            f"One round at γ = {gamma} costs γ·c + v({gamma + 1}) = {gamma}·{r['c']} + {r['v']} = {r['cost']} "
+            f"target steps and commits E = (1 − α<sup>{gamma + 1}</sup>) / (1 − α) = {r['e']} tokens on "
+            f"average at α = {r['alpha']}: {r['e']} ÷ {r['cost']} = {r['ratio']}× for that round."
+        )
     tokens, steps, hist = s.get("model_tokens"), s.get("model_steps"), s.get("round_gammas") or []
     terms = predicted_terms(s)
     if terms is not None:
         rounds = sum(n for _, n in hist)
         mix = ", ".join(f"{n} at γ = {g}" for g, n in hist)
         pred, tokens, steps = terms
-        out.append(f"This run's prediction sums over its {rounds} rounds ({mix}): Σ E = {tokens} tokens ÷ "
-                   f"Σ (γ·c + v(γ + 1)) = {steps} target steps = predicted {pred}× (measured: "
-                   f"{_num(s.get('speedup'))}×)." + (" ⚠ Unreliable: the timings were disturbed (below)."
-                                                    if s.get("timing_flags") else ""))
+        out.append(
+            f"This run's prediction sums over its {rounds} rounds ({mix}): Σ E = {tokens} tokens ÷ "
+            f"Σ (γ·c + v(γ + 1)) = {steps} target steps = predicted {pred}× (measured: "
+            f"{_num(s.get('speedup'))}×)."
+            + (" ⚠ Unreliable: the timings were disturbed (below)." if s.get("timing_flags") else "")
+        )
     return out
 
 
@@ -136,30 +168,47 @@ def whatif_panel(s: dict) -> str:
     table = [None] + [round(at(k), 4) for k in range(1, WHATIF_GAMMA + 2)]  # v(k) at index k
     band = ""
     if noisy:  # the measured spread (interquartile range ÷ median) of v and c, around the fitted line
-        raw, dv, dc = costmodel.verify_curve(points), (s.get("v_spread") or 0) / 2, (s.get("c_spread") or 0) / 2
+        raw, dv, dc = (
+            costmodel.verify_curve(points),
+            (s.get("v_spread") or 0) / 2,
+            (s.get("c_spread") or 0) / 2,
+        )
         lo = [None] + [round(min(at(k), raw(k)) * (1 - dv), 4) for k in range(1, WHATIF_GAMMA + 2)]
         hi = [None] + [round(max(at(k), raw(k)) * (1 + dv), 4) for k in range(1, WHATIF_GAMMA + 2)]
-        band = f' data-v-lo=\'{json.dumps(lo)}\' data-v-hi=\'{json.dumps(hi)}\' data-c-spread="{dc:.4f}"'
+        band = f" data-v-lo='{json.dumps(lo)}' data-v-hi='{json.dumps(hi)}' data-c-spread=\"{dc:.4f}\""
     g = n - 1
-    slider = ('<label>{label} <input type="range" name="{name}" min="{lo}" max="{hi}" step="{step}" value="{value}" '
-              'aria-label="{label}"><output>{shown}</output></label>')
-    controls = "".join(slider.format(label=label, name=name, lo=lo, hi=hi, step=step, value=value, shown=shown)
-                       for label, name, lo, hi, step, value, shown in (
-                           ("α", "alpha", 0, 1, 0.001, f"{alpha:.3f}", r["alpha"]),
-                           ("γ", "gamma", 1, WHATIF_GAMMA, 1, g, g),
-                           ("c", "c", 0, 1.5, 0.001, f"{c:.3f}", r["c"])))
-    line = (f"At α = {r['alpha']}, γ = {g}, c = {r['c']}: E = {r['e']} tokens ÷ ({g}·{r['c']} + v({g + 1}) {r['v']}) = "
-            f"{r['cost']} steps → {r['ratio']}×" + (" (a slowdown)" if float(r["ratio"]) < 1 else ""))
-    warn = ("<p class=\"wf-noisy sv-warn\">⚠ This run's timings were disturbed: the curve is the fitted line "
-            "through its verify times and the band their measured spread; read no best γ off it.</p>" if noisy else "")
-    return (f'<div class="sv-whatif{" wf-is-noisy" if noisy else ""}" data-v=\'{json.dumps(table)}\'{band} '
-            f'data-run-gamma="{g}" data-run-pred="{r["ratio"]}" data-alpha="{r["alpha_value"]!r}" '
-            f'data-alpha-text="{r["alpha"]}" data-c="{parse(r["c"])!r}">'
-            f'<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with this run\'s '
-            f'measured v(n); the open circle is one round at this run\'s α, c and γ = {g}: {r["ratio"]}×, as above.</p>'
-            f'<div class="wf-controls">{controls}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
-            f'aria-label="predicted speedup over γ for the chosen α and c"></svg>'
-            f'<p class="wf-out" aria-live="polite" data-speedup="{r["ratio"]}">{line}</p></div>')
+    slider = (
+        '<label>{label} <input type="range" name="{name}" min="{lo}" max="{hi}" step="{step}" value="{value}" '
+        'aria-label="{label}"><output>{shown}</output></label>'
+    )
+    controls = "".join(
+        slider.format(label=label, name=name, lo=lo, hi=hi, step=step, value=value, shown=shown)
+        for label, name, lo, hi, step, value, shown in (
+            ("α", "alpha", 0, 1, 0.001, f"{alpha:.3f}", r["alpha"]),
+            ("γ", "gamma", 1, WHATIF_GAMMA, 1, g, g),
+            ("c", "c", 0, 1.5, 0.001, f"{c:.3f}", r["c"]),
+        )
+    )
+    line = (
+        f"At α = {r['alpha']}, γ = {g}, c = {r['c']}: E = {r['e']} tokens ÷ ({g}·{r['c']} + v({g + 1}) {r['v']}) = "
+        f"{r['cost']} steps → {r['ratio']}×" + (" (a slowdown)" if float(r["ratio"]) < 1 else "")
+    )
+    warn = (
+        '<p class="wf-noisy sv-warn">⚠ This run\'s timings were disturbed: the curve is the fitted line '
+        "through its verify times and the band their measured spread; read no best γ off it.</p>"
+        if noisy
+        else ""
+    )
+    return (
+        f"<div class=\"sv-whatif{' wf-is-noisy' if noisy else ''}\" data-v='{json.dumps(table)}'{band} "
+        f'data-run-gamma="{g}" data-run-pred="{r["ratio"]}" data-alpha="{r["alpha_value"]!r}" '
+        f'data-alpha-text="{r["alpha"]}" data-c="{parse(r["c"])!r}">'
+        f"<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with this run's "
+        f"measured v(n); the open circle is one round at this run's α, c and γ = {g}: {r['ratio']}×, as above.</p>"
+        f'<div class="wf-controls">{controls}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
+        f'aria-label="predicted speedup over γ for the chosen α and c"></svg>'
+        f'<p class="wf-out" aria-live="polite" data-speedup="{r["ratio"]}">{line}</p></div>'
+    )
 
 
 HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "smollm2-135m-heads.json"
@@ -176,20 +225,22 @@ def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
     except (OSError, ValueError, KeyError, TypeError):
         return ""
     read = "texts it read and " if "--text-tokens" in str(rec.get("command", "")) else ""
-    return ("<p><b>Trained heads.</b> <i>medusa</i> and <i>eagle</i> draft from the target's own last hidden state "
-            "(the feature its LM head reads), computed by the verify forward anyway. Medusa head k guesses the token "
-            "k after the last one from that feature alone (one residual block each, Cai et al. 2024); EAGLE runs one "
-            "small decoder layer that predicts the next feature from the current one and the next token, and feeds "
-            "its own predictions back to draft a chain or a tree (Li et al. 2024). Both decode with the target's own "
-            f"LM head cut to the {esc(rec.get('draft_vocab'))} most frequent tokens; the target verifies with its full "
-            "distribution, so the output is unchanged. They were trained on this CPU by self-distillation: the "
-            f"target's own next-token choices on {esc(rec.get('train_tokens'))} tokens ({read}its answers to "
-            f"{esc(rec.get('prompts'))} prompts), seed {esc(rec.get('seed'))} "
-            f"(<code>{esc(rec.get('command', ''))}</code>). Held-out top-1 accuracy, i.e. the chance a greedy draft "
-            f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> prices them next to what "
-            "n-gram lookup has and asks one when its measured c and α predict the best gain, then verifies only "
-            "the positions the head is sure enough of (its confidence, max q, against the hit rate it measured at "
-            "that confidence on held-out text).</p>")
+    return (
+        "<p><b>Trained heads.</b> <i>medusa</i> and <i>eagle</i> draft from the target's own last hidden state "
+        "(the feature its LM head reads), computed by the verify forward anyway. Medusa head k guesses the token "
+        "k after the last one from that feature alone (one residual block each, Cai et al. 2024); EAGLE runs one "
+        "small decoder layer that predicts the next feature from the current one and the next token, and feeds "
+        "its own predictions back to draft a chain or a tree (Li et al. 2024). Both decode with the target's own "
+        f"LM head cut to the {esc(rec.get('draft_vocab'))} most frequent tokens; the target verifies with its full "
+        "distribution, so the output is unchanged. They were trained on this CPU by self-distillation: the "
+        f"target's own next-token choices on {esc(rec.get('train_tokens'))} tokens ({read}its answers to "
+        f"{esc(rec.get('prompts'))} prompts), seed {esc(rec.get('seed'))} "
+        f"(<code>{esc(rec.get('command', ''))}</code>). Held-out top-1 accuracy, i.e. the chance a greedy draft "
+        f"token is accepted: Medusa {esc(medusa)}; EAGLE {esc(eagle)}. <i>auto</i> prices them next to what "
+        "n-gram lookup has and asks one when its measured c and α predict the best gain, then verifies only "
+        "the positions the head is sure enough of (its confidence, max q, against the hit rate it measured at "
+        "that confidence on held-out text).</p>"
+    )
 
 
 def render_explain(events) -> str:
@@ -200,25 +251,49 @@ def render_explain(events) -> str:
     runs = view_runs(events)
     spec = runs.get("speculative")
     s = spec_summary(events) if spec else {}
-    alpha, c, v, gamma = s.get("alpha"), s.get("c"), s.get("v"), s.get("gamma") or (spec.gamma if spec else None)
+    alpha, c, v, gamma = (
+        s.get("alpha"),
+        s.get("c"),
+        s.get("v"),
+        s.get("gamma") or (spec.gamma if spec else None),
+    )
     target = spec.started.target if spec and spec.started else "the target model"
     draft = spec.started.draft if spec and spec.started else "a cheaper drafter"
     rollbacks = sum(1 for r in spec.rounds if r.rolled_back is not None) if spec else 0
-    dropped = sum(len(r.rolled_back.positions) for r in spec.rounds if r.rolled_back is not None) if spec else 0
-    E, pred, measured, flags = s.get("expected_tokens"), s.get("predicted_speedup"), s.get("speedup"), s.get("timing_flags") or []
+    dropped = (
+        sum(len(r.rolled_back.positions) for r in spec.rounds if r.rolled_back is not None) if spec else 0
+    )
+    E, pred, measured, flags = (
+        s.get("expected_tokens"),
+        s.get("predicted_speedup"),
+        s.get("speedup"),
+        s.get("timing_flags") or [],
+    )
     terms = [
-        ("target", f"the model whose output we want ({esc(target)}). One forward over γ+1 positions checks a whole draft."),
-        ("draft", f"a cheap proposer ({esc(draft)}) that guesses the next γ tokens; q is its probability, p the target's."),
+        (
+            "target",
+            f"the model whose output we want ({esc(target)}). One forward over γ+1 positions checks a whole draft.",
+        ),
+        (
+            "draft",
+            f"a cheap proposer ({esc(draft)}) that guesses the next γ tokens; q is its probability, p the target's.",
+        ),
         ("γ (gamma)", f"tokens drafted per round. This run: γ = {esc(gamma if gamma else '–')}."),
-        ("α (acceptance)", "each draft token is kept with probability min(1, p/q) (greedy: if it is the target's argmax); "
-                           "the first rejected token is replaced by a corrected token, and if all γ pass the target adds a "
-                           "bonus token. α is the chance one tested draft token is kept: accepted ÷ (accepted + rejections), "
-                           "counting only positions the target tested (those after a rejection never were). This run: "
-                           f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
-                           f"{s.get('rejections', 0)} rejections)."),
-        ("rollback", "the target cache already holds the rejected positions; moving its length pointer back drops them "
-                     f"in O(1). This run: {rollbacks} rollback{'s' if rollbacks != 1 else ''}, {dropped} position"
-                     f"{'s' if dropped != 1 else ''} dropped."),
+        (
+            "α (acceptance)",
+            "each draft token is kept with probability min(1, p/q) (greedy: if it is the target's argmax); "
+            "the first rejected token is replaced by a corrected token, and if all γ pass the target adds a "
+            "bonus token. α is the chance one tested draft token is kept: accepted ÷ (accepted + rejections), "
+            "counting only positions the target tested (those after a rejection never were). This run: "
+            f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
+            f"{s.get('rejections', 0)} rejections).",
+        ),
+        (
+            "rollback",
+            "the target cache already holds the rejected positions; moving its length pointer back drops them "
+            f"in O(1). This run: {rollbacks} rollback{'s' if rollbacks != 1 else ''}, {dropped} position"
+            f"{'s' if dropped != 1 else ''} dropped.",
+        ),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{d}</dd>" for k, d in terms)
     lines = [
@@ -229,19 +304,29 @@ def render_explain(events) -> str:
         f"target step), v = {_num(v)}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
         f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
         f"{esc(s.get('step_source') or '–')} → "
-        + ("predicted: not modelled for token trees" if s.get("tree_rounds") else f"predicted {predicted_terms(s)[0] if predicted_terms(s) else '–'}×")
+        + (
+            "predicted: not modelled for token trees"
+            if s.get("tree_rounds")
+            else f"predicted {predicted_terms(s)[0] if predicted_terms(s) else '–'}×"
+        )
         + (" (⚠ unreliable: the timings it rests on were disturbed, see below)" if flags else ""),
-        f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)" if measured is not None
+        f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)"
+        if measured is not None
         else "measured: turn on the race against AR to measure the real speedup",
     ]
-    note = "" if pred is not None or s.get("tree_rounds") else \
-        '<p class="sv-note">c and v appear once the speculative run finishes.</p>'
+    note = (
+        ""
+        if pred is not None or s.get("tree_rounds")
+        else '<p class="sv-note">c and v appear once the speculative run finishes.</p>'
+    )
     if flags:
-        note += (f'<p class="sv-note sv-warn">⚠ {costmodel.BUSY}: ' + "; ".join(esc(f) for f in flags) + "</p>")
+        note += f'<p class="sv-note sv-warn">⚠ {costmodel.BUSY}: ' + "; ".join(esc(f) for f in flags) + "</p>"
     formula = "".join(f"<li>{line}</li>" for line in lines)
     heads = heads_note(spec.started.draft or "") if spec and spec.started else ""
     host = getattr(spec.started, "host", {}) if spec and spec.started else {}
-    return (f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
-            f'{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}'
-            f'{whatif_panel(s)}'
-            f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>')
+    return (
+        f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
+        f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}"
+        f"{whatif_panel(s)}"
+        f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>'
+    )

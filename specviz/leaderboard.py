@@ -3,6 +3,7 @@ table (speedup over our AR per category and overall, the median per-question rat
 forward, outputs that differ from AR) and one bar chart of the speedups per category, with the command, the
 CPU, the date and the sample in the caption. results dict -> HTML; every text from the file is escaped.
 """
+
 from __future__ import annotations
 
 from engine.specbench import GROUPS
@@ -11,8 +12,14 @@ from .markup import esc
 
 COLUMNS = (*GROUPS, "overall")
 # the table's headers: words that wrap in a narrow box (a column key such as math_reasoning never would)
-HEADERS = {"mt_bench": "MT-bench", "qa": "QA", "math_reasoning": "math reasoning", "rag": "RAG",
-           "summarization": "summari\N{SOFT HYPHEN}zation", "translation": "trans\N{SOFT HYPHEN}lation"}
+HEADERS = {
+    "mt_bench": "MT-bench",
+    "qa": "QA",
+    "math_reasoning": "math reasoning",
+    "rag": "RAG",
+    "summarization": "summari\N{SOFT HYPHEN}zation",
+    "translation": "trans\N{SOFT HYPHEN}lation",
+}
 W, H, L, B, T = 640, 220, 40, 46, 10
 
 
@@ -32,52 +39,74 @@ def _chart(rows: list) -> str:
     y = lambda s: H - B - (H - B - T) * s / top  # noqa: E731
     slot = (W - L - 8) / len(COLUMNS)
     width = max(min(slot / (len(rows) + 1), 14), 2)
-    parts = [f'<line class="lb-one" x1="{L}" y1="{y(1):.1f}" x2="{W - 8}" y2="{y(1):.1f}"/>',
-             f'<text class="lb-t" x="{L - 4}" y="{y(1) + 3:.1f}" text-anchor="end">1×</text>']
+    parts = [
+        f'<line class="lb-one" x1="{L}" y1="{y(1):.1f}" x2="{W - 8}" y2="{y(1):.1f}"/>',
+        f'<text class="lb-t" x="{L - 4}" y="{y(1) + 3:.1f}" text-anchor="end">1×</text>',
+    ]
     for tick in (0.5, 1.5, 2, 3, 4):
         if tick < top and tick != 1:
-            parts.append(f'<text class="lb-t" x="{L - 4}" y="{y(tick) + 3:.1f}" text-anchor="end">{tick:g}×</text>')
+            parts.append(
+                f'<text class="lb-t" x="{L - 4}" y="{y(tick) + 3:.1f}" text-anchor="end">{tick:g}×</text>'
+            )
     for j, group in enumerate(COLUMNS):
         x0 = L + j * slot + (slot - width * len(rows)) / 2
-        parts.append(f'<text class="lb-t" x="{L + (j + 0.5) * slot:.1f}" y="{H - B + 14}" '
-                     f'text-anchor="middle">{esc(group)}</text>')
+        parts.append(
+            f'<text class="lb-t" x="{L + (j + 0.5) * slot:.1f}" y="{H - B + 14}" '
+            f'text-anchor="middle">{esc(group)}</text>'
+        )
         for i, (row, vs) in enumerate(zip(rows, values)):
             if vs[j] is None:
                 continue
-            parts.append(f'<rect class="lb-bar lb-c{i % 8}" x="{x0 + i * width:.1f}" y="{y(vs[j]):.1f}" '
-                         f'width="{width - 1:.1f}" height="{y(0) - y(vs[j]):.1f}"><title>{esc(row.get("label"))}, '
-                         f'{esc(group)}: {vs[j]:.2f}×</title></rect>')
-    legend = "".join(f'<span class="lb-key lb-c{i % 8}">{esc(r.get("label"))}</span>' for i, r in enumerate(rows))
-    return (f'<figure class="lb-chart"><svg viewBox="0 0 {W} {H}" role="img" aria-label="speedup over our AR per '
-            f'Spec-Bench category">{"".join(parts)}</svg><figcaption>{legend}</figcaption></figure>')
+            parts.append(
+                f'<rect class="lb-bar lb-c{i % 8}" x="{x0 + i * width:.1f}" y="{y(vs[j]):.1f}" '
+                f'width="{width - 1:.1f}" height="{y(0) - y(vs[j]):.1f}"><title>{esc(row.get("label"))}, '
+                f"{esc(group)}: {vs[j]:.2f}×</title></rect>"
+            )
+    legend = "".join(
+        f'<span class="lb-key lb-c{i % 8}">{esc(r.get("label"))}</span>' for i, r in enumerate(rows)
+    )
+    return (
+        f'<figure class="lb-chart"><svg viewBox="0 0 {W} {H}" role="img" aria-label="speedup over our AR per '
+        f'Spec-Bench category">{"".join(parts)}</svg><figcaption>{legend}</figcaption></figure>'
+    )
 
 
 def render_leaderboard(results, source: str = "") -> str:
     """The committed run as Spec-Bench's table and chart ('no committed run' when the file is missing)."""
     if not isinstance(results, dict) or not isinstance(results.get("leaderboard"), list):
-        return ('<div class="specviz specviz-leaderboard sv-empty">No committed Spec-Bench run: '
-                '<code>python -m benchmarks specbench</code> writes one.</div>')
+        return (
+            '<div class="specviz specviz-leaderboard sv-empty">No committed Spec-Bench run: '
+            "<code>python -m benchmarks specbench</code> writes one.</div>"
+        )
     s, m, rows = results.get("settings") or {}, results.get("machine") or {}, results["leaderboard"]
-    head = "".join(f"<th>{esc(HEADERS.get(c, c))}</th>" for c in ("method", *COLUMNS, "tokens / forward", "tok/s",
-                                                                   "outputs ≠ AR"))
+    head = "".join(
+        f"<th>{esc(HEADERS.get(c, c))}</th>"
+        for c in ("method", *COLUMNS, "tokens / forward", "tok/s", "outputs ≠ AR")
+    )
     body = []
     for r in rows:
         sp = r.get("speedups") or {}
         tpf, tps = _num(r.get("tokens_per_forward")), _num(r.get("tokens_per_s"))
-        body.append(f'<tr data-config="{esc(r.get("config"))}"><th>{esc(r.get("label"))}</th>'
-                    + "".join(f"<td>{_cell(sp.get(g))}</td>" for g in COLUMNS)
-                    + f'<td>{f"{tpf:.2f}" if tpf else "–"}</td><td>{f"{tps:.1f}" if tps else "–"}</td>'
-                    f'<td>{esc(r.get("differ_from_ar"))}/{esc(s.get("questions"))}</td></tr>')
-    caption = (f"Spec-Bench (Xia et al. 2024), {esc(s.get('questions'))} questions ({esc(s.get('per_category'))} per "
-               f"category, seed {esc(s.get('seed'))}; MT-bench both turns), greedy, γ = {esc(s.get('gamma'))}, at most "
-               f"{esc(s.get('max_new_tokens'))} new tokens per turn, target {esc(s.get('target'))}; measured "
-               f"{esc(results.get('date'))} on {esc(m.get('cpu'))} ({esc(m.get('threads'))} threads), "
-               f"<code>{esc(results.get('command'))}</code>{f' ({esc(source)})' if source else ''}. Speedup = mean "
-               "tok/s of the method ÷ mean tok/s of our AR over a column's questions, as Spec-Bench computes it; the "
-               "median per-question ratio in brackets.")
-    return (f'<div class="specviz specviz-leaderboard" data-rows="{len(rows)}"><p class="lb-caption">{caption}</p>'
-            f'<div class="lb-scroll"><table class="lb-table"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table></div>{_chart(rows)}</div>')
+        body.append(
+            f'<tr data-config="{esc(r.get("config"))}"><th>{esc(r.get("label"))}</th>'
+            + "".join(f"<td>{_cell(sp.get(g))}</td>" for g in COLUMNS)
+            + f"<td>{f'{tpf:.2f}' if tpf else '–'}</td><td>{f'{tps:.1f}' if tps else '–'}</td>"
+            f"<td>{esc(r.get('differ_from_ar'))}/{esc(s.get('questions'))}</td></tr>"
+        )
+    caption = (
+        f"Spec-Bench (Xia et al. 2024), {esc(s.get('questions'))} questions ({esc(s.get('per_category'))} per "
+        f"category, seed {esc(s.get('seed'))}; MT-bench both turns), greedy, γ = {esc(s.get('gamma'))}, at most "
+        f"{esc(s.get('max_new_tokens'))} new tokens per turn, target {esc(s.get('target'))}; measured "
+        f"{esc(results.get('date'))} on {esc(m.get('cpu'))} ({esc(m.get('threads'))} threads), "
+        f"<code>{esc(results.get('command'))}</code>{f' ({esc(source)})' if source else ''}. Speedup = mean "
+        "tok/s of the method ÷ mean tok/s of our AR over a column's questions, as Spec-Bench computes it; the "
+        "median per-question ratio in brackets."
+    )
+    return (
+        f'<div class="specviz specviz-leaderboard" data-rows="{len(rows)}"><p class="lb-caption">{caption}</p>'
+        f'<div class="lb-scroll"><table class="lb-table"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>{_chart(rows)}</div>"
+    )
 
 
 def question_label(q: dict) -> str:

@@ -8,6 +8,7 @@ A token's tooltip travels once, as compact JSON in its `data-tip` attribute
 (`{"h": head, "r": [[label, value], ...], "k": [[title, chosen index, [[text, prob], ...]], ...]}`);
 specviz.js builds the floating box from it on hover, focus or tap, with textContent only.
 """
+
 from __future__ import annotations
 
 import html
@@ -36,9 +37,14 @@ def fmt_p(x, digits: int = 3) -> str:
 def accept_terms(p, q, acc) -> tuple[str, str, str]:
     """(p, q, min(1, p/q)) as printed: p and q with the digits that make the printed test reproduce (engine.figures);
     each at 3 decimals when the recorded probability is not min(1, p/q) (a lossy or multi-candidate rule)."""
-    if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (p, q, acc)) and q > 0 \
-            and abs(min(1.0, p / q) - acc) < 1e-9:
-        shown, (p_text, q_text) = derive(lambda a, b: min(1.0, a / b) if b > 0 else math.inf, [(p, 3), (q, 3)], 3)
+    if (
+        all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (p, q, acc))
+        and q > 0
+        and abs(min(1.0, p / q) - acc) < 1e-9
+    ):
+        shown, (p_text, q_text) = derive(
+            lambda a, b: min(1.0, a / b) if b > 0 else math.inf, [(p, 3), (q, 3)], 3
+        )
         return p_text, q_text, shown
     return fmt_p(p), fmt_p(q), fmt_p(acc)
 
@@ -103,7 +109,9 @@ def read_tip(markup: str) -> dict:
 def tip_text(tip: dict) -> str:
     """A tooltip's data as one line of text, as the box shows it (for tests and tools)."""
     cols = " ".join(f"{c[0]}: " + ", ".join(f"{t} {p}" for t, p in c[2]) for c in tip.get("k", []))
-    return " · ".join([tip.get("h", "")] + [f"{k} {v}" for k, v in tip.get("r", [])]) + (" · " + cols if cols else "")
+    return " · ".join([tip.get("h", "")] + [f"{k} {v}" for k, v in tip.get("r", [])]) + (
+        " · " + cols if cols else ""
+    )
 
 
 def _at(seq, i):
@@ -114,8 +122,11 @@ def token_details(rv, i: int, origin: str, greedy: bool):
     """(head, rows, blocks) describing token i of round `rv` (committed, or a rejected draft when origin is
     "rejected"/"discarded")."""
     d, v, c = rv.drafted, rv.verified, rv.committed
-    pos = (c.pos if c is not None and origin not in ("rejected", "discarded", "pending") else
-           (d.pos if d is not None else (c.pos if c is not None else 0))) + i
+    pos = (
+        c.pos
+        if c is not None and origin not in ("rejected", "discarded", "pending")
+        else (d.pos if d is not None else (c.pos if c is not None else 0))
+    ) + i
     rows = [("round", str(rv.round)), ("position", str(pos))]
     draft_rows = _at(d.draft_topk, i) if d is not None else None
     # a discarded token (after the rejection) was never tested: the forward's distribution there follows a rejected
@@ -132,12 +143,19 @@ def token_details(rv, i: int, origin: str, greedy: bool):
             rows += [("target p", p_text), (f"accept ({rule})", acc_text)]
             u = _at(getattr(v, "u", None), i)
             if isinstance(u, (int, float)) and isinstance(acc, (int, float)):  # sampling: the uniform draw
-                rows.append(("test", f"u = {u:.3f} {'<' if origin == 'accepted' else '≥'} min(1, p/q) = {acc_text} "
-                                     f"→ {origin}"))
-        head = {"accepted": "accepted draft token",
-                "rejected": "rejected: failed the acceptance test",
-                "discarded": "discarded: drafted after the rejection or the end of text (not judged)",
-                "pending": "drafted, not yet verified"}[origin]
+                rows.append(
+                    (
+                        "test",
+                        f"u = {u:.3f} {'<' if origin == 'accepted' else '≥'} min(1, p/q) = {acc_text} "
+                        f"→ {origin}",
+                    )
+                )
+        head = {
+            "accepted": "accepted draft token",
+            "rejected": "rejected: failed the acceptance test",
+            "discarded": "discarded: drafted after the rejection or the end of text (not judged)",
+            "pending": "drafted, not yet verified",
+        }[origin]
         chosen = _at(d.token_ids, i)
     elif origin == "corrected":
         rejected = _at(d.tokens, i) if d is not None else None
@@ -150,7 +168,9 @@ def token_details(rv, i: int, origin: str, greedy: bool):
         chosen = _at(c.token_ids, i) if c is not None else None
         u, acc = _at(getattr(v, "u", None), i), _at(v.accept_prob, i) if v is not None else None
         if isinstance(u, (int, float)) and isinstance(acc, (int, float)):
-            rows.append(("test", f"u = {u:.3f} ≥ min(1, p/q) = {acc:.3f} → rejected; resampled from the residual"))
+            rows.append(
+                ("test", f"u = {u:.3f} ≥ min(1, p/q) = {acc:.3f} → rejected; resampled from the residual")
+            )
         residual_rows = getattr(v, "residual_topk", None) or None
     elif origin == "bonus":
         head = "bonus: all drafts accepted, one more token from p"
@@ -160,33 +180,56 @@ def token_details(rv, i: int, origin: str, greedy: bool):
         head = "target step (no draft)"
         rows.append(("target p", fmt_p(_at(c.p, i) if c is not None else None)))
         chosen = _at(c.token_ids, i) if c is not None else None
-    blocks = [topk_block("draft q top-k", draft_rows, chosen), topk_block("target p top-k", target_rows, chosen),
-              topk_block("residual norm(max(0, p − q)) top-k", residual_rows, chosen)]
+    blocks = [
+        topk_block("draft q top-k", draft_rows, chosen),
+        topk_block("target p top-k", target_rows, chosen),
+        topk_block("residual norm(max(0, p − q)) top-k", residual_rows, chosen),
+    ]
     return head, rows, blocks, pos
 
 
-def token_span(rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = True, cls: str = "tok") -> str:
+def token_span(
+    rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = True, cls: str = "tok"
+) -> str:
     """A token with its origin class, data-round / data-pos, a one-line data-tip and the tooltip child."""
     head, rows, blocks, pos = token_details(rv, i, origin, greedy)
     return tip_span(rv.round, pos, origin, text, head, rows, blocks, breaks, cls)
 
 
-GLYPHS = {"corrected": "↺", "bonus": "+", "rejected": "✗"}  # the shape beside the colour (specviz.css draws the
+GLYPHS = {
+    "corrected": "↺",
+    "bonus": "+",
+    "rejected": "✗",
+}  # the shape beside the colour (specviz.css draws the
 # same marks before stream tokens; the SVG tree writes them into its text)
 
 
 def tip_attrs(round_, pos, origin: str, head: str, rows, blocks=(), cls: str = "tok", extra: str = "") -> str:
     """The attributes of one token or tree node: `class="{cls} {cls}-{origin}"` (+ `extra` classes),
     data-round / data-pos and the tooltip's data once (data-tip)."""
-    rows = [(k, v) for k, v in rows if k not in ("round", "position")]  # the box reads them from data-round/-pos
+    rows = [
+        (k, v) for k, v in rows if k not in ("round", "position")
+    ]  # the box reads them from data-round/-pos
     kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
     extra = f" {esc(extra)}" if extra else ""
-    return (f'class="{cls} {kind}{extra}" data-round="{esc(round_)}" data-pos="{esc(pos)}" '
-            f"data-tip='{tip_json(head, rows, blocks)}'")
+    return (
+        f'class="{cls} {kind}{extra}" data-round="{esc(round_)}" data-pos="{esc(pos)}" '
+        f"data-tip='{tip_json(head, rows, blocks)}'"
+    )
 
 
-def tip_span(round_, pos, origin: str, text: str, head: str, rows, blocks=(), breaks: bool = True, cls: str = "tok",
-             extra: str = "") -> str:
+def tip_span(
+    round_,
+    pos,
+    origin: str,
+    text: str,
+    head: str,
+    rows,
+    blocks=(),
+    breaks: bool = True,
+    cls: str = "tok",
+    extra: str = "",
+) -> str:
     """The markup of one token: tip_attrs on a <span>; rejected and discarded text is struck (<del>). Not a tab
     stop: the stream is one focusable element whose arrow keys move between tokens (specviz.js)."""
     struck = origin in ("rejected", "discarded")

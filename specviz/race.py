@@ -4,6 +4,7 @@ progress against the token target. The engine runs the two lanes interleaved on 
 timing only its own compute; the verdict (speedup, identical or not) appears only once both have
 finished. Events -> HTML; every token text is escaped.
 """
+
 from __future__ import annotations
 
 from engine.figures import quotient_terms
@@ -14,8 +15,10 @@ from .markup import esc, stream_text
 from .roofline import bandwidth_line
 from .runs import predicted_terms, spec_summary, view_runs
 
-LANES = (("ar", "Autoregressive", "target only, one token per forward"),
-         ("speculative", "Speculative", "draft proposes, target verifies"))
+LANES = (
+    ("ar", "Autoregressive", "target only, one token per forward"),
+    ("speculative", "Speculative", "draft proposes, target verifies"),
+)
 
 
 def visible_tokens(run, t) -> int:
@@ -33,28 +36,37 @@ def _visible_rounds(run, t):
 def _lane(mode: str, title: str, subtitle: str, run, t, rate: str | None = None) -> str:
     """One lane; `rate` the tok/s as the verdict's speedup divides it (None: the lane's own, one decimal)."""
     if run is None:
-        return (f'<div class="race-lane race-missing" data-mode="{mode}"><div class="race-head"><b>{title}</b>'
-                f'<small>{subtitle}</small></div><div class="race-out sv-empty">not run</div></div>')
+        return (
+            f'<div class="race-lane race-missing" data-mode="{mode}"><div class="race-head"><b>{title}</b>'
+            f'<small>{subtitle}</small></div><div class="race-out sv-empty">not run</div></div>'
+        )
     rounds = _visible_rounds(run, t)
     shown = sum(len(r.tokens) for r in rounds)
     total = run.n_tokens()
     wall = run.elapsed_s()
     now = wall if t is None or wall is None else min(t, wall)
     tps = run.tokens_per_s()
-    spans = "".join(f'<span class="tok tok-{esc(o)}" data-round="{r.round}" data-pos="{r.committed.pos + i}">'
-                    f'<span class="tok-text">{stream_text(text)}</span></span>'
-                    for r in rounds for i, (text, o) in enumerate(zip(r.tokens, r.origins)))
+    spans = "".join(
+        f'<span class="tok tok-{esc(o)}" data-round="{r.round}" data-pos="{r.committed.pos + i}">'
+        f'<span class="tok-text">{stream_text(text)}</span></span>'
+        for r in rounds
+        for i, (text, o) in enumerate(zip(r.tokens, r.origins))
+    )
     state = "done" if run.done and len(rounds) == len(run.rounds) else "running"
     goal = total if run.done else max(run.target_tokens, total, 1)  # the token target until the lane is done
     clock = f"{now:.2f} s" if now is not None else "–"
     if wall is not None and t is not None:
         clock += f" / {wall:.2f} s"
-    stats = (f'<span class="race-stat">{clock}</span><span class="race-stat">{shown}/{goal} tokens</span>'
-             f'<span class="race-stat">{rate or (f"{tps:.1f}" if tps else "–")} tok/s</span>')
+    stats = (
+        f'<span class="race-stat">{clock}</span><span class="race-stat">{shown}/{goal} tokens</span>'
+        f'<span class="race-stat">{rate or (f"{tps:.1f}" if tps else "–")} tok/s</span>'
+    )
     bar = f'<progress class="race-progress" max="{goal}" value="{shown}"></progress>'
-    return (f'<div class="race-lane race-{state}" data-mode="{mode}" data-tokens="{shown}" data-goal="{goal}">'
-            f'<div class="race-head"><b>{title}</b><small>{subtitle}</small></div>'
-            f'<div class="race-stats">{stats}</div>{bar}<div class="race-out">{spans}</div></div>')
+    return (
+        f'<div class="race-lane race-{state}" data-mode="{mode}" data-tokens="{shown}" data-goal="{goal}">'
+        f'<div class="race-head"><b>{title}</b><small>{subtitle}</small></div>'
+        f'<div class="race-stats">{stats}</div>{bar}<div class="race-out">{spans}</div></div>'
+    )
 
 
 def live_time(spec, ar) -> float | None:
@@ -68,7 +80,9 @@ def live_time(spec, ar) -> float | None:
 
 def _first_difference(spec, ar) -> str:
     d = greedy_drift(spec.token_ids(), ar.token_ids())
-    return "outputs identical on this run" if d["first"] is None else f"outputs differ at token {d['first'] + 1}"
+    return (
+        "outputs identical on this run" if d["first"] is None else f"outputs differ at token {d['first'] + 1}"
+    )
 
 
 def verdict(spec, ar) -> str:
@@ -79,11 +93,15 @@ def verdict(spec, ar) -> str:
     if not (spec.done and ar.done):
         return "Racing: the verdict appears when both lanes have finished."
     if lossy_rule(spec):  # a lossy acceptance rule: the drift meter beside this says how far it went
-        return (f"LOSSY rule ({spec.config.get('accept')}): the speculative lane is not the target's output"
-                + ("." if not spec.greedy else f"; {_first_difference(spec, ar)}."))
+        return (
+            f"LOSSY rule ({spec.config.get('accept')}): the speculative lane is not the target's output"
+            + ("." if not spec.greedy else f"; {_first_difference(spec, ar)}.")
+        )
     if not spec.greedy:
-        return ("Distributions identical (sampling): outputs differ by design, "
-                "both are exact samples of the target.")
+        return (
+            "Distributions identical (sampling): outputs differ by design, "
+            "both are exact samples of the target."
+        )
     a, b = spec.token_ids(), ar.token_ids()
     diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if diff is None and len(a) == len(b):
@@ -102,31 +120,41 @@ def render_race(events, t: float | None = None) -> str:
         t = live_time(spec, ar)
     summary = spec_summary(events) if spec is not None and ar is not None else {}
     rates = None
-    if summary.get("speedup") and summary.get("ar_tokens_per_s"):  # the lanes' tok/s divide to the printed speedup
+    if summary.get("speedup") and summary.get(
+        "ar_tokens_per_s"
+    ):  # the lanes' tok/s divide to the printed speedup
         ar_rate = summary["ar_tokens_per_s"]
         rates = quotient_terms(summary["speedup"] * ar_rate, ar_rate, least=1)
     shown = dict(zip(("speculative", "ar"), rates[1:])) if rates else {}
     lanes = "".join(_lane(mode, title, sub, runs.get(mode), t, shown.get(mode)) for mode, title, sub in LANES)
     speed, warn = "", ""
     if summary.get("speedup") is not None:
-        pred = None if summary.get("timing_flags") else summary.get("predicted_speedup")  # unreliable: withheld
+        pred = (
+            None if summary.get("timing_flags") else summary.get("predicted_speedup")
+        )  # unreliable: withheld
         pred = predicted_terms(summary) if pred is not None else None
-        speed = (f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
-                 f'{rates[0] if rates else format(summary["speedup"], ".2f")}×</span>'
-                 + (f'<span class="race-predicted">predicted {pred[0]}×</span>' if pred is not None else ""))
+        speed = (
+            f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
+            f"{rates[0] if rates else format(summary['speedup'], '.2f')}×</span>"
+            + (f'<span class="race-predicted">predicted {pred[0]}×</span>' if pred is not None else "")
+        )
     if speed and t is not None:  # a replay: the lanes stand at time t, the verdict is the whole run's
         speed = '<span class="race-scope">whole run:</span>' + speed
     if summary.get("threads") and spec is not None and spec.done and ar is not None and ar.done:
         n = summary["threads"]
-        speed += (f'<span class="race-threads" title="Engine.race computes both lanes with the same thread count '
-                  f'(SPECVIZ_RACE_THREADS) so that an outside load slows them alike; a solo run may use more '
-                  f'threads and show more tok/s, not a different ratio.">both lanes on {n} CPU thread'
-                  f'{"s" if n != 1 else ""}</span>')
+        speed += (
+            f'<span class="race-threads" title="Engine.race computes both lanes with the same thread count '
+            f"(SPECVIZ_RACE_THREADS) so that an outside load slows them alike; a solo run may use more "
+            f'threads and show more tok/s, not a different ratio.">both lanes on {n} CPU thread'
+            f"{'s' if n != 1 else ''}</span>"
+        )
     if spec is not None and spec.done and ar is not None and ar.done and ar.started is not None:
         speed += bandwidth_line(summary, getattr(ar.started, "host", {}))
     if summary.get("timing_flags"):
-        warn = (f'<span class="race-warn sv-warn">⚠ machine was busy: timing unreliable ('
-                f'{esc("; ".join(summary["timing_flags"]))})</span>')
+        warn = (
+            f'<span class="race-warn sv-warn">⚠ machine was busy: timing unreliable ('
+            f"{esc('; '.join(summary['timing_flags']))})</span>"
+        )
     if spec is not None and spec.done and ar is not None and ar.done:
         warn += drift_meter(spec, ar, summary.get("speedup"))
     text = verdict(spec, ar)
@@ -134,7 +162,9 @@ def render_race(events, t: float | None = None) -> str:
     if spec is None or ar is None or not (spec.done and ar.done):
         ok = "pending"
     at = "" if t is None else f' data-t="{t:.3f}"'
-    return (f'<div class="specviz specviz-race"{at}>'
-            f'{lossy_badge(spec)}<div class="race-lanes">{lanes}</div>'
-            f'<div class="race-verdict race-{ok}">{speed}<span class="race-verdict-text">{esc(text)}</span>{warn}</div>'
-            f'</div>')
+    return (
+        f'<div class="specviz specviz-race"{at}>'
+        f'{lossy_badge(spec)}<div class="race-lanes">{lanes}</div>'
+        f'<div class="race-verdict race-{ok}">{speed}<span class="race-verdict-text">{esc(text)}</span>{warn}</div>'
+        f"</div>"
+    )

@@ -1,6 +1,7 @@
 """Stepping through a recorded run: how many rounds it has, the events as they stood after round r,
 and the wall time of that moment (so the AR run can be cut at the same instant of its own clock).
 """
+
 from __future__ import annotations
 
 from .race import render_race
@@ -57,7 +58,9 @@ def events_upto(events, r: int | None) -> list:
     t = time_at_round(events, r)
     out = []
     for mode, evs in runs.items():
-        out.extend(_cut_by_round(evs, r) if mode == main.mode else _cut_by_time(evs, t if t is not None else 0.0))
+        out.extend(
+            _cut_by_round(evs, r) if mode == main.mode else _cut_by_time(evs, t if t is not None else 0.0)
+        )
     return out
 
 
@@ -65,5 +68,8 @@ def replay_frame(events, r: int | None) -> dict:
     """stream / tree / race HTML as they stood after round r (None: the whole run)."""
     events = run_set(events)
     t = None if r is None else time_at_round(events, r)
-    return {"stream": render_stream(events, upto_round=r), "tree": render_tree(events, upto_round=r),
-            "race": render_race(events, t=t)}
+    return {
+        "stream": render_stream(events, upto_round=r),
+        "tree": render_tree(events, upto_round=r),
+        "race": render_race(events, t=t),
+    }

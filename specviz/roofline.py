@@ -3,6 +3,7 @@ floors, the sentences that derive each floor from the numbers printed beside it,
 the bandwidth bound". Every figure comes from the engine's one cost model (engine.costmodel: floors, ridge,
 bandwidth_share) applied to the machine the run recorded (RunStarted.host). Events -> HTML; no torch.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,7 @@ def _ticks(top: float, count: int = 4) -> list[float]:
     if not (math.isfinite(raw) and raw > 0):
         return [0.0]
     e = math.floor(math.log10(raw))
-    step = next(s * 10.0 ** k for k in (e, e + 1) for s in (1, 2, 5) if s * 10.0 ** k >= raw * (1 - 1e-12))
+    step = next(s * 10.0**k for k in (e, e + 1) for s in (1, 2, 5) if s * 10.0**k >= raw * (1 - 1e-12))
     return [i * step for i in range(int(top / step) + 1)]
 
 
@@ -33,8 +34,14 @@ def measured_points(summary: dict) -> list[tuple[int, float]]:
         return []
     pts = {1: float(step)}
     for n, v in summary.get("v_points") or []:
-        if isinstance(n, int) and not isinstance(n, bool) and 1 < n <= MAX_N and isinstance(v, (int, float)) \
-                and not isinstance(v, bool) and 0 <= v < 1e3:
+        if (
+            isinstance(n, int)
+            and not isinstance(n, bool)
+            and 1 < n <= MAX_N
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and 0 <= v < 1e3
+        ):
             pts[n] = float(v) * step
     return sorted(pts.items())
 
@@ -47,30 +54,40 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
     r = costmodel.roof(host)
     t1 = points[0][1]
     n_star = costmodel.ridge(context, r) if r else None
-    n_star = n_star if n_star and math.isfinite(n_star) else None  # no ridge from a zero rate (a hand-made trace)
+    n_star = (
+        n_star if n_star and math.isfinite(n_star) else None
+    )  # no ridge from a zero rate (a hand-made trace)
     top_n = max(max(n for n, _ in points) + 1, 8, min(int(n_star * 1.25) + 1, MAX_N) if n_star else 0)
     top_ms = 1e3 * max(max(t for _, t in points), max(costmodel.floors(top_n, context, r)) if r else 0) * 1.1
     x = lambda n: PAD_L + (W - PAD_L - PAD_R) * n / top_n  # noqa: E731
     y = lambda ms: H - PAD_B - (H - PAD_B - PAD_T) * min(ms, top_ms) / top_ms  # noqa: E731
     parts = []
     for tick in _ticks(top_ms):
-        parts.append(f'<line class="rf-grid" x1="{PAD_L}" y1="{y(tick):.1f}" x2="{W - PAD_R}" y2="{y(tick):.1f}"/>'
-                     f'<text class="rf-t" x="{PAD_L - 4}" y="{y(tick) + 3:.1f}" text-anchor="end">{tick:g}</text>')
+        parts.append(
+            f'<line class="rf-grid" x1="{PAD_L}" y1="{y(tick):.1f}" x2="{W - PAD_R}" y2="{y(tick):.1f}"/>'
+            f'<text class="rf-t" x="{PAD_L - 4}" y="{y(tick) + 3:.1f}" text-anchor="end">{tick:g}</text>'
+        )
     for tick in _ticks(top_n, 6):
         if tick >= 1:
-            parts.append(f'<text class="rf-t" x="{x(tick):.1f}" y="{H - PAD_B + 12}" text-anchor="middle">{tick:g}</text>')
+            parts.append(
+                f'<text class="rf-t" x="{x(tick):.1f}" y="{H - PAD_B + 12}" text-anchor="middle">{tick:g}</text>'
+            )
     n_end = min(top_n, top_ms / (t1 * 1e3))  # n·t(1) until it leaves the chart
-    parts.append(f'<line class="rf-naive" x1="{x(0):.1f}" y1="{y(0):.1f}" x2="{x(n_end):.1f}" y2="{y(n_end * t1 * 1e3):.1f}">'
-                 '<title>n separate target steps: n·t(1)</title></line>')
+    parts.append(
+        f'<line class="rf-naive" x1="{x(0):.1f}" y1="{y(0):.1f}" x2="{x(n_end):.1f}" y2="{y(n_end * t1 * 1e3):.1f}">'
+        "<title>n separate target steps: n·t(1)</title></line>"
+    )
     if r:
         for name, i in (("memory", 0), ("compute", 1)):
             xs = [1 + k * (top_n - 1) / 40 for k in range(41)]
             d = " ".join(f"{x(n):.1f},{y(1e3 * costmodel.floors(n, context, r)[i]):.1f}" for n in xs)
             parts.append(f'<polyline class="rf-{name}" points="{d}"><title>{name} floor</title></polyline>')
         if n_star and n_star <= top_n:
-            parts.append(f'<line class="rf-ridge" x1="{x(n_star):.1f}" y1="{PAD_T}" x2="{x(n_star):.1f}" '
-                         f'y2="{H - PAD_B}"/><text class="rf-t" x="{x(n_star) + 3:.1f}" y="{PAD_T + 9}">n* ≈ '
-                         f'{n_star:.0f}</text>')
+            parts.append(
+                f'<line class="rf-ridge" x1="{x(n_star):.1f}" y1="{PAD_T}" x2="{x(n_star):.1f}" '
+                f'y2="{H - PAD_B}"/><text class="rf-t" x="{x(n_star) + 3:.1f}" y="{PAD_T + 9}">n* ≈ '
+                f"{n_star:.0f}</text>"
+            )
     _, (t1_text,) = derive(lambda a: a, [(t1 * 1e3, 1)], 1)
     for n, t in points:
         ms = t * 1e3
@@ -78,19 +95,35 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
         run = " rf-run" if n == run_n else ""
         # t(n) = v(n) · t(1): v printed with the digits that make the product the printed t(n)
         shown, (v_text,) = derive(lambda v: v * float(t1_text), [(t / t1, 2)], 1)
-        parts.append(f'<rect class="rf-bar{run}" x="{x(n) - 4:.1f}" y="{y(ms):.1f}" width="8" height="{y(0) - y(ms):.1f}">'
-                     f'<title>t({n}) = {shown} ms = v({n}) {v_text} × t(1) {t1_text} ms{gap}</title></rect>')
-    parts.append(f'<text class="rf-t" x="{(W + PAD_L) / 2}" y="{H - 4}" text-anchor="middle">n tokens in one forward</text>'
-                 f'<text class="rf-t" x="4" y="{PAD_T + 2}" transform="rotate(90 4 {PAD_T + 2})">ms per forward</text>')
-    legend = ('<span class="rf-key rf-key-bar">measured t(n)</span>'
-              + (f'<span class="rf-key rf-key-run">this run\'s verify size, n = {run_n}</span>'
-                 if any(n == run_n for n, _ in points) else "")
-              + '<span class="rf-key rf-key-naive">n separate '
-              'steps</span>' + ('<span class="rf-key rf-key-memory">memory floor</span><span class="rf-key '
-                                'rf-key-compute">compute floor</span>' if r else ""))
-    return (f'<figure class="sv-roofline"><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
-            f'aria-label="measured forward time t(n) against this machine\'s roofline">{"".join(parts)}</svg>'
-            f'<figcaption>{legend}</figcaption></figure>')
+        parts.append(
+            f'<rect class="rf-bar{run}" x="{x(n) - 4:.1f}" y="{y(ms):.1f}" width="8" height="{y(0) - y(ms):.1f}">'
+            f"<title>t({n}) = {shown} ms = v({n}) {v_text} × t(1) {t1_text} ms{gap}</title></rect>"
+        )
+    parts.append(
+        f'<text class="rf-t" x="{(W + PAD_L) / 2}" y="{H - 4}" text-anchor="middle">n tokens in one forward</text>'
+        f'<text class="rf-t" x="4" y="{PAD_T + 2}" transform="rotate(90 4 {PAD_T + 2})">ms per forward</text>'
+    )
+    legend = (
+        '<span class="rf-key rf-key-bar">measured t(n)</span>'
+        + (
+            f'<span class="rf-key rf-key-run">this run\'s verify size, n = {run_n}</span>'
+            if any(n == run_n for n, _ in points)
+            else ""
+        )
+        + '<span class="rf-key rf-key-naive">n separate '
+        "steps</span>"
+        + (
+            '<span class="rf-key rf-key-memory">memory floor</span><span class="rf-key '
+            'rf-key-compute">compute floor</span>'
+            if r
+            else ""
+        )
+    )
+    return (
+        f'<figure class="sv-roofline"><svg viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
+        f'aria-label="measured forward time t(n) against this machine\'s roofline">{"".join(parts)}</svg>'
+        f"<figcaption>{legend}</figcaption></figure>"
+    )
 
 
 def floor_terms(r: dict, context: float, n: int) -> dict:
@@ -98,19 +131,34 @@ def floor_terms(r: dict, context: float, n: int) -> dict:
     token, GFLOP/s, the context) and what they give, each printed so that it reproduces from them: the memory and
     compute floors (ms) at n = 1 and at n, and the ridge n*."""
     ctx = round(context)
-    rr = lambda w, kv, bw, f, a, fl: {"weight_bytes": w * 1e9, "kv_bytes_per_position": kv * 1e6,  # noqa: E731
-                                      "bandwidth": bw * 1e9, "flops_per_token": f * 1e9,
-                                      "attn_flops_per_position": a * 1e6, "flops": fl * 1e9}
+    rr = lambda w, kv, bw, f, a, fl: {
+        "weight_bytes": w * 1e9,
+        "kv_bytes_per_position": kv * 1e6,  # noqa: E731
+        "bandwidth": bw * 1e9,
+        "flops_per_token": f * 1e9,
+        "attn_flops_per_position": a * 1e6,
+        "flops": fl * 1e9,
+    }
 
     def figures(*x):
         at = lambda k: [1e3 * t for t in costmodel.floors(k, ctx, rr(*x))]  # noqa: E731
         return (*at(1), *at(n), costmodel.ridge(ctx, rr(*x)))
 
-    inputs = [(r["weight_bytes"] / 1e9, 3), (r["kv_bytes_per_position"] / 1e6, 3), (r["bandwidth"] / 1e9, 1),
-              (r["flops_per_token"] / 1e9, 3), (r["attn_flops_per_position"] / 1e6, 3), (r["flops"] / 1e9, 0)]
+    inputs = [
+        (r["weight_bytes"] / 1e9, 3),
+        (r["kv_bytes_per_position"] / 1e6, 3),
+        (r["bandwidth"] / 1e9, 1),
+        (r["flops_per_token"] / 1e9, 3),
+        (r["attn_flops_per_position"] / 1e6, 3),
+        (r["flops"] / 1e9, 0),
+    ]
     out, printed = derive(figures, inputs, (1, 1, 1, 1, 0))
-    return dict(zip(("weights", "kv", "bandwidth", "flop", "attn", "flops"), printed), context=ctx, n=n,
-                **dict(zip(("mem1", "comp1", "mem", "comp", "ridge"), out)))
+    return dict(
+        zip(("weights", "kv", "bandwidth", "flop", "attn", "flops"), printed),
+        context=ctx,
+        n=n,
+        **dict(zip(("mem1", "comp1", "mem", "comp", "ridge"), out)),
+    )
 
 
 def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
@@ -129,35 +177,45 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     who = esc(host.get("cpu") or host.get("gpu") or "this machine")
     threads = host.get("threads")
     ctx = f["context"]
-    lines = [f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
-             f"{esc(host.get('measured', ''))}): a tensor copy moves {f['bandwidth']} GB/s and a large matmul runs at "
-             f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
-             f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
-             f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "
-             f"{f['flop']} GFLOP per token plus {f['attn']} MFLOP per position it attends to: its <i>compute floor</i> "
-             f"is n · ({f['flop']} GFLOP + ({ctx} + n) · {f['attn']} MFLOP) ÷ {f['flops']} GFLOP/s.",
-             f"At n = 1 these are {f['mem1']} ms and {f['comp1']} ms"
-             + (f"; at n = {n}, {f['mem']} ms and {f['comp']} ms" if n else "")
-             + f". They meet at the ridge n* ≈ {f['ridge']}: below it, a forward over n tokens costs about one "
-             "weight read."]
+    lines = [
+        f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
+        f"{esc(host.get('measured', ''))}): a tensor copy moves {f['bandwidth']} GB/s and a large matmul runs at "
+        f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
+        f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
+        f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "
+        f"{f['flop']} GFLOP per token plus {f['attn']} MFLOP per position it attends to: its <i>compute floor</i> "
+        f"is n · ({f['flop']} GFLOP + ({ctx} + n) · {f['attn']} MFLOP) ÷ {f['flops']} GFLOP/s.",
+        f"At n = 1 these are {f['mem1']} ms and {f['comp1']} ms"
+        + (f"; at n = {n}, {f['mem']} ms and {f['comp']} ms" if n else "")
+        + f". They meet at the ridge n* ≈ {f['ridge']}: below it, a forward over n tokens costs about one "
+        "weight read.",
+    ]
     floor = parse(f["mem1"])
     pct, (step,) = derive(lambda t: 100 * floor / t, [(share["step_s"] * 1e3, 1)], 0)
     if floor > 0 and pct is not None:  # a floor or a step that prints 0 (a hand-made trace) has no share
-        lines.append(f"This run's target step t(1) = {step} ms is {pct}% of the bandwidth bound (memory floor "
-                     f"{f['mem1']} ms ÷ step {step} ms; the bound is 1000 ÷ {f['mem1']} = {fixed(1e3 / floor, 1)} "
-                     "tok/s).")
+        lines.append(
+            f"This run's target step t(1) = {step} ms is {pct}% of the bandwidth bound (memory floor "
+            f"{f['mem1']} ms ÷ step {step} ms; the bound is 1000 ÷ {f['mem1']} = {fixed(1e3 / floor, 1)} "
+            "tok/s)."
+        )
     if n:
         top = max(parse(f["mem"]), parse(f["comp"]))
         ratio, (tn,) = derive(lambda t: t / top, [(pts[n] * 1e3, 1)])
     if n and ratio is not None:
-        lines.append(f"Verifying {n} positions in one forward took t({n}) = {tn} ms, {ratio}× the roofline "
-                     f"max({f['mem']}, {f['comp']}) ms: the rest is per-op overhead and kernels slower than the copy.")
+        lines.append(
+            f"Verifying {n} positions in one forward took t({n}) = {tn} ms, {ratio}× the roofline "
+            f"max({f['mem']}, {f['comp']}) ms: the rest is per-op overhead and kernels slower than the copy."
+        )
     if share["share"] > 1.05:
-        lines.append("⚠ The step beat the bound measured at load: the machine was busier then than now "
-                     "(<code>python -m engine roofline --refresh</code> measures it again).")
+        lines.append(
+            "⚠ The step beat the bound measured at load: the machine was busier then than now "
+            "(<code>python -m engine roofline --refresh</code> measures it again)."
+        )
     kernels = host.get("kernels") or {}
     if kernels:
-        lines.append("Kernels measured fastest on this host and used by this run: " + kernel_sentence(kernels, run_n))
+        lines.append(
+            "Kernels measured fastest on this host and used by this run: " + kernel_sentence(kernels, run_n)
+        )
     return "".join(f"<p>{line}</p>" for line in lines)
 
 
@@ -172,8 +230,10 @@ def kernel_sentence(kernels: dict, n: int) -> str:
             at = next((k for k in measured if k >= rows), measured[-1] if measured else None)
             if at is not None:
                 by_kernel.setdefault(plan[str(at)], []).append(name)
-        said = "; ".join(f"{'oneDNN' if k == 'onednn' else 'MKL'} for {', '.join(map(esc, names))}"
-                         for k, names in sorted(by_kernel.items()))
+        said = "; ".join(
+            f"{'oneDNN' if k == 'onednn' else 'MKL'} for {', '.join(map(esc, names))}"
+            for k, names in sorted(by_kernel.items())
+        )
         parts.append(f"{rows} row{'s' if rows != 1 else ''}: {said}")
     return "; ".join(parts) + "."
 
@@ -181,14 +241,22 @@ def kernel_sentence(kernels: dict, n: int) -> str:
 def bandwidth_line(summary: dict, host) -> str:
     """The race's line: what share of the bandwidth bound the AR lane's step reached ("" without a roofline)."""
     share = summary.get("bandwidth")
-    if costmodel.roof(host) is None or not isinstance(share, dict) or summary.get("step_source") != "the AR lane":
+    if (
+        costmodel.roof(host) is None
+        or not isinstance(share, dict)
+        or summary.get("step_source") != "the AR lane"
+    ):
         return ""
-    floor, (gb, bw) = derive(lambda g, b: 1e3 * g / b, [(share["read_bytes"] / 1e9, 3), (share["bandwidth"] / 1e9, 1)], 1)
+    floor, (gb, bw) = derive(
+        lambda g, b: 1e3 * g / b, [(share["read_bytes"] / 1e9, 3), (share["bandwidth"] / 1e9, 1)], 1
+    )
     if floor is None or parse(floor) == 0:  # no floor to compare with (a hand-made trace)
         return ""
     pct, (step,) = derive(lambda t: 100 * parse(floor) / t, [(share["step_s"] * 1e3, 1)], 0)
     if pct is None:
         return ""
-    return (f'<span class="race-roofline" data-share="{share["share"]:.3f}" title="The AR lane\'s median step against '
-            f'this machine\'s memory floor: the bytes one forward reads ÷ the measured copy bandwidth (Explain tab)">'
-            f'AR at {pct}% of the bandwidth bound (floor {gb} GB ÷ {bw} GB/s = {floor} ms ÷ step {step} ms)</span>')
+    return (
+        f'<span class="race-roofline" data-share="{share["share"]:.3f}" title="The AR lane\'s median step against '
+        f"this machine's memory floor: the bytes one forward reads ÷ the measured copy bandwidth (Explain tab)\">"
+        f"AR at {pct}% of the bandwidth bound (floor {gb} GB ÷ {bw} GB/s = {floor} ms ÷ step {step} ms)</span>"
+    )

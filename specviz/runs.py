@@ -5,6 +5,7 @@ with a RunStarted. `split_runs` cuts the list into runs by mode, `view_run` grou
 events by round. Unknown event kinds (and anything that is not an event) are skipped, and a
 run still streaming (no Finished yet) yields a view of what is there.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,8 +16,21 @@ from engine.figures import quotient_terms
 from engine.metrics import summarize
 from engine.validate import real_number
 
-ROUND_KINDS = {"decided", "drafted", "verified", "draft_tree", "lookahead_window", "rolled_back", "committed", "round_timed"}
-ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window"}  # RoundView attribute of each round event kind
+ROUND_KINDS = {
+    "decided",
+    "drafted",
+    "verified",
+    "draft_tree",
+    "lookahead_window",
+    "rolled_back",
+    "committed",
+    "round_timed",
+}
+ATTR = {
+    "round_timed": "timed",
+    "draft_tree": "tree",
+    "lookahead_window": "window",
+}  # RoundView attribute of each round event kind
 
 
 def positive(x) -> float | None:
@@ -64,6 +78,7 @@ def split_runs(events) -> dict[str, list]:
 class RoundView:
     """Everything one round produced; any part may be missing in a partial or odd trace.
     `memo` keeps what renderers built from it (its HTML); adding an event to the round clears it."""
+
     round: int
     decided: object = None  # auto's choice for this round and why
     drafted: object = None
@@ -112,6 +127,7 @@ class RoundView:
 @dataclass
 class RunView:
     """One run: its start, its rounds in order and its end (None while streaming)."""
+
     mode: str
     started: object = None
     rounds: list = field(default_factory=list)
@@ -221,7 +237,9 @@ class RunSet:
         self._rounds: dict[str, dict[int, RoundView]] = {}
         self._mode: str | None = None  # the run being folded
         self.version = 0  # bumped by every event: the summary's cache key
-        self.retokenized = False  # a draft with another vocabulary: the two-tokenisation panel has something to show
+        self.retokenized = (
+            False  # a draft with another vocabulary: the two-tokenisation panel has something to show
+        )
         self._summary: tuple[int, dict] | None = None
         events = list(events or [])
         if events and getattr(as_event(events[0]), "kind", None) != "run_started":
@@ -299,11 +317,18 @@ class RunSet:
                 rounds = [rv for rv in run.rounds if rv.round <= r]
                 ended = r >= total
             else:
-                rounds = [rv for rv in run.rounds if rv.timed is not None and rv.timed.elapsed_s <= (t or 0.0)]
+                rounds = [
+                    rv for rv in run.rounds if rv.timed is not None and rv.timed.elapsed_s <= (t or 0.0)
+                ]
                 ended = len(rounds) == len(run.rounds)
             keep = {rv.round for rv in rounds}
-            out.segments[mode] = [e for e in self.segments[mode] if not (
-                (e.kind in ROUND_KINDS and e.round not in keep) or (e.kind == "finished" and not ended))]
+            out.segments[mode] = [
+                e
+                for e in self.segments[mode]
+                if not (
+                    (e.kind in ROUND_KINDS and e.round not in keep) or (e.kind == "finished" and not ended)
+                )
+            ]
             out.runs[mode] = RunView(mode, run.started, rounds, run.finished if ended else None)
         out.version = self.version
         return out

@@ -3,6 +3,7 @@ rejected draft tokens struck through where they were rejected (right before that
 token). Hovering or tapping a token shows round, position, q, p, min(1, p/q) and both models' top-k.
 Each round's markup is built once (RoundView.cached) and reused by later updates of a streaming run.
 """
+
 from __future__ import annotations
 
 from .drift import lossy_badge
@@ -24,10 +25,19 @@ def round_html(rv, greedy: bool, breaks: bool = True) -> str:
     parts = []
     origins, tokens = rv.origins, rv.tokens
     cut = rv.first_rejected
-    if rv.committed is None and rv.drafted is not None:  # a round caught mid-way (a live run, the tour's frames)
+    if (
+        rv.committed is None and rv.drafted is not None
+    ):  # a round caught mid-way (a live run, the tour's frames)
         for j, text in enumerate(rv.drafted.tokens):
-            origin = ("pending" if rv.verified is None else "accepted" if cut is None or j < cut
-                      else "rejected" if j == cut else "discarded")
+            origin = (
+                "pending"
+                if rv.verified is None
+                else "accepted"
+                if cut is None or j < cut
+                else "rejected"
+                if j == cut
+                else "discarded"
+            )
             parts.append(token_span(rv, j, origin, greedy, text, breaks=False))
         return "".join(parts)
     for i, (text, origin) in enumerate(zip(tokens, origins)):
@@ -44,10 +54,14 @@ def tail_html(rv, cut: int, greedy: bool) -> str:
     more = len(rv.drafted.tokens) - cut - 1
     if more <= 0:
         return ""
-    spans = "".join(token_span(rv, j, "discarded", greedy, rv.drafted.tokens[j], breaks=False)
-                    for j in range(cut + 1, len(rv.drafted.tokens)))
-    return (f'<span class="sv-tail" data-more="{more}" title="{more} more drafted token{"s" if more != 1 else ""} '
-            f'discarded unseen">{spans}</span>')
+    spans = "".join(
+        token_span(rv, j, "discarded", greedy, rv.drafted.tokens[j], breaks=False)
+        for j in range(cut + 1, len(rv.drafted.tokens))
+    )
+    return (
+        f'<span class="sv-tail" data-more="{more}" title="{more} more drafted token{"s" if more != 1 else ""} '
+        f'discarded unseen">{spans}</span>'
+    )
 
 
 def render_stream(events, upto_round: int | None = None, mode: str | None = None) -> str:
@@ -57,21 +71,32 @@ def render_stream(events, upto_round: int | None = None, mode: str | None = None
         return '<div class="specviz specviz-stream sv-empty">No tokens yet.</div>'
     rounds = run.upto(upto_round)
     greedy = run.greedy
-    body = "".join(rv.cached(("stream", greedy), lambda rv=rv: f'<span class="sv-round" data-round="{rv.round}">'
-                                                             f'{round_html(rv, greedy)}</span>') for rv in rounds)
+    body = "".join(
+        rv.cached(
+            ("stream", greedy),
+            lambda rv=rv: f'<span class="sv-round" data-round="{rv.round}">{round_html(rv, greedy)}</span>',
+        )
+        for rv in rounds
+    )
     live = upto_round is None and not run.done
     cursor = '<span class="sv-cursor" aria-hidden="true">▌</span>' if live else ""
     shown = rounds[-1].round if rounds else 0
-    return (f'<div class="specviz specviz-stream" data-mode="{esc(run.mode)}" data-rounds="{shown}" '
-            f'data-live="{int(live)}" tabindex="0" role="group" aria-label="output tokens: arrow keys move between '
-            f'tokens, Enter opens a round in the verify view">{lossy_badge(run)}{body}{cursor}</div>')
+    return (
+        f'<div class="specviz specviz-stream" data-mode="{esc(run.mode)}" data-rounds="{shown}" '
+        f'data-live="{int(live)}" tabindex="0" role="group" aria-label="output tokens: arrow keys move between '
+        f'tokens, Enter opens a round in the verify view">{lossy_badge(run)}{body}{cursor}</div>'
+    )
 
 
 def render_legend() -> str:
     """A one-line key: each origin's sample styling and meaning."""
     items = []
     for origin, meaning in LEGEND:
-        sample = "<del class=\"tok-text\">tok</del>" if origin == "rejected" else '<span class="tok-text">tok</span>'
-        items.append(f'<span class="sv-legend-item"><span class="tok tok-{origin}">{sample}</span> '
-                     f'{esc(meaning)}</span>')
+        sample = (
+            '<del class="tok-text">tok</del>' if origin == "rejected" else '<span class="tok-text">tok</span>'
+        )
+        items.append(
+            f'<span class="sv-legend-item"><span class="tok tok-{origin}">{sample}</span> '
+            f"{esc(meaning)}</span>"
+        )
     return f'<div class="specviz sv-legend">{"".join(items)}</div>'

@@ -11,6 +11,7 @@ accepted path, the rejected nodes (struck, ✗; the ones where the walk stopped 
 unvisited nodes (faded, dashed) and the corrected / bonus token after the path. Both kinds of round
 are lists of nodes with parents, drawn by the same SVG code; every node carries its p / q tooltip.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,15 +23,18 @@ from .runs import main_run
 from .treesvg import MAX_CHARS, round_svg
 
 TREE_STATUS = ("accepted", "rejected", "unvisited")
-ZOOM = ('<div class="tree-tools">'  # zoom in / back (specviz.js; never below 1: the text stays >= 12 px)
-        '<button type="button" class="tree-zoom" data-tree-zoom="out" aria-label="tree smaller">−</button>'
-        '<button type="button" class="tree-zoom" data-tree-zoom="in" aria-label="tree larger">+</button></div>')
+ZOOM = (
+    '<div class="tree-tools">'  # zoom in / back (specviz.js; never below 1: the text stays >= 12 px)
+    '<button type="button" class="tree-zoom" data-tree-zoom="out" aria-label="tree smaller">−</button>'
+    '<button type="button" class="tree-zoom" data-tree-zoom="in" aria-label="tree larger">+</button></div>'
+)
 MAX_TREE_NODES = 128  # nodes drawn per tree round (the engine drafts <= 64; a hostile trace may hold more)
 
 
 @dataclass(frozen=True)
 class Node:
     """One token in a round's tree; `parent` is None for the round's root (the trunk context)."""
+
     id: str
     parent: str | None
     index: int  # index into the round's draft / commit, or its DraftTree node (-1 for the root)
@@ -63,12 +67,30 @@ def tree_nodes(rv, root: Node) -> list[Node]:
         status = _at(t.status, i)
         origin = status if status in TREE_STATUS else "unvisited"
         committed = origin == "accepted" and i in path and path.index(i) < n_committed
-        nodes.append(Node(f"{rv.round}.{i}", root.id if par < 0 else f"{rv.round}.{par}", i, str(t.tokens[i]),
-                          origin, committed, depths[i]))
+        nodes.append(
+            Node(
+                f"{rv.round}.{i}",
+                root.id if par < 0 else f"{rv.round}.{par}",
+                i,
+                str(t.tokens[i]),
+                origin,
+                committed,
+                depths[i],
+            )
+        )
     kind = t.next_kind if t.next_kind in ("corrected", "bonus") else "corrected"
     end = f"{rv.round}.{path[-1]}" if path else root.id
-    nodes.append(Node(f"{rv.round}.next", end, len(path), str(t.next_token), kind, len(path) < n_committed,
-                      len(path) + 1))
+    nodes.append(
+        Node(
+            f"{rv.round}.next",
+            end,
+            len(path),
+            str(t.next_token),
+            kind,
+            len(path) < n_committed,
+            len(path) + 1,
+        )
+    )
     return nodes
 
 
@@ -119,37 +141,62 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
     pos = (t.pos if isinstance(t.pos, int) else 0) + node.depth - 1
     rows = [("round", str(rv.round)), ("position", str(pos))]
     if node.origin in TREE_STATUS:
-        head = {"accepted": "accepted: on the tree's accepted path",
-                "rejected": "rejected: failed the acceptance test",
-                "unvisited": "unvisited: never tested (the walk did not reach it)"}[node.origin]
+        head = {
+            "accepted": "accepted: on the tree's accepted path",
+            "rejected": "rejected: failed the acceptance test",
+            "unvisited": "unvisited: never tested (the walk did not reach it)",
+        }[node.origin]
         rule = "draft = argmax p" if greedy else "min(1, p/q) on what is left of p"
         tested = _at(t.accept_prob, i)
         who = str(getattr(rv.drafted, "drafter", "") or "").split(":")[0]
-        proposer = f" · Medusa head {node.depth}" if who == "medusa" else ""  # Medusa: head d proposes depth d
-        rows += [("node", f"{i} · depth {node.depth}{proposer}"), ("draft q", fmt_p(_at(t.q, i))),
-                 ("target p", fmt_p(_at(t.p, i))),
-                 (f"accept ({rule})", "not tested" if tested is None else fmt_p(tested))]
+        proposer = (
+            f" · Medusa head {node.depth}" if who == "medusa" else ""
+        )  # Medusa: head d proposes depth d
+        rows += [
+            ("node", f"{i} · depth {node.depth}{proposer}"),
+            ("draft q", fmt_p(_at(t.q, i))),
+            ("target p", fmt_p(_at(t.p, i))),
+            (f"accept ({rule})", "not tested" if tested is None else fmt_p(tested)),
+        ]
         chosen, target_rows = _at(t.token_ids, i), _tree_target_rows(rv, parents[i], node.depth, path)
         stop = node.origin == "rejected" and parents[i] == (path[-1] if path else -1)
-        extra = "node-stop" if stop else ("node-uncommitted" if node.origin == "accepted" and not node.committed
-                                          else "")
+        extra = (
+            "node-stop"
+            if stop
+            else ("node-uncommitted" if node.origin == "accepted" and not node.committed else "")
+        )
     else:
         end = path[-1] if path else -1
         if node.origin == "corrected":
             how = "argmax p" if greedy else "sampled from what is left of p"
             head = f"corrected: {how} after the rejected children"
-            rejected = [visible(t.tokens[k]) for k, par in enumerate(parents)
-                        if par == end and _at(t.status, k) == "rejected"]
+            rejected = [
+                visible(t.tokens[k])
+                for k, par in enumerate(parents)
+                if par == end and _at(t.status, k) == "rejected"
+            ]
             rows.append(("replaces", ", ".join(rejected) or "–"))
         else:
             head = "bonus: the path reached a leaf, one more token from p"
         c = rv.committed
-        p = _at(c.p, len(path)) if c is not None else (rv.verified.next_p if rv.verified is not None else None)
+        p = (
+            _at(c.p, len(path))
+            if c is not None
+            else (rv.verified.next_p if rv.verified is not None else None)
+        )
         rows.append(("target p", fmt_p(p)))
         chosen, target_rows = t.next_id, _tree_target_rows(rv, end, node.depth, path)
         extra = "" if node.committed else "node-uncommitted"
-    return tip_attrs(rv.round, pos, node.origin, head, rows + _whole(node),
-                     [topk_block("target p top-k", target_rows, chosen)], cls="node", extra=extra)
+    return tip_attrs(
+        rv.round,
+        pos,
+        node.origin,
+        head,
+        rows + _whole(node),
+        [topk_block("target p top-k", target_rows, chosen)],
+        cls="node",
+        extra=extra,
+    )
 
 
 def _whole(node: Node) -> list:
@@ -178,24 +225,35 @@ def _tree_round_html(rv, nodes: list[Node], greedy: bool) -> str:
     n_rej, n_unv = status.count("rejected"), sum(1 for s in status if s not in ("accepted", "rejected"))
     stats = f"tree {len(path)}/{len(t.tokens)} nodes accepted · +{len(rv.tokens)}"
     end = f"rejected at depth {len(path) + 1}" if t.next_kind == "corrected" else "leaf reached"
-    verdict = (f"{len(t.tokens)} nodes, depth {max(depths, default=0)}: path of {len(path)} accepted, {end}; "
-               f"{n_rej} rejected, {n_unv} unvisited")
+    verdict = (
+        f"{len(t.tokens)} nodes, depth {max(depths, default=0)}: path of {len(path)} accepted, {end}; "
+        f"{n_rej} rejected, {n_unv} unvisited"
+    )
     on_path = {nodes[0].id, f"{rv.round}.next"} | {f"{rv.round}.{i}" for i in path}
     attrs = {n.id: tree_node_attrs(rv, n, greedy, parents, path) for n in nodes[1:]}
     body = _svg(nodes, attrs, on_path, f"round {rv.round}: {verdict}")
     if len(t.tokens) > len(parents):
         body += f'<span class="tree-more">+{len(t.tokens) - len(parents)} nodes not drawn</span>'
-    return (f'<div class="tree-round tree-branches" data-round="{rv.round}" data-nodes="{len(t.tokens)}">'
-            f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(t.pos)} · '
-            f'{esc(stats)}</small></span>{body}</div>')
+    return (
+        f'<div class="tree-round tree-branches" data-round="{rv.round}" data-nodes="{len(t.tokens)}">'
+        f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(t.pos)} · '
+        f"{esc(stats)}</small></span>{body}</div>"
+    )
 
 
 def _candidates(decided) -> str:
     """One line per option auto weighed: drafter, γ, α, c, v and the predicted tokens/s."""
-    lines = [f"{c.get('drafter')}{' (' + str(c['variant']) + ')' if c.get('variant') else ''} γ={c.get('gamma')}: "
-             + (f"tree of {c.get('nodes')} nodes, {c.get('tokens_per_round')} tokens per round" if "nodes" in c
-                else f"α {c.get('alpha')}") + f", c {c.get('c')}, v {c.get('v')} -> "
-             f"{c.get('predicted_tokens_per_s')} tok/s" for c in (decided.candidates or [])[:16]]
+    lines = [
+        f"{c.get('drafter')}{' (' + str(c['variant']) + ')' if c.get('variant') else ''} γ={c.get('gamma')}: "
+        + (
+            f"tree of {c.get('nodes')} nodes, {c.get('tokens_per_round')} tokens per round"
+            if "nodes" in c
+            else f"α {c.get('alpha')}"
+        )
+        + f", c {c.get('c')}, v {c.get('v')} -> "
+        f"{c.get('predicted_tokens_per_s')} tok/s"
+        for c in (decided.candidates or [])[:16]
+    ]
     if decided.plain_tokens_per_s is not None:
         lines.append(f"plain decoding -> {decided.plain_tokens_per_s} tok/s")
     return "\n".join(lines)
@@ -206,7 +264,9 @@ def round_tree_html(rv, context: str, greedy: bool) -> str:
     html = _round_html(rv, context, greedy)
     if rv.window is None:
         return html
-    return html[:-len("</div>")] + window_grid(rv.window) + "</div>"  # inside the round's row, after its tree
+    return (
+        html[: -len("</div>")] + window_grid(rv.window) + "</div>"
+    )  # inside the round's row, after its tree
 
 
 def _round_html(rv, context: str, greedy: bool) -> str:
@@ -215,22 +275,40 @@ def _round_html(rv, context: str, greedy: bool) -> str:
         return _tree_round_html(rv, nodes, greedy)
     pos = rv.committed.pos if rv.committed is not None else (rv.drafted.pos if rv.drafted is not None else "")
     drafted = rv.gamma
-    stats = f"{rv.n_accepted}/{drafted} accepted · +{len(rv.tokens)}" if drafted else f"+{len(rv.tokens)} (no draft)"
-    verdict = "all accepted" if drafted and rv.first_rejected is None and rv.verified is not None else (
-        f"rejected at {rv.first_rejected + 1}" if rv.first_rejected is not None else "")
-    why = (f'<small class="tree-why" title="{esc(_candidates(rv.decided))}">auto: {esc(rv.decided.reason)}</small>'
-           if rv.decided is not None else "")
-    on_path = {n.id for n in nodes if n.committed}  # the context, the accepted drafts, the corrected / bonus token
+    stats = (
+        f"{rv.n_accepted}/{drafted} accepted · +{len(rv.tokens)}"
+        if drafted
+        else f"+{len(rv.tokens)} (no draft)"
+    )
+    verdict = (
+        "all accepted"
+        if drafted and rv.first_rejected is None and rv.verified is not None
+        else (f"rejected at {rv.first_rejected + 1}" if rv.first_rejected is not None else "")
+    )
+    why = (
+        f'<small class="tree-why" title="{esc(_candidates(rv.decided))}">auto: {esc(rv.decided.reason)}</small>'
+        if rv.decided is not None
+        else ""
+    )
+    on_path = {
+        n.id for n in nodes if n.committed
+    }  # the context, the accepted drafts, the corrected / bonus token
     attrs = {n.id: _chain_attrs(rv, n, greedy) for n in nodes[1:]}
     body = _svg(nodes, attrs, on_path, f"round {rv.round}: {stats}{', ' + verdict if verdict else ''}")
-    return (f'<div class="tree-round" data-round="{rv.round}">'
-            f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(pos)} · {esc(stats)}</small>'
-            f'{why}</span>{body}</div>')
+    return (
+        f'<div class="tree-round" data-round="{rv.round}">'
+        f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(pos)} · {esc(stats)}</small>'
+        f"{why}</span>{body}</div>"
+    )
 
 
 def _weight(rv) -> int:
     """Nodes a round draws (for the page-size budget)."""
-    return min(len(rv.tree.tokens), MAX_TREE_NODES) + 2 if rv.tree is not None else max(rv.gamma, len(rv.tokens)) + 2
+    return (
+        min(len(rv.tree.tokens), MAX_TREE_NODES) + 2
+        if rv.tree is not None
+        else max(rv.gamma, len(rv.tokens)) + 2
+    )
 
 
 def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max_nodes: int = 1200) -> str:
@@ -257,12 +335,20 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max
         accepted = sum(r.n_accepted for r in old)
         committed = sum(len(r.tokens) for r in old)
         text = "".join(stream_text(t, breaks=False) for r in old for t in r.tokens)
-        parts.append(f'<details class="tree-older" data-rounds="{hidden}"><summary>{hidden} earlier rounds · '
-                     f'{committed} tokens committed · {accepted}/{drafted} drafts accepted</summary>'
-                     f'<div class="tree-older-text">{text}</div></details>')
+        parts.append(
+            f'<details class="tree-older" data-rounds="{hidden}"><summary>{hidden} earlier rounds · '
+            f"{committed} tokens committed · {accepted}/{drafted} drafts accepted</summary>"
+            f'<div class="tree-older-text">{text}</div></details>'
+        )
     greedy = run.greedy
-    for rv, context in list(zip(rounds, contexts))[hidden:]:  # each round's markup built once (RoundView.cached)
-        parts.append(rv.cached(("tree", context, greedy), lambda rv=rv, c=context: round_tree_html(rv, c, greedy)))
-    return (f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}" tabindex="0" role="group" '
-            f'aria-label="speculation tree: arrow keys move between nodes, Enter opens a round in the verify view">'
-            f'{ZOOM}{lossy_badge(run)}<div class="tree-trunk">{"".join(parts)}</div></div>')
+    for rv, context in list(zip(rounds, contexts))[
+        hidden:
+    ]:  # each round's markup built once (RoundView.cached)
+        parts.append(
+            rv.cached(("tree", context, greedy), lambda rv=rv, c=context: round_tree_html(rv, c, greedy))
+        )
+    return (
+        f'<div class="specviz specviz-tree" data-rounds="{len(rounds)}" tabindex="0" role="group" '
+        f'aria-label="speculation tree: arrow keys move between nodes, Enter opens a round in the verify view">'
+        f'{ZOOM}{lossy_badge(run)}<div class="tree-trunk">{"".join(parts)}</div></div>'
+    )

@@ -7,6 +7,7 @@ a box, its text (with the origin's glyph: ✗ rejected, ↺ corrected, + bonus) 
 tokens. Colours, dashes and the accepted path's weight live in assets/specviz.css; sizes are fixed pixels here
 so the text never shrinks (the panel scrolls instead).
 """
+
 from __future__ import annotations
 
 import unicodedata
@@ -25,7 +26,7 @@ def node_text(text: str, origin: str) -> str:
     """What a node box shows: the origin's glyph, then the token cut to MAX_CHARS (∅ for an empty token)."""
     shown = "".join(SHOWN_WS.get(ch, ch) for ch in str(text)) or "∅"
     if len(shown) > MAX_CHARS:
-        shown = shown[:MAX_CHARS - 1] + "…"
+        shown = shown[: MAX_CHARS - 1] + "…"
     glyph = GLYPHS.get(origin, "")
     return glyph + shown
 
@@ -87,8 +88,10 @@ def round_svg(nodes, attrs: dict[str, str], on_path: set[str], label: str) -> st
     """The SVG of one round: edges first (under the boxes), then one <g> per node with attrs[node.id]."""
     place = layout(nodes, on_path)
     nodes = [n for n in nodes if n.id in place]  # a node whose parent is missing is not drawn
-    texts = {n.id: node_text(n.text, n.origin) if n.origin != "context" else "…" + node_text(n.text, "")
-             for n in nodes}
+    texts = {
+        n.id: node_text(n.text, n.origin) if n.origin != "context" else "…" + node_text(n.text, "")
+        for n in nodes
+    }
     widths = {n.id: text_px(texts[n.id]) + 2 * PAD_X for n in nodes}
     columns: dict[int, float] = {}
     for n in nodes:
@@ -109,17 +112,27 @@ def round_svg(nodes, attrs: dict[str, str], on_path: set[str], label: str) -> st
             pd, prow = place[n.parent]
             start, turn = x_of[pd] + widths[n.parent], left - GAP_X / 2
             path = " on-path" if n.id in on_path else ""
-            edges.append(f'<path class="edge{path}" d="M{start:.1f} {prow * ROW_H + ROW_H / 2:.1f}H{turn:.1f}'
-                         f'V{mid:.1f}H{left:.1f}"/>')
+            edges.append(
+                f'<path class="edge{path}" d="M{start:.1f} {prow * ROW_H + ROW_H / 2:.1f}H{turn:.1f}'
+                f'V{mid:.1f}H{left:.1f}"/>'
+            )
         w = widths[n.id]
-        strike = (f'<line class="strike" x1="{PAD_X - 1}" y1="{BOX_H / 2:.1f}" x2="{w - PAD_X + 1:.1f}" '
-                  f'y2="{BOX_H / 2:.1f}"/>' if n.origin in STRUCK else "")
+        strike = (
+            f'<line class="strike" x1="{PAD_X - 1}" y1="{BOX_H / 2:.1f}" x2="{w - PAD_X + 1:.1f}" '
+            f'y2="{BOX_H / 2:.1f}"/>'
+            if n.origin in STRUCK
+            else ""
+        )
         node_attrs = attrs.get(n.id) or f'class="node node-{esc(n.origin)}"'
         if n.id in on_path:  # the class attribute comes first: add on-path at its end
             end = node_attrs.index('"', len('class="'))
             node_attrs = node_attrs[:end] + " on-path" + node_attrs[end:]
-        boxes.append(f'<g {node_attrs} data-node="{esc(n.id)}" transform="translate({left:.1f} {top:.1f})">'
-                     f'<rect width="{w:.1f}" height="{BOX_H}" rx="4"/>'
-                     f'<text x="{PAD_X}" y="{BOX_H / 2 + FONT_PX * 0.36:.1f}">{esc(texts[n.id])}</text>{strike}</g>')
-    return (f'<svg class="tree-svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-            f'aria-label="{esc(label)}"><g class="edges">{"".join(edges)}</g>{"".join(boxes)}</svg>')
+        boxes.append(
+            f'<g {node_attrs} data-node="{esc(n.id)}" transform="translate({left:.1f} {top:.1f})">'
+            f'<rect width="{w:.1f}" height="{BOX_H}" rx="4"/>'
+            f'<text x="{PAD_X}" y="{BOX_H / 2 + FONT_PX * 0.36:.1f}">{esc(texts[n.id])}</text>{strike}</g>'
+        )
+    return (
+        f'<svg class="tree-svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{esc(label)}"><g class="edges">{"".join(edges)}</g>{"".join(boxes)}</svg>'
+    )

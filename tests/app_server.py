@@ -1,4 +1,5 @@
 """Start `python app.py` on a free port for the app tests, and stop it again (no conftest needed)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,9 +16,17 @@ from pathlib import Path
 from ui.app_views import READY
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"  # Debian's Chromium (make browser): Playwright's own download does not work here
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
+CHROMIUM = (
+    "/usr/bin/chromium"  # Debian's Chromium (make browser): Playwright's own download does not work here
+)
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def playwright_or_skip():
@@ -32,6 +41,7 @@ def playwright_or_skip():
 
 class ServerURL(str):
     """The server's URL, carrying the server's process id (for memory checks) and its Gradio cache folder."""
+
     pid: int
     uploads: Path
 
@@ -48,13 +58,22 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
     its output goes to a log file named in any startup error."""
     port = free_port()
     uploads = Path(tempfile.mkdtemp(prefix=f"specviz-gradio-{port}-"))  # this server's own Gradio cache
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), GRADIO_TEMP_DIR=str(uploads),
-               GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), **env_vars)  # 1 thread: faster on a busy 2-core box
+    env = dict(
+        os.environ,
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_TEMP_DIR=str(uploads),
+        GRADIO_ANALYTICS_ENABLED="False",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+        **env_vars,
+    )  # 1 thread: faster on a busy 2-core box
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-app-{port}.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + timeout_s
@@ -63,7 +82,9 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
                 raise RuntimeError(f"app.py exited with {proc.returncode}; see {log}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200 and READY in log.read_text(errors="replace"):  # serving, warm-up run over
+                    if r.status == 200 and READY in log.read_text(
+                        errors="replace"
+                    ):  # serving, warm-up run over
                         break
             except OSError:
                 pass
@@ -109,8 +130,15 @@ def call_event(url: str, api_name: str, data: list, session: str, timeout_s: flo
     result = {"outputs": None, "error": None, "warnings": [], "updates": 0}
     with httpx.Client(timeout=timeout_s) as http:
         # json.dumps, not httpx's encoder: a hostile client can send NaN, Infinity and lone surrogates too
-        event_id = http.post(f"{url}gradio_api/queue/join", content=json.dumps(body),
-                             headers={"content-type": "application/json"}).raise_for_status().json()["event_id"]
+        event_id = (
+            http.post(
+                f"{url}gradio_api/queue/join",
+                content=json.dumps(body),
+                headers={"content-type": "application/json"},
+            )
+            .raise_for_status()
+            .json()["event_id"]
+        )
         with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
             for line in stream.iter_lines():
                 if not line.startswith("data:"):
@@ -137,7 +165,9 @@ def upload(url: str, path: Path) -> dict:
     import httpx
 
     with open(path, "rb") as f:
-        reply = httpx.post(f"{url}gradio_api/upload", files={"files": (path.name, f, "application/json")}, timeout=120)
+        reply = httpx.post(
+            f"{url}gradio_api/upload", files={"files": (path.name, f, "application/json")}, timeout=120
+        )
     reply.raise_for_status()
     return {"path": reply.json()[0], "orig_name": path.name, "meta": {"_type": "gradio.FileData"}}
 

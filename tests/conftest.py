@@ -1,4 +1,5 @@
 """Shared fixtures: the real embedded model (loaded once) and tiny random-weight Llama models."""
+
 from __future__ import annotations
 
 import os
@@ -15,12 +16,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 # Tests that load the real embedded model, start the app or a browser are `slow`: `pytest -m "not slow"` is the
 # sub-minute inner loop (renderers, the cost model, the registry, layers, tiny random models); `make test` runs all.
 SLOW_FIXTURES = {"embedded", "app_url", "browser"}
-SLOW_MODULES = {"test_app_api", "test_embedded", "test_gemma", "test_crossvocab", "test_heads", "test_auto_confidence",
-                "test_sizing"}  # their own servers, the real models (through helpers, not fixtures) or training
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: loads a real model, starts the app or a browser (deselect: -m 'not slow')")
+SLOW_MODULES = {
+    "test_app_api",
+    "test_embedded",
+    "test_gemma",
+    "test_crossvocab",
+    "test_heads",
+    "test_auto_confidence",
+    "test_sizing",
+}  # their own servers, the real models (through helpers, not fixtures) or training
 
 
 def pytest_collection_modifyitems(items):
@@ -30,8 +34,16 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
-def make_tiny_model(path: Path, seed: int, tokenizer=None, vocab_size: int = 49152, layers: int = 2,
-                    init_range: float = 0.02, like: Path | None = None, sharpen: float = 1.0) -> Path:
+def make_tiny_model(
+    path: Path,
+    seed: int,
+    tokenizer=None,
+    vocab_size: int = 49152,
+    layers: int = 2,
+    init_range: float = 0.02,
+    like: Path | None = None,
+    sharpen: float = 1.0,
+) -> Path:
     """Save a tiny random-weight Llama (+ tokenizer) at `path`; usable as a model spec (a local directory).
 
     With `like`, copy that model and multiply its logits by `sharpen` (through the final norm):
@@ -43,9 +55,19 @@ def make_tiny_model(path: Path, seed: int, tokenizer=None, vocab_size: int = 491
     from engine.runtime.models import load_model
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
-                         initializer_range=init_range, tie_word_embeddings=True, eos_token_id=2, bos_token_id=1)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        initializer_range=init_range,
+        tie_word_embeddings=True,
+        eos_token_id=2,
+        bos_token_id=1,
+    )
     model = LlamaForCausalLM(config) if like is None else LlamaForCausalLM.from_pretrained(like)
     with torch.no_grad():
         model.model.norm.weight.mul_(sharpen)

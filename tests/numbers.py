@@ -3,6 +3,7 @@ reader sees: the summary line, the Explain tab (the one-round line, the run's su
 roofline) and the Race tab. A figure agrees when the inputs *as printed* give it within its own last digit's
 rounding (half a unit of it): a reader with a calculator gets the printed figure. α printed as counts ("29/30")
 is exact. `check_page` returns the disagreements, each named (empty: every figure reproduces)."""
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,7 @@ def value(text: str) -> float:
 def agrees(printed: str, computed: float) -> bool:
     """The printed figure is `computed` rounded to the printed number of decimals (ties either way)."""
     places = len(printed.split(".")[1]) if "." in printed else 0
-    return abs(float(printed) - computed) <= 0.5 * 10 ** -places * (1 + 1e-9) + 1e-12
+    return abs(float(printed) - computed) <= 0.5 * 10**-places * (1 + 1e-9) + 1e-12
 
 
 def expected_tokens(alpha: float, gamma: int) -> float:
@@ -61,12 +62,18 @@ def check_explain(explain: str, summary: str = "") -> list[str]:
     m = re.search(rf"α = {NUM} \((\d+) of (\d+) tested drafts? accepted", explain)
     if m and int(m.group(3)) and not agrees(m.group(1), int(m.group(2)) / int(m.group(3))):
         bad.append(f"Explain α {m.group(1)} ≠ {m.group(2)}/{m.group(3)}")
-    one = re.search(rf"One round at γ = (\d+) costs γ·c \+ v\(\d+\) = \d+·{NUM} \+ {NUM} = {NUM} target steps and "
-                    rf"commits E = .*? = {NUM} tokens on average at α = {VAL}: {NUM} ÷ {NUM} = {NUM}×", explain)
+    one = re.search(
+        rf"One round at γ = (\d+) costs γ·c \+ v\(\d+\) = \d+·{NUM} \+ {NUM} = {NUM} target steps and "
+        rf"commits E = .*? = {NUM} tokens on average at α = {VAL}: {NUM} ÷ {NUM} = {NUM}×",
+        explain,
+    )
     if one:
         bad += _round_line(one.groups(), "one round")
-    w = re.search(rf"At α = {VAL}, γ = (\d+), c = {NUM}: E = {NUM} tokens ÷ \(\d+·{NUM} \+ v\(\d+\) {NUM}\) = {NUM} "
-                  rf"steps → {NUM}×", explain)
+    w = re.search(
+        rf"At α = {VAL}, γ = (\d+), c = {NUM}: E = {NUM} tokens ÷ \(\d+·{NUM} \+ v\(\d+\) {NUM}\) = {NUM} "
+        rf"steps → {NUM}×",
+        explain,
+    )
     if w:
         alpha, g, c, e, c2, v, cost, ratio = w.groups()
         bad += _round_line((g, c, v, cost, e, alpha, e, cost, ratio), "what-if")
@@ -74,16 +81,22 @@ def check_explain(explain: str, summary: str = "") -> list[str]:
             bad.append(f"what-if: c printed {c} and {c2}")
         if one and (alpha, ratio) != (one.group(6), one.group(9)):
             bad.append(f"what-if says α = {alpha} → {ratio}×, Explain α = {one.group(6)} → {one.group(9)}×")
-    circle = re.search(rf"the open circle is one round at this run's α, c and γ = \d+: {NUM}×, as above", explain)
+    circle = re.search(
+        rf"the open circle is one round at this run's α, c and γ = \d+: {NUM}×, as above", explain
+    )
     if circle and one and circle.group(1) != one.group(9):
         bad.append(f"what-if circle {circle.group(1)}× ≠ Explain's one round {one.group(9)}×")
-    paying = re.search(rf"With this run's c = {NUM} and v\((\d+)\) = {NUM}, at γ = (\d+): (.*?) \(below", explain)
+    paying = re.search(
+        rf"With this run's c = {NUM} and v\((\d+)\) = {NUM}, at γ = (\d+): (.*?) \(below", explain
+    )
     if paying:
         c, n, v, g, pairs = paying.groups()
         for a, x in re.findall(rf"α = {NUM} → {NUM}×", pairs):
             if not agrees(x, expected_tokens(value(a), int(g)) / (int(g) * value(c) + value(v))):
                 bad.append(f"stops paying: α = {a} at c = {c}, v = {v} ≠ {x}×")
-    m = re.search(rf"Σ E = {NUM} tokens ÷ Σ \(γ·c \+ v\(γ \+ 1\)\) = {NUM} target steps = predicted {NUM}×", explain)
+    m = re.search(
+        rf"Σ E = {NUM} tokens ÷ Σ \(γ·c \+ v\(γ \+ 1\)\) = {NUM} target steps = predicted {NUM}×", explain
+    )
     if m:
         tokens, steps, pred = m.groups()
         if not agrees(pred, value(tokens) / value(steps)):
@@ -98,11 +111,17 @@ def check_roofline(text: str) -> list[str]:
     """The floors at n = 1 and n from the printed weights, KV, bandwidth, FLOPs and context; the share and the
     bound from the printed floor and step; t(n) over max(floors)."""
     bad = []
-    m = re.search(rf"moves {NUM} GB/s and a large matmul runs at {NUM} GFLOP/s\. A forward over n new tokens after "
-                  rf"(\d+) cached ones reads the weights, {NUM} GB, and the keys and values of \d+ \+ n positions, "
-                  rf"{NUM} MB each.*?It computes {NUM} GFLOP per token plus {NUM} MFLOP", text)
-    floors = re.search(rf"At n = 1 these are {NUM} ms and {NUM} ms(?:; at n = (\d+), {NUM} ms and {NUM} ms)?\. "
-                       rf"They meet at the ridge n\* ≈ (\d+)", text)
+    m = re.search(
+        rf"moves {NUM} GB/s and a large matmul runs at {NUM} GFLOP/s\. A forward over n new tokens after "
+        rf"(\d+) cached ones reads the weights, {NUM} GB, and the keys and values of \d+ \+ n positions, "
+        rf"{NUM} MB each.*?It computes {NUM} GFLOP per token plus {NUM} MFLOP",
+        text,
+    )
+    floors = re.search(
+        rf"At n = 1 these are {NUM} ms and {NUM} ms(?:; at n = (\d+), {NUM} ms and {NUM} ms)?\. "
+        rf"They meet at the ridge n\* ≈ (\d+)",
+        text,
+    )
     if m and floors:
         bw, fl, ctx, w, kv, f, a = map(float, m.groups())
 
@@ -113,16 +132,25 @@ def check_roofline(text: str) -> list[str]:
         for k, (mem, comp) in ((1, (m1, c1)),) + (((int(n), (mn, cn)),) if n else ()):
             want = at(k)
             if not (agrees(mem, want[0]) and agrees(comp, want[1])):
-                bad.append(f"roofline at n = {k}: printed {mem}, {comp} ms, the inputs give {want[0]:.3f}, {want[1]:.3f}")
-        lo = next((k for k in range(1, 100000) if at(k)[1] >= at(k)[0]), None)  # the crossing lies in (lo − 1, lo]
+                bad.append(
+                    f"roofline at n = {k}: printed {mem}, {comp} ms, the inputs give {want[0]:.3f}, {want[1]:.3f}"
+                )
+        lo = next(
+            (k for k in range(1, 100000) if at(k)[1] >= at(k)[0]), None
+        )  # the crossing lies in (lo − 1, lo]
         if lo is not None and not lo - 1.5 <= int(ridge) <= lo + 0.5:
             bad.append(f"roofline: the floors cross between n = {lo - 1} and {lo}, printed n* ≈ {ridge}")
-    s = re.search(rf"t\(1\) = {NUM} ms is (\d+)% of the bandwidth bound \(memory floor {NUM} ms ÷ step {NUM} ms; "
-                  rf"the bound is 1000 ÷ {NUM} = {NUM} tok/s\)", text)
+    s = re.search(
+        rf"t\(1\) = {NUM} ms is (\d+)% of the bandwidth bound \(memory floor {NUM} ms ÷ step {NUM} ms; "
+        rf"the bound is 1000 ÷ {NUM} = {NUM} tok/s\)",
+        text,
+    )
     if s:
         step, pct, floor, step2, floor2, bound = s.groups()
         if step2 != step or floor2 != floor or (floors and floor != floors.group(1)):
-            bad.append(f"roofline: the floor or step printed twice differently ({floor}, {floor2}; {step}, {step2})")
+            bad.append(
+                f"roofline: the floor or step printed twice differently ({floor}, {floor2}; {step}, {step2})"
+            )
         if not agrees(pct, 100 * value(floor) / value(step)) or not agrees(bound, 1e3 / value(floor)):
             bad.append(f"roofline: {floor} ÷ {step} ≠ {pct}% or 1000 ÷ {floor} ≠ {bound}")
     g = re.search(rf"took t\((\d+)\) = {NUM} ms, {NUM}× the roofline max\({NUM}, {NUM}\) ms", text)
@@ -144,10 +172,15 @@ def check_race(race: str) -> list[str]:
         ar, spec = rates[0], rates[1]
         if not agrees(speed.group(1), value(spec) / value(ar)):
             bad.append(f"race: {spec} ÷ {ar} tok/s ≠ {speed.group(1)}×")
-    b = re.search(rf"AR at (\d+)% of the bandwidth bound \(floor {NUM} GB ÷ {NUM} GB/s = {NUM} ms ÷ step {NUM} ms\)", race)
+    b = re.search(
+        rf"AR at (\d+)% of the bandwidth bound \(floor {NUM} GB ÷ {NUM} GB/s = {NUM} ms ÷ step {NUM} ms\)",
+        race,
+    )
     if b:
         pct, gb, bw, floor, step = b.groups()
-        if not agrees(floor, 1e3 * value(gb) / value(bw)) or not agrees(pct, 100 * value(floor) / value(step)):
+        if not agrees(floor, 1e3 * value(gb) / value(bw)) or not agrees(
+            pct, 100 * value(floor) / value(step)
+        ):
             bad.append(f"race: {gb} ÷ {bw} ≠ {floor} ms or {floor} ÷ {step} ≠ {pct}%")
     return bad
 

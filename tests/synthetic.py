@@ -2,6 +2,7 @@
 16, fixed or varying per round, greedy or sampled, quiet or noisy timings, with or without a recorded machine)
 and its AR lane. NOT model output: the numbers are drawn so that every figure the page derives has to be
 computed, at settings far from the defaults."""
+
 from __future__ import annotations
 
 import random
@@ -12,18 +13,31 @@ from engine.metrics import RunStats
 
 def host(rng: random.Random) -> dict:
     """A machine as RunStarted.host records it, from a phone-class CPU to a server."""
-    return {"cpu": "Synthetic CPU", "threads": rng.choice([1, 2, 8]), "measured": "2026-12-03",
-            "bandwidth": rng.uniform(3e9, 200e9), "flops": rng.uniform(20e9, 3e12),
-            "weight_bytes": rng.uniform(5e7, 4e9), "flops_per_token": rng.uniform(5e7, 4e9),
-            "kv_bytes_per_position": rng.uniform(5e3, 4e5), "attn_flops_per_position": rng.uniform(1e3, 3e5)}
+    return {
+        "cpu": "Synthetic CPU",
+        "threads": rng.choice([1, 2, 8]),
+        "measured": "2026-12-03",
+        "bandwidth": rng.uniform(3e9, 200e9),
+        "flops": rng.uniform(20e9, 3e12),
+        "weight_bytes": rng.uniform(5e7, 4e9),
+        "flops_per_token": rng.uniform(5e7, 4e9),
+        "kv_bytes_per_position": rng.uniform(5e3, 4e5),
+        "attn_flops_per_position": rng.uniform(1e3, 3e5),
+    }
 
 
 def _finished(events, rounds, pos, ids, wall, step_s):
     stats = RunStats()
     for e in events:
         stats.add(e)
-    return Finished(round=rounds, pos=pos, stop_reason="max_new_tokens", text=" ".join(map(str, ids)),
-                    token_ids=list(ids), summary=stats.summary(wall, step_s))
+    return Finished(
+        round=rounds,
+        pos=pos,
+        stop_reason="max_new_tokens",
+        text=" ".join(map(str, ids)),
+        token_ids=list(ids),
+        summary=stats.summary(wall, step_s),
+    )
 
 
 def race(rng: random.Random, gamma: int | None = None, tokens: int | None = None) -> list:
@@ -37,12 +51,29 @@ def race(rng: random.Random, gamma: int | None = None, tokens: int | None = None
     step = rng.uniform(0.005, 0.2)
     c, slope = rng.uniform(0.0, 0.8), rng.uniform(0.0, 0.2)
     machine = host(rng) if rng.random() < 0.8 else {}
-    config = {"gamma": gamma, "max_new_tokens": tokens, "temperature": 0.0 if greedy else 0.8, "top_k": 0,
-              "top_p": 1.0, "seed": 0, "raw": False, "record_topk": 0}
+    config = {
+        "gamma": gamma,
+        "max_new_tokens": tokens,
+        "temperature": 0.0 if greedy else 0.8,
+        "top_k": 0,
+        "top_p": 1.0,
+        "seed": 0,
+        "raw": False,
+        "record_topk": 0,
+    }
     if not greedy and rng.random() < 0.3:  # the lossy rule (typical acceptance)
         config["accept"] = "typical:0.09,0.3"
-    start = dict(target="synthetic-target", device="cpu", dtype="float32", config=config, prompt_text="p",
-                 prompt_ids=[1], prompt_tokens=["p"], pos=1, host=machine)
+    start = dict(
+        target="synthetic-target",
+        device="cpu",
+        dtype="float32",
+        config=config,
+        prompt_text="p",
+        prompt_ids=[1],
+        prompt_tokens=["p"],
+        pos=1,
+        host=machine,
+    )
     spec = [RunStarted(round=0, run_id="syn-spec", mode="speculative", draft="synthetic-draft", **start)]
     jitter = (lambda: rng.uniform(0.3, 3.0)) if noisy else (lambda: rng.uniform(0.97, 1.03))  # noqa: E731
     pos, r, elapsed, ids = 1, 0, 0.0, []
@@ -51,11 +82,17 @@ def race(rng: random.Random, gamma: int | None = None, tokens: int | None = None
         g = min(rng.randint(1, gamma) if varying else gamma, tokens - len(ids) - 1)
         if g <= 0:  # one token left: a plain step
             ids.append(len(ids) + 100)
-            spec.append(Committed(round=r, pos=pos, token_ids=[ids[-1]], tokens=[f" t{ids[-1]}"], origins=["ar"], p=[0.9]))
+            spec.append(
+                Committed(
+                    round=r, pos=pos, token_ids=[ids[-1]], tokens=[f" t{ids[-1]}"], origins=["ar"], p=[0.9]
+                )
+            )
             t = step * jitter()
             elapsed += t
             pos += 1
-            spec.append(RoundTimed(round=r, pos=pos, draft_s=0.0, verify_s=t, total_s=t, elapsed_s=elapsed, gamma=0))
+            spec.append(
+                RoundTimed(round=r, pos=pos, draft_s=0.0, verify_s=t, total_s=t, elapsed_s=elapsed, gamma=0)
+            )
             continue
         k = next((i for i in range(g) if rng.random() >= alpha), g)  # accepted before the first rejection
         draft = [len(ids) + 100 + i if i < k else 50 + i for i in range(g)]
@@ -65,32 +102,79 @@ def race(rng: random.Random, gamma: int | None = None, tokens: int | None = None
         u = None if greedy else [round(rng.uniform(0, 0.5), 3) if i < k else 0.999 for i in range(g)]
         nxt = len(ids) + 100 + k
         kind = "bonus" if k == g else "corrected"
-        spec += [Drafted(round=r, pos=pos, token_ids=draft, tokens=[f" d{t}" for t in draft], q=q, draft_topk=[],
-                         drafter="synthetic-draft"),
-                 Verified(round=r, pos=pos, p=p, accept_prob=[1.0 if a else 0.0 for a in accepted] if greedy else
-                          [1.0 if a else 0.5 for a in accepted], accepted=accepted,
-                          first_rejected=None if k == g else k, next_id=nxt, next_token=f" t{nxt}", next_p=0.5,
-                          next_kind=kind, target_topk=[], greedy=greedy, u=u)]
+        spec += [
+            Drafted(
+                round=r,
+                pos=pos,
+                token_ids=draft,
+                tokens=[f" d{t}" for t in draft],
+                q=q,
+                draft_topk=[],
+                drafter="synthetic-draft",
+            ),
+            Verified(
+                round=r,
+                pos=pos,
+                p=p,
+                accept_prob=[1.0 if a else 0.0 for a in accepted]
+                if greedy
+                else [1.0 if a else 0.5 for a in accepted],
+                accepted=accepted,
+                first_rejected=None if k == g else k,
+                next_id=nxt,
+                next_token=f" t{nxt}",
+                next_p=0.5,
+                next_kind=kind,
+                target_topk=[],
+                greedy=greedy,
+                u=u,
+            ),
+        ]
         if k < g:
-            spec.append(RolledBack(round=r, positions=list(range(pos + k + 1, pos + g + 1)), cache_before=pos + g + 1,
-                                   cache_after=pos + k + 1))
+            spec.append(
+                RolledBack(
+                    round=r,
+                    positions=list(range(pos + k + 1, pos + g + 1)),
+                    cache_before=pos + g + 1,
+                    cache_after=pos + k + 1,
+                )
+            )
         new = [len(ids) + 100 + i for i in range(k + 1)]
         ids += new
-        spec.append(Committed(round=r, pos=pos, token_ids=new, tokens=[f" t{t}" for t in new],
-                              origins=["accepted"] * k + [kind], p=[0.8] * (k + 1)))
+        spec.append(
+            Committed(
+                round=r,
+                pos=pos,
+                token_ids=new,
+                tokens=[f" t{t}" for t in new],
+                origins=["accepted"] * k + [kind],
+                p=[0.8] * (k + 1),
+            )
+        )
         draft_s = g * c * step * jitter()
         verify_s = step * (1 + slope * g) * jitter()
         elapsed += draft_s + verify_s
         pos += k + 1
-        spec.append(RoundTimed(round=r, pos=pos, draft_s=draft_s, verify_s=verify_s, total_s=draft_s + verify_s,
-                               elapsed_s=elapsed, gamma=g))
+        spec.append(
+            RoundTimed(
+                round=r,
+                pos=pos,
+                draft_s=draft_s,
+                verify_s=verify_s,
+                total_s=draft_s + verify_s,
+                elapsed_s=elapsed,
+                gamma=g,
+            )
+        )
     spec.append(_finished(spec, r, pos, ids, elapsed, None))
     ar = [RunStarted(round=0, run_id="syn-ar", mode="ar", draft="", **start)]
     t_ar = 0.0
     for k, tid in enumerate(ids):
         t = step * jitter()
         t_ar += t
-        ar += [Committed(round=k + 1, pos=1 + k, token_ids=[tid], tokens=[f" t{tid}"], origins=["ar"], p=[0.9]),
-               RoundTimed(round=k + 1, pos=2 + k, draft_s=0.0, verify_s=t, total_s=t, elapsed_s=t_ar, gamma=0)]
+        ar += [
+            Committed(round=k + 1, pos=1 + k, token_ids=[tid], tokens=[f" t{tid}"], origins=["ar"], p=[0.9]),
+            RoundTimed(round=k + 1, pos=2 + k, draft_s=0.0, verify_s=t, total_s=t, elapsed_s=t_ar, gamma=0),
+        ]
     ar.append(_finished(ar, len(ids), 1 + len(ids), ids, t_ar, None))
     return spec + ar

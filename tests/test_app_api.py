@@ -1,5 +1,6 @@
 """The app's named API endpoint, called through gradio_client against a real `python app.py` server,
 and the server's limits (run time, uploads, session state, one compute queue) through the UI's own protocol."""
+
 from __future__ import annotations
 
 import json
@@ -63,32 +64,35 @@ def test_generate_endpoint_is_deterministic_and_isolated(client):
     assert json.loads(sum_a)["gamma"] == 3 and json.loads(sum_b)["gamma"] == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (("", "ngram", 4, 8, 0.0, 0), "prompt is empty"),
-    (("bad \ud800 text", "ngram", 4, 8, 0.0, 0), "prompt is not valid text: a lone surrogate"),
-    (("hi", "ngram", 4, "10", 0.0, 0), "max_new_tokens must be a whole number, got str"),
-    (("hi", "ngram", 4, [10], 0.0, 0), "max_new_tokens must be a whole number, got list"),
-    (("hi", None, 4, 8, 0.0, 0), "draft must be a model name"),
-    (("hi", "ngram", 4, 8, 0.0, 0, 7), "target must be a model name"),
-    (("hi", "ngram", 4, 8, 0.0, 0, None), "target must be a model name"),
-    (("word " * 2100, "ngram", 4, 8, 0.0, 0), "too long: this server reads at most about"),
-    (("hi", "ngram", float("inf"), 8, 0.0, 0), "gamma must be a whole number, got inf"),
-    (("hi", "ngram", 4, 8, 0.0, float("nan")), "seed must be a whole number, got nan"),
-    (("hi", "ngram", 4, 8, 0.0, 2**64), "seed must be between 0 and"),
-    (("hi", "ngram", 40, 8, 0.0, 0), "gamma must be between 1 and 16"),
-    (("hi", "bogus", 4, 8, 0.0, 0), "unknown draft spec"),
-    (("hi", "ngram", 4, 8, 0.0, 0, "no-such-org/no-such-model"), "is not allowed here"),
-    (("hi", "model:/etc", 4, 8, 0.0, 0), "is not allowed here"),
-    (("hi", "ngram", 4, 8, -1.0, 0), "temperature must be 0"),
-    (("hi", "ngram", 4, 8, 0.0, 0, "embedded", 9), "num_beams must be between 1 and 8"),
-    (("hi", "ngram", 4, 8, 0.0, 0, "embedded", 2.5), "num_beams must be a whole number"),
-    (("hi", "ngram", 4, 8, 0.7, 0, "embedded", 2), "needs temperature 0"),
-    (("hi", "layerskip:8", 4, 8, 0.0, 0, "embedded", 2), "beam search .* drafts with 'ngram"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("", "ngram", 4, 8, 0.0, 0), "prompt is empty"),
+        (("bad \ud800 text", "ngram", 4, 8, 0.0, 0), "prompt is not valid text: a lone surrogate"),
+        (("hi", "ngram", 4, "10", 0.0, 0), "max_new_tokens must be a whole number, got str"),
+        (("hi", "ngram", 4, [10], 0.0, 0), "max_new_tokens must be a whole number, got list"),
+        (("hi", None, 4, 8, 0.0, 0), "draft must be a model name"),
+        (("hi", "ngram", 4, 8, 0.0, 0, 7), "target must be a model name"),
+        (("hi", "ngram", 4, 8, 0.0, 0, None), "target must be a model name"),
+        (("word " * 2100, "ngram", 4, 8, 0.0, 0), "too long: this server reads at most about"),
+        (("hi", "ngram", float("inf"), 8, 0.0, 0), "gamma must be a whole number, got inf"),
+        (("hi", "ngram", 4, 8, 0.0, float("nan")), "seed must be a whole number, got nan"),
+        (("hi", "ngram", 4, 8, 0.0, 2**64), "seed must be between 0 and"),
+        (("hi", "ngram", 40, 8, 0.0, 0), "gamma must be between 1 and 16"),
+        (("hi", "bogus", 4, 8, 0.0, 0), "unknown draft spec"),
+        (("hi", "ngram", 4, 8, 0.0, 0, "no-such-org/no-such-model"), "is not allowed here"),
+        (("hi", "model:/etc", 4, 8, 0.0, 0), "is not allowed here"),
+        (("hi", "ngram", 4, 8, -1.0, 0), "temperature must be 0"),
+        (("hi", "ngram", 4, 8, 0.0, 0, "embedded", 9), "num_beams must be between 1 and 8"),
+        (("hi", "ngram", 4, 8, 0.0, 0, "embedded", 2.5), "num_beams must be a whole number"),
+        (("hi", "ngram", 4, 8, 0.7, 0, "embedded", 2), "needs temperature 0"),
+        (("hi", "layerskip:8", 4, 8, 0.0, 0, "embedded", 2), "beam search .* drafts with 'ngram"),
+    ],
+)
 def test_generate_endpoint_rejects_bad_input(server, client, args, message):
     """Bad input (sent as raw JSON: NaN, Infinity and lone surrogates too) comes back as an error naming the
     setting and its range, and the server keeps working."""
-    reply = call_event(server, "generate", list(args) + ["embedded", 1][len(args) - 6:], uuid.uuid4().hex)
+    reply = call_event(server, "generate", list(args) + ["embedded", 1][len(args) - 6 :], uuid.uuid4().hex)
     assert reply["error"] is not None and re.search(message, reply["error"]), reply
     assert client.predict("Say hi.", "ngram", 2, 2, 0.0, 0, api_name="/generate")[0]
 
@@ -97,13 +101,17 @@ def test_generate_endpoint_runs_beam_search(client):
     """num_beams = 2 runs speculative beam search: the text is the best hypothesis, the summary lists every
     hypothesis and counts forwards; n-gram and self drafts give the same beams (tests/test_beam.py: both equal
     plain beam search)."""
-    replies = [client.predict(COPY_PROMPT, draft, 4, 12, 0.0, 0, "embedded", 2, api_name="/generate")
-               for draft in ("ngram", "self")]
+    replies = [
+        client.predict(COPY_PROMPT, draft, 4, 12, 0.0, 0, "embedded", 2, api_name="/generate")
+        for draft in ("ngram", "self")
+    ]
     (text, summary_json), (text_self, summary_self_json) = replies
     summary = json.loads(summary_json)
     assert summary["mode"] == "beam_speculative" and summary["num_beams"] == 2
     assert text.strip() and text == summary["hypotheses"][0]["text"] == text_self
-    other = json.loads(summary_self_json)["hypotheses"]  # scores agree to float rounding (README: beam search)
+    other = json.loads(summary_self_json)[
+        "hypotheses"
+    ]  # scores agree to float rounding (README: beam search)
     assert [h["text"] for h in summary["hypotheses"]] == [h["text"] for h in other]
     assert [h["score"] for h in summary["hypotheses"]] == pytest.approx([h["score"] for h in other], abs=1e-4)
     assert summary["target_forwards"] + summary["forwards_saved"] == summary["steps"]
@@ -113,11 +121,26 @@ def test_generate_endpoint_runs_beam_search(client):
 def test_four_concurrent_clients_each_get_their_own_correct_output(server):
     """4 clients stream at once (queue concurrency 2): all finish and each equals its solo greedy output."""
     prompts = [COPY_PROMPT, "Name three colours.", "Count from one to five.", "Say hello in French."]
-    solo = [gradio_client.Client(server, verbose=False).predict(p, "ngram", 3, 12, 0.0, 0, api_name="/generate")[0]
-            for p in prompts]
+    solo = [
+        gradio_client.Client(server, verbose=False).predict(p, "ngram", 3, 12, 0.0, 0, api_name="/generate")[
+            0
+        ]
+        for p in prompts
+    ]
     with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(gradio_client.Client(server, verbose=False).predict, p, "ngram", 3, 12, 0.0, 0,
-                               api_name="/generate") for p in prompts]
+        futures = [
+            pool.submit(
+                gradio_client.Client(server, verbose=False).predict,
+                p,
+                "ngram",
+                3,
+                12,
+                0.0,
+                0,
+                api_name="/generate",
+            )
+            for p in prompts
+        ]
         together = [f.result(timeout=300)[0] for f in futures]
     assert together == solo
 
@@ -138,15 +161,20 @@ def test_cancelled_clients_free_their_slots(server):
     Each long run needs 256 tokens; if the cancelled runs kept their slots the new run would wait for one of
     them to finish, and that run would have sent its final summary.
     """
-    jobs = [gradio_client.Client(server, verbose=False).submit(LONG_PROMPT, "ngram", 4, 256, 0.0, 0,
-                                                               api_name="/generate") for _ in range(2)]
+    jobs = [
+        gradio_client.Client(server, verbose=False).submit(
+            LONG_PROMPT, "ngram", 4, 256, 0.0, 0, api_name="/generate"
+        )
+        for _ in range(2)
+    ]
     while not all(len(job.outputs()) >= 1 for job in jobs):  # both are streaming: they hold the slots
         assert not any(job.done() for job in jobs), "a long run ended before streaming"
         time.sleep(0.2)
     for job in jobs:
         job.cancel()
-    short = gradio_client.Client(server, verbose=False).submit(COPY_PROMPT, "ngram", 3, 8, 0.0, 0,
-                                                               api_name="/generate")
+    short = gradio_client.Client(server, verbose=False).submit(
+        COPY_PROMPT, "ngram", 3, 8, 0.0, 0, api_name="/generate"
+    )
     text, summary = short.result(timeout=600)
     assert text.strip() and json.loads(summary)["stop_reason"] in ("eos", "max_new_tokens")
     assert all(job.outputs()[-1][1] == "" for job in jobs)  # stopped mid-run: no final summary was sent
@@ -154,12 +182,17 @@ def test_cancelled_clients_free_their_slots(server):
 
 def test_a_third_concurrent_run_waits_for_a_slot(server):
     """With 2 compute slots, the third of three concurrent /generate calls starts only after one of the first two ends."""
-    jobs = [gradio_client.Client(server, verbose=False).submit(LONG_PROMPT, "ngram", 3, 128, 0.0, 0,
-                                                               api_name="/generate") for _ in range(2)]
+    jobs = [
+        gradio_client.Client(server, verbose=False).submit(
+            LONG_PROMPT, "ngram", 3, 128, 0.0, 0, api_name="/generate"
+        )
+        for _ in range(2)
+    ]
     while not all(job.outputs() for job in jobs):  # both hold a slot
         time.sleep(0.05)
-    third = gradio_client.Client(server, verbose=False).submit("Name three colours.", "ngram", 3, 8, 0.0, 0,
-                                                               api_name="/generate")
+    third = gradio_client.Client(server, verbose=False).submit(
+        "Name three colours.", "ngram", 3, 8, 0.0, 0, api_name="/generate"
+    )
     order = []
     while not third.done():
         for name, job in (("first", jobs[0]), ("second", jobs[1])):
@@ -175,8 +208,12 @@ def test_a_third_concurrent_run_waits_for_a_slot(server):
 def test_a_trace_load_waits_for_the_slots_runs_hold(server, tmp_path):
     """UI trace loads share the compute slots with /generate: with both held by API runs, a load ends after one of them."""
     file = upload(server, trace_of(tmp_path, 5))  # the upload itself is not queued; the load is
-    jobs = [gradio_client.Client(server, verbose=False).submit(LONG_PROMPT, "ngram", 3, 128, 0.0, 0,
-                                                               api_name="/generate") for _ in range(2)]
+    jobs = [
+        gradio_client.Client(server, verbose=False).submit(
+            LONG_PROMPT, "ngram", 3, 128, 0.0, 0, api_name="/generate"
+        )
+        for _ in range(2)
+    ]
     while not all(job.outputs() for job in jobs):  # both hold a slot
         time.sleep(0.05)
     order = []
@@ -192,11 +229,17 @@ def test_a_trace_load_waits_for_the_slots_runs_hold(server, tmp_path):
 
 # --- limits, on servers started with small settings --------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def limited():
     """A server with a 3 s run limit, 3 s session state, a 1 MiB upload limit, 4 uploads per client, 3 files kept."""
-    with serve_app(SPECVIZ_MAX_RUN_S="3", SPECVIZ_STATE_TTL_S="3", SPECVIZ_MAX_UPLOAD_MB="1",
-                   SPECVIZ_CLIENT_UPLOADS="4", SPECVIZ_UPLOAD_FILES="3") as url:
+    with serve_app(
+        SPECVIZ_MAX_RUN_S="3",
+        SPECVIZ_STATE_TTL_S="3",
+        SPECVIZ_MAX_UPLOAD_MB="1",
+        SPECVIZ_CLIENT_UPLOADS="4",
+        SPECVIZ_UPLOAD_FILES="3",
+    ) as url:
         yield url
 
 
@@ -291,11 +334,22 @@ def test_uploads_past_a_clients_count_are_refused_and_the_folder_keeps_its_bound
         raise AssertionError("five uploads from one client all passed a limit of 4")
 
 
-@pytest.mark.parametrize("api_name,data,named", [
-    ("run", [], "/run takes 17 inputs"), ("batch", [], "/batch takes 7 inputs"),
-    ("measure_drift", [], "/measure_drift takes 16 inputs"), ("load_trace", [], "/load_trace takes 1 input"),
-    ("batch", ["SmolLM2-135M-Instruct (embedded)", "ngram", float("nan"), 4, 8, "hi", False], "n / L / W / k"),
-    ("play", [None, 0, float("inf")], "Speed ×"), ("next", [None, float("nan")], "Replay round")])
+@pytest.mark.parametrize(
+    "api_name,data,named",
+    [
+        ("run", [], "/run takes 17 inputs"),
+        ("batch", [], "/batch takes 7 inputs"),
+        ("measure_drift", [], "/measure_drift takes 16 inputs"),
+        ("load_trace", [], "/load_trace takes 1 input"),
+        (
+            "batch",
+            ["SmolLM2-135M-Instruct (embedded)", "ngram", float("nan"), 4, 8, "hi", False],
+            "n / L / W / k",
+        ),
+        ("play", [None, 0, float("inf")], "Speed ×"),
+        ("next", [None, float("nan")], "Replay round"),
+    ],
+)
 def test_private_endpoints_over_raw_http_answer_with_a_named_message(server, api_name, data, named):
     """A raw client calling a private endpoint with missing or non-finite arguments gets a message naming the
     endpoint or the setting, not `error: null`."""
@@ -305,6 +359,7 @@ def test_private_endpoints_over_raw_http_answer_with_a_named_message(server, api
 
 # -- a visitor who leaves frees the slot: a server with one compute slot ----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def one_slot():
     """A server with one compute slot: a request that kept it after its client left would block every other."""
@@ -312,7 +367,9 @@ def one_slot():
         yield url
 
 
-LONG_LINE = " ".join(["the lighthouse keeper climbed the stairs and watched the storm"] * 130)  # ~1,400 tokens
+LONG_LINE = " ".join(
+    ["the lighthouse keeper climbed the stairs and watched the storm"] * 130
+)  # ~1,400 tokens
 
 
 def join_then_leave(url: str, api_name: str, data: list) -> None:
@@ -320,11 +377,19 @@ def join_then_leave(url: str, api_name: str, data: list) -> None:
     import httpx
 
     session = uuid.uuid4().hex
-    body = {"data": data, "fn_index": fn_index(url, api_name), "session_hash": session, "event_data": None,
-            "trigger_id": None}
+    body = {
+        "data": data,
+        "fn_index": fn_index(url, api_name),
+        "session_hash": session,
+        "event_data": None,
+        "trigger_id": None,
+    }
     with httpx.Client(timeout=300) as http:
-        http.post(f"{url}gradio_api/queue/join", content=json.dumps(body),
-                  headers={"content-type": "application/json"}).raise_for_status()
+        http.post(
+            f"{url}gradio_api/queue/join",
+            content=json.dumps(body),
+            headers={"content-type": "application/json"},
+        ).raise_for_status()
         with http.stream("GET", f"{url}gradio_api/queue/data", params={"session_hash": session}) as stream:
             for line in stream.iter_lines():
                 if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_generating":
@@ -336,18 +401,36 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-@pytest.mark.parametrize("api_name,data", [
-    ("batch", [EMBEDDED_PAIR, "self", 0, 16, 512, "\n".join([LONG_LINE] * 16), True]),
-    ("measure_drift", [*Controls(drafter="lookahead", param=16, gamma=16, temperature=1.0, tree_budget=64,
-                                 max_new=48, prompt=LONG_LINE, accept="typical:0.3,0.55").values()])])
+@pytest.mark.parametrize(
+    "api_name,data",
+    [
+        ("batch", [EMBEDDED_PAIR, "self", 0, 16, 512, "\n".join([LONG_LINE] * 16), True]),
+        (
+            "measure_drift",
+            [
+                *Controls(
+                    drafter="lookahead",
+                    param=16,
+                    gamma=16,
+                    temperature=1.0,
+                    tree_budget=64,
+                    max_new=48,
+                    prompt=LONG_LINE,
+                    accept="typical:0.3,0.55",
+                ).values()
+            ],
+        ),
+    ],
+)
 def test_a_request_whose_client_leaves_frees_its_slot_and_stops(one_slot, api_name, data):
     """A 16-row batch of 1,400-token prompts (its prefill alone took minutes; it kept its slot and ran 274 s) and the
     drift meter on a long prompt with a 64-node tree (still running after 1,264 s): their client leaves at the first
     progress line; a short request then gets the one slot within a minute, and the server stops computing."""
     start = time.monotonic()  # from the hog's start: its first output came only after its prefill before
     join_then_leave(one_slot, api_name, data)
-    result = call_event(one_slot, "batch", [EMBEDDED_PAIR, "ngram", 0, 4, 4, "Name three colours.", False],
-                        uuid.uuid4().hex)
+    result = call_event(
+        one_slot, "batch", [EMBEDDED_PAIR, "ngram", 0, 4, 4, "Name three colours.", False], uuid.uuid4().hex
+    )
     assert result["error"] is None and time.monotonic() - start < 60
     before = cpu_s(one_slot.pid)
     time.sleep(3)

@@ -4,6 +4,7 @@ Runs on the embedded model only (no hub) with short runs; the whole module takes
 half on a busy 2-core CPU. Its screenshot goes to a temp folder; SPECVIZ_SCREENSHOT=1 writes
 assets/screenshot.png (the README's screenshot) instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ import pytest
 from tests.app_server import ROOT, playwright_or_skip, set_number
 
 sync_api = playwright_or_skip()
-GROUNDED = ("Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most importent "
-            "pollinators in the world. Bees visit flowers to colect nectar and pollen.")
+GROUNDED = (
+    "Copy this passage, fixing only the spelling mistakes:\n\nThe honeybee is one of the most importent "
+    "pollinators in the world. Bees visit flowers to colect nectar and pollen."
+)
 LONG = "Write a long story about a lighthouse keeper and a storm."
 RUN_TIMEOUT_MS = 120_000
 DONE = '#summary .sv-summary[data-done="1"]'
@@ -102,7 +105,9 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
     stream.locator(".tok-accepted").nth(2).hover()
     tip = page.locator(".specviz-tipbox")
     sync_api.expect(tip).to_be_visible()
-    assert re.search(r"draft q\s*[\d.]+", tip.inner_text()) and re.search(r"target p\s*[\d.]+", tip.inner_text())
+    assert re.search(r"draft q\s*[\d.]+", tip.inner_text()) and re.search(
+        r"target p\s*[\d.]+", tip.inner_text()
+    )
     page.screenshot(path=str(screenshot_path(tmp_path_factory)), full_page=True)
     page.mouse.move(5, 5)
 
@@ -137,7 +142,9 @@ def test_stop_then_new_run(page):
     """Stop during a long run halts it and says so; a new short tree-speculation run then completes and draws its branches."""
     page.fill("#prompt textarea", LONG)
     page.get_by_label("Race against autoregressive", exact=False).uncheck()
-    choose(page, "Drafter", "layerskip")  # the slowest drafter and the longest run: it cannot end before Stop lands
+    choose(
+        page, "Drafter", "layerskip"
+    )  # the slowest drafter and the longest run: it cannot end before Stop lands
     set_number(page, "max-new", 512)
     page.click("#generate")
     page.wait_for_selector('#summary .sv-summary[data-done="0"]', timeout=RUN_TIMEOUT_MS)  # streaming
@@ -158,7 +165,9 @@ def test_stop_then_new_run(page):
     assert page.locator("#stream .tok").count() > 0
     page.get_by_role("tab", name="Tree").click()
     page.wait_for_selector("#tree .tree-branches", timeout=30_000)  # the tree view may land after the summary
-    assert page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
+    assert (
+        page.locator("#tree .tree-branches").count() > 0 and page.locator("#tree .node-unvisited").count() > 0
+    )
     set_number(page, "tree-budget", 0)
 
 
@@ -184,7 +193,9 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     other = browser.new_page(viewport={"width": 1280, "height": 900})
     other.goto(url)
     other.wait_for_selector("#prompt textarea")
-    sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(1)  # a fresh session sees none of page 1's run
+    sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(
+        1
+    )  # a fresh session sees none of page 1's run
     other.get_by_role("tab", name="Tree").click()  # gradio draws a tab's content once it is opened
     other.locator("#trace-upload input[type=file]").set_input_files(shared["trace"])
     rounds = rounds_in_trace(shared["trace"])
@@ -207,7 +218,9 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     other.locator("#trace-upload input[type=file]").set_input_files(str(bad))
     sync_api.expect(other.get_by_text("not a specviz trace", exact=False).first).to_be_visible(timeout=15_000)
     other.wait_for_timeout(1000)  # let any output update of the refused upload land
-    assert other.locator("#stream .specviz-stream").get_attribute("data-rounds") == str(rounds)  # the last good run stays
+    assert other.locator("#stream .specviz-stream").get_attribute("data-rounds") == str(
+        rounds
+    )  # the last good run stays
     assert other.get_by_text("Error", exact=True).count() == 0  # no error pill over the output panels
     assert page.locator("#stream .specviz-stream").get_attribute("data-rounds") == before
     other.close()

@@ -1,5 +1,6 @@
 """The app's handlers (ui/handlers.py, ui/tour.py) called in-process (no server, no model): queues, refusals,
 bounded replay, and the controls and outputs addressed by name."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,8 +23,10 @@ SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
 
 def hostile_events():
     """The sample run with its last round renumbered 1e12 (as a crafted trace could)."""
-    return [dataclasses.replace(e, round=10**12) if e.kind != "run_started" and e.round == 4 else e
-            for e in speculative_events(finished=False)]
+    return [
+        dataclasses.replace(e, round=10**12) if e.kind != "run_started" and e.round == 4 else e
+        for e in speculative_events(finished=False)
+    ]
 
 
 def test_every_compute_handler_shares_one_queue():
@@ -52,8 +55,10 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
         out = h.loaded(str(bad))
     n = h.RUN_OUTPUTS
     assert list(out[:n]) == [SKIP] * n and out[n] is None  # only the drop zone is emptied
-    assert list(out[n + 1:]) == [SKIP] * len(TRACE_SETS)  # the controls stay
-    assert bad.exists()  # a file the app did not write is never deleted by it (Gradio's cache bound covers copies)
+    assert list(out[n + 1 :]) == [SKIP] * len(TRACE_SETS)  # the controls stay
+    assert (
+        bad.exists()
+    )  # a file the app did not write is never deleted by it (Gradio's cache bound covers copies)
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
     state = h.loaded(str(good))[0]
@@ -83,7 +88,7 @@ def test_a_loaded_trace_sets_the_controls_it_ran_with(tmp_path):
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
     out = h.loaded(str(good))
-    controls = dict(zip(TRACE_SETS, out[h.RUN_OUTPUTS + 1:]))
+    controls = dict(zip(TRACE_SETS, out[h.RUN_OUTPUTS + 1 :]))
     assert controls["drafter"]["value"] == "layerskip" and controls["param"]["value"] == 8
     assert controls["gamma"]["value"] == 3 and controls["max_new"]["value"] == 9
     assert controls["pair"]["value"] == h.av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
@@ -119,8 +124,16 @@ def test_the_tour_builds_a_round_up_step_by_step_and_ends_in_the_race():
 def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
     """The SmolLM2 -> Gemma-3 preset runs through the UI handler offline; the stream carries the two-row panel,
     and the pair's note (what to expect, measured) shows when the pair is chosen."""
-    frames = list(h.generate(Controls(pair=h.av.GEMMA_PAIR, drafter=h.av.PRESET_DRAFT, max_new=12,
-                                      prompt="Monday, Tuesday, Wednesday,")))
+    frames = list(
+        h.generate(
+            Controls(
+                pair=h.av.GEMMA_PAIR,
+                drafter=h.av.PRESET_DRAFT,
+                max_new=12,
+                prompt="Monday, Tuesday, Wednesday,",
+            )
+        )
+    )
     stream = frames[-1].stream
     assert "sv-crossvocab" in stream and "draft tokens became" in stream
     note = h.pair_note_changed(h.av.GEMMA_PAIR)
@@ -147,9 +160,16 @@ def test_the_run_button_is_wired_by_the_controls_names():
     run = next(d for d in demo.config["dependencies"] if d.get("api_name") == "run")
     labels = {c["id"]: c["props"].get("label") for c in demo.config["components"]}
     assert len(run["inputs"]) == len(FIELDS) + 1 == len([*WARM_RUN.values(), None])
-    assert [labels[i] for i in run["inputs"][:3]] == ["Model pair (draft → target)", "Drafter", "n / L / W / k (0 = default)"]
+    assert [labels[i] for i in run["inputs"][:3]] == [
+        "Model pair (draft → target)",
+        "Drafter",
+        "n / L / W / k (0 = default)",
+    ]
     assert labels[run["inputs"][FIELDS.index("prompt")]] == "Prompt"
-    assert h.RunOutputs._fields == ("state", "slider", "download", *VIEWS) and len(run["outputs"]) == h.RUN_OUTPUTS
+    assert (
+        h.RunOutputs._fields == ("state", "slider", "download", *VIEWS)
+        and len(run["outputs"]) == h.RUN_OUTPUTS
+    )
     assert Controls.of(WARM_RUN.values()) == WARM_RUN and WARM_RUN.max_new == 8
 
 
@@ -159,5 +179,5 @@ def test_a_loaded_trace_restores_its_confidence_threshold(tmp_path):
     events[0] = dataclasses.replace(events[0], config={**events[0].config, "adaptive": "fixed", "p_min": 0.6})
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
-    controls = dict(zip(TRACE_SETS, h.loaded(str(good))[h.RUN_OUTPUTS + 1:]))
+    controls = dict(zip(TRACE_SETS, h.loaded(str(good))[h.RUN_OUTPUTS + 1 :]))
     assert controls["adaptive"]["value"] == "confidence (p_min)" and controls["p_min"]["value"] == 0.6

@@ -1,5 +1,6 @@
 """What the page says when it refuses or waits (ui/handlers.py, ui/app_guard.py): γ as a whole number, a long
 prompt in characters, the trained heads' first load named before it happens, and the busy-machine note in one line."""
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,17 @@ def test_a_fractional_or_out_of_range_gamma_is_refused_in_the_pages_words(gamma)
 
 def test_the_api_refuses_a_fractional_gamma():
     """/generate's gamma = 2.5 is refused by name (a JSON client can send any number)."""
-    ok = dict(prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature=0.0, seed=0, target="embedded",
-              max_new_cap=av.MAX_NEW_TOKENS, max_prompt_tokens=2048)
+    ok = dict(
+        prompt="hi",
+        draft="ngram",
+        gamma=4,
+        max_new_tokens=8,
+        temperature=0.0,
+        seed=0,
+        target="embedded",
+        max_new_cap=av.MAX_NEW_TOKENS,
+        max_prompt_tokens=2048,
+    )
     with pytest.raises(ValueError, match="gamma must be a whole number, got 2.5"):
         guard.api_arguments(**dict(ok, gamma=2.5))
     assert guard.check_gamma(3.0, 16) == 3
@@ -72,7 +82,7 @@ def test_the_first_heads_run_says_it_is_loading_them_before_its_first_token():
     summaries = []
     for frame in h.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None):
         summaries.append(str(frame.summary))
-        if "tok" in str(frame.stream) and 'data-round' in str(frame.stream):
+        if "tok" in str(frame.stream) and "data-round" in str(frame.stream):
             break
     first = next(i for i, s in enumerate(summaries) if "draft heads" in s)
     assert re.search(r"loading the trained draft heads \(\d+ MB\)", summaries[first])
@@ -88,7 +98,10 @@ def test_the_busy_machine_note_is_one_short_line():
     from specviz.runs import split_runs
     from specviz.sample import ar_events, speculative_events
 
-    slow, elapsed = [], 0.02  # the AR lane's second half at 3x the step time (an outside load), as test_costmodel
+    slow, elapsed = (
+        [],
+        0.02,
+    )  # the AR lane's second half at 3x the step time (an outside load), as test_costmodel
     for e in ar_events():
         if e.kind == "round_timed":
             total = e.total_s * (3 if e.round > 4 else 1)
@@ -101,7 +114,9 @@ def test_the_busy_machine_note_is_one_short_line():
     html = av.summary_html(events)
     note = re.search(r'<details class="sv-busy[^"]*".*?</details>', html, re.S)
     assert note, html
-    visible = re.sub(r"<[^>]+>", "", re.search(r"<summary[^>]*>(.*?)</summary>", note.group(0), re.S).group(1))
+    visible = re.sub(
+        r"<[^>]+>", "", re.search(r"<summary[^>]*>(.*?)</summary>", note.group(0), re.S).group(1)
+    )
     assert len(visible) <= 40 and "\n" not in visible, visible
     assert all(av.esc(f) in note.group(0) for f in flags)  # the reasons, behind the click
     assert all(av.esc(f) not in re.sub(r"<details.*?</details>", "", html, flags=re.S) for f in flags)

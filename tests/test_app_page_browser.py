@@ -10,6 +10,7 @@
   Generate.
 SPECVIZ_SCREENSHOT=1 writes the README's screenshots (assets/tour-*.png, assets/phone.png, assets/explain-gamma16.png).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,8 +26,10 @@ sync_api = playwright_or_skip()
 expect = sync_api.expect
 RUN_TIMEOUT_MS = 150_000
 DONE = '#summary .sv-summary[data-done="1"]'
-COPY = ("Copy this text exactly:\n\nThe honeybee is one of the most important pollinators in the world. Bees visit "
-        "flowers to collect nectar and pollen, which they use as food for the colony.")
+COPY = (
+    "Copy this text exactly:\n\nThe honeybee is one of the most important pollinators in the world. Bees visit "
+    "flowers to collect nectar and pollen, which they use as food for the colony."
+)
 
 
 def shot(tmp_path, name: str) -> str:
@@ -96,7 +99,10 @@ def test_the_numbers_agree(page, setup, tmp_path):
     raced = page.locator("#race").inner_text()
     assert "speedup" in raced and check_race(raced) == [], raced
     if setup == "auto" and "does not model it" in explain:  # auto verified a recycling tree in some round: no
-        assert check_page(summary, explain) == [], (summary, explain)  # chain prediction, what it prints adds up
+        assert check_page(summary, explain) == [], (
+            summary,
+            explain,
+        )  # chain prediction, what it prints adds up
         pytest.skip("auto chose token recycling's tree this time: the chain arithmetic is not on the page")
     assert "One round at γ" in explain and "Σ E =" in explain, explain[:2000]
     assert check_page(summary, explain) == [], (summary, explain)
@@ -127,7 +133,9 @@ def test_a_tree_run_is_accounted_as_a_tree(page):
     checked = 0
     for r in rounds[:3]:
         tree_round = page.locator(f'#tree .tree-round[data-round="{r}"]')
-        counts = {k: tree_round.locator(f"g.node.node-{k}").count() for k in ("accepted", "rejected", "unvisited")}
+        counts = {
+            k: tree_round.locator(f"g.node.node-{k}").count() for k in ("accepted", "rejected", "unvisited")
+        }
         page.evaluate("(r) => window.specviz.select(r)", r)
         page.get_by_role("tab", name="Verify").click()
         view = page.locator(f'#verify .specviz-verify[data-round="{r}"]')
@@ -163,7 +171,9 @@ def test_the_what_if_sliders_redraw_in_the_browser(page):
     line = panel.locator(".wf-out").inner_text()
     assert after < first and "α = 0.200" in line
     assert check_explain(line) == [] and "At α = 0.200" in line  # the moved line follows the same rule
-    assert check_explain(line.replace(f"→ {after:.2f}×", f"→ {after + 0.01:.2f}×"))  # and a wrong one is caught
+    assert check_explain(
+        line.replace(f"→ {after:.2f}×", f"→ {after + 0.01:.2f}×")
+    )  # and a wrong one is caught
     assert not [u for u in requests if "/gradio_api/" in u]
 
 
@@ -185,7 +195,9 @@ def test_the_tour_builds_the_round_and_ends_in_the_race(browser, app_url, tmp_pa
         if step in (2, 3, 7):
             page.screenshot(path=shot(tmp_path, f"tour-{step}.png"))
     assert page.locator("#prompt textarea").input_value().startswith("Copy this text exactly")
-    assert all(a != b for a, b in zip(frames, frames[1:])), "a tour step showed the same frame as the one before"
+    assert all(a != b for a, b in zip(frames, frames[1:])), (
+        "a tour step showed the same frame as the one before"
+    )
     assert "as fast" in page.locator("#tour").inner_text()
     expect(page.locator("#race .race-speedup")).to_be_visible()
     page.close()
@@ -226,9 +238,14 @@ def test_the_phone_layout_holds(browser, app_url, tmp_path):
     page.screenshot(path=shot(tmp_path, "phone.png"), full_page=False)
     page.click("#tour-skip")
     page.wait_for_selector('#tour .sv-tour[data-done="1"]', timeout=30_000)
-    assert page.get_by_label("Drafter", exact=True).bounding_box()["y"] < page.locator("#tab-verify-button, "
-                                                                                     "button[role=tab]").first.bounding_box()["y"]
-    assert page.locator("#gamma").bounding_box()["y"] < page.locator("button[role=tab]").first.bounding_box()["y"]
+    assert (
+        page.get_by_label("Drafter", exact=True).bounding_box()["y"]
+        < page.locator("#tab-verify-button, button[role=tab]").first.bounding_box()["y"]
+    )
+    assert (
+        page.locator("#gamma").bounding_box()["y"]
+        < page.locator("button[role=tab]").first.bounding_box()["y"]
+    )
     assert page.evaluate(TAPS) == []
     tab = page.get_by_role("tab", name="Race", exact=True)
     if not tab.is_visible():
@@ -275,22 +292,31 @@ def test_keyboard_prompt_first_menus_close_and_focus_follows_generate(browser, a
     stops = []
     for _ in range(5):
         page.keyboard.press("Tab")
-        stops.append(page.evaluate("() => document.activeElement.closest('#prompt') ? 'prompt' : "
-                                   "document.activeElement.tagName"))
+        stops.append(
+            page.evaluate(
+                "() => document.activeElement.closest('#prompt') ? 'prompt' : document.activeElement.tagName"
+            )
+        )
     assert "prompt" in stops, stops
     for _ in range(25):
         page.keyboard.press("Tab")
         page.wait_for_timeout(60)
-    open_menus, focused_open = settled(page, lambda: (
-        page.locator("ul.options:visible, [role=listbox]:visible").count(),
-        page.evaluate("() => document.activeElement.getAttribute('aria-expanded') === 'true'")),
-        lambda state: state[0] == int(state[1]))
+    open_menus, focused_open = settled(
+        page,
+        lambda: (
+            page.locator("ul.options:visible, [role=listbox]:visible").count(),
+            page.evaluate("() => document.activeElement.getAttribute('aria-expanded') === 'true'"),
+        ),
+        lambda state: state[0] == int(state[1]),
+    )
     assert open_menus == int(focused_open), (open_menus, focused_open)  # only the focused dropdown's, if any
     page.fill("#prompt textarea", "Say hi.")
     set_number(page, "max-new", 4)
     page.click("#generate")
     page.wait_for_selector(f"{DONE}", timeout=RUN_TIMEOUT_MS)
-    in_stream = settled(page, lambda: page.evaluate("() => !!document.activeElement.closest('#stream')"), bool)
+    in_stream = settled(
+        page, lambda: page.evaluate("() => !!document.activeElement.closest('#stream')"), bool
+    )
     assert in_stream, page.evaluate("() => document.activeElement.outerHTML.slice(0, 120)")
     page.close()
 
@@ -322,13 +348,19 @@ def test_choosing_a_token_brings_its_verify_view_into_view(browser, app_url):
     page.wait_for_timeout(600)
     box = view.bounding_box()
     assert box["y"] < page.viewport_size["height"] and box["y"] + box["height"] > 0
-    token_seen = page.evaluate("() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
-                               ".getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }")
-    assert page.locator(".specviz-tipbox").is_visible() == token_seen  # pinned while its token shows, else closed
+    token_seen = page.evaluate(
+        "() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
+        ".getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }"
+    )
+    assert (
+        page.locator(".specviz-tipbox").is_visible() == token_seen
+    )  # pinned while its token shows, else closed
     page.mouse.wheel(0, 3000)
     page.wait_for_timeout(600)
-    gone = page.evaluate("() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
-                         ".getBoundingClientRect(); return r.bottom < 0 || r.top > innerHeight; }")
+    gone = page.evaluate(
+        "() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
+        ".getBoundingClientRect(); return r.bottom < 0 || r.top > innerHeight; }"
+    )
     assert gone  # the page scrolled the token away ...
     expect(page.locator(".specviz-tipbox")).to_be_hidden()  # ... and its tooltip went with it
     page.close()

@@ -1,5 +1,6 @@
 """The race in a real browser: both lanes grow side by side during a run, and the verdict appears only
 when both have finished (Playwright + Debian's Chromium against `python app.py`)."""
+
 from __future__ import annotations
 
 import time

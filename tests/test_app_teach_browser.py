@@ -5,6 +5,7 @@ and at the largest tree budget, linked hover, the phone layout, dark charts, one
 SPECVIZ_SCREENSHOT=1 writes the README's screenshots (assets/tour.png, verify.png, tree-gamma16.png); otherwise
 they go to a temp folder.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,11 @@ DONE = '#summary .sv-summary[data-done="1"]'
 @pytest.fixture
 def shot(tmp_path):
     """Path of a screenshot: under assets/ only when asked (SPECVIZ_SCREENSHOT=1)."""
+
     def path(name: str) -> str:
         folder = ROOT / "assets" if os.environ.get("SPECVIZ_SCREENSHOT") == "1" else tmp_path
         return str(Path(folder) / name)
+
     return path
 
 
@@ -64,7 +67,9 @@ def run_example(page, max_new: int, gamma: int | None = None, drafter: str | Non
 def skip_tour(page) -> None:
     page.wait_for_selector('#tour .sv-tour[data-step="1"], #tour .sv-tour[data-step="2"]', timeout=60_000)
     page.click("#tour-skip")
-    page.wait_for_selector('#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000)
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
 
 
 def test_tour_plays_without_a_click_and_can_be_skipped(browser, app_url, shot):
@@ -75,7 +80,9 @@ def test_tour_plays_without_a_click_and_can_be_skipped(browser, app_url, shot):
     assert page.locator("#stream .tok").count() > 0 and page.locator("#verify .vf-row").count() == 4
     page.screenshot(path=shot("tour.png"))
     page.click("#tour-skip")
-    page.wait_for_selector('#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000)
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
     page.wait_for_timeout(6000)  # a skipped tour stays skipped: no caption comes back
     assert page.locator('#tour .sv-tour[data-done="1"]').count() == 1
     rounds = int(page.locator("#stream .specviz-stream").get_attribute("data-rounds"))
@@ -132,11 +139,15 @@ def test_tree_is_an_svg_readable_at_gamma_16(browser, app_url, shot):
     run_example(page, 40, gamma=16)
     open_tree(page)
     sizes = page.evaluate(TREE_FONTS)
-    widest = page.evaluate("Math.max(...[...document.querySelectorAll('#tree .tree-round')].map(r => r.querySelectorAll('g.node').length))")
+    widest = page.evaluate(
+        "Math.max(...[...document.querySelectorAll('#tree .tree-round')].map(r => r.querySelectorAll('g.node').length))"
+    )
     assert widest >= 10 and sizes and min(sizes) >= 12, (widest, min(sizes))
     assert page.locator("#tree g.node.on-path.node-accepted").count() > 0
     assert page.locator("#tree path.edge.on-path").count() > 0
-    assert page.locator("#tree g.node[data-tip] rect").count() == page.locator("#tree g.node[data-tip]").count()
+    assert (
+        page.locator("#tree g.node[data-tip] rect").count() == page.locator("#tree g.node[data-tip]").count()
+    )
     node = page.locator("#tree g.node-accepted").first
     node.hover()
     expect(page.locator("#specviz-tipbox")).to_be_visible()
@@ -161,13 +172,21 @@ def test_tree_at_the_largest_budget_on_a_phone(browser, app_url):
     set_number(page, "tree-budget", 64)
     set_number(page, "tree-branching", 8)
     expect(page.locator("#tree-budget input[type=number]").first).to_have_value("64")
-    run_example(page, 24, gamma=16, drafter="self")  # a model drafter: every round a tree (n-gram's trie is a chain here)
+    run_example(
+        page, 24, gamma=16, drafter="self"
+    )  # a model drafter: every round a tree (n-gram's trie is a chain here)
     open_tree(page)
     page.wait_for_selector("#tree .tree-branches svg.tree-svg", timeout=30_000)  # may land after the summary
     assert page.locator("#tree .tree-branches g.node.on-path").count() > 0
     sizes = page.evaluate(TREE_FONTS)
     assert sizes and min(sizes) >= 12, min(sizes)
-    assert max(int(n) for n in page.locator("#tree .tree-branches").evaluate_all("rs => rs.map(r => r.dataset.nodes)")) > 32
+    assert (
+        max(
+            int(n)
+            for n in page.locator("#tree .tree-branches").evaluate_all("rs => rs.map(r => r.dataset.nodes)")
+        )
+        > 32
+    )
     result = page.evaluate(WIDER)
     assert result["scroll"] <= result["w"] and not result["bad"], result
     page.close()
@@ -197,7 +216,9 @@ def test_linked_hover_between_stream_tree_and_charts(browser, app_url):
     linked = page.locator(f'#tree .tree-round[data-round="{r}"].is-linked')
     expect(linked).to_have_count(1)
     panel, box = page.locator("#tree .specviz-tree").bounding_box(), linked.bounding_box()
-    assert box["y"] < panel["y"] + panel["height"] and box["y"] + box["height"] > panel["y"]  # scrolled into view
+    assert (
+        box["y"] < panel["y"] + panel["height"] and box["y"] + box["height"] > panel["y"]
+    )  # scrolled into view
     page.mouse.move(5, 5)
     other = page.locator("#tree g.node-accepted[data-round]").first
     other.scroll_into_view_if_needed()
@@ -210,7 +231,9 @@ def test_linked_hover_between_stream_tree_and_charts(browser, app_url):
     page.keyboard.press("ArrowRight")
     active = page.locator("#tree g.node.is-active")
     expect(active).to_have_count(1)
-    expect(page.locator(f'#stream .sv-round[data-round="{active.get_attribute("data-round")}"].is-linked')).to_have_count(1)
+    expect(
+        page.locator(f'#stream .sv-round[data-round="{active.get_attribute("data-round")}"].is-linked')
+    ).to_have_count(1)
     page.close()
 
 
@@ -234,7 +257,11 @@ def test_phone_width_puts_the_prompt_first_and_nothing_overflows(browser, app_ur
     page = open_page(browser, app_url, tour=True, width=390, height=844)
     skip_tour(page)
     prompt_top = page.locator("#prompt").bounding_box()["y"]
-    assert prompt_top < page.locator("#generate").bounding_box()["y"] < page.get_by_label("Drafter", exact=True).bounding_box()["y"]
+    assert (
+        prompt_top
+        < page.locator("#generate").bounding_box()["y"]
+        < page.get_by_label("Drafter", exact=True).bounding_box()["y"]
+    )
     for tab in ("Verify", "Tree", "Charts", "Race", "Explain"):
         button = page.get_by_role("tab", name=tab, exact=True)
         if not button.is_visible():  # narrow screens fold the later tabs into gradio's overflow menu

@@ -2,6 +2,7 @@
 `python app.py`, the server shared with the other browser modules): lookahead's Jacobi grid beside its rounds,
 recycling's trees, and a lossy run's badge in every view with its drift meter (greedy from the race, sampled on
 demand in Explain)."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,7 +42,9 @@ def test_recycle_verifies_trees_filled_from_the_target_own_top_k(page):
     run(page, STORY, "recycle", max_new=32, race=False)
     page.get_by_role("tab", name="Tree").click()
     page.wait_for_selector("#tree .tree-branches", timeout=30_000)
-    sizes = page.evaluate("() => [...document.querySelectorAll('#tree .tree-branches')].map(r => +r.dataset.nodes)")
+    sizes = page.evaluate(
+        "() => [...document.querySelectorAll('#tree .tree-branches')].map(r => +r.dataset.nodes)"
+    )
     assert sizes and max(sizes) >= 3 and all(n <= 13 for n in sizes)  # the small template: 13 nodes at most
 
 
@@ -58,7 +61,12 @@ def test_a_lossy_run_is_badged_everywhere_and_shows_its_drift(page):
         meter = page.locator('#summary .sv-drift[data-drift="greedy"]')
         expect(meter).to_have_count(1)
         assert "drift:" in meter.inner_text() and "speedup" in meter.inner_text()
-        for tab, view in (("Tree", "#tree"), ("Verify", "#verify"), ("Race", "#race"), ("Explain", "#explain")):
+        for tab, view in (
+            ("Tree", "#tree"),
+            ("Verify", "#verify"),
+            ("Race", "#race"),
+            ("Explain", "#explain"),
+        ):
             page.get_by_role("tab", name=tab).click()
             expect(page.locator(f"{view} .sv-lossy").first).to_be_visible(timeout=15_000)
         expect(page.locator('#race .sv-drift[data-drift="greedy"]')).to_have_count(1)
@@ -69,9 +77,13 @@ def test_a_lossy_run_is_badged_everywhere_and_shows_its_drift(page):
         page.get_by_role("tab", name="Explain").click()
         page.click("#drift-measure")
         result = page.locator("#drift-out .sv-drift-result")
-        expect(result).to_have_count(1, timeout=2 * RUN_TIMEOUT_MS)  # 2 × SPECVIZ_DRIFT_SAMPLES two-token runs
+        expect(result).to_have_count(
+            1, timeout=2 * RUN_TIMEOUT_MS
+        )  # 2 × SPECVIZ_DRIFT_SAMPLES two-token runs
         assert result.get_attribute("data-accept") == "typical:0.3,0.55"
-        assert float(result.get_attribute("data-tv")) >= 0 and float(result.get_attribute("data-tv-exact")) >= 0
+        assert (
+            float(result.get_attribute("data-tv")) >= 0 and float(result.get_attribute("data-tv-exact")) >= 0
+        )
     finally:
         choose(page, "Acceptance rule", "exact")
         set_number(page, "temperature", 0)

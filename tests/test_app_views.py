@@ -1,4 +1,5 @@
 """The app's pure glue (ui.app_views) on hand-built events: no model, no server, milliseconds."""
+
 from __future__ import annotations
 
 import json
@@ -14,13 +15,18 @@ from ui import app_views as av
 
 def test_model_specs_map_controls_to_engine_specs(monkeypatch):
     """Drafter choice + parameter become the engine's draft spec; hub pairs bring their preset draft model."""
-    monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "64")  # a machine that holds every preset (tests/test_sizing.py)
+    monkeypatch.setenv(
+        "SPECVIZ_DEVICE_MEMORY_GB", "64"
+    )  # a machine that holds every preset (tests/test_sizing.py)
     assert av.model_specs(av.EMBEDDED_PAIR, "ngram", 0) == ("embedded", "ngram")
     assert av.model_specs(av.EMBEDDED_PAIR, "ngram", 2) == ("embedded", "ngram:2")
     assert av.model_specs(av.EMBEDDED_PAIR, "layerskip", 8.0) == ("embedded", "layerskip:8")
     assert av.model_specs(av.EMBEDDED_PAIR, "quant", 5) == ("embedded", "quant")
     qwen = next(p for p in av.PAIRS if "0.5B → 7B" in p)
-    assert av.model_specs(qwen, av.PRESET_DRAFT, 0) == ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct")
+    assert av.model_specs(qwen, av.PRESET_DRAFT, 0) == (
+        "Qwen/Qwen2.5-7B-Instruct",
+        "model:Qwen/Qwen2.5-0.5B-Instruct",
+    )
     assert all(av.HUB in p for p in av.PAIRS if p not in (av.EMBEDDED_PAIR, av.GEMMA_PAIR))
     assert av.model_specs(av.GEMMA_PAIR, av.PRESET_DRAFT, 0) == ("embedded-gemma", "model:embedded")
     with pytest.raises(ValueError, match="no separate draft model"):
@@ -42,7 +48,9 @@ def test_config_kwargs_pass_tree_settings():
     """Node budget and branching reach GenerationConfig (0 = chain by default); the engine's range errors surface."""
     chain = GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8))
     assert (chain.tree_budget, chain.tree_branching) == (0, 2)
-    cfg = GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, tree_budget=16.0, tree_branching=3.0))
+    cfg = GenerationConfig(
+        **av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, tree_budget=16.0, tree_branching=3.0)
+    )
     assert (cfg.tree_budget, cfg.tree_branching) == (16, 3) and isinstance(cfg.tree_budget, int)
     assert GenerationConfig(**av.config_kwargs(4, "fixed", 0, 0, 0, 1, 0, 8, None, None)).tree_budget == 0
     with pytest.raises(ValueError, match="tree_budget must be between 0"):
@@ -79,9 +87,12 @@ def test_load_trace_accepts_traces_and_rejects_bad_files(tmp_path):
     good = tmp_path / "t.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
     assert len(av.load_trace(good)) == len(sample_events())
-    cases = {"big.json": "x" * (av.MAX_TRACE_BYTES + 1), "nojson.json": "{oops",
-             "other.json": json.dumps({"format": "nope"}),
-             "empty.json": json.dumps({"format": "specviz-trace", "version": 1, "events": []})}
+    cases = {
+        "big.json": "x" * (av.MAX_TRACE_BYTES + 1),
+        "nojson.json": "{oops",
+        "other.json": json.dumps({"format": "nope"}),
+        "empty.json": json.dumps({"format": "specviz-trace", "version": 1, "events": []}),
+    }
     for name, text in cases.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
         with pytest.raises(ValueError):
@@ -112,35 +123,42 @@ def test_model_allowlist_refuses_paths_and_unknown_ids():
 
 # --- ui.app_guard: what the public app checks and bounds ---------------------------------------
 
-API_OK = dict(prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature=0.0, seed=0, target="embedded")
+API_OK = dict(
+    prompt="hi", draft="ngram", gamma=4, max_new_tokens=8, temperature=0.0, seed=0, target="embedded"
+)
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("prompt", "bad \ud800 text", "prompt is not valid text: a lone surrogate"),
-    ("prompt", 42, "prompt must be text, got int"),
-    ("prompt", "x" * 2048 * guard.CHARS_PER_TOKEN + "x", "this server reads at most 32,768 characters"),
-    ("max_new_tokens", "10", "max_new_tokens must be a whole number, got str"),
-    ("max_new_tokens", [10], "max_new_tokens must be a whole number, got list"),
-    ("max_new_tokens", 513, "max_new_tokens must be between 1 and 512"),
-    ("target", None, "target must be a model name"),
-    ("target", 7, "target must be a model name"),
-    ("draft", None, "draft must be a model name"),
-    ("draft", 3, "draft must be a model name"),
-    ("gamma", float("inf"), "gamma must be a whole number, got inf"),
-    ("gamma", float("nan"), "gamma must be a whole number, got nan"),
-    ("gamma", 1e300, "gamma must be between 1 and 16"),
-    ("gamma", True, "gamma must be a whole number, got bool"),
-    ("seed", float("inf"), "seed must be a whole number, got inf"),
-    ("seed", float("nan"), "seed must be a whole number, got nan"),
-    ("seed", 2**64, "seed must be between 0 and 9223372036854775807"),
-    ("seed", -1, "seed must be between 0 and"),
-    ("temperature", float("nan"), "temperature must be a finite number"),
-    ("temperature", "0", "temperature must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("prompt", "bad \ud800 text", "prompt is not valid text: a lone surrogate"),
+        ("prompt", 42, "prompt must be text, got int"),
+        ("prompt", "x" * 2048 * guard.CHARS_PER_TOKEN + "x", "this server reads at most 32,768 characters"),
+        ("max_new_tokens", "10", "max_new_tokens must be a whole number, got str"),
+        ("max_new_tokens", [10], "max_new_tokens must be a whole number, got list"),
+        ("max_new_tokens", 513, "max_new_tokens must be between 1 and 512"),
+        ("target", None, "target must be a model name"),
+        ("target", 7, "target must be a model name"),
+        ("draft", None, "draft must be a model name"),
+        ("draft", 3, "draft must be a model name"),
+        ("gamma", float("inf"), "gamma must be a whole number, got inf"),
+        ("gamma", float("nan"), "gamma must be a whole number, got nan"),
+        ("gamma", 1e300, "gamma must be between 1 and 16"),
+        ("gamma", True, "gamma must be a whole number, got bool"),
+        ("seed", float("inf"), "seed must be a whole number, got inf"),
+        ("seed", float("nan"), "seed must be a whole number, got nan"),
+        ("seed", 2**64, "seed must be between 0 and 9223372036854775807"),
+        ("seed", -1, "seed must be between 0 and"),
+        ("temperature", float("nan"), "temperature must be a finite number"),
+        ("temperature", "0", "temperature must be a finite number"),
+    ],
+)
 def test_api_arguments_name_the_setting_and_its_range(name, value, message):
     """Every bad /generate argument a JSON client can send is refused with a message naming the setting."""
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
-        guard.api_arguments(**dict(API_OK, **{name: value}), max_new_cap=av.MAX_NEW_TOKENS, max_prompt_tokens=2048)
+        guard.api_arguments(
+            **dict(API_OK, **{name: value}), max_new_cap=av.MAX_NEW_TOKENS, max_prompt_tokens=2048
+        )
     assert guard.api_arguments(**API_OK, max_new_cap=512, max_prompt_tokens=2048)["gamma"] == 4
 
 
@@ -201,11 +219,12 @@ def test_replay_length_is_bounded_by_the_rounds_present():
     """A trace numbering its last round 1e12 gets a replay slider of its real length, not 1e12 steps."""
     import dataclasses
 
-    events = [dataclasses.replace(e, round=10**12) if e.kind != "run_started" and e.round == 4 else e
-              for e in speculative_events(finished=False)]
+    events = [
+        dataclasses.replace(e, round=10**12) if e.kind != "run_started" and e.round == 4 else e
+        for e in speculative_events(finished=False)
+    ]
     assert guard.replay_rounds(events) == 4 and guard.replay_rounds(sample_events()) == 4
     assert guard.replay_rounds([]) == 0
-
 
 
 def test_views_per_round_do_work_linear_in_the_events(monkeypatch):
@@ -221,6 +240,7 @@ def test_views_per_round_do_work_linear_in_the_events(monkeypatch):
         def wrapper(*a, **k):
             counts[name] += 1
             return real(*a, **k)
+
         monkeypatch.setattr(module, name, wrapper)
 
     counted(runs, "as_event")
@@ -252,5 +272,9 @@ def test_a_token_carries_its_tooltip_once_in_a_few_hundred_bytes():
     html = render_stream(events)
     n = html.count('class="tok ')
     assert n >= 200 and len(html.encode("utf-8")) / n < 450
-    tip = read_tip(html[html.index('class="tok tok-accepted'):])
-    assert tip["h"] == "accepted draft token" and tip["k"] and "tabindex" not in html.replace('class="specviz specviz-stream"', "")[200:]
+    tip = read_tip(html[html.index('class="tok tok-accepted') :])
+    assert (
+        tip["h"] == "accepted draft token"
+        and tip["k"]
+        and "tabindex" not in html.replace('class="specviz specviz-stream"', "")[200:]
+    )

@@ -6,6 +6,7 @@ go through whichever forward the engine picks for them (the lean Llama forward o
 with the pointer cache and the 4-D tree mask. Each is pinned here to transformers' own greedy
 `generate` (a DynamicCache, its own masks), and its sampling to the target's exact law.
 """
+
 import pytest
 import torch
 
@@ -19,15 +20,39 @@ V = 49152  # the embedded tokenizer's vocabulary: every tiny model shares it
 # name -> (config class, model class, keyword arguments that carry the preset's shape features)
 ARCHS = {
     "llama-tied": ("LlamaConfig", "LlamaForCausalLM", dict(tie_word_embeddings=True, num_key_value_heads=1)),
-    "llama-untied": ("LlamaConfig", "LlamaForCausalLM", dict(tie_word_embeddings=False, num_key_value_heads=2)),
-    "qwen2-biases": ("Qwen2Config", "Qwen2ForCausalLM", dict(tie_word_embeddings=True, num_key_value_heads=2,
-                                                             rope_theta=1e6)),
-    "qwen2-untied": ("Qwen2Config", "Qwen2ForCausalLM", dict(tie_word_embeddings=False, num_key_value_heads=1)),
-    "gemma3-window": ("Gemma3TextConfig", "Gemma3ForCausalLM", dict(
-        tie_word_embeddings=True, num_key_value_heads=1, head_dim=16, query_pre_attn_scalar=16, sliding_window=8,
-        layer_types=["sliding_attention", "sliding_attention", "full_attention"], num_hidden_layers=3)),
+    "llama-untied": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(tie_word_embeddings=False, num_key_value_heads=2),
+    ),
+    "qwen2-biases": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        dict(tie_word_embeddings=True, num_key_value_heads=2, rope_theta=1e6),
+    ),
+    "qwen2-untied": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        dict(tie_word_embeddings=False, num_key_value_heads=1),
+    ),
+    "gemma3-window": (
+        "Gemma3TextConfig",
+        "Gemma3ForCausalLM",
+        dict(
+            tie_word_embeddings=True,
+            num_key_value_heads=1,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            sliding_window=8,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+            num_hidden_layers=3,
+        ),
+    ),
 }
-PROMPTS = ["Once upon a time there was a little boat that sailed across the sea", "def fib(n):\n    if n < 2:\n        return n\n    return"]
+PROMPTS = [
+    "Once upon a time there was a little boat that sailed across the sea",
+    "def fib(n):\n    if n < 2:\n        return n\n    return",
+]
 
 
 def build(path, arch: str, seed: int, like=None, sharpen: float = 1.0):
@@ -36,9 +61,18 @@ def build(path, arch: str, seed: int, like=None, sharpen: float = 1.0):
 
     config_cls, model_cls, extra = ARCHS[arch]
     torch.manual_seed(seed)
-    kwargs = dict(vocab_size=V, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  max_position_embeddings=1024, initializer_range=0.2, eos_token_id=2, bos_token_id=1,
-                  pad_token_id=0)
+    kwargs = dict(
+        vocab_size=V,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=1024,
+        initializer_range=0.2,
+        eos_token_id=2,
+        bos_token_id=1,
+        pad_token_id=0,
+    )
     kwargs.update(extra)
     cls = getattr(transformers, model_cls)
     model = cls(getattr(transformers, config_cls)(**kwargs)) if like is None else cls.from_pretrained(like)
@@ -64,7 +98,7 @@ def arch(request, tmp_path_factory):
 def hf_greedy(loaded, ids: list[int], n: int) -> list[int]:
     with torch.inference_mode():
         out = loaded.model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, pad_token_id=0)
-    return out[0, len(ids):].tolist()
+    return out[0, len(ids) :].tolist()
 
 
 @pytest.mark.parametrize("tree", [0, 8])
@@ -77,7 +111,7 @@ def test_greedy_matches_transformers_generate(arch, tree):
         assert len(ids) > 8  # longer than Gemma's tiny window: local layers must forget early keys
         cfg = GenerationConfig(gamma=3, max_new_tokens=24, tree_budget=tree, tree_branching=2)
         ours = list(engine.generate(None, cfg, prompt_ids=ids))[-1].token_ids
-        assert ours == hf_greedy(engine.target, ids, 24)[:len(ours)] and len(ours) > 0, name
+        assert ours == hf_greedy(engine.target, ids, 24)[: len(ours)] and len(ours) > 0, name
 
 
 def test_tree_mask_without_window_breaks_gemma(arch, monkeypatch):
@@ -92,7 +126,7 @@ def test_tree_mask_without_window_breaks_gemma(arch, monkeypatch):
         ids = engine.encode(prompt, raw=True)
         cfg = GenerationConfig(gamma=3, max_new_tokens=24, tree_budget=8, tree_branching=2)
         ours = list(engine.generate(None, cfg, prompt_ids=ids))[-1].token_ids
-        differ += ours != hf_greedy(engine.target, ids, 24)[:len(ours)]
+        differ += ours != hf_greedy(engine.target, ids, 24)[: len(ours)]
     assert differ > 0
 
 
@@ -140,7 +174,11 @@ def test_lean_forward_pins_to_transformers_logits(arch, pack, monkeypatch):
         cache, out = KVCache.for_model(model, 40), []
         with torch.inference_mode():
             for chunk in (ids[:, :16], ids[:, 16:21], ids[:, 21:22]):
-                out.append(forward(chunk, cache) if forward is not model else model(chunk, past_key_values=cache).logits)
+                out.append(
+                    forward(chunk, cache)
+                    if forward is not model
+                    else model(chunk, past_key_values=cache).logits
+                )
         return out
 
     for ref, lean in zip(logits(model), logits(fast)):

@@ -2,6 +2,7 @@
 verifying stops paying, acceptance is learnt per confidence bin, and asking a head that was often unsure is
 priced as such. The cut depends on the draft distributions only, never on the sampled tokens (the sampling
 law stays exact); the numbers go through the one cost model."""
+
 import pytest
 import torch
 
@@ -14,6 +15,7 @@ V = 16
 
 class Nothing(Drafter):
     """A free drafter that never has a proposal (n-gram on open text)."""
+
     name = "ngram"
 
     def propose(self, ids, gamma):
@@ -22,6 +24,7 @@ class Nothing(Drafter):
 
 class Head(Drafter):
     """A costly drafter whose chain has the given confidences: row i puts `conf[i]` on token `picks[i]`."""
+
     wants_features = True
 
     def __init__(self, name="eagle"):
@@ -50,8 +53,11 @@ def test_expected_tokens_each_generalises_the_equal_alpha_case():
             assert costmodel.expected_tokens_each([a] * g) == pytest.approx(costmodel.expected_tokens(a, g))
     assert costmodel.expected_tokens_each([0.9, 0.5, 0.0, 1.0]) == pytest.approx(1 + 0.9 + 0.45)
     assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 1.0) == pytest.approx(
-        costmodel.predicted_speedup(0.6, 3, 0.05, 1.4))
-    assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 0.0) == pytest.approx(1 / 1.15)  # paid, not used
+        costmodel.predicted_speedup(0.6, 3, 0.05, 1.4)
+    )
+    assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 0.0) == pytest.approx(
+        1 / 1.15
+    )  # paid, not used
 
 
 def test_confidence_bins_and_their_priors():
@@ -102,7 +108,9 @@ def test_acceptance_is_learnt_per_confidence_bin():
     assert auto.trials["eagle"] == 1  # the overall α that prices asking counts the same tested position
     auto.propose([1, 2, 3, 4], 3)
     auto.learn(2, [1, 2, 3, 4, 5, 6, 7], 1.2)  # both kept positions accepted
-    assert auto.hits["eagle@0.8-1.0"] == pytest.approx(2) and auto.trials["eagle@0.8-1.0"] == pytest.approx(2.9)
+    assert auto.hits["eagle@0.8-1.0"] == pytest.approx(2) and auto.trials["eagle@0.8-1.0"] == pytest.approx(
+        2.9
+    )
 
 
 @pytest.mark.parametrize("picks", [[0, 0, 0], [5, 7, 9], [0, 11, 3]])
@@ -117,6 +125,7 @@ def test_the_cut_never_looks_at_the_sampled_tokens(picks):
 
 class Lookup(Drafter):
     """A free drafter (n-gram lookup) with a 3-token proposal of one variant."""
+
     name = "ngram"
 
     def propose(self, ids, gamma):
@@ -155,4 +164,6 @@ def test_a_lookup_match_kind_never_verified_is_tried_once_before_it_is_outbid():
     auto.learn(0, [1, 2, 3, 9], 1.1)  # its first token was rejected: n=1 is measured now
     assert auto.trials["n=1"] == 1.0 and auto.hits["n=1"] == 0.0
     draft = auto.propose([1, 2, 3, 9], 3)
-    assert draft.decision["drafter"] == "eagle" and head.asked == 1 and "trying" not in draft.decision["reason"]
+    assert (
+        draft.decision["drafter"] == "eagle" and head.asked == 1 and "trying" not in draft.decision["reason"]
+    )

@@ -1,5 +1,6 @@
 """Batched speculation (engine/decode/batch.py, runtime/rowcache.py, drafters/rows.py): per-row identity with solo
 runs, the target's law per row, rows ending early, the per-row cache, goodput's γ, bad input, the events."""
+
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ WORDS = "the sea is wide and the sea is deep and the sky is wide and blue and th
 
 def prompts(n: int) -> list[str]:
     """n prompts of different lengths, some with repeats for n-gram lookup to find."""
-    return [" ".join(WORDS[(3 * b) % 7:(3 * b) % 7 + 4 + (5 * b) % 11]) for b in range(n)]
+    return [" ".join(WORDS[(3 * b) % 7 : (3 * b) % 7 + 4 + (5 * b) % 11]) for b in range(n)]
 
 
 def solo_ids(engine, prompt, cfg, mode="speculative"):
@@ -39,6 +40,7 @@ def target(tiny_dirs):
 
 # -- the per-row cache ---------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fast", [True, False])
 def test_ragged_forward_gives_each_row_its_solo_logits(monkeypatch, fast):
     """Rows of different lengths, new tokens of different counts (chains and a tree), one forward: each row's
@@ -56,12 +58,16 @@ def test_ragged_forward_gives_each_row_its_solo_logits(monkeypatch, fast):
         cache.set_lengths([len(s) - 3 for s in seqs])
         parents = [-1, 0, -1]  # row 2: a tree (two children of the root, one grandchild)
         tmask, offsets = step_mod.tree.tree_inputs(parents, 0, "cpu")
-        new = [(seqs[0][-3:], None, None), (seqs[1][-3:-1], None, None), ([seqs[2][-3], 7, 8, 9], tmask, offsets)]
+        new = [
+            (seqs[0][-3:], None, None),
+            (seqs[1][-3:-1], None, None),
+            ([seqs[2][-3], 7, 8, 9], tmask, offsets),
+        ]
         x, mask, pos = ragged_inputs(cache.lengths, new, "cpu")
         logits = forward(x, cache, attention_mask=mask, position_ids=pos)
         assert mask.shape == (3, 1, 4, max(cache.lengths))
         for r, (s, n) in enumerate(zip(seqs[:2], (3, 2))):
-            ref = forward(torch.tensor([s[:len(s) - 3 + n]]), KVCache.for_model(model, 64))[0, -n:]
+            ref = forward(torch.tensor([s[: len(s) - 3 + n]]), KVCache.for_model(model, 64))[0, -n:]
             torch.testing.assert_close(logits[r, :n], ref, atol=1e-4, rtol=1e-4)
         root = seqs[2][:-2]
         for node, path in ((1, [7]), (2, [7, 8]), (3, [9])):  # each node sees the root and its own ancestors
@@ -95,6 +101,7 @@ def test_row_pointers_move_alone():
 
 # -- lossless per row ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("rows", [2, 5, 16])
 @pytest.mark.parametrize("spec", ["ngram", "self", "eagle"])
 def test_each_row_is_its_solo_run_with_the_embedded_model(embedded, spec, rows):
@@ -120,7 +127,9 @@ def test_each_row_is_its_solo_run_with_a_random_model_draft(tiny_dirs, target, d
     assert got == [solo_ids(engine, p, cfg, "ar") for p in ps]
 
 
-@pytest.mark.parametrize("spec", ["ngram", "self", "auto", "oracle:0.6", "layerskip:1", "recycle", "lookahead:2,3,2"])
+@pytest.mark.parametrize(
+    "spec", ["ngram", "self", "auto", "oracle:0.6", "layerskip:1", "recycle", "lookahead:2,3,2"]
+)
 def test_tiny_batches_match_solo_runs_for_every_batchable_drafter(target, spec):
     """Every drafter family a batch runs (per-row state, the batched causal-LM draft, trees, extra rows)."""
     engine = Engine(target, spec, measure_step=False)
@@ -162,11 +171,14 @@ def test_a_row_that_ends_early_leaves_the_others_unchanged(target):
 
 # -- the target's law per row -------------------------------------------------------------------------------
 
+
 def batch_pair_counts(engine, ids_by_row, runs, cfg):
     """{row's prompt: pair counts}: `runs` batches, each row seeded by the run (its generator: seed + row)."""
     counts = [dict() for _ in ids_by_row]
     for run in range(runs):
-        c = GenerationConfig(**{**cfg.to_dict(), "seed": run * MAX_BATCH, "max_new_tokens": 2, "record_topk": 0})
+        c = GenerationConfig(
+            **{**cfg.to_dict(), "seed": run * MAX_BATCH, "max_new_tokens": 2, "record_topk": 0}
+        )
         events = list(engine.generate_batch(None, c, prompt_ids=ids_by_row))
         for b, out in enumerate(batch_ids(events, len(ids_by_row))):
             pair = tuple(out[:2])
@@ -196,7 +208,9 @@ def test_sampled_rows_keep_the_target_joint_law_and_a_row_mixup_does_not(target,
 
     assert all(s < CHI2_15DF_999 for s in check(batch_pair_counts(engine, rows, 120, cfg)))
     forward = engine.forward
-    engine.forward = lambda x, cache, **kw: forward(x, cache, **kw).roll(1, dims=0)  # row r judged by row r − 1's
+    engine.forward = lambda x, cache, **kw: forward(x, cache, **kw).roll(
+        1, dims=0
+    )  # row r judged by row r − 1's
     wrong = batch_pair_counts(engine, rows, 40, cfg)
     try:  # the check fails either way: tokens outside the prompt's top-4 support, or a chi-square far above
         assert max(check(wrong)) > CHI2_15DF_999
@@ -205,6 +219,7 @@ def test_sampled_rows_keep_the_target_joint_law_and_a_row_mixup_does_not(target,
 
 
 # -- goodput --------------------------------------------------------------------------------------------------
+
 
 def test_batch_forward_curve_is_measured_where_seen_and_a_line_in_total_rows_elsewhere():
     curve = costmodel.batch_forward_curve({(1, 1): 0.010, (4, 1): 0.012, (4, 5): 0.030})
@@ -220,8 +235,12 @@ def test_batch_drain_counts_rows_dropping_out_and_each_rows_draft_rate():
     curve = lambda b, t: 0.01 * b * t  # noqa: E731
     one = costmodel.batch_drain([0.5, 0.5], [1.0, 0.0], [10, 4], 1, curve, 0.0)
     assert one == pytest.approx(4 * 0.04 + (10 / 1.5 - 4) * 0.02)
-    assert costmodel.batch_drain([0.5, 0.5], [1.0, 0.0], [10, 4], 0, curve, 0.003) == pytest.approx(4 * 0.02 + 6 * 0.01)
-    assert costmodel.batch_drain([0.5], [1.0], [3], 2, curve, 0.001) == pytest.approx(3 / 1.75 * (0.03 + 0.001))
+    assert costmodel.batch_drain([0.5, 0.5], [1.0, 0.0], [10, 4], 0, curve, 0.003) == pytest.approx(
+        4 * 0.02 + 6 * 0.01
+    )
+    assert costmodel.batch_drain([0.5], [1.0], [3], 2, curve, 0.001) == pytest.approx(
+        3 / 1.75 * (0.03 + 0.001)
+    )
     assert costmodel.batch_drain([0.5], [1.0], [3], 2, lambda b, t: None, 0.0) is None
 
 
@@ -256,6 +275,7 @@ def test_auto_in_a_batch_probes_then_decides_and_stays_lossless(target):
 
 # -- input ----------------------------------------------------------------------------------------------------
 
+
 def test_bad_batches_are_refused_naming_the_setting_and_its_range(target):
     engine = Engine(target, "ngram", measure_step=False)
     with pytest.raises(ValueError, match=f"batch size B must be between 1 and {MAX_BATCH} prompts, got 0"):
@@ -289,6 +309,7 @@ def test_events_carry_their_row_and_a_single_run_leaves_it_out(target):
 
 # -- the views ------------------------------------------------------------------------------------------------
 
+
 def test_lanes_and_summary_render_each_row_and_the_race_ratio(target):
     import specviz
     from specviz.batch import crossover
@@ -309,9 +330,11 @@ def test_lanes_and_summary_render_each_row_and_the_race_ratio(target):
     ups = [{"decode_tokens_per_s": v} for v in (10, 20, 40)]
     assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (12, 21, 30)]) == 4
     assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (12, 21, 41)]) is None
-    assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (9, 21, 41)]) is None  # a dip that recovers
+    assert (
+        crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (9, 21, 41)]) is None
+    )  # a dip that recovers
     assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (9, 19, 39)]) == 1
-    assert specviz.render_batch_lanes([]).count("batch-lane\"") == 0
+    assert specviz.render_batch_lanes([]).count('batch-lane"') == 0
 
 
 def test_the_batch_tab_refuses_a_bad_prompt_list_naming_the_range():

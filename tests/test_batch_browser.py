@@ -1,4 +1,5 @@
 """The Batch tab in a real browser (Playwright + Debian's Chromium against `python app.py`)."""
+
 from __future__ import annotations
 
 from tests.app_server import playwright_or_skip
@@ -18,7 +19,10 @@ def test_browser_batch_tab_renders_b_lanes_and_the_throughput_chart(app_url, bro
     box.press("Tab")
     page.get_by_role("tab", name="Batch").click()
     page.wait_for_selector("#batch-run")
-    page.fill("#batch-prompts textarea", "Copy this: the cat sat on the mat.\nList 1 to 9.\nWrite a haiku about rain.")
+    page.fill(
+        "#batch-prompts textarea",
+        "Copy this: the cat sat on the mat.\nList 1 to 9.\nWrite a haiku about rain.",
+    )
     page.click("#batch-run")
     page.wait_for_selector("#batch-summary .batch-verdict", timeout=180_000)
     state = page.evaluate("""() => ({

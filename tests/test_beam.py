@@ -1,5 +1,6 @@
 """Beam search (engine/decode/beam.py): plain beam search equals transformers' generate(num_beams=B), and the
 speculative one returns exactly the plain one's beams and scores with a good, a random and a `self` drafter."""
+
 from __future__ import annotations
 
 import random
@@ -19,13 +20,16 @@ PROMPTS = [COPY, "Write a haiku about the sea.", "What is 12 times 7?"]
 
 class RandomDrafter(Drafter):
     """Proposes γ random tokens: almost never on a beam's path (every round should fall back to one step)."""
+
     name = "random"
 
     def __init__(self, vocab: int, seed: int = 0):
         self.vocab, self.rng = vocab, random.Random(seed)
 
     def propose(self, ids, gamma):
-        return Draft(torch.tensor([self.rng.randrange(self.vocab) for _ in range(gamma)], dtype=torch.long), None)
+        return Draft(
+            torch.tensor([self.rng.randrange(self.vocab) for _ in range(gamma)], dtype=torch.long), None
+        )
 
 
 def run(engine, ids, cfg, speculative, drafter=None):
@@ -35,13 +39,22 @@ def run(engine, ids, cfg, speculative, drafter=None):
 
 def hf_beams(model, ids, num_beams, max_new, eos, early_stopping=False):
     """transformers' beam search: every returned hypothesis (cut after its first EOS) and its score."""
-    out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                         num_beams=num_beams, num_return_sequences=num_beams, do_sample=False,
-                         max_new_tokens=max_new, early_stopping=early_stopping, length_penalty=1.0,
-                         eos_token_id=sorted(eos), pad_token_id=sorted(eos)[0], return_dict_in_generate=True,
-                         output_scores=True)
+    out = model.generate(
+        torch.tensor([ids]),
+        attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        num_beams=num_beams,
+        num_return_sequences=num_beams,
+        do_sample=False,
+        max_new_tokens=max_new,
+        early_stopping=early_stopping,
+        length_penalty=1.0,
+        eos_token_id=sorted(eos),
+        pad_token_id=sorted(eos)[0],
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
     seqs = []
-    for row in out.sequences[:, len(ids):].tolist():
+    for row in out.sequences[:, len(ids) :].tolist():
         cut = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
         seqs.append(row[:cut])
     return seqs, out.sequences_scores.tolist()
@@ -60,6 +73,7 @@ def tiny(tiny_dirs):
 @pytest.fixture(scope="module")
 def small(embedded):
     from engine.decode.engine import Engine as E
+
     return E(embedded, draft="ngram")
 
 
@@ -98,8 +112,9 @@ def test_speculative_equals_plain_tiny(tiny, num_beams):
         for drafter in (None, RandomDrafter(tiny.target.vocab_size)):  # None: the engine's `self`
             events, spec = run(tiny, ids, cfg, True, drafter)
             same_beams(spec, plain)
-            assert [e.token_ids for e in events if e.kind == "beam_step"] == \
-                   [e.token_ids for e in plain_events if e.kind == "beam_step"]  # the same search, step by step
+            assert [e.token_ids for e in events if e.kind == "beam_step"] == [
+                e.token_ids for e in plain_events if e.kind == "beam_step"
+            ]  # the same search, step by step
             saved += events[-1].summary["forwards_saved"]
     assert saved > 0  # `self` drafts some beams' paths: fewer forwards than steps somewhere
 
@@ -127,8 +142,11 @@ def test_speculative_equals_plain_embedded(small, num_beams):
         ids = small.encode(prompt)
         cfg = GenerationConfig(num_beams=num_beams, max_new_tokens=24, gamma=4)
         _, plain = run(small, ids, cfg, False)
-        for engine, drafter in ((small, None), (small, RandomDrafter(small.target.vocab_size)),
-                                (self_engine, None)):
+        for engine, drafter in (
+            (small, None),
+            (small, RandomDrafter(small.target.vocab_size)),
+            (self_engine, None),
+        ):
             events, spec = run(engine, ids, cfg, True, drafter)
             same_beams(spec, plain)
             if prompt == COPY and drafter is None and engine is small and num_beams == 2:

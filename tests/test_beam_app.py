@@ -1,4 +1,5 @@
 """The app's Beam search handler (ui/handlers.py) called in-process: bad settings are one warning, and it shares the compute queue."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,7 +17,9 @@ def test_beam_handler_shares_the_compute_queue():
     assert fns["beam"].concurrency_id == "compute" and fns["beam"].concurrency_limit == h.CONCURRENCY
 
 
-@pytest.mark.parametrize("drafter, beams, message", [("auto", 3, "drafts with 'ngram"), ("ngram", 9, "num_beams must be")])
+@pytest.mark.parametrize(
+    "drafter, beams, message", [("auto", 3, "drafts with 'ngram"), ("ngram", 9, "num_beams must be")]
+)
 def test_bad_beam_settings_are_one_warning(drafter, beams, message):
     """A drafter beams cannot use, or a width out of range: one warning naming it, the view left as it was."""
     with pytest.warns(UserWarning, match=message):

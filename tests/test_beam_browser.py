@@ -1,4 +1,5 @@
 """The beam view in a real browser (Playwright + Debian's Chromium against `python app.py`)."""
+
 from __future__ import annotations
 
 from tests.app_server import playwright_or_skip

@@ -1,4 +1,5 @@
 """The benchmark harness on tiny random-weight models: it runs, writes its three outputs, flags mismatches."""
+
 from __future__ import annotations
 
 import json
@@ -19,11 +20,15 @@ def test_hf_equivalent_maps_specs(tiny_dirs):
     target = load_model(tiny_dirs["target"])
     kw, safe = hf_equivalent("self", 3, target)
     assert kw["assistant_model"] is target.model and safe["num_assistant_tokens"] == 3
-    assert safe["assistant_confidence_threshold"] == 0.0 and safe["num_assistant_tokens_schedule"] == "constant"
+    assert (
+        safe["assistant_confidence_threshold"] == 0.0 and safe["num_assistant_tokens_schedule"] == "constant"
+    )
     kw, safe = hf_equivalent(f"model:{tiny_dirs['sharp']}", 2, target)
     assert kw["assistant_model"] is load_model(tiny_dirs["sharp"]).model
-    assert hf_equivalent("ngram", 4, target)[1] == {"prompt_lookup_num_tokens": 4,
-                                                          "max_matching_ngram_size": REGISTRY["ngram"].args[0].default}
+    assert hf_equivalent("ngram", 4, target)[1] == {
+        "prompt_lookup_num_tokens": 4,
+        "max_matching_ngram_size": REGISTRY["ngram"].args[0].default,
+    }
     assert hf_equivalent("ngram:2", 4, target)[1]["max_matching_ngram_size"] == 2
     assert hf_equivalent("layerskip:1", 2, target)[1]["assistant_early_exit"] == 1
     assert hf_equivalent("quant:int8", 2, target) is None
@@ -35,13 +40,36 @@ def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
     out = tmp_path / "out"
-    rc = main(["--target", tiny_dirs["target"], "--drafts", f"self,model:{tiny_dirs['sharp']}",
-               "--gammas", "2", "--prompts", str(prompts), "--max-new-tokens", "6", "--repeats", "1",
-               "--overhead-pairs", "1", "--out", str(out)])
+    rc = main(
+        [
+            "--target",
+            tiny_dirs["target"],
+            "--drafts",
+            f"self,model:{tiny_dirs['sharp']}",
+            "--gammas",
+            "2",
+            "--prompts",
+            str(prompts),
+            "--max-new-tokens",
+            "6",
+            "--repeats",
+            "1",
+            "--overhead-pairs",
+            "1",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     results = json.loads((out / "results.json").read_text())
     names = {c["name"] for c in results["configs"]}
-    assert {"ours/ar", "ours/self/g2", "hf/greedy", "hf/self/g2", f"hf/model:{tiny_dirs['sharp']}/g2"} <= names
+    assert {
+        "ours/ar",
+        "ours/self/g2",
+        "hf/greedy",
+        "hf/self/g2",
+        f"hf/model:{tiny_dirs['sharp']}/g2",
+    } <= names
     assert results["mismatches"] == 0 and not results["errors"]
     assert results["machine"]["torch"] and "python -m benchmarks --target" in results["command"]
     assert results["overall"]["ours/self/g2"]["acceptance_rate"] == 1.0  # self-drafting accepts every draft
@@ -49,11 +77,17 @@ def test_cli_bench_writes_outputs(tiny_dirs, tmp_path):
     md = (out / "results.md").read_text()
     assert "## Overall" in md and "MISMATCH" not in md
     pairs = {(r["ours"], r["hf"]) for r in results["head_to_head"]}
-    assert {("ours/ar", "hf/greedy"), ("ours/self/g2", "hf/self/g2")} <= pairs  # each paired with its counterpart
+    assert {
+        ("ours/ar", "hf/greedy"),
+        ("ours/self/g2", "hf/self/g2"),
+    } <= pairs  # each paired with its counterpart
     row = next(r for r in results["head_to_head"] if r["ours"] == "ours/self/g2")
-    assert row["ratio"] == pytest.approx(results["overall"]["ours/self/g2"]["tokens_per_s"]
-                                         / results["overall"]["hf/self/g2"]["tokens_per_s"])
-    assert {r["ours"]: r["kind"] for r in results["head_to_head"]}["ours/ar"] == "greedy" and row["kind"] == "assisted"
+    assert row["ratio"] == pytest.approx(
+        results["overall"]["ours/self/g2"]["tokens_per_s"] / results["overall"]["hf/self/g2"]["tokens_per_s"]
+    )
+    assert {r["ours"]: r["kind"] for r in results["head_to_head"]}["ours/ar"] == "greedy" and row[
+        "kind"
+    ] == "assisted"
     assert "## Ours vs transformers" in md
     page = (out / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "Speedup vs γ" in page
@@ -71,8 +105,17 @@ def test_mismatch_is_flagged(tiny_dirs, tmp_path, monkeypatch):
         return sample
 
     monkeypatch.setattr(bench, "time_hf", corrupt)
-    results = bench.run_bench(target=tiny_dirs["target"], drafts=["self"], gammas=[2], prompts=PROMPTS,
-                              max_new_tokens=5, repeats=1, out=tmp_path, overhead_pairs=0, progress=False)
+    results = bench.run_bench(
+        target=tiny_dirs["target"],
+        drafts=["self"],
+        gammas=[2],
+        prompts=PROMPTS,
+        max_new_tokens=5,
+        repeats=1,
+        out=tmp_path,
+        overhead_pairs=0,
+        progress=False,
+    )
     assert results["mismatches"] == 2  # hf/greedy on both prompts
     assert {m["config"] for m in results["mismatch_details"]} == {"hf/greedy"}
     assert results["mismatch_details"][0]["first_diff"] == 4
@@ -85,8 +128,16 @@ def test_mismatch_is_flagged(tiny_dirs, tmp_path, monkeypatch):
 def test_unknown_drafter_is_a_clear_error(tiny_dirs, tmp_path):
     """A drafter spec the engine does not know stops the bench before any timing, with a readable error."""
     with pytest.raises(ValueError, match="draft spec"):
-        bench.run_bench(target=tiny_dirs["target"], drafts=["nonsense"], gammas=[2], prompts=PROMPTS,
-                        max_new_tokens=3, repeats=1, out=tmp_path, progress=False)
+        bench.run_bench(
+            target=tiny_dirs["target"],
+            drafts=["nonsense"],
+            gammas=[2],
+            prompts=PROMPTS,
+            max_new_tokens=3,
+            repeats=1,
+            out=tmp_path,
+            progress=False,
+        )
 
 
 def test_transformers_runs_on_the_engines_own_model_unchanged(tiny_dirs, tmp_path, monkeypatch):
@@ -102,8 +153,17 @@ def test_transformers_runs_on_the_engines_own_model_unchanged(tiny_dirs, tmp_pat
     monkeypatch.setattr(bench, "time_hf", spy)
     ours = load_model(tiny_dirs["target"]).model
     before = {name: p.data_ptr() for name, p in ours.named_parameters()}
-    bench.run_bench(target=tiny_dirs["target"], drafts=["self"], gammas=[2], prompts=PROMPTS[:1],
-                    max_new_tokens=3, repeats=1, out=tmp_path, overhead_pairs=0, progress=False)
+    bench.run_bench(
+        target=tiny_dirs["target"],
+        drafts=["self"],
+        gammas=[2],
+        prompts=PROMPTS[:1],
+        max_new_tokens=3,
+        repeats=1,
+        out=tmp_path,
+        overhead_pairs=0,
+        progress=False,
+    )
     assert {id(m) for pair in seen for m in pair if m is not None} == {id(ours)}
     assert {name: p.data_ptr() for name, p in ours.named_parameters()} == before
     assert all(p.is_contiguous() for p in ours.parameters())
@@ -116,16 +176,48 @@ def test_cli_bench_beams_counts_forwards_saved(tiny_dirs, tmp_path, capsys):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("\n".join(json.dumps(p) for p in PROMPTS) + "\n")
     out = tmp_path / "out"
-    rc = main(["--target", tiny_dirs["target"], "--drafts", "self", "--gammas", "2", "--num-beams", "2",
-               "--prompts", str(prompts), "--max-new-tokens", "6", "--out", str(out)])
+    rc = main(
+        [
+            "--target",
+            tiny_dirs["target"],
+            "--drafts",
+            "self",
+            "--gammas",
+            "2",
+            "--num-beams",
+            "2",
+            "--prompts",
+            str(prompts),
+            "--max-new-tokens",
+            "6",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     rows = json.loads((out / "beams-self-g2.json").read_text())["rows"]
     assert len(rows) == len(PROMPTS) and all(r["same_beams"] for r in rows)
-    assert all(r["forwards_saved"] == r["plain_forwards"] - r["spec_forwards"] > 0 for r in rows)  # self accepts all
+    assert all(
+        r["forwards_saved"] == r["plain_forwards"] - r["spec_forwards"] > 0 for r in rows
+    )  # self accepts all
     assert "forwards saved" in (out / "beams-self-g2.md").read_text()
     assert main(["--target", tiny_dirs["target"], "--num-beams", "9", "--out", str(out)]) == 2
     assert "num_beams must be 1 (off) or between 2 and 8" in capsys.readouterr().err
-    assert main(["--target", tiny_dirs["target"], "--drafts", "layerskip:1", "--num-beams", "2", "--out", str(out)]) == 2
+    assert (
+        main(
+            [
+                "--target",
+                tiny_dirs["target"],
+                "--drafts",
+                "layerskip:1",
+                "--num-beams",
+                "2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
     assert "drafts with 'ngram[:N]' or 'self'" in capsys.readouterr().err
 
 
@@ -147,4 +239,6 @@ def test_the_report_table_ratios_divide_its_own_cells():
         ar, hf = float(table[0][1]), float(table[1][1])
         for cells in table:
             for col, den in (("× our AR", ar), ("× HF greedy", hf)):
-                assert abs(float(cells[COLUMNS.index(col)].rstrip("×")) - float(cells[1]) / den) <= 0.005 + 1e-9
+                assert (
+                    abs(float(cells[COLUMNS.index(col)].rstrip("×")) - float(cells[1]) / den) <= 0.005 + 1e-9
+                )

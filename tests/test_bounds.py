@@ -1,6 +1,7 @@
 """Every compute path of the engine is bounded and stoppable inside a long prompt's prefill: a deadline that passes
 while the prompt is read ends the run cleanly ("time_limit", no error), and a consumer that closes the run between
 two prefill chunks stops it there (what a Gradio client that leaves does). Tiny random models; the forward slowed."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -63,8 +64,11 @@ def test_a_deadline_inside_the_prefill_ends_the_run_cleanly(target, name):
 def test_a_deadline_before_the_first_chunk_ends_a_batch_cleanly(target):
     """A deadline already past when the batch starts: no forward, every row "time_limit" (it raised before)."""
     engine = Engine(target, "ngram", measure_step=False)
-    events = list(engine.generate_batch([PROMPT, "short"], GenerationConfig(max_new_tokens=8, raw=True,
-                                                                           time_limit_s=1e-9)))
+    events = list(
+        engine.generate_batch(
+            [PROMPT, "short"], GenerationConfig(max_new_tokens=8, raw=True, time_limit_s=1e-9)
+        )
+    )
     assert sorted(e.stop_reason for e in events if e.kind == "finished") == ["time_limit"] * 2
 
 
@@ -106,7 +110,12 @@ def test_runs_reusing_the_prompts_cache_draw_what_fresh_runs_draw(target, spec):
     cache = engine.prefix_cache(ids, cfg)
     for _ in drift.prefill(engine.forward, ids, cache, None, target.device):
         pass
-    for seed, accept, budget in [(0, "exact", 0), (1, "typical:0.3,0.55", 0), (2, "exact", 4), (3, "exact", 0)]:
+    for seed, accept, budget in [
+        (0, "exact", 0),
+        (1, "typical:0.3,0.55", 0),
+        (2, "exact", 4),
+        (3, "exact", 0),
+    ]:
         run = dataclasses.replace(cfg, seed=seed, accept=accept, tree_budget=budget)
         fresh = list(engine.generate(None, run, prompt_ids=ids))[-1].token_ids
         reused = list(engine.generate(None, run, prompt_ids=ids, prefix=cache))[-1].token_ids
@@ -118,7 +127,9 @@ def test_the_drift_meter_stops_at_its_deadline_with_both_rules_at_one_n(target):
     came well before the requested n; progress reports came before it."""
     engine = Engine(target, "ngram", measure_step=False)
     calls = slowed(engine)
-    reports = list(drift.drift_job(engine, "a b c a b", SAMPLED, n=400, deadline=time.monotonic() + 40 * SLOW_S))
+    reports = list(
+        drift.drift_job(engine, "a b c a b", SAMPLED, n=400, deadline=time.monotonic() + 40 * SLOW_S)
+    )
     last = reports[-1]
     assert last["final"] and last["stopped"] == "time_limit" and not any(r["final"] for r in reports[:-1])
     assert 0 < last["exact"]["n"] == last["lossy"]["n"] == last["done"] < 400 and len(calls) < 400
@@ -131,8 +142,15 @@ def test_the_exact_rules_draws_are_reused_not_drawn_again(target):
     engine = Engine(target, "ngram", measure_step=False)
     first = list(drift.drift_job(engine, "a b c a b", SAMPLED, n=12))[-1]
     calls = slowed(engine)
-    again = list(drift.drift_job(engine, "a b c a b", dataclasses.replace(SAMPLED, accept="typical:0.1,0.3"), n=12,
-                                 exact_draws=first["exact_draws"]))[-1]
+    again = list(
+        drift.drift_job(
+            engine,
+            "a b c a b",
+            dataclasses.replace(SAMPLED, accept="typical:0.1,0.3"),
+            n=12,
+            exact_draws=first["exact_draws"],
+        )
+    )[-1]
     reused = len(calls)
     assert again["exact"] == first["exact"] and again["done"] == 12
     list(drift.drift_job(engine, "a b c a b", dataclasses.replace(SAMPLED, accept="typical:0.1,0.3"), n=12))

@@ -1,4 +1,5 @@
 """GenerationConfig refuses every bad setting with a one-line message naming the setting and its range."""
+
 import math
 
 import pytest

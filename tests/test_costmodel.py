@@ -1,4 +1,5 @@
 """The one cost model: every panel shows the same α, E and prediction; impossible timings are flagged."""
+
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from ui import app_views as av
 
 class Cfg:
     """A speculative bench config as the harness's statistics read it."""
+
     name, runner, gamma, drafter, label = "ours/x", "ours", 3, "x", "x"
 
 
@@ -33,8 +35,8 @@ def test_alpha_counts_only_tested_positions():
 def test_maths_is_float_and_bounded():
     """A hostile α or γ (e.g. from a trace) is computed in floats, never as an exact big-integer power
     (an int (-3) ** (3e7 + 1) held the GIL for seconds): int inputs give float results, α is clamped."""
-    e = costmodel.expected_tokens(-3, 3 * 10 ** 7)
-    s = costmodel.predicted_speedup(-3, 10 ** 9, 0.1, 1.5)
+    e = costmodel.expected_tokens(-3, 3 * 10**7)
+    s = costmodel.predicted_speedup(-3, 10**9, 0.1, 1.5)
     assert type(e) is float and type(s) is float
     assert e == 1.0 and s >= 0
     assert type(costmodel.expected_tokens(1, 3)) is float and costmodel.expected_tokens(2, 3) == 4.0
@@ -53,7 +55,11 @@ def test_one_trace_one_set_of_numbers():
     assert f"α = {alpha:.2f} per token" in summary and f"predicted {pred:.2f}×" in summary
     assert f"{measured:.2f}× vs autoregressive" in summary
     explain = render_explain(events)
-    assert f"α = {alpha:.3f}" in explain and f"{E:.2f} on average over this run's rounds" in explain and f"predicted {pred:.2f}×" in explain
+    assert (
+        f"α = {alpha:.3f}" in explain
+        and f"{E:.2f} on average over this run's rounds" in explain
+        and f"predicted {pred:.2f}×" in explain
+    )
     fig = speedup_model_fig(events)
     assert "α=5/7" in fig.data[0].name and fig.data[1].y[0] == pytest.approx(pred)
     assert f"predicted {pred:.2f}×" in render_race(events)
@@ -63,7 +69,9 @@ def test_one_trace_one_set_of_numbers():
     sample = Sample(list(range(9)), s["wall_s"], spec_s, [3, 3, 3], [2, 2, 1])
     ar = Sample(list(range(9)), s["ar_wall_s"], summarize(split_runs(events)["ar"]))
     row = summarize_prompt({"ours/x": [sample], AR: [ar]}, [Cfg, ArCfg])["ours/x"]
-    overall = aggregate([{"ours/x": row, AR: summarize_prompt({AR: [ar]}, [ArCfg])[AR]}], [Cfg, ArCfg])["ours/x"]
+    overall = aggregate([{"ours/x": row, AR: summarize_prompt({AR: [ar]}, [ArCfg])[AR]}], [Cfg, ArCfg])[
+        "ours/x"
+    ]
     assert overall["alpha"] == pytest.approx(alpha)
     assert overall["predicted_speedup"] == pytest.approx(spec_s["predicted_speedup"])
 
@@ -72,18 +80,30 @@ def test_bench_prediction_covers_every_run_or_none():
     """A prompt's or a config's predicted speedup pools Σ E / Σ cost over all its runs; when one run has no
     prediction (tree rounds), none is printed, never one pooled over the other runs beside a speedup measured
     over all of them (auto's recycling trees once showed 1.95× predicted next to 1.13× measured)."""
+
     def run(tokens, steps):
-        summary = {"alpha": 0.5, "c": 0.05, "v": 1.2, "drafted": 6, "accepted": 3, "rejections": 2, "rounds": 4,
-                   "model_tokens": tokens, "model_steps": steps,
-                   "predicted_speedup": None if tokens is None else tokens / steps}
+        summary = {
+            "alpha": 0.5,
+            "c": 0.05,
+            "v": 1.2,
+            "drafted": 6,
+            "accepted": 3,
+            "rejections": 2,
+            "rounds": 4,
+            "model_tokens": tokens,
+            "model_steps": steps,
+            "predicted_speedup": None if tokens is None else tokens / steps,
+        }
         return Sample(list(range(8)), 0.1, summary, [2, 2, 2], [2, 1, 0])
 
     ar = Sample(list(range(8)), 0.1, {})
     ar_row = summarize_prompt({AR: [ar]}, [ArCfg])[AR]
 
     def overall(prompts):
-        rows = [dict(summarize_prompt({"ours/x": runs, AR: [ar] * len(runs)}, [Cfg, ArCfg]), **{AR: ar_row})
-                for runs in prompts]
+        rows = [
+            dict(summarize_prompt({"ours/x": runs, AR: [ar] * len(runs)}, [Cfg, ArCfg]), **{AR: ar_row})
+            for runs in prompts
+        ]
         return rows, aggregate(rows, [Cfg, ArCfg])["ours/x"]
 
     rows, pooled = overall([[run(8.0, 4.0), run(6.0, 4.0)], [run(5.0, 5.0)]])
@@ -144,7 +164,9 @@ def test_flagged_timing_is_not_plotted_as_truth():
     s = summarize(split_runs(events)["speculative"], split_runs(events)["ar"])
     assert s["timing_flags"] and s["timing_reliable"] is False
     assert costmodel.BUSY in av.summary_html(events)
-    assert "prediction withheld: timing unreliable" in av.summary_html(events) and "(predicted" not in av.summary_html(events)
+    assert "prediction withheld: timing unreliable" in av.summary_html(
+        events
+    ) and "(predicted" not in av.summary_html(events)
     assert costmodel.BUSY in render_explain(events) and "⚠ unreliable" in render_explain(events)
     assert "race-predicted" not in render_race(events)
     fig = speedup_model_fig(events)

@@ -3,6 +3,7 @@
 Tiny random Llamas over two toy vocabularies (characters vs a byte-level BPE trained here) make the
 statistics fast; the real pair, SmolLM2-135M drafting for Gemma-3-270M, checks greedy identity.
 """
+
 import pytest
 import torch
 
@@ -12,10 +13,17 @@ from engine.events import trace_from_json, trace_to_json
 from engine.runtime.models import EMBEDDED_GEMMA, load_model
 from tests.test_engine import CHI2_7DF_999, chi_square
 
-CORPUS = ["the cat sat on the mat. the dog sat on the log.", "once upon a time there was a little boat",
-          "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)", "1, 2, 3, 4, 5, 6, 7, 8, 9, 10"] * 20
+CORPUS = [
+    "the cat sat on the mat. the dog sat on the log.",
+    "once upon a time there was a little boat",
+    "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)",
+    "1, 2, 3, 4, 5, 6, 7, 8, 9, 10",
+] * 20
 SPECIALS = ["<pad>", "<s>", "</s>"]
-ALPHABET = sorted(set("".join(CORPUS)) | set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!?()+-=<>'\"\n"))
+ALPHABET = sorted(
+    set("".join(CORPUS))
+    | set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!?()+-=<>'\"\n")
+)
 PROMPTS = ["once upon a time", "def fib(n):", "1, 2, 3,"]
 
 
@@ -37,8 +45,12 @@ def bpe_tokenizer():
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIALS,
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
 
 
@@ -46,9 +58,19 @@ def tiny(path, tokenizer, seed: int) -> str:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                         initializer_range=0.2, eos_token_id=2, bos_token_id=1, pad_token_id=0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        initializer_range=0.2,
+        eos_token_id=2,
+        bos_token_id=1,
+        pad_token_id=0,
+    )
     LlamaForCausalLM(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
@@ -98,9 +120,17 @@ def test_wrong_rule_fails_fidelity_across_vocabularies(toy, monkeypatch):
     """Negative control: accepting every re-tokenised proposal (no test against p) emits the draft's law."""
     engine = Engine(load_model(toy["chars"]), f"model:{toy['bpe']}", measure_step=False)
     ids = engine.encode("once upon a", True)
-    monkeypatch.setattr(sampling, "accept_sample", lambda d, q, p_, g: sampling.Verdict(
-        len(d), int(torch.multinomial(p_[-1], 1, generator=g)), [1.0] * len(d),
-        p_[torch.arange(len(d)), d].tolist(), 0.0))
+    monkeypatch.setattr(
+        sampling,
+        "accept_sample",
+        lambda d, q, p_, g: sampling.Verdict(
+            len(d),
+            int(torch.multinomial(p_[-1], 1, generator=g)),
+            [1.0] * len(d),
+            p_[torch.arange(len(d)), d].tolist(),
+            0.0,
+        ),
+    )
     counts, p = first_token_law(engine, ids, 600)
     with pytest.raises(AssertionError):
         assert chi_square(counts, p) < CHI2_7DF_999
@@ -118,7 +148,9 @@ def test_retokenized_event_shows_both_tokenisations(toy):
         assert len(e.spans) == len(e.target_token_ids) and len(e.draft_tokens) == len(e.draft_token_ids)
         covered = [i for first, last in e.spans if first >= 0 for i in range(first, last + 1)]
         assert covered == sorted(covered)  # the two tokenisations read the same text left to right
-    assert any(len(e.draft_token_ids) < len(e.target_token_ids) for e in retok)  # a BPE word -> several characters
+    assert any(
+        len(e.draft_token_ids) < len(e.target_token_ids) for e in retok
+    )  # a BPE word -> several characters
     assert [e.kind for e in trace_from_json(trace_to_json(events))] == [e.kind for e in events]
 
 
@@ -128,9 +160,15 @@ def test_retokenize_keeps_boundary_and_partial_characters():
     committed = chars("the cat", add_special_tokens=False)["input_ids"]
     assert retokenize(chars, committed, " sat") == chars(" sat", add_special_tokens=False)["input_ids"]
     ids = bpe("é", add_special_tokens=False)["input_ids"]  # two byte tokens
-    assert len(ids) == 2 and decode_tail(bpe, [], ids[:1]).endswith("\ufffd") and decode_tail(bpe, [], ids) == "é"
+    assert (
+        len(ids) == 2
+        and decode_tail(bpe, [], ids[:1]).endswith("\ufffd")
+        and decode_tail(bpe, [], ids) == "é"
+    )
     word = bpe(" cat", add_special_tokens=False)["input_ids"]
-    assert spans(bpe, word, chars, chars(" cat", add_special_tokens=False)["input_ids"], [], []) == [[0, 0]] * 4
+    assert (
+        spans(bpe, word, chars, chars(" cat", add_special_tokens=False)["input_ids"], [], []) == [[0, 0]] * 4
+    )
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +176,11 @@ def gemma_pair():
     return Engine(load_model(EMBEDDED_GEMMA), "model:embedded", measure_step=False)
 
 
-GEMMA_PROMPTS = ["The water cycle describes how water moves between the oceans, the air and the land.",
-                 "Monday, Tuesday, Wednesday,", "def add(a, b):\n    return"]
+GEMMA_PROMPTS = [
+    "The water cycle describes how water moves between the oceans, the air and the land.",
+    "Monday, Tuesday, Wednesday,",
+    "def add(a, b):\n    return",
+]
 
 
 def test_real_pair_greedy_identity(gemma_pair):
@@ -160,8 +201,10 @@ def test_gemma_greedy_matches_transformers_generate(gemma_pair):
         ids = gemma_pair.encode(prompt, raw=True)
         ours = run(gemma_pair, prompt, GenerationConfig(max_new_tokens=24, raw=True), "ar")[-1].token_ids
         with torch.inference_mode():
-            ref = gemma.model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)[0, len(ids):].tolist()
-        assert ours == ref[:len(ours)]
+            ref = gemma.model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)[
+                0, len(ids) :
+            ].tolist()
+        assert ours == ref[: len(ours)]
 
 
 def test_gemma_beyond_its_sliding_window(gemma_pair):
@@ -174,5 +217,7 @@ def test_gemma_beyond_its_sliding_window(gemma_pair):
     cfg = GenerationConfig(gamma=4, max_new_tokens=12, raw=True)
     ours = list(gemma_pair.generate(None, cfg, prompt_ids=ids))[-1].token_ids
     with torch.inference_mode():
-        ref = gemma.model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)[0, len(ids):].tolist()
-    assert ours == ref[:len(ours)]
+        ref = gemma.model.generate(torch.tensor([ids]), max_new_tokens=12, do_sample=False)[
+            0, len(ids) :
+        ].tolist()
+    assert ours == ref[: len(ours)]

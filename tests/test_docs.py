@@ -1,6 +1,7 @@
 """The README and docs/ point at things that exist: every `python -m …` command they show runs with --help, every
 repository path they name is there (a results stem such as benchmarks/results/grounded counts when a file of it is), and
 the README stays a page a newcomer finishes (≤ 300 lines, every doc it lists linked)."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-PATH = re.compile(r"(?<![\w/.-])((?:engine|benchmarks|assets|tests|ui|specviz|docs|tools|training)/[\w./-]*[\w/])")
+PATH = re.compile(
+    r"(?<![\w/.-])((?:engine|benchmarks|assets|tests|ui|specviz|docs|tools|training)/[\w./-]*[\w/])"
+)
 COMMAND = re.compile(r"python -m ([a-z][\w.]*)(?: ([a-z][\w-]*))?")
 
 
@@ -58,8 +61,13 @@ def test_every_command_the_docs_show_runs_with_help(module, sub):
 @pytest.mark.slow
 def test_a_command_that_does_not_exist_fails_the_check():
     """The negative control: a subcommand the CLI lacks does not pass --help."""
-    done = subprocess.run([sys.executable, "-m", "engine", "nosuchcommand", "--help"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "nosuchcommand", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and ("engine", "nosuchcommand") not in commands()
 
 
@@ -68,6 +76,11 @@ def test_help_writes_nothing():
     """--help on the tour's recorder prints its usage and leaves the committed trace alone (it used to record)."""
     trace = ROOT / "assets" / "tour-trace.json"
     before = trace.stat().st_mtime_ns
-    done = subprocess.run([sys.executable, "-m", "ui.make_tour", "--help"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "ui.make_tour", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and "--out" in done.stdout and trace.stat().st_mtime_ns == before

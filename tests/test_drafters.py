@@ -1,4 +1,5 @@
 """Drafting strategies and adaptive speculation: lossless for every drafter, decisions in the trace."""
+
 import random
 
 import pytest
@@ -9,7 +10,11 @@ from engine.drafters.ngram import NgramIndex, longest_match
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
 DRAFTS = ["ngram", "ngram:1", "layerskip:1", "quant:int8", "quant:bf16", "auto"]
-PROMPTS = ["one two three four one two three", "def add(a, b):\n    return a + b\n\ndef add(", "Tell me a story"]
+PROMPTS = [
+    "one two three four one two three",
+    "def add(a, b):\n    return a + b\n\ndef add(",
+    "Tell me a story",
+]
 
 
 def test_ngram_finds_latest_match_and_all_branches():
@@ -55,7 +60,9 @@ def test_confidence_threshold_stops_drafting_early(tiny_dirs):
     cfg = GenerationConfig(gamma=8, max_new_tokens=30, p_min=qs[len(qs) // 2])
     events = list(engine.generate("Tell me a story", cfg))
     drafted = [e for e in events if e.kind == "drafted"]
-    assert drafted and all(min(e.q[:-1], default=1.0) >= cfg.p_min for e in drafted)  # only the last may be unsure
+    assert drafted and all(
+        min(e.q[:-1], default=1.0) >= cfg.p_min for e in drafted
+    )  # only the last may be unsure
     assert any(e.q[-1] < cfg.p_min and len(e.token_ids) < cfg.gamma for e in drafted)  # ... and is kept
     assert sum(len(e.token_ids) for e in drafted) < sum(len(e.token_ids) for e in free if e.kind == "drafted")
     assert events[-1].token_ids == list(engine.generate("Tell me a story", cfg, mode="ar"))[-1].token_ids
@@ -70,15 +77,25 @@ def test_sampling_fidelity_per_drafter(tiny_dirs, spec):
     p = target_first_token_probs(engine, ids)
     counts = first_token_counts(engine, ids, 1000)
     assert chi_square(counts, p) < CHI2_7DF_999
-    drafted = [e for e in engine.generate(None, GenerationConfig(gamma=1, max_new_tokens=2, temperature=1.0,
-                                                                 top_k=8), prompt_ids=ids) if e.kind == "drafted"]
+    drafted = [
+        e
+        for e in engine.generate(
+            None, GenerationConfig(gamma=1, max_new_tokens=2, temperature=1.0, top_k=8), prompt_ids=ids
+        )
+        if e.kind == "drafted"
+    ]
     assert drafted, "the prompt must give the drafter something to propose"
 
 
 def test_auto_records_every_decision_with_its_inputs(tiny_dirs):
     """Each auto round emits a decision naming drafter, γ, reason and the candidates' α, c, v, rate."""
     engine = Engine(load_model(tiny_dirs["target"]), "auto", measure_step=False)
-    events = list(engine.generate("x y z x y z x y z x y", GenerationConfig(gamma=4, max_new_tokens=40), ))
+    events = list(
+        engine.generate(
+            "x y z x y z x y z x y",
+            GenerationConfig(gamma=4, max_new_tokens=40),
+        )
+    )
     decisions = [e for e in events if e.kind == "decided"]
     rounds = {e.round for e in events if e.kind == "round_timed" and e.gamma + 1}
     assert decisions and {d.round for d in decisions} <= rounds
@@ -91,13 +108,21 @@ def test_auto_records_every_decision_with_its_inputs(tiny_dirs):
             assert {"drafter", "variant", "gamma", per, "c", "v", "predicted_tokens_per_s"} <= set(c)
         drafted = [e for e in events if e.kind == "drafted" and e.round == d.round]
         assert len(drafted) == (1 if d.gamma else 0)
-        if drafted and d.drafter != "recycle":  # a tree's drafted event is its chain view, at most γ = its depth
+        if (
+            drafted and d.drafter != "recycle"
+        ):  # a tree's drafted event is its chain view, at most γ = its depth
             assert len(drafted[0].token_ids) == d.gamma and drafted[0].drafter == d.drafter
 
 
-@pytest.mark.parametrize("spec,message", [("ngram:0", "1 <= N <= 8"), ("ngram:x", "not a whole number"),
-                                          ("layerskip:99", "layerskip needs 1 <= L < 2"),
-                                          ("quant:int3", "quant kind must be")])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("ngram:0", "1 <= N <= 8"),
+        ("ngram:x", "not a whole number"),
+        ("layerskip:99", "layerskip needs 1 <= L < 2"),
+        ("quant:int3", "quant kind must be"),
+    ],
+)
 def test_bad_drafter_specs_are_refused(tiny_dirs, spec, message):
     """Drafter parameters out of range give a clear error at load time."""
     with pytest.raises(ModelLoadError, match=message):
@@ -112,7 +137,10 @@ def test_layer_skip_shares_target_weights(tiny_dirs):
     view = layer_skip_model(target, 1)
     assert len(target.model.layers) == 2 and view.config.num_hidden_layers == 1
     assert view.lm_head.weight.data_ptr() == target.lm_head.weight.data_ptr()
-    assert view.model.layers[0].self_attn.q_proj.weight.data_ptr() == target.model.layers[0].self_attn.q_proj.weight.data_ptr()
+    assert (
+        view.model.layers[0].self_attn.q_proj.weight.data_ptr()
+        == target.model.layers[0].self_attn.q_proj.weight.data_ptr()
+    )
 
 
 @pytest.mark.parametrize("spec, shared", [("self", True), ("layerskip:1", True), ("quant:bf16", False)])
@@ -132,13 +160,18 @@ def test_drafts_of_the_target_itself_run_on_its_cache(tiny_dirs, spec, shared):
     factory, engine.make_drafter = engine.make_drafter, make
     cfg = GenerationConfig(gamma=3, max_new_tokens=30)
     prompt = "one two three four one two three"
-    assert list(engine.generate(prompt, cfg))[-1].token_ids == list(engine.generate(prompt, cfg, "ar"))[-1].token_ids
+    assert (
+        list(engine.generate(prompt, cfg))[-1].token_ids
+        == list(engine.generate(prompt, cfg, "ar"))[-1].token_ids
+    )
     drafter, cache = made[0]
     assert (drafter.cache is cache) == shared
     if shared:
         assert set(fed) == {1}
     else:
-        assert max(fed) > 1  # a separate cache catches up on committed tokens (the prompt, all-accepted rounds)
+        assert (
+            max(fed) > 1
+        )  # a separate cache catches up on committed tokens (the prompt, all-accepted rounds)
 
 
 def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_shares_it(embedded):
@@ -182,7 +215,9 @@ def test_auto_extrapolates_verify_cost_from_multi_token_points():
     auto.verify = {1: 1.0, 2: 1.36}
     assert auto.verify_s(5) == pytest.approx(1.36 + 3 * PRIOR_SLOPE)
     auto.verify = {1: 1.0, 2: 1.36, 3: 1.40}
-    assert auto.verify_s(5) == pytest.approx(1.48)  # slope 0.04 per token; a line through t(1) would give ~1.8
+    assert auto.verify_s(5) == pytest.approx(
+        1.48
+    )  # slope 0.04 per token; a line through t(1) would give ~1.8
     assert auto.verify_s(3) == 1.40  # measured points are used as they are
 
 

@@ -2,6 +2,7 @@
 missing, extra, non-finite or wrong-type argument is refused with a message that names the endpoint or the setting
 (each got `error: null` and a traceback before). The enumeration covers every registered endpoint, so a new one,
 or a new kind of input, cannot slip past."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,10 @@ import pytest
 import app
 from ui import handlers as h
 
-SERVER_HELD = (gr.State, gr.api)  # inputs a client cannot set (State) or that api_arguments checks (/generate)
+SERVER_HELD = (
+    gr.State,
+    gr.api,
+)  # inputs a client cannot set (State) or that api_arguments checks (/generate)
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +33,9 @@ def defaults(fn) -> list:
     """Values the browser would send: each component's own value (the /generate API: a prompt and its defaults)."""
     if fn.api_name == "generate":
         return ["hi"]
-    return [0 if isinstance(block, gr.Dataset) else getattr(block, "value", None) for block in fn.inputs]  # an index
+    return [
+        0 if isinstance(block, gr.Dataset) else getattr(block, "value", None) for block in fn.inputs
+    ]  # an index
 
 
 def refused(demo, fn, values) -> str:
@@ -41,9 +47,13 @@ def refused(demo, fn, values) -> str:
 def test_every_input_of_every_endpoint_has_a_checked_kind(demo):
     """A new endpoint whose input is of a kind the checker does not know fails here (it would reach the handler
     unchecked)."""
-    unknown = [(fn.api_name, type(block).__name__) for fn in endpoints(demo) for block in fn.inputs
-               if not any(isinstance(block, cls) for cls, _ in h.INPUT_KIND)
-               and type(block).__name__ not in ("State", "Api")]
+    unknown = [
+        (fn.api_name, type(block).__name__)
+        for fn in endpoints(demo)
+        for block in fn.inputs
+        if not any(isinstance(block, cls) for cls, _ in h.INPUT_KIND)
+        and type(block).__name__ not in ("State", "Api")
+    ]
     assert not unknown
 
 
@@ -81,9 +91,15 @@ def test_every_number_of_every_endpoint_refuses_a_non_number_by_its_label(demo, 
     assert seen >= 20  # the run, the drift meter, beams, batch, replay
 
 
-@pytest.mark.parametrize("args,where", [
-    (["hi", "ngram", math.nan], "gamma"), (["hi", "ngram", 4, math.inf], "max_new_tokens"),
-    (["hi", "ngram", 4, 8, math.nan], "temperature"), (["hi", "ngram", 4, 8, 0.0, math.inf], "seed")])
+@pytest.mark.parametrize(
+    "args,where",
+    [
+        (["hi", "ngram", math.nan], "gamma"),
+        (["hi", "ngram", 4, math.inf], "max_new_tokens"),
+        (["hi", "ngram", 4, 8, math.nan], "temperature"),
+        (["hi", "ngram", 4, 8, 0.0, math.inf], "seed"),
+    ],
+)
 def test_generate_refuses_non_finite_arguments_by_name(demo, args, where):
     """/generate's own arguments (gr.api) are checked by api_arguments when it runs: NaN and Infinity by name."""
     fn = next(f for f in endpoints(demo) if f.api_name == "generate")

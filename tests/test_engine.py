@@ -1,4 +1,5 @@
 """Engine behaviour on tiny random-weight models: losslessness, events, rollback, bad input."""
+
 import json
 import re
 
@@ -77,16 +78,22 @@ def test_broken_acceptance_fails_fidelity(tiny_dirs, monkeypatch):
     engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)
     ids = engine.encode("Once upon a time", False)
     p = target_first_token_probs(engine, ids)
-    monkeypatch.setattr(sampling, "accept_sample", lambda d, q, p_, g: sampling.Verdict(
-        len(d), int(p_[-1].argmax()), [1.0] * len(d), p_[torch.arange(len(d)), d].tolist(), 0.0))
+    monkeypatch.setattr(
+        sampling,
+        "accept_sample",
+        lambda d, q, p_, g: sampling.Verdict(
+            len(d), int(p_[-1].argmax()), [1.0] * len(d), p_[torch.arange(len(d)), d].tolist(), 0.0
+        ),
+    )
     assert chi_square(first_token_counts(engine, ids, 600), p) > CHI2_7DF_999
 
 
 def test_seeded_sampling_is_reproducible(tiny_dirs):
     """Same seed, same output; another seed, (almost surely) another output."""
     engine = Engine(load_model(tiny_dirs["target"]), f"model:{tiny_dirs['sharp']}", measure_step=False)
-    run = lambda s: outputs(engine, "hi", GenerationConfig(gamma=3, max_new_tokens=20, temperature=1.0, seed=s),
-                            "speculative")
+    run = lambda s: outputs(
+        engine, "hi", GenerationConfig(gamma=3, max_new_tokens=20, temperature=1.0, seed=s), "speculative"
+    )
     assert run(7) == run(7) and run(7) != run(8)
 
 
@@ -146,16 +153,19 @@ def test_rollback_is_a_pointer_move(tiny_dirs, context):
         assert cache.length == context + 1 and cache.layers[0].keys.data_ptr() == ptr
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"gamma": 0}, "gamma must be between 1 and 16"),
-    ({"gamma": 17}, "gamma must be between 1 and 16"),
-    ({"temperature": -0.5}, "temperature must be 0"),
-    ({"temperature": float("nan")}, "temperature must be a number"),
-    ({"top_p": 0.0}, "top_p must be in (0, 1]"),
-    ({"top_p": 1.5}, "top_p must be in (0, 1]"),
-    ({"top_k": -1}, "top_k must be 0"),
-    ({"max_new_tokens": 0}, "max_new_tokens must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"gamma": 0}, "gamma must be between 1 and 16"),
+        ({"gamma": 17}, "gamma must be between 1 and 16"),
+        ({"temperature": -0.5}, "temperature must be 0"),
+        ({"temperature": float("nan")}, "temperature must be a number"),
+        ({"top_p": 0.0}, "top_p must be in (0, 1]"),
+        ({"top_p": 1.5}, "top_p must be in (0, 1]"),
+        ({"top_k": -1}, "top_k must be 0"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be at least 1"),
+    ],
+)
 def test_bad_config_is_refused(kwargs, message):
     """Out-of-range settings fail fast with a message naming the setting and its range."""
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
@@ -199,18 +209,25 @@ def test_draft_with_other_vocabulary_drafts_through_text(tiny_dirs, tmp_path):
     from engine.drafters.crossvocab import (
         CrossVocabDrafter,  # (a draft of <unk>s and EOS proposes little: lossless still)
     )
+
     assert isinstance(engine.make_drafter(cfg, None, 64, None), CrossVocabDrafter)
 
 
-@pytest.mark.parametrize("mutate,message", [
-    (lambda t: t[: len(t) // 2], "not valid JSON"),
-    (lambda t: json.dumps({"format": "other"}), "not a specviz trace"),
-    (lambda t: t.replace('"kind":"committed"', '"kind":"exploded"', 1), "unknown event kind"),  # compact JSON
-    (lambda t: t.replace('"round":1,', '"round":"one",', 1), "round must be int"),
-    (lambda t: re.sub(r'"elapsed_s":[0-9.e-]+', '"elapsed_s":1e300', t, count=1), "out of range"),
-    (lambda t: t.replace('"stop_reason"', '"stop_reason_x"', 1), "unknown fields"),
-    (lambda t: " " * (6 * 1024 * 1024) + t, "the limit is 5 MiB"),
-])
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda t: t[: len(t) // 2], "not valid JSON"),
+        (lambda t: json.dumps({"format": "other"}), "not a specviz trace"),
+        (
+            lambda t: t.replace('"kind":"committed"', '"kind":"exploded"', 1),
+            "unknown event kind",
+        ),  # compact JSON
+        (lambda t: t.replace('"round":1,', '"round":"one",', 1), "round must be int"),
+        (lambda t: re.sub(r'"elapsed_s":[0-9.e-]+', '"elapsed_s":1e300', t, count=1), "out of range"),
+        (lambda t: t.replace('"stop_reason"', '"stop_reason_x"', 1), "unknown fields"),
+        (lambda t: " " * (6 * 1024 * 1024) + t, "the limit is 5 MiB"),
+    ],
+)
 def test_hostile_traces_are_refused(tiny_dirs, mutate, message):
     """Malformed, truncated, oversized or wrongly typed traces fail validation with a clear reason."""
     engine = Engine(load_model(tiny_dirs["target"]), "ngram", measure_step=False)
@@ -223,7 +240,24 @@ def test_html_in_trace_tokens_survives_as_data(tiny_dirs):
     """Token text is data: a `<script>` token round-trips unchanged (renderers escape it)."""
     from engine.events import Committed, RunStarted, event_to_dict
 
-    events = [RunStarted(round=0, run_id="x", mode="ar", target="t", draft="", device="cpu", dtype="float32", config={}, prompt_text="<b>", prompt_ids=[1], prompt_tokens=["<b>"], pos=1),
-              Committed(round=1, pos=1, token_ids=[5], tokens=["<script>alert(1)</script>"], origins=["ar"], p=[0.5])]
+    events = [
+        RunStarted(
+            round=0,
+            run_id="x",
+            mode="ar",
+            target="t",
+            draft="",
+            device="cpu",
+            dtype="float32",
+            config={},
+            prompt_text="<b>",
+            prompt_ids=[1],
+            prompt_tokens=["<b>"],
+            pos=1,
+        ),
+        Committed(
+            round=1, pos=1, token_ids=[5], tokens=["<script>alert(1)</script>"], origins=["ar"], p=[0.5]
+        ),
+    ]
     assert trace_from_json(trace_to_json(events))[1].tokens == ["<script>alert(1)</script>"]
     assert event_to_dict(events[1])["kind"] == "committed"

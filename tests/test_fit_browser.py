@@ -6,6 +6,7 @@ server shared with the other browser modules):
 - a run started from the keyboard keeps its focused output inside the viewport;
 - γ = 2.5 typed in its box is marked invalid and refused by name.
 A loaded trace (specviz/sample.py) fills the verify table without a model run."""
+
 from __future__ import annotations
 
 import pytest

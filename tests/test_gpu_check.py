@@ -1,4 +1,5 @@
 """benchmarks/gpu_check.py as a CPU smoke test, and device -> host reads per round that do not grow with γ."""
+
 import pytest
 
 from benchmarks.gpu_check import HostReads, main, reads_per_round
@@ -8,8 +9,25 @@ from engine.runtime.models import load_model
 
 def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     """The prepared GPU check runs end to end (tiny shapes, fp32 CPU) and reports every number it promises."""
-    r = main(["--tiny", "--device", "cpu", "--dtype", "fp32", "--alphas", "0.8", "--gammas", "2,4",
-              "--max-new-tokens", "12", "--prompts", "1", "--prompt-tokens", "8"])
+    r = main(
+        [
+            "--tiny",
+            "--device",
+            "cpu",
+            "--dtype",
+            "fp32",
+            "--alphas",
+            "0.8",
+            "--gammas",
+            "2,4",
+            "--max-new-tokens",
+            "12",
+            "--prompts",
+            "1",
+            "--prompt-tokens",
+            "8",
+        ]
+    )
     assert r["draft_c"] > 0 and len(r["oracle"]) == 2
     for row in r["oracle"]:
         assert row["speedup"] > 0 and row["predicted_speedup"] > 0
@@ -24,8 +42,10 @@ def test_host_reads_per_round_do_not_grow_with_gamma(tiny_dirs, spec):
     draft = f"model:{tiny_dirs['other']}" if spec == "model" else "self"
     engine = Engine(load_model(tiny_dirs["target"]), draft, measure_step=False)
     ids = engine.encode("The sea at night", True)
-    reads = {g: reads_per_round(engine, ids, GenerationConfig(gamma=g, max_new_tokens=40, record_topk=0))
-             for g in (2, 8)}
+    reads = {
+        g: reads_per_round(engine, ids, GenerationConfig(gamma=g, max_new_tokens=40, record_topk=0))
+        for g in (2, 8)
+    }
     assert reads[2] == reads[8], reads
     assert reads[2]["draft_loop"] <= 1
 

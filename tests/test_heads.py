@@ -1,5 +1,6 @@
 """Trained draft heads (Medusa, EAGLE): training runs, the shipped heads load and propose, and both drafters
 stay lossless (greedy identity on the embedded model; the exact sampling law, with a negative control)."""
+
 import json
 from pathlib import Path
 
@@ -22,8 +23,18 @@ def tiny_heads(tiny_dirs, tmp_path_factory):
     """Heads trained in seconds on the tiny random target's own continuations of a few prompts."""
     target = load_model(tiny_dirs["target"])
     cfg = H.HeadsConfig(medusa_heads=3, draft_vocab=256, eagle_ffn=32)
-    heads, record = train(target.model, target.tokenizer, TRAIN_PROMPTS[:8], seed=0, max_new=12, gen_batch=4,
-                          cfg=cfg, medusa_epochs=2, eagle_epochs=2, log=lambda m: None)
+    heads, record = train(
+        target.model,
+        target.tokenizer,
+        TRAIN_PROMPTS[:8],
+        seed=0,
+        max_new=12,
+        gen_batch=4,
+        cfg=cfg,
+        medusa_epochs=2,
+        eagle_epochs=2,
+        log=lambda m: None,
+    )
     path = tmp_path_factory.mktemp("heads") / "tiny-heads.pt"
     H.save(heads, record, path)
     return target, str(path), heads, record
@@ -39,9 +50,18 @@ def test_training_runs_end_to_end_and_is_deterministic(tiny_heads):
     assert rec == record
     for (name, a), b in zip(heads.state_dict().items(), loaded.state_dict().values()):
         assert torch.equal(a.half().float() if a.is_floating_point() else a, b), name
-    again, _ = train(target.model, target.tokenizer, TRAIN_PROMPTS[:8], seed=0, max_new=12, gen_batch=4,
-                     cfg=H.HeadsConfig(medusa_heads=3, draft_vocab=256, eagle_ffn=32), medusa_epochs=2,
-                     eagle_epochs=2, log=lambda m: None)
+    again, _ = train(
+        target.model,
+        target.tokenizer,
+        TRAIN_PROMPTS[:8],
+        seed=0,
+        max_new=12,
+        gen_batch=4,
+        cfg=H.HeadsConfig(medusa_heads=3, draft_vocab=256, eagle_ffn=32),
+        medusa_epochs=2,
+        eagle_epochs=2,
+        log=lambda m: None,
+    )
     assert all(torch.equal(a, b) for a, b in zip(heads.state_dict().values(), again.state_dict().values()))
 
 
@@ -51,7 +71,9 @@ def test_training_time_test_unrolls_drafting_exactly(tiny_dirs):
     target = load_model(tiny_dirs["target"])
     tc = target.model.config
     torch.manual_seed(0)
-    layer = H.EagleLayer(tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads, 32, tc.rms_norm_eps).eval()
+    layer = H.EagleLayer(
+        tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads, 32, tc.rms_norm_eps
+    ).eval()
     parts = H.frozen_parts(target.model, torch.arange(16))
     t = 9
     f, e = torch.randn(1, t, tc.hidden_size), torch.randn(1, t, tc.hidden_size)  # e[p]: emb(x_{p+1})
@@ -60,22 +82,27 @@ def test_training_time_test_unrolls_drafting_exactly(tiny_dirs):
         preds = unrolled(layer, f, e, (cos, sin), 3)
         for j in range(t - 2):  # drafting from the true position j, as the EAGLE drafter runs it
             kv: list = []
-            out = layer(f[:, :j + 1], e[:, :j + 1], cos[:, :j + 1], sin[:, :j + 1], kv=kv)[:, -1:]
+            out = layer(f[:, : j + 1], e[:, : j + 1], cos[:, : j + 1], sin[:, : j + 1], kv=kv)[:, -1:]
             for k in range(1, 4):
                 p = j + k - 1
                 torch.testing.assert_close(out[:, 0], preds[k - 1][:, p], atol=1e-5, rtol=1e-4)
                 if k < 3:
-                    out = layer(out, e[:, p + 1:p + 2], cos[:, p + 1:p + 2], sin[:, p + 1:p + 2], kv=kv)
+                    out = layer(out, e[:, p + 1 : p + 2], cos[:, p + 1 : p + 2], sin[:, p + 1 : p + 2], kv=kv)
 
 
 def test_training_prompts_are_disjoint_from_every_benchmark_and_example_prompt():
     """Held-out claims and benchmark speedups mean nothing if the heads were trained on the prompts measured."""
     from ui.app_views import EXAMPLES
 
-    measured = [json.loads(line)["prompt"] for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
-                for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    measured = [
+        json.loads(line)["prompt"]
+        for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
+        for line in f.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     measured += [prompt for _, prompt, _, _ in EXAMPLES]
     from engine.specbench import load_questions  # Spec-Bench's 480 questions, every turn
+
     measured += [turn for q in load_questions() for turn in q["turns"]]
     assert len(TRAIN_PROMPTS) >= 500 and len(set(TRAIN_PROMPTS)) == len(TRAIN_PROMPTS)
     everything = "\x00".join(m.lower() for m in measured)  # one search per training prompt
@@ -101,15 +128,23 @@ def test_shipped_heads_load_and_propose(embedded):
     # run it now (python -m training.train), without scratch paths
     assert record["seed"] == 0 and record["command"].split()[2] in ("engine.heads.train", "engine.headtrain")
     from specviz.explain import heads_note
+
     note = heads_note("eagle")
     assert "python -m training.train --seed 0" in note and "/tmp" not in note
     assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
-    for kind in ("medusa", "eagle"):  # held-out hit rate per confidence bin: auto's priors, and they mean something
+    for kind in (
+        "medusa",
+        "eagle",
+    ):  # held-out hit rate per confidence bin: auto's priors, and they mean something
         table = record[f"{kind}_calibration"]
         assert len(table) == 5 and sum(n for n, _ in table) > 1000
         assert table[-1][1] > 0.6 > 0.2 > table[0][1]
     for spec in ("medusa", "eagle"):
-        events = list(Engine(embedded, spec).generate("Name three colours.", GenerationConfig(gamma=3, max_new_tokens=12)))
+        events = list(
+            Engine(embedded, spec).generate(
+                "Name three colours.", GenerationConfig(gamma=3, max_new_tokens=12)
+            )
+        )
         drafted = [e for e in events if e.kind == "drafted" and e.token_ids]
         assert drafted and all(e.drafter == spec for e in drafted)
 
@@ -143,8 +178,11 @@ def test_auto_with_one_head_drafts_with_that_head_alone_and_says_why(embedded, k
     head), each round's decision names it or says why the round is plain, and a chain is cut by confidence: never
     longer than γ, and at least one round drafts."""
     engine = Engine(embedded, f"auto:{kind}", measure_step=False)
-    events = list(engine.generate("Write two sentences about a quiet harbour town.",
-                                  GenerationConfig(gamma=4, max_new_tokens=40)))
+    events = list(
+        engine.generate(
+            "Write two sentences about a quiet harbour town.", GenerationConfig(gamma=4, max_new_tokens=40)
+        )
+    )
     used = [e for e in events if e.kind == "drafted" and e.token_ids]
     assert used and {e.drafter for e in used} == {kind}
     assert all(len(e.token_ids) <= 4 for e in used)
@@ -180,11 +218,21 @@ def test_heads_sampling_fidelity_with_negative_control(tiny_heads, monkeypatch, 
     engine = Engine(target, f"{kind}:{path}", measure_step=False)
     ids = engine.encode("Tell me about the weather.", True)
     p = target_first_token_probs(engine, ids)
-    monkeypatch.setattr("tests.test_engine.GenerationConfig",
-                        lambda **kw: GenerationConfig(**kw, tree_budget=tree_budget, tree_branching=2))
-    drafted = [e for e in engine.generate(None, GenerationConfig(gamma=2, max_new_tokens=2, temperature=1.0, top_k=8,
-                                                                 seed=0, tree_budget=tree_budget), prompt_ids=ids)
-               if e.kind == "drafted" and e.token_ids]
+    monkeypatch.setattr(
+        "tests.test_engine.GenerationConfig",
+        lambda **kw: GenerationConfig(**kw, tree_budget=tree_budget, tree_branching=2),
+    )
+    drafted = [
+        e
+        for e in engine.generate(
+            None,
+            GenerationConfig(
+                gamma=2, max_new_tokens=2, temperature=1.0, top_k=8, seed=0, tree_budget=tree_budget
+            ),
+            prompt_ids=ids,
+        )
+        if e.kind == "drafted" and e.token_ids
+    ]
     assert drafted, "the heads must propose in round 1 (features from the prefill)"
     assert chi_square(first_token_counts(engine, ids, 600), p) < CHI2_7DF_999
     if tree_budget:
@@ -219,9 +267,21 @@ def test_broad_training_reads_texts_and_reports_each_source(tiny_dirs):
         logits = target.model(seqs[0]["tokens"][None]).logits[0, :-1]
     assert torch.equal(seqs[0]["next"], logits.argmax(-1))  # the label is the target's own choice
     cfg = H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=32)
-    heads, record = train(target.model, target.tokenizer, [("answers:qa", p) for p in TRAIN_PROMPTS[:10]], seed=0,
-                          max_new=8, gen_batch=5, cfg=cfg, medusa_epochs=1, eagle_epochs=1, log=lambda m: None,
-                          texts={"man-de": [text] * 6}, text_tokens=512 * 10, evals={"specbench:qa": ["What is 2+2?"]})
+    heads, record = train(
+        target.model,
+        target.tokenizer,
+        [("answers:qa", p) for p in TRAIN_PROMPTS[:10]],
+        seed=0,
+        max_new=8,
+        gen_batch=5,
+        cfg=cfg,
+        medusa_epochs=1,
+        eagle_epochs=1,
+        log=lambda m: None,
+        texts={"man-de": [text] * 6},
+        text_tokens=512 * 10,
+        evals={"specbench:qa": ["What is 2+2?"]},
+    )
     assert set(record["by_source"]) == {"answers:qa", "man-de", "specbench:qa"}
     for row in record["by_source"].values():
         assert len(row["medusa"]) == 2 and len(row["eagle"]) == 2 and row["labels"] > 0
@@ -234,9 +294,11 @@ def test_broad_instructions_are_disjoint_and_cover_every_category():
     from training import broad
     from ui.app_views import EXAMPLES
 
-    texts = {"python-docs": ["A paragraph of documentation that is long enough to be a passage. " * 8],
-             "debian-reference": ["The Debian system keeps its configuration in plain text files. " * 8],
-             "man-de": ["Dieses Programm zeigt den Inhalt eines Verzeichnisses an. Es hat viele Optionen."]}
+    texts = {
+        "python-docs": ["A paragraph of documentation that is long enough to be a passage. " * 8],
+        "debian-reference": ["The Debian system keeps its configuration in plain text files. " * 8],
+        "man-de": ["Dieses Programm zeigt den Inhalt eines Verzeichnisses an. Es hat viele Optionen."],
+    }
     pairs = broad.instructions(5, seed=0, texts=texts)
     assert {c for c, _ in pairs} == set(broad.CATEGORIES) and len(pairs) == 30
     assert pairs == broad.instructions(5, seed=0, texts=texts)  # seeded
@@ -273,16 +335,31 @@ def test_sharegpt_reads_whole_exchanges_of_a_file_cut_short():
     conversation keeps its alternating user / assistant turns up to the first other role, ending on an answer."""
     from training import sharegpt
 
-    whole = [{"id": "a", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},
-             {"id": "b", "conversations": [{"from": "human", "value": "Q1"}, {"from": "gpt", "value": "A1"},
-                                            {"from": "human", "value": "Q2"}, {"from": "bing", "value": "A2"}]}]
+    whole = [
+        {"id": "a", "conversations": [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello"}]},
+        {
+            "id": "b",
+            "conversations": [
+                {"from": "human", "value": "Q1"},
+                {"from": "gpt", "value": "A1"},
+                {"from": "human", "value": "Q2"},
+                {"from": "bing", "value": "A2"},
+            ],
+        },
+    ]
     text = json.dumps(whole, indent=1)
     assert sharegpt.read_json_prefix(text) == whole
     cut = json.dumps(whole)[:-1] + ', {"id": "c", "conversations": [{"from": "human", "value": "unfini'
     assert sharegpt.read_json_prefix(cut) == whole
-    assert [o["id"] for o in sharegpt.read_json_prefix(text[:text.index('"b"') + 30])] == ["a"]
-    assert sharegpt.turns(whole[0]) == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
-    assert sharegpt.turns(whole[1]) == [{"role": "user", "content": "Q1"}, {"role": "assistant", "content": "A1"}]
+    assert [o["id"] for o in sharegpt.read_json_prefix(text[: text.index('"b"') + 30])] == ["a"]
+    assert sharegpt.turns(whole[0]) == [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello"},
+    ]
+    assert sharegpt.turns(whole[1]) == [
+        {"role": "user", "content": "Q1"},
+        {"role": "assistant", "content": "A1"},
+    ]
     starts_with_answer = {"conversations": [{"from": "gpt", "value": "A"}, {"from": "human", "value": "Q"}]}
     assert sharegpt.turns(starts_with_answer) == []
     assert sharegpt.english("A plain English sentence, with “quotes” in it, is long enough to pass.")
@@ -308,13 +385,19 @@ def test_sharegpt_material_is_disjoint_and_each_conversation_used_once(monkeypat
     from training.train import argument_parser
 
     question = load_questions()[3]["turns"][0]
-    convs = [[{"role": "user", "content": f"Request number {i}: tell me about topic {i}."},
-              {"role": "assistant", "content": f"Here is what I know about topic {i}. " * 5}] for i in range(8)]
+    convs = [
+        [
+            {"role": "user", "content": f"Request number {i}: tell me about topic {i}."},
+            {"role": "assistant", "content": f"Here is what I know about topic {i}. " * 5},
+        ]
+        for i in range(8)
+    ]
     convs[1][0]["content"] = f"Please answer this: {question}"  # asked: dropped from the answered prompts
     convs[6][1]["content"] = f"As the question says, {question}"  # read: dropped from the texts
     monkeypatch.setattr(sharegpt, "conversations", lambda seed=0: convs)
-    args = argument_parser().parse_args(["--sources", "sharegpt", "--text-tokens", "100000",
-                                         "--sharegpt-answers", "3"])
+    args = argument_parser().parse_args(
+        ["--sources", "sharegpt", "--text-tokens", "100000", "--sharegpt-answers", "3"]
+    )
     prompts, texts, evals = corpus.broad_material(args, _ChatML())
     assert prompts == [("answers:sharegpt", convs[i][0]["content"]) for i in (0, 2)]
     assert list(texts) == ["sharegpt"] and len(texts["sharegpt"]) == 4  # conversations 3, 4, 5, 7
@@ -332,8 +415,18 @@ def test_zero_epochs_leave_a_head_untrained_and_the_eagle_width_is_a_setting(tin
     target = load_model(tiny_dirs["target"])
     args = argument_parser().parse_args(["--medusa-epochs", "0", "--eagle-ffn", "48"])
     cfg = H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=args.eagle_ffn)
-    heads, record = train(target.model, target.tokenizer, TRAIN_PROMPTS[:6], seed=0, max_new=8, gen_batch=3, cfg=cfg,
-                          medusa_epochs=args.medusa_epochs, eagle_epochs=1, log=lambda m: None)
+    heads, record = train(
+        target.model,
+        target.tokenizer,
+        TRAIN_PROMPTS[:6],
+        seed=0,
+        max_new=8,
+        gen_batch=3,
+        cfg=cfg,
+        medusa_epochs=args.medusa_epochs,
+        eagle_epochs=1,
+        log=lambda m: None,
+    )
     assert all(not p.any() for p in heads.medusa.parameters())
     assert heads.eagle.down.in_features == 48 and any(p.abs().sum() > 0 for p in heads.eagle.parameters())
     assert len(record["eagle_top1"]) == 2
@@ -352,9 +445,19 @@ def test_eagle_batch_sets_the_optimizer_steps_and_is_recorded(tiny_dirs, monkeyp
     for batch in (1, 3):
         calls.clear()
         args = T.argument_parser().parse_args(["--eagle-batch", str(batch)])
-        _, record = train(target.model, target.tokenizer, TRAIN_PROMPTS[:8], seed=0, max_new=6, gen_batch=4,
-                          cfg=H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=32), medusa_epochs=0,
-                          eagle_epochs=2, log=lambda m: None, eagle_batch=args.eagle_batch)
+        _, record = train(
+            target.model,
+            target.tokenizer,
+            TRAIN_PROMPTS[:8],
+            seed=0,
+            max_new=6,
+            gen_batch=4,
+            cfg=H.HeadsConfig(medusa_heads=2, draft_vocab=128, eagle_ffn=32),
+            medusa_epochs=0,
+            eagle_epochs=2,
+            log=lambda m: None,
+            eagle_batch=args.eagle_batch,
+        )
         counts[batch] = len(calls)
         assert record["eagle_batch"] == batch
     n = counts[1] // 2  # training sequences
@@ -371,14 +474,18 @@ def test_eagle_loss_weights_its_terms_and_uses_the_hooks(tiny_dirs):
     target = load_model(tiny_dirs["target"])
     seqs = C.corpus(target.model, target.tokenizer, TRAIN_PROMPTS[:3], max_new=8, batch=3, log=lambda m: None)
     vocab_ids, _ = C.draft_vocab(seqs, 64)
-    parts, index = H.frozen_parts(target.model, vocab_ids), T._index_map(vocab_ids, target.model.config.vocab_size)
+    parts, index = (
+        H.frozen_parts(target.model, vocab_ids),
+        T._index_map(vocab_ids, target.model.config.vocab_size),
+    )
     tc = target.model.config
     torch.manual_seed(0)
     layer = H.EagleLayer(tc.hidden_size, tc.num_attention_heads, tc.num_key_value_heads, 32, tc.rms_norm_eps)
 
     def loss(reg, **hooks):
-        value, cls = T.eagle_loss(layer, parts, index, seqs, 0.1, torch.Generator().manual_seed(0), 0.5, 2, reg,
-                                  **hooks)
+        value, cls = T.eagle_loss(
+            layer, parts, index, seqs, 0.1, torch.Generator().manual_seed(0), 0.5, 2, reg, **hooks
+        )
         return float(value.detach()), float(cls)
 
     (l0, c0), (l1, c1), (l2, _) = loss(0.0), loss(1.0), loss(2.0)

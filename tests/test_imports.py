@@ -6,6 +6,7 @@ A module may import its own room and any lower layer; training/ (top level) read
 runtime and the heads' own modules, never a drafter, and the engine never imports training/; specviz reads only
 the plain modules; app.py and ui/ sit on top of everything.
 """
+
 from __future__ import annotations
 
 import ast
@@ -44,7 +45,7 @@ def imports_of(name: str, path: Path, mods: dict) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
             targets = subs if len(subs) == len(node.names) else [base] + subs  # `from pkg import mod` is mod
@@ -61,7 +62,9 @@ def room(name: str) -> str:
         return "api"
     if len(parts) == 2 and parts[1] in PLAIN:
         return "plain"
-    assert len(parts) >= 2 and parts[1] in RANK, f"{name} is in no room: add it to a layer in tests/test_imports.py"
+    assert len(parts) >= 2 and parts[1] in RANK, (
+        f"{name} is in no room: add it to a layer in tests/test_imports.py"
+    )
     return parts[1]
 
 
@@ -78,7 +81,9 @@ def allowed(name: str, dep: str) -> bool:
         return dep_top in ("engine", "specviz", "benchmarks") or (dep_top == "ui" and name in APP_BENCHMARKS)
     if top == "tools":  # developer tools sit on top, beside the app
         return dep_top in ("engine", "specviz", "benchmarks", "ui", "tools", "app")
-    if top == "training":  # the heads' training reads the engine's plain modules, runtime and the heads' modules
+    if (
+        top == "training"
+    ):  # the heads' training reads the engine's plain modules, runtime and the heads' modules
         return dep_top == "training" or (dep_top == "engine" and room(dep) in ("plain", "runtime", "heads"))
     if top == "specviz":
         return dep_top == "specviz" or (dep_top == "engine" and room(dep) == "plain")
@@ -99,8 +104,10 @@ def test_imports_point_down_and_form_no_cycle():
     graph = import_graph()
     for name, deps in graph.items():
         bad = sorted(d for d in deps if not allowed(name, d))
-        assert not bad, f"{name} imports {bad}: imports point down (plain <- runtime/sampling <- heads <- " \
-                        f"drafters <- decode; specviz reads only the plain modules)"
+        assert not bad, (
+            f"{name} imports {bad}: imports point down (plain <- runtime/sampling <- heads <- "
+            f"drafters <- decode; specviz reads only the plain modules)"
+        )
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
     def visit(node: str, path: list[str]) -> None:
@@ -134,14 +141,21 @@ def test_the_layer_rules_refuse_an_upward_import():
 def test_engine_never_imports_ui_libraries():
     """engine/ knows tensors and models, never gradio or plotly; specviz never imports torch or gradio; the app's
     policy in ui/ (its choices, guards and controls) stays gradio- and torch-free, tested without a browser."""
-    banned = {"engine": {"gradio", "plotly", "specviz", "benchmarks", "ui"}, "specviz": {"torch", "gradio", "benchmarks", "ui"},
-              **{m: {"gradio", "torch"} for m in GRADIO_FREE}}
+    banned = {
+        "engine": {"gradio", "plotly", "specviz", "benchmarks", "ui"},
+        "specviz": {"torch", "gradio", "benchmarks", "ui"},
+        **{m: {"gradio", "torch"} for m in GRADIO_FREE},
+    }
     for name, path in project_modules().items():
         layer = name if name in GRADIO_FREE else name.partition(".")[0]
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            roots = ([a.name.partition(".")[0] for a in node.names] if isinstance(node, ast.Import) else
-                     [(node.module or "").partition(".")[0]] if isinstance(node, ast.ImportFrom) and not node.level
-                     else [])
+            roots = (
+                [a.name.partition(".")[0] for a in node.names]
+                if isinstance(node, ast.Import)
+                else [(node.module or "").partition(".")[0]]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             hit = set(roots) & banned.get(layer, set())
             assert not hit, f"{name} imports {sorted(hit)}"
 
@@ -151,9 +165,12 @@ def test_plain_modules_and_the_renderers_leave_torch_out():
     import torch: renderers, traces and the app's choices run without it."""
     plain = [f"engine.{m}" for m in PLAIN]
     views = [module_name(p) for p in sorted((ROOT / "specviz").rglob("*.py"))]
-    code = ("import sys\n" + "".join(f"import {m}\n" for m in plain + views) +
-            "import ui.app_views as av\nimport ui.app_guard, ui.controls\nav.pair_choices(); av.drafter_choices()\n"
-            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in plain + views)
+        + "import ui.app_views as av\nimport ui.app_guard, ui.controls\nav.pair_choices(); av.drafter_choices()\n"
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"torch was imported: {out.stdout[:300]}"
@@ -169,9 +186,12 @@ def test_the_torch_check_sees_torch(tmp_path):
 def long_functions(path: Path) -> list[str]:
     """Functions in a file longer than MAX_FUNCTION_LINES (def line to last line)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [f"{path.relative_to(ROOT)}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"
-            for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
+    return [
+        f"{path.relative_to(ROOT)}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES
+    ]
 
 
 def test_no_function_in_engine_is_longer_than_a_screen():

@@ -1,5 +1,6 @@
 """The lean forward's kernels are measured on the host it runs on (engine/runtime/kernels.py), never assumed:
 each projection uses, per row count and thread count, the kernel measured faster here; the cache is per host."""
+
 from __future__ import annotations
 
 import pytest
@@ -52,7 +53,10 @@ def test_either_kernel_computes_the_same_logits(cache_dir):
             for w in weights:
                 w.use_plan(torch.get_num_threads(), {r: {"kernel": choice} for r in kernels.ROWS})
         with torch.inference_mode():
-            out[choice] = (forward(x[:, :1], KVCache.for_model(model, 8)), forward(x, KVCache.for_model(model, 8)))
+            out[choice] = (
+                forward(x[:, :1], KVCache.for_model(model, 8)),
+                forward(x, KVCache.for_model(model, 8)),
+            )
     for a, b in zip(out["mkl"], out["onednn"]):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 

@@ -1,6 +1,7 @@
 """The race's OS-level load watch: other processes' CPU during each lane's compute, and the flag it raises
 when they wanted more cores than the race left free. Scripted counters for the rule (a negative control
 included), a real race for the wiring; no timing is asserted."""
+
 import pytest
 
 from engine import Engine, GenerationConfig

@@ -1,4 +1,5 @@
 """engine.models.load_model's locking, with a slow fake loader: no model is read from disk."""
+
 from __future__ import annotations
 
 import threading
@@ -40,6 +41,9 @@ def test_loaded_model_returns_while_another_spec_is_loading(monkeypatch):
     for t in slow:
         t.join(30)
     assert finished_while_slow_loads, "a loaded model or another spec waited for the slow load"
-    assert results == {"embedded": ["loaded embedded"], "other/model": ["loaded other/model"],
-                       "slow/model": ["loaded slow/model"] * 2}
+    assert results == {
+        "embedded": ["loaded embedded"],
+        "other/model": ["loaded other/model"],
+        "slow/model": ["loaded slow/model"] * 2,
+    }
     assert sorted(calls) == ["embedded", "other/model", "slow/model"]  # each spec loaded once

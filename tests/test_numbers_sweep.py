@@ -1,6 +1,7 @@
 """Every printed equation on the page reproduces from the numbers printed beside it, over hundreds of generated runs
 (γ 1 to 16, fixed and varying, greedy and sampled, quiet and noisy timings, machines from a phone to a server), not
 three runs at the defaults; and the checker catches a figure one digit off (negative controls)."""
+
 from __future__ import annotations
 
 import collections
@@ -22,8 +23,17 @@ from tests.synthetic import race
 from ui.app_views import summary_html, views
 
 RUNS = 300
-SEEN = ("One round at γ", "At α = ", "Σ E = ", "At n = 1 these are", "of the bandwidth bound (memory floor",
-        "× the roofline max(", "speedup ", "AR at ", "It stops paying")
+SEEN = (
+    "One round at γ",
+    "At α = ",
+    "Σ E = ",
+    "At n = 1 these are",
+    "of the bandwidth bound (memory floor",
+    "× the roofline max(",
+    "speedup ",
+    "AR at ",
+    "It stops paying",
+)
 
 
 def text(markup: str) -> str:
@@ -41,15 +51,21 @@ def bump(s: str, pattern: str) -> str:
     assert m, pattern
     figure = m.group(1)
     places = len(figure.split(".")[1]) if "." in figure else 0
-    return s[:m.start(1)] + f"{float(figure) + 10 ** -places:.{places}f}" + s[m.end(1):]
+    return s[: m.start(1)] + f"{float(figure) + 10**-places:.{places}f}" + s[m.end(1) :]
 
 
 def test_derive_prints_inputs_that_reproduce_the_figure():
     """The rule itself: the issue's γ = 16 case prints α as its counts; a quotient gets the digits it needs."""
-    e, (alpha,) = derive(lambda a: (1 - a ** 17) / (1 - a), [Exact.ratio(29, 30)])
+    e, (alpha,) = derive(lambda a: (1 - a**17) / (1 - a), [Exact.ratio(29, 30)])
     assert (e, alpha) == ("13.14", "29/30")
-    assert derive(lambda a: (1 - a ** 17) / (1 - a), [(29 / 30, 2)]) == ("13.14", ["0.9667"])  # 0.97 gives 13.47
-    assert quotient_terms(16.4, 15.8) == ("1.04", "16", "16") or quotient_terms(16.4, 15.8)[1:] == ("16.4", "15.8")
+    assert derive(lambda a: (1 - a**17) / (1 - a), [(29 / 30, 2)]) == (
+        "13.14",
+        ["0.9667"],
+    )  # 0.97 gives 13.47
+    assert quotient_terms(16.4, 15.8) == ("1.04", "16", "16") or quotient_terms(16.4, 15.8)[1:] == (
+        "16.4",
+        "15.8",
+    )
     rng = random.Random(1)
     for _ in range(2000):
         x, y = rng.uniform(0.01, 1e4), rng.uniform(0.01, 1e4)
@@ -73,15 +89,29 @@ def test_every_equation_reproduces_over_a_sweep_of_runs():
         shown = text(cut.summary), text(cut.explain), text(cut.race)
         assert check_page(*shown) == [], ("replayed", seed)
         seen["replayed"] += "One round at γ" in shown[1]
-    assert all(seen[k] >= RUNS * 0.6 for k in (*SEEN, "replayed")), seen  # each equation was checked, not skipped
+    assert all(seen[k] >= RUNS * 0.6 for k in (*SEEN, "replayed")), (
+        seen
+    )  # each equation was checked, not skipped
     assert lossy >= 10
 
 
-@pytest.mark.parametrize("pattern", [
-    r"= ([\d.]+) target steps and commits", r"commits E = .*? = ([\d.]+) tokens", r" = ([\d.]+)× for that round",
-    r"= predicted ([\d.]+)× \(measured", r"\) = [\d.]+ steps → ([\d.]+)×", r"At n = 1 these are ([\d.]+) ms",
-    r"At n = 1 these are [\d.]+ ms and ([\d.]+) ms", r"is (\d+)% of the bandwidth bound", r"ms, ([\d.]+)× the roofline",
-    r"speedup ([\d.]+)×", r"= ([\d.]+) tok/s\)", r"α = 0\.2 → ([\d.]+)×"])
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"= ([\d.]+) target steps and commits",
+        r"commits E = .*? = ([\d.]+) tokens",
+        r" = ([\d.]+)× for that round",
+        r"= predicted ([\d.]+)× \(measured",
+        r"\) = [\d.]+ steps → ([\d.]+)×",
+        r"At n = 1 these are ([\d.]+) ms",
+        r"At n = 1 these are [\d.]+ ms and ([\d.]+) ms",
+        r"is (\d+)% of the bandwidth bound",
+        r"ms, ([\d.]+)× the roofline",
+        r"speedup ([\d.]+)×",
+        r"= ([\d.]+) tok/s\)",
+        r"α = 0\.2 → ([\d.]+)×",
+    ],
+)
 def test_a_figure_one_digit_off_is_caught(pattern):
     """Negative controls: in every generated run where the figure appears, moving it by one unit of its last digit
     makes the check fail."""
@@ -92,8 +122,11 @@ def test_a_figure_one_digit_off_is_caught(pattern):
         if not re.search(pattern, raced if where == "race" else explain):
             continue
         tried += 1
-        bad = (check_page(summary, explain, bump(raced, pattern)) if where == "race" else
-               check_page(summary, bump(explain, pattern), raced))
+        bad = (
+            check_page(summary, explain, bump(raced, pattern))
+            if where == "race"
+            else check_page(summary, bump(explain, pattern), raced)
+        )
         caught += bool(bad)
     assert tried >= 20 and caught == tried, (tried, caught)
 
@@ -114,20 +147,36 @@ def test_the_old_rule_fails_the_check_at_gamma_16():
 def batch_lane(rng: random.Random, mode: str) -> list:
     tokens, wall = rng.randint(16, 4000), rng.uniform(0.5, 60)
     prefill = rng.uniform(0.01, wall / 2)
-    return [BatchFinished(round=rng.randint(2, 200), rows=rng.choice([1, 2, 4, 16]), mode=mode,
-                          draft="ngram" if mode == "speculative" else "",
-                          summary={"tokens": tokens, "wall_s": wall, "prefill_s": prefill, "rounds": 10,
-                                   "decode_tokens_per_s": tokens / (wall - prefill), "round_gammas": [[4, 10]],
-                                   "alpha": rng.random()})]
+    return [
+        BatchFinished(
+            round=rng.randint(2, 200),
+            rows=rng.choice([1, 2, 4, 16]),
+            mode=mode,
+            draft="ngram" if mode == "speculative" else "",
+            summary={
+                "tokens": tokens,
+                "wall_s": wall,
+                "prefill_s": prefill,
+                "rounds": 10,
+                "decode_tokens_per_s": tokens / (wall - prefill),
+                "round_gammas": [[4, 10]],
+                "alpha": rng.random(),
+            },
+        )
+    ]
 
 
 def test_batch_figures_reproduce_and_a_wrong_one_is_caught():
     for seed in range(200):
         rng = random.Random(seed)
-        shown = text(batch_summary_html({"speculative": batch_lane(rng, "speculative"), "ar": batch_lane(rng, "ar")}))
+        shown = text(
+            batch_summary_html({"speculative": batch_lane(rng, "speculative"), "ar": batch_lane(rng, "ar")})
+        )
         assert "the AR batch" in shown and shown.count("tokens/s (") == 2
         assert check_batch(shown) == [], (seed, shown)
-        assert check_batch(bump(shown, r"ran at ([\d.]+)×")) and check_batch(bump(shown, r"([\d.]+) tokens/s \("))
+        assert check_batch(bump(shown, r"ran at ([\d.]+)×")) and check_batch(
+            bump(shown, r"([\d.]+) tokens/s \(")
+        )
 
 
 def test_the_roofline_chart_tooltips_multiply_out():
@@ -136,8 +185,10 @@ def test_the_roofline_chart_tooltips_multiply_out():
 
     seen = 0
     for seed in range(150):
-        for t, v, t1 in re.findall(r"t\(\d+\) = ([\d.]+) ms = v\(\d+\) ([\d.]+) × t\(1\) ([\d.]+) ms",
-                                   render_explain(race(random.Random(seed)))):
+        for t, v, t1 in re.findall(
+            r"t\(\d+\) = ([\d.]+) ms = v\(\d+\) ([\d.]+) × t\(1\) ([\d.]+) ms",
+            render_explain(race(random.Random(seed))),
+        ):
             assert agrees(t, float(v) * float(t1)), (t, v, t1)
             seen += 1
     assert seen >= 300

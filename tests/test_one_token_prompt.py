@@ -1,4 +1,5 @@
 """A one-token prompt has no prefill: the first forward of a round meets an empty cache (issue 12, item 9)."""
+
 import pytest
 
 from engine import Engine, GenerationConfig, load_model
@@ -14,7 +15,9 @@ def test_one_token_prompt_matches_ar_with_every_drafter(tiny_dirs, spec):
     cfg = GenerationConfig(gamma=3, max_new_tokens=12)
     for ids in ([42], [1]):
         events = list(engine.generate(None, cfg, prompt_ids=ids))
-        assert events[-1].token_ids == list(engine.generate(None, cfg, mode="ar", prompt_ids=ids))[-1].token_ids
+        assert (
+            events[-1].token_ids == list(engine.generate(None, cfg, mode="ar", prompt_ids=ids))[-1].token_ids
+        )
         assert events[0].prompt_ids == ids and len(events[-1].token_ids) >= 1
 
 

@@ -1,5 +1,6 @@
 """Per-model caches are weak (engine/runtime/permodel.py): what is built from a model goes with it, and a new
 module never gets a dropped one's weights (an id-keyed table could serve them once the id is reused)."""
+
 from __future__ import annotations
 
 import gc

@@ -2,6 +2,7 @@
 so no whitespace or case variant slips past the allowlist; head files only from the shipped assets or
 SPECVIZ_HEADS_DIR; the sizing refusal on every entry point; bounded, honest errors; trace files round-trip and
 Gradio's copies are bounded."""
+
 from __future__ import annotations
 
 import os
@@ -21,14 +22,17 @@ from ui import handlers as h
 @pytest.fixture
 def no_loads(monkeypatch):
     """Any model load fails the test: a refusal must come before anything is read."""
+
     def refuse(*args):
         raise AssertionError(f"a model load was attempted: {args[:1]}")
+
     monkeypatch.setattr(models, "_load", refuse)
     monkeypatch.setattr(models, "_LOADED", {})
 
 
-@pytest.mark.parametrize("draft", [" model:/some/dir", "\tmodel:/etc", "MODEL:/etc", " Model:gpt2", "model: /tmp ",
-                                   "\nmodel:x/y"])
+@pytest.mark.parametrize(
+    "draft", [" model:/some/dir", "\tmodel:/etc", "MODEL:/etc", " Model:gpt2", "model: /tmp ", "\nmodel:x/y"]
+)
 def test_no_spelling_of_a_draft_model_passes_the_allowlist(draft, no_loads):
     """The allowlist reads the parsed spec: leading whitespace, tabs and capitals name the same family."""
     with pytest.raises(ValueError, match="is not allowed here"):
@@ -51,8 +55,15 @@ def heads_paths(tmp_path):
     fifo = tmp_path / "fifo.pt"
     os.mkfifo(fifo)
     (tmp_path / "folder.pt").mkdir()
-    return ["/etc/shadow", "/proc/self/environ", "/dev/zero", str(fifo), str(tmp_path / "folder.pt"),
-            str(tmp_path / "missing.pt"), "../../etc/passwd"]
+    return [
+        "/etc/shadow",
+        "/proc/self/environ",
+        "/dev/zero",
+        str(fifo),
+        str(tmp_path / "folder.pt"),
+        str(tmp_path / "missing.pt"),
+        "../../etc/passwd",
+    ]
 
 
 @pytest.mark.parametrize("family", ["eagle", "medusa"])
@@ -86,7 +97,7 @@ def test_the_api_refuses_a_pair_this_machine_cannot_hold(monkeypatch, no_loads):
         next(h.api_generate("hi", draft="ngram", target="Qwen/Qwen2.5-7B-Instruct"))
 
 
-@pytest.mark.parametrize("value", [10**400, -10**400])
+@pytest.mark.parametrize("value", [10**400, -(10**400)])
 def test_an_overflowing_number_is_refused_by_name(value):
     """temperature=10**400 was an OverflowError; now it is the setting's own message."""
     with pytest.raises(ValueError, match="temperature must be a finite number"):
@@ -111,7 +122,9 @@ def test_gradio_cache_copies_are_bounded(tmp_path):
     os.utime(other, (now - 7200, now - 7200))
     assert guard.prune_cache(tmp_path, keep=4, max_age_s=3600) == 7
     assert sorted(p.parent.name for p in tmp_path.glob("*/specviz-trace-*.json")) == ["h0", "h1", "h2", "h3"]
-    assert not (tmp_path / "h9").exists() and other.exists()  # the emptied hash folder goes; the other app's file stays
+    assert (
+        not (tmp_path / "h9").exists() and other.exists()
+    )  # the emptied hash folder goes; the other app's file stays
 
 
 @pytest.mark.slow  # a 4.7 MiB trace: parsing and rendering it takes a few seconds
@@ -142,8 +155,16 @@ def test_streamed_text_leaves_out_the_special_tokens_the_final_text_drops():
     """The API's text so far never shows <|im_end|>; the final reply never did."""
     from engine.events import Committed
 
-    events = [Committed(round=1, pos=5, token_ids=[7, 8, 2], tokens=["Hi", " there", "<|im_end|>"],
-                        origins=["accepted", "accepted", "bonus"], p=[0.9, 0.9, 0.9])]
+    events = [
+        Committed(
+            round=1,
+            pos=5,
+            token_ids=[7, 8, 2],
+            tokens=["Hi", " there", "<|im_end|>"],
+            origins=["accepted", "accepted", "bonus"],
+            p=[0.9, 0.9, 0.9],
+        )
+    ]
     assert h.text_so_far(events, frozenset({2})) == "Hi there"
     assert h.text_so_far(events, frozenset()) == "Hi there<|im_end|>"  # the control: without the ids it shows
 
@@ -185,10 +206,29 @@ def test_a_raw_client_may_leave_out_every_argument_after_the_prompt():
         demo.validate_inputs(fn, [])
 
 
-@pytest.mark.parametrize("kind,field,value,message", [
-    ("verified", "target_topk", [7], r"verified.target_topk\[0\] must be a list of at most 20 \[id, text, prob\] rows"),
-    ("drafted", "draft_topk", [7, 7, 7, 7], r"drafted.draft_topk must be a list of at most 3 top-k lists"),
-    ("verified", "residual_topk", [[1, "x", 2.0]], r"verified.residual_topk\[0\]\[2\] must be a probability")])
+@pytest.mark.parametrize(
+    "kind,field,value,message",
+    [
+        (
+            "verified",
+            "target_topk",
+            [7],
+            r"verified.target_topk\[0\] must be a list of at most 20 \[id, text, prob\] rows",
+        ),
+        (
+            "drafted",
+            "draft_topk",
+            [7, 7, 7, 7],
+            r"drafted.draft_topk must be a list of at most 3 top-k lists",
+        ),
+        (
+            "verified",
+            "residual_topk",
+            [[1, "x", 2.0]],
+            r"verified.residual_topk\[0\]\[2\] must be a probability",
+        ),
+    ],
+)
 def test_top_k_fields_a_renderer_reads_are_validated(kind, field, value, message):
     """The two traces that broke every panel (and a residual with p = 2) are refused with one message."""
     import dataclasses
@@ -196,8 +236,10 @@ def test_top_k_fields_a_renderer_reads_are_validated(kind, field, value, message
     from engine.events import trace_from_json
     from specviz.sample import sample_events
 
-    events = [dataclasses.replace(e, **{field: value}) if e.kind == kind and e.round == 2 else e
-              for e in sample_events()]
+    events = [
+        dataclasses.replace(e, **{field: value}) if e.kind == kind and e.round == 2 else e
+        for e in sample_events()
+    ]
     with pytest.raises(ValueError, match=message):
         trace_from_json(trace_to_json(events))
 
@@ -209,7 +251,6 @@ def test_a_load_from_an_unreachable_hub_is_bounded(monkeypatch):
     monkeypatch.setattr(models, "hub_reachable", lambda *a: False)
     with pytest.raises(models.ModelLoadError, match="the Hugging Face hub is unreachable from here"):
         models._load_pretrained("no-such-org/no-such-model", None, None, False)
-
 
 
 def test_a_beam_run_with_a_drafter_beams_cannot_use_is_refused_before_it_is_built(no_loads):

@@ -1,5 +1,6 @@
 """The interleaved race, the recorded random draw u, honest counts at an accepted EOS, the oracle drafter,
 the time limit and the cache size: on tiny random models and on the real embedded model."""
+
 import pytest
 import torch
 
@@ -23,7 +24,9 @@ def test_race_lanes_equal_separate_runs(tiny_dirs, temperature):
     for lane, event in engine.race("Tell me about the sea", cfg):
         lanes[lane].append(event)
     with torch_threads(1):  # the race computes on one thread: compare like with like
-        alone = {mode: list(engine.generate("Tell me about the sea", cfg, mode)) for mode in ("speculative", "ar")}
+        alone = {
+            mode: list(engine.generate("Tell me about the sea", cfg, mode)) for mode in ("speculative", "ar")
+        }
     for mode in lanes:
         assert _ids(lanes[mode]) == _ids(alone[mode]) == lanes[mode][-1].token_ids
     if temperature == 0:
@@ -33,7 +36,9 @@ def test_race_lanes_equal_separate_runs(tiny_dirs, temperature):
 def test_race_interleaves_round_by_round(tiny_dirs):
     """Both lanes advance before either finishes, and each lane's events stay in its own order."""
     engine = Engine(load_model(tiny_dirs["target"]), "self", measure_step=False)
-    order = [(lane, e.kind) for lane, e in engine.race("1, 2, 3,", GenerationConfig(gamma=2, max_new_tokens=24))]
+    order = [
+        (lane, e.kind) for lane, e in engine.race("1, 2, 3,", GenerationConfig(gamma=2, max_new_tokens=24))
+    ]
     first_finish = next(i for i, (_, kind) in enumerate(order) if kind == "finished")
     before = {lane for lane, kind in order[:first_finish] if kind == "committed"}
     assert before == {"speculative", "ar"}
@@ -70,10 +75,15 @@ def test_race_threads_stay_inside_the_lanes(tiny_dirs):
                 started[lane] = event.threads
     assert started == {"speculative": 1, "ar": 1} and steps > 10
     with torch_threads(2):
-        mine = [e.threads for _, e in engine.race("1, 2,", GenerationConfig(gamma=2, max_new_tokens=4), threads=None)
-                if e.kind == "run_started"]
+        mine = [
+            e.threads
+            for _, e in engine.race("1, 2,", GenerationConfig(gamma=2, max_new_tokens=4), threads=None)
+            if e.kind == "run_started"
+        ]
     assert mine == [2, 2]
-    summary = engine.run("1, 2,", GenerationConfig(gamma=2, max_new_tokens=4), compare_ar=True, race_threads=1).summary
+    summary = engine.run(
+        "1, 2,", GenerationConfig(gamma=2, max_new_tokens=4), compare_ar=True, race_threads=1
+    ).summary
     assert summary["threads"] == 1
 
 
@@ -123,7 +133,9 @@ def test_sampling_records_u_and_the_residual(tiny_dirs):
             tested += 1
         if v.first_rejected is not None:
             assert v.u[v.first_rejected] >= v.accept_prob[v.first_rejected]
-            assert v.residual_topk and abs(sum(r[2] for r in v.residual_topk) - 1) < 1.01  # a distribution's top-k
+            assert (
+                v.residual_topk and abs(sum(r[2] for r in v.residual_topk) - 1) < 1.01
+            )  # a distribution's top-k
             ids = [r[0] for r in v.residual_topk]
             if v.next_id in ids:
                 assert v.residual_topk[ids.index(v.next_id)][2] > 0
@@ -141,7 +153,9 @@ def test_corrected_tokens_follow_the_residual_law():
 
     p = torch.tensor([[0.10, 0.20, 0.30, 0.40], [0.25, 0.25, 0.25, 0.25]])
     q = torch.tensor([[0.40, 0.30, 0.20, 0.10]])
-    residual = sampling.residual(p[0], q[0], 0)  # the same for every rejected token: max(0, p − q) ∝ [0, 0, .1, .3]
+    residual = sampling.residual(
+        p[0], q[0], 0
+    )  # the same for every rejected token: max(0, p − q) ∝ [0, 0, .1, .3]
     gen = torch.Generator().manual_seed(11)
     counts = torch.zeros(4)
     while counts.sum() < 3000:
@@ -157,7 +171,7 @@ def test_corrected_tokens_follow_the_residual_law():
 
 
 def test_counts_agree_with_commits_at_an_accepted_eos(embedded):
-    """"Say exactly: Hello world." with self, γ = 8: drafts after an accepted EOS are neither accepted nor
+    """ "Say exactly: Hello world." with self, γ = 8: drafts after an accepted EOS are neither accepted nor
     tested, the rollback covers them, and every count matches what was committed."""
     engine = Engine(embedded, "self", measure_step=False)
     events = list(engine.generate("Say exactly: Hello world.", GenerationConfig(gamma=8, max_new_tokens=32)))
@@ -185,13 +199,17 @@ def test_oracle_accepts_at_its_rate_and_stays_lossless(embedded):
     """oracle:A proposes the target's greedy tokens corrupted with probability 1 − A: greedy α ≈ A, and the
     output is still the target's own greedy output."""
     engine = Engine(embedded, "oracle:0.6", measure_step=False)
-    result = engine.run("Write a short story about a lighthouse keeper.", GenerationConfig(gamma=4, max_new_tokens=96),
-                        compare_ar=True)
+    result = engine.run(
+        "Write a short story about a lighthouse keeper.",
+        GenerationConfig(gamma=4, max_new_tokens=96),
+        compare_ar=True,
+    )
     s = result.summary
     assert s["identical_to_ar"] is True
     assert 0.45 < s["alpha"] < 0.75  # 0.6 ± 3 standard errors over ~60 tested positions
-    perfect = Engine(embedded, "oracle:1", measure_step=False).run("Name three colours.",
-                                                                   GenerationConfig(gamma=4, max_new_tokens=24))
+    perfect = Engine(embedded, "oracle:1", measure_step=False).run(
+        "Name three colours.", GenerationConfig(gamma=4, max_new_tokens=24)
+    )
     assert perfect.summary["alpha"] == 1.0
     for bad in ("oracle:1.5", "oracle:x", "oracle:0.5:-1"):
         with pytest.raises(ModelLoadError, match="oracle:A"):
@@ -217,4 +235,7 @@ def test_tree_at_the_slider_extremes_fits_the_cache(embedded, draft):
     engine = Engine(embedded, draft, measure_step=False)
     events = list(engine.generate("1 2 3 1 2 3 1 2 3 1 2 4 1 2 5 1 2 3 1 2", cfg))
     assert events[-1].kind == "finished" and len(events[-1].token_ids) > 0
-    assert events[-1].token_ids == list(engine.generate("1 2 3 1 2 3 1 2 3 1 2 4 1 2 5 1 2 3 1 2", cfg, "ar"))[-1].token_ids
+    assert (
+        events[-1].token_ids
+        == list(engine.generate("1 2 3 1 2 3 1 2 3 1 2 4 1 2 5 1 2 3 1 2", cfg, "ar"))[-1].token_ids
+    )

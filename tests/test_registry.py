@@ -1,5 +1,6 @@
 """The drafter registry (engine/specs.py): one parser for every spec, one table the engine, beam search, the
 app's choices and the trace loader all read; adding a drafter is one file plus one registry line."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -16,8 +17,18 @@ from ui import app_views as av
 @pytest.fixture
 def toy():
     """The toy family registered for one test, then removed."""
-    family = register(Family("repeat", "repeat[:K]", "the last committed token, K times", "tests.toy_drafter",
-                             (Arg("K", "int", 1, 4, default=2),), beams=True, choice=True, param="K"))
+    family = register(
+        Family(
+            "repeat",
+            "repeat[:K]",
+            "the last committed token, K times",
+            "tests.toy_drafter",
+            (Arg("K", "int", 1, 4, default=2),),
+            beams=True,
+            choice=True,
+            param="K",
+        )
+    )
     yield family
     REGISTRY.pop("repeat")
 
@@ -38,7 +49,10 @@ def test_a_toy_drafter_is_one_file_and_one_registry_line(toy, tiny_dirs):
     assert spec[-1].token_ids == ar[-1].token_ids
     drafted = [e for e in spec if e.kind == "drafted"]
     assert drafted and all(e.drafter == "repeat:3" and len(e.token_ids) <= 3 for e in drafted)
-    assert "repeat" in av.drafter_choices() and av.model_specs(av.EMBEDDED_PAIR, "repeat", 2) == ("embedded", "repeat:2")
+    assert "repeat" in av.drafter_choices() and av.model_specs(av.EMBEDDED_PAIR, "repeat", 2) == (
+        "embedded",
+        "repeat:2",
+    )
     assert av.drafter_of("repeat:3") == {"drafter": "repeat", "param": 3}
     beams = GenerationConfig(gamma=3, max_new_tokens=8, num_beams=2)
     best = [list(engine.generate("a b a b", beams, mode=m))[-1].token_ids for m in ("speculative", "ar")]
@@ -55,13 +69,23 @@ def test_the_toy_is_unknown_once_removed(tiny_dirs):
         av.model_specs(av.EMBEDDED_PAIR, "repeat", 0)
 
 
-@pytest.mark.parametrize("text,message", [
-    ("ngram:0", r"ngram\[:N\] needs 1 <= N <= 8, got 'ngram:0'"), ("ngram:x", "'x' is not a whole number"),
-    ("ngram:3:4", "'3:4' is not a whole number"), ("self:x", "self takes no argument"),
-    ("quant:int3", "quant kind must be int8, bf16 or fp16, got 'int3'"),
-    ("auto:heads", r"use auto .*auto:ngram .*auto:eagle / auto:medusa"),
-    ("model:", "needs a hub id or a path"), ("oracle", "use oracle:A"), ("oracle:2", r"needs 0 <= A <= 1 and 0 <= C <= 10"),
-    ("oracle:0.5:nan", r"needs 0 <= A <= 1"), ("", "unknown draft spec ''"), ("warp:9", "unknown draft spec 'warp:9'")])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("ngram:0", r"ngram\[:N\] needs 1 <= N <= 8, got 'ngram:0'"),
+        ("ngram:x", "'x' is not a whole number"),
+        ("ngram:3:4", "'3:4' is not a whole number"),
+        ("self:x", "self takes no argument"),
+        ("quant:int3", "quant kind must be int8, bf16 or fp16, got 'int3'"),
+        ("auto:heads", r"use auto .*auto:ngram .*auto:eagle / auto:medusa"),
+        ("model:", "needs a hub id or a path"),
+        ("oracle", "use oracle:A"),
+        ("oracle:2", r"needs 0 <= A <= 1 and 0 <= C <= 10"),
+        ("oracle:0.5:nan", r"needs 0 <= A <= 1"),
+        ("", "unknown draft spec ''"),
+        ("warp:9", "unknown draft spec 'warp:9'"),
+    ],
+)
 def test_bad_specs_are_refused_by_the_one_parser(text, message):
     """A bad spec is refused before any model loads, naming the family, the argument and its range."""
     with pytest.raises(ModelLoadError, match=message):
@@ -74,7 +98,10 @@ def test_specs_parse_to_typed_values():
     assert parse_draft("ngram:5").text == "ngram:5"
     oracle = parse_draft("oracle:0.8:0.1")
     assert (oracle["A"], oracle["C"]) == (0.8, 0.1) and parse_draft("oracle:0.8")["C"] == 0.0
-    assert parse_draft("model:HuggingFaceTB/SmolLM2-135M-Instruct").model == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert (
+        parse_draft("model:HuggingFaceTB/SmolLM2-135M-Instruct").model
+        == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    )
     assert parse_draft("layerskip")["L"] is None  # the builder picks a quarter of the target's layers
 
 
@@ -87,8 +114,19 @@ def test_beam_search_refuses_what_the_registry_does_not_allow():
 def test_the_app_offers_the_registry_choices_and_a_trace_sets_them_back():
     """The drafter dropdown is the registry's app choices (in order) plus the preset draft; a loaded trace's draft
     spec is parsed by the same parser."""
-    assert av.drafter_choices() == ["ngram", "self", "layerskip", "quant", "medusa", "eagle", "auto", "lookahead",
-                                    "recycle", "suffix", av.PRESET_DRAFT]
+    assert av.drafter_choices() == [
+        "ngram",
+        "self",
+        "layerskip",
+        "quant",
+        "medusa",
+        "eagle",
+        "auto",
+        "lookahead",
+        "recycle",
+        "suffix",
+        av.PRESET_DRAFT,
+    ]
     assert av.drafter_of("ngram:2") == {"drafter": "ngram", "param": 2}
     assert av.drafter_of("model:x/y") == {"drafter": av.PRESET_DRAFT}
     assert av.drafter_of("oracle:0.5") == {} and av.drafter_of("nonsense::") == {}

@@ -1,5 +1,6 @@
 """The roofline's arithmetic (engine/runtime/roofline.py): floors from the lean forward's own bytes and FLOPs, the
 ridge where they meet, and the gap of a measured time to them; the measurement itself returns real rates."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,8 +37,14 @@ def test_the_ridge_is_where_the_floors_meet(forward):
 
 def test_bandwidth_share_is_the_memory_floor_over_the_step():
     """The share a step reached: (weights + KV at the context) ÷ bandwidth, over the measured step; by hand."""
-    host = {"bandwidth": 10e9, "flops": 1e11, "weight_bytes": 5e8, "flops_per_token": 2.5e8,
-            "kv_bytes_per_position": 1e5, "attn_flops_per_position": 1e3}
+    host = {
+        "bandwidth": 10e9,
+        "flops": 1e11,
+        "weight_bytes": 5e8,
+        "flops_per_token": 2.5e8,
+        "kv_bytes_per_position": 1e5,
+        "attn_flops_per_position": 1e3,
+    }
     share = costmodel.bandwidth_share(0.1, 999, host)
     assert share["read_bytes"] == pytest.approx(5e8 + 1000 * 1e5)  # 0.6 GB
     assert share["floor_s"] == pytest.approx(0.06) and share["share"] == pytest.approx(0.6)
@@ -65,8 +72,11 @@ def test_a_run_records_the_machine_and_the_kernels_it_used(tiny_dirs, tmp_path, 
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     target = load_model(tiny_dirs["target"])
-    events = list(Engine(target, "ngram", measure_step=False).generate("1, 2, 3, 1, 2, 3,", GenerationConfig(
-        gamma=3, max_new_tokens=8)))
+    events = list(
+        Engine(target, "ngram", measure_step=False).generate(
+            "1, 2, 3, 1, 2, 3,", GenerationConfig(gamma=3, max_new_tokens=8)
+        )
+    )
     host = events[0].host
     assert host["threads"] == torch.get_num_threads() == events[0].threads
     assert host["cpu"] == kernels.cpu_name() and host["bandwidth"] > 1e8 and host["flops"] > 1e8
@@ -86,20 +96,29 @@ def test_the_machine_is_measured_once_per_host_then_read_from_the_cache(tmp_path
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     calls = []
-    monkeypatch.setattr(roofline, "measure", lambda threads, dtype, device: calls.append(threads) or
-                        {"threads": threads, "bandwidth": 1e10 * (1 + len(calls)), "flops": 1e11, "dtype": "float32"})
+    monkeypatch.setattr(
+        roofline,
+        "measure",
+        lambda threads, dtype, device: (
+            calls.append(threads)
+            or {"threads": threads, "bandwidth": 1e10 * (1 + len(calls)), "flops": 1e11, "dtype": "float32"}
+        ),
+    )
     first = roofline.machine(1)
     assert roofline.machine(1) == first and calls == [1] and len(list(tmp_path.glob("roofline-*.json"))) == 1
     assert roofline.machine(2)["threads"] == 2 and calls == [1, 2]
     assert roofline.machine(1, refresh=True)["bandwidth"] != first["bandwidth"] and calls == [1, 2, 1]
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"bandwidth": -1.0}, "run_started.host.bandwidth must be a number >= 0"),
-    ({"cpu": "x" * 500}, "run_started.host.cpu must be a string of at most 200"),
-    ({"kernels": {"qkv": {"1": "rm -rf"}}}, "run_started.host.kernels must map"),
-    ({"secret": 1}, "run_started.host has unknown keys"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"bandwidth": -1.0}, "run_started.host.bandwidth must be a number >= 0"),
+        ({"cpu": "x" * 500}, "run_started.host.cpu must be a string of at most 200"),
+        ({"kernels": {"qkv": {"1": "rm -rf"}}}, "run_started.host.kernels must map"),
+        ({"secret": 1}, "run_started.host has unknown keys"),
+    ],
+)
 def test_a_trace_with_a_bad_host_is_refused_by_name(bad, message):
     from engine.validate import check_host
 

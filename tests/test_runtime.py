@@ -1,4 +1,5 @@
 """Small runtime facts with one owner each: the end-of-text ids, the training prompt file, the cache's capacity."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,15 @@ class Tok:
 
 
 def tiny(eos) -> LlamaForCausalLM:
-    cfg = LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=1, eos_token_id=eos)
+    cfg = LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        eos_token_id=eos,
+    )
     model = LlamaForCausalLM(cfg)
     model.generation_config = HFGenerationConfig(eos_token_id=eos)
     return model

@@ -1,4 +1,5 @@
 """The acceptance math on hand-built distributions: exact, fast, and able to catch a wrong rule."""
+
 import pytest
 import torch
 
@@ -14,11 +15,16 @@ def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
 # chi-square critical values at significance 0.001: a correct sampler fails 1 time in 1000 (seeds fixed)
 CHI2_999 = {3: 16.27, 5: 20.52, 15: 37.70}
 
-P = torch.tensor([[0.50, 0.30, 0.15, 0.05, 0.00, 0.00],
-                  [0.10, 0.20, 0.30, 0.40, 0.00, 0.00],
-                  [0.25, 0.25, 0.25, 0.25, 0.00, 0.00]])  # (γ+1, V): target at 3 positions
-Q = torch.tensor([[0.05, 0.15, 0.30, 0.20, 0.30, 0.00],
-                  [0.40, 0.10, 0.10, 0.10, 0.10, 0.20]])  # (γ, V): a draft that disagrees strongly
+P = torch.tensor(
+    [
+        [0.50, 0.30, 0.15, 0.05, 0.00, 0.00],
+        [0.10, 0.20, 0.30, 0.40, 0.00, 0.00],
+        [0.25, 0.25, 0.25, 0.25, 0.00, 0.00],
+    ]
+)  # (γ+1, V): target at 3 positions
+Q = torch.tensor(
+    [[0.05, 0.15, 0.30, 0.20, 0.30, 0.00], [0.40, 0.10, 0.10, 0.10, 0.10, 0.20]]
+)  # (γ, V): a draft that disagrees strongly
 
 
 def speculate_two_tokens(n: int, accept=sampling.accept_sample, one_hot: bool = False) -> torch.Tensor:
@@ -34,7 +40,7 @@ def speculate_two_tokens(n: int, accept=sampling.accept_sample, one_hot: bool = 
         if one_hot:
             draft = torch.tensor([2, 3])
         v = accept(draft, None if one_hot else Q, P, gen)
-        emitted = draft[:v.n_accepted].tolist() + [v.next_id]
+        emitted = draft[: v.n_accepted].tolist() + [v.next_id]
         if len(emitted) < 2:  # rejected at position 1: the next round would start from P[1]
             emitted.append(int(torch.multinomial(P[1], 1, generator=gen)))
         counts[emitted[0], emitted[1]] += 1
@@ -56,8 +62,11 @@ def test_one_hot_draft_is_lossless():
 
 def test_broken_rule_is_caught():
     """The same test rejects a sampler that accepts every draft (it would emit q, not p)."""
+
     def accept_all(draft, q, p, gen):
-        return sampling.Verdict(len(draft), int(torch.multinomial(p[-1], 1, generator=gen)), [1.0] * 2, [0.0] * 2, 0.0)
+        return sampling.Verdict(
+            len(draft), int(torch.multinomial(p[-1], 1, generator=gen)), [1.0] * 2, [0.0] * 2, 0.0
+        )
 
     counts = speculate_two_tokens(2000, accept=accept_all)
     assert chi_square(counts.flatten(), torch.outer(P[0], P[1]).flatten()) > CHI2_999[15] * 5

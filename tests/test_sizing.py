@@ -1,4 +1,5 @@
 """Sized for the hardware: presets that cannot fit are hidden and refused; unused models are unloaded (LRU)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,8 +9,14 @@ from engine.runtime import models
 from ui import app_views as av
 
 
-@pytest.mark.parametrize("gib,hidden", [(16, {"Qwen2.5 0.5B → 7B"}), (64, set()),
-                                        (4, {"Qwen2.5 0.5B → 7B", "Qwen2.5 0.5B → 1.5B", "SmolLM2 135M → 1.7B"})])
+@pytest.mark.parametrize(
+    "gib,hidden",
+    [
+        (16, {"Qwen2.5 0.5B → 7B"}),
+        (64, set()),
+        (4, {"Qwen2.5 0.5B → 7B", "Qwen2.5 0.5B → 1.5B", "SmolLM2 135M → 1.7B"}),
+    ],
+)
 def test_presets_that_cannot_fit_are_hidden_and_refused(monkeypatch, gib, hidden):
     """A CPU box of N GiB hides the pairs whose fp32 weights exceed it, and refuses them saying why."""
     monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", str(gib))
@@ -19,8 +26,11 @@ def test_presets_that_cannot_fit_are_hidden_and_refused(monkeypatch, gib, hidden
     assert av.EMBEDDED_PAIR in shown and av.GEMMA_PAIR in shown
     for label in av.PAIRS:
         if label.split(" (")[0] in hidden:
-            with pytest.raises(ValueError, match=r"with its draft .* needs about \d+ GiB here \(fp32\), more than this "
-                                                 r"machine offers"):
+            with pytest.raises(
+                ValueError,
+                match=r"with its draft .* needs about \d+ GiB here \(fp32\), more than this "
+                r"machine offers",
+            ):
                 av.model_specs(label, av.PRESET_DRAFT, 0)
 
 
@@ -28,9 +38,12 @@ def test_seven_b_on_a_cpu_space_needs_about_thirty_gib(monkeypatch):
     """The issue's example: a 7B target in fp32 with its 0.5B draft is ~37 GiB estimated, refused on 16 GiB."""
     monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "16")
     message = sizing.refusal("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct", device="cpu")
-    assert message and ("Qwen/Qwen2.5-7B-Instruct with its draft Qwen/Qwen2.5-0.5B-Instruct needs about 39 GiB"
-                        in message)
-    assert sizing.refusal("some/unknown-model", "ngram", device="cpu") is None  # unknown sizes are not guessed
+    assert message and (
+        "Qwen/Qwen2.5-7B-Instruct with its draft Qwen/Qwen2.5-0.5B-Instruct needs about 39 GiB" in message
+    )
+    assert (
+        sizing.refusal("some/unknown-model", "ngram", device="cpu") is None
+    )  # unknown sizes are not guessed
 
 
 def test_a_draft_too_large_is_named_as_the_draft(monkeypatch):
@@ -43,6 +56,7 @@ def test_a_draft_too_large_is_named_as_the_draft(monkeypatch):
 @pytest.fixture
 def fake_models(monkeypatch):
     """load_model with a fake loader: no model is read from disk; returns the list of unloaded models."""
+
     class Fake:
         def __init__(self, spec):
             self.name, self.model = spec, object()

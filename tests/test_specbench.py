@@ -1,6 +1,7 @@
 """Spec-Bench's data and arithmetic (engine/specbench.py): the committed questions, the category mapping its
 evaluation/speed.py uses, a seeded stratified sample, and the speedup as a ratio of mean per-question speeds,
 checked against values computed by hand."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,7 +13,14 @@ def test_the_committed_questions_are_spec_benchs_480_with_their_licence():
     questions = sb.load_questions()
     assert len(questions) == 480
     counts = {g: sum(q["group"] == g for q in questions) for g in sb.GROUPS}
-    assert counts == {"mt_bench": 80, "translation": 80, "summarization": 80, "qa": 80, "math_reasoning": 80, "rag": 80}
+    assert counts == {
+        "mt_bench": 80,
+        "translation": 80,
+        "summarization": 80,
+        "qa": 80,
+        "math_reasoning": 80,
+        "rag": 80,
+    }
     assert all(len(q["turns"]) == 2 for q in questions if q["group"] == "mt_bench")
     assert all(len(q["turns"]) == 1 for q in questions if q["group"] != "mt_bench")
     assert "Apache License" in (sb.QUESTIONS.parent / "LICENSE").read_text()
@@ -21,7 +29,9 @@ def test_the_committed_questions_are_spec_benchs_480_with_their_licence():
 
 def test_mt_benchs_eight_subcategories_report_as_one_column():
     assert [sb.group_of(c) for c in sb.MT_BENCH] == ["mt_bench"] * 8
-    assert sb.group_of("math") == "mt_bench" and sb.group_of("math_reasoning") == "math_reasoning"  # not confused
+    assert (
+        sb.group_of("math") == "mt_bench" and sb.group_of("math_reasoning") == "math_reasoning"
+    )  # not confused
     assert sb.group_of("rag") == "rag"
 
 
@@ -64,15 +74,30 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     from benchmarks.specbench_run import run_specbench
 
     questions = sb.load_questions()
-    two = [next(q for q in questions if q["group"] == "mt_bench"), next(q for q in questions if q["group"] == "qa")]
-    results = run_specbench(target=tiny_dirs["target"], drafts=("ngram",), gamma=3, per_category=None,
-                            max_new_tokens=6, hf=True, out=tmp_path, questions=two, progress=False,
-                            command="test")
+    two = [
+        next(q for q in questions if q["group"] == "mt_bench"),
+        next(q for q in questions if q["group"] == "qa"),
+    ]
+    results = run_specbench(
+        target=tiny_dirs["target"],
+        drafts=("ngram",),
+        gamma=3,
+        per_category=None,
+        max_new_tokens=6,
+        hf=True,
+        out=tmp_path,
+        questions=two,
+        progress=False,
+        command="test",
+    )
     rows = {r["config"]: r for r in results["leaderboard"]}
     assert set(rows) == {"ours/ar", "ours/ngram/g3", "hf/greedy", "hf/ngram/g3"}
     assert rows["ours/ngram/g3"]["differ_from_ar"] == 0 and rows["hf/greedy"]["differ_from_ar"] == 0
     assert set(rows["ours/ngram/g3"]["speedups"]) == {"mt_bench", "qa", "overall"}
-    assert rows["ours/ar"]["speedups"]["overall"]["speedup"] == 1.0 and rows["ours/ar"]["tokens_per_forward"] == 1.0
+    assert (
+        rows["ours/ar"]["speedups"]["overall"]["speedup"] == 1.0
+        and rows["ours/ar"]["tokens_per_forward"] == 1.0
+    )
     mt = two[0]["question_id"]
     assert len(results["answers"]["ours/ngram/g3"][mt]["new_tokens"]) == 2  # both turns
     table = (tmp_path / "results.md").read_text()
@@ -93,25 +118,54 @@ def test_a_contestant_may_draft_trees(tiny_dirs):
     target = load_model(tiny_dirs["target"])
     configs, unsupported = build_configs(["self", "self+tree=8x2"], [3], target, hf=True)
     assert "hf/self+tree=8x2/g3" not in {c.name for c in configs} and unsupported == ["self+tree=8x2"]
-    engines = {"ar": Engine(target, "self"), "self": Engine(target, "self"),
-               "self+tree=8x2": Engine(target, "self")}
+    engines = {
+        "ar": Engine(target, "self"),
+        "self": Engine(target, "self"),
+        "self+tree=8x2": Engine(target, "self"),
+    }
     ids = target.tokenizer("a b c d a b c d a b c d a b c")["input_ids"]
     by = {c.name: run_config(c, engines, target, ids, 12) for c in configs if c.runner == "ours"}
-    assert by["ours/self+tree=8x2/g3"].summary["tree_rounds"] > 0 and by["ours/self/g3"].summary["tree_rounds"] == 0
+    assert (
+        by["ours/self+tree=8x2/g3"].summary["tree_rounds"] > 0
+        and by["ours/self/g3"].summary["tree_rounds"] == 0
+    )
     assert by["ours/self+tree=8x2/g3"].token_ids == by["ours/ar"].token_ids == by["ours/self/g3"].token_ids
 
 
-RESULTS = {"date": "2026-12-01", "command": "python -m benchmarks specbench --per-category 10",
-           "machine": {"cpu": "Test <CPU>", "threads": 2},
-           "settings": {"questions": 60, "per_category": 10, "seed": 0, "gamma": 4, "max_new_tokens": 64,
-                        "target": "embedded"},
-           "leaderboard": [{"config": "ours/ar", "label": "ours AR", "tokens_per_forward": 1.0, "tokens_per_s": 30.0,
-                            "differ_from_ar": 0, "speedups": {g: {"speedup": 1.0, "median_ratio": 1.0}
-                                                               for g in (*sb.GROUPS, "overall")}},
-                           {"config": "ours/ngram/g4", "label": "ours ngram γ=4", "tokens_per_forward": 1.73,
-                            "tokens_per_s": 36.0, "differ_from_ar": 0,
-                            "speedups": {"rag": {"speedup": 1.26, "median_ratio": 1.2},
-                                         "overall": {"speedup": 1.16, "median_ratio": 1.1}}}]}
+RESULTS = {
+    "date": "2026-12-01",
+    "command": "python -m benchmarks specbench --per-category 10",
+    "machine": {"cpu": "Test <CPU>", "threads": 2},
+    "settings": {
+        "questions": 60,
+        "per_category": 10,
+        "seed": 0,
+        "gamma": 4,
+        "max_new_tokens": 64,
+        "target": "embedded",
+    },
+    "leaderboard": [
+        {
+            "config": "ours/ar",
+            "label": "ours AR",
+            "tokens_per_forward": 1.0,
+            "tokens_per_s": 30.0,
+            "differ_from_ar": 0,
+            "speedups": {g: {"speedup": 1.0, "median_ratio": 1.0} for g in (*sb.GROUPS, "overall")},
+        },
+        {
+            "config": "ours/ngram/g4",
+            "label": "ours ngram γ=4",
+            "tokens_per_forward": 1.73,
+            "tokens_per_s": 36.0,
+            "differ_from_ar": 0,
+            "speedups": {
+                "rag": {"speedup": 1.26, "median_ratio": 1.2},
+                "overall": {"speedup": 1.16, "median_ratio": 1.1},
+            },
+        },
+    ],
+}
 
 
 def test_the_leaderboard_view_renders_the_committed_table_and_its_caption():

@@ -1,4 +1,5 @@
 """Plotly figures on hand-built event lists: trace counts and values equal what the events imply."""
+
 import pytest
 
 from engine.costmodel import expected_tokens, predicted_speedup
@@ -11,14 +12,25 @@ from specviz import (
 )
 from specviz.sample import ar_events, sample_events, speculative_events
 
-FIGS = (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, throughput_fig, speedup_model_fig)
+FIGS = (
+    accepted_length_fig,
+    position_acceptance_fig,
+    running_acceptance_fig,
+    throughput_fig,
+    speedup_model_fig,
+)
 
 
 def test_accepted_length_stacks_origins_per_round():
     """Bars per round split by origin; totals are the tokens each round committed."""
     fig = accepted_length_fig(sample_events())
     bars = {t.name: list(t.y) for t in fig.data}
-    assert bars == {"accepted": [2, 3, 0, 0], "corrected": [1, 0, 1, 0], "bonus": [0, 1, 0, 0], "ar": [0, 0, 0, 1]}
+    assert bars == {
+        "accepted": [2, 3, 0, 0],
+        "corrected": [1, 0, 1, 0],
+        "bonus": [0, 1, 0, 0],
+        "ar": [0, 0, 0, 1],
+    }
     assert list(fig.data[0].x) == [1, 2, 3, 4]
     assert "mean 2.25" in fig.layout.title.text
 
@@ -28,7 +40,9 @@ def test_position_acceptance_is_accepted_over_drafted():
     fig = position_acceptance_fig(sample_events())
     assert len(fig.data) == 2
     assert list(fig.data[0].y) == pytest.approx([2 / 3, 2 / 3, 1 / 3])
-    assert list(fig.data[1].y) == pytest.approx([(5 / 7) ** i for i in (1, 2, 3)])  # α = 5 accepted / 7 tested
+    assert list(fig.data[1].y) == pytest.approx(
+        [(5 / 7) ** i for i in (1, 2, 3)]
+    )  # α = 5 accepted / 7 tested
 
 
 def test_running_acceptance_after_each_round():
@@ -57,7 +71,9 @@ def test_speedup_model_curve_and_points():
     assert list(curve.x) == list(range(1, 17))
     assert curve.y[2] == pytest.approx(predicted_speedup(alpha, 3, c, v4))  # γ = 3: v measured at n = 4
     assert all(y <= expected_tokens(alpha, g) / (g * c + 1) for g, y in zip(curve.x, curve.y))  # v(n) >= 1
-    run = (3 * expected_tokens(alpha, 3) + 1) / (3 * (3 * c + v4) + 1)  # rounds γ = 3, 3, 3 and one plain step
+    run = (3 * expected_tokens(alpha, 3) + 1) / (
+        3 * (3 * c + v4) + 1
+    )  # rounds γ = 3, 3, 3 and one plain step
     assert list(predicted.y) == pytest.approx([run])
     assert list(measured.y) == pytest.approx([0.38 / 0.26]) and list(measured.x) == [3]
     assert any(s.y0 == 1.0 and s.y1 == 1.0 for s in fig.layout.shapes)
@@ -73,7 +89,9 @@ def test_figures_are_small_and_keep_zoom():
         fig = make(sample_events())
         assert fig.layout.height == HEIGHT <= 300 and fig.layout.uirevision == "specviz"
         assert fig.layout.paper_bgcolor == fig.layout.plot_bgcolor == "rgba(0,0,0,0)"
-        assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.margin.b >= 80
+        assert (
+            fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.margin.b >= 80
+        )
 
 
 def test_figures_degrade_to_a_note():
@@ -95,9 +113,15 @@ def test_the_batch_charts_crossover_label_sits_inside_its_log_axis():
     from specviz import throughput_figure
 
     points = [{"decode_tokens_per_s": 100.0 * b} for b in (1, 2, 4, 8, 16)]
-    fig = throughput_figure({"sizes": [1, 2, 4, 8, 16], "gamma": 4, "contestants": ["ar", "ngram@4"],
-                             "curves": {"grounded": {"ar": points, "ngram@4": points}},
-                             "crossover": {"grounded": {"ngram@4": 16}}})
+    fig = throughput_figure(
+        {
+            "sizes": [1, 2, 4, 8, 16],
+            "gamma": 4,
+            "contestants": ["ar", "ngram@4"],
+            "curves": {"grounded": {"ar": points, "ngram@4": points}},
+            "crossover": {"grounded": {"ngram@4": 16}},
+        }
+    )
     assert fig.layout.xaxis.type == "log"
     (label,) = fig.layout.annotations
     assert 0 <= label.x <= math.log10(16) and label.x == pytest.approx(math.log10(16))

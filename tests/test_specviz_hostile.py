@@ -1,5 +1,6 @@
 """Renderers on hand-built events that never went through trace_from_json: long chains and odd numbers
 render instead of crashing (issue 12, item 10). No torch here."""
+
 import dataclasses
 import sys
 
@@ -16,17 +17,47 @@ CHAIN = 2000  # the probe's RecursionError started at ~600 tokens
 def long_chain_events(drafted: bool) -> list:
     """One round holding a chain of CHAIN tokens: committed by a plain step, or drafted and all accepted."""
     ids, tokens = list(range(CHAIN)), [f"t{i}" for i in range(CHAIN)]
-    events = [RunStarted(round=0, run_id="long", mode="speculative", target="t", draft="d", device="cpu",
-                         dtype="float32", config={"gamma": 4, "temperature": 0.0}, prompt_text="Hi",
-                         prompt_ids=[1], prompt_tokens=["Hi"], pos=1)]
+    events = [
+        RunStarted(
+            round=0,
+            run_id="long",
+            mode="speculative",
+            target="t",
+            draft="d",
+            device="cpu",
+            dtype="float32",
+            config={"gamma": 4, "temperature": 0.0},
+            prompt_text="Hi",
+            prompt_ids=[1],
+            prompt_tokens=["Hi"],
+            pos=1,
+        )
+    ]
     if drafted:
-        events += [Drafted(round=1, pos=1, token_ids=ids, tokens=tokens, q=[1.0] * CHAIN, draft_topk=[], drafter="d"),
-                   Verified(round=1, pos=1, p=[0.9] * CHAIN, accept_prob=[1.0] * CHAIN, accepted=[True] * CHAIN,
-                            first_rejected=None, next_id=7, next_token="!", next_p=0.5, next_kind="bonus",
-                            target_topk=[], greedy=True)]
+        events += [
+            Drafted(
+                round=1, pos=1, token_ids=ids, tokens=tokens, q=[1.0] * CHAIN, draft_topk=[], drafter="d"
+            ),
+            Verified(
+                round=1,
+                pos=1,
+                p=[0.9] * CHAIN,
+                accept_prob=[1.0] * CHAIN,
+                accepted=[True] * CHAIN,
+                first_rejected=None,
+                next_id=7,
+                next_token="!",
+                next_p=0.5,
+                next_kind="bonus",
+                target_topk=[],
+                greedy=True,
+            ),
+        ]
         ids, tokens = ids + [7], tokens + ["!"]
     origins = ["accepted"] * CHAIN + ["bonus"] if drafted else ["ar"] * CHAIN
-    events.append(Committed(round=1, pos=1, token_ids=ids, tokens=tokens, origins=origins, p=[0.9] * len(ids)))
+    events.append(
+        Committed(round=1, pos=1, token_ids=ids, tokens=tokens, origins=origins, p=[0.9] * len(ids))
+    )
     return events
 
 

@@ -1,4 +1,5 @@
 """HTML renderers on hand-built event lists (specviz.sample builds them from engine.events dataclasses)."""
+
 import re
 from dataclasses import dataclass
 
@@ -78,12 +79,14 @@ def test_newline_token_is_visible_and_breaks_the_line():
 def test_tooltip_carries_q_p_acceptance_and_topk():
     """Hover content: round, position, q, p, min(1, p/q) and both models' top-k."""
     html = render_stream(sample_events())
-    first = html[html.index('<span class="tok tok-accepted"'):]
+    first = html[html.index('<span class="tok tok-accepted"') :]
     assert 'data-round="1" data-pos="2"' in first[:80]
     tip = tip_text(read_tip(first))
-    assert tip.startswith("accepted draft token · draft q 0.900 · target p 0.850 · accept (draft = argmax p) 1.000")
+    assert tip.startswith(
+        "accepted draft token · draft q 0.900 · target p 0.850 · accept (draft = argmax p) 1.000"
+    )
     assert "draft q top-k: The 0.9" in tip and "target p top-k: The 0.85" in tip
-    bonus = tip_text(read_tip(html[html.index('<span class="tok tok-bonus"'):]))
+    bonus = tip_text(read_tip(html[html.index('<span class="tok tok-bonus"') :]))
     assert "bonus" in bonus and "target p 0.500" in bonus
 
 
@@ -91,8 +94,13 @@ def test_discarded_tokens_show_no_verdict_and_tokens_are_not_tab_stops():
     """A discarded draft was never judged: its tooltip has q but no p and no acceptance; no token is a tab stop
     (the stream itself is the one focusable element)."""
     html = render_stream(sample_events())
-    discarded = [tip_text(read_tip(html[m.start():])) for m in re.finditer('class="tok tok-rejected tok-discarded"', html)]
-    assert discarded and all("not judged" in t and "target p" not in t and "accept" not in t for t in discarded)
+    discarded = [
+        tip_text(read_tip(html[m.start() :]))
+        for m in re.finditer('class="tok tok-rejected tok-discarded"', html)
+    ]
+    assert discarded and all(
+        "not judged" in t and "target p" not in t and "accept" not in t for t in discarded
+    )
     assert html.count('tabindex="0"') == 1 and 'class="specviz specviz-stream"' in html[:60]
 
 
@@ -118,8 +126,12 @@ def test_partial_run_renders_what_is_there():
     html = render_stream(partial)
     assert 'data-live="1"' in html and "sv-cursor" in html
     round1, round2 = html.split('data-round="2"', 1)
-    assert len(re.findall(r'<span class="tok tok-(?!rejected)', round1)) == 3  # round 1: its 3 committed tokens
-    assert "tok-accepted" in round2 and "tok-corrected" not in round2  # round 2 caught mid-way: drafts judged,
+    assert (
+        len(re.findall(r'<span class="tok tok-(?!rejected)', round1)) == 3
+    )  # round 1: its 3 committed tokens
+    assert (
+        "tok-accepted" in round2 and "tok-corrected" not in round2
+    )  # round 2 caught mid-way: drafts judged,
     assert "tok-pending" in render_stream(partial[:7])  # nothing committed yet; before the verdict: pending
     tree = render_tree(partial)
     assert 'data-round="2"' in tree and "node-uncommitted" in tree
@@ -174,7 +186,10 @@ def test_race_replays_each_run_on_its_own_clock():
 def test_explain_uses_this_runs_numbers():
     """The explanation panel states α, γ, c, v, E and both speedups of this run."""
     html = render_explain(sample_events())
-    assert "α = 0.714 (5 of 7 tested drafts accepted; 2 more never tested; 2 rejections)" in html and "γ = 3" in html
+    assert (
+        "α = 0.714 (5 of 7 tested drafts accepted; 2 more never tested; 2 rejections)" in html
+        and "γ = 3" in html
+    )
     assert "c = 0.050" in html and "v = 1.50" in html and "2.19 on average over this run's rounds" in html
     assert "predicted 1.47×" in html and "measured: 1.46×" in html
     assert "2 rollbacks, 4 positions dropped" in html
@@ -190,7 +205,10 @@ def test_explains_figures_reproduce_from_the_numbers_beside_them():
     text = lambda html: re.sub(r"<[^>]+>", "", html)  # noqa: E731
     explain, summary = text(render_explain(sample_events())), text(summary_html(sample_events()))
     assert "at α = 5/7: 2.59 ÷ 1.65 = 1.57× for that round" in explain
-    assert "At α = 5/7, γ = 3, c = 0.050: E = 2.59 tokens ÷ (3·0.050 + v(4) 1.50) = 1.65 steps → 1.57×" in explain
+    assert (
+        "At α = 5/7, γ = 3, c = 0.050: E = 2.59 tokens ÷ (3·0.050 + v(4) 1.50) = 1.65 steps → 1.57×"
+        in explain
+    )
     assert "(predicted 1.47×)" in summary and check_page(summary, explain) == []
     wrong = re.sub(r"Σ E = ([\d.]+) tokens", lambda m: f"Σ E = {float(m.group(1)) + 1:.2f} tokens", explain)
     assert check_page(summary, wrong)  # the negative control: one wrong displayed figure fails the check
@@ -220,10 +238,32 @@ def test_legend_names_every_origin():
 
 def test_headless_events_are_guessed():
     """Events without a RunStarted still render (AR guessed from its origins)."""
-    events = [Committed(round=1, pos=0, token_ids=[5], tokens=["x"], origins=["ar"], p=[0.5]), RoundTimed(round=1, pos=1, draft_s=0.0, verify_s=0.1, total_s=0.1, elapsed_s=0.1, gamma=0)]
+    events = [
+        Committed(round=1, pos=0, token_ids=[5], tokens=["x"], origins=["ar"], p=[0.5]),
+        RoundTimed(round=1, pos=1, draft_s=0.0, verify_s=0.1, total_s=0.1, elapsed_s=0.1, gamma=0),
+    ]
     assert set(split_runs(events)) == {"ar"}
     assert len(classes(render_stream(events), "tok-ar")) == 1
-    assert set(split_runs([RunStarted(round=0, run_id="x", mode="speculative", target="t", draft="d", device="cpu", dtype="f", config={}, prompt_text="", prompt_ids=[], prompt_tokens=[], pos=0)])) == {"speculative"}
+    assert set(
+        split_runs(
+            [
+                RunStarted(
+                    round=0,
+                    run_id="x",
+                    mode="speculative",
+                    target="t",
+                    draft="d",
+                    device="cpu",
+                    dtype="f",
+                    config={},
+                    prompt_text="",
+                    prompt_ids=[],
+                    prompt_tokens=[],
+                    pos=0,
+                )
+            ]
+        )
+    ) == {"speculative"}
 
 
 def test_explain_says_why_it_pays_with_this_runs_c_and_v():
@@ -235,7 +275,11 @@ def test_explain_says_why_it_pays_with_this_runs_c_and_v():
     events = sample_events()
     s = spec_summary(events)
     html = render_explain(events)
-    assert "memory-bound" in html and 'class="sv-roofline"' in html and "t(4) = 60.0 ms = v(4) 1.50 × t(1) 40.0 ms" in html
+    assert (
+        "memory-bound" in html
+        and 'class="sv-roofline"' in html
+        and "t(4) = 60.0 ms = v(4) 1.50 × t(1) 40.0 ms" in html
+    )
     assert f"{s['predicted_speedup']:.2f}×" in html
     low = costmodel.predicted_speedup(0.2, s["gamma"], s["c"], s["v"])
     assert f"α = 0.2 → {low:.2f}×" in html
@@ -259,7 +303,10 @@ def test_the_roofline_reproduces_from_the_numbers_printed_beside_it():
     assert "Test CPU &lt;b&gt;" in html and "<b>Test CPU <b>" not in html  # the recorded CPU name is escaped
     assert "1 row: MKL for qkv, o;" in html and "oneDNN for qkv" in html
     race = render_race(events)
-    assert f'data-share="{s["bandwidth"]["share"]:.3f}"' in race and f"AR at {int(share)}% of the bandwidth bound" in race
+    assert (
+        f'data-share="{s["bandwidth"]["share"]:.3f}"' in race
+        and f"AR at {int(share)}% of the bandwidth bound" in race
+    )
     assert check_race(re.sub(r"<[^>]+>", "", race)) == []
     # the chart: one bar per measured n, the floors drawn when the machine was recorded, not without it
     assert html.count('class="rf-bar') == 1 + len(s["v_points"]) and 'class="rf-memory"' in html
@@ -279,10 +326,18 @@ def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
     summary, explain = text(summary_html(sample_events())), text(render_explain(sample_events()))
     assert "One round at γ" in explain and "Σ E =" in explain and "tested drafts accepted" in summary
     assert check_page(summary, explain) == []
-    wrong_e = re.sub(r"= ([\d.]+) tokens on average", lambda m: f"= {float(m.group(1)) + 0.05:.2f} tokens on average", explain)
+    wrong_e = re.sub(
+        r"= ([\d.]+) tokens on average",
+        lambda m: f"= {float(m.group(1)) + 0.05:.2f} tokens on average",
+        explain,
+    )
     wrong_sum = re.sub(r"Σ E = ([\d.]+)", lambda m: f"Σ E = {float(m.group(1)) + 0.1:.2f}", explain)
-    wrong_alpha = re.sub(r"\((\d+) of (\d+) tested", lambda m: f"({int(m.group(1)) + 1} of {m.group(2)} tested", summary)
-    assert check_page(summary, wrong_e) and check_page(summary, wrong_sum) and check_page(wrong_alpha, explain)
+    wrong_alpha = re.sub(
+        r"\((\d+) of (\d+) tested", lambda m: f"({int(m.group(1)) + 1} of {m.group(2)} tested", summary
+    )
+    assert (
+        check_page(summary, wrong_e) and check_page(summary, wrong_sum) and check_page(wrong_alpha, explain)
+    )
 
 
 def test_mid_race_the_summary_counts_what_the_lanes_show():
@@ -336,7 +391,9 @@ def test_a_token_the_target_never_tested_shows_no_target_top_k():
     events = []
     for e in speculative_events():
         if e.kind == "verified" and e.round == 1:  # the 2nd draft rejected: the 3rd is never tested
-            e = dataclasses.replace(e, accepted=[True, False, False], first_rejected=1, accept_prob=[1.0, 0.0, 0.0])
+            e = dataclasses.replace(
+                e, accepted=[True, False, False], first_rejected=1, accept_prob=[1.0, 0.0, 0.0]
+            )
         events.append(e)
     html = render_verify(events, 1)
     rows = re.findall(r'<tr class="vf-row vf-([\w-]+)".*?</tr>', html)
@@ -358,7 +415,9 @@ def test_the_roofline_legend_names_the_runs_own_bar():
     from specviz import render_explain
 
     html = render_explain(sample_events())
-    assert 'class="rf-bar rf-run"' in html and "rf-key-run" in html and "this run's verify size, n = 4" in html
+    assert (
+        'class="rf-bar rf-run"' in html and "rf-key-run" in html and "this run's verify size, n = 4" in html
+    )
 
 
 def test_a_long_rejected_tail_folds_into_one_span_for_compact_mode():
@@ -367,8 +426,13 @@ def test_a_long_rejected_tail_folds_into_one_span_for_compact_mode():
     from specviz.tokens import render_stream
 
     html = render_stream(speculative_events())
-    assert re.findall(r'class="sv-tail" data-more="(\d+)"', html) == ["2"]  # round 3: " a" rejected, 2 discarded
-    tail = html[html.index('class="sv-tail"'):]
-    tail = tail[:tail.index('class="tok tok-corrected"')]  # up to round 3's corrected token
-    assert tail.count("tok-discarded") == 2 == html.count("tok-discarded") and "tok-rejected tok-discarded" in tail
+    assert re.findall(r'class="sv-tail" data-more="(\d+)"', html) == [
+        "2"
+    ]  # round 3: " a" rejected, 2 discarded
+    tail = html[html.index('class="sv-tail"') :]
+    tail = tail[: tail.index('class="tok tok-corrected"')]  # up to round 3's corrected token
+    assert (
+        tail.count("tok-discarded") == 2 == html.count("tok-discarded")
+        and "tok-rejected tok-discarded" in tail
+    )
     assert html.count('class="tok tok-rejected"') == 2  # round 1's " sat" and round 3's " a" stay visible

@@ -1,4 +1,5 @@
 """The speculation tree on hand-built tree-speculation rounds (DraftTree events): branches, verdicts, tooltips."""
+
 import re
 
 from engine.events import (
@@ -38,28 +39,142 @@ P = [0.125, 0.75, 0.03, 0.625, 0.0625, 0.1, 0.05, 0.2]
 def tree_events(finished: bool = True) -> list:
     """A greedy run: round 1 a branching tree (corrected), round 2 a small tree (bonus), round 3 a plain chain."""
     config = {"gamma": 3, "max_new_tokens": 7, "temperature": 0.0, "tree_budget": 8, "tree_branching": 3}
-    ev = [RunStarted(round=0, run_id="tree01", mode="speculative", target="target-test", draft="ngram", device="cpu", dtype="float32", config=config, prompt_text="Hi", prompt_ids=[1, 2],
-                     prompt_tokens=["<|im_start|>", "Hi"], pos=2)]
-    ev += [DraftTree(round=1, pos=2, token_ids=list(range(20, 28)), tokens=TOKENS, parents=PARENTS, q=Q, p=P, accept_prob=ACCEPT, status=STATUS, path=[1, 3], next_id=12, next_token=" ran", next_kind="corrected"),
-           RolledBack(round=1, positions=[4, 5, 6, 7, 8, 9], cache_before=11, cache_after=4),
-           Drafted(round=1, pos=2, token_ids=[21, 23, 25], tokens=["The", " cat", " sat"], q=[1.0, 1.0, 1.0], draft_topk=[], drafter="ngram"),
-           Verified(round=1, pos=2, p=[0.75, 0.625, 0.1], accept_prob=[1.0, 1.0, 0.0], accepted=[True, True, False], first_rejected=2, next_id=12, next_token=" ran", next_p=0.5, next_kind="corrected",
-                    target_topk=[[[21, "The", 0.75]], [[23, " cat", 0.625]], [[12, " ran", 0.5], [25, " sat", 0.1]]], greedy=True),
-           Committed(round=1, pos=2, token_ids=[21, 23, 12], tokens=["The", " cat", " ran"], origins=["accepted", "accepted", "corrected"],
-                     p=[0.75, 0.625, 0.5]),
-           RoundTimed(round=1, pos=5, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.2, gamma=3)]
-    ev += [DraftTree(round=2, pos=5, token_ids=[30, 31], tokens=["!", "?"], parents=[-1, -1], q=[1.0, 1.0], p=[0.9, 0.05], accept_prob=[1.0, None],
-                     status=["accepted", "unvisited"], path=[0], next_id=16, next_token="\n", next_kind="bonus"),
-           Drafted(round=2, pos=5, token_ids=[30], tokens=["!"], q=[1.0], draft_topk=[], drafter="ngram"),
-           Verified(round=2, pos=5, p=[0.9], accept_prob=[1.0], accepted=[True], first_rejected=None, next_id=16, next_token="\n", next_p=0.5, next_kind="bonus", target_topk=[], greedy=True),
-           Committed(round=2, pos=5, token_ids=[30, 16], tokens=["!", "\n"], origins=["accepted", "bonus"], p=[0.9, 0.5]),
-           RoundTimed(round=2, pos=7, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.3, gamma=1)]
-    ev += [Drafted(round=3, pos=7, token_ids=[40], tokens=[" Z"], q=[1.0], draft_topk=[], drafter="ngram"),
-           Verified(round=3, pos=7, p=[0.2], accept_prob=[0.0], accepted=[False], first_rejected=0, next_id=41, next_token=" Y", next_p=0.6, next_kind="corrected", target_topk=[], greedy=True),
-           Committed(round=3, pos=7, token_ids=[41], tokens=[" Y"], origins=["corrected"], p=[0.6]),
-           RoundTimed(round=3, pos=8, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.4, gamma=1)]
+    ev = [
+        RunStarted(
+            round=0,
+            run_id="tree01",
+            mode="speculative",
+            target="target-test",
+            draft="ngram",
+            device="cpu",
+            dtype="float32",
+            config=config,
+            prompt_text="Hi",
+            prompt_ids=[1, 2],
+            prompt_tokens=["<|im_start|>", "Hi"],
+            pos=2,
+        )
+    ]
+    ev += [
+        DraftTree(
+            round=1,
+            pos=2,
+            token_ids=list(range(20, 28)),
+            tokens=TOKENS,
+            parents=PARENTS,
+            q=Q,
+            p=P,
+            accept_prob=ACCEPT,
+            status=STATUS,
+            path=[1, 3],
+            next_id=12,
+            next_token=" ran",
+            next_kind="corrected",
+        ),
+        RolledBack(round=1, positions=[4, 5, 6, 7, 8, 9], cache_before=11, cache_after=4),
+        Drafted(
+            round=1,
+            pos=2,
+            token_ids=[21, 23, 25],
+            tokens=["The", " cat", " sat"],
+            q=[1.0, 1.0, 1.0],
+            draft_topk=[],
+            drafter="ngram",
+        ),
+        Verified(
+            round=1,
+            pos=2,
+            p=[0.75, 0.625, 0.1],
+            accept_prob=[1.0, 1.0, 0.0],
+            accepted=[True, True, False],
+            first_rejected=2,
+            next_id=12,
+            next_token=" ran",
+            next_p=0.5,
+            next_kind="corrected",
+            target_topk=[[[21, "The", 0.75]], [[23, " cat", 0.625]], [[12, " ran", 0.5], [25, " sat", 0.1]]],
+            greedy=True,
+        ),
+        Committed(
+            round=1,
+            pos=2,
+            token_ids=[21, 23, 12],
+            tokens=["The", " cat", " ran"],
+            origins=["accepted", "accepted", "corrected"],
+            p=[0.75, 0.625, 0.5],
+        ),
+        RoundTimed(round=1, pos=5, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.2, gamma=3),
+    ]
+    ev += [
+        DraftTree(
+            round=2,
+            pos=5,
+            token_ids=[30, 31],
+            tokens=["!", "?"],
+            parents=[-1, -1],
+            q=[1.0, 1.0],
+            p=[0.9, 0.05],
+            accept_prob=[1.0, None],
+            status=["accepted", "unvisited"],
+            path=[0],
+            next_id=16,
+            next_token="\n",
+            next_kind="bonus",
+        ),
+        Drafted(round=2, pos=5, token_ids=[30], tokens=["!"], q=[1.0], draft_topk=[], drafter="ngram"),
+        Verified(
+            round=2,
+            pos=5,
+            p=[0.9],
+            accept_prob=[1.0],
+            accepted=[True],
+            first_rejected=None,
+            next_id=16,
+            next_token="\n",
+            next_p=0.5,
+            next_kind="bonus",
+            target_topk=[],
+            greedy=True,
+        ),
+        Committed(
+            round=2,
+            pos=5,
+            token_ids=[30, 16],
+            tokens=["!", "\n"],
+            origins=["accepted", "bonus"],
+            p=[0.9, 0.5],
+        ),
+        RoundTimed(round=2, pos=7, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.3, gamma=1),
+    ]
+    ev += [
+        Drafted(round=3, pos=7, token_ids=[40], tokens=[" Z"], q=[1.0], draft_topk=[], drafter="ngram"),
+        Verified(
+            round=3,
+            pos=7,
+            p=[0.2],
+            accept_prob=[0.0],
+            accepted=[False],
+            first_rejected=0,
+            next_id=41,
+            next_token=" Y",
+            next_p=0.6,
+            next_kind="corrected",
+            target_topk=[],
+            greedy=True,
+        ),
+        Committed(round=3, pos=7, token_ids=[41], tokens=[" Y"], origins=["corrected"], p=[0.6]),
+        RoundTimed(round=3, pos=8, draft_s=0.01, verify_s=0.05, total_s=0.07, elapsed_s=0.4, gamma=1),
+    ]
     if finished:
-        ev.append(Finished(round=3, pos=8, stop_reason="max_new_tokens", text="The cat ran!\n Y", token_ids=[21, 23, 12, 30, 16, 41]))
+        ev.append(
+            Finished(
+                round=3,
+                pos=8,
+                stop_reason="max_new_tokens",
+                text="The cat ran!\n Y",
+                token_ids=[21, 23, 12, 30, 16, 41],
+            )
+        )
     return ev
 
 
@@ -99,12 +214,22 @@ def test_tree_layout_places_nodes_by_depth_and_packs_branches():
     rv = view_run(tree_events()).rounds[0]
     path = {"1.root", "1.1", "1.3", "1.next"}
     place = layout(round_nodes(rv, "Hi"), path)
-    assert place == {"1.root": (0, 0), "1.1": (1, 0), "1.3": (2, 0), "1.next": (3, 0), "1.5": (3, 1), "1.7": (4, 1),
-                     "1.6": (3, 2), "1.4": (2, 1), "1.0": (1, 2), "1.2": (2, 2)}
+    assert place == {
+        "1.root": (0, 0),
+        "1.1": (1, 0),
+        "1.3": (2, 0),
+        "1.next": (3, 0),
+        "1.5": (3, 1),
+        "1.7": (4, 1),
+        "1.6": (3, 2),
+        "1.4": (2, 1),
+        "1.0": (1, 2),
+        "1.2": (2, 2),
+    }
     cells = list(place.values())
     assert len(set(cells)) == len(cells)  # no two boxes in one cell
     html = render_tree(tree_events())
-    x = lambda i: float(re.search(r'translate\(([\d.]+) ', node(html, 1, i)).group(1))  # noqa: E731
+    x = lambda i: float(re.search(r"translate\(([\d.]+) ", node(html, 1, i)).group(1))  # noqa: E731
     assert x("root") < x(0) == x(1) < x(2) == x(3) < x(5) == x(6) == x("next") < x(7)
 
 
@@ -112,6 +237,7 @@ def test_layout_of_a_wide_tree_stays_a_few_rows_tall():
     """A model drafter's tree at the sliders' maxima (a path of 8 with 7 sibling leaves at each depth: 64 nodes)
     packs into 8 rows, not one row per leaf (57)."""
     from specviz.tree import Node
+
     nodes, parent = [Node("r", None, -1, "x", "context", True)], "r"
     for d in range(8):
         nodes.append(Node(f"p{d}", parent, d, "tok", "accepted", True))
@@ -162,7 +288,9 @@ def test_tree_node_text_is_escaped():
     """A `<script>` node and a ` &` node appear as text, never as markup."""
     html = render_tree(tree_events())
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;…" in html  # cut to 18 characters in the box
-    assert "token <script>alert(1)</script>" in tip(html, 1, 4)  # whole in the tooltip (built with textContent)
+    assert "token <script>alert(1)</script>" in tip(
+        html, 1, 4
+    )  # whole in the tooltip (built with textContent)
     assert " &amp;" in html and not re.search(r"&(?![a-z]+;|#\d+;|#x[0-9a-f]+;)", html)
 
 
@@ -179,7 +307,15 @@ def test_chain_view_still_feeds_the_stream_and_replay():
     events = tree_events()
     stream = render_stream(events)
     assert re.findall(r'<span class="tok tok-(\w+)', stream) == [
-        "accepted", "accepted", "rejected", "corrected", "accepted", "bonus", "rejected", "corrected"]
+        "accepted",
+        "accepted",
+        "rejected",
+        "corrected",
+        "accepted",
+        "bonus",
+        "rejected",
+        "corrected",
+    ]
     assert render_tree(trace_from_json(trace_to_json(events))) == render_tree(events)
     assert render_tree([event_to_dict(e) for e in events]) == render_tree(events)
     assert rounds_of(events) == 3 and view_run(events).rounds[0].tree is not None
@@ -190,7 +326,9 @@ def test_chain_view_still_feeds_the_stream_and_replay():
 
 def test_partial_tree_round_renders_uncommitted():
     """A DraftTree without its Committed (a cut trace) still draws, with the path marked uncommitted."""
-    events = [e for e in tree_events(finished=False) if not (e.round == 1 and e.kind in ("committed", "verified"))]
+    events = [
+        e for e in tree_events(finished=False) if not (e.round == 1 and e.kind in ("committed", "verified"))
+    ]
     html = render_tree(events)
     assert "node-uncommitted" in node(html, 1, 1) and "node-uncommitted" in node(html, 1, "next")
 
@@ -198,8 +336,21 @@ def test_partial_tree_round_renders_uncommitted():
 def test_hostile_tree_shapes_render():
     """Bad parents (forward, out of range), odd statuses and huge trees render bounded, without errors."""
     n = 300
-    odd = DraftTree(round=1, pos=2, token_ids=[5] * n, tokens=["x"] * n, parents=[7] + [i - 1 for i in range(1, n)], q=[], p=[], accept_prob=[], status=["weird"] * n,
-                    path=[99, 0], next_id=6, next_token="<b>", next_kind="??")
+    odd = DraftTree(
+        round=1,
+        pos=2,
+        token_ids=[5] * n,
+        tokens=["x"] * n,
+        parents=[7] + [i - 1 for i in range(1, n)],
+        q=[],
+        p=[],
+        accept_prob=[],
+        status=["weird"] * n,
+        path=[99, 0],
+        next_id=6,
+        next_token="<b>",
+        next_kind="??",
+    )
     html = render_tree([tree_events()[0], odd])
     assert "+172 nodes not drawn" in html and "&lt;b&gt;" in html and "node-unvisited" in html
 
@@ -218,15 +369,49 @@ def test_auto_decision_reason_is_shown_and_escaped():
     from engine.events import Committed, Decided, RoundTimed, RunStarted
     from specviz import render_tree
 
-    events = [RunStarted(round=0, run_id="r", mode="speculative", target="t", draft="auto", device="cpu", dtype="float32", config={"gamma": 4}, prompt_text="p", prompt_ids=[1], prompt_tokens=["p"], pos=1),
-              Decided(round=1, pos=1, drafter="", gamma=0, reason="measuring <b>one</b> plain step", plain_tokens_per_s=20.0,
-                      candidates=[{"drafter": "ngram", "variant": "n=2", "gamma": 2, "alpha": 0.5, "c": 0.01, "v": 1.2,
-                        "predicted_tokens_per_s": 25.0}]),
-              Committed(round=1, pos=1, token_ids=[5], tokens=["x"], origins=["ar"], p=[0.9]),
-              RoundTimed(round=1, pos=2, draft_s=0.0, verify_s=0.05, total_s=0.05, elapsed_s=0.05, gamma=0)]
+    events = [
+        RunStarted(
+            round=0,
+            run_id="r",
+            mode="speculative",
+            target="t",
+            draft="auto",
+            device="cpu",
+            dtype="float32",
+            config={"gamma": 4},
+            prompt_text="p",
+            prompt_ids=[1],
+            prompt_tokens=["p"],
+            pos=1,
+        ),
+        Decided(
+            round=1,
+            pos=1,
+            drafter="",
+            gamma=0,
+            reason="measuring <b>one</b> plain step",
+            plain_tokens_per_s=20.0,
+            candidates=[
+                {
+                    "drafter": "ngram",
+                    "variant": "n=2",
+                    "gamma": 2,
+                    "alpha": 0.5,
+                    "c": 0.01,
+                    "v": 1.2,
+                    "predicted_tokens_per_s": 25.0,
+                }
+            ],
+        ),
+        Committed(round=1, pos=1, token_ids=[5], tokens=["x"], origins=["ar"], p=[0.9]),
+        RoundTimed(round=1, pos=2, draft_s=0.0, verify_s=0.05, total_s=0.05, elapsed_s=0.05, gamma=0),
+    ]
     html = render_tree(events)
     assert "auto: measuring &lt;b&gt;one&lt;/b&gt; plain step" in html and "<b>one</b>" not in html
-    assert "ngram (n=2) γ=2: α 0.5, c 0.01, v 1.2 -&gt; 25.0 tok/s" in html and "plain decoding -&gt; 20.0 tok/s" in html
+    assert (
+        "ngram (n=2) γ=2: α 0.5, c 0.01, v 1.2 -&gt; 25.0 tok/s" in html
+        and "plain decoding -&gt; 20.0 tok/s" in html
+    )
 
 
 def test_medusa_tree_nodes_name_the_head_that_proposed_them():
@@ -247,7 +432,9 @@ def test_the_verify_view_accounts_a_tree_round_as_a_tree():
     assert 'data-nodes="8" data-tree-accepted="2" data-tree-rejected="3" data-tree-unvisited="3"' in html
     assert "tree of 8 nodes, depth 4" in html and "one target forward over 9 positions" in html
     assert "at depth 3 none of the 2 children tried matched" in html and "All 3 drafts" not in html
-    assert "γ = 3" not in render_verify(tree_events(), 1) and "γ = 1" in render_verify(tree_events(), 3)  # a chain
+    assert "γ = 3" not in render_verify(tree_events(), 1) and "γ = 1" in render_verify(
+        tree_events(), 3
+    )  # a chain
 
 
 def test_tree_rounds_are_costed_at_the_trees_forward_size_and_not_predicted():
@@ -256,8 +443,10 @@ def test_tree_rounds_are_costed_at_the_trees_forward_size_and_not_predicted():
     from engine import metrics
     from specviz import render_explain, speedup_model_fig
 
-    ev = [e if e.kind != "round_timed" or e.round != 1 else type(e)(**{**e.__dict__, "verified": 9})
-          for e in tree_events()]
+    ev = [
+        e if e.kind != "round_timed" or e.round != 1 else type(e)(**{**e.__dict__, "verified": 9})
+        for e in tree_events()
+    ]
     s = metrics.summarize(ev)
     assert s["tree_rounds"] == 1 and s["predicted_speedup"] is None
     stats = metrics.stats_of(ev)

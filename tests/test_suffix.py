@@ -1,6 +1,7 @@
 """Suffix speculation (engine/drafters/suffix.py): the frequency trie of continuations, the tree sized on the
 measured verify curve, the session history (bounded, never across its separators), greedy identity and the exact
 sampled law through the tree rule (with the typical rule as the negative control)."""
+
 import json
 
 import pytest
@@ -44,7 +45,7 @@ def test_history_is_bounded_and_matches_never_cross_runs():
     h = History(max_n=3, max_tokens=10)
     h.add([1, 2, 3, 4])
     h.add([3, 4, 9, 9])
-    assert [seq[s:s + 3] for seq, s in h.occurrences((3, 4), 8)] == [[3, 4, 9], [3, 4, -(10 ** 9)]]
+    assert [seq[s : s + 3] for seq, s in h.occurrences((3, 4), 8)] == [[3, 4, 9], [3, 4, -(10**9)]]
     h.add([7, 7, 7, 7, 7])  # 13 tokens > 10: the oldest run goes
     assert len(h.runs) == 2 and h.runs[0] == [3, 4, 9, 9]
     assert all(seq[s] == 3 for seq, s in h.occurrences((3, 4), 8))
@@ -86,7 +87,9 @@ def test_the_history_is_what_the_next_run_drafts_from(target):
     first = list(engine.generate("x y", cfg))[-1]
     history = History()
     history.add(engine.encode("x y", True) + first.token_ids)
-    with_history = [e for e in engine.generate("x y", cfg, history=history) if e.kind in ("drafted", "draft_tree")]
+    with_history = [
+        e for e in engine.generate("x y", cfg, history=history) if e.kind in ("drafted", "draft_tree")
+    ]
     without = [e for e in engine.generate("x y", cfg) if e.kind in ("drafted", "draft_tree")]
     assert with_history and with_history[0].round == 1
     assert not without or without[0].round > 1
@@ -97,7 +100,12 @@ def primed(engine, ids):
     and each one's top-4 seconds, least likely first: round 1 drafts a tree with siblings that are often wrong."""
     with torch.inference_mode():
         first = engine.target.model(torch.tensor([ids])).logits[0, -1].topk(4).indices.tolist()
-        second = engine.target.model(torch.tensor([ids + [x] for x in first])).logits[:, -1].topk(4).indices.tolist()
+        second = (
+            engine.target.model(torch.tensor([ids + [x] for x in first]))
+            .logits[:, -1]
+            .topk(4)
+            .indices.tolist()
+        )
     history = History()
     for x, nxt in zip(first[::-1], second[::-1]):
         for y in nxt[::-1]:
@@ -120,8 +128,13 @@ def test_sampling_keeps_the_target_joint_law_and_the_lossy_rule_does_not(target)
     ids = engine.encode("p q", True)
     primed(engine, ids)
     cfg = GenerationConfig(gamma=2, temperature=1.0, top_k=4, raw=True)
-    trees = [e for e in engine.generate(None, GenerationConfig(**{**cfg.to_dict(), "seed": 0, "max_new_tokens": 2}),
-                                        prompt_ids=ids) if e.kind == "draft_tree"]
+    trees = [
+        e
+        for e in engine.generate(
+            None, GenerationConfig(**{**cfg.to_dict(), "seed": 0, "max_new_tokens": 2}), prompt_ids=ids
+        )
+        if e.kind == "draft_tree"
+    ]
     assert trees and len(trees[0].parents) >= 4 and trees[0].parents.count(-1) >= 2  # siblings at depth 1
     stat, cells = joint_chi_square(engine, ids, pair_counts(engine, ids, 1500, cfg), cfg)
     assert cells == 16 and stat < CHI2_15DF_999

@@ -1,4 +1,5 @@
 """The tour's captions and the summary line it shows mid-way, in-process (the recorded trace, no server, no model)."""
+
 from __future__ import annotations
 
 import re

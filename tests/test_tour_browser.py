@@ -3,6 +3,7 @@ the other browser modules): its caption stays in view beside the element it outl
 on a desktop; any user action stops it; Skip shows only while it plays; the summary counts "1 token"; step ② says
 that the rejection is the target's own choice.
 """
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,9 @@ sync_api = playwright_or_skip()
 expect = sync_api.expect
 STEPS = len(t.TOUR)
 PLAYING = '#tour .sv-tour[data-done="0"]'
-ENDED = '#tour .sv-tour[data-done="1"][data-step="0"]'  # ended or stopped (a stopped caption is empty, hidden)
+ENDED = (
+    '#tour .sv-tour[data-done="1"][data-step="0"]'  # ended or stopped (a stopped caption is empty, hidden)
+)
 
 # Both rectangles at this moment, in viewport pixels, and the step they belong to.
 RECTS = """() => {
@@ -72,7 +75,9 @@ def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url,
             assert "2 rounds · 1 token" in summary and not re.search(r"\b1 tokens", summary), summary
         if step == 3:
             text = page.locator("#tour").inner_text()
-            assert "the target's own choice" in text and "exactly what the target alone would write" in text, text
+            assert (
+                "the target's own choice" in text and "exactly what the target alone would write" in text
+            ), text
     page.wait_for_selector(ENDED, state="attached", timeout=60_000)
     page.close()
 
@@ -99,7 +104,9 @@ def test_an_example_or_a_setting_changed_mid_tour_stops_it(browser, app_url):
     page.wait_for_selector(ENDED, state="attached", timeout=15_000)
     page.wait_for_timeout(8000)
     assert page.locator(PLAYING).count() == 0 and gamma.input_value() == "6"
-    assert page.locator("#prompt textarea").input_value() == t.TOUR_PROMPT  # the tour's, left where it stopped
+    assert (
+        page.locator("#prompt textarea").input_value() == t.TOUR_PROMPT
+    )  # the tour's, left where it stopped
     page.close()
 
 
@@ -115,7 +122,9 @@ def test_skip_shows_only_while_a_tour_plays(browser, app_url):
     expect(page.locator("#tour-skip")).to_be_visible()
     expect(page.locator("#tour-replay")).to_be_hidden()
     page.click("#tour-skip")
-    page.wait_for_selector('#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000)
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
     expect(page.locator("#tour-skip")).to_be_hidden()
     expect(page.locator("#tour-replay")).to_be_visible()
     page.close()

@@ -1,6 +1,7 @@
 """Every trace the validator accepts also renders (property-based): hypothesis edits one field of a real-shaped
 trace to any JSON value; the trace is either refused with one ValueError or every view renders without an error.
 Seeded (derandomized) so CI runs the same cases each time."""
+
 from __future__ import annotations
 
 import copy
@@ -21,11 +22,24 @@ from specviz.charts import (
 from specviz.sample import long_events, sample_events
 from ui import app_views as av
 
-BASES = [json.loads(trace_to_json(events)) for events in
-         (sample_events(), sample_events(temperature=0.8), sample_events(with_ar=False), long_events(3, topk=2))]
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True) |
-                    st.text(max_size=6), lambda inner: st.lists(inner, max_size=4) |
-                    st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)
+BASES = [
+    json.loads(trace_to_json(events))
+    for events in (
+        sample_events(),
+        sample_events(temperature=0.8),
+        sample_events(with_ar=False),
+        long_events(3, topk=2),
+    )
+]
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 def render_all(events) -> None:
@@ -35,8 +49,13 @@ def render_all(events) -> None:
         av.views(runs, r, figures=False)
     for r in range(1, av.rounds_of(runs) + 1):
         av.render_verify(runs, r)
-    for fig in (accepted_length_fig, position_acceptance_fig, running_acceptance_fig, throughput_fig,
-                speedup_model_fig):
+    for fig in (
+        accepted_length_fig,
+        position_acceptance_fig,
+        running_acceptance_fig,
+        throughput_fig,
+        speedup_model_fig,
+    ):
         fig(runs)
     av.controls_of(runs)
     av.summary_html(runs)
@@ -55,7 +74,8 @@ def near(value) -> st.SearchStrategy:
     elif isinstance(value, list):
         inner = near(value[0]) if value else JSON
         like = st.lists(inner, max_size=len(value) + 2) | st.integers(0, max(len(value) - 1, 0)).flatmap(
-            lambda i: inner.map(lambda x: value[:i] + [x] + value[i + 1:]))
+            lambda i: inner.map(lambda x: value[:i] + [x] + value[i + 1 :])
+        )
     elif isinstance(value, dict) and value:
         like = st.sampled_from(sorted(value)).flatmap(lambda k: near(value[k]).map(lambda x: {**value, k: x}))
     else:
@@ -113,8 +133,14 @@ def test_the_fuzz_would_see_a_renderer_error(monkeypatch):
         render_all(trace_from_json(json.dumps(trace)))
 
 
-ROOF_FIELDS = ("bandwidth", "flops", "weight_bytes", "flops_per_token", "kv_bytes_per_position",
-               "attn_flops_per_position")
+ROOF_FIELDS = (
+    "bandwidth",
+    "flops",
+    "weight_bytes",
+    "flops_per_token",
+    "kv_bytes_per_position",
+    "attn_flops_per_position",
+)
 
 
 @pytest.mark.parametrize("field", ROOF_FIELDS)
@@ -123,7 +149,9 @@ def test_a_roofline_at_any_rate_renders(field, value):
     """The host's measured rates at the edges (a hand-edited trace: 1 B/s, 0 FLOP/s, 10³⁰ bytes) render every
     view, the race's bandwidth line and Explain's roofline included, or are refused naming the field (the case
     CI's fuzz found: a floor that prints 0 divided the bound, a ridge at infinity sized the axis)."""
-    started = next(i for i, e in enumerate(BASES[0]["events"]) if e["kind"] == "run_started" and e.get("host"))
+    started = next(
+        i for i, e in enumerate(BASES[0]["events"]) if e["kind"] == "run_started" and e.get("host")
+    )
     trace = edit(BASES[0], started, ["host", field], value)
     try:
         events = trace_from_json(json.dumps(trace))

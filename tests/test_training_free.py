@@ -1,5 +1,6 @@
 """Lookahead decoding and token recycling (engine/drafters/lookahead.py, recycle.py), the verify forward's extra
 rows, and the lossy typical acceptance with its drift meter (engine/sampling/typical.py, engine/decode/drift.py)."""
+
 import json
 
 import pytest
@@ -68,7 +69,9 @@ def test_extra_rows_leave_the_verified_rows_unchanged_and_compute_their_own_sequ
             if extra:
                 mask, pos = tree.with_extra(mask, pos, offsets, sees)
                 tokens += window
-            return model(torch.tensor([tokens]), past_key_values=cache, attention_mask=mask, position_ids=pos).logits[0]
+            return model(
+                torch.tensor([tokens]), past_key_values=cache, attention_mask=mask, position_ids=pos
+            ).logits[0]
 
     plain, both = run(False), run(True)
     assert torch.allclose(plain, both[:4], atol=1e-4)
@@ -98,7 +101,9 @@ def test_lookahead_emits_its_window_every_round_and_fills_its_pool(target):
     windows = [e for e in events if e.kind == "lookahead_window"]
     rounds = [e for e in events if e.kind == "round_timed"]
     drafted = {w.round for w in windows}
-    assert len(windows) >= len(rounds) - 1 and all(len(w.token_ids) == 2 and len(w.token_ids[0]) == 3 for w in windows)
+    assert len(windows) >= len(rounds) - 1 and all(
+        len(w.token_ids) == 2 and len(w.token_ids[0]) == 3 for w in windows
+    )
     assert windows[-1].pool > windows[0].pool >= 1 and all(w.added <= 3 for w in windows)
     assert all(r.verified >= 1 + 6 for r in rounds if r.round in drafted)  # the window's rows are in its cost
     # the next round's top level is what the target predicted from this round's top level
@@ -110,12 +115,16 @@ def test_recycle_fills_its_template_from_the_forwards_it_saw(target):
     make = drafter_factory("recycle:4", target)
     d = make(GenerationConfig(), None, 64, None)
     assert make.rows == len(TEMPLATES["small"])
-    d.observe_forward(type("Seen", (), {"inputs": [5, 7], "topk": [[7, 8, 9, 10], [1, 2, 3, 4]],
-                                        "extra_next": []})())
+    d.observe_forward(
+        type("Seen", (), {"inputs": [5, 7], "topk": [[7, 8, 9, 10], [1, 2, 3, 4]], "extra_next": []})()
+    )
     draft = d.propose([3, 5], 4)
     tokens, parents = draft.token_ids.tolist(), draft.parents
     assert tokens[:4] == [7, 8, 9, 10] and parents[:4] == [-1] * 4  # the root's four guesses
-    assert tokens[4:6] == [1, 2] and parents[4:6] == [0, 0]  # M[7] under rank 0 (the template's (0, 0), (0, 1))
+    assert tokens[4:6] == [1, 2] and parents[4:6] == [
+        0,
+        0,
+    ]  # M[7] under rank 0 (the template's (0, 0), (0, 1))
     assert all(p < i for i, p in enumerate(parents))
     assert d.propose([3, 99], 4).token_ids.numel() == 0  # nothing seen after 99 yet
 
@@ -148,6 +157,7 @@ def test_lookahead_refuses_a_window_too_large_for_one_forward(target):
 
 # -- sampling: the 2-token joint law ----------------------------------------------------------------------------
 
+
 def pair_counts(engine, ids, n, cfg):
     counts = {}
     for seed in range(n):
@@ -165,16 +175,21 @@ def joint_chi_square(engine, ids, counts, cfg):
     n = sum(counts.values())
     # every cell of the target's top-k × top-k support among the x1 seen (unseen cells count 0)
     with torch.inference_mode():
-        first = drift.sampling.shape_probs(engine.target.model(torch.tensor([ids])).logits[0, -1], cfg.temperature,
-                                           cfg.top_k, cfg.top_p)
+        first = drift.sampling.shape_probs(
+            engine.target.model(torch.tensor([ids])).logits[0, -1], cfg.temperature, cfg.top_k, cfg.top_p
+        )
     support = torch.nonzero(first).flatten().tolist()
     assert set(x1s) <= set(support), "a first token outside the target's top-k"
     rows = torch.tensor([ids + [x] for x in support])
     with torch.inference_mode():
-        second = drift.sampling.shape_probs(engine.target.model(rows).logits[:, -1], cfg.temperature, cfg.top_k,
-                                            cfg.top_p)
-    cells = [((x, y), float(first[x] * second[k, y])) for k, x in enumerate(support)
-             for y in torch.nonzero(second[k]).flatten().tolist()]
+        second = drift.sampling.shape_probs(
+            engine.target.model(rows).logits[:, -1], cfg.temperature, cfg.top_k, cfg.top_p
+        )
+    cells = [
+        ((x, y), float(first[x] * second[k, y]))
+        for k, x in enumerate(support)
+        for y in torch.nonzero(second[k]).flatten().tolist()
+    ]
     assert all(pair in dict(cells) or len(pair) < 2 for pair in counts), "a pair outside the target's support"
     stat, pooled_obs, pooled_exp = 0.0, 0, 0.0
     for pair, p in cells:
@@ -186,7 +201,9 @@ def joint_chi_square(engine, ids, counts, cfg):
     if pooled_exp > 0:
         stat += (pooled_obs - pooled_exp) ** 2 / pooled_exp
     exact = dict(cells)
-    assert all(law[pair] == pytest.approx(exact[pair], rel=1e-4) for pair in counts if len(pair) == 2)  # joint_tv's law
+    assert all(
+        law[pair] == pytest.approx(exact[pair], rel=1e-4) for pair in counts if len(pair) == 2
+    )  # joint_tv's law
     return stat, len(cells)
 
 
@@ -199,18 +216,22 @@ def primed(engine, family, ids, cfg):
         rows = torch.tensor([ids + [x] for x in first])
         second = engine.target.model(rows).logits[:, -1].topk(4).indices.tolist()
     if family == "recycle":
+
         def make(cfg_, gen, max_len, cache):
             d = RecycleDrafter(4, TEMPLATES["small"], engine.target.vocab_size, engine.target.device)
             d.table[ids[-1]] = torch.tensor(first[::-1])
             for x, nxt in zip(first, second):
                 d.table[x] = torch.tensor(nxt[::-1])
             return d
+
         make.rows = len(TEMPLATES["small"])
     else:
+
         def make(cfg_, gen, max_len, cache):
             d = LookaheadDrafter(2, 3, 4, engine.target.device)
             d.pool[ids[-1]] = [(x, nxt[-1]) for x, nxt in zip(first[::-1], second[::-1])]
             return d
+
         make.rows = 2 * 2 + 4 * 2
     engine.make_drafter = make
     return engine
@@ -233,6 +254,7 @@ def test_sampling_keeps_the_target_joint_law_and_the_lossy_rule_does_not(target,
 
 
 # -- typical acceptance and the drift meter ---------------------------------------------------------------------
+
 
 def test_typical_threshold_and_acceptance_by_hand():
     """p(x) > min(ε, δ·exp(−H(p))): with a uniform p over 4 tokens H = ln 4, δ e^−H = δ/4."""
@@ -259,7 +281,9 @@ def test_the_exact_rule_has_no_greedy_drift_and_a_loose_typical_rule_has_some(ta
         ar = ids_of(engine, prompt, GenerationConfig(max_new_tokens=40), "ar")
         exact = ids_of(engine, prompt, GenerationConfig(max_new_tokens=40))
         assert drift.greedy_drift(exact, ar)["first"] is None
-        events = list(engine.generate(prompt, GenerationConfig(max_new_tokens=40, accept="typical:0.001,0.001")))
+        events = list(
+            engine.generate(prompt, GenerationConfig(max_new_tokens=40, accept="typical:0.001,0.001"))
+        )
         assert events[0].config["accept"] == "typical:0.001,0.001"
         found |= drift.greedy_drift(events[-1].token_ids, ar)["first"] is not None
     assert found
@@ -290,6 +314,7 @@ def test_the_accept_setting_is_checked_with_its_range():
 
 # -- the real model --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("spec", ["lookahead", "recycle", "recycle:8,wide"])
 def test_greedy_is_identical_to_ar_on_the_benchmark_prompts(embedded, spec):
     """The embedded SmolLM2 on every fourth benchmark prompt: lookahead and recycling commit exactly AR's tokens."""
@@ -297,10 +322,13 @@ def test_greedy_is_identical_to_ar_on_the_benchmark_prompts(embedded, spec):
     rows = [json.loads(line) for line in open("engine/prompts/bench.jsonl", encoding="utf-8")][::4]
     cfg = GenerationConfig(gamma=4, max_new_tokens=40)
     for row in rows:
-        assert ids_of(engine, row["prompt"], cfg) == ids_of(engine, row["prompt"], cfg, "ar"), row["prompt"][:40]
+        assert ids_of(engine, row["prompt"], cfg) == ids_of(engine, row["prompt"], cfg, "ar"), row["prompt"][
+            :40
+        ]
 
 
 # -- the renderers ----------------------------------------------------------------------------------------------
+
 
 def test_the_grid_draws_each_window_escaped_with_its_fixed_points(target):
     """A lookahead run's Tree view has one grid per windowed round, (N − 1) rows of W cells plus the target's row,
@@ -315,8 +343,9 @@ def test_the_grid_draws_each_window_escaped_with_its_fixed_points(target):
     html = specviz.render_tree(events)
     assert html.count('class="la-window"') == len(windows) > 0
     w = windows[0]
-    hostile = dataclasses.replace(w, tokens=[["<b>x</b>"] + row[1:] for row in w.tokens],
-                                  fixed=[[True] + row[1:] for row in w.fixed])
+    hostile = dataclasses.replace(
+        w, tokens=[["<b>x</b>"] + row[1:] for row in w.tokens], fixed=[[True] + row[1:] for row in w.fixed]
+    )
     grid = specviz.render_tree([e if e is not w else hostile for e in events])
     assert "<b>x</b>" not in grid and "&lt;b&gt;x&lt;/b&gt;" in grid
     assert 'la-cell la-fixed" data-level="0" data-col="0"' in grid

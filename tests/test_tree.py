@@ -1,4 +1,5 @@
 """Tree speculation: mask and positions, cache compaction, lossless greedy and sampling."""
+
 import pytest
 import torch
 
@@ -16,11 +17,7 @@ def test_tree_mask_and_positions_for_hand_built_tree():
     mask, pos = tree.tree_inputs(PARENTS, prefix=3, device="cpu")
     assert mask.shape == (1, 1, 5, 8) and pos.tolist() == [[3, 4, 4, 5, 5]]
     m = mask[0, 0, :, 3:].int().tolist()  # columns: root, a, b, c, d
-    assert m == [[1, 0, 0, 0, 0],
-                 [1, 1, 0, 0, 0],
-                 [1, 0, 1, 0, 0],
-                 [1, 1, 0, 1, 0],
-                 [1, 1, 0, 0, 1]]
+    assert m == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 0, 1, 0, 0], [1, 1, 0, 1, 0], [1, 1, 0, 0, 1]]
     assert mask[0, 0, :, :3].all()
 
 
@@ -44,7 +41,12 @@ def test_compaction_keeps_exactly_the_accepted_path(tiny_dirs):
     with torch.inference_mode():
         model(torch.tensor([prefix[:-1]]), past_key_values=cache)
         mask, pos = tree.tree_inputs(PARENTS, 3, "cpu")
-        model(torch.tensor([[prefix[-1]] + tokens]), past_key_values=cache, attention_mask=mask, position_ids=pos)
+        model(
+            torch.tensor([[prefix[-1]] + tokens]),
+            past_key_values=cache,
+            attention_mask=mask,
+            position_ids=pos,
+        )
         cache.compact(3, [0, 3])  # keep a, d
         fresh = KVCache.for_model(model, 32)
         model(torch.tensor([prefix + [21, 24]]), past_key_values=fresh)
@@ -77,8 +79,9 @@ def test_tree_sampling_is_lossless(tiny_dirs):
     ids = engine.encode("Once upon a time", False)
     counts = torch.zeros(engine.target.vocab_size)
     for seed in range(1000):
-        cfg = GenerationConfig(gamma=1, max_new_tokens=2, temperature=1.0, top_k=8, seed=seed,
-                               tree_budget=4, tree_branching=4)
+        cfg = GenerationConfig(
+            gamma=1, max_new_tokens=2, temperature=1.0, top_k=8, seed=seed, tree_budget=4, tree_branching=4
+        )
         counts[list(engine.generate(None, cfg, prompt_ids=ids))[-1].token_ids[0]] += 1
     assert chi_square(counts, target_first_token_probs(engine, ids)) < CHI2_7DF_999
 
@@ -98,17 +101,31 @@ def test_one_step_type_for_chain_tree_and_plain_rounds(tiny_dirs):
     target = load_model(tiny_dirs["target"])
     engine = Engine(target, "self", measure_step=False)
     ids = engine.encode("one two three four", True)
-    ar = list(engine.generate(None, GenerationConfig(max_new_tokens=3), mode="ar", prompt_ids=ids))[-1].token_ids
+    ar = list(engine.generate(None, GenerationConfig(max_new_tokens=3), mode="ar", prompt_ids=ids))[
+        -1
+    ].token_ids
     cfg, t = GenerationConfig(), torch.tensor
-    drafts = {"plain": None,
-              "chain": Draft(t([ar[0], ar[1] + 1, ar[2]]), None, "test"),  # the second token is wrong
-              "tree": Draft(t([ar[0], ar[0] + 1, ar[1]]), None, "test", parents=[-1, -1, 0])}  # a branch at depth 1
+    drafts = {
+        "plain": None,
+        "chain": Draft(t([ar[0], ar[1] + 1, ar[2]]), None, "test"),  # the second token is wrong
+        "tree": Draft(t([ar[0], ar[0] + 1, ar[1]]), None, "test", parents=[-1, -1, 0]),
+    }  # a branch at depth 1
     for kind, draft in drafts.items():
         cache = KVCache.for_model(target.model, len(ids) + 8)
         engine.forward(t([ids[:-1]]), cache)
-        s = step(engine.forward, ids, draft, cache, cfg, None, eos=target.eos_ids, remaining=8, device=target.device)
+        s = step(
+            engine.forward,
+            ids,
+            draft,
+            cache,
+            cfg,
+            None,
+            eos=target.eos_ids,
+            remaining=8,
+            device=target.device,
+        )
         assert isinstance(s, Step) and cache.length == s.cache_after == len(ids) + s.n_accepted
-        assert s.new == ar[:len(s.new)] and s.new[:s.n_accepted] == s.drafted[:s.n_accepted]
+        assert s.new == ar[: len(s.new)] and s.new[: s.n_accepted] == s.drafted[: s.n_accepted]
         assert len(s.p_rows) == s.n_accepted + 1 if kind == "tree" else len(s.p_rows) == len(s.drafted) + 1
         assert (s.tree is not None) == (kind == "tree")
     assert s.tree.path == [0, 2] and s.drafted == [ar[0], ar[1]] and s.n_accepted == 2 and s.new == ar[:3]

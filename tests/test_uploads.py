@@ -1,6 +1,7 @@
 """What visitors can put on disk is bounded where files arrive (ui/uploads.py): bytes per request, files per request,
 uploads and bytes per client, and the folder's total, pruned oldest first. A fake upload route writes the files, as
 Gradio's does; the real server's route is tested in test_app_api."""
+
 from __future__ import annotations
 
 import asyncio
@@ -12,13 +13,20 @@ from ui.uploads import MIB, Limits, UploadBound, prune_folder
 
 
 def limits(**kw) -> Limits:
-    env = {"SPECVIZ_MAX_UPLOAD_MB": "1", "SPECVIZ_CLIENT_UPLOADS": "5", "SPECVIZ_CLIENT_UPLOAD_MB": "3",
-           "SPECVIZ_UPLOAD_FILES": "4", "SPECVIZ_UPLOAD_TOTAL_MB": "2", **kw}
+    env = {
+        "SPECVIZ_MAX_UPLOAD_MB": "1",
+        "SPECVIZ_CLIENT_UPLOADS": "5",
+        "SPECVIZ_CLIENT_UPLOAD_MB": "3",
+        "SPECVIZ_UPLOAD_FILES": "4",
+        "SPECVIZ_UPLOAD_TOTAL_MB": "2",
+        **kw,
+    }
     return Limits(env)
 
 
 def route(folder, files: int, size: int):
     """An ASGI upload route writing `files` files of `size` bytes into folder/<n>/, answering their paths."""
+
     async def app(scope, receive, send):
         paths = []
         for _ in range(files):
@@ -29,6 +37,7 @@ def route(folder, files: int, size: int):
             paths.append(str(path))
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": json.dumps(paths).encode()})
+
     return app
 
 
@@ -38,8 +47,13 @@ def post(bound: UploadBound, length: int, client: str = "1.2.3.4") -> tuple[int,
     async def send(message):
         out.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/gradio_api/upload", "client": (client, 1),
-             "headers": [(b"content-length", str(length).encode())]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/gradio_api/upload",
+        "client": (client, 1),
+        "headers": [(b"content-length", str(length).encode())],
+    }
     asyncio.run(bound(scope, None, send))
     return out[0]["status"], b"".join(m.get("body", b"") for m in out[1:]).decode()
 
@@ -52,7 +66,12 @@ def test_a_request_over_one_files_bytes_is_refused_unread(tmp_path):
     """Content-Length beyond SPECVIZ_MAX_UPLOAD_MB (+ the form's overhead): 413 naming the bytes; nothing written."""
     bound = UploadBound(route(tmp_path, 1, 10), lambda: tmp_path, limits())
     status, text = post(bound, 2 * MIB)
-    assert status == 413 and "1048576 bytes" in text and "SPECVIZ_MAX_UPLOAD_MB" in text and not files_in(tmp_path)
+    assert (
+        status == 413
+        and "1048576 bytes" in text
+        and "SPECVIZ_MAX_UPLOAD_MB" in text
+        and not files_in(tmp_path)
+    )
 
 
 def test_thirty_files_in_one_request_are_refused_and_removed(tmp_path):

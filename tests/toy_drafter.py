@@ -1,5 +1,6 @@
 """A toy drafter family for tests/test_registry.py: the whole of what adding a drafter takes, beside one
 `register(Family(...))` line. It proposes the last committed token K times over (a poor but lossless draft)."""
+
 from __future__ import annotations
 
 import torch

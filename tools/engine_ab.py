@@ -11,6 +11,7 @@ forward at 200 cached tokens (1, 5 and 13 new tokens, median of 15, interleaved)
 alternating, with the total time to the last round, the time spent drafting (the summaries' draft_s) and a
 token-for-token identity check. Prints the new ÷ old time ratios (below 1: the new engine is faster).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,29 +27,46 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = ["Explain what a hash map is in two sentences.",
-           "Copy this text exactly: The quick brown fox jumps over the lazy dog. The quick brown fox jumps again.",
-           "def add(a, b):\n    return a + b\n\nRewrite the function above with type hints.",
-           "Summarise: Speculative decoding drafts tokens cheaply and verifies them in one target forward."]
+PROMPTS = [
+    "Explain what a hash map is in two sentences.",
+    "Copy this text exactly: The quick brown fox jumps over the lazy dog. The quick brown fox jumps again.",
+    "def add(a, b):\n    return a + b\n\nRewrite the function above with type hints.",
+    "Summarise: Speculative decoding drafts tokens cheaply and verifies them in one target forward.",
+]
 # (drafter spec, γ, mode, extra GenerationConfig settings)
-CONFIGS = [("ar", 1, "ar", {}), ("ngram", 3, "speculative", {}), ("self", 3, "speculative", {}),
-           ("auto", 4, "speculative", {})]
-EVERY = CONFIGS + [("layerskip", 3, "speculative", {}), ("quant", 3, "speculative", {}),
-                   ("medusa", 3, "speculative", {}), ("eagle", 3, "speculative", {}), ("auto:ngram", 4, "speculative", {}),
-                   ("oracle:0.7", 4, "speculative", {}), ("ngram+tree", 4, "speculative", {"tree_budget": 8}),
-                   ("eagle+tree", 4, "speculative", {"tree_budget": 8, "tree_branching": 2}),
-                   ("medusa+tree", 3, "speculative", {"tree_budget": 8, "tree_branching": 2}),
-                   ("ngram+beams", 3, "speculative", {"num_beams": 3}), ("self+beams", 3, "speculative", {"num_beams": 2}),
-                   ("ar+beams", 1, "ar", {"num_beams": 3})]
-LAYOUTS = ({"engine": "decode.engine", "config": "config", "cache": "runtime.cache", "models": "runtime.models"},
-           {"engine": "engine", "config": "config", "cache": "cache", "models": "models"})  # rooms, then flat
+CONFIGS = [
+    ("ar", 1, "ar", {}),
+    ("ngram", 3, "speculative", {}),
+    ("self", 3, "speculative", {}),
+    ("auto", 4, "speculative", {}),
+]
+EVERY = CONFIGS + [
+    ("layerskip", 3, "speculative", {}),
+    ("quant", 3, "speculative", {}),
+    ("medusa", 3, "speculative", {}),
+    ("eagle", 3, "speculative", {}),
+    ("auto:ngram", 4, "speculative", {}),
+    ("oracle:0.7", 4, "speculative", {}),
+    ("ngram+tree", 4, "speculative", {"tree_budget": 8}),
+    ("eagle+tree", 4, "speculative", {"tree_budget": 8, "tree_branching": 2}),
+    ("medusa+tree", 3, "speculative", {"tree_budget": 8, "tree_branching": 2}),
+    ("ngram+beams", 3, "speculative", {"num_beams": 3}),
+    ("self+beams", 3, "speculative", {"num_beams": 2}),
+    ("ar+beams", 1, "ar", {"num_beams": 3}),
+]
+LAYOUTS = (
+    {"engine": "decode.engine", "config": "config", "cache": "runtime.cache", "models": "runtime.models"},
+    {"engine": "engine", "config": "config", "cache": "cache", "models": "models"},
+)  # rooms, then flat
 
 
 def load(package: str):
     """(Engine, GenerationConfig, KVCache, load_model) of one engine package, in either layout."""
     root = Path(importlib.import_module(package).__file__).parent
     layout = next(lay for lay in LAYOUTS if (root / (lay["engine"].replace(".", "/") + ".py")).exists())
-    mods = [importlib.import_module(f"{package}.{layout[m]}") for m in ("engine", "config", "cache", "models")]
+    mods = [
+        importlib.import_module(f"{package}.{layout[m]}") for m in ("engine", "config", "cache", "models")
+    ]
     return mods[0].Engine, mods[1].GenerationConfig, mods[2].KVCache, mods[3].load_model
 
 
@@ -74,20 +92,32 @@ def main() -> None:
     ap.add_argument("--base", required=True, help="a checkout of the code to compare against")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--drafts", default="ar,ngram,self,auto",
-                    help="comma list of config names (" + ",".join(c[0] for c in EVERY) + ") or 'all'")
-    ap.add_argument("--prompts", default="", help="'bench': engine/prompts/bench.jsonl instead of the 4 built in")
+    ap.add_argument(
+        "--drafts",
+        default="ar,ngram,self,auto",
+        help="comma list of config names (" + ",".join(c[0] for c in EVERY) + ") or 'all'",
+    )
+    ap.add_argument(
+        "--prompts", default="", help="'bench': engine/prompts/bench.jsonl instead of the 4 built in"
+    )
     ap.add_argument("--forward-pairs", type=int, default=15)
     args = ap.parse_args()
     configs = EVERY if args.drafts == "all" else [c for c in EVERY if c[0] in args.drafts.split(",")]
     tmp = Path(tempfile.mkdtemp())
     shutil.copytree(Path(args.base) / "engine", tmp / "engine_base")
-    (tmp / "assets").symlink_to(Path(args.base).resolve() / "assets")  # the base's shipped heads, where it looks
+    (tmp / "assets").symlink_to(
+        Path(args.base).resolve() / "assets"
+    )  # the base's shipped heads, where it looks
     sys.path[:0] = [str(tmp), str(ROOT)]
     sides = {"old": load("engine_base"), "new": load("engine")}
     targets = {side: s[3]("embedded") for side, s in sides.items()}
-    engines = {side: {d: sides[side][0](targets[side], spec_of(d), measure_step=False)
-                      for d in {"ar"} | {c[0] for c in configs}} for side in sides}
+    engines = {
+        side: {
+            d: sides[side][0](targets[side], spec_of(d), measure_step=False)
+            for d in {"ar"} | {c[0] for c in configs}
+        }
+        for side in sides
+    }
 
     # 1. one forward of each lean forward
     x = torch.randint(0, 40000, (1, 213))
@@ -98,20 +128,30 @@ def main() -> None:
         for n in (1, 5, 13):
             ms = {side: [] for side in sides}
             for i in range(args.forward_pairs):
-                for side in (("old", "new") if i % 2 == 0 else ("new", "old")):
+                for side in ("old", "new") if i % 2 == 0 else ("new", "old"):
                     t = time.perf_counter()
-                    engines[side]["ar"].forward(x[:, 200:200 + n], caches[side])
+                    engines[side]["ar"].forward(x[:, 200 : 200 + n], caches[side])
                     ms[side].append((time.perf_counter() - t) * 1e3)
                     caches[side].truncate(200)
             old, new = statistics.median(ms["old"]), statistics.median(ms["new"])
-            print(f"forward of {n:2d} tokens at 200 cached: old {old:.1f} ms, new {new:.1f} ms, new/old {new / old:.3f}")
+            print(
+                f"forward of {n:2d} tokens at 200 cached: old {old:.1f} ms, new {new:.1f} ms, new/old {new / old:.3f}"
+            )
 
     # 2. whole runs, old and new alternating
-    prompts = PROMPTS if args.prompts != "bench" else [
-        json.loads(line)["prompt"] for line in (ROOT / "engine" / "prompts" / "bench.jsonl").read_text().splitlines()]
+    prompts = (
+        PROMPTS
+        if args.prompts != "bench"
+        else [
+            json.loads(line)["prompt"]
+            for line in (ROOT / "engine" / "prompts" / "bench.jsonl").read_text().splitlines()
+        ]
+    )
     encoded = [engines["new"]["ar"].encode(p) for p in prompts]
     totals = {(side, d, g): 0.0 for side in sides for d, g, _, _ in configs}
-    rounds = {(side, d, g): [0, 0, 0.0] for side in sides for d, g, _, _ in configs}  # rounds, drafted, draft s
+    rounds = {
+        (side, d, g): [0, 0, 0.0] for side in sides for d, g, _, _ in configs
+    }  # rounds, drafted, draft s
     same = {(d, g): True for d, g, _, _ in configs}
     for d, g, mode, extra in configs:  # warm-up
         for side in sides:
@@ -120,7 +160,7 @@ def main() -> None:
         for i, ids in enumerate(encoded):
             for d, g, mode, extra in configs:
                 out = {}
-                for side in (("old", "new") if (r + i) % 2 == 0 else ("new", "old")):
+                for side in ("old", "new") if (r + i) % 2 == 0 else ("new", "old"):
                     cfg = sides[side][1](gamma=g, max_new_tokens=args.max_new_tokens, **extra)
                     wall, out[side], summary = timed_run(engines[side][d], cfg, mode, ids)
                     totals[(side, d, g)] += wall
@@ -131,9 +171,11 @@ def main() -> None:
     for d, g, _, _ in configs:
         old, new = totals[("old", d, g)], totals[("new", d, g)]
         (r_old, d_old, s_old), (r_new, d_new, s_new) = rounds[("old", d, g)], rounds[("new", d, g)]
-        print(f"{d:6s} γ={g}: old {old:.2f} s, new {new:.2f} s, new/old {new / old:.3f}, "
-              f"{'identical' if same[(d, g)] else 'DIFFERENT'} output; rounds {r_old} vs {r_new}, "
-              f"drafted tokens {d_old} vs {d_new}, drafting {s_old:.2f} s vs {s_new:.2f} s")
+        print(
+            f"{d:6s} γ={g}: old {old:.2f} s, new {new:.2f} s, new/old {new / old:.3f}, "
+            f"{'identical' if same[(d, g)] else 'DIFFERENT'} output; rounds {r_old} vs {r_new}, "
+            f"drafted tokens {d_old} vs {d_new}, drafting {s_old:.2f} s vs {s_new:.2f} s"
+        )
 
 
 if __name__ == "__main__":

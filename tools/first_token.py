@@ -7,6 +7,7 @@ carrying tokens. Not a test (it measures time); run it on a quiet machine:
 
 STARTS app start-ups (default 3) are measured; it prints each and the medians.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,13 @@ def first_token_s(url: str, prompt: str) -> tuple[float, float]:
     """(seconds from pressing Generate to the first update with tokens, to the run's end)."""
     data = [EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 32, 0, 2, False, prompt, None]
     session = uuid.uuid4().hex
-    body = {"data": data, "fn_index": fn_index(url, "run"), "session_hash": session, "event_data": None,
-            "trigger_id": None}
+    body = {
+        "data": data,
+        "fn_index": fn_index(url, "run"),
+        "session_hash": session,
+        "event_data": None,
+        "trigger_id": None,
+    }
     first = None
     with httpx.Client(timeout=300) as http:
         t0 = time.perf_counter()
@@ -56,14 +62,27 @@ def first_token_s(url: str, prompt: str) -> tuple[float, float]:
 def one_start() -> tuple[float, float, list[float]]:
     """Start the app once: (seconds until it is ready, the first run's first token, the later runs' first tokens)."""
     port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
-               GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1")
+    env = dict(
+        os.environ,
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        GRADIO_ANALYTICS_ENABLED="False",
+        HF_HUB_OFFLINE="1",
+    )
     url = f"http://127.0.0.1:{port}/"
     t_start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "app.py")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
-        for line in proc.stdout:  # start-up ends with the app's READY line, after its warm-up run through the queue
+        for (
+            line
+        ) in proc.stdout:  # start-up ends with the app's READY line, after its warm-up run through the queue
             if line.startswith(READY):
                 break
         with urllib.request.urlopen(url, timeout=10) as r:
@@ -85,17 +104,24 @@ LATER_RUNS = 2  # runs after the first, per start
 def main() -> None:
     starts = int(sys.argv[1]) if len(sys.argv) > 1 else 3  # app start-ups measured; medians over them
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
-    print(f"warm-up at start-up: {'on' if warm else 'off (SPECVIZ_WARM_UP=0)'}; {starts} start-ups, "
-          f"each: the first run, then {LATER_RUNS} later runs (first token after Generate)")
+    print(
+        f"warm-up at start-up: {'on' if warm else 'off (SPECVIZ_WARM_UP=0)'}; {starts} start-ups, "
+        f"each: the first run, then {LATER_RUNS} later runs (first token after Generate)"
+    )
     rows = []
     for k in range(starts):
         ready, first, later = one_start()
         rows.append((ready, first, statistics.median(later)))
-        print(f"start {k + 1}: ready after {ready:.1f} s; first run {first:.2f} s; later runs "
-              + ", ".join(f"{t:.2f}" for t in later) + " s")
+        print(
+            f"start {k + 1}: ready after {ready:.1f} s; first run {first:.2f} s; later runs "
+            + ", ".join(f"{t:.2f}" for t in later)
+            + " s"
+        )
     ready, first, later = (statistics.median(col) for col in zip(*rows))
-    print(f"median: ready after {ready:.1f} s; first run's first token {first:.2f} s; later runs' {later:.2f} s; "
-          f"first ÷ later {first / later:.2f}")
+    print(
+        f"median: ready after {ready:.1f} s; first run's first token {first:.2f} s; later runs' {later:.2f} s; "
+        f"first ÷ later {first / later:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ views of the whole event list so far, every round.
 
     /work/bin/cpu-quiet .venv/bin/python tools/ui_update.py
 """
+
 from __future__ import annotations
 
 import sys
@@ -39,10 +40,14 @@ def main(rounds: int = 125) -> None:
             times.append(time.perf_counter() - t0)
     html = render_stream(events)
     n = html.count('class="tok ')
-    print(f"{'incremental (RunSet)' if runs is not None else 'whole list every round'}: {len(times)} rounds, "
-          f"{n} tokens")
-    print(f"views per round: first {times[0] * 1e3:.1f} ms, last {times[-1] * 1e3:.1f} ms, "
-          f"all rounds together {sum(times):.2f} s")
+    print(
+        f"{'incremental (RunSet)' if runs is not None else 'whole list every round'}: {len(times)} rounds, "
+        f"{n} tokens"
+    )
+    print(
+        f"views per round: first {times[0] * 1e3:.1f} ms, last {times[-1] * 1e3:.1f} ms, "
+        f"all rounds together {sum(times):.2f} s"
+    )
     print(f"stream: {len(html.encode()) / n:.0f} bytes per token")
 
 

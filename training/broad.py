@@ -13,6 +13,7 @@ Everything is deterministic given the seed and the installed package versions (`
 here may equal, contain or sit inside a Spec-Bench question or a benchmark / example prompt
 (tests/test_heads.py checks the instructions; `disjoint` drops any text chunk that holds one).
 """
+
 from __future__ import annotations
 
 import glob
@@ -38,7 +39,9 @@ SOURCES = {
     "man-en": ("/usr/share/man/man1/[!g]*.1.gz", "man", "manpages"),  # not g*: ~18k generated gcloud pages
     "man-de": ("/usr/share/man/de/man[1-8]/*.gz", "man", "manpages-de"),
 }
-PACKAGES = sorted({pkg for _, _, pkgs in SOURCES.values() for pkg in pkgs.split()})  # what `make heads-data` installs
+PACKAGES = sorted(
+    {pkg for _, _, pkgs in SOURCES.values() for pkg in pkgs.split()}
+)  # what `make heads-data` installs
 CATEGORIES = ("translation", "summarization", "qa", "math_reasoning", "rag", "mt_bench")
 
 
@@ -101,8 +104,9 @@ def budget(texts, chars: int) -> list[str]:
 def disjoint(texts: list[str], forbidden: list[str], probe: int = 60) -> list[str]:
     """texts without any that contains a forbidden text or a `probe`-character piece of one (a benchmark
     question quoted in a manual page is not training material)."""
-    pieces = {f[i:i + probe] for f in forbidden for i in range(0, max(len(f) - probe, 0) + 1, probe)} | {
-        f for f in forbidden if len(f) <= probe}
+    pieces = {f[i : i + probe] for f in forbidden for i in range(0, max(len(f) - probe, 0) + 1, probe)} | {
+        f for f in forbidden if len(f) <= probe
+    }
     pieces = {p for p in pieces if len(p.strip()) >= 20}
     return [t for t in texts if not any(p in t for p in pieces)]
 
@@ -119,39 +123,76 @@ def sentences(text: str) -> list[str]:
 WORDS = ("apples", "books", "marbles", "tickets", "stamps", "pencils", "cookies", "coins", "shells", "cards")
 PEOPLE = ("Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivo", "Jun", "Kira", "Leo")
 MT_TASKS = (
-    "Write a short blog post about {topic}.", "Compose a friendly email to a colleague about {topic}.",
-    "Pretend you are a tour guide and describe {topic} to visitors.", "Give three arguments for and against {topic}.",
-    "Explain {topic} to a high-school student.", "Write a limerick about {topic}.",
-    "Draft a short speech opening a conference on {topic}.", "Describe a day in the life of someone who works on {topic}.",
+    "Write a short blog post about {topic}.",
+    "Compose a friendly email to a colleague about {topic}.",
+    "Pretend you are a tour guide and describe {topic} to visitors.",
+    "Give three arguments for and against {topic}.",
+    "Explain {topic} to a high-school student.",
+    "Write a limerick about {topic}.",
+    "Draft a short speech opening a conference on {topic}.",
+    "Describe a day in the life of someone who works on {topic}.",
 )
-TOPICS = ("renewable energy", "urban gardening", "public libraries", "remote work", "ocean plastics", "space probes",
-          "bicycle commuting", "volcanoes", "ancient trade routes", "the history of printing", "honeybees",
-          "tidal power", "sleep hygiene", "the metric system", "chess openings", "rainforests", "jazz music",
-          "electric trains", "glaciers", "board games", "street food", "lighthouses", "coral reefs", "recycling")
-QA = ("What is {thing} used for?", "Briefly, what is {thing} about?", "Who cares about {thing}, and why?",
-      "In one paragraph, explain {thing}.", "Name three facts about {thing}.")
-RAG_QUESTIONS = ("What is the main point of the passage?", "Which details does the passage give? List them.",
-                 "According to the passage, what should a user do first?", "What problem does the passage describe?")
+TOPICS = (
+    "renewable energy",
+    "urban gardening",
+    "public libraries",
+    "remote work",
+    "ocean plastics",
+    "space probes",
+    "bicycle commuting",
+    "volcanoes",
+    "ancient trade routes",
+    "the history of printing",
+    "honeybees",
+    "tidal power",
+    "sleep hygiene",
+    "the metric system",
+    "chess openings",
+    "rainforests",
+    "jazz music",
+    "electric trains",
+    "glaciers",
+    "board games",
+    "street food",
+    "lighthouses",
+    "coral reefs",
+    "recycling",
+)
+QA = (
+    "What is {thing} used for?",
+    "Briefly, what is {thing} about?",
+    "Who cares about {thing}, and why?",
+    "In one paragraph, explain {thing}.",
+    "Name three facts about {thing}.",
+)
+RAG_QUESTIONS = (
+    "What is the main point of the passage?",
+    "Which details does the passage give? List them.",
+    "According to the passage, what should a user do first?",
+    "What problem does the passage describe?",
+)
 
 
 def word_problem(rng: random.Random) -> str:
     """A seeded grade-school word problem (numbers and names vary)."""
     a, b, c = rng.randint(3, 60), rng.randint(2, 30), rng.randint(2, 9)
     who, other, thing = rng.choice(PEOPLE), rng.choice(PEOPLE), rng.choice(WORDS)
-    forms = (f"{who} has {a} {thing}. {other} gives {who} {b} more, and then {who} shares them equally among {c} "
-             f"friends. How many {thing} does each friend get, and how many are left over?",
-             f"A shop sells {thing} in boxes of {c}. {who} buys {a} boxes and gives away {b} {thing}. How many "
-             f"{thing} does {who} have now? Show your steps.",
-             f"{who} reads {a} pages on Monday and {b} pages more each day after that. How many pages has {who} read "
-             f"after {c} days?",
-             f"A train travels {a * 5} km in {c} hours. At the same speed, how far does it go in {c + b % 5} hours?")
+    forms = (
+        f"{who} has {a} {thing}. {other} gives {who} {b} more, and then {who} shares them equally among {c} "
+        f"friends. How many {thing} does each friend get, and how many are left over?",
+        f"A shop sells {thing} in boxes of {c}. {who} buys {a} boxes and gives away {b} {thing}. How many "
+        f"{thing} does {who} have now? Show your steps.",
+        f"{who} reads {a} pages on Monday and {b} pages more each day after that. How many pages has {who} read "
+        f"after {c} days?",
+        f"A train travels {a * 5} km in {c} hours. At the same speed, how far does it go in {c + b % 5} hours?",
+    )
     return rng.choice(forms)
 
 
 def man_names(limit: int = 400) -> list[str]:
     """Command names with a one-line description from the English manual pages' NAME sections ("ls")."""
     out = []
-    for path in sorted(glob.glob(SOURCES["man-en"][0]))[:limit * 4]:
+    for path in sorted(glob.glob(SOURCES["man-en"][0]))[: limit * 4]:
         name = Path(path).name.split(".")[0]
         if re.fullmatch(r"[a-z][a-z0-9-]{1,20}", name):
             out.append(name)
@@ -165,22 +206,46 @@ def instructions(n_per_category: int, seed: int = 0, texts: dict | None = None) 
     (default: read them)."""
     rng = random.Random(seed)
     texts = texts or {s: chunks(s, seed=seed) for s in ("python-docs", "debian-reference", "man-de")}
-    prose = [s for c in texts["python-docs"] + texts["debian-reference"] for s in paragraphs(c, 200)
-             if "::" not in s and not s.lstrip().startswith((".", "*", "-", "=", ">>>"))]
+    prose = [
+        s
+        for c in texts["python-docs"] + texts["debian-reference"]
+        for s in paragraphs(c, 200)
+        if "::" not in s and not s.lstrip().startswith((".", "*", "-", "=", ">>>"))
+    ]
     german = [s for c in texts["man-de"] for s in sentences(c)]
     commands = man_names()
     out = []
     for _ in range(n_per_category):
-        out.append(("translation", "Translate the following German text into English:\n\n"
-                    + " ".join(rng.sample(german, min(len(german), rng.randint(1, 3))))))
+        out.append(
+            (
+                "translation",
+                "Translate the following German text into English:\n\n"
+                + " ".join(rng.sample(german, min(len(german), rng.randint(1, 3)))),
+            )
+        )
         passage = rng.choice(prose)[:1200]
-        out.append(("summarization", rng.choice(("Summarize the following text in two or three sentences:\n\n",
-                                                 "Give a short summary of this passage:\n\n")) + passage))
+        out.append(
+            (
+                "summarization",
+                rng.choice(
+                    (
+                        "Summarize the following text in two or three sentences:\n\n",
+                        "Give a short summary of this passage:\n\n",
+                    )
+                )
+                + passage,
+            )
+        )
         thing = rng.choice((f"the `{rng.choice(commands)}` command", rng.choice(TOPICS)))
         out.append(("qa", rng.choice(QA).format(thing=thing)))
         out.append(("math_reasoning", word_problem(rng)))
-        out.append(("rag", f"{rng.choice(prose)[:1200]}\n\nAnswer using only the passage above. "
-                           f"{rng.choice(RAG_QUESTIONS)}"))
+        out.append(
+            (
+                "rag",
+                f"{rng.choice(prose)[:1200]}\n\nAnswer using only the passage above. "
+                f"{rng.choice(RAG_QUESTIONS)}",
+            )
+        )
         out.append(("mt_bench", rng.choice(MT_TASKS).format(topic=rng.choice(TOPICS))))
     return out
 
@@ -189,7 +254,11 @@ def forbidden() -> list[str]:
     """What no training text may hold: every turn of Spec-Bench's 480 questions and every benchmark prompt."""
     out = [turn for q in load_questions() for turn in q["turns"]]
     for path in sorted(PROMPTS_DIR.glob("*.jsonl")):
-        out += [json.loads(line)["prompt"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        out += [
+            json.loads(line)["prompt"]
+            for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
     return out
 
 
@@ -198,8 +267,12 @@ def manifest() -> dict:
     out = {}
     for pkg in PACKAGES:
         try:
-            out[pkg] = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True,
-                                      timeout=10).stdout or None
+            out[pkg] = (
+                subprocess.run(
+                    ["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True, timeout=10
+                ).stdout
+                or None
+            )
         except (OSError, subprocess.SubprocessError):
             out[pkg] = None
     out[sharegpt.PACKAGE] = sharegpt.version()  # a PyPI package in the venv

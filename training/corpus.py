@@ -6,6 +6,7 @@ vocabulary read off the labels.
 A sequence is {"tokens" (T,), "prompt_len", "features" (T − 1, H) fp16 (the target's final-norm hidden state at
 every position but the last), "next" (T − 1,) (the target's choice after each position), "source"}.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,7 +32,7 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
     forward, eos = forward_fn(model), eos_ids(model, tokenizer)
     out, t0 = [], time.time()
     for start in range(0, len(prompts), batch):
-        rows = [prompt_ids(tokenizer, p) for p in prompts[start:start + batch]]
+        rows = [prompt_ids(tokenizer, p) for p in prompts[start : start + batch]]
         b, width = len(rows), max(map(len, rows))
         valid = torch.tensor([[False] * (width - len(r)) + [True] * len(r) for r in rows])  # (B, W)
         x = torch.tensor([[0] * (width - len(r)) + r for r in rows])  # (B, W) left padded
@@ -49,14 +50,15 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
                 break
             valid = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool)], dim=1)
             pos = pos[:, -1:] + 1
-            logits = forward(tok[:, None], cache, attention_mask=valid[:, None, None], position_ids=pos,
-                             hidden_out=hidden)[:, -1]
+            logits = forward(
+                tok[:, None], cache, attention_mask=valid[:, None, None], position_ids=pos, hidden_out=hidden
+            )[:, -1]
         feats = torch.cat(hidden, dim=1)  # (B, W + steps, H)
         gen = torch.stack(new, dim=1).tolist()  # (B, steps)
         for i, row in enumerate(rows):
             end = next((k + 1 for k, t in enumerate(gen[i]) if t in eos), len(gen[i]))
             tokens = row + gen[i][:end]
-            f = feats[i, width - len(row):width - len(row) + len(tokens) - 1]
+            f = feats[i, width - len(row) : width - len(row) + len(tokens) - 1]
             t = torch.tensor(tokens)
             # next: the target's choice after each position (its greedy continuation; prompt positions unused)
             out.append({"tokens": t, "prompt_len": len(row), "features": f.to(torch.float16), "next": t[1:]})
@@ -65,8 +67,9 @@ def corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, log=p
 
 
 @torch.inference_mode()
-def teacher_corpus(model, tokenizer, texts: list[str], max_tokens: int, chunk: int = 512, batch: int = 4,
-                   log=print) -> list[dict]:
+def teacher_corpus(
+    model, tokenizer, texts: list[str], max_tokens: int, chunk: int = 512, batch: int = 4, log=print
+) -> list[dict]:
     """Real text read by the target (teacher forcing): the texts' tokens, joined by end-of-text, cut into chunks of
     `chunk` tokens (up to max_tokens in all); per chunk its features and `next`, the target's argmax after every
     position: labels from one batched forward per chunk, no generation. prompt_len 1: every position has a loss."""
@@ -76,17 +79,23 @@ def teacher_corpus(model, tokenizer, texts: list[str], max_tokens: int, chunk: i
         stream += tokenizer(text, add_special_tokens=False)["input_ids"] + [eos]
         if len(stream) >= max_tokens:
             break
-    stream = stream[:max_tokens - max_tokens % chunk] if len(stream) >= chunk else stream
-    rows = [stream[i:i + chunk] for i in range(0, len(stream) - chunk + 1, chunk)]
+    stream = stream[: max_tokens - max_tokens % chunk] if len(stream) >= chunk else stream
+    rows = [stream[i : i + chunk] for i in range(0, len(stream) - chunk + 1, chunk)]
     out, t0 = [], time.time()
     for start in range(0, len(rows), batch):
-        x = torch.tensor(rows[start:start + batch])  # (B, chunk)
+        x = torch.tensor(rows[start : start + batch])  # (B, chunk)
         cache, hidden = KVCache.for_model(model, chunk), []
         logits = forward(x, cache, hidden_out=hidden)  # (B, chunk, V)
         best = logits.argmax(-1)  # (B, chunk)
         for i in range(len(x)):
-            out.append({"tokens": x[i], "prompt_len": 1, "features": hidden[0][i, :-1].to(torch.float16),
-                        "next": best[i, :-1]})
+            out.append(
+                {
+                    "tokens": x[i],
+                    "prompt_len": 1,
+                    "features": hidden[0][i, :-1].to(torch.float16),
+                    "next": best[i, :-1],
+                }
+            )
         if (start // batch) % 25 == 0:
             log(f"teacher corpus: {len(out)}/{len(rows)} chunks of {chunk}, {time.time() - t0:.0f}s")
     return out
@@ -94,7 +103,7 @@ def teacher_corpus(model, tokenizer, texts: list[str], max_tokens: int, chunk: i
 
 def draft_vocab(seqs: list[dict], size: int) -> tuple[torch.Tensor, float]:
     """The `size` most frequent label tokens (the target's choices; ties by id) and the share of labels they cover."""
-    counts = torch.bincount(torch.cat([s["next"][s["prompt_len"] - 1:] for s in seqs]))
+    counts = torch.bincount(torch.cat([s["next"][s["prompt_len"] - 1 :] for s in seqs]))
     order = sorted(range(len(counts)), key=lambda i: (-int(counts[i]), i))[:size]
     ids = torch.tensor(sorted(order))
     return ids, float(counts[ids].sum() / counts.sum())
@@ -104,12 +113,20 @@ def draft_vocab_share(vocab_ids: torch.Tensor, seqs: list[dict]) -> float:
     """The share of these sequences' labels (the target's choices) the draft vocabulary holds."""
     if not seqs:
         return 0.0
-    labels = torch.cat([s["next"][s["prompt_len"] - 1:] for s in seqs])
+    labels = torch.cat([s["next"][s["prompt_len"] - 1 :] for s in seqs])
     return float(torch.isin(labels, vocab_ids).float().mean())
 
 
-def cached_corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int, cache: str | None,
-                  log=print, save_every_s: float = 120.0) -> list[dict]:
+def cached_corpus(
+    model,
+    tokenizer,
+    prompts: list[str],
+    max_new: int,
+    batch: int,
+    cache: str | None,
+    log=print,
+    save_every_s: float = 120.0,
+) -> list[dict]:
     """corpus() for the prompts, through a cache file keyed by prompt: prompts already there are read back
     (greedy: the same either way), the others are generated and the file is rewritten every few minutes, so an
     interrupted run resumes where it stopped. A cache made with another max_new is not used."""
@@ -119,9 +136,9 @@ def cached_corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int
         done = saved["seqs"] if saved.get("max_new") == max_new else {}
     todo, last = [p for p in prompts if p not in done], time.time()
     for start in range(0, len(todo), batch):
-        chunk = todo[start:start + batch]
+        chunk = todo[start : start + batch]
         done.update(zip(chunk, corpus(model, tokenizer, chunk, max_new, batch, log=lambda m: None)))
-        log(f"corpus: {len(todo) - len(todo[start + batch:])}/{len(todo)} new prompts ({len(done)} cached)")
+        log(f"corpus: {len(todo) - len(todo[start + batch :])}/{len(todo)} new prompts ({len(done)} cached)")
         if cache and (time.time() - last > save_every_s or start + batch >= len(todo)):
             torch.save({"max_new": max_new, "seqs": done}, cache)
             last = time.time()
@@ -131,12 +148,15 @@ def cached_corpus(model, tokenizer, prompts: list[str], max_new: int, batch: int
 def split(seqs: list[dict]) -> tuple[list[dict], list[dict]]:
     """(train, held out): every tenth prompt is held out, so the held-out set has the whole set's mix."""
     every = round(1 / HELD_OUT)
-    held = {i for i in range(len(seqs)) if i % every == every - 1} or {len(seqs) - 1}  # a tiny set holds its last
+    held = {i for i in range(len(seqs)) if i % every == every - 1} or {
+        len(seqs) - 1
+    }  # a tiny set holds its last
     return [s for i, s in enumerate(seqs) if i not in held], [s for i, s in enumerate(seqs) if i in held]
 
 
-def cached_teacher(model, tokenizer, source: str, texts: list[str], max_tokens: int, cache: str | None,
-                   log=print) -> list[dict]:
+def cached_teacher(
+    model, tokenizer, source: str, texts: list[str], max_tokens: int, cache: str | None, log=print
+) -> list[dict]:
     """teacher_corpus() for one source through a file (CACHE.SOURCE.pt), reused when made for the same budget."""
     path = Path(f"{cache}.{source}.pt") if cache else None
     if path is not None and path.exists():
@@ -155,8 +175,19 @@ def tagged(seqs: list[dict], source: str) -> list[dict]:
     return seqs
 
 
-def gather(model, tokenizer, prompts, *, max_new: int, gen_batch: int, corpus_cache: str | None, texts: dict,
-           text_tokens: int, evals: dict, log) -> tuple[list, list, list]:
+def gather(
+    model,
+    tokenizer,
+    prompts,
+    *,
+    max_new: int,
+    gen_batch: int,
+    corpus_cache: str | None,
+    texts: dict,
+    text_tokens: int,
+    evals: dict,
+    log,
+) -> tuple[list, list, list]:
     """(train, held out, evaluation-only) sequences, each tagged with its source: the prompts' answers (a prompt
     may be (source, text)), every text source read by the target, and the evaluation prompts' answers (never
     trained on). Every tenth sequence of each training source is held out."""
@@ -166,8 +197,9 @@ def gather(model, tokenizer, prompts, *, max_new: int, gen_batch: int, corpus_ca
     for (source, _), seq in zip(pairs, answers):
         groups.setdefault(source, []).append(dict(seq, source=source))
     for source, chunk_texts in texts.items():
-        groups[source] = tagged(cached_teacher(model, tokenizer, source, chunk_texts, text_tokens, corpus_cache, log),
-                                source)
+        groups[source] = tagged(
+            cached_teacher(model, tokenizer, source, chunk_texts, text_tokens, corpus_cache, log), source
+        )
     train_seqs, held = [], []
     for source in sorted(groups):
         t, h = split(groups[source])
@@ -187,20 +219,31 @@ def broad_material(args, tokenizer=None) -> tuple[list, dict, dict]:
     first turns (--specbench-eval per category, evaluation only); texts holding a forbidden prompt are dropped."""
     forbidden = broad.forbidden()
     templated = [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()]
-    prompts = [("templates", p) for p in templated[:args.template_prompts]]
+    prompts = [("templates", p) for p in templated[: args.template_prompts]]
     sources = [s for s in args.sources.split(",") if s]
     convs = sharegpt.conversations(args.seed) if sharegpt.SOURCE in sources or args.sharegpt_answers else []
-    asked, read = convs[:args.sharegpt_answers], convs[args.sharegpt_answers:]  # a conversation is used once
+    asked, read = (
+        convs[: args.sharegpt_answers],
+        convs[args.sharegpt_answers :],
+    )  # a conversation is used once
     texts = {}
     for src in sources if args.text_tokens else []:  # ~6 characters a token at most
-        material = ((sharegpt.rendered(tokenizer, c) for c in read) if src == sharegpt.SOURCE
-                    else broad.chunks(src, seed=args.seed))
+        material = (
+            (sharegpt.rendered(tokenizer, c) for c in read)
+            if src == sharegpt.SOURCE
+            else broad.chunks(src, seed=args.seed)
+        )
         texts[src] = broad.disjoint(broad.budget(material, 6 * args.text_tokens), forbidden)
     if args.instructions:
         quoted = {s: broad.chunks(s, seed=args.seed) for s in ("python-docs", "debian-reference", "man-de")}
-        prompts += [(f"answers:{cat}", p) for cat, p in broad.instructions(args.instructions, args.seed, quoted)
-                    if broad.disjoint([p], forbidden)]
-    prompts += [(f"answers:{sharegpt.SOURCE}", p) for p in broad.disjoint(sharegpt.first_turns(asked), forbidden)]
+        prompts += [
+            (f"answers:{cat}", p)
+            for cat, p in broad.instructions(args.instructions, args.seed, quoted)
+            if broad.disjoint([p], forbidden)
+        ]
+    prompts += [
+        (f"answers:{sharegpt.SOURCE}", p) for p in broad.disjoint(sharegpt.first_turns(asked), forbidden)
+    ]
     evals = {}
     for q in sample(load_questions(), args.specbench_eval, seed=args.seed + 1) if args.specbench_eval else []:
         evals.setdefault(f"specbench:{q['group']}", []).append(q["turns"][0])

@@ -7,6 +7,7 @@ broad arguments. Each heads file is scored with its own draft vocabulary (a labe
     .venv/bin/python training/heads_heldout.py --corpus-cache CACHE --heads OLD.pt --heads NEW.pt \\
         -- --text-tokens 150000 --instructions 120 --template-prompts 600 --specbench-eval 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,13 @@ def main(argv=None) -> None:
         parts = H.frozen_parts(model, heads.vocab_ids)
         tables.append(T.by_source(heads, parts, held + evaluation, heads.cfg.medusa_heads))
     names = [f"{Path(p).parent.name}/{Path(p).name}" for p in args.heads]
-    print("| source | labels | " + " | ".join(f"EAGLE 1-4 ({n})" for n in names)
-          + " | " + " | ".join(f"Medusa 1-4 ({n})" for n in names) + " |")
+    print(
+        "| source | labels | "
+        + " | ".join(f"EAGLE 1-4 ({n})" for n in names)
+        + " | "
+        + " | ".join(f"Medusa 1-4 ({n})" for n in names)
+        + " |"
+    )
     print("|---|---|" + "---|" * (2 * len(args.heads)))
     for source in tables[0]:
         cells = [" / ".join(f"{x:.0%}" for x in t[source]["eagle"]) for t in tables]

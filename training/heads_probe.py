@@ -21,6 +21,7 @@ medusa_accuracy).
 
 where ARGS are the broad training run's own arguments (its corpus is rebuilt from the cache, nothing generated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,16 +48,27 @@ def material(cache: str, rest: list[str]):
     args = T.argument_parser().parse_args([a for a in rest if a != "--"])
     target = load_model(EMBEDDED)
     prompts, texts, evals = C.broad_material(args, target.tokenizer)
-    train, held, evaluation = C.gather(target.model, target.tokenizer, prompts, max_new=args.max_new,
-                                       gen_batch=args.gen_batch, corpus_cache=cache, texts=texts,
-                                       text_tokens=args.text_tokens, evals=evals, log=lambda m: None)
+    train, held, evaluation = C.gather(
+        target.model,
+        target.tokenizer,
+        prompts,
+        max_new=args.max_new,
+        gen_batch=args.gen_batch,
+        corpus_cache=cache,
+        texts=texts,
+        text_tokens=args.text_tokens,
+        evals=evals,
+        log=lambda m: None,
+    )
     return target.model, train, held, evaluation  # evaluation: the Spec-Bench first turns' answers
 
 
 def probe_batch(a, model, train, held, specbench) -> dict:
     """EAGLE-1's loss over `tokens` (about 400 tokens a sequence), batches drawn from a reshuffled queue."""
     gen = torch.Generator().manual_seed(0)
-    if a.init:  # continue a heads file's EAGLE layer (its own draft vocabulary), a fresh one-cycle over `tokens`
+    if (
+        a.init
+    ):  # continue a heads file's EAGLE layer (its own draft vocabulary), a fresh one-cycle over `tokens`
         heads, record = H.load(Path(a.init), model.config)
         vocab_ids = heads.vocab_ids
     else:
@@ -71,17 +83,28 @@ def probe_batch(a, model, train, held, specbench) -> dict:
     for _ in range(steps):
         if len(queue) < a.batch:
             queue += torch.randperm(len(train), generator=gen).tolist()
-        idx, queue = queue[:a.batch], queue[a.batch:]
+        idx, queue = queue[: a.batch], queue[a.batch :]
         loss, _ = T.eagle_loss(layer, parts, index, [train[j] for j in idx], 0.1, gen, a.ce, a.passes, a.reg)
         T.optimizer_step(opt, sched, layer.parameters(), loss)
     train_s = time.time() - t0
     layer.eval()
-    sharegpt = [s for s in held if s["source"] == "sharegpt"][:a.eval_seqs]
-    out = {"probe": "batch", "init": a.init, "tokens": a.tokens, "batch": a.batch, "ce": a.ce, "reg": a.reg,
-           "lr": a.lr, "steps": steps, "train_s": round(train_s),
-           "sharegpt": T.eagle_accuracy(heads, parts, sharegpt, steps=4),
-           "specbench": T.eagle_accuracy(heads, parts, specbench, steps=4)}
-    if a.out:  # a heads file for heads_heldout.py and the live benchmark: the init's Medusa heads and record, with
+    sharegpt = [s for s in held if s["source"] == "sharegpt"][: a.eval_seqs]
+    out = {
+        "probe": "batch",
+        "init": a.init,
+        "tokens": a.tokens,
+        "batch": a.batch,
+        "ce": a.ce,
+        "reg": a.reg,
+        "lr": a.lr,
+        "steps": steps,
+        "train_s": round(train_s),
+        "sharegpt": T.eagle_accuracy(heads, parts, sharegpt, steps=4),
+        "specbench": T.eagle_accuracy(heads, parts, specbench, steps=4),
+    }
+    if (
+        a.out
+    ):  # a heads file for heads_heldout.py and the live benchmark: the init's Medusa heads and record, with
         # this probe named in it (the record's accuracy and calibration are the init's, not re-measured)
         H.save(heads, {**record, "probe": {**out, "command": " ".join(sys.argv)}}, Path(a.out))
     return out
@@ -94,8 +117,9 @@ class Fused(torch.nn.Module):
     def __init__(self, config, n_layers: int, fused: bool):
         super().__init__()
         hidden = config.hidden_size
-        self.eagle = H.EagleLayer(hidden, config.num_attention_heads, config.num_key_value_heads, 1024,
-                                  config.rms_norm_eps)
+        self.eagle = H.EagleLayer(
+            hidden, config.num_attention_heads, config.num_key_value_heads, 1024, config.rms_norm_eps
+        )
         self.fuse = torch.nn.Linear(hidden * (1 + n_layers), hidden) if fused else None
         self.norm = torch.nn.Parameter(torch.ones(hidden))
 
@@ -116,12 +140,17 @@ def probe_fusion(a, model, train, held, specbench) -> dict:
     layers = [int(x) for x in a.layers.split(",")]
     gen = torch.Generator().manual_seed(0)
     pool = [s for s in train if s["source"] == "sharegpt"]
-    subset = [pool[i] for i in torch.randperm(len(pool), generator=gen)[:a.train_seqs].tolist()]
-    sharegpt = [s for s in held if s["source"] == "sharegpt"][:a.eval_seqs]
+    subset = [pool[i] for i in torch.randperm(len(pool), generator=gen)[: a.train_seqs].tolist()]
+    sharegpt = [s for s in held if s["source"] == "sharegpt"][: a.eval_seqs]
     t0 = time.time()
     add_layers(model, subset + sharegpt + specbench, layers)
-    out = {"probe": "fusion", "layers": layers, "train_seqs": len(subset), "epochs": a.epochs,
-           "features_s": round(time.time() - t0)}
+    out = {
+        "probe": "fusion",
+        "layers": layers,
+        "train_seqs": len(subset),
+        "epochs": a.epochs,
+        "features_s": round(time.time() - t0),
+    }
     vocab_ids, _ = C.draft_vocab(train, 4096)
     parts, index = H.frozen_parts(model, vocab_ids), T._index_map(vocab_ids, model.config.vocab_size)
     hidden = model.config.hidden_size
@@ -148,14 +177,27 @@ def probe_fusion(a, model, train, held, specbench) -> dict:
         for _ in range(a.epochs):
             perm = torch.randperm(len(subset), generator=gen).tolist()
             for i in range(0, len(subset) - a.batch + 1, a.batch):
-                loss, _ = T.eagle_loss(head.eagle, parts, index, [subset[j] for j in perm[i:i + a.batch]], 0.1, gen,
-                                       1.0, 2, reg_weight=0.0, first=first_batch, decode=decode)
+                loss, _ = T.eagle_loss(
+                    head.eagle,
+                    parts,
+                    index,
+                    [subset[j] for j in perm[i : i + a.batch]],
+                    0.1,
+                    gen,
+                    1.0,
+                    2,
+                    reg_weight=0.0,
+                    first=first_batch,
+                    decode=decode,
+                )
                 T.optimizer_step(opt, sched, head.parameters(), loss)
         head.eval()
-        first = (lambda s, f, head=head: head.first(f, s["extra"][:len(f)].float()))
-        out[variant] = {"train_s": round(time.time() - t1),
-                        "sharegpt": T.eagle_accuracy(head, parts, sharegpt, 4, first=first, decode=decode),
-                        "specbench": T.eagle_accuracy(head, parts, specbench, 4, first=first, decode=decode)}
+        first = lambda s, f, head=head: head.first(f, s["extra"][: len(f)].float())
+        out[variant] = {
+            "train_s": round(time.time() - t1),
+            "sharegpt": T.eagle_accuracy(head, parts, sharegpt, 4, first=first, decode=decode),
+            "specbench": T.eagle_accuracy(head, parts, specbench, 4, first=first, decode=decode),
+        }
     return out
 
 
@@ -182,24 +224,36 @@ def probe_medusa(a, model, train, held, specbench) -> dict:
     if a.width:
         heads.medusa = WideMedusa(model.config.hidden_size, heads.cfg.medusa_heads, a.width)
     parts, index = H.frozen_parts(model, vocab_ids), T._index_map(vocab_ids, model.config.vocab_size)
-    subset = [train[i] for i in torch.randperm(len(train), generator=gen)[:a.seqs].tolist()]
+    subset = [train[i] for i in torch.randperm(len(train), generator=gen)[: a.seqs].tolist()]
     t0 = time.time()
     T.train_medusa(heads, parts.lm_head, index, subset, a.epochs, a.batch, a.lr, gen, lambda m: None)
     train_s = time.time() - t0
     heads.eval()
-    sharegpt = [s for s in held if s["source"] == "sharegpt"][:a.eval_seqs]
+    sharegpt = [s for s in held if s["source"] == "sharegpt"][: a.eval_seqs]
     with torch.no_grad():
-        return {"probe": "medusa", "seqs": len(subset), "rows": T.labels(subset), "epochs": a.epochs, "batch": a.batch,
-                "lr": a.lr, "width": a.width, "train_s": round(train_s),
-                "sharegpt": T.medusa_accuracy(heads, parts.lm_head, sharegpt),
-                "specbench": T.medusa_accuracy(heads, parts.lm_head, specbench)}
+        return {
+            "probe": "medusa",
+            "seqs": len(subset),
+            "rows": T.labels(subset),
+            "epochs": a.epochs,
+            "batch": a.batch,
+            "lr": a.lr,
+            "width": a.width,
+            "train_s": round(train_s),
+            "sharegpt": T.medusa_accuracy(heads, parts.lm_head, sharegpt),
+            "specbench": T.medusa_accuracy(heads, parts.lm_head, specbench),
+        }
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpus-cache", required=True)
-    ap.add_argument("--lr", type=float, default=None, help="peak rate (default: the shipped recipe's, EAGLE 1e-3, "
-                    "Medusa 2e-3)")
+    ap.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="peak rate (default: the shipped recipe's, EAGLE 1e-3, Medusa 2e-3)",
+    )
     sub = ap.add_subparsers(dest="probe", required=True)
     b = sub.add_parser("batch")
     b.add_argument("--tokens", type=float, default=300e3)
@@ -211,7 +265,9 @@ def main(argv=None) -> None:
     b.add_argument("--init", default=None, help="a heads file whose EAGLE layer to continue training")
     b.add_argument("--out", default=None, help="save the trained heads here (with --init: its Medusa heads)")
     f = sub.add_parser("fusion")
-    f.add_argument("--layers", default="3,16", help="hidden_states indices: the input of these decoder layers")
+    f.add_argument(
+        "--layers", default="3,16", help="hidden_states indices: the input of these decoder layers"
+    )
     f.add_argument("--train-seqs", type=int, default=500)
     f.add_argument("--epochs", type=int, default=2)
     f.add_argument("--batch", type=int, default=2)
@@ -227,7 +283,9 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     a.lr = a.lr or (2e-3 if a.probe == "medusa" else 1e-3)
     torch.set_num_threads(2)
-    torch.manual_seed(0)  # before the model loads, as the measured runs did (the batch probe's head init follows it)
+    torch.manual_seed(
+        0
+    )  # before the model loads, as the measured runs did (the batch probe's head init follows it)
     model, train, held, specbench = material(a.corpus_cache, a.rest)
     probe = {"batch": probe_batch, "fusion": probe_fusion, "medusa": probe_medusa}[a.probe]
     print(json.dumps(probe(a, model, train, held, specbench)), flush=True)

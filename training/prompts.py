@@ -7,6 +7,7 @@ advice, comparisons, how-tos), the kinds of request the app is asked. None equal
 benchmark prompt (nor an app example: tests/test_heads.py checks both), so held-out and benchmark numbers stay
 honest.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,30 +20,163 @@ from engine.heads.modules import ASSETS
 PROMPTS = ASSETS / "train_prompts.txt"
 ROOT = Path(__file__).resolve().parents[2]
 
-CHARACTERS = ["a shy robot", "an old fisherman", "a curious cat", "a young wizard", "a retired astronaut",
-              "a lonely giant", "a clever fox", "a baker", "a lost puppy", "a night-shift nurse", "a street musician",
-              "a girl who collects stones", "a talking tree", "a grumpy mailman", "twin sisters", "a village doctor",
-              "a penguin", "a forgetful inventor", "a beekeeper", "a knight afraid of horses", "a ghost in a library",
-              "a school teacher", "a small boat", "a desert traveller", "a chess champion", "a snow leopard",
-              "a gardener", "a pirate who hates the sea", "an owl", "a train conductor", "a tiny mouse",
-              "a famous painter", "a farmer", "a time traveller", "a mermaid", "a firefighter", "an old clockmaker"]
-EVENTS = ["finds a map", "loses their voice", "moves to a new city", "meets a stranger", "wins a contest",
-          "builds a bridge", "plants a seed", "gets lost in a forest", "opens a shop", "learns to swim",
-          "writes a letter", "discovers a secret door", "makes a new friend", "climbs a mountain", "saves a village",
-          "misses a train", "finds a lost ring", "waits for the rain", "starts a band", "visits the ocean"]
-TOPICS = ["volcanoes", "the moon", "rainforests", "honey", "electric cars", "the printing press", "sleep",
-          "friendship", "the internet", "photosynthesis", "earthquakes", "chocolate", "the Olympic games",
-          "recycling", "dinosaurs", "coffee", "the human heart", "black holes", "bread", "music", "libraries",
-          "rivers", "clouds", "bicycles", "vaccines", "the Great Wall of China", "electricity", "maps", "whales",
-          "deserts", "gravity", "money", "the seasons", "rainbows", "bees", "glaciers", "the ancient Greeks",
-          "computers", "kindness", "public transport", "spiders", "the stock market", "memory", "forests",
-          "tides", "the solar system", "salt", "the alphabet", "trains", "birds", "wind", "cheese", "islands",
-          "robots", "mushrooms", "castles", "the telephone", "lightning", "snow", "cities", "paper", "stars",
-          "tea", "soap", "plastic", "magnets", "the compass", "frogs", "lakes", "batteries", "ants", "clocks"]
-SCENES = ["a quiet morning", "the first snow", "a rainy city street", "a summer garden", "an empty beach",
-          "a mountain lake", "a busy market", "the last day of school", "a candle in the dark", "falling leaves",
-          "a starry sky", "an old house", "a river in spring", "the smell of bread", "a thunderstorm",
-          "a long train ride", "a grandmother's kitchen", "the desert at dawn", "a lighthouse", "the city at night"]
+CHARACTERS = [
+    "a shy robot",
+    "an old fisherman",
+    "a curious cat",
+    "a young wizard",
+    "a retired astronaut",
+    "a lonely giant",
+    "a clever fox",
+    "a baker",
+    "a lost puppy",
+    "a night-shift nurse",
+    "a street musician",
+    "a girl who collects stones",
+    "a talking tree",
+    "a grumpy mailman",
+    "twin sisters",
+    "a village doctor",
+    "a penguin",
+    "a forgetful inventor",
+    "a beekeeper",
+    "a knight afraid of horses",
+    "a ghost in a library",
+    "a school teacher",
+    "a small boat",
+    "a desert traveller",
+    "a chess champion",
+    "a snow leopard",
+    "a gardener",
+    "a pirate who hates the sea",
+    "an owl",
+    "a train conductor",
+    "a tiny mouse",
+    "a famous painter",
+    "a farmer",
+    "a time traveller",
+    "a mermaid",
+    "a firefighter",
+    "an old clockmaker",
+]
+EVENTS = [
+    "finds a map",
+    "loses their voice",
+    "moves to a new city",
+    "meets a stranger",
+    "wins a contest",
+    "builds a bridge",
+    "plants a seed",
+    "gets lost in a forest",
+    "opens a shop",
+    "learns to swim",
+    "writes a letter",
+    "discovers a secret door",
+    "makes a new friend",
+    "climbs a mountain",
+    "saves a village",
+    "misses a train",
+    "finds a lost ring",
+    "waits for the rain",
+    "starts a band",
+    "visits the ocean",
+]
+TOPICS = [
+    "volcanoes",
+    "the moon",
+    "rainforests",
+    "honey",
+    "electric cars",
+    "the printing press",
+    "sleep",
+    "friendship",
+    "the internet",
+    "photosynthesis",
+    "earthquakes",
+    "chocolate",
+    "the Olympic games",
+    "recycling",
+    "dinosaurs",
+    "coffee",
+    "the human heart",
+    "black holes",
+    "bread",
+    "music",
+    "libraries",
+    "rivers",
+    "clouds",
+    "bicycles",
+    "vaccines",
+    "the Great Wall of China",
+    "electricity",
+    "maps",
+    "whales",
+    "deserts",
+    "gravity",
+    "money",
+    "the seasons",
+    "rainbows",
+    "bees",
+    "glaciers",
+    "the ancient Greeks",
+    "computers",
+    "kindness",
+    "public transport",
+    "spiders",
+    "the stock market",
+    "memory",
+    "forests",
+    "tides",
+    "the solar system",
+    "salt",
+    "the alphabet",
+    "trains",
+    "birds",
+    "wind",
+    "cheese",
+    "islands",
+    "robots",
+    "mushrooms",
+    "castles",
+    "the telephone",
+    "lightning",
+    "snow",
+    "cities",
+    "paper",
+    "stars",
+    "tea",
+    "soap",
+    "plastic",
+    "magnets",
+    "the compass",
+    "frogs",
+    "lakes",
+    "batteries",
+    "ants",
+    "clocks",
+]
+SCENES = [
+    "a quiet morning",
+    "the first snow",
+    "a rainy city street",
+    "a summer garden",
+    "an empty beach",
+    "a mountain lake",
+    "a busy market",
+    "the last day of school",
+    "a candle in the dark",
+    "falling leaves",
+    "a starry sky",
+    "an old house",
+    "a river in spring",
+    "the smell of bread",
+    "a thunderstorm",
+    "a long train ride",
+    "a grandmother's kitchen",
+    "the desert at dawn",
+    "a lighthouse",
+    "the city at night",
+]
 TEMPLATES = [
     ("story", "Write a short story about {c} who {e}."),
     ("story", "Tell me a story about {c} who {e}."),
@@ -77,8 +211,12 @@ TEMPLATES = [
 def measured_prompts() -> list[str]:
     """Every benchmark prompt: a training prompt may not equal, contain or sit inside one. (The app's examples
     live above engine/, which imports nothing from there; tests/test_heads.py checks the file against them too.)"""
-    return [json.loads(line)["prompt"] for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
-            for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line)["prompt"]
+        for f in sorted((ROOT / "engine" / "prompts").glob("*.jsonl"))
+        for line in f.read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
 
 
 def clashes(prompt: str, measured: list[str]) -> bool:
@@ -107,7 +245,9 @@ def main(argv=None) -> None:
     ap.add_argument("--file", default=str(PROMPTS))
     args = ap.parse_args(argv)
     path = Path(args.file)
-    existing = [p for p in path.read_text(encoding="utf-8").splitlines() if p.strip()] if path.exists() else []
+    existing = (
+        [p for p in path.read_text(encoding="utf-8").splitlines() if p.strip()] if path.exists() else []
+    )
     added = new_prompts(args.add, args.seed, existing)
     path.write_text("\n".join(existing + added) + "\n", encoding="utf-8")
     print(f"{path}: {len(existing)} + {len(added)} prompts")

@@ -11,6 +11,7 @@ The packaged file is cut short (its last conversation is incomplete): `conversat
 Conversations holding a Spec-Bench question or a benchmark prompt are dropped by the caller (broad.disjoint).
 Deterministic given the seed and the package version (`version`).
 """
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ def turns(conversation: dict) -> list[dict]:
         if role != expected or not text:
             break
         out.append({"role": role, "content": text})
-    return out[:len(out) - len(out) % 2]  # whole exchanges: end on an answer
+    return out[: len(out) - len(out) % 2]  # whole exchanges: end on an answer
 
 
 def english(text: str, share: float = 0.97) -> bool:
@@ -80,9 +81,9 @@ def rendered(tokenizer, messages: list[dict], max_chars: int = MAX_CHARS) -> str
     whole exchanges within max_chars (the first exchange cut at max_chars when it alone is longer)."""
     keep = messages[:2]
     for i in range(2, len(messages), 2):
-        if sum(len(m["content"]) for m in messages[:i + 2]) > max_chars:
+        if sum(len(m["content"]) for m in messages[: i + 2]) > max_chars:
             break
-        keep = messages[:i + 2]
+        keep = messages[: i + 2]
     keep = [dict(m, content=m["content"][:max_chars]) for m in keep]
     return tokenizer.apply_chat_template(keep, tokenize=False)
 

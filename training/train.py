@@ -15,6 +15,7 @@
 Deterministic given the seed (same torch build and thread count). Labels are the target's greedy choices,
 so an accuracy is the chance that a greedy draft token is accepted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,7 +60,9 @@ def medusa_rows(seqs: list[dict], k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat(xs).float(), torch.tensor(ys)
 
 
-def train_medusa(heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr: float, gen: torch.Generator, log):
+def train_medusa(
+    heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr: float, gen: torch.Generator, log
+):
     if epochs < 1:
         return
     x, y = medusa_rows(seqs, heads.cfg.medusa_heads)
@@ -70,7 +73,7 @@ def train_medusa(heads: Heads, lm_head, index, seqs, epochs: int, batch: int, lr
     for epoch in range(epochs):
         perm, total = torch.randperm(len(x), generator=gen), 0.0
         for i in range(0, len(x), batch):
-            idx = perm[i:i + batch]
+            idx = perm[i : i + batch]
             logits = heads.medusa(x[idx], lm_head)  # (K, B, V_draft)
             loss = F.cross_entropy(logits.flatten(0, 1), y[idx].T.flatten(), ignore_index=-100)
             opt.zero_grad()
@@ -104,8 +107,10 @@ def medusa_accuracy(heads: Heads, lm_head, seqs, seen: list | None = None) -> li
     valid = y >= 0
     if seen is not None:
         seen.append((probs.amax(-1).T[valid], (guess == y)[valid]))
-    return [round(float(((guess[:, k] == y[:, k]) & valid[:, k]).sum() / valid[:, k].sum()), 4)
-            for k in range(y.shape[1])]
+    return [
+        round(float(((guess[:, k] == y[:, k]) & valid[:, k]).sum() / valid[:, k].sum()), 4)
+        for k in range(y.shape[1])
+    ]
 
 
 def _pad_batch(seqs: list[dict], embed):
@@ -117,9 +122,9 @@ def _pad_batch(seqs: list[dict], embed):
     y = torch.full((len(seqs), n), -1, dtype=torch.long)
     for b, s in enumerate(seqs):
         toks, feats, m = s["tokens"], s["features"].float(), len(s["tokens"]) - 2
-        f_in[b, :m], e_in[b, :m], f_out[b, :m] = feats[:m], embed[toks[1:m + 1]], feats[1:m + 1]
+        f_in[b, :m], e_in[b, :m], f_out[b, :m] = feats[:m], embed[toks[1 : m + 1]], feats[1 : m + 1]
         start = max(s["prompt_len"] - 2, 0)  # loss where the label is the target's own choice
-        y[b, start:m] = s["next"][start + 1:m + 1]  # x_{t+2} as the target chose it after position t+1
+        y[b, start:m] = s["next"][start + 1 : m + 1]  # x_{t+2} as the target chose it after position t+1
     return f_in, e_in, f_out, y
 
 
@@ -146,8 +151,19 @@ def unrolled(layer, f_in, e_in, rope, passes: int) -> list[torch.Tensor]:
     return preds
 
 
-def eagle_loss(layer, parts, index, seqs: list[dict], noise: float, gen: torch.Generator, ce_weight: float = 0.1,
-               passes: int = 1, reg_weight: float = 1.0, first=None, decode=None) -> tuple:
+def eagle_loss(
+    layer,
+    parts,
+    index,
+    seqs: list[dict],
+    noise: float,
+    gen: torch.Generator,
+    ce_weight: float = 0.1,
+    passes: int = 1,
+    reg_weight: float = 1.0,
+    first=None,
+    decode=None,
+) -> tuple:
     """(loss, token loss) of one teacher-forced batch: reg_weight × smooth-L1 on the next feature + ce_weight ×
     cross-entropy of the draft token, noise on the input features; passes > 1 adds training-time test's passes,
     each pass k's cross-entropy weighted ce_weight × 0.8^(k−1). first(seqs, features) -> the layer's input in
@@ -169,7 +185,9 @@ def eagle_loss(layer, parts, index, seqs: list[dict], noise: float, gen: torch.G
     for k, pred in enumerate(preds[1:], 2):
         ok = valid & (torch.arange(y.shape[1]) >= k - 1)[None]
         if bool(ok.any()):
-            loss = loss + ce_weight * 0.8 ** (k - 1) * F.cross_entropy(decode(pred[ok]), target[ok], ignore_index=-100)
+            loss = loss + ce_weight * 0.8 ** (k - 1) * F.cross_entropy(
+                decode(pred[ok]), target[ok], ignore_index=-100
+            )
     return loss, cls.detach()
 
 
@@ -181,8 +199,20 @@ def optimizer_step(opt, sched, params, loss) -> None:
     sched.step()
 
 
-def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: float, noise: float,
-                gen: torch.Generator, log, ce_weight: float = 0.1, passes: int = 1):
+def train_eagle(
+    heads: Heads,
+    parts,
+    index,
+    seqs,
+    epochs: int,
+    batch: int,
+    lr: float,
+    noise: float,
+    gen: torch.Generator,
+    log,
+    ce_weight: float = 0.1,
+    passes: int = 1,
+):
     """EAGLE-1's recipe (eagle_loss: smooth-L1 on the next feature + ce_weight × cross-entropy of the draft token,
     noise on the input features); passes > 1 adds EAGLE-3's training-time test: pass k feeds the features pass
     k − 1 predicted (shifted one position on, as drafting step k reads them) and attends as step k would
@@ -196,16 +226,18 @@ def train_eagle(heads: Heads, parts, index, seqs, epochs: int, batch: int, lr: f
     for epoch in range(epochs):
         perm, total, count = torch.randperm(len(seqs), generator=gen).tolist(), 0.0, 0
         for i in range(0, len(seqs), batch):
-            loss, cls = eagle_loss(layer, parts, index, [seqs[j] for j in perm[i:i + batch]], noise, gen,
-                                   ce_weight, passes)
+            loss, cls = eagle_loss(
+                layer, parts, index, [seqs[j] for j in perm[i : i + batch]], noise, gen, ce_weight, passes
+            )
             optimizer_step(opt, sched, layer.parameters(), loss)
             total, count = total + float(cls), count + 1
         log(f"eagle epoch {epoch + 1}/{epochs}: token loss {total / max(count, 1):.3f}")
 
 
 @torch.no_grad()
-def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3, seen: list | None = None,
-                   first=None, decode=None) -> list[float]:
+def eagle_accuracy(
+    heads: Heads, parts, seqs, steps: int, every: int = 3, seen: list | None = None, first=None, decode=None
+) -> list[float]:
     """Held-out top-1 accuracy per EAGLE step k = 1..steps, as drafting runs it: from a start j, step 1 reads
     the true feature f_j (and x_{j+1}); step k > 1 reads the feature step k − 1 predicted, with the true
     token x_{j+k} (the draft accepted so far); its guess must equal x_{j+1+k}. first(seq, features) and decode
@@ -220,7 +252,7 @@ def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3, seen: 
         kv: list = []
         cos, sin = parts.rope(torch.arange(m), feats)
         f_in = feats[:m] if first is None else first(s, feats[:m])
-        pred = layer(f_in[None], parts.embed[toks[1:m + 1]][None], cos, sin, kv=kv)[0]  # (m, H), step 1
+        pred = layer(f_in[None], parts.embed[toks[1 : m + 1]][None], cos, sin, kv=kv)[0]  # (m, H), step 1
         starts = torch.arange(max(s["prompt_len"] - 2, 0), m, every)  # positions j with x_{j+2} generated
         if len(starts) == 0:
             continue
@@ -242,8 +274,10 @@ def eagle_accuracy(heads: Heads, parts, seqs, steps: int, every: int = 3, seen: 
             pos = starts + k  # the next input: [predicted f_{j+k} ; emb(x_{j+1+k})] at position j+k
             emb = parts.embed[toks[label_pos.clamp(max=n - 1)]][:, None]
             cos, sin = parts.rotary(feature, pos[:, None])  # (J, 1, D)
-            allowed = torch.cat([torch.arange(m)[None] <= starts[:, None],
-                                 torch.ones(len(starts), k, dtype=torch.bool)], dim=1)  # (J, m + k)
+            allowed = torch.cat(
+                [torch.arange(m)[None] <= starts[:, None], torch.ones(len(starts), k, dtype=torch.bool)],
+                dim=1,
+            )  # (J, m + k)
             feature = layer(feature, emb, cos, sin, kv=cache, mask=allowed[:, None, None])
     return [round(h / max(t, 1), 4) for h, t in zip(hits, tried)]
 
@@ -253,17 +287,35 @@ def by_source(heads, parts, seqs: list[dict], steps: int) -> dict:
     out = {}
     for source in sorted({s["source"] for s in seqs}):
         group = [s for s in seqs if s["source"] == source]
-        out[source] = {"medusa": medusa_accuracy(heads, parts.lm_head, group),
-                       "eagle": eagle_accuracy(heads, parts, group, steps=steps),
-                       "labels": labels(group)}
+        out[source] = {
+            "medusa": medusa_accuracy(heads, parts.lm_head, group),
+            "eagle": eagle_accuracy(heads, parts, group, steps=steps),
+            "labels": labels(group),
+        }
     return out
 
 
-def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128, gen_batch: int = 16,
-          cfg: HeadsConfig | None = None, medusa_epochs: int = 3, eagle_epochs: int = 6, log=print,
-          corpus_cache: str | None = None, texts: dict | None = None, text_tokens: int = 0,
-          evals: dict | None = None, eagle_passes: int = 1, eagle_ce: float = 0.1, eagle_lr: float = 1e-3,
-          eagle_batch: int = 8) -> tuple:
+def train(
+    model,
+    tokenizer,
+    prompts: list,
+    *,
+    seed: int = 0,
+    max_new: int = 128,
+    gen_batch: int = 16,
+    cfg: HeadsConfig | None = None,
+    medusa_epochs: int = 3,
+    eagle_epochs: int = 6,
+    log=print,
+    corpus_cache: str | None = None,
+    texts: dict | None = None,
+    text_tokens: int = 0,
+    evals: dict | None = None,
+    eagle_passes: int = 1,
+    eagle_ce: float = 0.1,
+    eagle_lr: float = 1e-3,
+    eagle_batch: int = 8,
+) -> tuple:
     """The whole recipe: corpus, draft vocabulary, both heads, held-out accuracy. Returns (heads, record).
     prompts: answered by the target (a prompt may be (source, text)); texts: source -> texts the target reads
     (teacher forcing), up to text_tokens tokens each; evals: name -> prompts answered for evaluation only.
@@ -274,9 +326,18 @@ def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128,
     t0 = time.time()
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
-    train_seqs, held, evaluation = gather(model, tokenizer, prompts, max_new=max_new, gen_batch=gen_batch,
-                                          corpus_cache=corpus_cache, texts=texts or {}, text_tokens=text_tokens,
-                                          evals=evals or {}, log=log)
+    train_seqs, held, evaluation = gather(
+        model,
+        tokenizer,
+        prompts,
+        max_new=max_new,
+        gen_batch=gen_batch,
+        corpus_cache=corpus_cache,
+        texts=texts or {},
+        text_tokens=text_tokens,
+        evals=evals or {},
+        log=log,
+    )
     t_corpus = time.time() - t0
     vocab_ids, coverage = draft_vocab(train_seqs, min(cfg.draft_vocab, model.config.vocab_size))
     cfg.draft_vocab = len(vocab_ids)
@@ -284,26 +345,55 @@ def train(model, tokenizer, prompts: list, *, seed: int = 0, max_new: int = 128,
     parts = frozen_parts(model, vocab_ids)
     index = _index_map(vocab_ids, model.config.vocab_size)
     train_medusa(heads, parts.lm_head, index, train_seqs, medusa_epochs, 256, 2e-3, gen, log)
-    train_eagle(heads, parts, index, train_seqs, eagle_epochs, eagle_batch, eagle_lr, 0.1, gen, log, ce_weight=eagle_ce,
-                passes=eagle_passes)
+    train_eagle(
+        heads,
+        parts,
+        index,
+        train_seqs,
+        eagle_epochs,
+        eagle_batch,
+        eagle_lr,
+        0.1,
+        gen,
+        log,
+        ce_weight=eagle_ce,
+        passes=eagle_passes,
+    )
     heads.eval()
     seen_medusa, seen_eagle = [], []
     record = {
-        "seed": seed, "prompts": len(prompts), "held_out_prompts": len(held),
+        "seed": seed,
+        "prompts": len(prompts),
+        "held_out_prompts": len(held),
         "train_tokens": labels(train_seqs),
-        "draft_vocab": len(vocab_ids), "draft_vocab_coverage": round(coverage, 4),
+        "draft_vocab": len(vocab_ids),
+        "draft_vocab_coverage": round(coverage, 4),
         "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),
         "eagle_top1": eagle_accuracy(heads, parts, held, steps=cfg.medusa_heads, seen=seen_eagle),
         "by_source": by_source(heads, parts, held + evaluation, cfg.medusa_heads),
-        "coverage_by_source": {src: round(draft_vocab_share(vocab_ids, [s for s in held if s["source"] == src]), 4)
-                               for src in sorted({s["source"] for s in held})},
-        "corpus_s": round(t_corpus), "total_s": round(time.time() - t0), "threads": torch.get_num_threads(),
-        "max_new": max_new, "medusa_epochs": medusa_epochs, "eagle_epochs": eagle_epochs,
-        "eagle_passes": eagle_passes, "eagle_ce": eagle_ce, "eagle_lr": eagle_lr, "eagle_batch": eagle_batch,
+        "coverage_by_source": {
+            src: round(draft_vocab_share(vocab_ids, [s for s in held if s["source"] == src]), 4)
+            for src in sorted({s["source"] for s in held})
+        },
+        "corpus_s": round(t_corpus),
+        "total_s": round(time.time() - t0),
+        "threads": torch.get_num_threads(),
+        "max_new": max_new,
+        "medusa_epochs": medusa_epochs,
+        "eagle_epochs": eagle_epochs,
+        "eagle_passes": eagle_passes,
+        "eagle_ce": eagle_ce,
+        "eagle_lr": eagle_lr,
+        "eagle_batch": eagle_batch,
     }
-    record["medusa_calibration"], record["eagle_calibration"] = calibration(seen_medusa), calibration(seen_eagle)
-    log(f"held-out top-1: medusa {record['medusa_top1']}, eagle {record['eagle_top1']}; by confidence bin "
-        f"[guesses, hit rate]: medusa {record['medusa_calibration']}, eagle {record['eagle_calibration']}")
+    record["medusa_calibration"], record["eagle_calibration"] = (
+        calibration(seen_medusa),
+        calibration(seen_eagle),
+    )
+    log(
+        f"held-out top-1: medusa {record['medusa_top1']}, eagle {record['eagle_top1']}; by confidence bin "
+        f"[guesses, hit rate]: medusa {record['medusa_calibration']}, eagle {record['eagle_calibration']}"
+    )
     return heads, record
 
 
@@ -325,33 +415,70 @@ def argument_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m training.train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--prompts", default=str(PROMPTS), help="one prompt per line")
-    ap.add_argument("--limit", type=int, default=None, help="only the first N prompts (the templated set alone)")
+    ap.add_argument(
+        "--limit", type=int, default=None, help="only the first N prompts (the templated set alone)"
+    )
     ap.add_argument("--max-new", type=int, default=128, help="continuation tokens per prompt")
     ap.add_argument("--gen-batch", type=int, default=32)
     ap.add_argument("--medusa-heads", type=int, default=4)
     ap.add_argument("--draft-vocab", type=int, default=4096)
-    ap.add_argument("--eagle-ffn", type=int, default=HeadsConfig.eagle_ffn, help="the EAGLE layer's SwiGLU width")
+    ap.add_argument(
+        "--eagle-ffn", type=int, default=HeadsConfig.eagle_ffn, help="the EAGLE layer's SwiGLU width"
+    )
     ap.add_argument("--medusa-epochs", type=int, default=3)
     ap.add_argument("--eagle-epochs", type=int, default=6)
-    ap.add_argument("--eagle-passes", type=int, default=1, help="EAGLE-3's training-time test: the head trained on "
-                    "its own predicted features for this many drafting steps (1 = EAGLE-1's teacher forcing)")
-    ap.add_argument("--eagle-ce", type=float, default=0.1, help="weight of the EAGLE token loss beside the feature loss")
+    ap.add_argument(
+        "--eagle-passes",
+        type=int,
+        default=1,
+        help="EAGLE-3's training-time test: the head trained on "
+        "its own predicted features for this many drafting steps (1 = EAGLE-1's teacher forcing)",
+    )
+    ap.add_argument(
+        "--eagle-ce", type=float, default=0.1, help="weight of the EAGLE token loss beside the feature loss"
+    )
     ap.add_argument("--eagle-lr", type=float, default=1e-3, help="EAGLE's peak learning rate (one cycle)")
-    ap.add_argument("--eagle-batch", type=int, default=8, help="EAGLE's sequences per optimizer step (up to 512 "
-                    "tokens each): at equal tokens, 2 gives 4x the steps and measured +3.5 points of step-1 top-1")
+    ap.add_argument(
+        "--eagle-batch",
+        type=int,
+        default=8,
+        help="EAGLE's sequences per optimizer step (up to 512 "
+        "tokens each): at equal tokens, 2 gives 4x the steps and measured +3.5 points of step-1 top-1",
+    )
     ap.add_argument("--threads", type=int, default=2, help="torch threads (results depend on it)")
     ap.add_argument("--out", default=str(WEIGHTS))
-    ap.add_argument("--corpus-cache", default=None, help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption")
+    ap.add_argument(
+        "--corpus-cache",
+        default=None,
+        help="keep the corpus here, keyed by prompt: reused, and resumed after an interruption",
+    )
     broad_args = ap.add_argument_group("broad material (training/broad.py); any of these turns it on")
-    broad_args.add_argument("--text-tokens", type=int, default=0, help="tokens of real text per source, read by the target")
-    broad_args.add_argument("--sources", default=",".join(broad.SOURCES),
-                            help="comma-separated text sources: " + ", ".join([*broad.SOURCES, sharegpt.SOURCE]))
-    broad_args.add_argument("--instructions", type=int, default=0, help="instructions per Spec-Bench category, answered")
-    broad_args.add_argument("--template-prompts", type=int, default=0, help="the first N templated prompts too")
-    broad_args.add_argument("--sharegpt-answers", type=int, default=0, help="ShareGPT opening requests answered by "
-                            "the target (training/sharegpt.py)")
-    broad_args.add_argument("--specbench-eval", type=int, default=0, help="Spec-Bench first turns per category, "
-                            "answered for evaluation only")
+    broad_args.add_argument(
+        "--text-tokens", type=int, default=0, help="tokens of real text per source, read by the target"
+    )
+    broad_args.add_argument(
+        "--sources",
+        default=",".join(broad.SOURCES),
+        help="comma-separated text sources: " + ", ".join([*broad.SOURCES, sharegpt.SOURCE]),
+    )
+    broad_args.add_argument(
+        "--instructions", type=int, default=0, help="instructions per Spec-Bench category, answered"
+    )
+    broad_args.add_argument(
+        "--template-prompts", type=int, default=0, help="the first N templated prompts too"
+    )
+    broad_args.add_argument(
+        "--sharegpt-answers",
+        type=int,
+        default=0,
+        help="ShareGPT opening requests answered by the target (training/sharegpt.py)",
+    )
+    broad_args.add_argument(
+        "--specbench-eval",
+        type=int,
+        default=0,
+        help="Spec-Bench first turns per category, answered for evaluation only",
+    )
     return ap
 
 
@@ -362,16 +489,35 @@ def main(argv=None) -> None:
     if args.text_tokens or args.instructions or args.specbench_eval or args.sharegpt_answers:
         prompts, texts, evals = broad_material(args, target.tokenizer)
     else:
-        prompts, texts, evals = [p for p in open(args.prompts, encoding="utf-8").read().splitlines()
-                                 if p.strip()][:args.limit], {}, {}
+        prompts, texts, evals = (
+            [p for p in open(args.prompts, encoding="utf-8").read().splitlines() if p.strip()][: args.limit],
+            {},
+            {},
+        )
     cfg = HeadsConfig(medusa_heads=args.medusa_heads, draft_vocab=args.draft_vocab, eagle_ffn=args.eagle_ffn)
-    heads, record = train(target.model, target.tokenizer, prompts, seed=args.seed, max_new=args.max_new,
-                          gen_batch=args.gen_batch, cfg=cfg, medusa_epochs=args.medusa_epochs,
-                          eagle_epochs=args.eagle_epochs, log=lambda m: print(m, flush=True),
-                          corpus_cache=args.corpus_cache, texts=texts, text_tokens=args.text_tokens, evals=evals,
-                          eagle_passes=args.eagle_passes, eagle_ce=args.eagle_ce, eagle_lr=args.eagle_lr,
-                          eagle_batch=args.eagle_batch)
-    record["command"] = "python -m training.train " + shlex.join(result_args(sys.argv[1:] if argv is None else argv))
+    heads, record = train(
+        target.model,
+        target.tokenizer,
+        prompts,
+        seed=args.seed,
+        max_new=args.max_new,
+        gen_batch=args.gen_batch,
+        cfg=cfg,
+        medusa_epochs=args.medusa_epochs,
+        eagle_epochs=args.eagle_epochs,
+        log=lambda m: print(m, flush=True),
+        corpus_cache=args.corpus_cache,
+        texts=texts,
+        text_tokens=args.text_tokens,
+        evals=evals,
+        eagle_passes=args.eagle_passes,
+        eagle_ce=args.eagle_ce,
+        eagle_lr=args.eagle_lr,
+        eagle_batch=args.eagle_batch,
+    )
+    record["command"] = "python -m training.train " + shlex.join(
+        result_args(sys.argv[1:] if argv is None else argv)
+    )
     if texts or evals:
         record["packages"] = broad.manifest()
     save(heads, record, args.out)

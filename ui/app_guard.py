@@ -3,6 +3,7 @@ session keeps its run in, the end of a run that was cut short, and the folder of
 
 Pure: no gradio, no torch. Every refusal is a ValueError whose message names the setting and its range.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,7 +40,9 @@ def whole(name: str, value, low: int | None = None, high: int | None = None) -> 
 def number(name: str, value) -> float:
     """value as a float when it is a finite number; else a ValueError naming the setting."""
     try:  # an int too large for a float (10**400) is refused too, by name
-        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(float(value))
+        finite = (
+            not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(float(value))
+        )
     except OverflowError:
         finite = False
     if not finite:
@@ -47,7 +50,15 @@ def number(name: str, value) -> float:
     return float(value)
 
 
-INPUT_KINDS = ("number", "bool", "text", "choice", "file", "index", "any")  # what an endpoint's input may hold
+INPUT_KINDS = (
+    "number",
+    "bool",
+    "text",
+    "choice",
+    "file",
+    "index",
+    "any",
+)  # what an endpoint's input may hold
 
 
 def check_inputs(endpoint: str, wanted: list[tuple[str, str]], values: list, max_text: int) -> None:
@@ -56,8 +67,10 @@ def check_inputs(endpoint: str, wanted: list[tuple[str, str]], values: list, max
     setting and what it takes. max_text: characters a text input may hold."""
     if len(values) != len(wanted):
         takes = ", ".join(label for _, label in wanted) or "nothing"
-        raise ValueError(f"/{endpoint} takes {len(wanted)} input{'' if len(wanted) == 1 else 's'} ({takes}), got "
-                         f"{len(values)}"[:600])
+        raise ValueError(
+            f"/{endpoint} takes {len(wanted)} input{'' if len(wanted) == 1 else 's'} ({takes}), got "
+            f"{len(values)}"[:600]
+        )
     for (kind, label), value in zip(wanted, values):
         check_input(kind, label, value, max_text)
 
@@ -77,8 +90,10 @@ def check_input(kind: str, label: str, value, max_text: int) -> None:
         try:
             number(label, value)  # a numeric choice (the replay speed) must be finite
         except ValueError:
-            raise ValueError(f"{label} must be one of its choices (text or a finite number), got "
-                             f"{type(value).__name__} {str(value)[:40]!r}") from None
+            raise ValueError(
+                f"{label} must be one of its choices (text or a finite number), got "
+                f"{type(value).__name__} {str(value)[:40]!r}"
+            ) from None
     elif kind == "file" and value is not None and not isinstance(value, (str, dict)):
         raise ValueError(f"{label} must be an uploaded file, got {type(value).__name__}")
     elif kind == "index":
@@ -88,7 +103,9 @@ def check_input(kind: str, label: str, value, max_text: int) -> None:
 def model_name(role: str, value) -> str:
     """A target / draft spec must be non-empty text."""
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{role} must be a model name (text such as 'embedded' or 'ngram'), got {value!r}"[:200])
+        raise ValueError(
+            f"{role} must be a model name (text such as 'embedded' or 'ngram'), got {value!r}"[:200]
+        )
     return value
 
 
@@ -99,11 +116,15 @@ def check_prompt(prompt, max_tokens: int) -> str:
     try:
         prompt.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"prompt is not valid text: a lone surrogate {prompt[e.start]!r} at character {e.start}; "
-                         f"send UTF-8 text") from None
+        raise ValueError(
+            f"prompt is not valid text: a lone surrogate {prompt[e.start]!r} at character {e.start}; "
+            f"send UTF-8 text"
+        ) from None
     if len(prompt) > max_tokens * CHARS_PER_TOKEN:
-        raise ValueError(f"prompt is {len(prompt):,} characters, too long: this server reads at most "
-                         f"{max_tokens * CHARS_PER_TOKEN:,} characters")
+        raise ValueError(
+            f"prompt is {len(prompt):,} characters, too long: this server reads at most "
+            f"{max_tokens * CHARS_PER_TOKEN:,} characters"
+        )
     return prompt
 
 
@@ -115,8 +136,10 @@ def check_prompt_tokens(n_tokens: int, max_tokens: int, chars: int | None = None
     if not chars:
         raise ValueError(f"prompt is {n_tokens:,} tokens; this server reads at most {max_tokens:,}")
     fits = max_tokens * chars // n_tokens  # characters of text like this prompt that fit
-    raise ValueError(f"prompt is {chars:,} characters, too long: this server reads at most about {fits:,} "
-                     f"characters of text like it. Shorten it by about {chars - fits:,} characters.")
+    raise ValueError(
+        f"prompt is {chars:,} characters, too long: this server reads at most about {fits:,} "
+        f"characters of text like it. Shorten it by about {chars - fits:,} characters."
+    )
 
 
 def check_gamma(value, high: int) -> int:
@@ -128,23 +151,42 @@ def check_gamma(value, high: int) -> int:
         raise ValueError(f"γ must be a whole number from 1 to {high}, got {str(value)[:40]}") from None
 
 
-def api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target, max_new_cap: int,
-                  max_prompt_tokens: int, num_beams=1) -> dict:
+def api_arguments(
+    prompt,
+    draft,
+    gamma,
+    max_new_tokens,
+    temperature,
+    seed,
+    target,
+    max_new_cap: int,
+    max_prompt_tokens: int,
+    num_beams=1,
+) -> dict:
     """The /generate API's arguments, type-checked one by one (JSON clients can send anything)."""
-    return dict(prompt=check_prompt(prompt, max_prompt_tokens), draft=model_name("draft", draft),
-                target=model_name("target", target), gamma=whole("gamma", gamma, 1, 16),
-                max_new_tokens=whole("max_new_tokens", max_new_tokens, 1, max_new_cap),
-                temperature=number("temperature", temperature), seed=whole("seed", seed, 0, SEED_MAX),
-                num_beams=whole("num_beams", num_beams, 1, 8))
+    return dict(
+        prompt=check_prompt(prompt, max_prompt_tokens),
+        draft=model_name("draft", draft),
+        target=model_name("target", target),
+        gamma=whole("gamma", gamma, 1, 16),
+        max_new_tokens=whole("max_new_tokens", max_new_tokens, 1, max_new_cap),
+        temperature=number("temperature", temperature),
+        seed=whole("seed", seed, 0, SEED_MAX),
+        num_beams=whole("num_beams", num_beams, 1, 8),
+    )
 
 
 # --- the session's run: a live list while streaming, compact bytes once settled -------------------
 
+
 def pack(events) -> bytes:
     """A settled run as zlib-compressed compact JSON: what a session keeps in its gr.State (a 5 MB trace
     packs to ~0.3 MB, against tens of MB as a list of dataclasses)."""
-    plain = [{"kind": e.kind, **{f.name: getattr(e, f.name) for f in dataclasses.fields(e)}}
-             for e in map(as_event, events or []) if e is not None]  # shallow: asdict() deep-copies, 10x slower
+    plain = [
+        {"kind": e.kind, **{f.name: getattr(e, f.name) for f in dataclasses.fields(e)}}
+        for e in map(as_event, events or [])
+        if e is not None
+    ]  # shallow: asdict() deep-copies, 10x slower
     return zlib.compress(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), 1)
 
 
@@ -184,7 +226,7 @@ def ended(events, reason: str) -> list:
     of a race), a Finished(stop_reason=reason) with its committed text; finished runs are unchanged."""
     events = [e for e in map(as_event, events or []) if e is not None]
     starts = [i for i, e in enumerate(events) if e.kind == "run_started"]
-    out = events[:starts[0]] if starts else list(events)
+    out = events[: starts[0]] if starts else list(events)
     for start, end in zip(starts, starts[1:] + [len(events)]):
         run = events[start:end]
         out += run
@@ -195,7 +237,11 @@ def ended(events, reason: str) -> list:
         last = max((e.round for e in run if e.kind in ROUND_KINDS), default=0)
         pos = committed[-1].pos + len(committed[-1].token_ids) if committed else run[0].pos
         text = "".join(t for e in committed for t in e.tokens)
-        out.append(Finished(round=last, pos=pos, stop_reason=reason, text=text, token_ids=ids, summary=summarize(run)))
+        out.append(
+            Finished(
+                round=last, pos=pos, stop_reason=reason, text=text, token_ids=ids, summary=summarize(run)
+            )
+        )
     return out
 
 
@@ -208,6 +254,7 @@ def replay_rounds(events) -> int:
 
 # --- the folder of trace files behind the download button -----------------------------------------
 
+
 def write_trace_file(folder: Path, events, keep: int, max_age_s: float) -> Path:
     """Write the run's trace under a fresh random name (never the trace's own run_id), then drop the
     folder's files older than max_age_s and all but the newest `keep`."""
@@ -217,8 +264,10 @@ def write_trace_file(folder: Path, events, keep: int, max_age_s: float) -> Path:
     size = path.stat().st_size
     if size > MAX_TRACE_BYTES:  # it could not be loaded back: not offered
         path.unlink(missing_ok=True)
-        raise ValueError(f"this run's trace is {size / 2**20:.1f} MiB, over the {MAX_TRACE_BYTES / 2**20:.0f} MiB a "
-                         f"trace can be loaded back; it is not offered for download")
+        raise ValueError(
+            f"this run's trace is {size / 2**20:.1f} MiB, over the {MAX_TRACE_BYTES / 2**20:.0f} MiB a "
+            f"trace can be loaded back; it is not offered for download"
+        )
     prune(folder, keep, max_age_s, spare=path)
     return path
 

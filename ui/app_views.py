@@ -2,6 +2,7 @@
 (a `Views` tuple, addressed by name). Pure: no gradio, no torch (it reads only the plain engine modules:
 config, events, costmodel, sizing and specs, the drafter registry).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,47 +43,88 @@ PRESET_DRAFT = "preset draft model"
 # label -> (target spec, draft spec of its preset draft model)
 PAIRS = {
     EMBEDDED_PAIR: ("embedded", ""),
-    f"SmolLM2 135M → 360M {HUB}": ("HuggingFaceTB/SmolLM2-360M-Instruct", "model:HuggingFaceTB/SmolLM2-135M-Instruct"),
-    f"SmolLM2 135M → 1.7B {HUB}": ("HuggingFaceTB/SmolLM2-1.7B-Instruct", "model:HuggingFaceTB/SmolLM2-135M-Instruct"),
+    f"SmolLM2 135M → 360M {HUB}": (
+        "HuggingFaceTB/SmolLM2-360M-Instruct",
+        "model:HuggingFaceTB/SmolLM2-135M-Instruct",
+    ),
+    f"SmolLM2 135M → 1.7B {HUB}": (
+        "HuggingFaceTB/SmolLM2-1.7B-Instruct",
+        "model:HuggingFaceTB/SmolLM2-135M-Instruct",
+    ),
     f"Qwen2.5 0.5B → 1.5B {HUB}": ("Qwen/Qwen2.5-1.5B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
     f"Qwen2.5 0.5B → 7B {HUB}": ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
 }
 GEMMA_PAIR = "SmolLM2-135M → Gemma-3-270M (both embedded)"
-PAIRS[GEMMA_PAIR] = ("embedded-gemma", "model:embedded")  # two vocabularies: drafted through text (engine/drafters/crossvocab.py)
-PAIR_NOTES = {GEMMA_PAIR: (
-    "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
-    "question. SmolLM2 drafts in its own 49k-token vocabulary; its text is re-tokenised into Gemma's 262k "
-    "tokens and verified losslessly (both tokenisations show under the output). What to expect on the 2-core "
-    "CPU it was measured on (benchmarks/probes/gemma_pair.py, γ = 4, greedy): α ≈ 0.85 per token where the prompt "
-    "already holds the text (3.2 tokens per Gemma forward), ≈ 0.58 on open continuations (2.2). But a "
-    "SmolLM2 draft step costs c ≈ 0.7 of a Gemma step here, so the pair ran at 0.81× and 0.53× the speed "
-    "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
-    "exceeds c. Turn on the race to measure it on this machine. Try: \"January, February, March, April, "
-    "May, June, July, August, September, October, November, December. January, February, March,\"")}
+PAIRS[GEMMA_PAIR] = (
+    "embedded-gemma",
+    "model:embedded",
+)  # two vocabularies: drafted through text (engine/drafters/crossvocab.py)
+PAIR_NOTES = {
+    GEMMA_PAIR: (
+        "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
+        "question. SmolLM2 drafts in its own 49k-token vocabulary; its text is re-tokenised into Gemma's 262k "
+        "tokens and verified losslessly (both tokenisations show under the output). What to expect on the 2-core "
+        "CPU it was measured on (benchmarks/probes/gemma_pair.py, γ = 4, greedy): α ≈ 0.85 per token where the prompt "
+        "already holds the text (3.2 tokens per Gemma forward), ≈ 0.58 on open continuations (2.2). But a "
+        "SmolLM2 draft step costs c ≈ 0.7 of a Gemma step here, so the pair ran at 0.81× and 0.53× the speed "
+        "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
+        'exceeds c. Turn on the race to measure it on this machine. Try: "January, February, March, April, '
+        'May, June, July, August, September, October, November, December. January, February, March,"'
+    )
+}
 ADAPTIVE = ("fixed", "heuristic", "confidence (p_min)")
 MAX_NEW_TOKENS = 512
 READY = "specviz: ready"  # app.py prints it once start-up (warm-up included) is over; tests and benchmarks wait for it
-STOP_LABELS = {"cancelled": "stopped (Stop pressed)", "time_limit": "stopped at the time limit",
-               "eos": "done: end of text", "max_new_tokens": "done: max new tokens reached"}
+STOP_LABELS = {
+    "cancelled": "stopped (Stop pressed)",
+    "time_limit": "stopped at the time limit",
+    "eos": "done: end of text",
+    "max_new_tokens": "done: max new tokens reached",
+}
 
 # (label, prompt, drafter, what to expect): prompts the embedded 135M model does well (checked by running them:
 # README "Examples"); the expectation is what a run on this machine showed, greedy, γ = 4, 64 tokens
 EXAMPLES = [
-    ("Good drafter · copy a passage", "Copy this text exactly:\n\nThe honeybee is one of the most important "
-     "pollinators in the world. Bees visit flowers to collect nectar and pollen, which they use as food for the "
-     "colony.", "ngram", "n-gram finds the passage in the prompt: most drafts accepted (α ≈ 0.9), ~3-4 tokens "
-     "per target forward"),
-    ("Good drafter · list it again", "Here is a list of fruits: apple, banana, cherry, date, elderberry, fig, grape. "
-     "Write the same list again, in the same order.", "ngram", "n-gram drafts the list from the prompt "
-     "(α ≈ 0.75); the words around it are the target's own"),
-    ("Model drafter · int8 copy", "Explain in three sentences why the sky is blue.", "quant",
-     "an int8 copy of the target agrees often (α ≈ 0.65), but each of its draft steps costs time on a CPU"),
-    ("Sanity check · self-drafting", "Write a short poem about the sea at night.", "self",
-     "the target drafts for itself: every draft accepted (α = 1), yet no faster: drafting costs a full step"),
-    ("Bad drafter · layer skip", "Write a short poem about the sea at night.", "layerskip",
-     "the first quarter of the layers of a model not trained for early exit: watch nearly every draft fail (α ≈ 0)"),
-    ("Adaptive · auto", "Copy this sentence, then say what it means: A rolling stone gathers no moss.", "auto",
-     "auto drafts (n-gram) only where it predicts a gain and says why each round, in the tree"),
+    (
+        "Good drafter · copy a passage",
+        "Copy this text exactly:\n\nThe honeybee is one of the most important "
+        "pollinators in the world. Bees visit flowers to collect nectar and pollen, which they use as food for the "
+        "colony.",
+        "ngram",
+        "n-gram finds the passage in the prompt: most drafts accepted (α ≈ 0.9), ~3-4 tokens "
+        "per target forward",
+    ),
+    (
+        "Good drafter · list it again",
+        "Here is a list of fruits: apple, banana, cherry, date, elderberry, fig, grape. "
+        "Write the same list again, in the same order.",
+        "ngram",
+        "n-gram drafts the list from the prompt (α ≈ 0.75); the words around it are the target's own",
+    ),
+    (
+        "Model drafter · int8 copy",
+        "Explain in three sentences why the sky is blue.",
+        "quant",
+        "an int8 copy of the target agrees often (α ≈ 0.65), but each of its draft steps costs time on a CPU",
+    ),
+    (
+        "Sanity check · self-drafting",
+        "Write a short poem about the sea at night.",
+        "self",
+        "the target drafts for itself: every draft accepted (α = 1), yet no faster: drafting costs a full step",
+    ),
+    (
+        "Bad drafter · layer skip",
+        "Write a short poem about the sea at night.",
+        "layerskip",
+        "the first quarter of the layers of a model not trained for early exit: watch nearly every draft fail (α ≈ 0)",
+    ),
+    (
+        "Adaptive · auto",
+        "Copy this sentence, then say what it means: A rolling stone gathers no moss.",
+        "auto",
+        "auto drafts (n-gram) only where it predicts a gain and says why each round, in the tree",
+    ),
 ]
 
 
@@ -126,11 +168,15 @@ def check_allowed(target, draft, env: str | None = None, heads_env: str | None =
     allowed = allowed_models(env)
     for role, name in [("target", target)] + ([("draft", spec.model)] if spec.model else []):
         if name not in allowed:
-            raise ValueError(f"{role} model {name[:80]!r} is not allowed here; allowed: {', '.join(sorted(allowed))} "
-                             f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)")
+            raise ValueError(
+                f"{role} model {name[:80]!r} is not allowed here; allowed: {', '.join(sorted(allowed))} "
+                f"(a private deployment can add ids with SPECVIZ_ALLOW_MODELS)"
+            )
     if spec.path is not None and not heads_file_allowed(spec.path, heads_env):
-        raise ValueError(f"draft {spec.name}:PATH is not allowed here: the public app loads only the shipped heads "
-                         f"(draft '{spec.name}'); a deployment can allow a folder with SPECVIZ_HEADS_DIR")
+        raise ValueError(
+            f"draft {spec.name}:PATH is not allowed here: the public app loads only the shipped heads "
+            f"(draft '{spec.name}'); a deployment can allow a folder with SPECVIZ_HEADS_DIR"
+        )
     why = sizing.refusal(target, spec)
     if why:
         raise ValueError(why)
@@ -172,24 +218,43 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
         raise ValueError(why)
     if drafter == PRESET_DRAFT:
         if not preset:
-            raise ValueError(f"the embedded pair has no separate draft model: choose one of "
-                             f"{', '.join(registry_choices())}")
+            raise ValueError(
+                f"the embedded pair has no separate draft model: choose one of "
+                f"{', '.join(registry_choices())}"
+            )
         return target, preset
     family = REGISTRY.get(drafter) if isinstance(drafter, str) else None
     if family is None or not family.choice:
-        raise ValueError(f"unknown drafter {str(drafter)[:40]!r}: choose one of {', '.join(drafter_choices())}")
+        raise ValueError(
+            f"unknown drafter {str(drafter)[:40]!r}: choose one of {', '.join(drafter_choices())}"
+        )
     n = int(param or 0)
     if family.param and n:
         return target, f"{drafter}:{n}"
     return target, drafter
 
 
-ACCEPT_CHOICES = ("exact", "typical:0.09,0.3", "typical:0.3,0.55")  # the exact rule, Medusa-2's default ε, δ, a
+ACCEPT_CHOICES = (
+    "exact",
+    "typical:0.09,0.3",
+    "typical:0.3,0.55",
+)  # the exact rule, Medusa-2's default ε, δ, a
 # looser one; any "typical:EPS,DELTA" may be typed (GenerationConfig checks it)
 
 
-def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_new_tokens, tree_budget=0,
-                  tree_branching=2, accept="exact") -> dict:
+def config_kwargs(
+    gamma,
+    adaptive,
+    p_min,
+    temperature,
+    top_k,
+    top_p,
+    seed,
+    max_new_tokens,
+    tree_budget=0,
+    tree_branching=2,
+    accept="exact",
+) -> dict:
     """GenerationConfig keyword arguments from the controls (GenerationConfig itself validates ranges).
     tree_budget > 0 turns on tree speculation: up to that many draft nodes, tree_branching children each, depth at most γ."""
     if adaptive not in ADAPTIVE:
@@ -198,13 +263,19 @@ def config_kwargs(gamma, adaptive, p_min, temperature, top_k, top_p, seed, max_n
     if max_new_tokens > MAX_NEW_TOKENS:
         raise ValueError(f"max_new_tokens is capped at {MAX_NEW_TOKENS} in the app, got {max_new_tokens}")
     confidence = adaptive.startswith("confidence")
-    return dict(gamma=whole("gamma", gamma), max_new_tokens=max_new_tokens, temperature=temperature,
-                top_k=whole("top_k", top_k or 0), top_p=top_p,
-                seed=None if seed is None else whole("seed", seed, 0, SEED_MAX),
-                adaptive="fixed" if confidence else adaptive, p_min=p_min if confidence else 0.0,
-                tree_budget=whole("tree_budget", tree_budget or 0),
-                tree_branching=whole("tree_branching", 2 if tree_branching is None else tree_branching),
-                accept=accept or "exact")  # GenerationConfig checks it and names its range
+    return dict(
+        gamma=whole("gamma", gamma),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=whole("top_k", top_k or 0),
+        top_p=top_p,
+        seed=None if seed is None else whole("seed", seed, 0, SEED_MAX),
+        adaptive="fixed" if confidence else adaptive,
+        p_min=p_min if confidence else 0.0,
+        tree_budget=whole("tree_budget", tree_budget or 0),
+        tree_branching=whole("tree_branching", 2 if tree_branching is None else tree_branching),
+        accept=accept or "exact",
+    )  # GenerationConfig checks it and names its range
 
 
 def summary_html(events) -> str:
@@ -215,43 +286,72 @@ def summary_html(events) -> str:
         return '<div class="specviz sv-summary sv-empty">Type a prompt and press Generate, or load a trace.</div>'
     s = spec_summary(events) if run.mode == "speculative" else {}
     tps, alpha, mal = run.tokens_per_s(), s.get("alpha"), s.get("mean_accepted_length")
-    parts = [f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
-             f"α = {alpha:.2f} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
-             if alpha is not None else "",
-             f"{mal:.2f} tokens per target forward" if mal else "",
-             f"{len(run.rounds)} round{'s' * (len(run.rounds) != 1)} · "
-             f"{run.n_tokens()} token{'s' * (run.n_tokens() != 1)}"]
+    parts = [
+        f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
+        f"α = {alpha:.2f} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
+        if alpha is not None
+        else "",
+        f"{mal:.2f} tokens per target forward" if mal else "",
+        f"{len(run.rounds)} round{'s' * (len(run.rounds) != 1)} · "
+        f"{run.n_tokens()} token{'s' * (run.n_tokens() != 1)}",
+    ]
     if run.finished is not None:
         reason = run.finished.stop_reason
-        parts.append(f'<span class="sv-stop" data-stop="{esc(reason)}">{esc(STOP_LABELS.get(reason, f"stop: {reason}"))}'
-                     f'</span>')
+        parts.append(
+            f'<span class="sv-stop" data-stop="{esc(reason)}">{esc(STOP_LABELS.get(reason, f"stop: {reason}"))}'
+            f"</span>"
+        )
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
         predicted = predicted_terms(s)
-        said = ("" if predicted is None else " (prediction withheld: timing unreliable)" if s.get("timing_flags")
-                else f" (predicted {predicted[0]}×)")  # the chart withholds it too
+        said = (
+            ""
+            if predicted is None
+            else " (prediction withheld: timing unreliable)"
+            if s.get("timing_flags")
+            else f" (predicted {predicted[0]}×)"
+        )  # the chart withholds it too
         parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>{said}')
     elif ar is not None:
         target = run.target_tokens or "?"
-        t = live_time(run, ar) if not (run.done and ar.done) else None  # the race panel's moment: the same counts
-        parts.append(f'<span class="sv-racing">racing: speculative {visible_tokens(run, t)}/{target} · '
-                     f'autoregressive {visible_tokens(ar, t)}/{target} tokens</span>')
+        t = (
+            live_time(run, ar) if not (run.done and ar.done) else None
+        )  # the race panel's moment: the same counts
+        parts.append(
+            f'<span class="sv-racing">racing: speculative {visible_tokens(run, t)}/{target} · '
+            f"autoregressive {visible_tokens(ar, t)}/{target} tokens</span>"
+        )
     if s.get("timing_flags"):
         reasons = "; ".join(s["timing_flags"])
-        parts.append(f'<details class="sv-busy sv-warn"><summary title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)}'
-                     f'</summary>{esc(reasons)}</details>')  # one short line; the reasons a click away
+        parts.append(
+            f'<details class="sv-busy sv-warn"><summary title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)}'
+            f"</summary>{esc(reasons)}</details>"
+        )  # one short line; the reasons a click away
     if run.mode == "speculative":
         parts.append(drift_meter(run, ar, s.get("speedup")))  # "" unless the run used a lossy rule
     who = f"{esc(run.started.target)} · draft {esc(run.started.draft or '—')}" if run.started else ""
     body = " · ".join(p for p in parts if p)
     run_id = esc(run.started.run_id) if run.started else ""
-    return (f'<div class="specviz sv-summary" data-run="{run_id}" data-rounds="{len(run.rounds)}" '
-            f'data-done="{int(run.done)}">'
-            f'{lossy_badge(run)}{body}<small>{who}</small></div>')
+    return (
+        f'<div class="specviz sv-summary" data-run="{run_id}" data-rounds="{len(run.rounds)}" '
+        f'data-done="{int(run.done)}">'
+        f"{lossy_badge(run)}{body}<small>{who}</small></div>"
+    )
 
 
-VIEWS = ("stream", "tree", "race", "explain", "summary", "verify", "fig_len", "fig_pos", "fig_run", "fig_tput",
-         "fig_speedup")  # the views, by name (a Views tuple in this order is what Gradio receives)
+VIEWS = (
+    "stream",
+    "tree",
+    "race",
+    "explain",
+    "summary",
+    "verify",
+    "fig_len",
+    "fig_pos",
+    "fig_run",
+    "fig_tput",
+    "fig_speedup",
+)  # the views, by name (a Views tuple in this order is what Gradio receives)
 Views = namedtuple("Views", VIEWS)
 
 
@@ -266,11 +366,29 @@ def views(events, r: int | None = None, figures: bool = True, selected: int | No
         r = None
     cut = events_upto(events, r)
     t = None if r is None else time_at_round(events, r)
-    figs = (accepted_length_fig(cut), position_acceptance_fig(cut), running_acceptance_fig(cut),
-            throughput_fig(cut), speedup_model_fig(cut)) if figures else (None,) * 5
-    tokenisations = render_tokenisations(cut) if events.retokenized else ""  # "" unless the draft has another vocabulary
-    return Views(render_stream(cut, upto_round=r) + tokenisations, render_tree(cut, upto_round=r),
-                 render_race(events, t=t), render_explain(cut), summary_html(cut), render_verify(cut, selected), *figs)
+    figs = (
+        (
+            accepted_length_fig(cut),
+            position_acceptance_fig(cut),
+            running_acceptance_fig(cut),
+            throughput_fig(cut),
+            speedup_model_fig(cut),
+        )
+        if figures
+        else (None,) * 5
+    )
+    tokenisations = (
+        render_tokenisations(cut) if events.retokenized else ""
+    )  # "" unless the draft has another vocabulary
+    return Views(
+        render_stream(cut, upto_round=r) + tokenisations,
+        render_tree(cut, upto_round=r),
+        render_race(events, t=t),
+        render_explain(cut),
+        summary_html(cut),
+        render_verify(cut, selected),
+        *figs,
+    )
 
 
 def controls_of(events) -> dict:
@@ -285,9 +403,14 @@ def controls_of(events) -> dict:
     if pair is not None:
         out["pair"] = pair
     out.update(drafter_of(run.started.draft))
-    for key, ctl, low, high in (("gamma", "gamma", 1, 16), ("max_new_tokens", "max_new", 1, MAX_NEW_TOKENS),
-                                ("top_k", "top_k", 0, 10**6), ("tree_budget", "tree_budget", 0, 64),
-                                ("tree_branching", "tree_branching", 1, 8), ("seed", "seed", 0, SEED_MAX)):
+    for key, ctl, low, high in (
+        ("gamma", "gamma", 1, 16),
+        ("max_new_tokens", "max_new", 1, MAX_NEW_TOKENS),
+        ("top_k", "top_k", 0, 10**6),
+        ("tree_budget", "tree_budget", 0, 64),
+        ("tree_branching", "tree_branching", 1, 8),
+        ("seed", "seed", 0, SEED_MAX),
+    ):
         v = cfg.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and low <= v <= high:
             out[ctl] = v
@@ -308,8 +431,10 @@ def controls_of(events) -> dict:
     return out
 
 
-USER_TURNS = (re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),  # SmolLM2, Qwen (ChatML)
-              re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S))  # Gemma
+USER_TURNS = (
+    re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),  # SmolLM2, Qwen (ChatML)
+    re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S),
+)  # Gemma
 
 
 def prompt_of(prompt_text, raw: bool) -> str:
@@ -343,17 +468,23 @@ def round_delays(events, speed: float) -> dict[int, float]:
     """round -> seconds to wait before showing it in replay: its measured wall time ÷ speed (0.05..2 s)."""
     run = main_run(events)
     speed = max(float(speed or 1.0), 0.01)
-    return {rv.round: min(2.0, max(0.05, (rv.timed.total_s if rv.timed else 0.1) / speed))
-            for rv in (run.rounds if run else [])}
+    return {
+        rv.round: min(2.0, max(0.05, (rv.timed.total_s if rv.timed else 0.1) / speed))
+        for rv in (run.rounds if run else [])
+    }
 
 
 def load_trace(path) -> list:
     """Events of a trace file; ValueError for anything too big, not a valid trace, or without rounds."""
     size = Path(path).stat().st_size
     if size > MAX_TRACE_BYTES:  # refused unread
-        raise ValueError(f"trace file is {size / 2**20:.1f} MB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MB")
+        raise ValueError(
+            f"trace file is {size / 2**20:.1f} MB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MB"
+        )
     events = trace_from_json(Path(path).read_bytes())  # validates format, fields, types and numbers
-    if any(getattr(e, "row", 0) != 0 for e in events):  # a batched run: the single-run views replay its first row
+    if any(
+        getattr(e, "row", 0) != 0 for e in events
+    ):  # a batched run: the single-run views replay its first row
         events = [e for e in events if getattr(e, "row", 0) == 0]
     if not rounds_of(events):
         raise ValueError("trace holds no rounds to replay")

@@ -3,6 +3,7 @@
 app.py builds one component per field and wires them in `FIELDS` order (the only order there is); a
 handler receives a `Controls` and reads its fields by name. Plain Python: no gradio, no torch.
 """
+
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass, fields
@@ -16,6 +17,7 @@ from .app_views import EMBEDDED_PAIR, config_kwargs, model_specs
 @dataclass(frozen=True)
 class Controls:
     """What the controls hold when Generate is pressed (values as Gradio sends them: numbers may be floats)."""
+
     pair: str = EMBEDDED_PAIR  # model pair label (app_views.PAIRS)
     drafter: str = "ngram"  # a drafter choice (app_views.drafter_choices)
     param: float = 0  # the drafter's number (ngram n, layerskip L); 0 = its default
@@ -31,7 +33,9 @@ class Controls:
     tree_branching: float = 2  # children tried per tree node
     race: bool = False  # race the AR baseline, interleaved
     prompt: str = ""
-    accept: str = "exact"  # the acceptance rule: "exact", or a LOSSY "typical:EPS,DELTA" (app_views.ACCEPT_CHOICES)
+    accept: str = (
+        "exact"  # the acceptance rule: "exact", or a LOSSY "typical:EPS,DELTA" (app_views.ACCEPT_CHOICES)
+    )
 
     @classmethod
     def of(cls, values) -> "Controls":
@@ -46,11 +50,37 @@ class Controls:
         """(target spec, draft spec, GenerationConfig); ValueError naming a setting out of range."""
         target, draft = model_specs(self.pair, self.drafter, self.param)
         gamma = check_gamma(self.gamma, MAX_GAMMA)  # the page's words: a slider's box takes 2.5 as typed
-        kwargs = config_kwargs(gamma, self.adaptive, self.p_min, self.temperature, self.top_k, self.top_p,
-                               self.seed, self.max_new, self.tree_budget, self.tree_branching, self.accept)
+        kwargs = config_kwargs(
+            gamma,
+            self.adaptive,
+            self.p_min,
+            self.temperature,
+            self.top_k,
+            self.top_p,
+            self.seed,
+            self.max_new,
+            self.tree_budget,
+            self.tree_branching,
+            self.accept,
+        )
         return target, draft, GenerationConfig(**kwargs, time_limit_s=time_limit_s)
 
 
 FIELDS = tuple(f.name for f in fields(Controls))  # the wiring order of the components
-TRACE_SETS = ("pair", "drafter", "param", "gamma", "adaptive", "p_min", "temperature", "top_k", "top_p", "seed",
-              "max_new", "tree_budget", "tree_branching", "prompt", "accept")  # the controls a loaded trace sets (controls_of)
+TRACE_SETS = (
+    "pair",
+    "drafter",
+    "param",
+    "gamma",
+    "adaptive",
+    "p_min",
+    "temperature",
+    "top_k",
+    "top_p",
+    "seed",
+    "max_new",
+    "tree_budget",
+    "tree_branching",
+    "prompt",
+    "accept",
+)  # the controls a loaded trace sets (controls_of)

@@ -1,6 +1,7 @@
 """The app's handlers: what each button, slider and API call does. Each is a few lines: check the input,
 call the engine, hand its events to specviz, yield the outputs (by name: RunOutputs). app.py wires them.
 """
+
 from __future__ import annotations
 
 try:  # ZeroGPU on Hugging Face Spaces; must be imported before torch
@@ -47,14 +48,24 @@ GRADIO_CACHE = Path(gradio_utils.get_upload_folder())  # Gradio's own copies of 
 def upload_folder() -> str:
     """Where Gradio puts uploads (ui/uploads.py bounds it)."""
     return str(GRADIO_CACHE)
+
+
 # Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
 MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
 UPLOAD_LIMITS = Limits()  # what uploads may put on disk (ui/uploads.py: SPECVIZ_MAX_UPLOAD_MB and the others)
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
-STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))  # a session's run is dropped after this idle time
-MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))  # sessions kept in memory; the oldest go first
-CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))  # runs, API calls, trace loads and Plays at once
-TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))  # trace files kept in TRACE_DIR (and < 1 h old)
+STATE_TTL_S = float(
+    os.environ.get("SPECVIZ_STATE_TTL_S", "1800")
+)  # a session's run is dropped after this idle time
+MAX_SESSIONS = int(
+    os.environ.get("SPECVIZ_MAX_SESSIONS", "32")
+)  # sessions kept in memory; the oldest go first
+CONCURRENCY = int(
+    os.environ.get("SPECVIZ_CONCURRENCY", "2")
+)  # runs, API calls, trace loads and Plays at once
+TRACE_FILES = int(
+    os.environ.get("SPECVIZ_TRACE_FILES", "64")
+)  # trace files kept in TRACE_DIR (and < 1 h old)
 COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
 # ZeroGPU: a GPU lease covers the app's own run limit, plus a minute for loading and the AR probe
 gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambda fn: fn)
@@ -101,7 +112,9 @@ def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, r
 
 def time_limit_warning(lanes: dict) -> None:
     """A run the engine stopped at the time limit says so (what was generated stays)."""
-    if any(evs and evs[-1].kind == "finished" and evs[-1].stop_reason == "time_limit" for evs in lanes.values()):
+    if any(
+        evs and evs[-1].kind == "finished" and evs[-1].stop_reason == "time_limit" for evs in lanes.values()
+    ):
         gr.Warning(f"run stopped at the {MAX_RUN_S:.0f} s limit per request")
 
 
@@ -140,7 +153,9 @@ def settled(state, cut_reason: str | None = "cancelled"):
     runs = guard.runs(packed)  # kept for the replay steps that follow
     rounds = guard.replay_rounds(runs)
     slider = gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
-    return RunOutputs(packed, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(runs))
+    return RunOutputs(
+        packed, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(runs)
+    )
 
 
 # a run's outputs, by name: the session state, the replay slider, the download button and the views
@@ -186,7 +201,9 @@ def generate(controls: Controls, state=None):
     try:
         target, draft, cfg = controls.settings(MAX_RUN_S)
         spec = parse_draft(draft)
-        if target != "embedded" or spec.model or spec.name == "quant":  # the embedded model is loaded at start-up
+        if (
+            target != "embedded" or spec.model or spec.name == "quant"
+        ):  # the embedded model is loaded at start-up
             yield status(f"loading {target} and its drafter (first use only) …")
         elif (heads := heads_status(spec)) is not None:
             yield status(heads)
@@ -207,7 +224,9 @@ def generate(controls: Controls, state=None):
                 charts = time.monotonic() - charts_at >= CHARTS_EVERY_S
                 charts_at = time.monotonic() if charts else charts_at
                 views, shown = av.views(runs, figures=charts), True
-                yield RunOutputs(runs, gr.update(), gr.update(), *(gr.update() if v is None else v for v in views))
+                yield RunOutputs(
+                    runs, gr.update(), gr.update(), *(gr.update() if v is None else v for v in views)
+                )
     except ValueError as e:  # empty prompt, context too long
         yield refused_run(str(e), state)
         return
@@ -221,7 +240,9 @@ def generate(controls: Controls, state=None):
 
 DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "100"))  # seeded 2-token runs per rule (1..2000)
 DRIFT_EVERY_S = 1.0  # the meter's progress line is redrawn at most this often
-EXACT_DRAWS: OrderedDict = OrderedDict()  # (target, draft, prompt, settings) -> the exact rule's draws, seed order
+EXACT_DRAWS: OrderedDict = (
+    OrderedDict()
+)  # (target, draft, prompt, settings) -> the exact rule's draws, seed order
 EXACT_DRAWS_KEPT = 16  # the newest settings' draws are kept (each at most 2,000 pairs of ids)
 EXACT_LOCK = threading.Lock()
 
@@ -236,14 +257,22 @@ def measure_drift(*controls):
         c = Controls.of(controls)
         target, draft, cfg = c.settings(MAX_RUN_S)
         if cfg.greedy:
-            raise ValueError("the sampled drift meter needs temperature > 0 (a greedy run's drift is in the race)")
+            raise ValueError(
+                "the sampled drift meter needs temperature > 0 (a greedy run's drift is in the race)"
+            )
         if not 1 <= DRIFT_SAMPLES <= 2000:
             raise ValueError(f"SPECVIZ_DRIFT_SAMPLES must be between 1 and 2000, got {DRIFT_SAMPLES}")
         target, draft = prepare(target, draft, c.prompt, cfg.raw)
         engine = Engine(load_model(target), draft, measure_step=False)  # no step probe after each 2-token run
         key = (target, draft, c.prompt, repr(dataclasses.replace(cfg, accept="exact", time_limit_s=None)))
-        job = drift_job(engine, c.prompt, cfg, DRIFT_SAMPLES, deadline=time.monotonic() + MAX_RUN_S,
-                        exact_draws=EXACT_DRAWS.get(key, []).copy())
+        job = drift_job(
+            engine,
+            c.prompt,
+            cfg,
+            DRIFT_SAMPLES,
+            deadline=time.monotonic() + MAX_RUN_S,
+            exact_draws=EXACT_DRAWS.get(key, []).copy(),
+        )
         shown_at = 0.0
         for report in job:
             if report["final"]:
@@ -261,8 +290,10 @@ def measure_drift(*controls):
         while len(EXACT_DRAWS) > EXACT_DRAWS_KEPT:
             EXACT_DRAWS.popitem(last=False)
     if report["stopped"] == "time_limit":
-        gr.Warning(f"the drift meter stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S) after "
-                   f"{report['done']} of {report['of']} seeded runs per rule")
+        gr.Warning(
+            f"the drift meter stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S) after "
+            f"{report['done']} of {report['of']} seeded runs per rule"
+        )
     yield sampled_drift_html(report)
 
 
@@ -272,9 +303,16 @@ def generate_from(*values):
     yield from generate(Controls.of(controls), state)
 
 
-def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_tokens: int = 48,
-                 temperature: float = 0.0, seed: int = 0, target: str = EMBEDDED,
-                 num_beams: int = 1) -> tuple[str, str]:
+def api_generate(
+    prompt: str,
+    draft: str = "ngram",
+    gamma: int = 4,
+    max_new_tokens: int = 48,
+    temperature: float = 0.0,
+    seed: int = 0,
+    target: str = EMBEDDED,
+    num_beams: int = 1,
+) -> tuple[str, str]:
     """Stream (text so far, summary JSON) once per round; the last pair is the finished run, or the
     text committed before the time limit with stop_reason "time_limit".
 
@@ -286,11 +324,25 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
     A generator, so a client that cancels or disconnects closes the run and frees its slot.
     """
     try:
-        args = guard.api_arguments(prompt, draft, gamma, max_new_tokens, temperature, seed, target,
-                                   av.MAX_NEW_TOKENS, MAX_PROMPT_TOKENS, num_beams)
-        cfg = GenerationConfig(**av.config_kwargs(args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0,
-                                                  args["seed"], args["max_new_tokens"]), time_limit_s=MAX_RUN_S,
-                               num_beams=args["num_beams"])
+        args = guard.api_arguments(
+            prompt,
+            draft,
+            gamma,
+            max_new_tokens,
+            temperature,
+            seed,
+            target,
+            av.MAX_NEW_TOKENS,
+            MAX_PROMPT_TOKENS,
+            num_beams,
+        )
+        cfg = GenerationConfig(
+            **av.config_kwargs(
+                args["gamma"], "fixed", 0.0, args["temperature"], 0, 1.0, args["seed"], args["max_new_tokens"]
+            ),
+            time_limit_s=MAX_RUN_S,
+            num_beams=args["num_beams"],
+        )
         target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
     except ValueError as e:
         raise api_error(str(e)) from None
@@ -302,7 +354,14 @@ def api_generate(prompt: str, draft: str = "ngram", gamma: int = 4, max_new_toke
                 continue
             events.append(event)
             if event.kind == "round_timed":
-                yield (specviz.running_best_text(events) if cfg.num_beams > 1 else text_so_far(events, special)), ""
+                yield (
+                    (
+                        specviz.running_best_text(events)
+                        if cfg.num_beams > 1
+                        else text_so_far(events, special)
+                    ),
+                    "",
+                )
     except ValueError as e:
         raise api_error(str(e)) from None
     except RuntimeError as e:
@@ -314,15 +373,26 @@ def fill_api_defaults(inputs: list) -> None:
     """/generate's arguments as a raw client sent them, completed in place with api_generate's defaults (every
     argument after the prompt is optional); no prompt at all is refused by name."""
     if not inputs:
-        raise api_error("prompt is required: /generate takes (prompt, draft, gamma, max_new_tokens, temperature, "
-                        "seed, target, num_beams), every argument after the prompt optional")
+        raise api_error(
+            "prompt is required: /generate takes (prompt, draft, gamma, max_new_tokens, temperature, "
+            "seed, target, num_beams), every argument after the prompt optional"
+        )
     params = list(inspect.signature(api_generate).parameters.values())
-    inputs.extend(p.default for p in params[len(inputs):])
+    inputs.extend(p.default for p in params[len(inputs) :])
 
 
-INPUT_KIND = ((gr.Slider, "number"), (gr.Number, "number"), (gr.Checkbox, "bool"), (gr.Textbox, "text"),
-              (gr.Dropdown, "choice"), (gr.File, "file"), (gr.Dataset, "index"))  # others (State, Api): "any"
-MAX_TEXT = MAX_BATCH * MAX_PROMPT_TOKENS * guard.CHARS_PER_TOKEN  # characters of any text input (the batch's prompts)
+INPUT_KIND = (
+    (gr.Slider, "number"),
+    (gr.Number, "number"),
+    (gr.Checkbox, "bool"),
+    (gr.Textbox, "text"),
+    (gr.Dropdown, "choice"),
+    (gr.File, "file"),
+    (gr.Dataset, "index"),
+)  # others (State, Api): "any"
+MAX_TEXT = (
+    MAX_BATCH * MAX_PROMPT_TOKENS * guard.CHARS_PER_TOKEN
+)  # characters of any text input (the batch's prompts)
 
 
 def input_label(block) -> str:
@@ -333,8 +403,10 @@ def input_label(block) -> str:
 def check_endpoint_inputs(block_fn, inputs: list) -> None:
     """Every endpoint's inputs as a client sent them, checked by kind before Gradio reads them (app_guard.check_inputs):
     a missing, extra, non-finite or wrong-type argument is refused with its setting's name, never `error: null`."""
-    wanted = [(next((kind for cls, kind in INPUT_KIND if isinstance(block, cls)), "any"), input_label(block))
-              for block in block_fn.inputs]
+    wanted = [
+        (next((kind for cls, kind in INPUT_KIND if isinstance(block, cls)), "any"), input_label(block))
+        for block in block_fn.inputs
+    ]
     try:
         guard.check_inputs(block_fn.api_name or block_fn.name, wanted, inputs, MAX_TEXT)
     except ValueError as e:
@@ -344,8 +416,9 @@ def check_endpoint_inputs(block_fn, inputs: list) -> None:
 def text_so_far(events, special: frozenset) -> str:
     """The committed text as the final reply will read it: special tokens (<|im_end|>) are left out, as the
     engine's decode(skip_special_tokens=True) leaves them out of the finished text."""
-    return "".join(t for e in events if e.kind == "committed" for i, t in zip(e.token_ids, e.tokens)
-                   if i not in special)
+    return "".join(
+        t for e in events if e.kind == "committed" for i, t in zip(e.token_ids, e.tokens) if i not in special
+    )
 
 
 def show_round(state, r):
@@ -398,7 +471,9 @@ def load_trace(path):
         events = av.load_trace(path)  # read and validated (bounded: MAX_TRACE_BYTES)
         yield (*status(f"drawing the trace's {len(events):,} events …"), gr.skip(), *keep)
         values = av.controls_of(events)
-        controls = tuple(gr.update(value=values[name]) if name in values else gr.skip() for name in TRACE_SETS)
+        controls = tuple(
+            gr.update(value=values[name]) if name in values else gr.skip() for name in TRACE_SETS
+        )
         yield (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
     except (ValueError, OSError, RecursionError) as e:
         yield (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
@@ -437,8 +512,12 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
     """Stream the beam view once per round (see specviz/beams.py); a bad setting is one warning."""
     try:
         target, draft = av.model_specs(pair, drafter, param)
-        cfg = GenerationConfig(gamma=guard.check_gamma(gamma, MAX_GAMMA), max_new_tokens=int(max_new),
-                               num_beams=int(num_beams), time_limit_s=MAX_RUN_S)
+        cfg = GenerationConfig(
+            gamma=guard.check_gamma(gamma, MAX_GAMMA),
+            max_new_tokens=int(max_new),
+            num_beams=int(num_beams),
+            time_limit_s=MAX_RUN_S,
+        )
         target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
         lanes = {"speculative": [], "ar": []}
         note = beam_note(int(num_beams))
@@ -456,10 +535,12 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
     yield specviz.render_beams(lanes["speculative"], lanes["ar"]), note
 
 
-BATCH_EXAMPLE = ("Copy this sentence exactly: the quick brown fox jumps over the lazy dog.\n"
-                 "List the numbers from 1 to 20, separated by commas.\n"
-                 "Write a haiku about the sea.\n"
-                 "Explain in two sentences why the sky is blue.")
+BATCH_EXAMPLE = (
+    "Copy this sentence exactly: the quick brown fox jumps over the lazy dog.\n"
+    "List the numbers from 1 to 20, separated by commas.\n"
+    "Write a haiku about the sea.\n"
+    "Explain in two sentences why the sky is blue."
+)
 
 
 def batch_prompts(text) -> list[str]:
@@ -467,8 +548,10 @@ def batch_prompts(text) -> list[str]:
     none or more than MAX_BATCH, or when one is too long for the server."""
     from_lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
     if not 1 <= len(from_lines) <= MAX_BATCH:
-        raise ValueError(f"Batch prompts: write 1 to {MAX_BATCH} prompts, one per line (B = the number of lines); "
-                         f"got {len(from_lines)}")
+        raise ValueError(
+            f"Batch prompts: write 1 to {MAX_BATCH} prompts, one per line (B = the number of lines); "
+            f"got {len(from_lines)}"
+        )
     for line in from_lines:
         guard.check_prompt(line, MAX_PROMPT_TOKENS)
     return from_lines
@@ -494,8 +577,9 @@ def batch_generate(pair, drafter, param, gamma, max_new, prompts_text, race):
     try:
         prompts = batch_prompts(prompts_text)
         target, draft = av.model_specs(pair, drafter, param)
-        cfg = GenerationConfig(gamma=guard.check_gamma(gamma, MAX_GAMMA), max_new_tokens=int(max_new),
-                               time_limit_s=MAX_RUN_S)
+        cfg = GenerationConfig(
+            gamma=guard.check_gamma(gamma, MAX_GAMMA), max_new_tokens=int(max_new), time_limit_s=MAX_RUN_S
+        )
         target, draft = prepare(target, draft, prompts[0], cfg.raw)
         lanes = {"speculative": [], "ar": []}
         for lane, event in stream_batch(target, draft, cfg, prompts, bool(race)):
@@ -514,9 +598,11 @@ def batch_generate(pair, drafter, param, gamma, max_new, prompts_text, race):
 
 def beam_note(num_beams: int) -> str:
     """The summary line while the Beam search tab shows a beam run: what the stream below it still holds."""
-    return (f'<div class="specviz sv-summary" data-beam="1">Beam search, B = {num_beams}: its beams, scores and race '
-            'are in the Beam search tab · the stream, tree and charts below still show the last single-sequence '
-            'run</div>')
+    return (
+        f'<div class="specviz sv-summary" data-beam="1">Beam search, B = {num_beams}: its beams, scores and race '
+        "are in the Beam search tab · the stream, tree and charts below still show the last single-sequence "
+        "run</div>"
+    )
 
 
 def step_back(state, r):
@@ -531,7 +617,9 @@ def step_on(state, r):
 
 def drafter_changed(drafter: str):
     """γ is auto's own choice under auto: the slider greys out and says so."""
-    return gr.update(interactive=drafter != "auto", info="auto chooses γ each round" if drafter == "auto" else "")  # "" clears it
+    return gr.update(
+        interactive=drafter != "auto", info="auto chooses γ each round" if drafter == "auto" else ""
+    )  # "" clears it
 
 
 def adaptive_changed(adaptive: str):

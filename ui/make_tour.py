@@ -6,6 +6,7 @@
 Greedy n-gram drafting is deterministic, so the rounds the captions walk through (round 2: 4 drafted, the 4th
 rejected) are the same on every host; the times, the speedup and the machine are this host's, as recorded.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,14 +21,18 @@ from .tour import TOUR_PROMPT, TOUR_ROUND, TOUR_TRACE
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m ui.make_tour", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=TOUR_TRACE, help="where to write the trace (default: the tour's own)")
+    ap.add_argument(
+        "--out", type=Path, default=TOUR_TRACE, help="where to write the trace (default: the tour's own)"
+    )
     out = ap.parse_args(argv).out
     engine = Engine(load_model("embedded"), "ngram")
     cfg = GenerationConfig(gamma=4, max_new_tokens=40, record_topk=3)
     result = engine.run(TOUR_PROMPT, cfg, compare_ar=True)
     spec = av.view_runs(result.events)["speculative"]
     r = next(rv for rv in spec.rounds if rv.round == TOUR_ROUND)
-    assert r.gamma == 4 and r.verified.first_rejected == 3, "the captions walk through 4 drafts, the 4th rejected"
+    assert r.gamma == 4 and r.verified.first_rejected == 3, (
+        "the captions walk through 4 drafts, the 4th rejected"
+    )
     write_trace(out, result.events)
     s = result.summary
     print(f"wrote {out}: speedup {s['speedup']:.2f}x, identical {s['identical_to_ar']}")

@@ -7,6 +7,7 @@ viewport at scale 1, each taken once the step's element is outlined and scrolled
 Needs Playwright and Debian's Chromium (make browser). The tour replays a recorded trace, so no model runs; the
 race caption's machine and speedup are those recorded in assets/tour-trace.json (python -m ui.make_tour).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,10 +35,22 @@ def serve(timeout_s: float = 180.0):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port), SPECVIZ_WARM_UP="0",
-               GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "app.py")], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    env = dict(
+        os.environ,
+        GRADIO_SERVER_NAME="127.0.0.1",
+        GRADIO_SERVER_PORT=str(port),
+        SPECVIZ_WARM_UP="0",
+        GRADIO_ANALYTICS_ENABLED="False",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "app.py")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url, deadline = f"http://127.0.0.1:{port}/", time.monotonic() + timeout_s
     try:
         while True:

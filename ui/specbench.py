@@ -1,6 +1,7 @@
 """The Spec-Bench tab: the committed CPU leaderboard (benchmarks/results/specbench-cpu.json, written by
 `python -m benchmarks specbench`) and a picker that puts one of Spec-Bench's 480 questions in the prompt box,
 with the race on, to race it live."""
+
 from __future__ import annotations
 
 import functools
@@ -16,7 +17,10 @@ from ui.app_views import esc
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 RESULTS = BENCH / "specbench-cpu.json"  # the main run: every drafter of its time, transformers' rows
-RUNS = (RESULTS, BENCH / "specbench-training-free.json")  # each a run of its own (compare within one table only)
+RUNS = (
+    RESULTS,
+    BENCH / "specbench-training-free.json",
+)  # each a run of its own (compare within one table only)
 
 
 @functools.lru_cache(maxsize=1)
@@ -45,8 +49,16 @@ def use_question(label):
     if q is None:
         gr.Warning("choose a Spec-Bench question from the list first")
         return gr.skip(), gr.skip(), gr.skip()
-    turns = "" if len(q["turns"]) == 1 else (f" It has {len(q['turns'])} turns; this puts in the first (the "
-                                             "benchmark asks the second after the model's own first answer).")
-    note = (f'<p class="sb-note" data-group="{esc(q["group"])}">Spec-Bench question #{esc(q["question_id"])}, '
-            f'category <b>{esc(q["group"])}</b> ({esc(q["category"])}).{esc(turns)} Press Generate to race it.</p>')
+    turns = (
+        ""
+        if len(q["turns"]) == 1
+        else (
+            f" It has {len(q['turns'])} turns; this puts in the first (the "
+            "benchmark asks the second after the model's own first answer)."
+        )
+    )
+    note = (
+        f'<p class="sb-note" data-group="{esc(q["group"])}">Spec-Bench question #{esc(q["question_id"])}, '
+        f"category <b>{esc(q['group'])}</b> ({esc(q['category'])}).{esc(turns)} Press Generate to race it.</p>"
+    )
     return gr.update(value=q["turns"][0]), gr.update(value=True), note

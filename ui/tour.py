@@ -1,6 +1,7 @@
 """The guided first minute: a recorded n-gram run plays round by round with numbered captions, no click and
 no model. The captions' text and the handlers that play them (Gradio-side: they yield the page's outputs).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,20 +22,61 @@ TOUR_ROUND = 2  # the round the captions build up step by step: 4 drafted, the 4
 # (the round's events up to and including this kind, caption, seconds on screen, element the caption names, tab):
 # the guided first minute. "round" None: the rest of the run; "race": the whole raced run, on the Race tab.
 TOUR = [
-    (1, None, "The prompt (above) asks the model to copy a passage. Round 1: nothing in the text so far matches the "
-              "prompt yet, so the target makes one plain step (grey).", 4.0, "#prompt", None),
-    (2, "drafted", "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the "
-                   "γ = 4 tokens that followed it there (dashed: not yet verified).", 5.0, "#stream", None),
-    (2, "verified", "② The target checks all 4 drafts in ONE forward pass: the verify view shows, per drafted token, "
-                    "the draft's q and the target's p. Greedy decoding accepts a draft when it is the target's top "
-                    "choice; the first that fails (struck through, ✗) is rejected, and anything drafted after it "
-                    "would be discarded unseen.", 10.0, "#verify", "Verify"),  # + own_choice(): a long read
-    (2, "rolled_back", "③ The target's cache already holds the rejected position: moving its length pointer back drops "
-                       "it in O(1), no copying (the last line of the verify view).", 4.5, "#verify .vf-why", "Verify"),
-    (2, "committed", "④ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target "
-                     "forward. When all drafts pass, the same forward adds a bonus token (+).", 5.5, "#stream", None),
-    (None, None, "The remaining rounds: most accept every draft and commit 5 tokens per target forward.", 0.6,
-     "#stream", None),
+    (
+        1,
+        None,
+        "The prompt (above) asks the model to copy a passage. Round 1: nothing in the text so far matches the "
+        "prompt yet, so the target makes one plain step (grey).",
+        4.0,
+        "#prompt",
+        None,
+    ),
+    (
+        2,
+        "drafted",
+        "① The drafter (n-gram lookup: no model) finds the text so far in the prompt and proposes the "
+        "γ = 4 tokens that followed it there (dashed: not yet verified).",
+        5.0,
+        "#stream",
+        None,
+    ),
+    (
+        2,
+        "verified",
+        "② The target checks all 4 drafts in ONE forward pass: the verify view shows, per drafted token, "
+        "the draft's q and the target's p. Greedy decoding accepts a draft when it is the target's top "
+        "choice; the first that fails (struck through, ✗) is rejected, and anything drafted after it "
+        "would be discarded unseen.",
+        10.0,
+        "#verify",
+        "Verify",
+    ),  # + own_choice(): a long read
+    (
+        2,
+        "rolled_back",
+        "③ The target's cache already holds the rejected position: moving its length pointer back drops "
+        "it in O(1), no copying (the last line of the verify view).",
+        4.5,
+        "#verify .vf-why",
+        "Verify",
+    ),
+    (
+        2,
+        "committed",
+        "④ The target's own token (orange ↺, corrected) is committed in its place: 4 tokens for one target "
+        "forward. When all drafts pass, the same forward adds a bonus token (+).",
+        5.5,
+        "#stream",
+        None,
+    ),
+    (
+        None,
+        None,
+        "The remaining rounds: most accept every draft and commit 5 tokens per target forward.",
+        0.6,
+        "#stream",
+        None,
+    ),
     ("race", None, "", 7.0, "#race", "Race"),  # the caption: race_caption(), with the recorded speedup
 ]
 
@@ -46,10 +88,12 @@ def own_choice() -> str:
     drafted = next(e for e in spec if e.kind == "drafted" and e.round == TOUR_ROUND)
     v = next(e for e in spec if e.kind == "verified" and e.round == TOUR_ROUND)
     i = v.first_rejected
-    return (f"Here the target prefers “{v.next_token.strip()}” (p {v.next_p:.2f}) to the prompt's "
-            f"“{drafted.tokens[i].strip()}” (p {v.p[i]:.2f}): that is the target's own choice, which speculation "
-            f"preserves. The output is exactly what the target alone would write: verification never makes it worse "
-            f"than the target.")
+    return (
+        f"Here the target prefers “{v.next_token.strip()}” (p {v.next_p:.2f}) to the prompt's "
+        f"“{drafted.tokens[i].strip()}” (p {v.p[i]:.2f}): that is the target's own choice, which speculation "
+        f"preserves. The output is exactly what the target alone would write: verification never makes it worse "
+        f"than the target."
+    )
 
 
 def caption_text(step: int, runs) -> str:
@@ -67,9 +111,11 @@ def race_caption(runs) -> str:
     host = (getattr(spec.started, "host", {}) or {}).get("cpu", "") if spec and spec.started else ""
     speed = f"{s['speedup']:.2f}×" if s.get("speedup") else "–"
     same = "token-identical output" if s.get("identical_to_ar") else "different output"
-    return (f"⑤ The race: the same target decoding alone (autoregressive) against speculation, interleaved on one "
-            f"machine{f' ({host})' if host else ''} when this run was recorded: speculation was {speed} as fast, "
-            f"with {same}. That is the speedup: verifying 5 tokens costs about as much as generating 1.")
+    return (
+        f"⑤ The race: the same target decoding alone (autoregressive) against speculation, interleaved on one "
+        f"machine{f' ({host})' if host else ''} when this run was recorded: speculation was {speed} as fast, "
+        f"with {same}. That is the speedup: verifying 5 tokens costs about as much as generating 1."
+    )
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,14 +145,19 @@ def frame_events(round_, upto: str | None) -> list | None:
     return out
 
 
-def tour_caption(text: str, step: int | None, done: bool = False, focus: str | None = None,
-                 tab: str | None = None) -> str:
+def tour_caption(
+    text: str, step: int | None, done: bool = False, focus: str | None = None, tab: str | None = None
+) -> str:
     """The caption; data-focus / data-tab name the element it talks about (assets/specviz.js scrolls to it,
     opens its tab and highlights it)."""
     counter = f'<span class="sv-tour-step">{step}/{len(TOUR)}</span>' if step else ""
-    where = (f' data-focus="{av.esc(focus)}"' if focus else "") + (f' data-tab="{av.esc(tab)}"' if tab else "")
-    return (f'<div class="specviz sv-tour" data-done="{int(done)}" data-step="{step or 0}"{where} role="status" '
-            f'aria-live="polite">{counter}<span class="sv-tour-text">{av.esc(text)}</span></div>')
+    where = (f' data-focus="{av.esc(focus)}"' if focus else "") + (
+        f' data-tab="{av.esc(tab)}"' if tab else ""
+    )
+    return (
+        f'<div class="specviz sv-tour" data-done="{int(done)}" data-step="{step or 0}"{where} role="status" '
+        f'aria-live="polite">{counter}<span class="sv-tour-text">{av.esc(text)}</span></div>'
+    )
 
 
 TOUR_END = "Now try your own prompt: pick an example or type one and press Generate. Click any token to verify its round."
@@ -128,8 +179,17 @@ def tour_frames(request: gr.Request = None):
         rounds = [r] if isinstance(r, int) else range(TOUR_ROUND + 1, total + 1) if r is None else [total]
         for k in rounds:
             views = av.views(part, k) if part is not None else av.views(runs, None if r == "race" else k)
-            yield (packed, gr.update(maximum=total, value=k, interactive=True), gr.skip(), *views,
-                   tour_caption(text, step, focus=focus, tab=tab), TOUR_PROMPT), wait
+            yield (
+                (
+                    packed,
+                    gr.update(maximum=total, value=k, interactive=True),
+                    gr.skip(),
+                    *views,
+                    tour_caption(text, step, focus=focus, tab=tab),
+                    TOUR_PROMPT,
+                ),
+                wait,
+            )
     yield tour_end(), 0.0
 
 
@@ -154,8 +214,14 @@ def tour_end():
     packed = tour_runs()
     runs = guard.runs(packed)
     total = guard.replay_rounds(runs)
-    return (packed, gr.update(maximum=total, value=total, interactive=True), gr.skip(), *av.views(runs),
-            tour_caption(TOUR_END, None, done=True), TOUR_PROMPT)
+    return (
+        packed,
+        gr.update(maximum=total, value=total, interactive=True),
+        gr.skip(),
+        *av.views(runs),
+        tour_caption(TOUR_END, None, done=True),
+        TOUR_PROMPT,
+    )
 
 
 def tour_stopped() -> str:

@@ -7,6 +7,7 @@ files land in (the app's own Gradio cache, ui/handlers.py) is pruned, oldest fir
 SPECVIZ_UPLOAD_TOTAL_MB in all. A refusal is a 413 or 429 whose text names the limit and its variable.
 An ASGI middleware: no gradio, no torch.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,14 +68,21 @@ class UploadBound:
     def __init__(self, app, folder=None, limits: Limits | None = None):
         self.app, self.limits = app, limits or Limits()
         self.folder = folder  # a callable giving the upload folder (it is read when a request comes)
-        self.ledger: OrderedDict[str, list[tuple[float, int, int]]] = OrderedDict()  # client -> (time, files, bytes)
+        self.ledger: OrderedDict[str, list[tuple[float, int, int]]] = (
+            OrderedDict()
+        )  # client -> (time, files, bytes)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].rstrip("/").endswith("/upload"):
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not scope["path"].rstrip("/").endswith("/upload")
+        ):
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        client = (headers.get("x-forwarded-for", "").split(",")[0].strip()
-                  or (scope.get("client") or ("?",))[0])
+        client = (
+            headers.get("x-forwarded-for", "").split(",")[0].strip() or (scope.get("client") or ("?",))[0]
+        )
         refusal = self.refusal(client, headers.get("content-length"))
         if refusal is not None:
             return await _reply(send, *refusal)
@@ -92,7 +100,9 @@ class UploadBound:
         if len(paths) > FILES_PER_REQUEST:
             for p in paths:
                 Path(p).unlink(missing_ok=True)
-            return await _reply(send, 413, f"at most {FILES_PER_REQUEST} files per upload request, got {len(paths)}")
+            return await _reply(
+                send, 413, f"at most {FILES_PER_REQUEST} files per upload request, got {len(paths)}"
+            )
         self.record(client, len(paths), int(headers["content-length"]))  # what the client sent
         if self.folder is not None:
             prune_folder(Path(self.folder()), self.limits.total_files, self.limits.total_bytes)
@@ -107,16 +117,21 @@ class UploadBound:
         except (TypeError, ValueError):
             return 411, "an upload must say its Content-Length"
         if n > lim.file_bytes + FORM_OVERHEAD:
-            return 413, (f"an upload request may carry at most {lim.file_bytes} bytes "
-                         f"(SPECVIZ_MAX_UPLOAD_MB), got {n}")
+            return 413, (
+                f"an upload request may carry at most {lim.file_bytes} bytes (SPECVIZ_MAX_UPLOAD_MB), got {n}"
+            )
         recent = self._recent(client)
         files, sent = sum(r[1] for r in recent), sum(r[2] for r in recent)
         if files >= lim.client_files:
-            return 429, (f"at most {lim.client_files} uploads per client per hour (SPECVIZ_CLIENT_UPLOADS); "
-                         f"try again later")
+            return 429, (
+                f"at most {lim.client_files} uploads per client per hour (SPECVIZ_CLIENT_UPLOADS); "
+                f"try again later"
+            )
         if sent + n > lim.client_bytes + FORM_OVERHEAD:
-            return 429, (f"at most {lim.client_bytes // MIB} MiB of uploads per client per hour "
-                         f"(SPECVIZ_CLIENT_UPLOAD_MB); try again later")
+            return 429, (
+                f"at most {lim.client_bytes // MIB} MiB of uploads per client per hour "
+                f"(SPECVIZ_CLIENT_UPLOAD_MB); try again later"
+            )
         return None
 
     def record(self, client: str, files: int, size: int) -> None:
@@ -139,6 +154,11 @@ def _paths(body: bytes) -> list[str]:
 
 
 async def _reply(send, status: int, text: str) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+        }
+    )
     await send({"type": "http.response.body", "body": text.encode("utf-8")})

@@ -1,6 +1,7 @@
 """Start-up warm-up: every path the first Generate takes is run once before the first visitor arrives, so
 their first token comes as fast as later ones (README, "What the page teaches": first_token.py measures it).
 """
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,13 @@ def warm_queue(demo: gr.Blocks) -> None:
     threads and the streamed response are used first here, not on the first visitor's Generate. Best effort."""
     session = f"specviz-warm-up-{os.getpid()}"
     fn = next(d["id"] for d in demo.config["dependencies"] if d.get("api_name") == "run")
-    body = {"data": [*WARM_RUN.values(), None], "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
+    body = {
+        "data": [*WARM_RUN.values(), None],
+        "fn_index": fn,
+        "session_hash": session,
+        "event_data": None,
+        "trigger_id": None,
+    }
     try:
         with httpx.Client(base_url=demo.local_api_url, timeout=120) as http:
             http.post("queue/join", json=body).raise_for_status()

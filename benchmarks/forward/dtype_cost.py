@@ -6,6 +6,7 @@ Prints milliseconds per forward (median of 15) for n = 1, 5, 9 at 100 cached tok
 bf16 weights, through the same forward the engine uses. This is the verify cost v(n) that decides
 whether speculation pays; bf16 is not the CPU default (fp32 is), so this is the evidence for it.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -36,5 +37,7 @@ for dtype in ("fp32", "bf16"):
                 times.append(time.perf_counter() - t)
                 cache.truncate(100)
             row.append(statistics.median(times) * 1000)
-    print(f"{dtype}: n=1 {row[0]:.1f} ms, n=5 {row[1]:.1f} ms (v={row[1] / row[0]:.2f}), "
-          f"n=9 {row[2]:.1f} ms (v={row[2] / row[0]:.2f})")
+    print(
+        f"{dtype}: n=1 {row[0]:.1f} ms, n=5 {row[1]:.1f} ms (v={row[1] / row[0]:.2f}), "
+        f"n=9 {row[2]:.1f} ms (v={row[2] / row[0]:.2f})"
+    )

@@ -7,6 +7,7 @@ floor of what a group must read (weights, the cached keys and values) ÷ this ho
 It names the gap between t(n) and the roofline: which ops pay more than their bytes, and what a second row
 adds. Numbers move with the host and the load: compare within one run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,13 +30,28 @@ from engine.runtime.threads import torch_threads  # noqa: E402
 
 NS = (1, 2, 3, 5, 9, 17)
 GROUPS = {  # profiler op name -> group; anything else is "other" (norms, RoPE, adds, views, the mask)
-    "aten::mm": "matmul", "aten::addmm": "matmul", "mkldnn::_linear_pointwise": "matmul",
-    "aten::_scaled_dot_product_flash_attention_for_cpu": "attention", "aten::_scaled_dot_product_attention_math": "attention",
-    "aten::scaled_dot_product_attention": "attention", "aten::bmm": "attention", "aten::_softmax": "attention",
-    "aten::copy_": "cache write / copies", "aten::index_copy_": "cache write / copies", "aten::cat": "RoPE / cat",
-    "aten::mul": "elementwise", "aten::add": "elementwise", "aten::add_": "elementwise", "aten::mul_": "elementwise",
-    "aten::neg": "elementwise", "aten::silu": "elementwise", "aten::rsqrt": "norm", "aten::mean": "norm",
-    "aten::pow": "norm", "aten::embedding": "other", "aten::index_select": "other",
+    "aten::mm": "matmul",
+    "aten::addmm": "matmul",
+    "mkldnn::_linear_pointwise": "matmul",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
+    "aten::_scaled_dot_product_attention_math": "attention",
+    "aten::scaled_dot_product_attention": "attention",
+    "aten::bmm": "attention",
+    "aten::_softmax": "attention",
+    "aten::copy_": "cache write / copies",
+    "aten::index_copy_": "cache write / copies",
+    "aten::cat": "RoPE / cat",
+    "aten::mul": "elementwise",
+    "aten::add": "elementwise",
+    "aten::add_": "elementwise",
+    "aten::mul_": "elementwise",
+    "aten::neg": "elementwise",
+    "aten::silu": "elementwise",
+    "aten::rsqrt": "norm",
+    "aten::mean": "norm",
+    "aten::pow": "norm",
+    "aten::embedding": "other",
+    "aten::index_select": "other",
 }
 
 
@@ -46,13 +62,13 @@ def profile_forward(forward, target, ids, ctx: int, n: int, reps: int) -> tuple[
     walls = []
     for _ in range(reps):
         t = time.perf_counter()
-        forward(ids[:, ctx:ctx + n], cache)
+        forward(ids[:, ctx : ctx + n], cache)
         walls.append(time.perf_counter() - t)
         cache.truncate(ctx)
     groups: dict = defaultdict(float)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(reps):
-            forward(ids[:, ctx:ctx + n], cache)
+            forward(ids[:, ctx : ctx + n], cache)
             cache.truncate(ctx)
     for evt in prof.key_averages():
         groups[GROUPS.get(evt.key, "other")] += evt.self_cpu_time_total / 1e6 / reps
@@ -69,23 +85,48 @@ def main() -> None:
     forward = FastLlama(target.model)
     costs = roofline.costs_of(forward)
     ids = torch.randint(0, 1000, (1, args.context + NS[-1]))
-    print(f"host: {kernels.cpu_name()} [{' '.join(kernels.cpu_flags())}], torch {torch.__version__}; "
-          f"context {args.context}, medians of {args.reps}")
+    print(
+        f"host: {kernels.cpu_name()} [{' '.join(kernels.cpu_flags())}], torch {torch.__version__}; "
+        f"context {args.context}, medians of {args.reps}"
+    )
     for threads in [int(t) for t in args.threads.split(",")]:
         r = {**roofline.machine(threads), **costs}
         with torch_threads(threads), torch.inference_mode():
             rows = {n: profile_forward(forward, target, ids, args.context, n, args.reps) for n in NS}
-        print(f"\n{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s; ms per forward (floor = bytes ÷ copy bandwidth)")
+        print(
+            f"\n{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s; ms per forward (floor = bytes ÷ copy bandwidth)"
+        )
         print("| | " + " | ".join(f"n = {n}" for n in NS) + " | memory floor |")
         print("|---|" + "---|" * (len(NS) + 1))
-        print("| t(n), wall | " + " | ".join(f"{rows[n][0] * 1e3:.1f}" for n in NS)
-              + f" | {costmodel.floors(1, args.context, r)[0] * 1e3:.1f} |")
-        print("| t(n) / roofline | " + " | ".join(f"{costmodel.gap(rows[n][0], n, args.context, r):.2f}" for n in NS) + " | |")
+        print(
+            "| t(n), wall | "
+            + " | ".join(f"{rows[n][0] * 1e3:.1f}" for n in NS)
+            + f" | {costmodel.floors(1, args.context, r)[0] * 1e3:.1f} |"
+        )
+        print(
+            "| t(n) / roofline | "
+            + " | ".join(f"{costmodel.gap(rows[n][0], n, args.context, r):.2f}" for n in NS)
+            + " | |"
+        )
         kv = (args.context + 1) * r["kv_bytes_per_position"] / r["bandwidth"]
-        for group in ("matmul", "attention", "cache write / copies", "RoPE / cat", "elementwise", "norm", "other"):
-            floor = {"attention": f"{kv * 1e3:.1f}", "matmul": f"{r['weight_bytes'] / r['bandwidth'] * 1e3:.1f}"}.get(group, "")
-            print(f"| profiled: {group} | " + " | ".join(f"{rows[n][1].get(group, 0) * 1e3:.1f}" for n in NS)
-                  + f" | {floor} |")
+        for group in (
+            "matmul",
+            "attention",
+            "cache write / copies",
+            "RoPE / cat",
+            "elementwise",
+            "norm",
+            "other",
+        ):
+            floor = {
+                "attention": f"{kv * 1e3:.1f}",
+                "matmul": f"{r['weight_bytes'] / r['bandwidth'] * 1e3:.1f}",
+            }.get(group, "")
+            print(
+                f"| profiled: {group} | "
+                + " | ".join(f"{rows[n][1].get(group, 0) * 1e3:.1f}" for n in NS)
+                + f" | {floor} |"
+            )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Builds the lean forward twice on the embedded target (plain matmuls only, and pa
 inputs), then times both side by side at 200 cached tokens: median of 12 per n, two passes. This is
 the evidence for packing in engine/runtime/fastllama.py.
 """
+
 from __future__ import annotations
 
 import os
@@ -46,7 +47,7 @@ def main() -> None:
                     times = []
                     for _ in range(12):
                         t = time.perf_counter()
-                        forward(ids[:, 200:200 + n], cache)
+                        forward(ids[:, 200 : 200 + n], cache)
                         times.append(time.perf_counter() - t)
                         cache.truncate(200)
                     ms[name] = statistics.median(times) * 1e3

@@ -9,6 +9,7 @@ median ms/token of each; then times one forward over n = 5 and 13 new tokens (a 
 cached tokens, median of 12 interleaved pairs. tests/test_drafters.py and tests/test_architectures.py pin
 the two to the same logits.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,19 @@ def decode(forward, model, ids: torch.Tensor, n: int = 48) -> float:
 
 
 # Qwen2.5-0.5B-Instruct's config.json, the fields that set its shape and math
-QWEN25_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                  num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1e6,
-                  rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False)
+QWEN25_05B = dict(
+    vocab_size=151936,
+    hidden_size=896,
+    intermediate_size=4864,
+    num_hidden_layers=24,
+    num_attention_heads=14,
+    num_key_value_heads=2,
+    max_position_embeddings=32768,
+    rope_theta=1e6,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    use_sliding_window=False,
+)
 
 
 def model_of(shape: str) -> torch.nn.Module:
@@ -62,10 +73,14 @@ def main(argv=None) -> None:
     ap.add_argument("--shape", choices=("embedded", "qwen2.5-0.5b"), default="embedded")
     args = ap.parse_args(argv)
     model = model_of(args.shape)
-    print(f"{args.shape}: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters, fp32, "
-          f"{torch.get_num_threads()} torch threads, {cpu_name()}")
-    paths = {"lean": forward_fn(model),
-             "transformers": lambda x, cache, **kw: model(x, past_key_values=cache, **kw).logits}
+    print(
+        f"{args.shape}: {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M parameters, fp32, "
+        f"{torch.get_num_threads()} torch threads, {cpu_name()}"
+    )
+    paths = {
+        "lean": forward_fn(model),
+        "transformers": lambda x, cache, **kw: model(x, past_key_values=cache, **kw).logits,
+    }
     ids = torch.randint(0, 40000, (1, 100))
     times = {name: [] for name in paths}
     with torch.inference_mode():
@@ -89,8 +104,10 @@ def main(argv=None) -> None:
                     f(x, cache)
                     ms[name].append((time.perf_counter() - t) * 1e3)
                     cache.truncate(200)
-            print(f"verify of {n}: lean {statistics.median(ms['lean']):.1f} ms, "
-                  f"transformers {statistics.median(ms['transformers']):.1f} ms")
+            print(
+                f"verify of {n}: lean {statistics.median(ms['lean']):.1f} ms, "
+                f"transformers {statistics.median(ms['transformers']):.1f} ms"
+            )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ accepted, with the run's tok/s, for auto and auto:ngram alternating per question
 
 Read from the runs' own `decided` and `verified` events (the choice of each round and what the target kept).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,14 +45,19 @@ def main(argv=None) -> None:
     questions = [q for q in sample(load_questions(), args.per_category, seed=0) if q["category"] in cats]
     engines = {d: Engine(target, d) for d in args.drafts.split(",")}
     cfg = GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0)
-    for engine in engines.values():  # warm up: the first run in a process pays loading the heads, first kernels
+    for (
+        engine
+    ) in engines.values():  # warm up: the first run in a process pays loading the heads, first kernels
         list(engine.generate("Say hi.", GenerationConfig(gamma=4, max_new_tokens=8, record_topk=0)))
-    for q in questions[args.skip:args.skip + args.limit]:
+    for q in questions[args.skip : args.skip + args.limit]:
         for d, engine in engines.items():  # interleaved: every drafter on a question before the next
             events = list(engine.generate(q["turns"][0], cfg))
             rounds, accepted = rounds_of(events)
-            print(f"{q['category']} q{q['question_id']} {d}: {events[-1].summary['tokens_per_s']:.1f} tok/s; "
-                  f"rounds {rounds}; accepted drafts {accepted}", flush=True)
+            print(
+                f"{q['category']} q{q['question_id']} {d}: {events[-1].summary['tokens_per_s']:.1f} tok/s; "
+                f"rounds {rounds}; accepted drafts {accepted}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ the speedup from the run's α, c and v(n). Then transformers' universal assisted
 pair (`generate(assistant_model=..., tokenizer=..., assistant_tokenizer=...)`), timed against its own
 greedy `generate`, if the installed version runs it offline. Prints one Markdown table.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,13 @@ def uag(target, draft, prompt: str, n: int) -> dict:
     plain = target.model.generate(ids, **kw)
     t_plain = time.perf_counter() - t
     t = time.perf_counter()
-    assisted = target.model.generate(ids, assistant_model=draft.model, tokenizer=target.tokenizer,
-                                     assistant_tokenizer=draft.tokenizer, **kw)
+    assisted = target.model.generate(
+        ids,
+        assistant_model=draft.model,
+        tokenizer=target.tokenizer,
+        assistant_tokenizer=draft.tokenizer,
+        **kw,
+    )
     t_uag = time.perf_counter() - t
     return {"speedup": t_plain / t_uag, "identical": plain[0].tolist() == assisted[0].tolist()}
 
@@ -72,10 +78,14 @@ def main() -> None:
     target, draft = load_model("embedded-gemma"), load_model("embedded")
     engine = Engine(target, "model:embedded")
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, raw=True, record_topk=0)
-    race(engine, PROMPTS["open"][0], GenerationConfig(gamma=args.gamma, max_new_tokens=8, raw=True))  # warm-up
+    race(
+        engine, PROMPTS["open"][0], GenerationConfig(gamma=args.gamma, max_new_tokens=8, raw=True)
+    )  # warm-up
     print(f"CPU: {cpu_name()}; γ = {args.gamma}, {args.max_new_tokens} new tokens, greedy, fp32\n")
-    print("| prompts | α per token | accepted ÷ drafted | tokens / target forward | c | speedup (measured) | "
-          "predicted | identical to AR | transformers UAG vs its greedy |")
+    print(
+        "| prompts | α per token | accepted ÷ drafted | tokens / target forward | c | speedup (measured) | "
+        "predicted | identical to AR | transformers UAG vs its greedy |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for kind, prompts in PROMPTS.items():
         rows = [race(engine, p, cfg) for p in prompts]
@@ -90,13 +100,17 @@ def main() -> None:
         acc = sum(r["accepted"] for r in rows) / max(1, sum(r["drafted"] for r in rows))
         hf_txt = "not run"
         if hf and all("speedup" in h for h in hf):
-            hf_txt = (f"{statistics.median(h['speedup'] for h in hf):.2f}× "
-                      f"({sum(h['identical'] for h in hf)}/{len(hf)} identical)")
+            hf_txt = (
+                f"{statistics.median(h['speedup'] for h in hf):.2f}× "
+                f"({sum(h['identical'] for h in hf)}/{len(hf)} identical)"
+            )
         elif hf:
             hf_txt = next(h["error"] for h in hf if "error" in h)
-        print(f"| {kind} ({len(rows)}) | {med('alpha'):.2f} | {acc:.0%} | {med('mean_accepted_length'):.2f} | "
-              f"{med('c'):.2f} | {med('speedup'):.2f}× | {med('predicted_speedup'):.2f}× | "
-              f"{sum(bool(r['identical_to_ar']) for r in rows)}/{len(rows)} | {hf_txt} |")
+        print(
+            f"| {kind} ({len(rows)}) | {med('alpha'):.2f} | {acc:.0%} | {med('mean_accepted_length'):.2f} | "
+            f"{med('c'):.2f} | {med('speedup'):.2f}× | {med('predicted_speedup'):.2f}× | "
+            f"{sum(bool(r['identical_to_ar']) for r in rows)}/{len(rows)} | {hf_txt} |"
+        )
         flags = [f for r in rows for f in (r.get("timing_flags") or [])]
         if flags:
             print(f"  timing flags: {'; '.join(flags)}")

@@ -6,6 +6,7 @@ interleaved in one process: t(n) at 300 cached tokens, n = 1, 2, 3, 5, 9, 17, wi
 The fixed rule: fp32 rows of 1 on MKL, every multi-row call on the oneDNN-packed weight. Each pass prints,
 per thread count, both t(n) medians, v(2) = t(2)/t(1) of each, and AR tok/s = 1/t(1).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,15 +53,19 @@ def main() -> None:
                     for n in NS:
                         times = {name: [] for name in sides}
                         for i in range(args.reps):
-                            for name in (("fixed", "measured") if i % 2 == 0 else ("measured", "fixed")):
+                            for name in ("fixed", "measured") if i % 2 == 0 else ("measured", "fixed"):
                                 t = time.perf_counter()
-                                sides[name](ids[:, 300:300 + n], caches[name])
+                                sides[name](ids[:, 300 : 300 + n], caches[name])
                                 times[name].append(time.perf_counter() - t)
                                 caches[name].truncate(300)
                         for name in sides:
                             ms[name][n] = statistics.median(times[name]) * 1e3
-                cells = [f"{name}: " + " ".join(f"t({n})={ms[name][n]:.1f}" for n in NS)
-                         + f"  v(2)={ms[name][2] / ms[name][1]:.2f}  AR {1e3 / ms[name][1]:.1f} tok/s" for name in sides]
+                cells = [
+                    f"{name}: "
+                    + " ".join(f"t({n})={ms[name][n]:.1f}" for n in NS)
+                    + f"  v(2)={ms[name][2] / ms[name][1]:.2f}  AR {1e3 / ms[name][1]:.1f} tok/s"
+                    for name in sides
+                ]
                 print(f"pass {p + 1}, {threads} thread(s): " + " | ".join(cells))
 
 

@@ -8,6 +8,7 @@ acceptance is α by construction (greedy). For each α and prompt (3 open-ended 
 it from the run's own α, c and v(n) (engine/costmodel.py). Prints measured, predicted and their ratio
 (medians), and how many runs the timing guards flagged.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,9 +21,11 @@ from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.runtime.kernels import cpu_name  # noqa: E402
 
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 0.95)
-PROMPTS = ("Write a short story about a lighthouse keeper who finds a message in a bottle.",
-           "Explain how a bicycle stays upright, for a curious ten-year-old.",
-           "Describe a walk through a busy market in the morning.")
+PROMPTS = (
+    "Write a short story about a lighthouse keeper who finds a message in a bottle.",
+    "Explain how a bicycle stays upright, for a curious ten-year-old.",
+    "Describe a walk through a busy market in the morning.",
+)
 
 
 def main() -> None:
@@ -43,17 +46,27 @@ def main() -> None:
             for a in ALPHAS:
                 s = engines[a].run(prompt, cfg, compare_ar=True).summary
                 rows[a].append(s)
-    print(f"# oracle sweep: γ={args.gamma}, {args.max_new_tokens} new tokens, draft cost {args.cost:g} steps, greedy "
-          f"fp32, {len(PROMPTS)} prompts × {args.repeats} repeats, {cpu_name()}, "
-          f"race lanes on {rows[ALPHAS[0]][0].get('threads') or 'all'} CPU thread(s)")
-    print("| α set | α measured | c | v(γ+1) | measured × | predicted × | measured ÷ predicted | identical | flagged |")
+    print(
+        f"# oracle sweep: γ={args.gamma}, {args.max_new_tokens} new tokens, draft cost {args.cost:g} steps, greedy "
+        f"fp32, {len(PROMPTS)} prompts × {args.repeats} repeats, {cpu_name()}, "
+        f"race lanes on {rows[ALPHAS[0]][0].get('threads') or 'all'} CPU thread(s)"
+    )
+    print(
+        "| α set | α measured | c | v(γ+1) | measured × | predicted × | measured ÷ predicted | identical | flagged |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for a, runs in rows.items():
-        med = {k: statistics.median(r[k] for r in runs) for k in ("alpha", "c", "v", "speedup", "predicted_speedup")}
+        med = {
+            k: statistics.median(r[k] for r in runs)
+            for k in ("alpha", "c", "v", "speedup", "predicted_speedup")
+        }
         ratio = statistics.median(r["speedup"] / r["predicted_speedup"] for r in runs)
-        print(f"| {a:g} | {med['alpha']:.2f} | {med['c']:.3f} | {med['v']:.2f} | {med['speedup']:.2f}× | "
-              f"{med['predicted_speedup']:.2f}× | {ratio:.2f} | {sum(r['identical_to_ar'] for r in runs)}/{len(runs)} | "
-              f"{sum(bool(r['timing_flags']) for r in runs)}/{len(runs)} |", flush=True)
+        print(
+            f"| {a:g} | {med['alpha']:.2f} | {med['c']:.3f} | {med['v']:.2f} | {med['speedup']:.2f}× | "
+            f"{med['predicted_speedup']:.2f}× | {ratio:.2f} | {sum(r['identical_to_ar'] for r in runs)}/{len(runs)} | "
+            f"{sum(bool(r['timing_flags']) for r in runs)}/{len(runs)} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

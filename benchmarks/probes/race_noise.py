@@ -13,6 +13,7 @@ three ways, one after the other for each prompt:
     (how the race worked before).
 Prints each prompt's speedups and how far the noisy one moved from the quiet one, then the medians.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,7 +49,9 @@ def cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def interleaved(engine: Engine, prompt: str, cfg: GenerationConfig, threads: int | None) -> tuple[float, list]:
+def interleaved(
+    engine: Engine, prompt: str, cfg: GenerationConfig, threads: int | None
+) -> tuple[float, list]:
     s = engine.run(prompt, cfg, compare_ar=True, race_threads=threads).summary
     return s["speedup"], s["timing_flags"]
 
@@ -65,26 +68,37 @@ def main() -> None:
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--burn-s", type=float, default=900, help="the burner stops by itself after this long")
-    ap.add_argument("--burners", type=int, default=1, help="CPU-burning processes (1: one core busy; 2: both)")
+    ap.add_argument(
+        "--burners", type=int, default=1, help="CPU-burning processes (1: one core busy; 2: both)"
+    )
     args = ap.parse_args()
-    prompts = [json.loads(line)["prompt"] for line in (ROOT / "engine/prompts/grounded.jsonl").read_text().splitlines()
-               if line.strip()][:6]
+    prompts = [
+        json.loads(line)["prompt"]
+        for line in (ROOT / "engine/prompts/grounded.jsonl").read_text().splitlines()
+        if line.strip()
+    ][:6]
     engine = Engine.load(draft=args.draft)
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    ways = {"interleaved, 1 thread": lambda p: interleaved(engine, p, cfg, 1),
-            f"interleaved, {torch.get_num_threads()} threads": lambda p: interleaved(engine, p, cfg, None),
-            "sequential": lambda p: (sequential(engine, p, cfg), [])}
+    ways = {
+        "interleaved, 1 thread": lambda p: interleaved(engine, p, cfg, 1),
+        f"interleaved, {torch.get_num_threads()} threads": lambda p: interleaved(engine, p, cfg, None),
+        "sequential": lambda p: (sequential(engine, p, cfg), []),
+    }
     for way in ways.values():  # warm-up
         way(prompts[0])
-    print(f"# race under load: {args.draft} γ={args.gamma}, {args.max_new_tokens} new tokens, greedy fp32, "
-          f"{cpu_name()}, {torch.get_num_threads()} torch threads by default, {args.burners} CPU burner(s)")
+    print(
+        f"# race under load: {args.draft} γ={args.gamma}, {args.max_new_tokens} new tokens, greedy fp32, "
+        f"{cpu_name()}, {torch.get_num_threads()} torch threads by default, {args.burners} CPU burner(s)"
+    )
     print("| prompt | " + " | ".join(f"{w}: quiet | busy | moved | flagged" for w in ways) + " |")
     print("|---|" + "---|---|---|---|" * len(ways))
     moved = {way: [] for way in ways}
     for k, prompt in enumerate(prompts, 1):
         quiet = {way: run(prompt)[0] for way, run in ways.items()}
-        burners = [subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s, seed=b + 1)])
-                   for b in range(args.burners)]
+        burners = [
+            subprocess.Popen([sys.executable, "-c", BURNER.format(seconds=args.burn_s, seed=b + 1)])
+            for b in range(args.burners)
+        ]
         try:
             busy = {way: run(prompt) for way, run in ways.items()}
         finally:
@@ -99,8 +113,11 @@ def main() -> None:
             cells.append(f"{quiet[way]:.2f}× | {busy[way][0]:.2f}× | {m:.0%} | {flagged}")
         print(f"| {k} | " + " | ".join(cells) + " |", flush=True)
     for way, values in moved.items():
-        print(f"{way}: the busy speedup moved from the quiet one by median {statistics.median(values):.0%}, "
-              f"at most {max(values):.0%}")
+        print(
+            f"{way}: the busy speedup moved from the quiet one by median {statistics.median(values):.0%}, "
+            f"at most {max(values):.0%}"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@ budget; it prints tokens per target forward (mean accepted length), tokens/s, th
 and the measured cost v(n) of verifying n tokens in one forward (in target steps), which is what
 decides whether the extra nodes pay. Greedy; every output is checked against AR.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--prompts", default="engine/prompts/grounded.jsonl")
     ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--setups", default="ngram:4:12:3,quant:4:12:3",
-                    help="drafter:gamma:tree_budget:branching, comma-separated (drafter may contain ':')")
+    ap.add_argument(
+        "--setups",
+        default="ngram:4:12:3,quant:4:12:3",
+        help="drafter:gamma:tree_budget:branching, comma-separated (drafter may contain ':')",
+    )
     ap.add_argument("--dtype", default=None, help="fp32 or bf16 (default: the engine's, fp32 on a CPU)")
     args = ap.parse_args()
     target = load_model("embedded", dtype=args.dtype)
     exact = target.dtype == torch.float32  # bf16: a multi-token forward may round a near-tie the other way
-    prompts = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
+    prompts = [
+        json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()
+    ]
     step = verify_cost(target.model, 1)
-    print("v(n) on this machine (target steps): " + ", ".join(
-        f"v({n})={verify_cost(target.model, n) / step:.2f}" for n in (2, 5, 9, 13, 17, 33)))
+    print(
+        "v(n) on this machine (target steps): "
+        + ", ".join(f"v({n})={verify_cost(target.model, n) / step:.2f}" for n in (2, 5, 9, 13, 17, 33))
+    )
     for setup in args.setups.split(","):
         *name, gamma, budget, branching = setup.split(":")
         engine = Engine(target, ":".join(name), measure_step=False)
@@ -61,8 +69,13 @@ def main() -> None:
         for prompt in prompts:
             ids = engine.encode(prompt, False)
             base = GenerationConfig(gamma=int(gamma), max_new_tokens=args.max_new_tokens, record_topk=0)
-            tree = GenerationConfig(gamma=int(gamma), max_new_tokens=args.max_new_tokens, record_topk=0,
-                                    tree_budget=int(budget), tree_branching=int(branching))
+            tree = GenerationConfig(
+                gamma=int(gamma),
+                max_new_tokens=args.max_new_tokens,
+                record_topk=0,
+                tree_budget=int(budget),
+                tree_branching=int(branching),
+            )
             ar = list(engine.generate(None, base, "ar", prompt_ids=ids))[-1]
             for key, cfg in (("ar", None), ("chain", base), ("tree", tree)):
                 done = ar if cfg is None else list(engine.generate(None, cfg, prompt_ids=ids))[-1]
@@ -75,10 +88,16 @@ def main() -> None:
             tps = [s["tokens_per_s"] for s in rows[key]]
             mal = statistics.mean(s["mean_accepted_length"] for s in rows[key])
             speed = statistics.median(t / a for t, a in zip(tps, ar_tps))
-            print(f"{':'.join(name):>16} {key:5} γ={gamma} budget={budget if key == 'tree' else '-':>2} "
-                  f"branching={branching if key == 'tree' else '-'}: tokens/forward {mal:.2f}, "
-                  f"{statistics.median(tps):.1f} tok/s, median speedup vs AR {speed:.2f}x"
-                  + (f" ({departed.count(key)} of {len(prompts)} outputs left {target.dtype} AR)" if key in departed else ""))
+            print(
+                f"{':'.join(name):>16} {key:5} γ={gamma} budget={budget if key == 'tree' else '-':>2} "
+                f"branching={branching if key == 'tree' else '-'}: tokens/forward {mal:.2f}, "
+                f"{statistics.median(tps):.1f} tok/s, median speedup vs AR {speed:.2f}x"
+                + (
+                    f" ({departed.count(key)} of {len(prompts)} outputs left {target.dtype} AR)"
+                    if key in departed
+                    else ""
+                )
+            )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ prompt would pull γ up while a slower row keeps the batch running anyway. Its r
 Events: each row's stream is a single run's events with `row` set (RunStarted ... Finished), and each round adds a
 `batch_round` (row −1); a `batch_finished` ends the batch with its throughput.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,12 +40,18 @@ from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events
 from .step import settle, usable, verify_rows
 
-GOODPUT_GAMMAS = tuple(range(0, 9))  # the γ auto weighs each round in a batch (0 = a plain step for every row)
+GOODPUT_GAMMAS = tuple(
+    range(0, 9)
+)  # the γ auto weighs each round in a batch (0 = a plain step for every row)
 AUTO_SPECS = ("auto", "auto:ngram")  # in a batch both mean: n-gram drafts, γ chosen by goodput
 ROW_PRIOR = 4.0  # pseudo-tests pulling a row's α toward the batch's pooled α (Goodput.alphas)
 POOLED_PRIOR = 4.0  # pseudo-tests at α = 0.5 in the batch's pooled α (one unlucky probe does not settle it)
-EXPLORE_EVERY = 8  # plain rounds with drafts on offer after which auto verifies them once more (α goes stale) ...
-EXPLORE_WITHIN = 0.9  # ... when the best drafted γ is predicted within this share of the best rate (cheap to learn)
+EXPLORE_EVERY = (
+    8  # plain rounds with drafts on offer after which auto verifies them once more (α goes stale) ...
+)
+EXPLORE_WITHIN = (
+    0.9  # ... when the best drafted γ is predicted within this share of the best rate (cheap to learn)
+)
 
 
 def check_batch(rows_ids: list[list[int]]) -> None:
@@ -69,19 +76,25 @@ def row_generators(cfg: GenerationConfig, rows: int, device) -> list:
     return out
 
 
-def batch_run(engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculative: bool,
-              when: float | None) -> Iterator:
+def batch_run(
+    engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculative: bool, when: float | None
+) -> Iterator:
     """The events of one batched run (module docstring); rows_ids: each row's prompt ids."""
     check_batch(rows_ids)
     if cfg.num_beams > 1:
-        raise ValueError(f"num_beams must be 1 in a batched run (beam search is a batch of its own), got "
-                         f"{cfg.num_beams}")
+        raise ValueError(
+            f"num_beams must be 1 in a batched run (beam search is a batch of its own), got {cfg.num_beams}"
+        )
     window = sliding_window(engine.target.model)
     longest = max(map(len, rows_ids)) + cfg.max_new_tokens + MAX_GAMMA
-    if window is not None and longest > window:  # the per-row mask is one for every layer: exact inside the window
-        raise ValueError(f"a batched run of a target with sliding-window layers must fit in its window of {window} "
-                         f"tokens: the longest prompt ({max(map(len, rows_ids))} tokens) + max_new_tokens "
-                         f"({cfg.max_new_tokens}) + {MAX_GAMMA} draft slots is {longest}")
+    if (
+        window is not None and longest > window
+    ):  # the per-row mask is one for every layer: exact inside the window
+        raise ValueError(
+            f"a batched run of a target with sliding-window layers must fit in its window of {window} "
+            f"tokens: the longest prompt ({max(map(len, rows_ids))} tokens) + max_new_tokens "
+            f"({cfg.max_new_tokens}) + {MAX_GAMMA} draft slots is {longest}"
+        )
     goodput = speculative and engine.draft_spec in AUTO_SPECS
     return BatchRun(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, when).events()
 
@@ -98,14 +111,18 @@ class BatchRun:
         max_len = max(cache_slots(n, cfg, extra) for n in self.prompt_lens)
         self.cache = RowsKVCache.for_model(self.target.model, max_len, len(rows_ids))
         self.generators = row_generators(cfg, len(rows_ids), self.target.device)
-        self.drafters = row_drafters(factory, cfg, self.generators, max_len, self.cache) if speculative else None
+        self.drafters = (
+            row_drafters(factory, cfg, self.generators, max_len, self.cache) if speculative else None
+        )
         self.features = [] if self.drafters is not None and self.drafters.wants_features else None
         self.chooser = Goodput(cfg) if goodput else None
         self.live = list(range(len(rows_ids)))  # cache row r holds sequence live[r]
         self.ends: dict[int, str] = {}  # sequence -> its stop reason
         self.clock, self.stats = Clock(), [RunStats() for _ in rows_ids]
         cuda = self.target.device.type == "cuda"
-        self.sync = torch.cuda.synchronize if cuda else (lambda: None)  # a GPU's work is timed when it is done
+        self.sync = (
+            torch.cuda.synchronize if cuda else (lambda: None)
+        )  # a GPU's work is timed when it is done
 
     @torch.inference_mode()
     def events(self) -> Iterator:
@@ -114,16 +131,22 @@ class BatchRun:
         host = host_record(self.target.model, self.target.device, self.target.dtype)
         self.t_start = self.clock()
         mode = "speculative" if self.speculative else "ar"
-        yield from self._hand_over([dataclasses.replace(started(self.target, self.engine.text, ids, self.cfg, mode,
-                                                                self.spec, host), row=b)
-                                    for b, ids in enumerate(self.ids)])
-        for progress in _prefill(self.engine.forward, self.ids, self.cache, self.when, self.target.device,
-                                 self.features):
+        yield from self._hand_over(
+            [
+                dataclasses.replace(
+                    started(self.target, self.engine.text, ids, self.cfg, mode, self.spec, host), row=b
+                )
+                for b, ids in enumerate(self.ids)
+            ]
+        )
+        for progress in _prefill(
+            self.engine.forward, self.ids, self.cache, self.when, self.target.device, self.features
+        ):
             yield from self._hand_over([progress])
         prefill_s = self.clock() - self.t_start
         if self.features and not past(self.when):
             for r, n in enumerate(self.prompt_lens):  # positions 0 .. len − 2 of each row
-                self.drafters.observe(r, torch.cat(self.features, dim=1)[r, :n - 1])
+                self.drafters.observe(r, torch.cat(self.features, dim=1)[r, : n - 1])
         if self.features:
             self.features.clear()
         round_, gammas = 0, []
@@ -136,10 +159,17 @@ class BatchRun:
             gammas.append(gamma)
             yield from self._hand_over(events + self._drop_finished(round_))
         wall = self.clock() - self.t_start
-        yield from self._hand_over([self._finished(b, round_, self.ends.get(b, "time_limit"), wall) for b in self.live])
+        yield from self._hand_over(
+            [self._finished(b, round_, self.ends.get(b, "time_limit"), wall) for b in self.live]
+        )
         tokens = [len(ids) - n for ids, n in zip(self.ids, self.prompt_lens)]
-        yield BatchFinished(round=round_, rows=len(self.ids), mode=mode, draft=self.spec,
-                            summary=batch_summary(self.stats, tokens, wall, prefill_s, gammas))
+        yield BatchFinished(
+            round=round_,
+            rows=len(self.ids),
+            mode=mode,
+            draft=self.spec,
+            summary=batch_summary(self.stats, tokens, wall, prefill_s, gammas),
+        )
 
     def _round(self, round_: int) -> tuple[list, int]:
         """1. draft, 2. one verify forward, 3.-5. each row settles; the round's events and its γ."""
@@ -157,15 +187,32 @@ class BatchRun:
         name = self.drafters.name if self.drafters else ""
         events = [] if decision is None else [decision]
         for b, s in zip(self.live, steps):
-            events += [dataclasses.replace(e, row=b) for e in
-                       round_events(s, round_, self.engine.text, self.cfg.record_topk, self.cfg.greedy, name)]
+            events += [
+                dataclasses.replace(e, row=b)
+                for e in round_events(
+                    s, round_, self.engine.text, self.cfg.record_topk, self.cfg.greedy, name
+                )
+            ]
         t3 = self.clock()
         times = dict(draft_s=t1 - t0, verify_s=t2 - t1, total_s=t3 - t0, elapsed_s=t3 - self.t_start)
-        events += [RoundTimed(round=round_, row=b, pos=len(self.ids[b]), gamma=len(s.drafted), verified=shape[1],
-                              **times) for b, s in zip(self.live, steps)]
-        events.append(BatchRound(round=round_, rows=list(self.live), gamma=gamma,
-                                 drafted=[len(s.drafted) for s in steps], accepted=[s.n_accepted for s in steps],
-                                 committed=[len(s.new) for s in steps], forward_shape=list(shape), **times))
+        events += [
+            RoundTimed(
+                round=round_, row=b, pos=len(self.ids[b]), gamma=len(s.drafted), verified=shape[1], **times
+            )
+            for b, s in zip(self.live, steps)
+        ]
+        events.append(
+            BatchRound(
+                round=round_,
+                rows=list(self.live),
+                gamma=gamma,
+                drafted=[len(s.drafted) for s in steps],
+                accepted=[s.n_accepted for s in steps],
+                committed=[len(s.new) for s in steps],
+                forward_shape=list(shape),
+                **times,
+            )
+        )
         self._mark_ends(steps)
         return events, gamma
 
@@ -190,13 +237,25 @@ class BatchRun:
         inputs = [verify_rows(self.ids[b], d, device) for b, d in zip(self.live, drafts)]
         lengths = self.cache.lengths
         x, mask, positions = ragged_inputs(lengths, inputs, device)
-        forward = self.engine.forward if self.features is None else _with_features(self.engine.forward, self.features)
+        forward = (
+            self.engine.forward
+            if self.features is None
+            else _with_features(self.engine.forward, self.features)
+        )
         logits = forward(x, self.cache, attention_mask=mask, position_ids=positions)  # (B, T, V)
         steps = []
         for r, (b, d, (tokens, _, _)) in enumerate(zip(self.live, drafts, inputs)):
             self.cache.truncate_row(r, lengths[r] + len(tokens))  # the padding's slots go first
-            s = settle(logits[r, :len(tokens)], self.ids[b], d, self.cache.row(r), self.cfg, self.generators[b],
-                       eos=self.target.eos_ids, remaining=remaining[r])
+            s = settle(
+                logits[r, : len(tokens)],
+                self.ids[b],
+                d,
+                self.cache.row(r),
+                self.cfg,
+                self.generators[b],
+                eos=self.target.eos_ids,
+                remaining=remaining[r],
+            )
             steps.append(s)
             self.ids[b].extend(s.new)
         return steps, tuple(x.shape)
@@ -236,10 +295,16 @@ class BatchRun:
         return done
 
     def _finished(self, b: int, round_: int, reason: str, wall: float) -> Finished:
-        new = self.ids[b][self.prompt_lens[b]:]
-        return Finished(round=round_, row=b, pos=len(self.ids[b]), stop_reason=reason, token_ids=new,
-                        text=self.target.tokenizer.decode(new, skip_special_tokens=True),
-                        summary=self.stats[b].summary(wall))
+        new = self.ids[b][self.prompt_lens[b] :]
+        return Finished(
+            round=round_,
+            row=b,
+            pos=len(self.ids[b]),
+            stop_reason=reason,
+            token_ids=new,
+            text=self.target.tokenizer.decode(new, skip_special_tokens=True),
+            summary=self.stats[b].summary(wall),
+        )
 
     def _hand_over(self, events: list) -> Iterator:
         """Yield events with the clock stopped, each row's counted into that row's RunStats."""
@@ -263,7 +328,7 @@ def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> I
             return
         if start:
             yield Prefilling(round=0, row=-1, pos=start, total=width)
-        chunk = [f[start:start + step] or f[-1:] or [0] for f in feeds]
+        chunk = [f[start : start + step] or f[-1:] or [0] for f in feeds]
         stop = min(start + step, width)
         x = torch.tensor([c + [c[-1]] * (stop - start - len(c)) for c in chunk], device=device)
         if features is None:
@@ -282,8 +347,9 @@ def _cut(draft, gamma: int):
     """A row's draft cut to the batch's chosen γ (None when γ is 0 or nothing is left)."""
     if draft is None or not gamma or not len(draft.token_ids):
         return None
-    return dataclasses.replace(draft, token_ids=draft.token_ids[:gamma],
-                               q=draft.q[:gamma] if draft.q is not None else None)
+    return dataclasses.replace(
+        draft, token_ids=draft.token_ids[:gamma], q=draft.q[:gamma] if draft.q is not None else None
+    )
 
 
 def ngram_factory(engine):
@@ -301,7 +367,9 @@ class Goodput:
         self.forward_s: dict[tuple[int, int], list[float]] = {}  # (rows, tokens per row) -> measured seconds
         self.draft_s: list[float] = []  # drafting seconds of a round (every row at the largest γ)
         self.counts: dict[int, list[int]] = {}  # row -> [accepted, rejections, rounds, rounds with a draft]
-        self.plain_run = 0  # plain rounds in a row chosen while some row had a draft (nothing tested meanwhile)
+        self.plain_run = (
+            0  # plain rounds in a row chosen while some row had a draft (nothing tested meanwhile)
+        )
 
     def alphas(self, rows: list[int]) -> tuple[float, list[float], list[float]]:
         """The pooled α (POOLED_PRIOR pseudo-tests at 0.5: 0.5 before any test), each row's α shrunk toward it (ROW_PRIOR
@@ -311,11 +379,15 @@ class Goodput:
         total = [sum(x[i] for x in self.counts.values()) for i in range(4)]
         pooled = costmodel.shrunk_alpha(total[0], total[1], 0.5, POOLED_PRIOR)
         found = (total[3] + 1) / (total[2] + 2)
-        return (pooled, [costmodel.shrunk_alpha(a, r, pooled, ROW_PRIOR) for a, r, _, _ in c],
-                [costmodel.shrunk_alpha(h, n - h, found, ROW_PRIOR) for _, _, n, h in c])
+        return (
+            pooled,
+            [costmodel.shrunk_alpha(a, r, pooled, ROW_PRIOR) for a, r, _, _ in c],
+            [costmodel.shrunk_alpha(h, n - h, found, ROW_PRIOR) for _, _, n, h in c],
+        )
 
-    def choose(self, round_: int, lengths: list[int], draft_s: float, rows_: list[int],
-               remaining: list[int]) -> tuple[int, Decided]:
+    def choose(
+        self, round_: int, lengths: list[int], draft_s: float, rows_: list[int], remaining: list[int]
+    ) -> tuple[int, Decided]:
         """lengths: each running row's draft length at the largest γ; rows_: which rows they are; remaining: the
         tokens each may still commit. Returns (γ, its decided event)."""
         self.draft_s.append(draft_s)
@@ -328,31 +400,61 @@ class Goodput:
             if g > MAX_GAMMA:
                 continue
             t = costmodel.batch_drain(alphas, found, remaining, g, curve, costmodel.median(self.draft_s))
-            table.append({"drafter": "ngram" if g else "", "gamma": g, "alpha": pooled if g else None,
-                          "tokens": left, "seconds": t, "measured": (rows, 1 + g) in self.forward_s,
-                          "predicted_tokens_per_s": left / t if t else None})
+            table.append(
+                {
+                    "drafter": "ngram" if g else "",
+                    "gamma": g,
+                    "alpha": pooled if g else None,
+                    "tokens": left,
+                    "seconds": t,
+                    "measured": (rows, 1 + g) in self.forward_s,
+                    "predicted_tokens_per_s": left / t if t else None,
+                }
+            )
         multi = any(t > 1 for _, t in self.forward_s)
-        plain = any(t == 1 for _, t in self.forward_s) and (rows > 1 or (1, 1) in self.forward_s)  # 1 × 1: a kernel
+        plain = any(t == 1 for _, t in self.forward_s) and (
+            rows > 1 or (1, 1) in self.forward_s
+        )  # 1 × 1: a kernel
         if not multi and any(lengths):  # probe: a drafted forward first, then a plain one, then goodput
-            gamma, why = self.cfg.gamma, f"measuring a drafted forward ({rows} × {1 + min(self.cfg.gamma, max(lengths))})"
+            gamma, why = (
+                self.cfg.gamma,
+                f"measuring a drafted forward ({rows} × {1 + min(self.cfg.gamma, max(lengths))})",
+            )
         elif not plain:
             gamma, why = 0, f"measuring a plain forward ({rows} × 1)"
-        elif self.plain_run >= EXPLORE_EVERY and any(lengths) and (drafted := max(
-                table[1:], key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"])))["predicted_tokens_per_s"] \
-                >= EXPLORE_WITHIN * max(c["predicted_tokens_per_s"] or 0 for c in table):
+        elif (
+            self.plain_run >= EXPLORE_EVERY
+            and any(lengths)
+            and (drafted := max(table[1:], key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"])))[
+                "predicted_tokens_per_s"
+            ]
+            >= EXPLORE_WITHIN * max(c["predicted_tokens_per_s"] or 0 for c in table)
+        ):
             best = drafted  # α is only learnt from drafts the target tests
             gamma = best["gamma"]
-            why = (f"re-measuring α: {self.plain_run} plain rounds since drafts were last tested; γ = {gamma} is the "
-                   f"best drafted choice ({best['predicted_tokens_per_s']:.0f} tokens/s predicted)")
+            why = (
+                f"re-measuring α: {self.plain_run} plain rounds since drafts were last tested; γ = {gamma} is the "
+                f"best drafted choice ({best['predicted_tokens_per_s']:.0f} tokens/s predicted)"
+            )
         else:
             best = max(table, key=lambda c: (c["predicted_tokens_per_s"] or 0, -c["gamma"]))
             gamma = best["gamma"]
-            why = (f"γ = {gamma} commits the batch's {left} remaining tokens soonest (goodput): "
-                   f"{best['seconds']:.2f} s predicted, {best['predicted_tokens_per_s']:.0f} tokens/s, at the rows' "
-                   f"α {min(alphas):.2f}..{max(alphas):.2f} (pooled {pooled:.2f})")
+            why = (
+                f"γ = {gamma} commits the batch's {left} remaining tokens soonest (goodput): "
+                f"{best['seconds']:.2f} s predicted, {best['predicted_tokens_per_s']:.0f} tokens/s, at the rows' "
+                f"α {min(alphas):.2f}..{max(alphas):.2f} (pooled {pooled:.2f})"
+            )
         self.plain_run = self.plain_run + 1 if gamma == 0 and any(lengths) else 0
-        return gamma, Decided(round=round_, row=-1, pos=0, drafter="ngram" if gamma else "", gamma=gamma, reason=why,
-                              plain_tokens_per_s=table[0]["predicted_tokens_per_s"], candidates=table)
+        return gamma, Decided(
+            round=round_,
+            row=-1,
+            pos=0,
+            drafter="ngram" if gamma else "",
+            gamma=gamma,
+            reason=why,
+            plain_tokens_per_s=table[0]["predicted_tokens_per_s"],
+            candidates=table,
+        )
 
     def record(self, rows: list[int], tokens: int, verify_s: float, steps, lengths: list[int]) -> None:
         """A verified round: its forward's (B, T) and time; each row's tested drafts and whether it had a draft."""
@@ -365,14 +467,24 @@ class Goodput:
             c[3] += k > 0
 
 
-def batch_summary(stats: list[RunStats], tokens: list[int], wall: float, prefill_s: float, gammas: list[int]) -> dict:
+def batch_summary(
+    stats: list[RunStats], tokens: list[int], wall: float, prefill_s: float, gammas: list[int]
+) -> dict:
     """The batch's numbers: committed tokens per second of the whole batch (tokens_per_s, prefill included;
     decode_tokens_per_s, after the prefill: what batching and speculation change), per-row α and tokens."""
     rows = [s.summary(wall) for s in stats]
     total, decode = sum(tokens), wall - prefill_s
     accepted, rejections = sum(s.accepted for s in stats), sum(s.rejections for s in stats)
-    return {"rows": len(stats), "tokens": total, "wall_s": wall, "tokens_per_s": total / wall if wall > 0 else None,
-            "prefill_s": prefill_s, "decode_tokens_per_s": total / decode if decode > 0 else None,
-            "alpha": costmodel.alpha(accepted, rejections), "row_tokens": tokens,
-            "row_alpha": [r["alpha"] for r in rows], "rounds": len(gammas),
-            "round_gammas": [[g, gammas.count(g)] for g in sorted(set(gammas))]}
+    return {
+        "rows": len(stats),
+        "tokens": total,
+        "wall_s": wall,
+        "tokens_per_s": total / wall if wall > 0 else None,
+        "prefill_s": prefill_s,
+        "decode_tokens_per_s": total / decode if decode > 0 else None,
+        "alpha": costmodel.alpha(accepted, rejections),
+        "row_tokens": tokens,
+        "row_alpha": [r["alpha"] for r in rows],
+        "rounds": len(gammas),
+        "round_gammas": [[g, gammas.count(g)] for g in sorted(set(gammas))],
+    }

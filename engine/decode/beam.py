@@ -25,6 +25,7 @@ so the beams and scores are those of plain beam search (up to the float rounding
 forward against a 1-token one). The run shares the chain loop's scaffolding (loop.py: prefill, clock,
 first event, deadline) and its race (race.py). This module knows nothing about HTML.
 """
+
 from __future__ import annotations
 
 import time
@@ -45,6 +46,7 @@ NEG = -1.0e9  # transformers' "impossible" score
 @dataclass
 class BeamState:
     """Running beams and the finished set of one beam search (transformers' tensors, batch 1)."""
+
     seqs: list  # (B) generated ids of each running beam
     scores: torch.Tensor  # (B,) float32 cumulative log-prob of each running beam
     done_seqs: list  # (B) generated ids of each finished slot
@@ -57,21 +59,33 @@ class BeamState:
     def start(cls, num_beams: int) -> "BeamState":
         scores = torch.zeros(num_beams)
         scores[1:] = NEG  # all rows hold the prompt: only beam 0's continuations count at first
-        return cls([[] for _ in range(num_beams)], scores, [[] for _ in range(num_beams)],
-                   torch.full((num_beams,), NEG), torch.zeros(num_beams, dtype=torch.bool))
+        return cls(
+            [[] for _ in range(num_beams)],
+            scores,
+            [[] for _ in range(num_beams)],
+            torch.full((num_beams,), NEG),
+            torch.zeros(num_beams, dtype=torch.bool),
+        )
 
 
 @dataclass
 class StepOut:
     """What one beam-search step chose."""
+
     parents: list  # per new running beam: index of the running beam it extends
     tokens: list  # per new running beam: the token it appended
     finished: list  # [(parent, token, score)] hypotheses that entered the finished set at this step
     go_on: bool  # False: the search is over
 
 
-def beam_step(state: BeamState, log_probs: torch.Tensor, eos: frozenset, max_new_tokens: int,
-              length_penalty: float = 1.0, early_stopping: bool | str = False) -> tuple[BeamState, StepOut]:
+def beam_step(
+    state: BeamState,
+    log_probs: torch.Tensor,
+    eos: frozenset,
+    max_new_tokens: int,
+    length_penalty: float = 1.0,
+    early_stopping: bool | str = False,
+) -> tuple[BeamState, StepOut]:
     """One step of transformers' beam search from the running beams' next-token log-probs (B, V)."""
     num_beams, vocab = log_probs.shape
     keep = max(2, 1 + len(eos)) * num_beams
@@ -95,16 +109,30 @@ def beam_step(state: BeamState, log_probs: torch.Tensor, eos: frozenset, max_new
     pick = torch.topk(merged, k=num_beams)[1][0].tolist()
     flags = torch.cat((state.done_flags, just_done[0]))
     all_seqs = state.done_seqs + cand
-    finished = [(parents[i - num_beams], tokens[i - num_beams], float(merged[0, i]))
-                for i in pick if i >= num_beams and bool(flags[i])]
-    new = BeamState([cand[i] for i in nxt], run_lp[0, nxt], [all_seqs[i] for i in pick], merged[0, pick],
-                    flags[pick], state.improvable, state.length + 1)
+    finished = [
+        (parents[i - num_beams], tokens[i - num_beams], float(merged[0, i]))
+        for i in pick
+        if i >= num_beams and bool(flags[i])
+    ]
+    new = BeamState(
+        [cand[i] for i in nxt],
+        run_lp[0, nxt],
+        [all_seqs[i] for i in pick],
+        merged[0, pick],
+        flags[pick],
+        state.improvable,
+        state.length + 1,
+    )
     # early-stopping heuristic: can the best running beam still beat the worst finished one?
     best_len = max_new_tokens if early_stopping == "never" and length_penalty > 0 else new.length
-    best_running = new.scores[0] / (best_len ** length_penalty)
+    best_running = new.scores[0] / (best_len**length_penalty)
     worst = torch.where(new.done_flags, new.done_scores.min(), torch.tensor(NEG))
     new.improvable = state.improvable and bool((best_running > worst).any())
-    go_on = new.improvable and not (bool(new.done_flags.all()) and early_stopping is True) and not bool(hits.all())
+    go_on = (
+        new.improvable
+        and not (bool(new.done_flags.all()) and early_stopping is True)
+        and not bool(hits.all())
+    )
     return new, StepOut([parents[i] for i in nxt], [tokens[i] for i in nxt], finished, go_on)
 
 
@@ -115,8 +143,15 @@ def on_drafted_path(draft: list, depth: int, token: int) -> bool:
 
 
 # -- the run ---------------------------------------------------------------------------------------
-def beam_run(engine, ids: list[int], cfg: GenerationConfig, speculative: bool, when: float | None,
-             cache_len: int, drafter=None):
+def beam_run(
+    engine,
+    ids: list[int],
+    cfg: GenerationConfig,
+    speculative: bool,
+    when: float | None,
+    cache_len: int,
+    drafter=None,
+):
     """The events of one beam search of the target from prompt `ids` (engine: an Engine; cache_len: its
     cache_slots; drafter: any Drafter, by default the one for the engine's draft spec, checked now)."""
     if speculative and drafter is None:
@@ -161,7 +196,9 @@ def _rollback(cache, before: int, origin: list, steps: list, tally: dict, device
 
 def _hypotheses(state) -> list:
     """The finished hypotheses, best first; after an early stop (time limit) the running beams, scored alike."""
-    hyps = [(seq, float(s)) for seq, s, f in zip(state.done_seqs, state.done_scores, state.done_flags) if bool(f)]
+    hyps = [
+        (seq, float(s)) for seq, s, f in zip(state.done_seqs, state.done_scores, state.done_flags) if bool(f)
+    ]
     if not hyps:
         hyps = [(seq, float(s) / max(1, state.length)) for seq, s in zip(state.seqs, state.scores)]
         hyps.sort(key=lambda h: -h[1])
@@ -176,15 +213,30 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
             drafter = make_beam_drafter(engine, cfg, cache)
         if speculative:
             drafter.prepare(ids, cfg)  # n-gram: which prompt positions the chat template wrote
-        host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
+        host = host_record(
+            target.model, target.device, target.dtype
+        )  # before the clock: a host's first call measures
         clock = Clock()
         t_start = clock()
-    yield from clock.hand_over([started(target, engine.text, ids, cfg, "speculative" if speculative else "ar",
-                                        drafter.name if speculative else "", host)])
+    yield from clock.hand_over(
+        [
+            started(
+                target,
+                engine.text,
+                ids,
+                cfg,
+                "speculative" if speculative else "ar",
+                drafter.name if speculative else "",
+                host,
+            )
+        ]
+    )
     for progress in prefill(engine.forward, ids, cache, when, target.device):  # one row
         yield from clock.hand_over([progress])
     with torch.inference_mode():
-        cache.expand_rows(cfg.num_beams)  # (a one-token prompt caches nothing: the first forward allocates B rows)
+        cache.expand_rows(
+            cfg.num_beams
+        )  # (a one-token prompt caches nothing: the first forward allocates B rows)
     state = BeamState.start(cfg.num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
     tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)
@@ -195,12 +247,24 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
                 break
             round_ += 1
             with torch.inference_mode():
-                state, go_on, out = _beam_round(engine, ids, cfg, drafter if speculative else None, cache, state,
-                                                tally, round_, clock, t_start)
+                state, go_on, out = _beam_round(
+                    engine,
+                    ids,
+                    cfg,
+                    drafter if speculative else None,
+                    cache,
+                    state,
+                    tally,
+                    round_,
+                    clock,
+                    t_start,
+                )
             yield from clock.hand_over(out)
     except GeneratorExit:
         return
-    yield from _result(engine, cfg, speculative, state, round_, stop_reason, len(ids), clock() - t_start, tally)
+    yield from _result(
+        engine, cfg, speculative, state, round_, stop_reason, len(ids), clock() - t_start, tally
+    )
 
 
 def _beam_round(engine, ids, cfg, drafter, cache, state, tally, round_: int, clock, t_start: float):
@@ -215,8 +279,15 @@ def _beam_round(engine, ids, cfg, drafter, cache, state, tally, round_: int, clo
     drafts = [d[:room] for d in drafts] or [[] for _ in beams]
     tally["drafted"] += sum(len(d) for d in drafts)
     if drafter is not None:
-        out.append(BeamDrafted(round=round_, pos=pos, token_ids=drafts, drafter=drafter.name,
-                               tokens=[[text(t) for t in d] for d in drafts]))
+        out.append(
+            BeamDrafted(
+                round=round_,
+                pos=pos,
+                token_ids=drafts,
+                drafter=drafter.name,
+                tokens=[[text(t) for t in d] for d in drafts],
+            )
+        )
     t1 = clock()
     # 2. verify: one forward over (B, γ+1) = [last token of each beam, its drafts (padded)]
     width = max(len(d) for d in drafts)
@@ -228,50 +299,121 @@ def _beam_round(engine, ids, cfg, drafter, cache, state, tally, round_: int, clo
     # 3. the beam search replayed from that forward's rows
     state, origin, steps = _replay(state, log_probs, drafts, engine.target.eos_ids, cfg.max_new_tokens)
     for k, (step, scores, on_draft) in enumerate(steps):
-        out.append(BeamStep(round=round_, pos=pos + k, parents=step.parents, token_ids=step.tokens,
-                            tokens=[text(t) for t in step.tokens], scores=scores, drafted=on_draft,
-                            finished=[{"parent": p, "token_id": t, "token": text(t), "score": s}
-                                      for p, t, s in step.finished]))
+        out.append(
+            BeamStep(
+                round=round_,
+                pos=pos + k,
+                parents=step.parents,
+                token_ids=step.tokens,
+                tokens=[text(t) for t in step.tokens],
+                scores=scores,
+                drafted=on_draft,
+                finished=[
+                    {"parent": p, "token_id": t, "token": text(t), "score": s} for p, t, s in step.finished
+                ],
+            )
+        )
     # 4. roll back: each new beam keeps its origin's row
     verified = _rollback(cache, before, origin, steps, tally, device)
-    out.append(BeamVerified(round=round_, pos=pos, steps=len(steps), verified=verified, origins=origin,
-                            positions=x.numel(), cache_before=before + x.shape[1], cache_after=cache.length))
+    out.append(
+        BeamVerified(
+            round=round_,
+            pos=pos,
+            steps=len(steps),
+            verified=verified,
+            origins=origin,
+            positions=x.numel(),
+            cache_before=before + x.shape[1],
+            cache_after=cache.length,
+        )
+    )
     t2 = clock()
-    out.append(RoundTimed(round=round_, pos=len(ids) + state.length, draft_s=t1 - t0, verify_s=t2 - t1,
-                          total_s=t2 - t0, elapsed_s=t2 - t_start, gamma=sum(len(d) for d in drafts)))
+    out.append(
+        RoundTimed(
+            round=round_,
+            pos=len(ids) + state.length,
+            draft_s=t1 - t0,
+            verify_s=t2 - t1,
+            total_s=t2 - t0,
+            elapsed_s=t2 - t_start,
+            gamma=sum(len(d) for d in drafts),
+        )
+    )
     return state, steps[-1][0].go_on, out
 
 
-def _result(engine, cfg, speculative: bool, state, round_: int, stop_reason: str, prompt_len: int, wall: float,
-            tally: dict):
+def _result(
+    engine,
+    cfg,
+    speculative: bool,
+    state,
+    round_: int,
+    stop_reason: str,
+    prompt_len: int,
+    wall: float,
+    tally: dict,
+):
     """The BeamResult (every hypothesis, best first) and the Finished event with the run's summary."""
     target, hyps = engine.target, _hypotheses(state)
     best = hyps[0][0]
     if stop_reason != "time_limit" and best and best[-1] in target.eos_ids:
         stop_reason = "eos"
     decode = target.tokenizer.decode
-    yield BeamResult(round=round_, pos=prompt_len + len(best), num_beams=cfg.num_beams,
-                     token_ids=[h[0] for h in hyps], texts=[decode(h[0], skip_special_tokens=True) for h in hyps],
-                     scores=[h[1] for h in hyps])
+    yield BeamResult(
+        round=round_,
+        pos=prompt_len + len(best),
+        num_beams=cfg.num_beams,
+        token_ids=[h[0] for h in hyps],
+        texts=[decode(h[0], skip_special_tokens=True) for h in hyps],
+        scores=[h[1] for h in hyps],
+    )
     forwards = tally["forwards"]
-    summary = {"mode": "beam_speculative" if speculative else "beam", "num_beams": cfg.num_beams,
-               "gamma": cfg.gamma if speculative else 0, "max_new_tokens": cfg.max_new_tokens, "rounds": round_,
-               "new_tokens": len(best), "steps": state.length, "target_forwards": forwards,
-               "forwards_saved": state.length - forwards, "positions_forwarded": tally["positions"],
-               "drafted": tally["drafted"], "steps_per_forward": state.length / forwards if forwards else None,
-               "score": hyps[0][1], "wall_s": wall, "tokens_per_s": len(best) / wall if wall else None,
-               "reorders": tally["reorders"], "reorder_s": tally["reorder_s"], "reorder_bytes": tally["reorder_bytes"],
-               "threads": torch.get_num_threads() if target.device.type == "cpu" else None}
-    yield Finished(round=round_, pos=prompt_len + len(best), stop_reason=stop_reason,
-                   text=decode(best, skip_special_tokens=True), token_ids=list(best), summary=summary)
+    summary = {
+        "mode": "beam_speculative" if speculative else "beam",
+        "num_beams": cfg.num_beams,
+        "gamma": cfg.gamma if speculative else 0,
+        "max_new_tokens": cfg.max_new_tokens,
+        "rounds": round_,
+        "new_tokens": len(best),
+        "steps": state.length,
+        "target_forwards": forwards,
+        "forwards_saved": state.length - forwards,
+        "positions_forwarded": tally["positions"],
+        "drafted": tally["drafted"],
+        "steps_per_forward": state.length / forwards if forwards else None,
+        "score": hyps[0][1],
+        "wall_s": wall,
+        "tokens_per_s": len(best) / wall if wall else None,
+        "reorders": tally["reorders"],
+        "reorder_s": tally["reorder_s"],
+        "reorder_bytes": tally["reorder_bytes"],
+        "threads": torch.get_num_threads() if target.device.type == "cpu" else None,
+    }
+    yield Finished(
+        round=round_,
+        pos=prompt_len + len(best),
+        stop_reason=stop_reason,
+        text=decode(best, skip_special_tokens=True),
+        token_ids=list(best),
+        summary=summary,
+    )
 
 
 def race_summary(spec_events: list, plain_events: list) -> dict:
     """The speculative lane's summary plus the plain lane's forwards and time, the speedup and the verdict."""
     spec, plain = spec_events[-1].summary, plain_events[-1].summary
-    results = [next((e for e in events if e.kind == "beam_result"), None) for events in (spec_events, plain_events)]
+    results = [
+        next((e for e in events if e.kind == "beam_result"), None) for events in (spec_events, plain_events)
+    ]
     same = None not in results and results[0].token_ids == results[1].token_ids
-    return {**spec, "ar_target_forwards": plain["target_forwards"], "ar_wall_s": plain["wall_s"],
-            "ar_token_ids": list(plain_events[-1].token_ids), "ar_tokens_per_s": plain["tokens_per_s"],
-            "ar_reorder_s": plain["reorder_s"], "ar_reorder_bytes": plain["reorder_bytes"],
-            "speedup": plain["wall_s"] / spec["wall_s"] if spec["wall_s"] else None, "identical_to_ar": same}
+    return {
+        **spec,
+        "ar_target_forwards": plain["target_forwards"],
+        "ar_wall_s": plain["wall_s"],
+        "ar_token_ids": list(plain_events[-1].token_ids),
+        "ar_tokens_per_s": plain["tokens_per_s"],
+        "ar_reorder_s": plain["reorder_s"],
+        "ar_reorder_bytes": plain["reorder_bytes"],
+        "speedup": plain["wall_s"] / spec["wall_s"] if spec["wall_s"] else None,
+        "identical_to_ar": same,
+    }

@@ -16,6 +16,7 @@ read, so a consumer can show progress and stop it. An exact rule's draws from an
 prompt, settings and seeds) are reused instead of drawn again.
 `greedy_drift` is plain Python (engine/metrics.py: the page calls it); the rest runs the engine.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,8 +52,9 @@ class PairLaw:
         """The shaped next-token law after the prompt + tail[1:] (tail[0] is the prompt's last token)."""
         start = len(self.ids) - 1
         self.cache.truncate(start)
-        logits = self.engine.forward(torch.tensor([tail], device=self.engine.target.device), self.cache,
-                                     logits_to_keep=1)[0, -1]  # (V,)
+        logits = self.engine.forward(
+            torch.tensor([tail], device=self.engine.target.device), self.cache, logits_to_keep=1
+        )[0, -1]  # (V,)
         self.cache.truncate(start)
         return sampling.shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
 
@@ -69,8 +71,11 @@ class PairLaw:
         """TV between the empirical law of `draws` and the target's (½ Σ_seen |f − p| + ½ the unseen mass)."""
         counts, n = Counter(draws), len(draws)
         law = {pair: self(pair) for pair in counts}
-        return round(0.5 * (sum(abs(c / n - law[pair]) for pair, c in counts.items())
-                            + max(0.0, 1.0 - sum(law.values()))), 4)
+        return round(
+            0.5
+            * (sum(abs(c / n - law[pair]) for pair, c in counts.items()) + max(0.0, 1.0 - sum(law.values()))),
+            4,
+        )
 
 
 def target_pair_law(engine, ids: list[int], cfg: GenerationConfig, pairs) -> dict:
@@ -87,19 +92,33 @@ def _two_tokens(cfg: GenerationConfig, seed: int) -> GenerationConfig:
 
 
 def _rule_report(law: PairLaw, draws: list[tuple], accept: str) -> dict:
-    return {"tv": law.tv(draws) if draws else None, "n": len(draws), "pairs": len(set(draws)), "accept": accept}
+    return {
+        "tv": law.tv(draws) if draws else None,
+        "n": len(draws),
+        "pairs": len(set(draws)),
+        "accept": accept,
+    }
 
 
-def drift_job(engine, prompt: str, cfg: GenerationConfig, n: int = 400, seed: int = 0, deadline: float | None = None,
-              exact_draws: list | None = None) -> Iterator[dict]:
+def drift_job(
+    engine,
+    prompt: str,
+    cfg: GenerationConfig,
+    n: int = 400,
+    seed: int = 0,
+    deadline: float | None = None,
+    exact_draws: list | None = None,
+) -> Iterator[dict]:
     """The sampled drift meter as a bounded job. Yields a report after every run pair (and while a long prompt is
     read); the last one is final. A report: {"lossy", "exact": {"tv", "n", "pairs", "accept"}, "done", "of",
     "elapsed_s", "stopped" ("time_limit" when the deadline cut it, else None), "final", "exact_draws" (the exact
     rule's draws in seed order: pass them back as `exact_draws` to reuse them), "prompt", "draft"}.
     cfg must sample; deadline is a time.monotonic() value (None: no limit)."""
     if cfg.greedy:
-        raise ValueError("the sampled drift meter measures a sampled law: temperature must be > 0 (greedy drift: "
-                         "race it against AR)")
+        raise ValueError(
+            "the sampled drift meter measures a sampled law: temperature must be > 0 (greedy drift: "
+            "race it against AR)"
+        )
     if not 1 <= n <= MAX_SAMPLES:
         raise ValueError(f"samples must be between 1 and {MAX_SAMPLES}, got {n!r}")
     t0, ids = time.monotonic(), engine.encode(prompt, cfg.raw)
@@ -111,11 +130,22 @@ def drift_job(engine, prompt: str, cfg: GenerationConfig, n: int = 400, seed: in
         done = min(len(exact), len(lossy)) if cfg.lossy else len(exact)
         done = done if law is not None else 0
         ex = _rule_report(law, exact[:done], "exact")
-        return {"exact": ex, "lossy": _rule_report(law, lossy[:done], cfg.accept) if cfg.lossy else ex,
-                "done": done, "of": n, "elapsed_s": time.monotonic() - t0, "stopped": stopped, "final": final,
-                "exact_draws": list(exact), "prompt": prompt, "draft": engine.draft_spec}
+        return {
+            "exact": ex,
+            "lossy": _rule_report(law, lossy[:done], cfg.accept) if cfg.lossy else ex,
+            "done": done,
+            "of": n,
+            "elapsed_s": time.monotonic() - t0,
+            "stopped": stopped,
+            "final": final,
+            "exact_draws": list(exact),
+            "prompt": prompt,
+            "draft": engine.draft_spec,
+        }
 
-    cache = engine.prefix_cache(ids, _two_tokens(cfg, seed))  # the prompt is read once: every run and the law reuse it
+    cache = engine.prefix_cache(
+        ids, _two_tokens(cfg, seed)
+    )  # the prompt is read once: every run and the law reuse it
     for _ in prefill(engine.forward, ids, cache, deadline, engine.target.device):
         yield report(False)
     if past(deadline):
@@ -130,7 +160,9 @@ def drift_job(engine, prompt: str, cfg: GenerationConfig, n: int = 400, seed: in
                 yield report(True, "time_limit")
                 return
             last = None
-            for event in engine.generate(prompt, _two_tokens(rule_cfg, seed + k), prompt_ids=ids, prefix=cache):
+            for event in engine.generate(
+                prompt, _two_tokens(rule_cfg, seed + k), prompt_ids=ids, prefix=cache
+            ):
                 last = event
             draws.append(tuple(last.token_ids[:2]))
         yield report(k == n - 1)
@@ -140,7 +172,9 @@ def joint_tv(engine, prompt: str, cfg: GenerationConfig, n: int = 400, seed: int
     """TV between the first two tokens' law under cfg (n runs, seeds seed..seed+n−1) and the target's exact law.
     Returns {'tv', 'n', 'pairs' (distinct pairs seen), 'accept'}. cfg must sample (temperature > 0)."""
     if cfg.greedy:
-        raise ValueError("joint_tv measures a sampled law: temperature must be > 0 (greedy drift: greedy_drift)")
+        raise ValueError(
+            "joint_tv measures a sampled law: temperature must be > 0 (greedy drift: greedy_drift)"
+        )
     *_, last = drift_job(engine, prompt, cfg, n, seed)
     return last["lossy"]
 

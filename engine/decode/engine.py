@@ -9,6 +9,7 @@ Phases 2-5 are one pure step (step.py, returning a Step); this module drafts, ti
 and hands its events (built in record.py) to the consumer. Beam search (beam.py) shares the scaffolding
 (loop.py) and the race.
 """
+
 from __future__ import annotations
 
 import functools
@@ -54,6 +55,7 @@ def forward_rows(s) -> int:
 @dataclass
 class RunResult:
     """A finished run: its events, generated ids and text, and the summary metrics."""
+
     events: list
     token_ids: list
     text: str
@@ -63,8 +65,13 @@ class RunResult:
 class Engine:
     """A target and a drafter spec, loaded once; `generate` runs a prompt as a stream of events."""
 
-    def __init__(self, target: LoadedModel, draft: str = "self", trust_remote_code: bool = False,
-                 measure_step: bool = True):
+    def __init__(
+        self,
+        target: LoadedModel,
+        draft: str = "self",
+        trust_remote_code: bool = False,
+        measure_step: bool = True,
+    ):
         self.target = target
         self.measure_step = measure_step  # time a single target step after each run (for c and v)
         spec = parse_draft(draft)  # the one parser: refuses a bad spec before anything loads
@@ -74,8 +81,14 @@ class Engine:
         self.text = TokenText(target.tokenizer)  # id -> text, memoised
 
     @classmethod
-    def load(cls, target: str = EMBEDDED, draft: str = "self", device: str | None = None,
-             dtype: str | None = None, trust_remote_code: bool = False) -> "Engine":
+    def load(
+        cls,
+        target: str = EMBEDDED,
+        draft: str = "self",
+        device: str | None = None,
+        dtype: str | None = None,
+        trust_remote_code: bool = False,
+    ) -> "Engine":
         """Load the target (and the draft model, if the spec names one) once."""
         return cls(load_model(target, device, dtype, trust_remote_code), draft, trust_remote_code)
 
@@ -89,8 +102,13 @@ class Engine:
     def token_text(self, token_id: int) -> str:
         return self.text(token_id)
 
-    def run(self, prompt: str, cfg: GenerationConfig | None = None, compare_ar: bool = False,
-            race_threads: int | None = RACE_THREADS) -> RunResult:
+    def run(
+        self,
+        prompt: str,
+        cfg: GenerationConfig | None = None,
+        compare_ar: bool = False,
+        race_threads: int | None = RACE_THREADS,
+    ) -> RunResult:
         """Run to completion; with compare_ar race the AR baseline on the same prompt ids, interleaved
         (race_threads: see race)."""
         cfg = cfg or GenerationConfig()
@@ -105,9 +123,14 @@ class Engine:
         summary = (beam.race_summary if cfg.num_beams > 1 else summarize)(lanes["speculative"], lanes["ar"])
         return RunResult(lanes["speculative"] + lanes["ar"], done.token_ids, done.text, summary)
 
-    def race(self, prompt: str, cfg: GenerationConfig | None = None,
-             prompt_ids: list[int] | None = None, threads: int | None = RACE_THREADS,
-             history=None) -> Iterator[tuple[str, object]]:
+    def race(
+        self,
+        prompt: str,
+        cfg: GenerationConfig | None = None,
+        prompt_ids: list[int] | None = None,
+        threads: int | None = RACE_THREADS,
+        history=None,
+    ) -> Iterator[tuple[str, object]]:
         """The speculative run and the AR baseline of the same target (chains, or beams when cfg.num_beams > 1),
         interleaved on this one thread (race.py explains how and why). Yields (lane, event) with lane
         "speculative" or "ar"; one deadline (cfg.time_limit_s) covers the whole race.
@@ -119,14 +142,25 @@ class Engine:
         check_threads(threads)
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
         when = deadline_of(cfg)
-        lanes = {"speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=when, history=history),
-                 "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=when)}
+        lanes = {
+            "speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=when, history=history),
+            "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=when),
+        }
         cpu = self.target.device.type == "cpu"
-        yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
+        yield from interleave(
+            lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu)
+        )
 
-    def generate(self, prompt: str, cfg: GenerationConfig | None = None, mode: str = "speculative",
-                 prompt_ids: list[int] | None = None, deadline: float | None = None,
-                 prefix: KVCache | None = None, history=None) -> Iterator:
+    def generate(
+        self,
+        prompt: str,
+        cfg: GenerationConfig | None = None,
+        mode: str = "speculative",
+        prompt_ids: list[int] | None = None,
+        deadline: float | None = None,
+        prefix: KVCache | None = None,
+        history=None,
+    ) -> Iterator:
         """Yield the events of one run. mode: "speculative" or "ar" (the baseline).
         deadline (time.monotonic()) overrides the one cfg.time_limit_s sets from now (a race shares one).
         prefix: a `prefix_cache` holding the prompt but its last token, reused instead of a prefill (many short runs
@@ -146,10 +180,18 @@ class Engine:
     def prefix_cache(self, ids: list[int], cfg: GenerationConfig) -> KVCache:
         """An empty cache sized for cfg's runs of this prompt: once loop.prefill has read the prompt into it (all
         but its last token), `generate(prefix=...)` reuses it."""
-        return KVCache.for_model(self.target.model, cache_slots(len(ids), cfg, getattr(self.make_drafter, "rows", 0)))
+        return KVCache.for_model(
+            self.target.model, cache_slots(len(ids), cfg, getattr(self.make_drafter, "rows", 0))
+        )
 
-    def generate_batch(self, prompts: list[str], cfg: GenerationConfig | None = None, mode: str = "speculative",
-                       prompt_ids: list[list[int]] | None = None, deadline: float | None = None) -> Iterator:
+    def generate_batch(
+        self,
+        prompts: list[str],
+        cfg: GenerationConfig | None = None,
+        mode: str = "speculative",
+        prompt_ids: list[list[int]] | None = None,
+        deadline: float | None = None,
+    ) -> Iterator:
         """Yield the events of one batched run of B = len(prompts) sequences (1..batch.MAX_BATCH; decode/batch.py):
         one target forward per round over every running row, each row's events carrying its `row`."""
         cfg = cfg or GenerationConfig()
@@ -167,27 +209,42 @@ class Engine:
                     raise ValueError(f"prompt {b + 1} of the batch: {e}") from None
         for b, ids in enumerate(prompt_ids):
             self._check_context(ids, cfg, f"prompt {b + 1} of the batch")
-        return batch.batch_run(self, prompt_ids, cfg, mode == "speculative",
-                               deadline if deadline is not None else deadline_of(cfg))
+        return batch.batch_run(
+            self,
+            prompt_ids,
+            cfg,
+            mode == "speculative",
+            deadline if deadline is not None else deadline_of(cfg),
+        )
 
-    def race_batch(self, prompt_ids: list[list[int]], cfg: GenerationConfig | None = None,
-                   threads: int | None = RACE_THREADS) -> Iterator[tuple[str, object]]:
+    def race_batch(
+        self,
+        prompt_ids: list[list[int]],
+        cfg: GenerationConfig | None = None,
+        threads: int | None = RACE_THREADS,
+    ) -> Iterator[tuple[str, object]]:
         """The batched speculative run and the AR batch of the same prompts, interleaved like `race` (race.py), one
         deadline for both. Yields (lane, event), lane "speculative" or "ar"."""
         cfg = cfg or GenerationConfig()
         check_threads(threads)
         when = deadline_of(cfg)
-        lanes = {"speculative": self.generate_batch(None, cfg, prompt_ids=prompt_ids, deadline=when),
-                 "ar": self.generate_batch(None, cfg, "ar", prompt_ids=prompt_ids, deadline=when)}
+        lanes = {
+            "speculative": self.generate_batch(None, cfg, prompt_ids=prompt_ids, deadline=when),
+            "ar": self.generate_batch(None, cfg, "ar", prompt_ids=prompt_ids, deadline=when),
+        }
         cpu = self.target.device.type == "cpu"
-        yield from interleave(lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu))
+        yield from interleave(
+            lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu)
+        )
 
     def _check_context(self, ids: list[int], cfg: GenerationConfig, what: str = "prompt") -> None:
         """The prompt and its token budget fit the target's context (a ValueError naming both lengths)."""
         limit = getattr(self.target.model.config.get_text_config(), "max_position_embeddings", None)
         if limit and len(ids) + cfg.max_new_tokens > limit:
-            raise ValueError(f"{what} ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
-                             f"target's context of {limit} tokens")
+            raise ValueError(
+                f"{what} ({len(ids)} tokens) + max_new_tokens ({cfg.max_new_tokens}) exceeds the "
+                f"target's context of {limit} tokens"
+            )
 
     def _drafter(self, cfg: GenerationConfig, generator, cache: KVCache, history=None):
         """This run's drafter; one that reads a session's history (make_drafter.takes_history) is handed it."""
@@ -196,12 +253,21 @@ class Engine:
         return self.make_drafter(cfg, generator, cache.max_len, cache)
 
     @torch.inference_mode()
-    def _run(self, ids: list[int], cfg: GenerationConfig, mode: str, when: float | None,
-             prefix: KVCache | None = None, history=None) -> Iterator:
+    def _run(
+        self,
+        ids: list[int],
+        cfg: GenerationConfig,
+        mode: str,
+        when: float | None,
+        prefix: KVCache | None = None,
+        history=None,
+    ) -> Iterator:
         """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the pure step), as events."""
         target, prompt_len = self.target, len(ids)
         generator = self._generator(cfg)
-        rows = getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0  # a drafter's own forward size
+        rows = (
+            getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0
+        )  # a drafter's own forward size
         reuse = prefix is not None
         cache = prefix if reuse else KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
         if reuse:
@@ -210,33 +276,60 @@ class Engine:
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
         forward, features = self._forward_for(drafter)
-        if reuse and features is not None:  # a head drafter reads the prompt's features: the prompt is read again
+        if (
+            reuse and features is not None
+        ):  # a head drafter reads the prompt's features: the prompt is read again
             cache.truncate(0)
             reuse = False
-        host = host_record(target.model, target.device, target.dtype)  # before the clock: a host's first call measures
+        host = host_record(
+            target.model, target.device, target.dtype
+        )  # before the clock: a host's first call measures
         clock, stats = Clock(), RunStats()
         t_start = clock()
-        yield from clock.hand_over([started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "",
-                                            host)], stats)
-        for progress in (() if reuse else prefill(forward, ids, cache, when, target.device)):  # a stop between chunks
+        yield from clock.hand_over(
+            [started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "", host)], stats
+        )
+        for progress in (
+            () if reuse else prefill(forward, ids, cache, when, target.device)
+        ):  # a stop between chunks
             yield from clock.hand_over([progress], stats)
         if features and not past(when):
             drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
         if features:
             features.clear()
-        gamma_now, round_, stop_reason = cfg.gamma, 0, "max_new_tokens"  # γ moves only with adaptive="heuristic"
+        gamma_now, round_, stop_reason = (
+            cfg.gamma,
+            0,
+            "max_new_tokens",
+        )  # γ moves only with adaptive="heuristic"
         while len(ids) - prompt_len < cfg.max_new_tokens:
             if past(when):
                 stop_reason = "time_limit"
                 break
             round_ += 1
             remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
-            s, timed = self._round(forward, features, drafter, ids, cache, cfg, generator, clock, round_,
-                                   min(gamma_now, remaining - 1) if drafter is not None else 0, remaining, t_start)
+            s, timed = self._round(
+                forward,
+                features,
+                drafter,
+                ids,
+                cache,
+                cfg,
+                generator,
+                clock,
+                round_,
+                min(gamma_now, remaining - 1) if drafter is not None else 0,
+                remaining,
+                t_start,
+            )
             if drafter is not None:
                 gamma_now = next_gamma(cfg, gamma_now, len(s.drafted), s.n_accepted)
-            events = round_events(s, round_, self.text, cfg.record_topk, cfg.greedy, drafter.name if drafter else "")
-            yield from clock.hand_over(events + [timed(clock())], stats)  # a consumer that stops listening ends it
+            events = round_events(
+                s, round_, self.text, cfg.record_topk, cfg.greedy, drafter.name if drafter else ""
+            )
+            yield from clock.hand_over(
+                events + [timed(clock())], stats
+            )  # a consumer that stops listening ends it
             if s.new[-1] in target.eos_ids:
                 stop_reason = "eos"
                 break
@@ -245,12 +338,30 @@ class Engine:
             history.add(drafter.source(ids) if hasattr(drafter, "source") else ids)
         step_s = self._target_step_cost(cache, ids[-1]) if drafter is not None and self.measure_step else None
         new_ids = ids[prompt_len:]
-        yield Finished(round=round_, pos=len(ids), stop_reason=stop_reason, token_ids=new_ids,
-                       text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
-                       summary=stats.summary(wall, step_s))
+        yield Finished(
+            round=round_,
+            pos=len(ids),
+            stop_reason=stop_reason,
+            token_ids=new_ids,
+            text=target.tokenizer.decode(new_ids, skip_special_tokens=True),
+            summary=stats.summary(wall, step_s),
+        )
 
-    def _round(self, forward, features, drafter, ids, cache, cfg, generator, clock, round_: int, gamma: int,
-               remaining: int, t_start: float):
+    def _round(
+        self,
+        forward,
+        features,
+        drafter,
+        ids,
+        cache,
+        cfg,
+        generator,
+        clock,
+        round_: int,
+        gamma: int,
+        remaining: int,
+        t_start: float,
+    ):
         """1. draft, then the pure step (2.-5.); the drafter learns. Returns the Step and, to be called with the
         clock once the round's events are built, its RoundTimed."""
         sync = torch.cuda.synchronize if self.target.device.type == "cuda" else (lambda: None)
@@ -260,8 +371,17 @@ class Engine:
         sync()
         t1 = clock()
         # 2. verify  3. accept / resample  4. roll back  5. commit: one pure step
-        s = step(forward, ids, draft, cache, cfg, generator, eos=self.target.eos_ids, remaining=remaining,
-                 device=self.target.device)
+        s = step(
+            forward,
+            ids,
+            draft,
+            cache,
+            cfg,
+            generator,
+            eos=self.target.eos_ids,
+            remaining=remaining,
+            device=self.target.device,
+        )
         t2 = clock()
         ids.extend(s.new)
         if features:  # the features of the positions the cache keeps, for the next draft
@@ -271,9 +391,16 @@ class Engine:
             drafter.observe_forward(s.seen)
         if drafter is not None:
             drafter.learn(s.n_accepted, ids, t2 - t1)
-        return s, lambda t3: RoundTimed(round=round_, pos=len(ids), draft_s=t1 - t0, verify_s=t2 - t1,
-                                        total_s=t3 - t0, elapsed_s=t3 - t_start, gamma=len(s.drafted),
-                                        verified=forward_rows(s))
+        return s, lambda t3: RoundTimed(
+            round=round_,
+            pos=len(ids),
+            draft_s=t1 - t0,
+            verify_s=t2 - t1,
+            total_s=t3 - t0,
+            elapsed_s=t3 - t_start,
+            gamma=len(s.drafted),
+            verified=forward_rows(s),
+        )
 
     def _generator(self, cfg: GenerationConfig) -> torch.Generator | None:
         """The run's random source when sampling (seeded when cfg.seed is set); None for greedy."""

@@ -1,6 +1,7 @@
 """The scaffolding every decoding loop shares (chains, the AR baseline, beam search): the cache size, the
 deadline, the prefill, the run's clock and its first event. No decoding decisions in here.
 """
+
 from __future__ import annotations
 
 import time
@@ -13,7 +14,9 @@ from ..config import MAX_GAMMA, GenerationConfig
 from ..events import Prefilling, RunStarted
 from ..runtime.cache import KVCache
 
-PREFILL_CHUNK = 256  # prompt tokens per prefill forward (a batch: all its rows together); between two chunks the
+PREFILL_CHUNK = (
+    256  # prompt tokens per prefill forward (a batch: all its rows together); between two chunks the
+)
 # deadline is checked and the consumer gets control (a Prefilling event), so a long prompt can be stopped within a
 # chunk's time (~0.4 s for 256 tokens of the embedded model on 2 cores)
 
@@ -50,7 +53,7 @@ def prefill(forward, ids: list[int], cache: KVCache, when: float | None, device)
             return
         if start:
             yield Prefilling(round=0, pos=start, total=total)
-        chunk = ids[start:min(start + PREFILL_CHUNK, total)]
+        chunk = ids[start : min(start + PREFILL_CHUNK, total)]
         forward(torch.tensor([chunk], device=device), cache, logits_to_keep=1)
 
 
@@ -73,11 +76,24 @@ class Clock:
         self.paused += time.perf_counter() - t
 
 
-def started(target, text, ids: list[int], cfg: GenerationConfig, mode: str, draft: str, host: dict) -> RunStarted:
+def started(
+    target, text, ids: list[int], cfg: GenerationConfig, mode: str, draft: str, host: dict
+) -> RunStarted:
     """The run's first event: who runs, on what, with which settings, from which prompt (text: id -> text).
     host: host_record(target), taken before the run's clock starts (its first call on a host measures)."""
-    return RunStarted(round=0, run_id=uuid.uuid4().hex[:12], mode=mode, target=target.name, draft=draft,
-                      device=str(target.device), dtype=str(target.dtype).replace("torch.", ""), config=cfg.to_dict(),
-                      prompt_text=target.tokenizer.decode(ids), prompt_ids=list(ids), prompt_tokens=text.many(ids),
-                      pos=len(ids), threads=torch.get_num_threads() if target.device.type == "cpu" else 0,
-                      host=host)
+    return RunStarted(
+        round=0,
+        run_id=uuid.uuid4().hex[:12],
+        mode=mode,
+        target=target.name,
+        draft=draft,
+        device=str(target.device),
+        dtype=str(target.dtype).replace("torch.", ""),
+        config=cfg.to_dict(),
+        prompt_text=target.tokenizer.decode(ids),
+        prompt_ids=list(ids),
+        prompt_tokens=text.many(ids),
+        pos=len(ids),
+        threads=torch.get_num_threads() if target.device.type == "cpu" else 0,
+        host=host,
+    )

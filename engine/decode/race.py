@@ -15,6 +15,7 @@ setting is per OS thread, so it is made around each step of a lane and undone be
 that resumes the race from other threads (Gradio does) and other runs are untouched. Each lane's Finished
 summary also says how much CPU other processes took while it computed (runtime/loadwatch.py).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,7 +46,9 @@ def interleave(lanes: dict, threads: int | None, watch: LoadWatch) -> Iterator[t
                     del lanes[lane]
                     break
                 if event.kind == "finished":  # what other processes took while this lane computed
-                    event = dataclasses.replace(event, summary={**(event.summary or {}), **watch.summary(lane)})
+                    event = dataclasses.replace(
+                        event, summary={**(event.summary or {}), **watch.summary(lane)}
+                    )
                 yield lane, event
                 done[lane] += work(event)
                 if event.kind == "round_timed":

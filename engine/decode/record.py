@@ -3,6 +3,7 @@
 The pure step (step.py) returns tensors and ids; here they become the frozen events of events.py,
 with token texts and the top-k alternatives the config asks to record. Nothing here runs a model.
 """
+
 from __future__ import annotations
 
 import torch
@@ -49,36 +50,103 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
     out, d = [], s.draft
     if d is not None and d.decision is not None:  # auto's choice, and the numbers behind it
         c = d.decision
-        out.append(Decided(round=round_, pos=s.pos, drafter=c["drafter"], gamma=c["gamma"], reason=c["reason"],
-                           plain_tokens_per_s=c.get("plain_tokens_per_s"), candidates=c["candidates"]))
+        out.append(
+            Decided(
+                round=round_,
+                pos=s.pos,
+                drafter=c["drafter"],
+                gamma=c["gamma"],
+                reason=c["reason"],
+                plain_tokens_per_s=c.get("plain_tokens_per_s"),
+                candidates=c["candidates"],
+            )
+        )
     if d is not None and d.window is not None and "next" in d.window:  # lookahead's Jacobi window
         w = d.window
-        out.append(LookaheadWindow(round=round_, pos=s.pos, token_ids=w["levels"],
-                                   tokens=[text.many(level) for level in w["levels"]], fixed=w["fixed"],
-                                   next_ids=w["next"], next_tokens=text.many(w["next"]), candidates=w["candidates"],
-                                   added=w["added"], pool=w["pool"]))
+        out.append(
+            LookaheadWindow(
+                round=round_,
+                pos=s.pos,
+                token_ids=w["levels"],
+                tokens=[text.many(level) for level in w["levels"]],
+                fixed=w["fixed"],
+                next_ids=w["next"],
+                next_tokens=text.many(w["next"]),
+                candidates=w["candidates"],
+                added=w["added"],
+                pool=w["pool"],
+            )
+        )
     if s.tree is not None:
         t = s.tree
-        out.append(DraftTree(round=round_, pos=s.pos, token_ids=t.token_ids, tokens=text.many(t.token_ids),
-                             parents=t.parents, q=t.q, p=t.p, accept_prob=t.tried, status=t.status, path=t.path,
-                             next_id=s.verdict.next_id, next_token=text(s.verdict.next_id),
-                             next_kind="corrected" if t.corrected else "bonus"))
+        out.append(
+            DraftTree(
+                round=round_,
+                pos=s.pos,
+                token_ids=t.token_ids,
+                tokens=text.many(t.token_ids),
+                parents=t.parents,
+                q=t.q,
+                p=t.p,
+                accept_prob=t.tried,
+                status=t.status,
+                path=t.path,
+                next_id=s.verdict.next_id,
+                next_token=text(s.verdict.next_id),
+                next_kind="corrected" if t.corrected else "bonus",
+            )
+        )
     if s.drafted:
         v, n = s.verdict, s.n_accepted
         draft_rows = d.q if s.tree is None else None  # a tree's chain view has no q rows
-        out.append(Drafted(round=round_, pos=s.pos, token_ids=s.drafted, tokens=text.many(s.drafted), q=s.q,
-                           draft_topk=text.topk(draft_rows, record_topk), drafter=d.drafter or drafter))
+        out.append(
+            Drafted(
+                round=round_,
+                pos=s.pos,
+                token_ids=s.drafted,
+                tokens=text.many(s.drafted),
+                q=s.q,
+                draft_topk=text.topk(draft_rows, record_topk),
+                drafter=d.drafter or drafter,
+            )
+        )
         if d.retokenized is not None:  # a draft with another vocabulary: both tokenisations
             out.append(Retokenized(round=round_, pos=s.pos, **d.retokenized))
-        residual = text.topk(v.dist[None], record_topk)[0] if s.rejected and v.dist is not None and record_topk else []
-        out.append(Verified(round=round_, pos=s.pos, p=v.p_draft, accept_prob=v.accept_prob,
-                            accepted=[i < n for i in range(len(s.drafted))],
-                            first_rejected=n if s.rejected else None, next_id=v.next_id, next_token=text(v.next_id),
-                            next_p=v.next_p, next_kind=s.next_kind, target_topk=text.topk(s.p_rows, record_topk),
-                            greedy=greedy, u=v.u, residual_topk=residual))
+        residual = (
+            text.topk(v.dist[None], record_topk)[0]
+            if s.rejected and v.dist is not None and record_topk
+            else []
+        )
+        out.append(
+            Verified(
+                round=round_,
+                pos=s.pos,
+                p=v.p_draft,
+                accept_prob=v.accept_prob,
+                accepted=[i < n for i in range(len(s.drafted))],
+                first_rejected=n if s.rejected else None,
+                next_id=v.next_id,
+                next_token=text(v.next_id),
+                next_p=v.next_p,
+                next_kind=s.next_kind,
+                target_topk=text.topk(s.p_rows, record_topk),
+                greedy=greedy,
+                u=v.u,
+                residual_topk=residual,
+            )
+        )
     if s.cache_after != s.cache_before:  # the rollback: a pointer move (a tree also compacted its path)
-        out.append(RolledBack(round=round_, positions=list(range(s.cache_after, s.cache_before)),
-                              cache_before=s.cache_before, cache_after=s.cache_after))
-    out.append(Committed(round=round_, pos=s.pos, token_ids=s.new, tokens=text.many(s.new), origins=s.origins,
-                         p=s.p_new))
+        out.append(
+            RolledBack(
+                round=round_,
+                positions=list(range(s.cache_after, s.cache_before)),
+                cache_before=s.cache_before,
+                cache_after=s.cache_after,
+            )
+        )
+    out.append(
+        Committed(
+            round=round_, pos=s.pos, token_ids=s.new, tokens=text.many(s.new), origins=s.origins, p=s.p_new
+        )
+    )
     return out

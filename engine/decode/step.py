@@ -7,6 +7,7 @@ record.py turns the Step into events. Chains and trees return the same Step; a t
 (its accepted path, then the first child rejected after it) fills the chain fields, and the whole
 tree rides along in `Step.tree` for the tree view.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ..sampling.typical import accept_tree_typical, accept_typical
 @dataclass
 class TreeStep:
     """Every node of a verified token tree and how the target judged it (plain data)."""
+
     token_ids: list  # node tokens, parents before children
     parents: list  # parent index per node (-1 = the last committed token)
     q: list  # draft probability of each node's token (1.0 when chosen deterministically)
@@ -37,6 +39,7 @@ class TreeStep:
 @dataclass
 class Step:
     """What one round did. `drafted` is what the target judged, in order (a tree's chain view)."""
+
     pos: int  # position of the first token this round can add
     draft: Draft | None  # the drafter's proposal as made, maybe empty (None: no drafter asked)
     drafted: list  # ids judged left to right; [] for a plain step
@@ -62,7 +65,7 @@ class Step:
     def kept_rows(self) -> list[int]:
         """Rows of the verify forward whose positions the cache keeps: the root, then the accepted drafts."""
         if self.tree is not None:
-            return [0] + [i + 1 for i in self.tree.path[:self.n_accepted]]
+            return [0] + [i + 1 for i in self.tree.path[: self.n_accepted]]
         return list(range(self.n_accepted + 1))
 
     @property
@@ -71,8 +74,18 @@ class Step:
         return "corrected" if self.n_accepted < len(self.drafted) else "bonus"
 
 
-def step(forward, ids: list[int], draft: Draft | None, cache: KVCache, cfg: GenerationConfig,
-         generator: torch.Generator | None, *, eos: frozenset, remaining: int, device: torch.device) -> Step:
+def step(
+    forward,
+    ids: list[int],
+    draft: Draft | None,
+    cache: KVCache,
+    cfg: GenerationConfig,
+    generator: torch.Generator | None,
+    *,
+    eos: frozenset,
+    remaining: int,
+    device: torch.device,
+) -> Step:
     """One round on `cache`, which holds every committed token but the last (ids[-1]); `remaining` is the
     token budget left. The caller drafted (phase 1) and appends `Step.new` to ids."""
     # 2. verify in ONE target forward over [last committed token, drafts...] (a tree or extra rows: with a mask)
@@ -82,7 +95,9 @@ def step(forward, ids: list[int], draft: Draft | None, cache: KVCache, cfg: Gene
         logits = forward(x, cache)[0]  # (T, V)
     else:
         prefix = cache.length  # every committed token but the root
-        mask = torch.cat([torch.ones(1, 1, len(tokens), prefix, dtype=torch.bool, device=device), mask], dim=-1)
+        mask = torch.cat(
+            [torch.ones(1, 1, len(tokens), prefix, dtype=torch.bool, device=device), mask], dim=-1
+        )
         logits = forward(x, cache, attention_mask=mask, position_ids=offsets + prefix)[0]  # (T, V)
     return settle(logits, ids, draft, cache, cfg, generator, eos=eos, remaining=remaining)
 
@@ -94,7 +109,9 @@ def usable(draft: Draft | None) -> Draft | None:
     return draft
 
 
-def verify_rows(ids: list[int], draft: Draft | None, device) -> tuple[list, torch.Tensor | None, torch.Tensor | None]:
+def verify_rows(
+    ids: list[int], draft: Draft | None, device
+) -> tuple[list, torch.Tensor | None, torch.Tensor | None]:
     """The verify forward's input tokens [root, nodes..., extra rows...], and for a tree or extra rows their own
     (1, 1, T, T) mask and (1, T) position offsets after the cached prefix; (tokens, None, None) for a chain (causal)."""
     draft = usable(draft)
@@ -111,8 +128,17 @@ def verify_rows(ids: list[int], draft: Draft | None, device) -> tuple[list, torc
     return [ids[-1]] + nodes + list(extra), mask, offsets
 
 
-def settle(logits: torch.Tensor, ids: list[int], draft: Draft | None, cache, cfg: GenerationConfig,
-           generator: torch.Generator | None, *, eos: frozenset, remaining: int) -> Step:
+def settle(
+    logits: torch.Tensor,
+    ids: list[int],
+    draft: Draft | None,
+    cache,
+    cfg: GenerationConfig,
+    generator: torch.Generator | None,
+    *,
+    eos: frozenset,
+    remaining: int,
+) -> Step:
     """Phases 3.-5. on the verify forward's logits (T, V) (its rows as verify_rows laid them out): accept /
     resample, roll back, commit. `cache` (a KVCache, or one row of a batched cache) holds what the forward wrote."""
     pos, proposal = len(ids), draft
@@ -123,7 +149,11 @@ def settle(logits: torch.Tensor, ids: list[int], draft: Draft | None, cache, cfg
     else:
         drafted, q, verdict, p_rows = _judge_chain(logits, draft, cfg, generator)
         tree_step = None
-    seen = _seen(proposal, ids[-1], logits) if proposal is not None and (proposal.topk or proposal.extra) else None
+    seen = (
+        _seen(proposal, ids[-1], logits)
+        if proposal is not None and (proposal.topk or proposal.extra)
+        else None
+    )
     ended = next((i + 1 for i in range(verdict.n_accepted) if drafted[i] in eos), None)  # an accepted EOS
     n = verdict.n_accepted if ended is None else ended  # the drafts after it are never kept
     # 4. rollback: keep the committed prefix and the accepted drafts (a tree first compacts its path;
@@ -138,9 +168,23 @@ def settle(logits: torch.Tensor, ids: list[int], draft: Draft | None, cache, cfg
     origins = ["accepted"] * n + [kind]
     p_new = verdict.p_draft[:n] + [verdict.next_p]
     cut = min(next((i + 1 for i, t in enumerate(new) if t in eos), len(new)), remaining)
-    return Step(pos=pos, draft=proposal, drafted=drafted, q=q, verdict=verdict, n_accepted=n,
-                eos_accepted=ended is not None, p_rows=p_rows, tree=tree_step, cache_before=before,
-                cache_after=cache.length, new=new[:cut], origins=origins[:cut], p_new=p_new[:cut], seen=seen)
+    return Step(
+        pos=pos,
+        draft=proposal,
+        drafted=drafted,
+        q=q,
+        verdict=verdict,
+        n_accepted=n,
+        eos_accepted=ended is not None,
+        p_rows=p_rows,
+        tree=tree_step,
+        cache_before=before,
+        cache_after=cache.length,
+        new=new[:cut],
+        origins=origins[:cut],
+        p_new=p_new[:cut],
+        seen=seen,
+    )
 
 
 def _seen(draft: Draft, root: int, logits: torch.Tensor) -> Seen:
@@ -148,7 +192,7 @@ def _seen(draft: Draft, root: int, logits: torch.Tensor) -> Seen:
     extra = draft.extra.token_ids if draft.extra is not None else []
     inputs = [root] + draft.token_ids.tolist() + list(extra)
     topk = torch.topk(logits, draft.topk, dim=-1).indices.tolist() if draft.topk else []  # (rows, k)
-    extra_next = logits[len(inputs) - len(extra):].argmax(-1).tolist() if extra else []
+    extra_next = logits[len(inputs) - len(extra) :].argmax(-1).tolist() if extra else []
     return Seen(inputs=inputs, topk=topk, extra_next=extra_next)
 
 
@@ -175,7 +219,7 @@ def _judge_tree(logits, ids, draft, cfg, generator):
     draft of no nodes with extra rows is a plain step whose forward also computed those rows)."""
     tokens = draft.token_ids.tolist()
     parents = draft.parents if draft.parents is not None else list(range(-1, len(tokens) - 1))  # a chain
-    p = sampling.shape_probs(logits[:len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
+    p = sampling.shape_probs(logits[: len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
     node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance on the tree
         tv = accept_tree_typical(tokens, parents, p, *cfg.typical, cfg.greedy, generator)
@@ -188,11 +232,31 @@ def _judge_tree(logits, ids, draft, cfg, generator):
     chain = tv.path + rejected[:1]  # the chain view: the path, then the first child rejected after it
     rows = [0] + [i + 1 for i in tv.path]  # the p row each chain-view token was judged with
     p_chain = [float(p[rows[k], tokens[i]]) for k, i in enumerate(chain)]
-    verdict = Verdict(len(tv.path), tv.next_id, [tv.tried[i] for i in chain], p_chain, tv.next_p,
-                      u=[tv.u[i] for i in chain] if tv.u is not None else None, dist=tv.dist)
-    status = ["accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
-              for i in range(len(tokens))]
-    whole = TreeStep(tokens, parents, q_of, [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
-                     [tv.tried.get(i) for i in range(len(tokens))], status, tv.path, tv.corrected) if tokens else None
+    verdict = Verdict(
+        len(tv.path),
+        tv.next_id,
+        [tv.tried[i] for i in chain],
+        p_chain,
+        tv.next_p,
+        u=[tv.u[i] for i in chain] if tv.u is not None else None,
+        dist=tv.dist,
+    )
+    status = [
+        "accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
+        for i in range(len(tokens))
+    ]
+    whole = (
+        TreeStep(
+            tokens,
+            parents,
+            q_of,
+            [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
+            [tv.tried.get(i) for i in range(len(tokens))],
+            status,
+            tv.path,
+            tv.corrected,
+        )
+        if tokens
+        else None
+    )
     return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole
-

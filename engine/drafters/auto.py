@@ -25,6 +25,7 @@ confidence bin, starting at the hit rate the heads measured on held-out text. (O
 match at a flat prior α = 0.5, before this pricing, they cost the grounded prompts 10%: README, "Trained draft
 heads".) They see the target's features every round (`observe`), so they stay in step.
 """
+
 from __future__ import annotations
 
 import time
@@ -60,20 +61,35 @@ def confidence_variant(name: str, confidence: float, calibration: list | None = 
 class AutoDrafter(Drafter):
     """Wraps one drafter that is free to ask (n-gram lookup), and each round decides whether
     drafting pays and with which γ. It asks the drafter first, so it prices only what the drafter has."""
+
     name = "auto"
 
-    def __init__(self, drafter: Drafter, device: torch.device, probe_every: int = 8, costly: tuple = (),
-                 trees: tuple = ()):
+    def __init__(
+        self,
+        drafter: Drafter,
+        device: torch.device,
+        probe_every: int = 8,
+        costly: tuple = (),
+        trees: tuple = (),
+    ):
         self.drafter, self.device, self.probe_every = drafter, device, probe_every
-        self.trees = {d.name: d for d in trees}  # free-to-ask tree drafters (token recycling), priced per round
-        self.topk = max((d.k for d in trees), default=0)  # recycling reads every forward's top-k, chosen or not
-        self.tree_accepted: dict[str, float] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
+        self.trees = {
+            d.name: d for d in trees
+        }  # free-to-ask tree drafters (token recycling), priced per round
+        self.topk = max(
+            (d.k for d in trees), default=0
+        )  # recycling reads every forward's top-k, chosen or not
+        self.tree_accepted: dict[
+            str, float
+        ] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         self.wants_features = any(d.wants_features for d in costly)
         self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
         self.hits: dict[str, float] = {}  # variant -> decayed accepted tokens
         self.cost: dict[str, float] = {}  # drafter name -> seconds per drafted token (EMA)
-        self.used: dict[str, float] = {}  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
+        self.used: dict[
+            str, float
+        ] = {}  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
@@ -122,27 +138,44 @@ class AutoDrafter(Drafter):
             draft, d = trees[best["drafter"]], best["drafter"]
             variant, keep = d, gamma
         elif best["drafter"] in self.costly:
-            free = (draft, variant, d, max((x for x in candidates if x["drafter"] == d),
-                                            key=lambda x: x["predicted_tokens_per_s"], default=None))
+            free = (
+                draft,
+                variant,
+                d,
+                max(
+                    (x for x in candidates if x["drafter"] == d),
+                    key=lambda x: x["predicted_tokens_per_s"],
+                    default=None,
+                ),
+            )
             d = variant = best["drafter"]
             t = time.perf_counter()
             draft = self.costly[d].propose(ids, gamma)  # all γ: its confidence says below how many to keep
             self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
             if not len(draft.token_ids):
                 return self._plain(f"{d} had no proposal", candidates, plain_rate)
-            if draft.q is not None and draft.parents is None:  # a chain: keep the positions it is sure enough of
+            if (
+                draft.q is not None and draft.parents is None
+            ):  # a chain: keep the positions it is sure enough of
                 confidence = [round(float(x), 3) for x in draft.q.max(-1).values.tolist()]
                 keep, variants, rate = self._by_confidence(d, confidence, t1)
                 self._asked(d, used=bool(keep))
                 fallback = free[3]
-                if reason is None and fallback and fallback["predicted_tokens_per_s"] > max(
-                        rate if keep else 0.0, plain_rate):  # the free drafter's proposal is still the better bet
+                if (
+                    reason is None
+                    and fallback
+                    and fallback["predicted_tokens_per_s"] > max(rate if keep else 0.0, plain_rate)
+                ):  # the free drafter's proposal is still the better bet
                     unsure = f"{d} was less sure (confidence {confidence}) than "
                     draft, variant, d, best = free
                     keep, variants, confidence = best["gamma"], None, None
                 elif not keep and reason is None:
-                    return self._plain(f"{d} was unsure (confidence {confidence}): verifying its draft would not "
-                                       f"beat plain decoding", candidates, plain_rate)
+                    return self._plain(
+                        f"{d} was unsure (confidence {confidence}): verifying its draft would not "
+                        f"beat plain decoding",
+                        candidates,
+                        plain_rate,
+                    )
                 elif keep:
                     best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
                 keep = keep or 1  # a probe tries the first position anyway
@@ -154,11 +187,18 @@ class AutoDrafter(Drafter):
         self.probing = reason is not None
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
-        why = reason or (f"{trying}{unsure}{d} with γ={best['gamma']}{sure} predicts "
-                         f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain")
+        why = reason or (
+            f"{trying}{unsure}{d} with γ={best['gamma']}{sure} predicts "
+            f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain"
+        )
         shown = max(depths(draft.parents)) if draft.parents and n else n  # a tree's γ is its depth
-        draft.decision = {"drafter": d, "gamma": shown, "reason": why, "plain_tokens_per_s": round(plain_rate, 3),
-                          "candidates": candidates}
+        draft.decision = {
+            "drafter": d,
+            "gamma": shown,
+            "reason": why,
+            "plain_tokens_per_s": round(plain_rate, 3),
+            "candidates": candidates,
+        }
         return draft
 
     def _pick(self, candidates: list, d: str, plain_rate: float) -> tuple[dict | None, str | None, str]:
@@ -220,8 +260,17 @@ class AutoDrafter(Drafter):
         for g in range(1, cap + 1):
             v = self.verify_s(g + 1)
             rate = costmodel.predicted_speedup_asked(alpha, g, c / t1, v / t1, used) / t1  # tokens per second
-            out.append({"drafter": d, "variant": variant, "gamma": g, "alpha": round(alpha, 4),
-                        "c": round(c / t1, 4), "v": round(v / t1, 4), "predicted_tokens_per_s": round(rate, 3)})
+            out.append(
+                {
+                    "drafter": d,
+                    "variant": variant,
+                    "gamma": g,
+                    "alpha": round(alpha, 4),
+                    "c": round(c / t1, 4),
+                    "v": round(v / t1, 4),
+                    "predicted_tokens_per_s": round(rate, 3),
+                }
+            )
             if d in self.costly:
                 out[-1]["used"] = round(used, 4)
         return out
@@ -237,9 +286,18 @@ class AutoDrafter(Drafter):
         tokens = 1.0 + self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, depth) - 1.0)
         v = self.verify_s(n + 1)
         rate = costmodel.round_rate(tokens, self.cost.get(d, 0.1 * t1), v)
-        return [{"drafter": d, "variant": d, "gamma": depth, "nodes": n, "tokens_per_round": round(tokens, 4),
-                 "c": round(self.cost.get(d, 0.1 * t1) / t1, 4), "v": round(v / t1, 4),
-                 "predicted_tokens_per_s": round(rate, 3)}]
+        return [
+            {
+                "drafter": d,
+                "variant": d,
+                "gamma": depth,
+                "nodes": n,
+                "tokens_per_round": round(tokens, 4),
+                "c": round(self.cost.get(d, 0.1 * t1) / t1, 4),
+                "v": round(v / t1, 4),
+                "predicted_tokens_per_s": round(rate, 3),
+            }
+        ]
 
     def _asked(self, d: str, used: bool) -> None:
         self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
@@ -268,7 +326,7 @@ class AutoDrafter(Drafter):
         for v in set(variants):
             self.trials[v] = DECAY * self.trials.get(v, 0.0)
             self.hits[v] = DECAY * self.hits.get(v, 0.0)
-        for i, v in enumerate(variants[:n_accepted + 1]):
+        for i, v in enumerate(variants[: n_accepted + 1]):
             self.trials[v] += 1
             self.hits[v] += 1 if i < n_accepted else 0
 
@@ -278,8 +336,13 @@ class AutoDrafter(Drafter):
         self.last = (0, [], "")
         draft = empty_draft(self.device, "auto")
         draft.topk = self.topk  # recycling reads plain rounds too
-        draft.decision = {"drafter": "", "gamma": 0, "reason": reason, "candidates": candidates,
-                          "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3)}
+        draft.decision = {
+            "drafter": "",
+            "gamma": 0,
+            "reason": reason,
+            "candidates": candidates,
+            "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3),
+        }
         return draft
 
     def _cost(self, name: str, seconds: float, tokens: int) -> None:
@@ -305,6 +368,7 @@ def _cut(draft: Draft, gamma: int) -> Draft:
 
 class _Nothing(Drafter):
     """The free drafter of auto:eagle and auto:medusa: it never proposes, so the head alone is priced each round."""
+
     name = "none"
 
     def __init__(self, device):
@@ -323,11 +387,19 @@ def build(spec: DraftSpec, target, ctx):
     alone = offer in ("eagle", "medusa")
     ngram = None if alone else ctx.factory("ngram", target)
     full = offer == ""
-    heads = ([ctx.factory(offer, target)] if alone else
-             [ctx.factory(h, target) for h in ("eagle", "medusa")] if full and heads_fit(target) else [])
+    heads = (
+        [ctx.factory(offer, target)]
+        if alone
+        else [ctx.factory(h, target) for h in ("eagle", "medusa")]
+        if full and heads_fit(target)
+        else []
+    )
     trees = [ctx.factory("recycle", target)] if full else []
     make = lambda cfg, gen, max_len, cache: AutoDrafter(
-        _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache), target.device,
-        costly=tuple(m(cfg, gen, max_len, cache) for m in heads), trees=tuple(m(cfg, gen, max_len, cache) for m in trees))
+        _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache),
+        target.device,
+        costly=tuple(m(cfg, gen, max_len, cache) for m in heads),
+        trees=tuple(m(cfg, gen, max_len, cache) for m in trees),
+    )
     make.rows = max([getattr(m, "rows", 0) for m in trees], default=0)
     return make

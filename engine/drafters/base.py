@@ -4,6 +4,7 @@ Every strategy (a draft model, n-gram lookup, layer skip, a tree, auto, the trai
 `Drafter` and returns a `Draft`; beam search asks the same object for every beam (`propose_beams`).
 Every drafter module in this room imports this one; the registry (engine/specs.py) names them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,17 +17,28 @@ from ..config import GenerationConfig
 @dataclass
 class Draft:
     """What a drafter proposes for one round (possibly nothing: the round is then a plain target step)."""
+
     token_ids: torch.Tensor  # (γ,) int64 on the target's device, γ may be 0
     q: torch.Tensor | None  # (γ, V) draft probabilities, shaped like p; None = one-hot (no distribution)
     drafter: str = ""  # which drafter proposed it (auto names the one it picked)
     decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
     variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
-    parents: list | None = None  # a token tree: parent index of each token (-1 = last committed); None = chain
-    node_q: list | None = None  # tree: per node its draft distribution (V,) or None when chosen deterministically
-    retokenized: dict | None = None  # a draft with another vocabulary: both tokenisations (a `retokenized` event)
-    extra: "Extra | None" = None  # rows the verify forward also computes that are not judged (lookahead's window)
+    parents: list | None = (
+        None  # a token tree: parent index of each token (-1 = last committed); None = chain
+    )
+    node_q: list | None = (
+        None  # tree: per node its draft distribution (V,) or None when chosen deterministically
+    )
+    retokenized: dict | None = (
+        None  # a draft with another vocabulary: both tokenisations (a `retokenized` event)
+    )
+    extra: "Extra | None" = (
+        None  # rows the verify forward also computes that are not judged (lookahead's window)
+    )
     topk: int = 0  # the target's top-k next tokens at every row of the verify forward, handed back (`Seen`)
-    window: dict | None = None  # lookahead: its Jacobi window this round, plain data (a `lookahead_window` event)
+    window: dict | None = (
+        None  # lookahead: its Jacobi window this round, plain data (a `lookahead_window` event)
+    )
 
 
 @dataclass
@@ -35,6 +47,7 @@ class Extra:
     judged, they never enter the committed sequence, and their cache slots are dropped with the rollback.
     Each row sees the committed prefix, the root (the last committed token) and the earlier extra rows
     `sees[i]` lists, never a draft node; position = root's position + offsets[i]."""
+
     token_ids: list  # (R,) the rows' input tokens
     offsets: list  # (R,) position of each row after the root's, >= 1
     sees: list  # (R,) indices of earlier extra rows each row attends to (besides itself)
@@ -43,6 +56,7 @@ class Extra:
 @dataclass
 class Seen:
     """What the verify forward computed that a drafter asked for (Draft.topk, Draft.extra), plain lists."""
+
     inputs: list  # the forward's input tokens: [root, draft nodes..., extra rows...]
     topk: list  # per input row: the target's top-k next token ids (Draft.topk of them), [] when not asked
     extra_next: list  # per extra row: the target's most likely next token there
@@ -50,6 +64,7 @@ class Seen:
 
 class Drafter:
     """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
+
     name = "drafter"
     wants_features = False  # True: the engine hands it the target's final-norm features through `observe`
 

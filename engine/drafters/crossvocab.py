@@ -26,6 +26,7 @@ min(1, p/q)) because SLEM needs no token map, keeps the draft's multi-token word
 pair of tokenizers; TLI can accept more under sampling (min(1, p/q) ≥ p) when the vocabularies
 overlap on whole tokens, and is the natural next step.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,7 +38,9 @@ from ..runtime.models import LoadedModel
 from ..sampling.chain import pick, shape_probs
 from .base import Draft, Drafter, empty_draft
 
-LOOK_BEHIND = 3  # committed target tokens re-encoded with the draft text, so a boundary word tokenises in context
+LOOK_BEHIND = (
+    3  # committed target tokens re-encoded with the draft text, so a boundary word tokenises in context
+)
 BAD_CHAR = "\ufffd"  # what a decoder shows for bytes that do not complete a character
 
 
@@ -50,7 +53,7 @@ def decode_tail(tok, context: list[int], new: list[int]) -> str:
     """Text of `new` as it reads after `context` (a SentencePiece-style decoder drops a leading space
     when it decodes a token alone; decoding with a few tokens of context and cutting keeps it)."""
     head = tok.decode(context, skip_special_tokens=True)
-    return tok.decode(context + new, skip_special_tokens=True)[len(head):]
+    return tok.decode(context + new, skip_special_tokens=True)[len(head) :]
 
 
 def retokenize(tok, committed: list[int], text: str) -> list[int]:
@@ -59,16 +62,19 @@ def retokenize(tok, committed: list[int], text: str) -> list[int]:
     ctx = committed[-LOOK_BEHIND:]
     head = tok.decode(ctx, skip_special_tokens=True)
     ids = tok(head + text, add_special_tokens=False)["input_ids"]
-    if ids[:len(ctx)] == ctx:
-        return ids[len(ctx):]
+    if ids[: len(ctx)] == ctx:
+        return ids[len(ctx) :]
     return tok(text, add_special_tokens=False)["input_ids"]
 
 
-def spans(tok_a, ids_a: list[int], tok_b, ids_b: list[int], context_a: list[int], context_b: list[int]) -> list:
+def spans(
+    tok_a, ids_a: list[int], tok_b, ids_b: list[int], context_a: list[int], context_b: list[int]
+) -> list:
     """For each token of ids_b, [first, last] index of the ids_a tokens whose characters it overlaps
     ([-1, -1] for none): which draft tokens a target token came from."""
+
     def ends(tok, ids, ctx):
-        return [len(decode_tail(tok, ctx, ids[:k + 1])) for k in range(len(ids))]
+        return [len(decode_tail(tok, ctx, ids[: k + 1])) for k in range(len(ids))]
 
     end_a, end_b = ends(tok_a, ids_a, context_a), ends(tok_b, ids_b, context_b)
     out, start_b = [], 0
@@ -82,8 +88,15 @@ def spans(tok_a, ids_a: list[int], tok_b, ids_b: list[int], context_a: list[int]
 class CrossVocabDrafter(Drafter):
     """A draft model with its own tokenizer: drafts text, proposes it in the target's tokens (one-hot)."""
 
-    def __init__(self, draft: LoadedModel, target: LoadedModel, name: str, cfg: GenerationConfig,
-                 generator: torch.Generator | None, max_len: int):
+    def __init__(
+        self,
+        draft: LoadedModel,
+        target: LoadedModel,
+        name: str,
+        cfg: GenerationConfig,
+        generator: torch.Generator | None,
+        max_len: int,
+    ):
         self.draft, self.target, self.name, self.cfg, self.generator = draft, target, name, cfg, generator
         self.forward = forward_fn(draft.model)
         # the draft's tokens for the same text can outnumber the target's (a smaller vocabulary)
@@ -94,10 +107,14 @@ class CrossVocabDrafter(Drafter):
     def propose(self, ids: list[int], gamma: int) -> Draft:
         dtok, ttok = self.draft.tokenizer, self.target.tokenizer
         text = ttok.decode(ids, skip_special_tokens=True)
-        ctx = [int(i) for i in dtok(text, add_special_tokens=True)["input_ids"]]  # the committed text, draft's tokens
+        ctx = [
+            int(i) for i in dtok(text, add_special_tokens=True)["input_ids"]
+        ]  # the committed text, draft's tokens
         max_draft = 2 * gamma + 2
         if not ctx or len(ctx) + max_draft + 1 > self.cache.max_len:
-            return empty_draft(self.target.device, self.name)  # no text yet, or out of draft cache: a plain step
+            return empty_draft(
+                self.target.device, self.name
+            )  # no text yet, or out of draft cache: a plain step
         keep = 0  # longest prefix of the draft cache that is still this text's tokenisation
         limit = min(len(self.fed), len(ctx) - 1)
         while keep < limit and self.fed[keep] == ctx[keep]:
@@ -110,7 +127,9 @@ class CrossVocabDrafter(Drafter):
         for _ in range(max_draft):
             logits = self.forward(x, self.cache, logits_to_keep=1)[0, -1]  # (V_draft,)
             q = shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
-            tok = int(pick(q, self.cfg.greedy, self.generator))  # one host sync per draft token: text needs ids
+            tok = int(
+                pick(q, self.cfg.greedy, self.generator)
+            )  # one host sync per draft token: text needs ids
             if tok in self.eos:
                 ended = True
                 break
@@ -123,23 +142,29 @@ class CrossVocabDrafter(Drafter):
             if len(proposal) > gamma:
                 break
         self.fed = ctx + new[:-1] if new and not ended else ctx + new  # the last sampled token is not fed
-        self.fed = self.fed[:self.cache.length]
+        self.fed = self.fed[: self.cache.length]
         piece = decode_tail(dtok, ctx[-LOOK_BEHIND:], new).rstrip(BAD_CHAR)
         proposal = retokenize(ttok, ids, piece) if piece else []
-        held = proposal[gamma:] if ended else proposal[max(0, min(gamma, len(proposal) - 1)):]
-        proposal = proposal[:gamma] if ended else proposal[:max(0, min(gamma, len(proposal) - 1))]
+        held = proposal[gamma:] if ended else proposal[max(0, min(gamma, len(proposal) - 1)) :]
+        proposal = proposal[:gamma] if ended else proposal[: max(0, min(gamma, len(proposal) - 1))]
         if not proposal:
             return empty_draft(self.target.device, self.name)
         view = {
-            "draft_token_ids": new, "draft_tokens": [decode_tail(dtok, ctx[-LOOK_BEHIND:] + new[:k], [t])
-                                                     for k, t in enumerate(new)],
-            "target_token_ids": proposal, "target_tokens": [decode_tail(ttok, ids[-LOOK_BEHIND:] + proposal[:k], [t])
-                                                            for k, t in enumerate(proposal)],
+            "draft_token_ids": new,
+            "draft_tokens": [decode_tail(dtok, ctx[-LOOK_BEHIND:] + new[:k], [t]) for k, t in enumerate(new)],
+            "target_token_ids": proposal,
+            "target_tokens": [
+                decode_tail(ttok, ids[-LOOK_BEHIND:] + proposal[:k], [t]) for k, t in enumerate(proposal)
+            ],
             "spans": spans(dtok, new, ttok, proposal, ctx[-LOOK_BEHIND:], ids[-LOOK_BEHIND:]),
             "held_back": ttok.decode(held, skip_special_tokens=True),
         }
-        return Draft(torch.tensor(proposal, dtype=torch.long, device=self.target.device), None, self.name,
-                     retokenized=view)
+        return Draft(
+            torch.tensor(proposal, dtype=torch.long, device=self.target.device),
+            None,
+            self.name,
+            retokenized=view,
+        )
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
         """Nothing to learn: the next propose re-encodes the committed text and keeps the matching cache."""

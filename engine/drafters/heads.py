@@ -16,6 +16,7 @@ Chains sample each token from q (its shaped draft distribution over the draft vo
 so the target's min(1, p/q) test keeps the output lossless; tree nodes are chosen deterministically and
 tested one-hot. Verification always uses the target's full distribution.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -33,6 +34,7 @@ from .base import Draft, Drafter, empty_draft
 
 class HeadDrafter(Drafter):
     """Shared plumbing: features in, draft-vocabulary logits out as full-vocabulary drafts."""
+
     wants_features = True
 
     def __init__(self, heads, parts, name: str, cfg, generator, vocab: int, device):
@@ -92,8 +94,13 @@ class MedusaDrafter(HeadDrafter):
             if depth + 1 < len(p_top):
                 for r, p in enumerate(p_top[depth + 1]):
                     heapq.heappush(frontier, (neg * p, node, depth + 1, r))
-        return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents,
-                     node_q=[None] * len(tokens))
+        return Draft(
+            torch.tensor(tokens, device=self.device),
+            None,
+            self.name,
+            parents=parents,
+            node_q=[None] * len(tokens),
+        )
 
 
 class EagleDrafter(HeadDrafter):
@@ -110,7 +117,7 @@ class EagleDrafter(HeadDrafter):
         self.pending.clear()
         start, n = self.n_true, len(feats)
         pos = torch.arange(start, start + n)
-        nxt = torch.tensor(ids[start + 1:start + 1 + n])  # x_{t+1} for each t
+        nxt = torch.tensor(ids[start + 1 : start + 1 + n])  # x_{t+1} for each t
         cos, sin = self.parts.rope(pos, feats)
         out = self.heads.eagle(feats[None], self.parts.embed[nxt][None], cos, sin, kv=self.kv)  # (1, n, H)
         self.n_true = start + n
@@ -118,7 +125,7 @@ class EagleDrafter(HeadDrafter):
 
     def _truncate(self) -> None:
         if self.kv:
-            self.kv[:] = [t[:, :, :self.n_true] for t in self.kv]
+            self.kv[:] = [t[:, :, : self.n_true] for t in self.kv]
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         self._truncate()  # drop last round's draft entries
@@ -131,19 +138,27 @@ class EagleDrafter(HeadDrafter):
             return self._tree(feature, gamma)
         rows, qs, pos = [], [], self.n_true  # pos: where the next input [f̂ ; emb(draft)] sits
         for step in range(gamma):
-            q = shape_probs(feature @ self.parts.lm_head.T, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
+            q = shape_probs(
+                feature @ self.parts.lm_head.T, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p
+            )
             rows.append(pick(q, self.cfg.greedy, self.generator))
             qs.append(q)
             if step < gamma - 1:
-                feature = self._step(feature[None], self.parts.vocab_ids[rows[-1]][None], torch.tensor([pos]))[0]
+                feature = self._step(
+                    feature[None], self.parts.vocab_ids[rows[-1]][None], torch.tensor([pos])
+                )[0]
                 pos += 1
         tokens = self.parts.vocab_ids[torch.stack(rows)]
         return Draft(tokens.to(self.device), self._full(torch.stack(qs)).to(self.device), self.name)
 
-    def _step(self, features: torch.Tensor, tokens: torch.Tensor, pos: torch.Tensor, mask=None) -> torch.Tensor:
+    def _step(
+        self, features: torch.Tensor, tokens: torch.Tensor, pos: torch.Tensor, mask=None
+    ) -> torch.Tensor:
         """The layer on m new draft positions (one sequence): features (m, H), tokens (m,) -> (m, H)."""
         cos, sin = self.parts.rope(pos, features)
-        return self.heads.eagle(features[None], self.parts.embed[tokens][None], cos, sin, kv=self.kv, mask=mask)[0]
+        return self.heads.eagle(
+            features[None], self.parts.embed[tokens][None], cos, sin, kv=self.kv, mask=mask
+        )[0]
 
     def _tree(self, feature: torch.Tensor, gamma: int) -> Draft:
         """EAGLE-2: expand the `width` best nodes per depth (cumulative probability), keep the best `budget`."""
@@ -167,20 +182,29 @@ class EagleDrafter(HeadDrafter):
             rows = torch.tensor([nodes[i][2] for i in best])
             n_kv = self.n_true + entries
             mask = torch.zeros(len(best), n_kv + len(best), dtype=torch.bool)
-            mask[:, :self.n_true] = True
+            mask[:, : self.n_true] = True
             for r, i in enumerate(best):
                 anc[i] = anc[nodes[i][1]] + [entries + r]
                 mask[r, [self.n_true + e for e in anc[i]]] = True
-            out = self._step(feats, self.parts.vocab_ids[rows], torch.full((len(best),), self.n_true + depth),
-                             mask=mask[None, None])
+            out = self._step(
+                feats,
+                self.parts.vocab_ids[rows],
+                torch.full((len(best),), self.n_true + depth),
+                mask=mask[None, None],
+            )
             entries += len(best)
             frontier = [(nodes[i][0], i, out[r]) for r, i in enumerate(best)]
         keep = sorted(sorted(range(len(nodes)), key=lambda i: -nodes[i][0])[:budget])  # parents come first
         index = {old: new for new, old in enumerate(keep)}
         tokens = [int(self.parts.vocab_ids[nodes[i][2]]) for i in keep]
         parents = [index.get(nodes[i][1], -1) if nodes[i][1] >= 0 else -1 for i in keep]
-        return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents,
-                     node_q=[None] * len(tokens))
+        return Draft(
+            torch.tensor(tokens, device=self.device),
+            None,
+            self.name,
+            parents=parents,
+            node_q=[None] * len(tokens),
+        )
 
 
 _HEADS = PerModel()  # target module -> {path: (Heads, the frozen target parts they use)}
@@ -196,10 +220,14 @@ def _load_heads(target: LoadedModel, path: str):
     try:
         heads, _ = heads_mod.load(path, target.model.config)
     except FileNotFoundError:
-        raise ModelLoadError(f"no trained heads at {path}: train them with python -m training.train") from None
+        raise ModelLoadError(
+            f"no trained heads at {path}: train them with python -m training.train"
+        ) from None
     except (RuntimeError, KeyError, TypeError) as e:  # shapes of another target
-        raise ModelLoadError(f"the heads at {path} do not fit {target.name} (they were trained for another "
-                             f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}") from None
+        raise ModelLoadError(
+            f"the heads at {path} do not fit {target.name} (they were trained for another "
+            f"target; the shipped ones are for the embedded SmolLM2-135M): {str(e)[:120]}"
+        ) from None
     if int(heads.vocab_ids.max()) >= target.vocab_size:
         raise ModelLoadError(f"the heads at {path} name tokens outside {target.name}'s vocabulary")
     return heads.to(target.device), heads_mod.frozen_parts(target.model, heads.vocab_ids)
@@ -231,4 +259,6 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
     """The per-run constructor of medusa[:PATH] or eagle[:PATH] (registry.py calls it)."""
     heads, parts = load_heads(target, spec["PATH"])
     kind = MedusaDrafter if spec.name == "medusa" else EagleDrafter
-    return lambda cfg, gen, max_len, cache: kind(heads, parts, spec.text, cfg, gen, target.vocab_size, target.device)
+    return lambda cfg, gen, max_len, cache: kind(
+        heads, parts, spec.text, cfg, gen, target.vocab_size, target.device
+    )

@@ -18,6 +18,7 @@ output; sampling: the multi-candidate rule, the target's law).
 The window's rows are `Draft.extra`: computed, never judged, dropped with the rollback. Each round's window
 rides in `Draft.window` for the debugger's grid (a `lookahead_window` event).
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,7 +28,9 @@ from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
 from .base import Draft, Drafter, Extra, Seen
 
-MAX_ROWS = WHOLE_SETTINGS["tree_budget"][1]  # window rows, and verification nodes, per forward (a tree's bound)
+MAX_ROWS = WHOLE_SETTINGS["tree_budget"][
+    1
+]  # window rows, and verification nodes, per forward (a tree's bound)
 
 
 def window_rows(width: int, levels: int) -> tuple[list[int], list[list[int]]]:
@@ -46,14 +49,25 @@ def window_rows(width: int, levels: int) -> tuple[list[int], list[list[int]]]:
 class LookaheadDrafter(Drafter):
     """lookahead[:W,N,G]: a W × (N − 1) Jacobi window and a pool of N-grams, G of them verified per round."""
 
-    def __init__(self, width: int, ngram: int, guesses: int, device: torch.device, name: str = "lookahead",
-                 seed: int = 0):
+    def __init__(
+        self,
+        width: int,
+        ngram: int,
+        guesses: int,
+        device: torch.device,
+        name: str = "lookahead",
+        seed: int = 0,
+    ):
         self.width, self.levels, self.guesses = width, ngram - 1, guesses
         self.device, self.name = device, name
         self.offsets, self.sees = window_rows(width, self.levels)
         self.window: list[list[int]] = []  # (N − 1) × W guesses, level 0 first
-        self.pool: dict[int, list[tuple]] = {}  # first token -> the latest N-grams' other N − 1 tokens, newest first
-        self.gen = torch.Generator().manual_seed(seed)  # the window's first guesses (its own: never the run's)
+        self.pool: dict[
+            int, list[tuple]
+        ] = {}  # first token -> the latest N-grams' other N − 1 tokens, newest first
+        self.gen = torch.Generator().manual_seed(
+            seed
+        )  # the window's first guesses (its own: never the run's)
         self.last: dict | None = None  # the window dict of the round in flight (observe_forward completes it)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
@@ -65,13 +79,19 @@ class LookaheadDrafter(Drafter):
     def propose(self, ids: list[int], gamma: int) -> Draft:
         if not self.window:
             self.prepare(ids, None)
-        found = [list(g[:gamma]) for g in self.pool.get(ids[-1], [])[:self.guesses]]
+        found = [list(g[:gamma]) for g in self.pool.get(ids[-1], [])[: self.guesses]]
         tokens, parents = trie(found) if found else ([], [])
         flat = [t for level in self.window for t in level]
         self.last = {"levels": [list(level) for level in self.window], "candidates": len(found)}
-        return Draft(torch.tensor(tokens, dtype=torch.long, device=self.device), None, self.name, parents=parents,
-                     extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees), window=self.last,
-                     topk=1)  # the root row's argmax: the predictor of guess (0, 0)
+        return Draft(
+            torch.tensor(tokens, dtype=torch.long, device=self.device),
+            None,
+            self.name,
+            parents=parents,
+            extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees),
+            window=self.last,
+            topk=1,
+        )  # the root row's argmax: the predictor of guess (0, 0)
 
     def observe_forward(self, seen: Seen) -> None:
         """Collect each column's N-gram into the pool and move the window up one level."""
@@ -87,11 +107,12 @@ class LookaheadDrafter(Drafter):
             else:
                 added += 1
             bucket.insert(0, gram)
-            del bucket[self.guesses:]
+            del bucket[self.guesses :]
         if self.last is not None:  # the grid's last facts: what the target made of each guess this round
             self.last["next"] = [nxt[top * w + i] for i in range(w)]
-            self.last["fixed"] = [[_fixed(self.window, nxt, w, lv, i, root_next) for i in range(w)]
-                                  for lv in range(self.levels)]
+            self.last["fixed"] = [
+                [_fixed(self.window, nxt, w, lv, i, root_next) for i in range(w)] for lv in range(self.levels)
+            ]
             self.last["added"], self.last["pool"] = added, sum(len(v) for v in self.pool.values())
         self.window = self.window[1:] + [[nxt[top * w + i] for i in range(w)]]
 
@@ -109,8 +130,10 @@ def build(spec: DraftSpec, target, ctx):
     """The per-run constructor of lookahead[:W[,N[,G]]] (registry.py calls it); `rows` sizes the cache."""
     width, ngram, guesses = spec["W"], spec["N"], spec["G"]
     if width * (ngram - 1) > MAX_ROWS or guesses * (ngram - 1) > MAX_ROWS:
-        raise ModelLoadError(f"lookahead:W,N,G needs W·(N − 1) <= {MAX_ROWS} and G·(N − 1) <= {MAX_ROWS} (the window's "
-                             f"rows and the verification branch's nodes), got {spec.text!r}")
+        raise ModelLoadError(
+            f"lookahead:W,N,G needs W·(N − 1) <= {MAX_ROWS} and G·(N − 1) <= {MAX_ROWS} (the window's "
+            f"rows and the verification branch's nodes), got {spec.text!r}"
+        )
     make = lambda cfg, gen, max_len, cache: LookaheadDrafter(width, ngram, guesses, target.device, spec.text)
     make.rows = width * (ngram - 1) + guesses * (ngram - 1)  # the window and the largest branch
     return make

@@ -6,6 +6,7 @@ view is made once per target and kept only while it lives (runtime/permodel.py);
 kept in the models' LRU, which SPECVIZ_MAX_MODELS bounds.
 A `model:` draft with another tokenizer drafts through text (crossvocab.py).
 """
+
 from __future__ import annotations
 
 import copy
@@ -34,9 +35,18 @@ class ModelDrafter(Drafter):
     pointer back, so the verify forward overwrites its slots with the target's own.
     """
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, name: str, cfg: GenerationConfig,
-                 generator: torch.Generator | None, max_len: int, out_device: torch.device, vocab: int,
-                 shared_cache: KVCache | None = None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        device: torch.device,
+        name: str,
+        cfg: GenerationConfig,
+        generator: torch.Generator | None,
+        max_len: int,
+        out_device: torch.device,
+        vocab: int,
+        shared_cache: KVCache | None = None,
+    ):
         self.model, self.device, self.name, self.cfg, self.generator = model, device, name, cfg, generator
         self.forward = forward_fn(model)
         self.shared = shared_cache is not None
@@ -62,7 +72,9 @@ class ModelDrafter(Drafter):
             if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:  # (a host sync)
                 break
         if self.shared:
-            self.cache.truncate(start)  # the target's cache as it was: the verify forward rewrites these slots
+            self.cache.truncate(
+                start
+            )  # the target's cache as it was: the verify forward rewrites these slots
         if not tokens:
             if not self.shared:
                 self.fed = ids[:]
@@ -80,7 +92,7 @@ class ModelDrafter(Drafter):
         q = q.to(self.out_device)
         if q.shape[-1] < self.vocab:
             return torch.nn.functional.pad(q, (0, self.vocab - q.shape[-1]))
-        return q[:, :self.vocab] if q.shape[-1] > self.vocab else q
+        return q[:, : self.vocab] if q.shape[-1] > self.vocab else q
 
     def _tree(self, chain: torch.Tensor, q: torch.Tensor) -> Draft:
         """The drafted chain plus, at each depth, the next most likely tokens of q as sibling leaves."""
@@ -100,7 +112,9 @@ class ModelDrafter(Drafter):
                     tokens.append(alt)
                     parents.append(parent)
                     node_q.append(None)  # chosen deterministically: tested as one-hot
-        return Draft(torch.tensor(tokens, device=self.out_device), None, self.name, parents=parents, node_q=node_q)
+        return Draft(
+            torch.tensor(tokens, device=self.out_device), None, self.name, parents=parents, node_q=node_q
+        )
 
     def propose_beams(self, beams: list[list[int]], gamma: int) -> list[list[int]]:
         """Every beam's greedy continuation, drafted in batched (B, 1) steps on the target's B-row cache, whose
@@ -177,8 +191,9 @@ def _quantize(model: torch.nn.Module, kind: str) -> torch.nn.Module:
     if kind == "int8":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return torch.ao.quantization.quantize_dynamic(copy.deepcopy(model), {torch.nn.Linear},
-                                                          dtype=torch.qint8).eval()
+            return torch.ao.quantization.quantize_dynamic(
+                copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8
+            ).eval()
     dt = torch.bfloat16 if kind == "bf16" else torch.float16
     return copy.deepcopy(model).to(dt).eval()
 
@@ -188,8 +203,9 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
     dev, vocab = target.device, target.vocab_size
 
     def on(model: torch.nn.Module, device, share_cache: bool = False):
-        return lambda cfg, gen, max_len, cache: ModelDrafter(model, device, spec.text, cfg, gen, max_len, dev, vocab,
-                                                             cache if share_cache else None)
+        return lambda cfg, gen, max_len, cache: ModelDrafter(
+            model, device, spec.text, cfg, gen, max_len, dev, vocab, cache if share_cache else None
+        )
 
     if spec.name == "self":
         return on(target.model, dev, share_cache=True)
@@ -198,8 +214,12 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
         return on(layer_skip_model(target.model, layers), dev, share_cache=True)
     if spec.name == "quant":
         return on(quantized_model(target, spec["kind"] or ("int8" if dev.type == "cpu" else "bf16")), dev)
-    draft = load_model(spec.model, device=str(dev), dtype=str(target.dtype).replace("torch.", ""),
-                       trust_remote_code=ctx.trust_remote_code)
+    draft = load_model(
+        spec.model,
+        device=str(dev),
+        dtype=str(target.dtype).replace("torch.", ""),
+        trust_remote_code=ctx.trust_remote_code,
+    )
     if not same_vocab(target, draft):  # another tokenizer: draft through text, judged one-hot (lossless)
         return lambda cfg, gen, max_len, cache: CrossVocabDrafter(draft, target, spec.text, cfg, gen, max_len)
     return on(draft.model, draft.device)

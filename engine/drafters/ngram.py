@@ -8,6 +8,7 @@ The chat template's own tokens are no source: matching "<|im_end|>\n" against th
 propose "<|im_start|>assistant" in every run's first round, a draft the target always rejects. Only
 the user's text and the output are searched (`template_mask`).
 """
+
 from __future__ import annotations
 
 import torch
@@ -26,7 +27,9 @@ def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tup
     """
     for n in range(min(max_n, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
-        starts = (s for s in range(len(ids) - n - 1, -1, -1) if ids[s:s + n] == suffix)  # latest first, not the suffix
+        starts = (
+            s for s in range(len(ids) - n - 1, -1, -1) if ids[s : s + n] == suffix
+        )  # latest first, not the suffix
         found = continuations(ids, n, starts, gamma, limit)
         if found:
             return n, found
@@ -38,8 +41,8 @@ def continuations(ids: list[int], n: int, starts, gamma: int, limit: int) -> lis
     n-grams at `starts` (latest first), at most `limit`; shared by the reference scan and NgramIndex."""
     found, seen = [], set()
     for start in starts:
-        cont = tuple(ids[start + n:start + n + gamma])
-        cont = cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))]  # stop at the template
+        cont = tuple(ids[start + n : start + n + gamma])
+        cont = cont[: next((k for k, t in enumerate(cont) if t < 0), len(cont))]  # stop at the template
         if cont and cont not in seen:
             seen.add(cont)
             found.append(list(cont))
@@ -92,18 +95,22 @@ class NgramIndex:
 
     def _extend(self, ids: list[int]) -> None:
         old = len(self.seen)
-        if old > len(ids) or ids[:old] != self.seen:  # not a continuation (another beam, a new run): start again
+        if (
+            old > len(ids) or ids[:old] != self.seen
+        ):  # not a continuation (another beam, a new run): start again
             self.starts, self.seen, old = {}, [], 0
         self.seen.extend(ids[old:])
         for end in range(old, len(ids)):  # every n-gram that ends at a new token
             for n in range(1, min(self.max_n, end + 1) + 1):
-                self.starts.setdefault(tuple(ids[end - n + 1:end + 1]), []).append(end - n + 1)
+                self.starts.setdefault(tuple(ids[end - n + 1 : end + 1]), []).append(end - n + 1)
 
     def match(self, ids: list[int], gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
         """(n, continuations) exactly as longest_match(ids, max_n, gamma, limit)."""
         self._extend(ids)
         for n in range(min(self.max_n, len(ids) - 1), 0, -1):
-            starts = (s for s in reversed(self.starts.get(tuple(ids[-n:]), [])) if s + n < len(ids))  # not the suffix
+            starts = (
+                s for s in reversed(self.starts.get(tuple(ids[-n:]), [])) if s + n < len(ids)
+            )  # not the suffix
             found = continuations(ids, n, starts, gamma, limit)
             if found:
                 return n, found
@@ -114,8 +121,15 @@ class NgramDrafter(Drafter):
     """Proposes the continuation of the latest match of the last n <= max_n tokens (free to ask: auto asks it
     before it chooses)."""
 
-    def __init__(self, max_n: int, device: torch.device, name: str = "ngram", tree_budget: int = 0,
-                 special: frozenset = frozenset(), text_of=None):
+    def __init__(
+        self,
+        max_n: int,
+        device: torch.device,
+        name: str = "ngram",
+        tree_budget: int = 0,
+        special: frozenset = frozenset(),
+        text_of=None,
+    ):
         self.max_n, self.device, self.name, self.tree_budget = max_n, device, name, tree_budget
         self.special, self.text_of = special, text_of or str  # the tokenizer's special ids and id -> text
         self.mask: list[bool] = []  # template positions of this run's prompt (prepare)
@@ -139,8 +153,13 @@ class NgramDrafter(Drafter):
         variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
         if self.tree_budget and len(found) > 1:  # every distinct continuation, shared prefixes merged
             tokens, parents = trie(found)
-            tokens, parents = tokens[:self.tree_budget], parents[:self.tree_budget]  # topological: a prefix is a tree
-            return Draft(torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant)
+            tokens, parents = (
+                tokens[: self.tree_budget],
+                parents[: self.tree_budget],
+            )  # topological: a prefix is a tree
+            return Draft(
+                torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant
+            )
         return Draft(torch.tensor(found[0], device=self.device), None, self.name, variant=variant)
 
 
@@ -153,5 +172,6 @@ def template_reader(tokenizer) -> tuple[frozenset, object]:
 def build(spec: DraftSpec, target, ctx):
     """The per-run constructor of ngram[:N] (registry.py calls it)."""
     special, text_of = template_reader(target.tokenizer)
-    return lambda cfg, gen, max_len, cache: NgramDrafter(spec["N"], target.device, spec.text, cfg.tree_budget,
-                                                         special, text_of)
+    return lambda cfg, gen, max_len, cache: NgramDrafter(
+        spec["N"], target.device, spec.text, cfg.tree_budget, special, text_of
+    )

@@ -3,6 +3,7 @@
 It proposes the target's own greedy continuation (a reference pass made before the timed run), each
 token replaced with probability 1 − A, at C target steps of busy compute per drafted token.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,9 +27,17 @@ class OracleDrafter(Drafter):
     like any drafter: the target still verifies. Under sampling its tokens are one-hot proposals whose
     acceptance is p(x), not alpha. Each drafted token costs `cost` target steps of busy compute."""
 
-    def __init__(self, alpha: float, cost: float, reference: Callable, device: torch.device, vocab: int, name: str):
-        self.alpha, self.cost, self.reference, self.device, self.vocab, self.name = (alpha, cost, reference, device,
-                                                                                     vocab, name)
+    def __init__(
+        self, alpha: float, cost: float, reference: Callable, device: torch.device, vocab: int, name: str
+    ):
+        self.alpha, self.cost, self.reference, self.device, self.vocab, self.name = (
+            alpha,
+            cost,
+            reference,
+            device,
+            vocab,
+            name,
+        )
         self.ref: list[int] = []
         self.prompt_len, self.step_s, self.seed = 0, 0.0, 0
 
@@ -40,7 +49,7 @@ class OracleDrafter(Drafter):
         t_end = time.perf_counter() + self.cost * self.step_s * gamma
         start = len(ids) - self.prompt_len
         tokens = []
-        for k, tok in enumerate(self.ref[start:start + gamma]):
+        for k, tok in enumerate(self.ref[start : start + gamma]):
             draw = random.Random(self.seed * 1_000_003 + start + k)  # keyed by position: independent of γ
             if draw.random() >= self.alpha:
                 tok = (tok + 1 + draw.randrange(self.vocab - 1)) % self.vocab  # any other token
@@ -82,5 +91,6 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
     """The per-run constructor of oracle:A[:C] (registry.py calls it)."""
     reference = greedy_reference(target)
     alpha, cost = spec["A"], spec["C"]
-    return lambda cfg, gen, max_len, cache: OracleDrafter(alpha, cost, reference, target.device, target.vocab_size,
-                                                          spec.text)
+    return lambda cfg, gen, max_len, cache: OracleDrafter(
+        alpha, cost, reference, target.device, target.vocab_size, spec.text
+    )

@@ -12,6 +12,7 @@ token: node (r1, .., rd) = M[token of (r1, .., rd−1)][rd]. A node whose parent
 seen yet, is left out with its subtree. The nodes are chosen deterministically, so the engine's tree rule
 verifies them losslessly (greedy: the target's own output; sampling: the multi-candidate rule).
 """
+
 from __future__ import annotations
 
 import torch
@@ -50,8 +51,16 @@ def template_parents(template: list[tuple]) -> list[int]:
 class RecycleDrafter(Drafter):
     """recycle[:k,TEMPLATE]: the adjacency table of the target's top-k and a static tree to fill from it."""
 
-    def __init__(self, k: int, template: list[tuple], vocab: int, device: torch.device, name: str = "recycle",
-                 special: frozenset = frozenset(), text_of=None):
+    def __init__(
+        self,
+        k: int,
+        template: list[tuple],
+        vocab: int,
+        device: torch.device,
+        name: str = "recycle",
+        special: frozenset = frozenset(),
+        text_of=None,
+    ):
         self.k, self.device, self.name = k, device, name
         self.template = [path for path in template if max(path) < k]  # ranks the table holds (prefixes stay)
         self.parents = template_parents(self.template)
@@ -60,7 +69,11 @@ class RecycleDrafter(Drafter):
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         """Seed the table with the user's text: M[a][0] = the token that followed a (the template's tokens skipped)."""
-        mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else [False] * len(prompt_ids)
+        mask = (
+            template_mask(prompt_ids, self.special, self.text_of)
+            if self.special
+            else [False] * len(prompt_ids)
+        )
         for j in range(len(prompt_ids) - 1):
             a, b = prompt_ids[j], prompt_ids[j + 1]
             if not (mask[j] or mask[j + 1]) and a < len(self.table) and b < len(self.table):
@@ -81,14 +94,19 @@ class RecycleDrafter(Drafter):
             kept[i] = len(tokens)
             tokens.append(tok)
             parents.append(-1 if par < 0 else kept[par])
-        return Draft(torch.tensor(tokens, dtype=torch.long, device=self.device), None, self.name,
-                     parents=parents, topk=self.k)
+        return Draft(
+            torch.tensor(tokens, dtype=torch.long, device=self.device),
+            None,
+            self.name,
+            parents=parents,
+            topk=self.k,
+        )
 
     def observe_forward(self, seen: Seen) -> None:
         """Every row of the verify forward: M[its input token] = the target's top-k next tokens there."""
         if not seen.topk:
             return
-        rows = torch.tensor(seen.inputs[:len(seen.topk)])
+        rows = torch.tensor(seen.inputs[: len(seen.topk)])
         ok = rows < len(self.table)
         self.table[rows[ok]] = torch.tensor(seen.topk)[ok]  # a token seen twice keeps its latest row
 
@@ -99,7 +117,8 @@ def build(spec: DraftSpec, target, ctx):
     special, text_of = template_reader(target.tokenizer)
     vocab = target.model.get_output_embeddings().weight.shape[0]
     k = spec["k"]
-    make = lambda cfg, gen, max_len, cache: RecycleDrafter(k, template, vocab, target.device, spec.text, special,
-                                                           text_of)
+    make = lambda cfg, gen, max_len, cache: RecycleDrafter(
+        k, template, vocab, target.device, spec.text, special, text_of
+    )
     make.rows = len(template)
     return make

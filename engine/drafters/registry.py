@@ -4,6 +4,7 @@
 that module's `build(spec, target, ctx)` for a per-run constructor: validation and any model loading
 happen now, once per (target, spec); each run then calls the constructor for its own fresh drafter.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,11 +30,14 @@ DrafterFactory = Callable[[GenerationConfig, "torch.Generator | None", int, KVCa
 @dataclass(frozen=True)
 class BuildContext:
     """What a builder may need besides the spec and the target."""
+
     trust_remote_code: bool  # a model: draft may run its repository's code (never set from the app)
     factory: Callable  # drafter_factory itself: a drafter made of others (auto) builds them through it
 
 
-def drafter_factory(spec: str | DraftSpec, target: LoadedModel, trust_remote_code: bool = False) -> DrafterFactory:
+def drafter_factory(
+    spec: str | DraftSpec, target: LoadedModel, trust_remote_code: bool = False
+) -> DrafterFactory:
     """Validate `spec` now (loading any model once) and return a per-run drafter constructor."""
     spec = spec if isinstance(spec, DraftSpec) else parse_draft(spec)
     build = importlib.import_module(spec.family.builder).build

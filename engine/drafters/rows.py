@@ -10,6 +10,7 @@ Two ways, chosen by what the spec's drafter is:
 A batched run asks `propose(rows_ids, gammas)` and, after the verify forward, `learn` / `observe` per row; rows
 that finish drop out through `keep`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -84,7 +85,9 @@ class RowsModel(PerRow):
         chains = torch.stack(tokens, dim=1)  # (B, γ)
         q_all = torch.stack(qs, dim=1)  # (B, γ, V_draft)
         if self.shared:
-            self.cache.set_lengths(start)  # the target's cache as it was: the verify forward rewrites these slots
+            self.cache.set_lengths(
+                start
+            )  # the target's cache as it was: the verify forward rewrites these slots
         else:
             self.fed = [ids + chain[:-1] for ids, chain in zip(rows_ids, chains.tolist())]
         return [self._draft(chains[r], q_all[r], g) if g else None for r, g in enumerate(gammas)]
@@ -133,6 +136,3 @@ def row_drafters(factory, cfg, generators: list, max_len: int, cache: RowsKVCach
     if isinstance(first, ModelDrafter) and not isinstance(first, CrossVocabDrafter):
         return RowsModel(first, cache.rows, generators, max_len)
     return PerRow([first] + [factory(cfg, g, max_len, cache) for g in generators[1:]])
-
-
-

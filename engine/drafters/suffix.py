@@ -20,6 +20,7 @@ gives the target's own output, sampling the multi-candidate rule's exact law.
 The session history (`History`) is the earlier runs' prompts and outputs, template positions masked, bounded by
 MAX_HISTORY_TOKENS (the oldest runs are dropped): the app keeps one per visitor's session, never shared.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -52,12 +53,12 @@ class History:
     def add(self, source: list[int]) -> None:
         """Keep one finished run's sequence (its last max_tokens tokens at most)."""
         with self.lock:
-            self.runs.append(list(source[-self.max_tokens:]))
+            self.runs.append(list(source[-self.max_tokens :]))
             while sum(map(len, self.runs)) > self.max_tokens and len(self.runs) > 1:
                 self.runs.pop(0)
             self._flat, self._index = [], NgramIndex(self.max_n)  # rebuilt on the next match
             for k, run in enumerate(self.runs):
-                self._flat += run + [-(10 ** 9) - k]  # a separator nothing matches across
+                self._flat += run + [-(10**9) - k]  # a separator nothing matches across
 
     @property
     def tokens(self) -> int:
@@ -95,9 +96,17 @@ def pick(tokens, parents, scores, t, chain: bool = False, budget: int = MAX_NODE
 class SuffixDrafter(Drafter):
     """suffix[:N,SHAPE]: the frequency tree of what followed the longest match of the context's suffix."""
 
-    def __init__(self, max_n: int, device: torch.device, name: str = "suffix", chain: bool = False,
-                 special: frozenset = frozenset(), text_of=None, history: History | None = None,
-                 budget: int = MAX_NODES):
+    def __init__(
+        self,
+        max_n: int,
+        device: torch.device,
+        name: str = "suffix",
+        chain: bool = False,
+        special: frozenset = frozenset(),
+        text_of=None,
+        history: History | None = None,
+        budget: int = MAX_NODES,
+    ):
         self.max_n, self.device, self.name, self.chain, self.budget = max_n, device, name, chain, budget
         self.special, self.text_of = special, text_of or str
         self.history = history
@@ -122,8 +131,9 @@ class SuffixDrafter(Drafter):
         if not points:
             return 1.0 + costmodel.PRIOR_SLOPE * (n - 1)
         base = min(points.values())
-        curve = costmodel.verify_curve({1: points.get(1, base) / base, **{k: v / base for k, v in points.items()
-                                                                         if k >= 2}})
+        curve = costmodel.verify_curve(
+            {1: points.get(1, base) / base, **{k: v / base for k, v in points.items() if k >= 2}}
+        )
         return curve(n)
 
     def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]]]:
@@ -133,13 +143,15 @@ class SuffixDrafter(Drafter):
             suffix = tuple(src[-n:])
             if any(t < 0 for t in suffix):
                 continue
-            found = [(src, s) for s in reversed(self.index.starts.get(suffix, [])) if s + n < len(src)][:OCCURRENCES]
+            found = [(src, s) for s in reversed(self.index.starts.get(suffix, [])) if s + n < len(src)][
+                :OCCURRENCES
+            ]
             if self.history is not None and len(found) < OCCURRENCES:
                 found += self.history.occurrences(suffix, OCCURRENCES - len(found))
             conts = []
             for seq, s in found:
-                cont = seq[s + n:s + n + gamma]
-                cont = cont[:next((k for k, t in enumerate(cont) if t < 0), len(cont))]
+                cont = seq[s + n : s + n + gamma]
+                cont = cont[: next((k for k, t in enumerate(cont) if t < 0), len(cont))]
                 if cont:
                     conts.append(cont)
             if conts:
@@ -159,8 +171,13 @@ class SuffixDrafter(Drafter):
             return empty_draft(self.device, self.name)
         new = {old: k for k, old in enumerate(keep)}
         self.last_rows = len(keep) + 1
-        return Draft(torch.tensor([tokens[i] for i in keep], device=self.device), None, self.name,
-                     parents=[new[parents[i]] if parents[i] >= 0 else -1 for i in keep], variant=f"n={n}")
+        return Draft(
+            torch.tensor([tokens[i] for i in keep], device=self.device),
+            None,
+            self.name,
+            parents=[new[parents[i]] if parents[i] >= 0 else -1 for i in keep],
+            variant=f"n={n}",
+        )
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
         """The verify forward's time at the size just proposed (a plain step: size 1), the last 32 kept."""

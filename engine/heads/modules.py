@@ -15,6 +15,7 @@ token. Verification still uses the target's full distribution, so the output sta
 This module holds the modules, their shipped weights (assets/heads/) and the features plumbing; the
 training is in train.py beside it, the drafters in engine/drafters/heads.py. It knows nothing about events or HTML.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,11 @@ WEIGHTS = ASSETS / "smollm2-135m-heads.pt"  # the shipped heads (fp16) with thei
 @dataclass
 class HeadsConfig:
     """Shapes of the heads; the rest comes from the target (hidden size, heads, rope)."""
+
     medusa_heads: int = 4  # K Medusa heads: head k predicts the token k+1 after a feature's position
-    draft_vocab: int = 4096  # tokens the draft LM head can propose (the corpus's most frequent), <= target vocab
+    draft_vocab: int = (
+        4096  # tokens the draft LM head can propose (the corpus's most frequent), <= target vocab
+    )
     eagle_ffn: int = 1024  # intermediate size of the EAGLE layer's SwiGLU
 
 
@@ -70,15 +74,22 @@ class EagleLayer(torch.nn.Module):
         self.gate_up = torch.nn.Linear(hidden, 2 * ffn, bias=False)
         self.down = torch.nn.Linear(ffn, hidden, bias=False)
 
-    def forward(self, feature: torch.Tensor, embedding: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-                kv: list | None = None, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        feature: torch.Tensor,
+        embedding: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        kv: list | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """feature, embedding (B, T, H); cos, sin (B|1, T, D) for the T positions; kv: [keys, values]
         of earlier positions (extended in place) or None (no cache: causal over these T)."""
         b, t, _ = feature.shape
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
         x = self.fc(torch.cat([feature, embedding], dim=-1))  # (B, T, H)
         qkv = self.qkv(rms_norm(x, self.norm1, self.eps)).view(b, t, nh + 2 * nkv, hd).transpose(1, 2)
-        qk, v = qkv[:, :nh + nkv], qkv[:, nh + nkv:]  # (B, NH+KV, T, D), (B, KV, T, D)
+        qk, v = qkv[:, : nh + nkv], qkv[:, nh + nkv :]  # (B, NH+KV, T, D), (B, KV, T, D)
         half = hd // 2
         qk = qk * cos[:, None] + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin[:, None]  # RoPE
         q, k = qk[:, :nh], qk[:, nh:]
@@ -106,7 +117,9 @@ class Heads(torch.nn.Module):
         hidden = tc.hidden_size
         self.cfg = cfg
         self.medusa = MedusaHeads(hidden, cfg.medusa_heads)
-        self.eagle = EagleLayer(hidden, tc.num_attention_heads, tc.num_key_value_heads, cfg.eagle_ffn, tc.rms_norm_eps)
+        self.eagle = EagleLayer(
+            hidden, tc.num_attention_heads, tc.num_key_value_heads, cfg.eagle_ffn, tc.rms_norm_eps
+        )
         self.register_buffer("vocab_ids", vocab_ids.to(torch.long))  # (V_draft,)
         self.record: dict = {}  # the training record of loaded heads (accuracy, calibration per confidence bin)
 
@@ -114,6 +127,7 @@ class Heads(torch.nn.Module):
 @dataclass
 class Target:
     """The frozen parts of the target the heads use: its embedding, draft LM head rows and RoPE."""
+
     embed: torch.Tensor  # (V, H) token embeddings
     lm_head: torch.Tensor  # (V_draft, H) the LM head's rows for the draft vocabulary
     vocab_ids: torch.Tensor  # (V_draft,) target id of each draft row
@@ -127,8 +141,12 @@ class Target:
 def frozen_parts(model: torch.nn.Module, vocab_ids: torch.Tensor) -> Target:
     inner = model.model
     head = model.lm_head.weight.detach()
-    return Target(inner.embed_tokens.weight.detach().float(), head[vocab_ids].float().contiguous(), vocab_ids,
-                  inner.rotary_emb)
+    return Target(
+        inner.embed_tokens.weight.detach().float(),
+        head[vocab_ids].float().contiguous(),
+        vocab_ids,
+        inner.rotary_emb,
+    )
 
 
 def save(heads: Heads, record: dict, path: Path) -> None:
@@ -136,7 +154,9 @@ def save(heads: Heads, record: dict, path: Path) -> None:
     as JSON beside it (PATH.json), for readers that do not load torch (the Explain tab)."""
     state = {k: (v.half() if v.is_floating_point() else v) for k, v in heads.state_dict().items()}
     torch.save({"config": asdict(heads.cfg), "state": state, "record": record}, path)
-    Path(path).with_suffix(".json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    Path(path).with_suffix(".json").write_text(
+        json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
 
 
 def load(path: Path, target_config) -> tuple[Heads, dict]:

@@ -9,6 +9,7 @@ The cache owns its writes: every change to keys, values or the pointer is a meth
 write, a rollback, a tree's compaction, beam search's row expansion and reordering), and `room` is the
 one capacity check.
 """
+
 from __future__ import annotations
 
 import torch
@@ -39,8 +40,8 @@ class PointerLayer(CacheLayerMixin):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         end = room(self.length, key_states.shape[-2], self.max_len)
-        self.keys[:, :, self.length:end].copy_(key_states)
-        self.values[:, :, self.length:end].copy_(value_states)
+        self.keys[:, :, self.length : end].copy_(key_states)
+        self.values[:, :, self.length : end].copy_(value_states)
         self.length = end
         return self.keys[:, :, :end], self.values[:, :, :end]
 
@@ -107,7 +108,7 @@ class KVCache(Cache):
             idx = torch.tensor(src, device=self.layers[0].keys.device)
             for layer in self.layers:
                 for buf in (layer.keys, layer.values):
-                    buf[:, :, dst[0]:dst[-1] + 1] = buf.index_select(2, idx)
+                    buf[:, :, dst[0] : dst[-1] + 1] = buf.index_select(2, idx)
         self.truncate(start + 1 + len(path))
 
     def expand_rows(self, rows: int) -> None:

@@ -19,6 +19,7 @@ torch.compile's CPU freezing pass uses; a build without them falls back to the p
 fp32 single-token steps keep the plain matmul, the faster one for a single row. SPECVIZ_ONEDNN=0 turns
 packing off; SPECVIZ_FAST_FORWARD=0 turns the lean forward off.
 """
+
 from __future__ import annotations
 
 import os
@@ -92,12 +93,16 @@ class Weight:
                 self.packed = None
         # before a plan is measured (kernels.py), and at a thread count it has no plan for: fp32 rows of 1 on MKL
         self.min_rows = 2 if w_t.dtype == torch.float32 else 1
-        self.plan: dict[int, list[bool]] = {}  # threads -> per row count 0..ROWS[-1]: use oneDNN (measured here)
+        self.plan: dict[
+            int, list[bool]
+        ] = {}  # threads -> per row count 0..ROWS[-1]: use oneDNN (measured here)
 
     def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
         """Take the measured kernel per row count at `threads` threads (kernels.plan_for's entry for this shape)."""
-        self.plan[threads] = [by_rows[kernels.bucket(max(rows, 1))]["kernel"] == "onednn"
-                              for rows in range(kernels.ROWS[-1] + 1)]
+        self.plan[threads] = [
+            by_rows[kernels.bucket(max(rows, 1))]["kernel"] == "onednn"
+            for rows in range(kernels.ROWS[-1] + 1)
+        ]
 
     def onednn(self, rows: int) -> bool:
         """Does a call with `rows` rows go through the packed oneDNN linear (the plan measured on this host)?"""
@@ -138,12 +143,17 @@ class FastLlama:
         pack = _pack_default(model)
         with torch.no_grad():
             self.head = _fuse([model.lm_head], pack)  # (H, V)
-            self.layers = [(layer.input_layernorm.weight.detach(),
-                            _fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj], pack),
-                            _fuse([layer.self_attn.o_proj], pack),
-                            layer.post_attention_layernorm.weight.detach(),
-                            _fuse([layer.mlp.gate_proj, layer.mlp.up_proj], pack),  # (H, 2I)
-                            _fuse([layer.mlp.down_proj], pack)) for layer in inner.layers]
+            self.layers = [
+                (
+                    layer.input_layernorm.weight.detach(),
+                    _fuse([layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj], pack),
+                    _fuse([layer.self_attn.o_proj], pack),
+                    layer.post_attention_layernorm.weight.detach(),
+                    _fuse([layer.mlp.gate_proj, layer.mlp.up_proj], pack),  # (H, 2I)
+                    _fuse([layer.mlp.down_proj], pack),
+                )
+                for layer in inner.layers
+            ]
         self.embed, self.norm = inner.embed_tokens.weight.detach(), inner.norm.weight.detach()
         self.rotary = inner.rotary_emb
         self.config = cfg
@@ -177,8 +187,15 @@ class FastLlama:
         view.layers = self.layers[:layers]
         return view
 
-    def __call__(self, input_ids: torch.Tensor, past_key_values: KVCache, attention_mask=None,
-                 position_ids=None, logits_to_keep: int = 0, hidden_out: list | None = None) -> torch.Tensor:
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        past_key_values: KVCache,
+        attention_mask=None,
+        position_ids=None,
+        logits_to_keep: int = 0,
+        hidden_out: list | None = None,
+    ) -> torch.Tensor:
         """input_ids (B, T) after the cache's tokens -> logits (B, T or logits_to_keep, V).
 
         attention_mask: None (causal over the cache and the new tokens) or a bool (B|1, 1, T, L+T) mask
@@ -201,12 +218,17 @@ class FastLlama:
             mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
         for layer, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in zip(cache.layers, self.layers):
             qkv = w_qkv(rms_norm(x, w_in, eps))  # (BT, q+2kv)
-            qk = qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)  # q heads then k heads, (B, NH+KV, T, D)
+            qk = (
+                qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)
+            )  # q heads then k heads, (B, NH+KV, T, D)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
             v = qkv[:, qk_size:].view(b, t, nkv, hd).transpose(1, 2)  # (B, KV, T, D)
-            keys, values = layer.update(qk[:, nh:], v)  # into slots start..end-1; the live (B, KV, end, D) views
-            att = F.scaled_dot_product_attention(qk[:, :nh], keys, values, attn_mask=mask,
-                                                 enable_gqa=True)  # (B, NH, T, D)
+            keys, values = layer.update(
+                qk[:, nh:], v
+            )  # into slots start..end-1; the live (B, KV, end, D) views
+            att = F.scaled_dot_product_attention(
+                qk[:, :nh], keys, values, attn_mask=mask, enable_gqa=True
+            )  # (B, NH, T, D)
             x.add_(w_o(att.transpose(1, 2).reshape(b * t, nh * hd)))
             gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
             x.add_(w_down(F.silu(gate).mul_(up)))
@@ -238,11 +260,19 @@ def forward_fn(model):
     if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model) and _fits(model, 1):
         return _FAST.get(model, "fast", lambda: FastLlama(model))
 
-    def hf(input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0, hidden_out=None):
+    def hf(
+        input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0, hidden_out=None
+    ):
         if attention_mask is not None and position_ids is not None:  # a tree mask: keep sliding windows
             attention_mask = layer_masks(model, attention_mask, position_ids, past_key_values.length)
-        out = model(input_ids, past_key_values=past_key_values, attention_mask=attention_mask,
-                    position_ids=position_ids, logits_to_keep=logits_to_keep, output_hidden_states=hidden_out is not None)
+        out = model(
+            input_ids,
+            past_key_values=past_key_values,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            logits_to_keep=logits_to_keep,
+            output_hidden_states=hidden_out is not None,
+        )
         if hidden_out is not None:
             hidden_out.append(out.hidden_states[-1])
         return out.logits

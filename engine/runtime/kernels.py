@@ -11,6 +11,7 @@ o projection too, which the rule this replaced sent to oneDNN: benchmarks/result
 The plan is cached under ~/.cache/specviz, keyed by the CPU model, its vector flags, the torch build and
 the thread count, so a host measures once. `python -m engine kernels` prints it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,7 +26,15 @@ import torch
 
 from .threads import torch_threads
 
-ROWS = (1, 2, 3, 5, 9, 17, 33)  # the row counts measured; a call uses the plan of the smallest one >= its rows
+ROWS = (
+    1,
+    2,
+    3,
+    5,
+    9,
+    17,
+    33,
+)  # the row counts measured; a call uses the plan of the smallest one >= its rows
 REPEATS = 7  # timed calls per kernel and row count (interleaved), the median kept
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "sve")
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
@@ -138,8 +147,13 @@ def report(plans: dict) -> str:
     """The plan as a table: per thread count and projection, the kernel and both medians at each row count."""
     lines = [f"host: {cpu_name()} [{' '.join(cpu_flags())}], torch {torch.__version__}"]
     for threads, plan in plans.items():
-        lines.append(f"\n{threads} thread(s): rows -> kernel (MKL ms / oneDNN ms, one pass over every layer's weight)")
+        lines.append(
+            f"\n{threads} thread(s): rows -> kernel (MKL ms / oneDNN ms, one pass over every layer's weight)"
+        )
         for name, by_rows in plan.items():
-            cells = [f"{r}: {v['kernel']} ({v['mkl'] * 1e3:.2f}/{v['onednn'] * 1e3:.2f})" for r, v in by_rows.items()]
+            cells = [
+                f"{r}: {v['kernel']} ({v['mkl'] * 1e3:.2f}/{v['onednn'] * 1e3:.2f})"
+                for r, v in by_rows.items()
+            ]
             lines.append(f"  {name:8s} " + "  ".join(cells))
     return "\n".join(lines)

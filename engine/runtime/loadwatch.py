@@ -7,6 +7,7 @@ Linux only (/proc/stat); elsewhere, or on a GPU, nothing is measured and nothing
 `contended_share` (the share of the lane's compute time in windows where other work wanted more cores
 than the race left free). costmodel.contention turns the latter into a timing flag.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,7 +58,9 @@ class LoadWatch:
             yield
         finally:
             b1, o1, t1 = self.busy(), self.own(), self.clock()
-            acc = self.lanes.setdefault(lane, {"wall": 0.0, "outside": 0.0, "contended": 0.0, "win": [0.0, 0.0]})
+            acc = self.lanes.setdefault(
+                lane, {"wall": 0.0, "outside": 0.0, "contended": 0.0, "win": [0.0, 0.0]}
+            )
             outside = (b1 - b0) - (o1 - o0)
             acc["wall"] += t1 - t0
             acc["outside"] += outside
@@ -79,6 +82,8 @@ class LoadWatch:
             return {}
         last = acc["win"]  # the unfinished last window counts once it is half a window long
         contended = acc["contended"] + (self._judge(last) if last[0] >= WINDOW_S / 2 else 0.0)
-        return {"outside_cores": round(max(acc["outside"], 0.0) / acc["wall"], 3),
-                "contended_share": round(min(contended / acc["wall"], 1.0), 3),
-                "free_cores": self.free}
+        return {
+            "outside_cores": round(max(acc["outside"], 0.0) / acc["wall"], 3),
+            "contended_share": round(min(contended / acc["wall"], 1.0), 3),
+            "free_cores": self.free,
+        }

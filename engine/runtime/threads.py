@@ -1,4 +1,5 @@
 """How many CPU threads a race computes with: the setting, and a scope that applies it to one OS thread."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,10 @@ def _race_threads() -> int | None:
     """SPECVIZ_RACE_THREADS: CPU threads a race computes with, 1..MAX_THREADS; 0 keeps torch's default."""
     raw = os.environ.get("SPECVIZ_RACE_THREADS", "1")
     if not raw.strip().isdigit() or int(raw) > MAX_THREADS:
-        raise ValueError(f"SPECVIZ_RACE_THREADS must be a whole number 0..{MAX_THREADS} "
-                         f"(0: torch's default thread count), got {raw!r}")
+        raise ValueError(
+            f"SPECVIZ_RACE_THREADS must be a whole number 0..{MAX_THREADS} "
+            f"(0: torch's default thread count), got {raw!r}"
+        )
     return int(raw) or None
 
 

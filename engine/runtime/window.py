@@ -12,6 +12,7 @@ hides keys more than `window` positions behind the query:
   sliding layers from the real positions (a tree node's position is its depth, not its cache slot).
 Keeping keys beyond the window costs memory (a local layer could hold `window` slots), not correctness.
 """
+
 from __future__ import annotations
 
 import torch

@@ -3,6 +3,7 @@
 Notation: p = target distribution, q = draft distribution (Leviathan et al. 2023).
 Nothing here knows about models or caches.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ def residual(p: torch.Tensor, q: torch.Tensor | None, token: int) -> torch.Tenso
 @dataclass
 class Verdict:
     """Outcome of judging one draft against the target."""
+
     n_accepted: int  # drafted tokens kept (0..gamma)
     next_id: int  # corrected token (n_accepted < gamma) or bonus token (all accepted)
     accept_prob: list  # min(1, p/q) per drafted token (greedy: 1.0 / 0.0 for argmax match)
@@ -81,8 +83,9 @@ def accept_greedy(draft: torch.Tensor, p: torch.Tensor) -> Verdict:
     return Verdict(n, next_id, match.float().tolist(), p_draft.tolist(), float(p[n, next_id]))
 
 
-def accept_sample(draft: torch.Tensor, q: torch.Tensor | None, p: torch.Tensor,
-                  generator: torch.Generator | None) -> Verdict:
+def accept_sample(
+    draft: torch.Tensor, q: torch.Tensor | None, p: torch.Tensor, generator: torch.Generator | None
+) -> Verdict:
     """Rejection sampling (Leviathan Alg. 1, Chen Thm 1): the output is distributed exactly as p.
 
     Accept draft token x_i with probability min(1, p_i(x)/q_i(x)) left to right; at the first

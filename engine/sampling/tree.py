@@ -12,6 +12,7 @@ from q is accepted with min(1, r(x)/q(x)) and on rejection r <- norm(max(0, r - 
 chosen deterministically (one-hot q) is accepted with r(x) and on rejection r <- r without x,
 renormalised. When no child is accepted, the next token is sampled from what is left of r.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ def with_extra(mask: torch.Tensor, positions: torch.Tensor, offsets: list[int], 
     n_rows, width = mask.shape[2], mask.shape[3]
     prefix, r = width - n_rows, len(offsets)
     extra = torch.zeros(r, width + r, dtype=torch.bool)
-    extra[:, :prefix + 1] = True  # the cached prefix and the root
+    extra[:, : prefix + 1] = True  # the cached prefix and the root
     for j, row in enumerate(sees):
         extra[j, [width + i for i in row] + [width + j]] = True
     top = torch.cat([mask[0, 0].cpu(), torch.zeros(n_rows, r, dtype=torch.bool)], dim=1)
@@ -98,8 +99,9 @@ def accept_tree_greedy(tokens: list[int], parents: list[int], p: torch.Tensor) -
         node = nxt
 
 
-def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.Tensor,
-                       generator: torch.Generator | None) -> TreeVerdict:
+def accept_tree_sample(
+    tokens: list[int], parents: list[int], q: list, p: torch.Tensor, generator: torch.Generator | None
+) -> TreeVerdict:
     """Multi-candidate rejection sampling; q[i] is node i's draft distribution (V,) or None (one-hot)."""
     kids = children_of(parents)
     node, path, tried, draws = -1, [], {}, {}
@@ -118,7 +120,9 @@ def accept_tree_sample(tokens: list[int], parents: list[int], q: list, p: torch.
             r = residual(r, q[child], x)
         if nxt is None:
             next_id = int(torch.multinomial(r, 1, generator=generator))
-            return TreeVerdict(path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)), draws, r)
+            return TreeVerdict(
+                path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)), draws, r
+            )
         path.append(nxt)
         node = nxt
 

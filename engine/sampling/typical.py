@@ -6,6 +6,7 @@ u < min(1, p/q)). At the first token that fails, the next token is argmax p (gre
 from the residual norm(max(0, p − q)), so the output is neither the target's greedy text nor drawn from its law.
 It exists to be measured against the exact rule (engine/decode/drift.py): faster, and not the target's output.
 """
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,14 @@ def threshold(p: torch.Tensor, eps: float, delta: float) -> torch.Tensor:
     return torch.minimum(torch.full_like(entropy, eps), delta * torch.exp(-entropy))
 
 
-def accept_typical(draft: torch.Tensor, p: torch.Tensor, eps: float, delta: float, greedy: bool,
-                   generator: torch.Generator | None) -> Verdict:
+def accept_typical(
+    draft: torch.Tensor,
+    p: torch.Tensor,
+    eps: float,
+    delta: float,
+    greedy: bool,
+    generator: torch.Generator | None,
+) -> Verdict:
     """Keep drafts while each is typical under p; the next token is argmax p (greedy) or a draw from p.
     draft (γ,), p (γ+1, V). accept_prob records 1.0 / 0.0 per drafted token (the test is a threshold)."""
     gamma = draft.shape[0]
@@ -31,12 +38,20 @@ def accept_typical(draft: torch.Tensor, p: torch.Tensor, eps: float, delta: floa
     n = int(ok.cumprod(0).sum())
     dist = p[n]
     next_id = int(dist.argmax()) if greedy else int(torch.multinomial(dist, 1, generator=generator))
-    return Verdict(n, next_id, ok.float().tolist(), p_draft.tolist(), float(p[n, next_id]),
-                   dist=None if greedy else dist)
+    return Verdict(
+        n, next_id, ok.float().tolist(), p_draft.tolist(), float(p[n, next_id]), dist=None if greedy else dist
+    )
 
 
-def accept_tree_typical(tokens: list[int], parents: list[int], p: torch.Tensor, eps: float, delta: float,
-                        greedy: bool, generator: torch.Generator | None):
+def accept_tree_typical(
+    tokens: list[int],
+    parents: list[int],
+    p: torch.Tensor,
+    eps: float,
+    delta: float,
+    greedy: bool,
+    generator: torch.Generator | None,
+):
     """The same shortcut on a token tree: from the root, follow the first child (in draft order) that is typical
     under its parent's row; the next token is argmax p (greedy) or a draw from p at the last node kept."""
     kids, bar = children_of(parents), threshold(p, eps, delta).tolist()  # (N+1,)
@@ -52,7 +67,8 @@ def accept_tree_typical(tokens: list[int], parents: list[int], p: torch.Tensor, 
                 break
         if nxt is None:
             next_id = int(row.argmax()) if greedy else int(torch.multinomial(row, 1, generator=generator))
-            return TreeVerdict(path, next_id, float(row[next_id]), tried, bool(kids.get(node)),
-                               dist=None if greedy else row)
+            return TreeVerdict(
+                path, next_id, float(row[next_id]), tried, bool(kids.get(node)), dist=None if greedy else row
+            )
         path.append(nxt)
         node = nxt
