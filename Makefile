@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast bench peer browser heads-data clean
+.PHONY: setup dev run test test-fast lint format bench peer browser heads-data clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -32,8 +32,16 @@ $(CHROMIUM):
 run: setup
 	$(PY) app.py
 
-test: dev browser
+test: lint browser
 	$(PY) -m pytest -q tests
+
+# ruff (settings in pyproject.toml): the lint rules and the formatter's layout; `make format` applies the layout
+lint: dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+format: dev
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 # the inner loop: everything but the tests marked slow (real models, the app server, the browser, statistics)
 test-fast: dev
