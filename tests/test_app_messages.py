@@ -62,6 +62,7 @@ def test_a_long_prompt_is_refused_in_characters():
     guard.check_prompt_tokens(2048, 2048, chars=9000)  # at the cap: accepted
 
 
+@pytest.mark.slow  # builds the whole page
 def test_a_long_prompt_in_the_page_is_refused_in_characters():
     """Through the handler: a 20,000-character prompt over the token cap is one warning in characters."""
     prompt = " ".join(f"w{i}" for i in range(5000))[:20_000]

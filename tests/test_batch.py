@@ -115,7 +115,7 @@ def test_each_row_is_its_solo_run_with_the_embedded_model(embedded, spec, rows):
     assert got == [solo_ids(engine, p, cfg, "ar") for p in ps]
 
 
-@pytest.mark.parametrize("rows", [2, 5, 16])
+@pytest.mark.parametrize("rows", [2, 5, pytest.param(16, marks=pytest.mark.slow)])  # 16 rows: ~5 s each
 @pytest.mark.parametrize("draft", ["other", "sharp"])
 def test_each_row_is_its_solo_run_with_a_random_model_draft(tiny_dirs, target, draft, rows):
     """A separate random-weight draft model, batched on its own per-row cache: every row equals its solo run."""

@@ -136,6 +136,7 @@ def test_the_drift_meter_stops_at_its_deadline_with_both_rules_at_one_n(target):
     assert last["lossy"]["tv"] is not None and len(reports) >= 2
 
 
+@pytest.mark.slow  # a drift meter run of hundreds of rounds
 def test_the_exact_rules_draws_are_reused_not_drawn_again(target):
     """A second measurement with the exact rule's draws from the first draws only the lossy rule's runs, and gets the
     same exact-rule TV; without them it draws both again (the control)."""

@@ -7,6 +7,7 @@ from engine import Engine, GenerationConfig
 from engine.runtime.models import load_model
 
 
+@pytest.mark.slow  # the whole GPU check script on CPU
 def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     """The prepared GPU check runs end to end (tiny shapes, fp32 CPU) and reports every number it promises."""
     r = main(
@@ -35,6 +36,7 @@ def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     assert r["host_reads"][2]["draft_loop"] == r["host_reads"][4]["draft_loop"]
 
 
+@pytest.mark.slow  # races at three γ
 @pytest.mark.parametrize("spec", ["model", "self"])
 def test_host_reads_per_round_do_not_grow_with_gamma(tiny_dirs, spec):
     """A model drafter's loop never reads a tensor on the host per drafted token: γ = 2 and γ = 8 cost the same

@@ -17,6 +17,8 @@ import sys
 import tokenize
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN = ("config", "events", "validate", "metrics", "costmodel", "figures", "sizing", "specs", "specbench")
 RANK = {"plain": 0, "runtime": 1, "sampling": 1, "heads": 2, "drafters": 3, "decode": 4, "api": 5}
@@ -179,6 +181,7 @@ def test_plain_modules_and_the_renderers_leave_torch_out():
     assert out.stdout.strip() == "[]", f"torch was imported: {out.stdout[:300]}"
 
 
+@pytest.mark.slow  # a fresh interpreter imports torch
 def test_the_torch_check_sees_torch(tmp_path):
     """Negative control: the same check reports torch when a module does import it."""
     code = "import sys\nimport engine.runtime.cache\nprint('torch' in sys.modules)"

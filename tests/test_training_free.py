@@ -272,6 +272,7 @@ def test_greedy_drift_counts_the_first_difference():
     assert drift.greedy_drift([1, 5, 3, 4], [1, 2, 3]) == {"first": 1, "differ": 2, "tokens": 4}
 
 
+@pytest.mark.slow  # two drift runs
 def test_the_exact_rule_has_no_greedy_drift_and_a_loose_typical_rule_has_some(target, tiny_dirs):
     """On the same prompt and drafter (an unrelated random model): exact acceptance is AR token for token;
     typical:0.001,0.001 (a bar its drafts clear) leaves AR's output, and the trace says which rule ran."""
