@@ -100,13 +100,11 @@ class GenerationConfig:
     p_min: float = 0.0  # confidence threshold in [0, 1): a model drafter stops when its top q is below it
     tree_budget: int = 0  # tree speculation: at most this many draft nodes per round (0 = a chain of γ)
     tree_branching: int = 2  # tree: children tried per node (model drafters add top-q siblings), 1..8
-    time_limit_s: float | None = (
-        None  # wall seconds (prefill included) after which the run stops; None = none
-    )
+    # wall seconds (prefill included) after which the run stops; None = none
+    time_limit_s: float | None = None
     num_beams: int = 1  # beam search width B, 2..8 (engine/decode/beam.py; greedy, chain drafts); 1 = off
-    accept: str = (
-        "exact"  # the acceptance rule: "exact" (lossless), or "typical:EPS,DELTA" (LOSSY, Medusa-2's)
-    )
+    # the acceptance rule: "exact" (lossless), or "typical:EPS,DELTA" (LOSSY, Medusa-2's)
+    accept: str = "exact"
 
     def __post_init__(self):
         for name, (low, high, allowed) in WHOLE_SETTINGS.items():

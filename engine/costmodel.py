@@ -27,12 +27,10 @@ import statistics
 
 BUSY = "machine was busy: timing unreliable"
 DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not one cost
-SPREAD_LIMIT = (
-    0.35  # round times whose interquartile range exceeds this share of their median are not one cost
-)
-CONTENTION_LIMIT = (
-    0.10  # share of a race lane's compute under CPU contention above which its timing is flagged
-)
+# round times whose interquartile range exceeds this share of their median are not one cost
+SPREAD_LIMIT = 0.35
+# share of a race lane's compute under CPU contention above which its timing is flagged
+CONTENTION_LIMIT = 0.10
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
 CONFIDENCE_EDGES = (
     0.2,

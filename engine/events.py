@@ -94,9 +94,8 @@ class Verified:
     next_kind: str  # "corrected" or "bonus"
     target_topk: list  # per verified position (len(draft)+1), the target's top-k [id, text, p]
     greedy: bool  # greedy acceptance rule (argmax) rather than min(1, p/q)
-    u: list | None = (
-        None  # sampling: the uniform draw u each drafted token was tested with (accepted iff u < accept_prob)
-    )
+    # sampling: the uniform draw u each drafted token was tested with (accepted iff u < accept_prob)
+    u: list | None = None
     residual_topk: list = field(
         default_factory=list
     )  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
@@ -202,9 +201,8 @@ class RoundTimed:
     total_s: float  # whole round incl. bookkeeping
     elapsed_s: float  # since the run started (prefill included)
     gamma: int  # tokens drafted this round (0 = a plain target step); a tree round: its chain view's
-    verified: int = (
-        0  # rows the verify forward computed: γ + 1 (a chain), the tree's nodes + 1, plus a drafter's
-    )
+    # rows the verify forward computed: γ + 1 (a chain), the tree's nodes + 1, plus a drafter's
+    verified: int = 0
     # own rows (lookahead's window); 0: not recorded
 
 

@@ -237,9 +237,8 @@ class RunSet:
         self._rounds: dict[str, dict[int, RoundView]] = {}
         self._mode: str | None = None  # the run being folded
         self.version = 0  # bumped by every event: the summary's cache key
-        self.retokenized = (
-            False  # a draft with another vocabulary: the two-tokenisation panel has something to show
-        )
+        # a draft with another vocabulary: the two-tokenisation panel has something to show
+        self.retokenized = False
         self._summary: tuple[int, dict] | None = None
         events = list(events or [])
         if events and getattr(as_event(events[0]), "kind", None) != "run_started":

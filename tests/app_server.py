@@ -16,9 +16,8 @@ from pathlib import Path
 from ui.app_views import READY
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = (
-    "/usr/bin/chromium"  # Debian's Chromium (make browser): Playwright's own download does not work here
-)
+# Debian's Chromium (make browser): Playwright's own download does not work here
+CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

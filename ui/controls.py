@@ -33,9 +33,8 @@ class Controls:
     tree_branching: float = 2  # children tried per tree node
     race: bool = False  # race the AR baseline, interleaved
     prompt: str = ""
-    accept: str = (
-        "exact"  # the acceptance rule: "exact", or a LOSSY "typical:EPS,DELTA" (app_views.ACCEPT_CHOICES)
-    )
+    # the acceptance rule: "exact", or a LOSSY "typical:EPS,DELTA" (app_views.ACCEPT_CHOICES)
+    accept: str = "exact"
 
     @classmethod
     def of(cls, values) -> "Controls":

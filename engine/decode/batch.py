@@ -46,12 +46,10 @@ GOODPUT_GAMMAS = tuple(
 AUTO_SPECS = ("auto", "auto:ngram")  # in a batch both mean: n-gram drafts, γ chosen by goodput
 ROW_PRIOR = 4.0  # pseudo-tests pulling a row's α toward the batch's pooled α (Goodput.alphas)
 POOLED_PRIOR = 4.0  # pseudo-tests at α = 0.5 in the batch's pooled α (one unlucky probe does not settle it)
-EXPLORE_EVERY = (
-    8  # plain rounds with drafts on offer after which auto verifies them once more (α goes stale) ...
-)
-EXPLORE_WITHIN = (
-    0.9  # ... when the best drafted γ is predicted within this share of the best rate (cheap to learn)
-)
+# plain rounds with drafts on offer after which auto verifies them once more (α goes stale) ...
+EXPLORE_EVERY = 8
+# ... when the best drafted γ is predicted within this share of the best rate (cheap to learn)
+EXPLORE_WITHIN = 0.9
 
 
 def check_batch(rows_ids: list[list[int]]) -> None:
@@ -367,9 +365,8 @@ class Goodput:
         self.forward_s: dict[tuple[int, int], list[float]] = {}  # (rows, tokens per row) -> measured seconds
         self.draft_s: list[float] = []  # drafting seconds of a round (every row at the largest γ)
         self.counts: dict[int, list[int]] = {}  # row -> [accepted, rejections, rounds, rounds with a draft]
-        self.plain_run = (
-            0  # plain rounds in a row chosen while some row had a draft (nothing tested meanwhile)
-        )
+        # plain rounds in a row chosen while some row had a draft (nothing tested meanwhile)
+        self.plain_run = 0
 
     def alphas(self, rows: list[int]) -> tuple[float, list[float], list[float]]:
         """The pooled α (POOLED_PRIOR pseudo-tests at 0.5: 0.5 before any test), each row's α shrunk toward it (ROW_PRIOR

@@ -14,9 +14,8 @@ from ..config import MAX_GAMMA, GenerationConfig
 from ..events import Prefilling, RunStarted
 from ..runtime.cache import KVCache
 
-PREFILL_CHUNK = (
-    256  # prompt tokens per prefill forward (a batch: all its rows together); between two chunks the
-)
+# prompt tokens per prefill forward (a batch: all its rows together); between two chunks the
+PREFILL_CHUNK = 256
 # deadline is checked and the consumer gets control (a Prefilling event), so a long prompt can be stopped within a
 # chunk's time (~0.4 s for 256 tokens of the embedded model on 2 cores)
 

@@ -23,22 +23,17 @@ class Draft:
     drafter: str = ""  # which drafter proposed it (auto names the one it picked)
     decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
     variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
-    parents: list | None = (
-        None  # a token tree: parent index of each token (-1 = last committed); None = chain
-    )
-    node_q: list | None = (
-        None  # tree: per node its draft distribution (V,) or None when chosen deterministically
-    )
-    retokenized: dict | None = (
-        None  # a draft with another vocabulary: both tokenisations (a `retokenized` event)
-    )
-    extra: "Extra | None" = (
-        None  # rows the verify forward also computes that are not judged (lookahead's window)
-    )
+    # a token tree: parent index of each token (-1 = last committed); None = chain
+    parents: list | None = None
+    # tree: per node its draft distribution (V,) or None when chosen deterministically
+    node_q: list | None = None
+    # a draft with another vocabulary: both tokenisations (a `retokenized` event)
+    retokenized: dict | None = None
+    # rows the verify forward also computes that are not judged (lookahead's window)
+    extra: "Extra | None" = None
     topk: int = 0  # the target's top-k next tokens at every row of the verify forward, handed back (`Seen`)
-    window: dict | None = (
-        None  # lookahead: its Jacobi window this round, plain data (a `lookahead_window` event)
-    )
+    # lookahead: its Jacobi window this round, plain data (a `lookahead_window` event)
+    window: dict | None = None
 
 
 @dataclass

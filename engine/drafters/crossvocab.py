@@ -38,9 +38,8 @@ from ..runtime.models import LoadedModel
 from ..sampling.chain import pick, shape_probs
 from .base import Draft, Drafter, empty_draft
 
-LOOK_BEHIND = (
-    3  # committed target tokens re-encoded with the draft text, so a boundary word tokenises in context
-)
+# committed target tokens re-encoded with the draft text, so a boundary word tokenises in context
+LOOK_BEHIND = 3
 BAD_CHAR = "\ufffd"  # what a decoder shows for bytes that do not complete a character
 
 

@@ -36,9 +36,8 @@ class HeadsConfig:
     """Shapes of the heads; the rest comes from the target (hidden size, heads, rope)."""
 
     medusa_heads: int = 4  # K Medusa heads: head k predicts the token k+1 after a feature's position
-    draft_vocab: int = (
-        4096  # tokens the draft LM head can propose (the corpus's most frequent), <= target vocab
-    )
+    # tokens the draft LM head can propose (the corpus's most frequent), <= target vocab
+    draft_vocab: int = 4096
     eagle_ffn: int = 1024  # intermediate size of the EAGLE layer's SwiGLU
 
 

