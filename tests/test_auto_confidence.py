@@ -77,8 +77,8 @@ def test_a_chain_is_cut_where_verifying_stops_paying():
     head.conf = [0.95, 0.9, 0.1]
     auto = auto_with(head)
     draft = auto.propose([1, 2, 3], 3)
-    assert len(draft.token_ids) == 2 and draft.decision["drafter"] == "eagle"
-    assert "γ=2 of the 3 it drafted (confidence [0.95, 0.9, 0.1])" in draft.decision["reason"]
+    assert len(draft.token_ids) == 2 and draft.note("decided")["drafter"] == "eagle"
+    assert "γ=2 of the 3 it drafted (confidence [0.95, 0.9, 0.1])" in draft.note("decided")["reason"]
     assert auto.last[1] == ["eagle@0.8-1.0", "eagle@0.8-1.0"]
 
 
@@ -88,7 +88,7 @@ def test_an_unsure_chain_is_a_plain_round_and_makes_asking_dearer():
     auto = auto_with(head)
     before = max(c["predicted_tokens_per_s"] for c in auto._price("eagle", "eagle", 3, 1.0))
     draft = auto.propose([1, 2, 3], 3)
-    assert len(draft.token_ids) == 0 and draft.decision["reason"].startswith("eagle was unsure")
+    assert len(draft.token_ids) == 0 and draft.note("decided")["reason"].startswith("eagle was unsure")
     assert auto.used["eagle"] < 1.0
     after = max(c["predicted_tokens_per_s"] for c in auto._price("eagle", "eagle", 3, 1.0))
     assert after < before
@@ -141,12 +141,16 @@ def test_an_unsure_head_falls_back_to_the_lookups_proposal():
     auto.trials, auto.hits = {"n=1": 10.0, "eagle": 10.0}, {"n=1": 4.0, "eagle": 8.0}  # α 0.4 vs 0.8
     head.conf = [0.1, 0.1, 0.1]
     draft = auto.propose([1, 2, 3], 3)
-    assert head.asked == 1 and draft.decision["drafter"] == "ngram" and draft.token_ids.tolist()[:1] == [4]
-    assert draft.decision["reason"].startswith("eagle was less sure")
+    assert (
+        head.asked == 1
+        and draft.note("decided")["drafter"] == "ngram"
+        and draft.token_ids.tolist()[:1] == [4]
+    )
+    assert draft.note("decided")["reason"].startswith("eagle was less sure")
     assert auto.last[1][0] == "n=1"  # the lookup's variant learns from this round
     head.conf = [0.95, 0.9, 0.9]
     draft = auto.propose([1, 2, 3], 3)
-    assert draft.decision["drafter"] == "eagle" and len(draft.token_ids) == 3
+    assert draft.note("decided")["drafter"] == "eagle" and len(draft.token_ids) == 3
 
 
 def test_a_lookup_match_kind_never_verified_is_tried_once_before_it_is_outbid():
@@ -159,11 +163,13 @@ def test_a_lookup_match_kind_never_verified_is_tried_once_before_it_is_outbid():
     auto.verify, auto.cost = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3}, {"ngram": 0.0, "eagle": 0.02}
     auto.trials, auto.hits = {"eagle": 10.0}, {"eagle": 9.0}  # the head measured α 0.9; n=1 never verified
     draft = auto.propose([1, 2, 3], 3)
-    assert draft.decision["drafter"] == "ngram" and head.asked == 0
-    assert draft.decision["reason"].startswith("trying ngram (n=1) once")
+    assert draft.note("decided")["drafter"] == "ngram" and head.asked == 0
+    assert draft.note("decided")["reason"].startswith("trying ngram (n=1) once")
     auto.learn(0, [1, 2, 3, 9], 1.1)  # its first token was rejected: n=1 is measured now
     assert auto.trials["n=1"] == 1.0 and auto.hits["n=1"] == 0.0
     draft = auto.propose([1, 2, 3, 9], 3)
     assert (
-        draft.decision["drafter"] == "eagle" and head.asked == 1 and "trying" not in draft.decision["reason"]
+        draft.note("decided")["drafter"] == "eagle"
+        and head.asked == 1
+        and "trying" not in draft.note("decided")["reason"]
     )

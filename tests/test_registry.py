@@ -49,6 +49,9 @@ def test_a_toy_drafter_is_one_file_and_one_registry_line(toy, tiny_dirs):
     assert spec[-1].token_ids == ar[-1].token_ids
     drafted = [e for e in spec if e.kind == "drafted"]
     assert drafted and all(e.drafter == "repeat:3" and len(e.token_ids) <= 3 for e in drafted)
+    kinds = [(e.kind, e.round) for e in spec if e.kind in ("decided", "drafted")]
+    assert kinds == [k for r in sorted({e.round for e in drafted}) for k in (("decided", r), ("drafted", r))]
+    assert all(e.reason.startswith("repeats ") for e in spec if e.kind == "decided")  # its Note, in its file
     assert "repeat" in av.drafter_choices() and av.model_specs(av.EMBEDDED_PAIR, "repeat", 2) == (
         "embedded",
         "repeat:2",

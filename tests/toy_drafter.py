@@ -1,11 +1,13 @@
 """A toy drafter family for tests/test_registry.py: the whole of what adding a drafter takes, beside one
-`register(Family(...))` line. It proposes the last committed token K times over (a poor but lossless draft)."""
+`register(Family(...))` line. It proposes the last committed token K times over (a poor but lossless draft) and
+notes why in its own event (a Note: the seam a drafter with its own view uses, drafters/base.py)."""
 
 from __future__ import annotations
 
 import torch
 
-from engine.drafters.base import Draft, Drafter
+from engine.drafters.base import Draft, Drafter, Note
+from engine.events import Decided
 
 
 class RepeatDrafter(Drafter):
@@ -15,7 +17,19 @@ class RepeatDrafter(Drafter):
         self.times, self.device, self.name = times, device, name
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        return Draft(torch.tensor([ids[-1]] * min(gamma, self.times), device=self.device), None, self.name)
+        n = min(gamma, self.times)
+        why = {"gamma": n, "reason": f"repeats {ids[-1]} {n} times"}
+        return Draft(
+            torch.tensor([ids[-1]] * n, device=self.device),
+            None,
+            self.name,
+            notes=[Note("decided", why, _why)],
+        )
+
+
+def _why(round_: int, pos: int, text, why: dict) -> Decided:
+    """The toy's own event: what it repeated (a Decided, so every renderer already knows it)."""
+    return Decided(round=round_, pos=pos, drafter="repeat", plain_tokens_per_s=None, candidates=[], **why)
 
 
 def build(spec, target, ctx):

@@ -11,11 +11,8 @@ import torch
 from .. import sampling
 from ..events import (
     Committed,
-    Decided,
     Drafted,
     DraftTree,
-    LookaheadWindow,
-    Retokenized,
     RolledBack,
     Verified,
 )
@@ -44,39 +41,18 @@ class TokenText:
         return [[[i, self(i), v] for i, v in row] for row in sampling.topk_list(probs, k)]
 
 
+def _noted(notes: list, after_drafted: bool, round_: int, pos: int, text: TokenText) -> list:
+    """The events a drafter's notes make (drafters/base.Note), those before or after the drafted event."""
+    built = (n.build(round_, pos, text, n.data) for n in notes if n.after_drafted == after_drafted)
+    return [e for e in built if e is not None]
+
+
 def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy: bool, drafter: str) -> list:
-    """The events of one round, in order: decided, lookahead_window, draft_tree, drafted, verified, rolled_back,
-    committed."""
+    """The events of one round, in order: the drafter's own notes (auto's decided, lookahead's window), draft_tree,
+    drafted, its notes after drafted (retokenized), verified, rolled_back, committed."""
     out, d = [], s.draft
-    if d is not None and d.decision is not None:  # auto's choice, and the numbers behind it
-        c = d.decision
-        out.append(
-            Decided(
-                round=round_,
-                pos=s.pos,
-                drafter=c["drafter"],
-                gamma=c["gamma"],
-                reason=c["reason"],
-                plain_tokens_per_s=c.get("plain_tokens_per_s"),
-                candidates=c["candidates"],
-            )
-        )
-    if d is not None and d.window is not None and "next" in d.window:  # lookahead's Jacobi window
-        w = d.window
-        out.append(
-            LookaheadWindow(
-                round=round_,
-                pos=s.pos,
-                token_ids=w["levels"],
-                tokens=[text.many(level) for level in w["levels"]],
-                fixed=w["fixed"],
-                next_ids=w["next"],
-                next_tokens=text.many(w["next"]),
-                candidates=w["candidates"],
-                added=w["added"],
-                pool=w["pool"],
-            )
-        )
+    notes = d.notes if d is not None else []
+    out += _noted(notes, False, round_, s.pos, text)  # the drafter family's own events
     if s.tree is not None:
         t = s.tree
         out.append(
@@ -110,8 +86,7 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
                 drafter=d.drafter or drafter,
             )
         )
-        if d.retokenized is not None:  # a draft with another vocabulary: both tokenisations
-            out.append(Retokenized(round=round_, pos=s.pos, **d.retokenized))
+        out += _noted(notes, True, round_, s.pos, text)
         residual = (
             text.topk(v.dist[None], record_topk)[0]
             if s.rejected and v.dist is not None and record_topk

@@ -34,9 +34,10 @@ import torch
 
 from .. import costmodel
 from ..costmodel import CONFIDENCE_EDGES
+from ..events import Decided
 from ..sampling.tree import depths
 from ..specs import DraftSpec
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Note, empty_draft
 from .heads import heads_fit
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
@@ -192,13 +193,14 @@ class AutoDrafter(Drafter):
             f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain"
         )
         shown = max(depths(draft.parents)) if draft.parents and n else n  # a tree's γ is its depth
-        draft.decision = {
+        decision = {
             "drafter": d,
             "gamma": shown,
             "reason": why,
             "plain_tokens_per_s": round(plain_rate, 3),
             "candidates": candidates,
         }
+        draft.notes.insert(0, Note("decided", decision, _decided))  # before the chosen drafter's own notes
         return draft
 
     def _pick(self, candidates: list, d: str, plain_rate: float) -> tuple[dict | None, str | None, str]:
@@ -336,19 +338,33 @@ class AutoDrafter(Drafter):
         self.last = (0, [], "")
         draft = empty_draft(self.device, "auto")
         draft.topk = self.topk  # recycling reads plain rounds too
-        draft.decision = {
+        decision = {
             "drafter": "",
             "gamma": 0,
             "reason": reason,
             "candidates": candidates,
             "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3),
         }
+        draft.notes.append(Note("decided", decision, _decided))
         return draft
 
     def _cost(self, name: str, seconds: float, tokens: int) -> None:
         per = seconds / tokens
         old = self.cost.get(name)
         self.cost[name] = per if old is None else DECAY * old + (1 - DECAY) * per
+
+
+def _decided(round_: int, pos: int, text, c: dict) -> Decided:
+    """auto's choice this round, and the numbers behind it (a `decided` event)."""
+    return Decided(
+        round=round_,
+        pos=pos,
+        drafter=c["drafter"],
+        gamma=c["gamma"],
+        reason=c["reason"],
+        plain_tokens_per_s=c.get("plain_tokens_per_s"),
+        candidates=c["candidates"],
+    )
 
 
 def _cut(draft: Draft, gamma: int) -> Draft:

@@ -7,7 +7,8 @@ Every drafter module in this room imports this one; the registry (engine/specs.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
@@ -21,19 +22,34 @@ class Draft:
     token_ids: torch.Tensor  # (γ,) int64 on the target's device, γ may be 0
     q: torch.Tensor | None  # (γ, V) draft probabilities, shaped like p; None = one-hot (no distribution)
     drafter: str = ""  # which drafter proposed it (auto names the one it picked)
-    decision: dict | None = None  # an adaptive choice and the numbers behind it, for the event stream
     variant: str = ""  # a sub-kind whose acceptance differs (n-gram: the match length), for auto's estimates
     # a token tree: parent index of each token (-1 = last committed); None = chain
     parents: list | None = None
     # tree: per node its draft distribution (V,) or None when chosen deterministically
     node_q: list | None = None
-    # a draft with another vocabulary: both tokenisations (a `retokenized` event)
-    retokenized: dict | None = None
     # rows the verify forward also computes that are not judged (lookahead's window)
     extra: "Extra | None" = None
     topk: int = 0  # the target's top-k next tokens at every row of the verify forward, handed back (`Seen`)
-    # lookahead: its Jacobi window this round, plain data (a `lookahead_window` event)
-    window: dict | None = None
+    # what this drafter family records of the round for its own view (auto's decision, lookahead's window, a
+    # cross-vocabulary draft's two tokenisations): Notes, each built into its event by the family's own code
+    notes: list = field(default_factory=list)
+
+    def note(self, kind: str) -> dict | None:
+        """The data of this draft's note of that kind (its event's kind), None when it has none."""
+        return next((n.data for n in self.notes if n.kind == kind), None)
+
+
+@dataclass
+class Note:
+    """A drafter family's own record of a round: plain `data`, and `build(round, pos, text, data)`, the family's
+    function that makes its event (`text` turns ids into token strings; None: nothing to record this round).
+    Recorded before the round's draft events, or right after the drafted event when `after_drafted`. A drafter
+    with its own view adds a Note in its file and a renderer for the event: nothing between them changes."""
+
+    kind: str  # the event's kind ("decided", "lookahead_window", "retokenized")
+    data: dict
+    build: Callable  # (round, pos, text, data) -> the event or None
+    after_drafted: bool = False
 
 
 @dataclass

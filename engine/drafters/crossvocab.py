@@ -32,11 +32,12 @@ from __future__ import annotations
 import torch
 
 from ..config import GenerationConfig
+from ..events import Retokenized
 from ..runtime.cache import KVCache
 from ..runtime.fastllama import forward_fn
 from ..runtime.models import LoadedModel
 from ..sampling.chain import pick, shape_probs
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Note, empty_draft
 
 # committed target tokens re-encoded with the draft text, so a boundary word tokenises in context
 LOOK_BEHIND = 3
@@ -162,8 +163,13 @@ class CrossVocabDrafter(Drafter):
             torch.tensor(proposal, dtype=torch.long, device=self.target.device),
             None,
             self.name,
-            retokenized=view,
+            notes=[Note("retokenized", view, _retokenized, after_drafted=True)],
         )
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
         """Nothing to learn: the next propose re-encodes the committed text and keeps the matching cache."""
+
+
+def _retokenized(round_: int, pos: int, text, view: dict) -> Retokenized:
+    """Both tokenisations of a draft with another vocabulary (a `retokenized` event)."""
+    return Retokenized(round=round_, pos=pos, **view)

@@ -16,7 +16,7 @@ token tree of deterministic nodes: the engine's tree rule keeps it lossless (gre
 output; sampling: the multi-candidate rule, the target's law).
 
 The window's rows are `Draft.extra`: computed, never judged, dropped with the rollback. Each round's window
-rides in `Draft.window` for the debugger's grid (a `lookahead_window` event).
+rides in a Note for the debugger's grid (a `lookahead_window` event).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from __future__ import annotations
 import torch
 
 from ..config import WHOLE_SETTINGS
+from ..events import LookaheadWindow
 from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
-from .base import Draft, Drafter, Extra, Seen
+from .base import Draft, Drafter, Extra, Note, Seen
 
 MAX_ROWS = WHOLE_SETTINGS["tree_budget"][
     1
@@ -89,7 +90,7 @@ class LookaheadDrafter(Drafter):
             self.name,
             parents=parents,
             extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees),
-            window=self.last,
+            notes=[Note("lookahead_window", self.last, _window_event)],
             topk=1,
         )  # the root row's argmax: the predictor of guess (0, 0)
 
@@ -115,6 +116,24 @@ class LookaheadDrafter(Drafter):
             ]
             self.last["added"], self.last["pool"] = added, sum(len(v) for v in self.pool.values())
         self.window = self.window[1:] + [[nxt[top * w + i] for i in range(w)]]
+
+
+def _window_event(round_: int, pos: int, text, w: dict) -> LookaheadWindow | None:
+    """The round's Jacobi window and what the target made of it (None before observe_forward completed it)."""
+    if "next" not in w:
+        return None
+    return LookaheadWindow(
+        round=round_,
+        pos=pos,
+        token_ids=w["levels"],
+        tokens=[text.many(level) for level in w["levels"]],
+        fixed=w["fixed"],
+        next_ids=w["next"],
+        next_tokens=text.many(w["next"]),
+        candidates=w["candidates"],
+        added=w["added"],
+        pool=w["pool"],
+    )
 
 
 def _fixed(window: list, nxt: list, w: int, lv: int, i: int, root_next: int | None) -> bool | None:
