@@ -29,6 +29,7 @@ from engine import Engine, GenerationConfig, costmodel, load_model
 from engine.config import MAX_BATCH
 from engine.runtime.kernels import cpu_name
 from engine.specbench import load_questions, sample
+from engine.specs import family
 from specviz.batch import crossover, throughput_figure, throughput_markdown
 
 SETS = {"grounded": ("translation", "summarization", "rag"), "open": ("mt_bench", "qa", "math_reasoning")}
@@ -59,7 +60,7 @@ def contestants(drafts: list, gammas: list) -> list[str]:
     """ "ar", then "<drafter>@<γ>" for every fixed-γ drafter and γ, then auto (its γ is its own, each round)."""
     out = ["ar"]
     for d in drafts:
-        out += [d] if d.startswith("auto") else [f"{d}@{g}" for g in gammas]
+        out += [d] if family(d) == "auto" else [f"{d}@{g}" for g in gammas]
     return out
 
 

@@ -60,10 +60,10 @@ def typical_params(text: str) -> tuple[float, float]:
 
 def normal_accept(value) -> str:
     """The acceptance rule's normal form: "exact" or "typical:EPS,DELTA" (checked)."""
-    if not isinstance(value, str) or "".join(value.split()).lower().partition(":")[0] not in (
-        "exact",
-        "typical",
-    ):
+    if not isinstance(value, str):
+        raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(value)}")
+    rule, _, _ = "".join(value.split()).lower().partition(":")  # an acceptance rule's name, not a drafter's
+    if rule not in ("exact", "typical"):
         raise ValueError(f"accept must be {ACCEPT_RANGE}, got {short_repr(value)}")
     value = "".join(value.split()).lower()  # spaces anywhere dropped, as drafter specs' are
     if value == "exact":

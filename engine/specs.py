@@ -261,6 +261,17 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
     return DraftSpec(family, text, values)
 
 
+def family(text) -> str:
+    """The family name of a spec or of a drafter name an event recorded ("ngram:3" -> "ngram", "auto" -> "auto"),
+    "" when it names none: the one place a name is read back to its family (a trace may hold a spec whose
+    arguments today's ranges refuse; its family is still its name)."""
+    try:
+        return parse_draft(text).name
+    except ModelLoadError:
+        name = str(text or "").strip().partition(":")[0].strip().lower()
+        return name if name in REGISTRY else ""
+
+
 EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)
 EMBEDDED_GEMMA = "embedded-gemma"  # Gemma-3-270M, the pretrained base model (raw-text continuation)
 KEYWORDS = (EMBEDDED, EMBEDDED_GEMMA)  # the embedded models' names (any case)

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel
 from engine.figures import derive, quotient_terms
+from engine.specs import family
 
 from .charts import COLORS, _figure, empty_fig
 from .markup import esc
@@ -128,7 +129,7 @@ def _name(contestant: str, gamma: int = 0) -> str:
     if "@" in contestant:
         drafter, g = contestant.split("@", 1)
         return f"{drafter} γ={g}"
-    return f"{contestant} (γ by goodput)" if contestant.startswith("auto") else f"{contestant} γ={gamma}"
+    return f"{contestant} (γ by goodput)" if family(contestant) == "auto" else f"{contestant} γ={gamma}"
 
 
 def gamma_of(contestant: str, default: int) -> int:
@@ -148,7 +149,7 @@ def throughput_figure(results: dict | None) -> go.Figure:
             color = (
                 SHADES[fixed.index(n) % len(SHADES)]
                 if n in fixed
-                else LINE.get(n.split(":")[0], COLORS["speculative"])
+                else LINE.get(family(n), COLORS["speculative"])
             )
             fig.add_scatter(
                 x=sizes,
@@ -201,7 +202,7 @@ def auto_gaps(results: dict) -> dict:
     as the best fixed choice made in hindsight)."""
     out = {}
     for s, curves in results["curves"].items():
-        auto = next((n for n in curves if n.startswith("auto")), None)
+        auto = next((n for n in curves if family(n) == "auto"), None)
         if auto is None:
             continue
         rivals = [n for n in curves if n == "ar" or "@" in n]

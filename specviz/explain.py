@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine import costmodel
 from engine.figures import Exact, decimals_of, derive, fixed, parse
+from engine.specs import family
 
 from .drift import lossy_badge, lossy_note
 from .markup import esc
@@ -216,7 +217,7 @@ HEADS_RECORD = Path(__file__).resolve().parent.parent / "assets" / "heads" / "sm
 
 def heads_note(draft: str, path: Path = HEADS_RECORD) -> str:
     """What the trained heads are and how they were trained, with their held-out accuracy ("" for other drafters)."""
-    if draft.split(":")[0] not in ("medusa", "eagle", "auto"):
+    if family(draft) not in ("medusa", "eagle", "auto"):
         return ""
     try:
         rec = json.loads(Path(path).read_text(encoding="utf-8"))

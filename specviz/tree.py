@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.specs import family
+
 from .drift import lossy_badge
 from .lookahead import window_grid
 from .markup import _at, esc, fmt_p, stream_text, tip_attrs, token_details, topk_block, visible
@@ -148,7 +150,7 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
         }[node.origin]
         rule = "draft = argmax p" if greedy else "min(1, p/q) on what is left of p"
         tested = _at(t.accept_prob, i)
-        who = str(getattr(rv.drafted, "drafter", "") or "").split(":")[0]
+        who = family(getattr(rv.drafted, "drafter", ""))
         proposer = (
             f" · Medusa head {node.depth}" if who == "medusa" else ""
         )  # Medusa: head d proposes depth d

@@ -137,3 +137,33 @@ def test_the_app_offers_the_registry_choices_and_a_trace_sets_them_back():
     assert "drafter" not in av.controls_of(events)  # its draft "draft-test" is no spec: the dropdown stays
     events[0] = dataclasses.replace(events[0], draft="self")
     assert av.controls_of(events)["drafter"] == "self"
+
+
+def test_family_reads_any_spec_or_recorded_name_back_to_its_family():
+    """family() is the one reader of a name's family: specs in any case, with arguments out of today's ranges (a
+    trace's), and nothing for a name the registry does not know."""
+    from engine.specs import family
+
+    assert family("ngram:3") == family(" NGRAM ") == family("ngram:999") == "ngram"
+    assert family("auto") == "auto" and family("model:HuggingFaceTB/SmolLM2-135M-Instruct") == "model"
+    assert family("bogus:3") == family("") == family(None) == ""
+
+
+def test_no_module_reads_a_family_by_splitting_the_name():
+    """Downstream code asks family(), never `name.split(":")[0]` or `startswith("auto")` (negative control: the
+    pattern is seen in a line that has it)."""
+    import re
+    from pathlib import Path
+
+    pattern = re.compile(r"""split\(":"\)\[0\]|partition\(":"\)\[0\]|startswith\("auto""")
+    assert pattern.search('who = drafter.split(":")[0]') and pattern.search('n.startswith("auto")')
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        f"{p.relative_to(root)}:{i}"
+        for room in ("engine", "specviz", "ui", "benchmarks")
+        for p in sorted((root / room).rglob("*.py"))
+        if p.name != "specs.py"
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line) and "not a drafter" not in line
+    ]
+    assert not found, found

@@ -436,7 +436,7 @@ def select_round(state, choice, r):
     """The verify view of the round the user picked (a click in the stream or tree, or the view's own arrows),
     as it stood at the replay round r."""
     try:
-        picked = int(str(choice).split(":")[0])
+        picked = int(str(choice).split(":")[0])  # "12: …", a round's label: not a drafter name
     except ValueError:
         return gr.skip()
     events = guard.runs(state)
