@@ -13,8 +13,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# a path the docs name (not one after "REV:", a file in git history: `git show REV:benchmarks/x.py`)
 PATH = re.compile(
-    r"(?<![\w/.-])((?:engine|benchmarks|assets|tests|ui|specviz|docs|tools|training)/[\w./-]*[\w/])"
+    r"(?<![\w/.:-])((?:engine|benchmarks|assets|tests|ui|specviz|docs|tools|training)/[\w./-]*[\w/])"
 )
 COMMAND = re.compile(r"python -m ([a-z][\w.]*)(?: ([a-z][\w-]*))?")
 

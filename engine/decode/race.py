@@ -10,7 +10,7 @@ generator does not count the time it is suspended.
 On a CPU both lanes compute with `threads` torch threads (RACE_THREADS, runtime/threads.py): interleaving
 makes a load hit both lanes, but only one thread makes it hit them alike: with several, every kernel waits
 at a barrier for the thread a load has descheduled, and that wait weighs more on some kernel shapes than
-others (measured in benchmarks/results/race-noise.md, with benchmarks/probes/race_noise.py). The
+others (measured in benchmarks/results/race-noise.md). The
 setting is per OS thread, so it is made around each step of a lane and undone before each yield: a consumer
 that resumes the race from other threads (Gradio does) and other runs are untouched. Each lane's Finished
 summary also says how much CPU other processes took while it computed (runtime/loadwatch.py).
