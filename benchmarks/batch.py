@@ -29,7 +29,7 @@ from engine import Engine, GenerationConfig, costmodel, load_model
 from engine.config import MAX_BATCH
 from engine.runtime.kernels import cpu_name
 from engine.specbench import load_questions, sample
-from engine.specs import family
+from engine.specs import family, parse_contestant
 from specviz.batch import crossover, throughput_figure, throughput_markdown
 
 SETS = {"grounded": ("translation", "summarization", "rag"), "open": ("mt_bench", "qa", "math_reasoning")}
@@ -80,12 +80,14 @@ def run(
     loaded = load_model(target)
     names = contestants(drafts, gammas)
     engines = {"ar": Engine(loaded, "ngram", measure_step=False)}
-    engines.update({d: Engine(loaded, d, measure_step=False) for d in drafts})
+    engines.update(
+        {(d := parse_contestant(x).drafter): Engine(loaded, d, measure_step=False) for x in drafts}
+    )
     sets = prompt_sets(engines["ar"], max(sizes), max_prompt)
     gamma = max(gammas)  # auto's first probe; the fixed contestants' own γ is in their name
     configs = {
         n: GenerationConfig(
-            gamma=int(n.split("@")[1]) if "@" in n else gamma, max_new_tokens=max_new, record_topk=0
+            **{"gamma": gamma, **parse_contestant(n).settings()}, max_new_tokens=max_new, record_topk=0
         )
         for n in names
     }
@@ -100,7 +102,7 @@ def run(
                     outs = {}
                     for n in order:
                         r = one_batch(
-                            engines[n.split("@")[0]],
+                            engines[parse_contestant(n).drafter],
                             prompts[:b],
                             configs[n],
                             "ar" if n == "ar" else "speculative",

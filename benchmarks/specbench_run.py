@@ -24,10 +24,11 @@ from engine.config import GenerationConfig
 from engine.decode.engine import Engine
 from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
+from engine.specs import parse_contestant
 from specviz import CSS_PATH, render_leaderboard
 
 from .bench_stats import AR
-from .harness import WARMUP_TOKENS, build_configs, contestant, machine_info, run_config
+from .harness import WARMUP_TOKENS, build_configs, machine_info, run_config
 
 
 def encode_turns(tokenizer, turns: list, answers: list) -> list:
@@ -82,7 +83,10 @@ def run_specbench(
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
     loaded = load_model(target)
-    engines = {"ar": Engine(loaded, "self"), **{d: Engine(loaded, contestant(d)[0]) for d in drafts}}
+    engines = {
+        "ar": Engine(loaded, "self"),
+        **{d: Engine(loaded, parse_contestant(d).drafter) for d in drafts},
+    }
     configs, unsupported = build_configs(list(drafts), [gamma], loaded, hf)
     if hf_drafts is not None:  # transformers' rows: greedy and the equivalents of these drafters only
         configs = [c for c in configs if c.runner != "hf" or not c.drafter or c.drafter in hf_drafts]

@@ -4,8 +4,7 @@ step at its most common size n = v_n rows). Spec-Bench questions, 2 per category
 
     .venv/bin/python benchmarks/training_free.py [--drafts lookahead,recycle,recycle:8:wide,ngram] [--per-category 2]
 
-A drafter may be a benchmark contestant SPEC+tree=BUDGETxBRANCHING (benchmarks/harness.py: contestant), e.g.
-eagle+tree=16x4.
+A drafter may be any benchmark contestant (engine/specs.py: parse_contestant), e.g. eagle+tree=16x4.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import contestant  # noqa: E402
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.specbench import load_questions, sample  # noqa: E402
+from engine.specs import parse_contestant  # noqa: E402
 
 
 def main(argv=None) -> None:
@@ -30,9 +29,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     target = load_model("embedded")
     questions = sample(load_questions(), args.per_category, seed=0)
-    engines = {d: Engine(target, contestant(d)[0]) for d in args.drafts.split(",")}  # SPEC or SPEC+tree=BxW
+    engines = {d: Engine(target, parse_contestant(d).drafter) for d in args.drafts.split(",")}
     cfgs = {
-        d: GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0, **contestant(d)[1])
+        d: GenerationConfig(
+            **{"gamma": 4, **parse_contestant(d).settings()},
+            max_new_tokens=args.max_new_tokens,
+            record_topk=0,
+        )
         for d in engines
     }
     rows = {d: [] for d in engines}

@@ -13,9 +13,10 @@ Adding a drafter is one file in engine/drafters/ with a `build(spec, target, ctx
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from .config import plain_number
+from .config import WHOLE_SETTINGS, plain_number
 
 
 class ModelLoadError(ValueError):
@@ -270,6 +271,74 @@ def family(text) -> str:
     except ModelLoadError:
         name = str(text or "").strip().partition(":")[0].strip().lower()
         return name if name in REGISTRY else ""
+
+
+CONTESTANT_USAGE = "ar, or SPEC[@γ][+tree=BxW] (ngram@4, eagle+tree=16x4, ngram@4+tree=12x3)"
+_CONTESTANT = re.compile(
+    r"(?P<spec>.*?)(?:@(?P<gamma>[^+]*))?(?:\+tree=(?P<budget>[^x]*)x(?P<branching>.*))?"
+)
+
+
+@dataclass(frozen=True)
+class Contestant:
+    """One contestant of a benchmark, as every harness writes it: plain AR ("ar"), or a drafter spec with, after
+    `@`, a fixed γ and, after `+tree=`, a tree of at most B nodes with W children tried per node."""
+
+    text: str  # the normal form: what tables and result files name it
+    spec: DraftSpec | None  # None: plain AR
+    gamma: int | None = None  # a fixed γ; None: the run's (auto picks its own each round)
+    tree_budget: int = 0  # 0: a chain
+    tree_branching: int = 0
+
+    @property
+    def drafter(self) -> str:
+        """The drafter spec an Engine is built with ("ar": the AR contestant's own engine)."""
+        return self.spec.text if self.spec is not None else "ar"
+
+    def settings(self) -> dict:
+        """The GenerationConfig fields this contestant fixes (γ when fixed, the tree's shape when a tree)."""
+        out = {} if self.gamma is None else {"gamma": self.gamma}
+        if self.tree_budget:
+            out.update(tree_budget=self.tree_budget, tree_branching=self.tree_branching)
+        return out
+
+
+def parse_contestant(text: str | Contestant) -> Contestant:
+    """The one parser of a benchmark contestant (CONTESTANT_USAGE); ModelLoadError naming the part refused."""
+    if isinstance(text, Contestant):
+        return text
+    raw = "".join(str(text).split())
+    if raw.lower() == "ar":
+        return Contestant("ar", None)
+    m = _CONTESTANT.fullmatch(raw)
+    if "+tree" in m["spec"] or "@" in m["spec"]:
+        raise ModelLoadError(f"contestant {raw[:80]!r}: write {CONTESTANT_USAGE}")
+    spec = parse_draft(m["spec"])
+    gamma = _whole(raw, "γ", m["gamma"], "gamma") if m["gamma"] is not None else None
+    budget = _whole(raw, "the tree's B", m["budget"], "tree_budget") if m["budget"] is not None else 0
+    branching = (
+        _whole(raw, "the tree's W", m["branching"], "tree_branching") if m["budget"] is not None else 0
+    )
+    if m["budget"] is not None and budget == 0:
+        raise ModelLoadError(f"contestant {raw[:80]!r}: the tree's B must be at least 1, got 0")
+    text = (
+        spec.text
+        + (f"@{gamma}" if gamma is not None else "")
+        + (f"+tree={budget}x{branching}" if budget else "")
+    )
+    return Contestant(text, spec, gamma, budget, branching)
+
+
+def _whole(raw: str, what: str, value: str, setting: str) -> int:
+    """A contestant's whole number in its setting's range (config.WHOLE_SETTINGS)."""
+    low, high, said = WHOLE_SETTINGS[setting]
+    try:
+        n = plain_number(value, whole=True)
+    except ValueError:
+        n = None
+    if n is None or n < low or (high is not None and n > high):
+        raise ModelLoadError(f"contestant {raw[:80]!r}: {what} must be a whole number {said}, got {value!r}")
+    return n
 
 
 EMBEDDED = "embedded"  # SmolLM2-135M-Instruct (the default target)

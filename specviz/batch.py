@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from engine import costmodel
 from engine.figures import derive, quotient_terms
-from engine.specs import family
+from engine.specs import family, parse_contestant
 
 from .charts import COLORS, _figure, empty_fig
 from .markup import esc
@@ -124,16 +124,17 @@ def crossover(sizes: list, ar: list, spec: list) -> int | None:
 
 def _name(contestant: str, gamma: int = 0) -> str:
     """ "ar" -> AR; "ngram@4" -> ngram γ=4 (the benchmark's fixed-γ contestants); auto -> auto (γ by goodput)."""
-    if contestant == "ar":
+    c = parse_contestant(contestant)
+    if c.spec is None:
         return "AR"
-    if "@" in contestant:
-        drafter, g = contestant.split("@", 1)
-        return f"{drafter} γ={g}"
-    return f"{contestant} (γ by goodput)" if family(contestant) == "auto" else f"{contestant} γ={gamma}"
+    if c.gamma is not None:
+        return f"{c.drafter} γ={c.gamma}"
+    return f"{c.drafter} (γ by goodput)" if family(c.drafter) == "auto" else f"{c.drafter} γ={gamma}"
 
 
 def gamma_of(contestant: str, default: int) -> int:
-    return int(contestant.split("@", 1)[1]) if "@" in contestant else default
+    g = parse_contestant(contestant).gamma
+    return default if g is None else g
 
 
 def throughput_figure(results: dict | None) -> go.Figure:
@@ -143,7 +144,7 @@ def throughput_figure(results: dict | None) -> go.Figure:
         return empty_fig(title, "no batch benchmark yet: python -m benchmarks batch")
     fig = _figure(title, "batch size B (rows per forward)", "tokens/s after the prefill")
     sizes, gamma = results["sizes"], results["gamma"]
-    fixed = [n for n in results["contestants"] if "@" in n]
+    fixed = [n for n in results["contestants"] if parse_contestant(n).gamma is not None]
     for s, curves in results["curves"].items():
         for n, points in curves.items():
             color = (
@@ -205,7 +206,9 @@ def auto_gaps(results: dict) -> dict:
         auto = next((n for n in curves if family(n) == "auto"), None)
         if auto is None:
             continue
-        rivals = [n for n in curves if n == "ar" or "@" in n]
+        rivals = [
+            n for n in curves if parse_contestant(n).spec is None or parse_contestant(n).gamma is not None
+        ]
         out[s] = [
             p["decode_tokens_per_s"] / max(curves[n][i]["decode_tokens_per_s"] for n in rivals)
             if p["decode_tokens_per_s"]

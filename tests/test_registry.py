@@ -167,3 +167,40 @@ def test_no_module_reads_a_family_by_splitting_the_name():
         if pattern.search(line) and "not a drafter" not in line
     ]
     assert not found, found
+
+
+@pytest.mark.parametrize(
+    "text, drafter, settings",
+    [
+        ("ar", "ar", {}),
+        ("NGRAM @ 4", "ngram", {"gamma": 4}),
+        ("eagle+tree=16x4", "eagle", {"tree_budget": 16, "tree_branching": 4}),
+        ("ngram:3@4+tree=12x3", "ngram:3", {"gamma": 4, "tree_budget": 12, "tree_branching": 3}),
+    ],
+)
+def test_one_contestant_grammar(text, drafter, settings):
+    """Every benchmark names a contestant one way (ar, SPEC[@γ][+tree=BxW]), parsed once; the normal form parses
+    back to itself."""
+    from engine.specs import parse_contestant
+
+    c = parse_contestant(text)
+    assert (c.drafter, c.settings()) == (drafter, settings) and parse_contestant(c.text) == c
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("ngram@0", "γ must be a whole number between 1 and 16, got '0'"),
+        ("ngram@2.5", "γ must be a whole number between 1 and 16, got '2.5'"),
+        ("eagle+tree=16x9", "the tree's W must be a whole number between 1 and 8, got '9'"),
+        ("eagle+tree=0x2", "the tree's B must be at least 1"),
+        ("eagle+tree=16", "write ar, or SPEC[@γ][+tree=BxW]"),
+        ("bogus@3", "unknown draft spec 'bogus'"),
+    ],
+)
+def test_a_bad_contestant_is_refused_naming_the_part(text, message):
+    from engine.specs import parse_contestant
+
+    with pytest.raises(ModelLoadError) as refused:
+        parse_contestant(text)
+    assert message in str(refused.value)

@@ -109,12 +109,16 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
 
 def test_a_contestant_may_draft_trees(tiny_dirs):
     """SPEC+tree=BUDGETxBRANCHING races SPEC's trees beside its chains on one engine setting each; transformers has
-    no counterpart row for it; a malformed suffix is not mistaken for a tree (it stays a spec the engine refuses)."""
-    from benchmarks.harness import build_configs, contestant, run_config
+    no counterpart row for it; a malformed suffix is refused by the one contestant parser, naming the grammar."""
+    from benchmarks.harness import build_configs, run_config
     from engine import Engine, load_model
+    from engine.specs import ModelLoadError, parse_contestant
 
-    assert contestant("eagle+tree=16x4") == ("eagle", {"tree_budget": 16, "tree_branching": 4})
-    assert contestant("ngram:3") == ("ngram:3", {}) and contestant("eagle+tree=16") == ("eagle+tree=16", {})
+    tree = parse_contestant("eagle+tree=16x4")
+    assert (tree.drafter, tree.settings()) == ("eagle", {"tree_budget": 16, "tree_branching": 4})
+    assert (parse_contestant("ngram:3").drafter, parse_contestant("ngram:3").settings()) == ("ngram:3", {})
+    with pytest.raises(ModelLoadError, match=r"SPEC\[@γ\]\[\+tree=BxW\]"):
+        parse_contestant("eagle+tree=16")
     target = load_model(tiny_dirs["target"])
     configs, unsupported = build_configs(["self", "self+tree=8x2"], [3], target, hf=True)
     assert "hf/self+tree=8x2/g3" not in {c.name for c in configs} and unsupported == ["self+tree=8x2"]

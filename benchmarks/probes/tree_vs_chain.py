@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
 from engine.runtime.fastllama import forward_fn  # noqa: E402
+from engine.specs import parse_contestant  # noqa: E402
 
 
 def verify_cost(model, n: int, context: int = 200, reps: int = 7) -> float:
@@ -47,8 +48,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument(
         "--setups",
-        default="ngram:4:12:3,quant:4:12:3",
-        help="drafter:gamma:tree_budget:branching, comma-separated (drafter may contain ':')",
+        default="ngram@4+tree=12x3,quant@4+tree=12x3",
+        help="contestants SPEC@γ+tree=BxW, comma-separated (each raced as its chain and its tree)",
     )
     ap.add_argument("--dtype", default=None, help="fp32 or bf16 (default: the engine's, fp32 on a CPU)")
     args = ap.parse_args()
@@ -63,18 +64,19 @@ def main() -> None:
         + ", ".join(f"v({n})={verify_cost(target.model, n) / step:.2f}" for n in (2, 5, 9, 13, 17, 33))
     )
     for setup in args.setups.split(","):
-        *name, gamma, budget, branching = setup.split(":")
-        engine = Engine(target, ":".join(name), measure_step=False)
+        c = parse_contestant(setup)
+        gamma, budget, branching = c.gamma or 4, c.tree_budget, c.tree_branching
+        engine = Engine(target, c.drafter, measure_step=False)
         rows, departed = {"ar": [], "chain": [], "tree": []}, []
         for prompt in prompts:
             ids = engine.encode(prompt, False)
-            base = GenerationConfig(gamma=int(gamma), max_new_tokens=args.max_new_tokens, record_topk=0)
+            base = GenerationConfig(gamma=gamma, max_new_tokens=args.max_new_tokens, record_topk=0)
             tree = GenerationConfig(
-                gamma=int(gamma),
+                gamma=gamma,
                 max_new_tokens=args.max_new_tokens,
                 record_topk=0,
-                tree_budget=int(budget),
-                tree_branching=int(branching),
+                tree_budget=budget,
+                tree_branching=branching,
             )
             ar = list(engine.generate(None, base, "ar", prompt_ids=ids))[-1]
             for key, cfg in (("ar", None), ("chain", base), ("tree", tree)):
@@ -89,7 +91,7 @@ def main() -> None:
             mal = statistics.mean(s["mean_accepted_length"] for s in rows[key])
             speed = statistics.median(t / a for t, a in zip(tps, ar_tps))
             print(
-                f"{':'.join(name):>16} {key:5} γ={gamma} budget={budget if key == 'tree' else '-':>2} "
+                f"{c.drafter:>16} {key:5} γ={gamma} budget={budget if key == 'tree' else '-':>2} "
                 f"branching={branching if key == 'tree' else '-'}: tokens/forward {mal:.2f}, "
                 f"{statistics.median(tps):.1f} tok/s, median speedup vs AR {speed:.2f}x"
                 + (
