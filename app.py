@@ -17,7 +17,7 @@ from starlette.middleware import Middleware
 
 import specviz
 from ui import app_views as av
-from ui import batch as ub
+from ui import batch_tab as ub
 from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import specbench as sb
 from ui import tour as t

@@ -152,7 +152,7 @@ def main(argv=None) -> int:
         if argv[:1] == ["forward"]:
             return _forward(argv[1:])
         if argv[:1] == ["batch"]:
-            from .batch import main as batch_main  # batched throughput (its own flags)
+            from .batch_bench import main as batch_main  # batched throughput (its own flags)
 
             return batch_main(argv[1:])
         args = parser().parse_args(argv)

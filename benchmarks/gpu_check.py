@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig  # noqa: E402
 from engine.metrics import summarize  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.fastllama import forward_fn  # noqa: E402
+from engine.runtime.lean import forward_fn  # noqa: E402
 from engine.runtime.models import LoadedModel  # noqa: E402
 
 # Llama shapes of SmolLM2-1.7B (target) and SmolLM2-135M (draft); --tiny shrinks both for a smoke test

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.events import MAX_TRACE_BYTES, trace_to_json  # noqa: E402
-from specviz.sample import long_events  # noqa: E402
+from specviz.demo_trace import long_events  # noqa: E402
 from tests.app_server import call_event, fn_index, serve_app, upload  # noqa: E402
 
 PROMPTS = [

@@ -21,7 +21,7 @@ from engine import Engine, GenerationConfig, load_model
 from engine.decode.drift import drift_job
 from engine.events import MAX_TRACE_BYTES, trace_to_json
 from engine.runtime.kernels import cpu_name
-from specviz.sample import long_events
+from specviz.demo_trace import long_events
 from tests.app_server import call_event, serve_app, upload
 from ui import app_views as av
 from ui.controls import Controls

@@ -90,11 +90,11 @@ def _generate(args) -> int:
 def _kernels(args) -> int:
     """The lean forward's kernel plan on this host (measured once, then cached; --refresh measures again)."""
     from .runtime import kernels
-    from .runtime.fastllama import FastLlama
+    from .runtime.lean import LeanForward
     from .runtime.models import load_model
 
     target = load_model(args.target, dtype=args.dtype)
-    forward = FastLlama(target.model)
+    forward = LeanForward(target.model)
     if forward.head.packed is None:
         print("no oneDNN-packed weights here (a GPU, a build without oneDNN, or too little RAM): MKL only")
         return 0
@@ -110,12 +110,12 @@ def _roofline(args) -> int:
     from . import costmodel
     from .runtime import roofline
     from .runtime.cache import KVCache
-    from .runtime.fastllama import FastLlama
+    from .runtime.lean import LeanForward
     from .runtime.models import load_model
     from .runtime.threads import torch_threads
 
     target = load_model(args.target)
-    forward = FastLlama(target.model)
+    forward = LeanForward(target.model)
     costs = roofline.costs_of(forward)
     ctx, ns = args.context, (1, 2, 3, 5, 9, 17)
     ids = torch.randint(0, 1000, (1, ctx + ns[-1]))

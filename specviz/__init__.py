@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .batch import batch_summary_html, roofline_note, throughput_figure
-from .batch import lanes_html as render_batch_lanes
+from .batch_view import batch_summary_html, roofline_note, throughput_figure
+from .batch_view import lanes_html as render_batch_lanes
 from .beams import render_beams, running_best_text
 from .charts import (
     accepted_length_fig,

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from engine.events import trace_to_json
-from specviz.sample import long_events
+from specviz.demo_trace import long_events
 from tests.app_server import call_event, fn_index, serve_app, upload
 from ui.app_views import EMBEDDED_PAIR
 from ui.controls import Controls

@@ -10,7 +10,7 @@ import pytest
 
 import app
 from engine.events import trace_to_json
-from specviz.sample import sample_events, speculative_events
+from specviz.demo_trace import sample_events, speculative_events
 from ui import app_guard as guard
 from ui import handlers as h
 from ui import tour

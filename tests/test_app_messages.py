@@ -96,8 +96,8 @@ def test_the_busy_machine_note_is_one_short_line():
     """Disturbed timings are flagged in a few words on the summary line; the reasons (often long clauses) are one
     click away in a <details>, not a paragraph pushing the output down."""
     from engine.metrics import summarize
+    from specviz.demo_trace import ar_events, speculative_events
     from specviz.runs import split_runs
-    from specviz.sample import ar_events, speculative_events
 
     slow, elapsed = (
         [],

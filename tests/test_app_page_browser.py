@@ -370,7 +370,7 @@ def test_a_trace_uploaded_during_the_tour_replays_itself(browser, app_url, tmp_p
     """Loading a trace while the tour plays stops the tour first: the trace's own run stays on screen, its
     prompt in the box (a tour frame used to land after it, 1 time in ~5)."""
     from engine import write_trace
-    from specviz.sample import sample_events
+    from specviz.demo_trace import sample_events
 
     trace = tmp_path / "t.json"
     write_trace(trace, sample_events())

@@ -8,7 +8,7 @@ import pytest
 
 from engine.config import GenerationConfig
 from engine.events import trace_to_json
-from specviz.sample import long_events, sample_events, speculative_events
+from specviz.demo_trace import long_events, sample_events, speculative_events
 from ui import app_guard as guard
 from ui import app_views as av
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig
-from engine.runtime import fastllama, window
+from engine.runtime import lean, sliding
 from engine.runtime.models import load_model
 from tests.test_engine import CHI2_7DF_999, chi_square
 
@@ -119,7 +119,7 @@ def test_tree_mask_without_window_breaks_gemma(arch, monkeypatch):
     name, target, sharp = arch
     if name != "gemma3-window":
         pytest.skip("only the sliding-window architecture has a window to lose")
-    monkeypatch.setattr(fastllama, "layer_masks", lambda model, mask, *a: mask)
+    monkeypatch.setattr(lean, "layer_masks", lambda model, mask, *a: mask)
     engine = Engine(load_model(target), f"model:{sharp}", measure_step=False)
     differ = 0
     for prompt in PROMPTS:
@@ -152,8 +152,8 @@ def test_forward_choice_per_architecture(arch):
     """Llama and Qwen2 (biases) take the lean forward; Gemma-3 takes transformers' module and has a window."""
     name, target, _ = arch
     model = load_model(target).model
-    assert isinstance(fastllama.forward_fn(model), fastllama.FastLlama) == (not name.startswith("gemma3"))
-    assert (window.sliding_window(model) == 8) == (name == "gemma3-window")
+    assert isinstance(lean.forward_fn(model), lean.LeanForward) == (not name.startswith("gemma3"))
+    assert (sliding.sliding_window(model) == 8) == (name == "gemma3-window")
 
 
 @pytest.mark.parametrize("pack", [True, False])
@@ -165,9 +165,9 @@ def test_lean_forward_pins_to_transformers_logits(arch, pack, monkeypatch):
     name, target, _ = arch
     if name.startswith("gemma3"):
         pytest.skip("Gemma-3 runs transformers' module")
-    monkeypatch.setattr(fastllama, "_pack_default", lambda model: pack)
+    monkeypatch.setattr(lean, "_pack_default", lambda model: pack)
     model = load_model(target).model
-    fast = fastllama.FastLlama(model)
+    fast = lean.LeanForward(model)
     ids = torch.randint(3, V, (1, 24), generator=torch.Generator().manual_seed(0))
 
     def logits(forward):
@@ -181,9 +181,9 @@ def test_lean_forward_pins_to_transformers_logits(arch, pack, monkeypatch):
                 )
         return out
 
-    for ref, lean in zip(logits(model), logits(fast)):
-        assert torch.allclose(lean, ref, atol=1e-3, rtol=1e-4), name
-        assert torch.equal(lean.argmax(-1), ref.argmax(-1)), name
+    for ref, got in zip(logits(model), logits(fast)):
+        assert torch.allclose(got, ref, atol=1e-3, rtol=1e-4), name
+        assert torch.equal(got.argmax(-1), ref.argmax(-1)), name
     if name.startswith("qwen2"):
         for layer in fast.layers:
             layer[1].bias = None  # the fused q/k/v projection without its biases

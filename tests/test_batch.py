@@ -1,4 +1,4 @@
-"""Batched speculation (engine/decode/batch.py, runtime/rowcache.py, drafters/rows.py): per-row identity with solo
+"""Batched speculation (engine/decode/batch.py, runtime/rowcache.py, drafters/batched.py): per-row identity with solo
 runs, the target's law per row, rows ending early, the per-row cache, goodput's γ, bad input, the events."""
 
 import pytest
@@ -10,7 +10,7 @@ from engine.decode import batch as batch_mod
 from engine.decode import step as step_mod
 from engine.events import trace_from_json, trace_to_json
 from engine.runtime.cache import KVCache
-from engine.runtime.fastllama import forward_fn
+from engine.runtime.lean import forward_fn
 from engine.runtime.rowcache import RowsKVCache, ragged_inputs
 from tests.test_training_free import CHI2_15DF_999, joint_chi_square
 from tests.tiny import tiny_llama
@@ -312,7 +312,7 @@ def test_events_carry_their_row_and_a_single_run_leaves_it_out(target):
 
 def test_lanes_and_summary_render_each_row_and_the_race_ratio(target):
     import specviz
-    from specviz.batch import crossover
+    from specviz.batch_view import crossover
 
     engine = Engine(target, "ngram", measure_step=False)
     cfg = GenerationConfig(gamma=2, max_new_tokens=8, raw=True)

@@ -9,8 +9,8 @@ from benchmarks.timing import Sample
 from engine import costmodel
 from engine.metrics import summarize
 from specviz import render_explain, render_race, speedup_model_fig
+from specviz.demo_trace import ar_events, sample_events, speculative_events
 from specviz.runs import split_runs
-from specviz.sample import ar_events, sample_events, speculative_events
 from ui import app_views as av
 
 

@@ -75,7 +75,7 @@ def test_hostile_retokenized_events_are_refused_or_bounded():
     import pytest
 
     from engine.events import trace_from_json, trace_to_json
-    from specviz.sample import speculative_events
+    from specviz.demo_trace import speculative_events
 
     evil = retok(spans=[[0, 10**12]] * 4)
     assert "xv-n1" in render_tokenisations(

@@ -180,12 +180,12 @@ def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_share
     layer-skip reuses the lean forward's layers."""
     from engine.drafters.model import layer_skip_model
     from engine.runtime.cache import KVCache
-    from engine.runtime.fastllama import FastLlama, forward_fn
+    from engine.runtime.lean import LeanForward, forward_fn
 
     model = embedded.model
     before = {name: (p.data_ptr(), p.is_contiguous()) for name, p in model.named_parameters()}
     fast = forward_fn(model)
-    assert isinstance(fast, FastLlama)
+    assert isinstance(fast, LeanForward)
     assert {name: (p.data_ptr(), p.is_contiguous()) for name, p in model.named_parameters()} == before
     att = model.model.layers[0].self_attn
     fused = fast.layers[0][1].t.untyped_storage().data_ptr()

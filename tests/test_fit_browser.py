@@ -5,7 +5,7 @@ server shared with the other browser modules):
   the replay speed's arrow does not cover its value;
 - a run started from the keyboard keeps its focused output inside the viewport;
 - γ = 2.5 typed in its box is marked invalid and refused by name.
-A loaded trace (specviz/sample.py) fills the verify table without a model run."""
+A loaded trace (specviz/demo_trace.py) fills the verify table without a model run."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ DONE = '#summary .sv-summary[data-done="1"]'
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     from engine import write_trace
-    from specviz.sample import sample_events
+    from specviz.demo_trace import sample_events
 
     path = tmp_path_factory.mktemp("fit") / "sample.json"
     write_trace(path, sample_events())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.runtime import fastllama, kernels
+from engine.runtime import kernels, lean
 from engine.runtime.cache import KVCache
 from tests.tiny import tiny_llama as tiny
 
@@ -17,8 +17,8 @@ def cache_dir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def packed_or_skip(model) -> fastllama.FastLlama:
-    forward = fastllama.FastLlama(model)
+def packed_or_skip(model) -> lean.LeanForward:
+    forward = lean.LeanForward(model)
     if forward.head.packed is None:
         pytest.skip("no oneDNN packing in this torch build")
     return forward
@@ -78,6 +78,6 @@ def test_a_host_measures_once_then_reads_its_cache(cache_dir, monkeypatch):
 
 def test_a_thread_count_without_a_plan_falls_back_to_the_fixed_rule():
     """At a thread count nothing was measured for, fp32 1-row calls stay on MKL and multi-row go to oneDNN."""
-    w = fastllama.Weight(torch.randn(8, 4), pack=False)
+    w = lean.Weight(torch.randn(8, 4), pack=False)
     w.packed = object()  # only the decision is asked
     assert w.onednn(1) is False and w.onednn(2) is True

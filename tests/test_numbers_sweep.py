@@ -15,7 +15,7 @@ from engine.events import BatchFinished
 from engine.figures import Exact, derive, quotient_terms
 from engine.validate import validate_events
 from specviz import render_explain
-from specviz.batch import batch_summary_html
+from specviz.batch_view import batch_summary_html
 from specviz.race import render_race
 from specviz.replay import rounds_of
 from tests.numbers import check_batch, check_page

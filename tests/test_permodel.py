@@ -9,7 +9,7 @@ import weakref
 import torch
 
 from engine.runtime.cache import KVCache
-from engine.runtime.fastllama import FastLlama, forward_fn
+from engine.runtime.lean import LeanForward, forward_fn
 from engine.runtime.permodel import PerModel
 from tests.tiny import tiny_llama
 
@@ -45,11 +45,11 @@ def test_the_release_check_sees_a_strong_table():
 
 
 def test_a_dropped_models_lean_forward_is_released_and_never_served_again():
-    """forward_fn's FastLlama (the fused weight copies) goes with its module; a new module gets its own forward,
+    """forward_fn's LeanForward (the fused weight copies) goes with its module; a new module gets its own forward,
     computing its own weights' logits."""
     a = tiny(1)
     fast = forward_fn(a)
-    assert isinstance(fast, FastLlama) and forward_fn(a) is fast
+    assert isinstance(fast, LeanForward) and forward_fn(a) is fast
     ref = weakref.ref(fast)
     del a, fast
     gc.collect()

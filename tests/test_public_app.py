@@ -13,7 +13,7 @@ import pytest
 
 from engine.events import MAX_TRACE_BYTES, trace_to_json
 from engine.runtime import models
-from specviz.sample import long_events
+from specviz.demo_trace import long_events
 from ui import app_guard as guard
 from ui import app_views as av
 from ui import handlers as h
@@ -234,7 +234,7 @@ def test_top_k_fields_a_renderer_reads_are_validated(kind, field, value, message
     import dataclasses
 
     from engine.events import trace_from_json
-    from specviz.sample import sample_events
+    from specviz.demo_trace import sample_events
 
     events = [
         dataclasses.replace(e, **{field: value}) if e.kind == kind and e.round == 2 else e

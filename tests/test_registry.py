@@ -10,7 +10,7 @@ import pytest
 
 from engine import Engine, GenerationConfig, load_model
 from engine.specs import REGISTRY, Arg, Family, ModelLoadError, check_beams, parse_draft, register
-from specviz.sample import sample_events
+from specviz.demo_trace import sample_events
 from ui import app_views as av
 
 

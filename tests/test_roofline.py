@@ -7,13 +7,13 @@ import pytest
 
 from engine import costmodel
 from engine.runtime import roofline
-from engine.runtime.fastllama import FastLlama
+from engine.runtime.lean import LeanForward
 from tests.tiny import tiny_llama
 
 
 @pytest.fixture(scope="module")
 def forward():
-    return FastLlama(tiny_llama())
+    return LeanForward(tiny_llama())
 
 
 def test_costs_count_every_weight_once(forward):
@@ -67,7 +67,7 @@ def test_a_run_records_the_machine_and_the_kernels_it_used(tiny_dirs, tmp_path, 
     from engine import Engine, GenerationConfig
     from engine.events import trace_from_json, trace_to_json
     from engine.runtime import kernels
-    from engine.runtime.fastllama import forward_fn
+    from engine.runtime.lean import forward_fn
     from engine.runtime.models import load_model
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)

@@ -10,7 +10,7 @@ from specviz import (
     speedup_model_fig,
     throughput_fig,
 )
-from specviz.sample import ar_events, sample_events, speculative_events
+from specviz.demo_trace import ar_events, sample_events, speculative_events
 
 FIGS = (
     accepted_length_fig,

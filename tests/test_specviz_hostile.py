@@ -8,8 +8,8 @@ import pytest
 
 from engine.events import Committed, Drafted, RunStarted, Verified
 from specviz import events_upto, measured_speedup, render_stream, render_tree, rounds_of
+from specviz.demo_trace import sample_events
 from specviz.runs import main_run
-from specviz.sample import sample_events
 
 CHAIN = 2000  # the probe's RecursionError started at ~600 tokens
 

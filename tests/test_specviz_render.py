@@ -1,4 +1,4 @@
-"""HTML renderers on hand-built event lists (specviz.sample builds them from engine.events dataclasses)."""
+"""HTML renderers on hand-built event lists (specviz.demo_trace builds them from engine.events dataclasses)."""
 
 import re
 from dataclasses import dataclass
@@ -16,8 +16,8 @@ from specviz import (
     split_runs,
     time_at_round,
 )
+from specviz.demo_trace import SPEC_ORIGINS, ar_events, sample_events, speculative_events
 from specviz.markup import read_tip, tip_text
-from specviz.sample import SPEC_ORIGINS, ar_events, sample_events, speculative_events
 
 
 def classes(html, cls):
@@ -290,7 +290,7 @@ def test_the_roofline_reproduces_from_the_numbers_printed_beside_it():
     """Explain's roofline sentences: the floors per n as computed (context and n included), the share floor ÷ step,
     t(n) over max(floors), the race's share line (tests/numbers.check_roofline, check_race)."""
     from specviz import render_explain, spec_summary
-    from specviz.sample import HOST
+    from specviz.demo_trace import HOST
     from tests.numbers import check_race, check_roofline
 
     events = sample_events()
@@ -343,7 +343,7 @@ def test_the_numbers_check_passes_the_page_and_catches_a_wrong_figure():
 def test_mid_race_the_summary_counts_what_the_lanes_show():
     """While racing, the summary's 'speculative N/target · autoregressive M/target' are the lanes' own counts
     at the race panel's moment (it said 28/48 while the lane showed 23/48)."""
-    from specviz.sample import ar_events
+    from specviz.demo_trace import ar_events
     from ui.app_views import summary_html
 
     events = speculative_events() + ar_events()[:9]  # the AR lane part-way

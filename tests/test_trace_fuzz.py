@@ -19,7 +19,7 @@ from specviz.charts import (
     speedup_model_fig,
     throughput_fig,
 )
-from specviz.sample import long_events, sample_events
+from specviz.demo_trace import long_events, sample_events
 from ui import app_views as av
 
 BASES = [

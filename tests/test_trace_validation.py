@@ -18,7 +18,7 @@ from engine.events import (
     trace_to_json,
 )
 from engine.validate import check_verified
-from specviz.sample import sample_events
+from specviz.demo_trace import sample_events
 
 N_EVENTS = len(sample_events())
 
@@ -472,7 +472,7 @@ def test_prefilling_progress_is_checked():
     """A prefilling event past its own total, or after round 0, is refused; one inside it passes."""
     from engine.events import Prefilling
     from engine.validate import validate_events
-    from specviz.sample import long_events
+    from specviz.demo_trace import long_events
 
     events = long_events(2)
     validate_events(events[:1] + [Prefilling(round=0, pos=1, total=1)] + events[1:])
@@ -485,7 +485,7 @@ def test_a_lone_surrogate_in_a_trace_is_refused_by_field():
     """JSON's "\\ud800" escape decodes to text no page or writer takes: refused naming the field (it raised a raw
     codec error later)."""
     from engine.events import trace_from_json, trace_to_json
-    from specviz.sample import long_events
+    from specviz.demo_trace import long_events
 
     text = trace_to_json(long_events(2))
     bad = text.replace('"prompt_text":"Hi"', '"prompt_text":"H\\ud800i"', 1)

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path.cwd()))
 
 from specviz import render_stream  # noqa: E402
-from specviz.sample import long_events  # noqa: E402
+from specviz.demo_trace import long_events  # noqa: E402
 from ui import app_views as av  # noqa: E402
 
 try:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from engine.runtime.cache import KVCache
-from engine.runtime.fastllama import forward_fn
+from engine.runtime.lean import forward_fn
 from engine.runtime.models import eos_ids, prompt_ids
 from engine.specbench import load_questions, sample
 

@@ -36,7 +36,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from engine.heads import modules as H  # noqa: E402
-from engine.runtime.fastllama import rms_norm  # noqa: E402
+from engine.runtime.lean import rms_norm  # noqa: E402
 from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
 from training import corpus as C  # noqa: E402
 from training import train as T  # noqa: E402

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import costmodel  # noqa: E402
 from engine.runtime import kernels, roofline  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.fastllama import FastLlama  # noqa: E402
+from engine.runtime.lean import LeanForward  # noqa: E402
 from engine.runtime.models import load_model  # noqa: E402
 from engine.runtime.threads import torch_threads  # noqa: E402
 
@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--threads", default="1,2")
     args = ap.parse_args()
     target = load_model("embedded")
-    forward = FastLlama(target.model)
+    forward = LeanForward(target.model)
     costs = roofline.costs_of(forward)
     ids = torch.randint(0, 1000, (1, args.context + NS[-1]))
     print(

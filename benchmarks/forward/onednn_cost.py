@@ -4,7 +4,7 @@
 
 Builds the lean forward twice on the embedded target (plain matmuls only, and packed for multi-row
 inputs), then times both side by side at 200 cached tokens: median of 12 per n, two passes. This is
-the evidence for packing in engine/runtime/fastllama.py.
+the evidence for packing in engine/runtime/lean.py.
 """
 
 from __future__ import annotations
@@ -20,15 +20,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.fastllama import FastLlama  # noqa: E402
+from engine.runtime.lean import LeanForward  # noqa: E402
 
 
 def main() -> None:
     target = load_model("embedded")
     os.environ["SPECVIZ_ONEDNN"] = "0"
-    plain = FastLlama(target.model)
+    plain = LeanForward(target.model)
     os.environ["SPECVIZ_ONEDNN"] = "1"
-    packed = FastLlama(target.model)
+    packed = LeanForward(target.model)
     if packed.head.packed is None:
         print("oneDNN packing is not available here (build without oneDNN, or not enough RAM)")
         return

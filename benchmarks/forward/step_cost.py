@@ -1,4 +1,4 @@
-"""The lean forward (engine/runtime/fastllama.py) vs transformers' own forward of the same model, side by side.
+"""The lean forward (engine/runtime/lean.py) vs transformers' own forward of the same model, side by side.
 
     .venv/bin/python benchmarks/forward/step_cost.py [--shape embedded|qwen2.5-0.5b]
 
@@ -23,8 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.fastllama import forward_fn  # noqa: E402
 from engine.runtime.kernels import cpu_name  # noqa: E402
+from engine.runtime.lean import forward_fn  # noqa: E402
 
 
 def decode(forward, model, ids: torch.Tensor, n: int = 48) -> float:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import load_model  # noqa: E402
 from engine.runtime import kernels  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.fastllama import FastLlama  # noqa: E402
+from engine.runtime.lean import LeanForward  # noqa: E402
 from engine.runtime.threads import torch_threads  # noqa: E402
 
 NS = (1, 2, 3, 5, 9, 17)
@@ -35,9 +35,9 @@ def main() -> None:
     args = ap.parse_args()
     target = load_model("embedded")
     os.environ["SPECVIZ_KERNELS"] = "fixed"
-    fixed = FastLlama(target.model)
+    fixed = LeanForward(target.model)
     os.environ["SPECVIZ_KERNELS"] = "measure"
-    measured = FastLlama(target.model)
+    measured = LeanForward(target.model)
     print(f"host: {kernels.cpu_name()} [{' '.join(kernels.cpu_flags())}], torch {torch.__version__}")
     ids = torch.randint(0, 40000, (1, 330))
     sides = {"fixed": fixed, "measured": measured}

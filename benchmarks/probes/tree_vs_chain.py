@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.fastllama import forward_fn  # noqa: E402
+from engine.runtime.lean import forward_fn  # noqa: E402
 from engine.specs import parse_contestant  # noqa: E402
 
 

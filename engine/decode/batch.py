@@ -28,13 +28,13 @@ import torch
 
 from .. import costmodel
 from ..config import MAX_BATCH, MAX_GAMMA, GenerationConfig
+from ..drafters.batched import row_drafters
 from ..drafters.registry import drafter_factory
-from ..drafters.rows import row_drafters
 from ..events import BatchFinished, BatchRound, Decided, Finished, Prefilling, RoundTimed
 from ..metrics import RunStats
 from ..runtime.roofline import host_record
 from ..runtime.rowcache import RowsKVCache, ragged_inputs
-from ..runtime.window import sliding_window
+from ..runtime.sliding import sliding_window
 from ..specs import parse_draft
 from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events

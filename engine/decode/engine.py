@@ -24,7 +24,7 @@ from ..drafters.registry import drafter_factory
 from ..events import Finished, RoundTimed
 from ..metrics import RunStats, summarize
 from ..runtime.cache import KVCache
-from ..runtime.fastllama import forward_fn
+from ..runtime.lean import forward_fn
 from ..runtime.loadwatch import LoadWatch
 from ..runtime.models import EMBEDDED, LoadedModel, load_model, prompt_ids
 from ..runtime.roofline import host_record
@@ -175,7 +175,7 @@ class Engine:
         deadline = deadline if deadline is not None else deadline_of(cfg)
         if cfg.num_beams > 1:  # beam search (beam.py): its own step over a B-row cache
             return beam.beam_run(self, ids, cfg, mode == "speculative", deadline, cache_slots(len(ids), cfg))
-        return self._run(ids, cfg, mode, deadline, prefix, history if mode == "speculative" else None)
+        return self._events(ids, cfg, mode, deadline, prefix, history if mode == "speculative" else None)
 
     def prefix_cache(self, ids: list[int], cfg: GenerationConfig) -> KVCache:
         """An empty cache sized for cfg's runs of this prompt: once loop.prefill has read the prompt into it (all
@@ -253,7 +253,7 @@ class Engine:
         return self.make_drafter(cfg, generator, cache.max_len, cache)
 
     @torch.inference_mode()
-    def _run(
+    def _events(
         self,
         ids: list[int],
         cfg: GenerationConfig,

@@ -34,7 +34,7 @@ import torch
 from ..config import GenerationConfig
 from ..events import Retokenized
 from ..runtime.cache import KVCache
-from ..runtime.fastllama import forward_fn
+from ..runtime.lean import forward_fn
 from ..runtime.models import LoadedModel
 from ..sampling.chain import pick, shape_probs
 from .base import Draft, Drafter, Note, empty_draft

@@ -17,7 +17,7 @@ import torch
 
 from ..config import GenerationConfig
 from ..runtime.cache import KVCache
-from ..runtime.fastllama import forward_fn
+from ..runtime.lean import forward_fn
 from ..runtime.models import LoadedModel, load_derived, load_model
 from ..runtime.permodel import PerModel
 from ..sampling import pick, shape_probs

@@ -14,7 +14,7 @@ import torch
 
 from ..config import GenerationConfig
 from ..runtime.cache import KVCache
-from ..runtime.fastllama import forward_fn
+from ..runtime.lean import forward_fn
 from ..runtime.models import LoadedModel
 from ..specs import DraftSpec
 from .base import Draft, Drafter, empty_draft

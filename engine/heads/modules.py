@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..runtime.fastllama import rms_norm
+from ..runtime.lean import rms_norm
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "heads"
 WEIGHTS = ASSETS / "smollm2-135m-heads.pt"  # the shipped heads (fp16) with their training record

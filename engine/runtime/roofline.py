@@ -18,7 +18,7 @@ import time
 import torch
 
 from . import kernels
-from .fastllama import FastLlama, forward_fn
+from .lean import LeanForward, forward_fn
 from .permodel import PerModel
 from .threads import torch_threads
 
@@ -81,7 +81,7 @@ def costs_of(forward) -> dict:
     """What one forward must do: the weight bytes it reads, 2 FLOPs per matmul parameter per token, and the
     keys and values per cached position. forward: the lean forward (its owned weights) or a transformers
     module (its Linear layers; the embedding is a lookup, not read whole, unless it is the tied LM head)."""
-    if isinstance(forward, FastLlama):
+    if isinstance(forward, LeanForward):
         mats = [w.t for ws in forward.weights().values() for w in ws]
         layers, kv, heads, hd = (
             len(forward.layers),
@@ -106,7 +106,7 @@ def costs_of(forward) -> dict:
 def kernels_used(forward) -> dict:
     """{projection: {rows: "mkl" | "onednn"}} at the current thread count, for the measured row counts (what the
     lean forward's Weights do now); {} for the transformers forward."""
-    if not isinstance(forward, FastLlama):
+    if not isinstance(forward, LeanForward):
         return {}
     return {
         name: {
@@ -136,8 +136,8 @@ def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
             "flags": kernels.cpu_flags(),
             "torch": torch.__version__,
             **rates,
-            **costs_of(forward if isinstance(forward, FastLlama) else model),
-            "forward": "lean" if isinstance(forward, FastLlama) else "transformers",
+            **costs_of(forward if isinstance(forward, LeanForward) else model),
+            "forward": "lean" if isinstance(forward, LeanForward) else "transformers",
             "kernels": kernels_used(forward),
         }
 

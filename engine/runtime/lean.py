@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from . import kernels
 from .cache import KVCache, room
 from .permodel import PerModel
-from .window import layer_masks
+from .sliding import layer_masks
 
 ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
 
@@ -132,7 +132,7 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-class FastLlama:
+class LeanForward:
     """Llama or Qwen2 (supports()), callable like the HF model for what the engine needs: (input_ids, cache, ...) -> logits (B, T, V)."""
 
     def __init__(self, model):
@@ -180,9 +180,9 @@ class FastLlama:
                     weight.use_plan(threads, plan[name])
         return plans
 
-    def truncated(self, layers: int) -> "FastLlama":
+    def truncated(self, layers: int) -> "LeanForward":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
-        view = object.__new__(FastLlama)
+        view = object.__new__(LeanForward)
         view.__dict__.update(self.__dict__)
         view.layers = self.layers[:layers]
         return view
@@ -249,16 +249,16 @@ _FAST = PerModel()  # model -> its lean forward, released with the model (never 
 def forward_fn(model):
     """logits = f(input_ids, cache, attention_mask=None, position_ids=None, logits_to_keep=0) for `model`.
 
-    FastLlama where the architecture fits and its copy of the weights fits in RAM (built once per model),
+    LeanForward where the architecture fits and its copy of the weights fits in RAM (built once per model),
     else the transformers module. A layer-skip view reuses its target's lean forward, cut after L layers.
     """
     if hasattr(model, "skip_of"):  # a layer-skip view: the target's lean forward, cut after L layers
         base, layers = model.skip_of
         full = forward_fn(base()) if base() is not None else None
-        if isinstance(full, FastLlama):
+        if isinstance(full, LeanForward):
             return full.truncated(layers)
     if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model) and _fits(model, 1):
-        return _FAST.get(model, "fast", lambda: FastLlama(model))
+        return _FAST.get(model, "fast", lambda: LeanForward(model))
 
     def hf(
         input_ids, past_key_values, attention_mask=None, position_ids=None, logits_to_keep=0, hidden_out=None

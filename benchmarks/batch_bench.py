@@ -30,7 +30,7 @@ from engine.config import MAX_BATCH
 from engine.runtime.kernels import cpu_name
 from engine.specbench import load_questions, sample
 from engine.specs import family, parse_contestant
-from specviz.batch import crossover, throughput_figure, throughput_markdown
+from specviz.batch_view import crossover, throughput_figure, throughput_markdown
 
 SETS = {"grounded": ("translation", "summarization", "rag"), "open": ("mt_bench", "qa", "math_reasoning")}
 

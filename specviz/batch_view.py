@@ -1,5 +1,5 @@
 """A batched run's events -> the Batch tab: B lanes of colour-coded streams, per-row acceptance, and the throughput
-curve against B (benchmarks/batch.py's results). Knows nothing about gradio or torch.
+curve against B (benchmarks/batch_bench.py's results). Knows nothing about gradio or torch.
 
 Each lane is the single-run stream renderer (tokens.render_stream) on one row's events (`row` = b), so a lane's
 colours, tooltips and p / q are exactly the Output tab's.
