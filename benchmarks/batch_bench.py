@@ -27,7 +27,6 @@ import torch
 
 from engine import Engine, GenerationConfig, costmodel, load_model
 from engine.config import MAX_BATCH
-from engine.runtime.kernels import cpu_name
 from engine.specbench import load_questions, sample
 from engine.specs import family, parse_contestant
 from specviz.batch_view import crossover, throughput_figure, throughput_markdown
@@ -133,7 +132,8 @@ def run(
     r = costmodel.roof(host)
     return {
         "command": command,
-        "cpu": cpu_name(),
+        "cpu": (machine := host())["cpu"],
+        "machine": machine,
         "threads": torch.get_num_threads(),
         "target": loaded.name,
         "gamma": gamma,

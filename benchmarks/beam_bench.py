@@ -19,10 +19,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import torch  # noqa: E402
 
+from benchmarks.common import host, host_line  # noqa: E402
 from engine import Engine, GenerationConfig  # noqa: E402
-from engine.runtime.kernels import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,7 +61,7 @@ def bench_beams(
     lines = [
         f"# Speculative vs plain beam search ({engine.draft_spec}, γ = {gamma}, {max_new_tokens} new tokens)",
         "",
-        f"CPU: {cpu_name()}; torch {torch.__version__}; 1 torch thread per lane (interleaved race).",
+        f"Host: {host_line()}; 1 torch thread per lane (interleaved race).",
         f"Command: `{command}`",
         "",
         "| B | prompt | steps | spec forwards | plain forwards | forwards saved | forwards / token (spec) "
@@ -92,9 +91,7 @@ def bench_beams(
         f"{sum(r['plain_reorder_bytes'] for r in rows) / 2**20:.0f} MiB, {sum(r['plain_reorder_s'] for r in rows):.2f} s"
         f" = {100 * sum(r['plain_reorder_s'] for r in rows) / sum(r['plain_wall_s'] for r in rows):.1f}%.",
     ]
-    Path(out + ".json").write_text(
-        json.dumps({"cpu": cpu_name(), "command": command, "rows": rows}, indent=1)
-    )
+    Path(out + ".json").write_text(json.dumps({"host": host(), "command": command, "rows": rows}, indent=1))
     Path(out + ".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return rows

@@ -11,14 +11,11 @@ This package depends on engine (and its report on plotly); nothing in engine imp
 from __future__ import annotations
 
 import json
-import os
-import platform
 import shlex
 import sys
 from pathlib import Path
 
 import torch
-import transformers
 from tqdm import tqdm
 from transformers.utils import logging as hf_logging
 
@@ -28,6 +25,7 @@ from engine.runtime.models import EMBEDDED, LoadedModel, load_model
 from engine.specs import parse_contestant
 
 from .bench_stats import AR, HF_GREEDY, tabulate  # noqa: F401
+from .common import host
 from .hf_equiv import hf_equivalent, time_hf
 from .timing import BenchConfig, Sample, measure_overhead, time_ours
 
@@ -99,12 +97,7 @@ def build_configs(drafts, gammas, target: LoadedModel, hf: bool) -> tuple[list, 
 
 def machine_info(target: LoadedModel) -> dict:
     info = {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu_count": os.cpu_count(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "threads": torch.get_num_threads(),
+        **host(),
         "device": str(target.device),
         "dtype": str(target.dtype).replace("torch.", ""),
     }

@@ -15,6 +15,7 @@ from plotly.colors import qualitative
 from engine.figures import derive
 
 from .bench_stats import AR, HF_GREEDY
+from .common import md_table
 
 COLUMNS = [
     "config",
@@ -76,15 +77,10 @@ def config_table(results: dict, rows: dict) -> tuple[list, list]:
     return COLUMNS, table
 
 
-def _md_table(header: list, rows: list) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _machine_line(results: dict) -> str:
     m, s = results["machine"], results["settings"]
-    line = (
+    cpu = f"{m['cpu']}, " if m.get("cpu") else ""  # results written before the host line had no CPU
+    line = cpu + (
         f"{m['platform']}, Python {m['python']}, torch {m['torch']}, transformers {m['transformers']}, "
         f"{m['threads']} threads ({m['cpu_count']} CPUs), device {m['device']} ({m['dtype']})"
     )
@@ -155,7 +151,7 @@ def markdown(results: dict) -> str:
         "",
         f"## Overall ({s['prompts']} prompts)",
         "",
-        _md_table(*config_table(results, results["overall"])),
+        md_table(*config_table(results, results["overall"])),
     ]
     if results.get("head_to_head"):
         out += [
@@ -166,11 +162,11 @@ def markdown(results: dict) -> str:
             "(`assistant_model`, `prompt_lookup_num_tokens`, `assistant_early_exit`, fixed γ). "
             "measured ÷ predicted = our measured speedup over our AR ÷ the formula's prediction.",
             "",
-            _md_table(*head_to_head_table(results)),
+            md_table(*head_to_head_table(results)),
         ]
     out += ["", "## By category"]
     for cat, rows in results["categories"].items():
-        out += ["", f"### {cat}", "", _md_table(*config_table(results, rows))]
+        out += ["", f"### {cat}", "", md_table(*config_table(results, rows))]
     out += ["", "## Per prompt", ""]
     for p in results["prompts"]:
         text = " ".join(p["prompt"].split())
@@ -184,9 +180,9 @@ def markdown(results: dict) -> str:
             rows.append(
                 [str(p["id"]), p["category"]] + _config_cells(c["label"], p["results"].get(c["name"]))
             )
-    out += ["", _md_table(["#", "category"] + header, rows)]
+    out += ["", md_table(["#", "category"] + header, rows)]
     if any(c["runner"] == "ours" and c["gamma"] for c in results["configs"]):
-        out += ["", "## Acceptance by draft position (all prompts)", "", _md_table(*position_table(results))]
+        out += ["", "## Acceptance by draft position (all prompts)", "", md_table(*position_table(results))]
     if results["predicted"]:
         out += [
             "",
@@ -206,7 +202,7 @@ def markdown(results: dict) -> str:
             ]
             for d, p in results["predicted"].items()
         ]
-        out.append(_md_table(["drafter", "α", "c", "best γ", "predicted × at best γ"], rows))
+        out.append(md_table(["drafter", "α", "c", "best γ", "predicted × at best γ"], rows))
     o = results.get("overhead")
     if o:
         verdict = "within" if o["within_target"] else "OVER"

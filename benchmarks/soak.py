@@ -20,12 +20,12 @@ from pathlib import Path
 from engine import Engine, GenerationConfig, load_model
 from engine.decode.drift import drift_job
 from engine.events import MAX_TRACE_BYTES, trace_to_json
-from engine.runtime.kernels import cpu_name
 from specviz.demo_trace import long_events
 from tests.app_server import call_event, serve_app, upload
 from ui import app_views as av
 from ui.controls import Controls
 
+from .common import host_line
 from .load_app import rss_mib
 
 PROMPT = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog, then list three colours."
@@ -102,7 +102,7 @@ def main(argv=None) -> int:
     )
     args = b.parse_args(argv)
     if args.drift_only:
-        print(f"# {cpu_name()}\n| what | n | wall | result |\n|---|---|---|---|")
+        print(f"# {host_line()}\n| what | n | wall | result |\n|---|---|---|---|")
         drift_times(args.drift_only)
         return 0
     with (
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
         trace = largest_trace(Path(tmp))
         t0 = time.monotonic()
         print(
-            f"# soak: {cpu_name()}, {trace.stat().st_size / 2**20:.1f} MiB trace, after start-up "
+            f"# soak: {host_line()}, {trace.stat().st_size / 2**20:.1f} MiB trace, after start-up "
             f"RSS {rss_mib(url.pid):.0f} MiB",
             flush=True,
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.common import host_line  # noqa: E402
 from engine import Engine, GenerationConfig, load_model  # noqa: E402
 from engine.specbench import load_questions, sample  # noqa: E402
 from engine.specs import parse_contestant  # noqa: E402
@@ -42,9 +43,7 @@ def main(argv=None) -> None:
     for q in questions:  # every drafter on a question before the next: interleaved
         for d, engine in engines.items():
             rows[d].append(list(engine.generate(q["turns"][0], cfgs[d]))[-1].summary)
-    cpu = next(
-        (ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?"
-    )
+    cpu = host_line()
     print(
         f"{cpu}; {len(questions)} Spec-Bench first turns, greedy, γ = 4, "
         f"{args.max_new_tokens} tokens; medians over the questions\n"

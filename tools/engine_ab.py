@@ -15,6 +15,7 @@ token-for-token identity check. Prints the new ÷ old time ratios (below 1: the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import shutil
@@ -67,6 +68,12 @@ def load(package: str):
     mods = [
         importlib.import_module(f"{package}.{layout[m]}") for m in ("engine", "config", "cache", "models")
     ]
+    if (root / "specs.py").exists():  # the registry names builders by dotted path: the base's must be its own
+        specs = importlib.import_module(f"{package}.specs")
+        for name, family in list(specs.REGISTRY.items()):
+            if family.builder.startswith("engine."):
+                builder = package + family.builder[len("engine") :]
+                specs.REGISTRY[name] = dataclasses.replace(family, builder=builder)
     return mods[0].Engine, mods[1].GenerationConfig, mods[2].KVCache, mods[3].load_model
 
 

@@ -1,0 +1,59 @@
+"""What every benchmark prints the same way: the host it ran on, medians, Markdown tables. Plain Python beside
+torch's version; the CPU and its vector flags come from engine/runtime/kernels.py (the one reader of
+/proc/cpuinfo), so a result names the machine the kernel plan was measured on."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import statistics
+
+import torch
+
+from engine.runtime.kernels import cpu_flags, cpu_name
+
+
+def host() -> dict:
+    """The machine a result was measured on: CPU and its vector flags, threads, CPUs, the 1-minute load average
+    at the call (other processes' work: a figure taken under load says so), software versions."""
+    import transformers
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {
+        "cpu": cpu_name(),
+        "flags": cpu_flags(),
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "load_1min": None if load is None else round(load, 2),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+def host_line(h: dict | None = None) -> str:
+    """One line naming the host: "AMD EPYC (avx2, fma, avx512f), 2 threads of 2 CPUs, load 0.96, torch 2.13.0"."""
+    h = h or host()
+    flags = f" ({', '.join(h['flags'])})" if h.get("flags") else ""
+    load = f", load {h['load_1min']:.2f}" if h.get("load_1min") is not None else ""
+    threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
+    return f"{h['cpu']}{flags}, {threads} of {h['cpu_count']} CPUs{load}, torch {h['torch']}"
+
+
+def median(values) -> float:
+    """The median of the finite values; NaN when there are none (a table prints "—" for it)."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return statistics.median(finite) if finite else math.nan
+
+
+def md_table(header: list, rows: list) -> str:
+    """A Markdown table; a "|" inside a cell is escaped, None prints "—"."""
+
+    def cell(c) -> str:
+        return "—" if c is None else str(c).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines)
