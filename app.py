@@ -123,9 +123,8 @@ class Page(gr.Blocks):
 
 def build_demo() -> gr.Blocks:
     with Page(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
-        events = gr.State(
-            [], time_to_live=h.STATE_TTL_S
-        )  # the session's run: a RunSet while streaming, packed bytes once settled
+        # the session's run: a RunSet while streaming, packed bytes once settled
+        events = gr.State([], time_to_live=h.STATE_TTL_S)
         gr.Markdown(
             "# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
             "the target verifies them in one forward, and you see what was accepted, rejected and why.",
@@ -495,9 +494,8 @@ def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
 
 
 def main() -> None:
-    warm = (
-        os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
-    )  # 0: skip it (benchmarks/first_token.py compares both)
+    # 0: skip it (benchmarks/first_token.py compares both)
+    warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
     if warm:
         warm_up()
     demo = build_demo()

@@ -108,13 +108,14 @@ def _specbench(argv: list) -> int:
     return 0
 
 
+# `python -m benchmarks forward PROBE`: where a forward's time goes
 FORWARD = {
     "ops": "forward_ops",
     "gemm": "small_gemm",
     "step": "step_cost",
     "dtype": "dtype_cost",
     "onednn": "onednn_cost",
-}  # `python -m benchmarks forward PROBE`: where a forward's time goes
+}
 
 
 def _forward(argv: list) -> int:

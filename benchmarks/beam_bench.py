@@ -34,9 +34,8 @@ def bench_beams(
     rows = []
     for b in beams:
         cfg = GenerationConfig(num_beams=b, gamma=gamma, max_new_tokens=max_new_tokens)
-        engine.run(
-            prompts[0]["prompt"], GenerationConfig(num_beams=b, max_new_tokens=4), compare_ar=True
-        )  # warm-up
+        # warm-up
+        engine.run(prompts[0]["prompt"], GenerationConfig(num_beams=b, max_new_tokens=4), compare_ar=True)
         for p in prompts:
             s = engine.run(p["prompt"], cfg, compare_ar=True).summary
             row = {

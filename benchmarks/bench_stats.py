@@ -117,11 +117,11 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
             rejections = sum(r["rejections"] for r in rows)
             pos_d = [sum(col) for col in zip(*[r["pos_drafted"] for r in rows])]
             pos_a = [sum(col) for col in zip(*[r["pos_accepted"] for r in rows])]
-            predicted = all(
-                r["model_tokens"] is not None for r in rows
-            )  # every prompt's runs, or no prediction
+            # every prompt's runs, or no prediction
+            predicted = all(r["model_tokens"] is not None for r in rows)
             tokens = sum(r["model_tokens"] for r in rows) if predicted else None
             steps = sum(r["model_steps"] for r in rows) if predicted else None
+            # the cost model's Σ E / Σ cost, pooled over runs
             out[c.name].update(
                 drafted=drafted,
                 accepted=accepted,
@@ -137,7 +137,7 @@ def aggregate(prompt_rows: list, configs: list) -> dict:
                 pos_drafted=pos_d,
                 pos_accepted=pos_a,
                 predicted_speedup=_ratio(tokens, steps),
-            )  # the cost model's Σ E / Σ cost, pooled over runs
+            )
     for row in out.values():
         if row:
             row["speedup_vs_ar"] = _ratio(row["tokens_per_s"], (out.get(AR) or {}).get("tokens_per_s"))

@@ -242,9 +242,10 @@ def check(args) -> dict:
                     lanes[lane].append(event)
                 s = summarize(lanes["speculative"], lanes["ar"])
                 rows.append(s)
+            # noqa: E731
             med = lambda k, rows=rows: statistics.median(
                 [r[k] for r in rows if r.get(k) is not None] or [float("nan")]
-            )  # noqa: E731
+            )
             report["oracle"].append(
                 {
                     "alpha": alpha,

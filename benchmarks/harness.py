@@ -96,11 +96,7 @@ def build_configs(drafts, gammas, target: LoadedModel, hf: bool) -> tuple[list, 
 
 
 def machine_info(target: LoadedModel) -> dict:
-    info = {
-        **host(),
-        "device": str(target.device),
-        "dtype": str(target.dtype).replace("torch.", ""),
-    }
+    info = {**host(), "device": str(target.device), "dtype": str(target.dtype).replace("torch.", "")}
     if target.device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(target.device)
     return info

@@ -25,11 +25,12 @@ def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dic
         parsed = parse_draft(spec)
     except ModelLoadError:
         return None
+    # a fixed γ: no schedule, no confidence cut-off
     fixed = {
         "num_assistant_tokens": gamma,
         "num_assistant_tokens_schedule": "constant",
         "assistant_confidence_threshold": 0.0,
-    }  # a fixed γ: no schedule, no confidence cut-off
+    }
     if parsed.name in ("self", "model"):
         draft = (
             target
@@ -42,10 +43,8 @@ def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dic
         return kw, dict(kw)
     if parsed.name == "layerskip":
         layers = parsed["L"] or max(1, target.model.config.get_text_config().num_hidden_layers // 4)
-        kw = {
-            "assistant_early_exit": layers,
-            **fixed,
-        }  # drafters/model.py's default L: a quarter of the layers
+        # drafters/model.py's default L: a quarter of the layers
+        kw = {"assistant_early_exit": layers, **fixed}
         return kw, dict(kw)
     return None
 

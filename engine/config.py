@@ -8,10 +8,8 @@ from dataclasses import asdict, dataclass
 
 MAX_GAMMA = 16
 MAX_BATCH = 16  # sequences in one batched run (engine/decode/batch.py)
-MIN_TEMPERATURE, MAX_TEMPERATURE = (
-    0.01,
-    100.0,
-)  # logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already
+# logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already
+MIN_TEMPERATURE, MAX_TEMPERATURE = (0.01, 100.0)
 TEMPERATURE_RANGE = f"0 (greedy) or between {MIN_TEMPERATURE} and {MAX_TEMPERATURE:g}"
 MAX_SEED = 2**63 - 1  # torch's generator takes a signed 64-bit seed
 WHOLE_SETTINGS = {  # name -> (lowest, highest or None, the range as a message says it)

@@ -32,12 +32,8 @@ SPREAD_LIMIT = 0.35
 # share of a race lane's compute under CPU contention above which its timing is flagged
 CONTENTION_LIMIT = 0.10
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
-CONFIDENCE_EDGES = (
-    0.2,
-    0.4,
-    0.6,
-    0.8,
-)  # bins of a drafter's confidence, max q at a position (auto, heads' calibration)
+# bins of a drafter's confidence, max q at a position (auto, heads' calibration)
+CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)
 PRIOR_SLOPE = 0.1  # extra verify cost per token, in target steps, before two multi-token sizes are seen
 
 
@@ -272,13 +268,14 @@ def prediction(alpha_: float | None, gammas: list, c: float | None, v_points: di
     curve = verify_curve({1: 1.0, **v_points})
     tokens = sum(expected_tokens(alpha_, g) for g in gammas)
     cost = sum(g * c + curve(g + 1) for g in gammas)
+    # pooled over runs: Σ tokens / Σ steps
     return {
         "expected_tokens": tokens / len(gammas),
         "predicted_speedup": tokens / cost if cost > 0 else None,
         "model_tokens": tokens,
         "model_steps": cost,
         "round_gammas": hist,
-    }  # pooled over runs: Σ tokens / Σ steps
+    }
 
 
 def curve(alpha_: float, c: float, v_points: dict, max_gamma: int) -> list:

@@ -39,9 +39,8 @@ class RunStarted:
     prompt_tokens: list  # text of each prompt token
     pos: int  # position of the first generated token (= prompt length)
     threads: int = 0  # CPU torch threads the run computed with (0: not recorded, or not a CPU)
-    host: dict = field(
-        default_factory=dict
-    )  # the machine and forward measured (engine/runtime/roofline.py); {} if not
+    # the machine and forward measured (engine/runtime/roofline.py); {} if not
+    host: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,9 +95,8 @@ class Verified:
     greedy: bool  # greedy acceptance rule (argmax) rather than min(1, p/q)
     # sampling: the uniform draw u each drafted token was tested with (accepted iff u < accept_prob)
     u: list | None = None
-    residual_topk: list = field(
-        default_factory=list
-    )  # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
+    # sampling, corrected: top-k [id, text, prob] of norm(max(0, p − q))
+    residual_topk: list = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -502,9 +500,8 @@ class BatchFinished:
     rows: int  # B
     mode: str  # "speculative" or "ar"
     draft: str  # drafter spec ("" for ar)
-    summary: dict = field(
-        default_factory=dict
-    )  # tokens, wall_s, tokens_per_s, per-row acceptance, γ histogram
+    # tokens, wall_s, tokens_per_s, per-row acceptance, γ histogram
+    summary: dict = field(default_factory=dict)
 
 
 EVENT_TYPES.update({cls.kind: cls for cls in (BatchRound, BatchFinished)})

@@ -63,9 +63,8 @@ def refusal(target: str, draft, device: str | None = None) -> str | None:
         return None
     dtype = "bf16" if kind == "cuda" else "fp32"
     draft_model = parse_draft(draft).model if draft else None
-    who = (
-        f"{target} with its draft {draft_model}" if draft_model else target
-    )  # the draft may be the large one
+    # the draft may be the large one
+    who = f"{target} with its draft {draft_model}" if draft_model else target
     return (
         f"{who} needs about {need / 2**30:.0f} GiB here ({dtype}), more than this "
         f"{'GPU' if kind == 'cuda' else 'machine'} offers ({USABLE * total / 2**30:.0f} of "

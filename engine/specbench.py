@@ -19,14 +19,8 @@ from pathlib import Path
 
 QUESTIONS = Path(__file__).resolve().parent / "prompts" / "spec_bench" / "question.jsonl"
 MT_BENCH = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
-GROUPS = (
-    "mt_bench",
-    "translation",
-    "summarization",
-    "qa",
-    "math_reasoning",
-    "rag",
-)  # the leaderboard's columns
+# the leaderboard's columns
+GROUPS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
 
 
 def group_of(category: str) -> str:

@@ -250,9 +250,8 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
         raise ModelLoadError(f"unknown draft spec {text[:80]!r}: use {usages()}")
     if colon and not family.args:
         raise ModelLoadError(f"draft spec {text[:80]!r}: {family.name} takes no argument")
-    text = family.name + (
-        ":" + rest.strip() if rest.strip() else ""
-    )  # the normal form: what every reader sees
+    # the normal form: what every reader sees
+    text = family.name + (":" + rest.strip() if rest.strip() else "")
     if all(a.kind in ("int", "float", "choice") for a in family.args):
         rest = rest.replace(",", ":")  # numbers and choices may be written lookahead:5,4,5 as well as 5:4:5
     parts = rest.split(":", len(family.args) - 1) if colon else []

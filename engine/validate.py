@@ -17,13 +17,10 @@ from .specs import REGISTRY
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
-MAX_FORWARD_ROWS = (
-    2 * MAX_TREE_NODES + 1
-)  # rows of one verify forward: the root, its nodes, a drafter's own rows
-MAX_WINDOW = (
-    int(REGISTRY["lookahead"].args[0].high),
-    int(REGISTRY["lookahead"].args[1].high) - 1,
-)  # W, N − 1
+# rows of one verify forward: the root, its nodes, a drafter's own rows
+MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1
+# W, N − 1
+MAX_WINDOW = (int(REGISTRY["lookahead"].args[0].high), int(REGISTRY["lookahead"].args[1].high) - 1)
 MAX_BEAMS = WHOLE_SETTINGS["num_beams"][1]
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
@@ -480,9 +477,8 @@ def check_run(run: list, n_events: int) -> None:
     window = max(
         [len(e.token_ids) * len(e.token_ids[0]) for e in run if e.kind == "lookahead_window"], default=0
     )
-    limit = (
-        started.pos + generated + drafts + window + 1
-    )  # the verify forward writes the drafts (and a lookahead
+    # the verify forward writes the drafts (and a lookahead
+    limit = started.pos + generated + drafts + window + 1
     # window's rows) and one more slot
     for e in run:
         for where, pos in positions(e):

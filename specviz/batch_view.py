@@ -244,9 +244,8 @@ def throughput_markdown(results: dict) -> str:
                 ratio = (
                     derive(lambda x, y: x / y, [(v, 0), (base, 0)], most=0)[0] if n != "ar" and base else None
                 )
-                cells.append(
-                    f"{v:.0f}" + (f" ({ratio}×)" if ratio else "")
-                )  # of the printed cells, as printed
+                # of the printed cells, as printed
+                cells.append(f"{v:.0f}" + (f" ({ratio}×)" if ratio else ""))
             lines.append(f"| {_name(n, gamma)} | " + " | ".join(cells) + " |")
         cross = results["crossover"][s]
         lines += [
@@ -287,9 +286,8 @@ def batch_summary_html(lanes: dict) -> str:
             ar_rows = {e.row: e.token_ids for e in ar if e.kind == "finished"}
             same = sum(e.token_ids == ar_rows.get(e.row) for e in spec if e.kind == "finished")
             greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
-            ratio, spec_rate, ar_rate = quotient_terms(
-                rs, ra
-            )  # the printed rates reproduce the printed ratio
+            # the printed rates reproduce the printed ratio
+            ratio, spec_rate, ar_rate = quotient_terms(rs, ra)
             out.append(
                 f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
                 f"<b>{ratio}×</b> the AR batch ({spec_rate} ÷ {ar_rate} tokens/s, the two raced round by round "

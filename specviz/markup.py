@@ -196,20 +196,16 @@ def token_span(
     return tip_span(rv.round, pos, origin, text, head, rows, blocks, breaks, cls)
 
 
-GLYPHS = {
-    "corrected": "↺",
-    "bonus": "+",
-    "rejected": "✗",
-}  # the shape beside the colour (specviz.css draws the
+# the shape beside the colour (specviz.css draws the
+GLYPHS = {"corrected": "↺", "bonus": "+", "rejected": "✗"}
 # same marks before stream tokens; the SVG tree writes them into its text)
 
 
 def tip_attrs(round_, pos, origin: str, head: str, rows, blocks=(), cls: str = "tok", extra: str = "") -> str:
     """The attributes of one token or tree node: `class="{cls} {cls}-{origin}"` (+ `extra` classes),
     data-round / data-pos and the tooltip's data once (data-tip)."""
-    rows = [
-        (k, v) for k, v in rows if k not in ("round", "position")
-    ]  # the box reads them from data-round/-pos
+    # the box reads them from data-round/-pos
+    rows = [(k, v) for k, v in rows if k not in ("round", "position")]
     kind = f"{cls}-rejected {cls}-discarded" if origin == "discarded" else f"{cls}-{esc(origin)}"
     extra = f" {esc(extra)}" if extra else ""
     return (

@@ -129,9 +129,8 @@ def render_race(events, t: float | None = None) -> str:
     lanes = "".join(_lane(mode, title, sub, runs.get(mode), t, shown.get(mode)) for mode, title, sub in LANES)
     speed, warn = "", ""
     if summary.get("speedup") is not None:
-        pred = (
-            None if summary.get("timing_flags") else summary.get("predicted_speedup")
-        )  # unreliable: withheld
+        # unreliable: withheld
+        pred = None if summary.get("timing_flags") else summary.get("predicted_speedup")
         pred = predicted_terms(summary) if pred is not None else None
         speed = (
             f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '

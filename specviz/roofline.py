@@ -54,9 +54,8 @@ def roofline_chart(points: list, host, context: float, run_n: int) -> str:
     r = costmodel.roof(host)
     t1 = points[0][1]
     n_star = costmodel.ridge(context, r) if r else None
-    n_star = (
-        n_star if n_star and math.isfinite(n_star) else None
-    )  # no ridge from a zero rate (a hand-made trace)
+    # no ridge from a zero rate (a hand-made trace)
+    n_star = n_star if n_star and math.isfinite(n_star) else None
     top_n = max(max(n for n, _ in points) + 1, 8, min(int(n_star * 1.25) + 1, MAX_N) if n_star else 0)
     top_ms = 1e3 * max(max(t for _, t in points), max(costmodel.floors(top_n, context, r)) if r else 0) * 1.1
     x = lambda n: PAD_L + (W - PAD_L - PAD_R) * n / top_n  # noqa: E731

@@ -26,11 +26,8 @@ ROUND_KINDS = {
     "committed",
     "round_timed",
 }
-ATTR = {
-    "round_timed": "timed",
-    "draft_tree": "tree",
-    "lookahead_window": "window",
-}  # RoundView attribute of each round event kind
+# RoundView attribute of each round event kind
+ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window"}
 
 
 def positive(x) -> float | None:

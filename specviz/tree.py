@@ -151,9 +151,8 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
         rule = "draft = argmax p" if greedy else "min(1, p/q) on what is left of p"
         tested = _at(t.accept_prob, i)
         who = family(getattr(rv.drafted, "drafter", ""))
-        proposer = (
-            f" · Medusa head {node.depth}" if who == "medusa" else ""
-        )  # Medusa: head d proposes depth d
+        # Medusa: head d proposes depth d
+        proposer = f" · Medusa head {node.depth}" if who == "medusa" else ""
         rows += [
             ("node", f"{i} · depth {node.depth}{proposer}"),
             ("draft q", fmt_p(_at(t.q, i))),
@@ -266,9 +265,8 @@ def round_tree_html(rv, context: str, greedy: bool) -> str:
     html = _round_html(rv, context, greedy)
     if rv.window is None:
         return html
-    return (
-        html[: -len("</div>")] + window_grid(rv.window) + "</div>"
-    )  # inside the round's row, after its tree
+    # inside the round's row, after its tree
+    return html[: -len("</div>")] + window_grid(rv.window) + "</div>"
 
 
 def _round_html(rv, context: str, greedy: bool) -> str:
@@ -292,9 +290,8 @@ def _round_html(rv, context: str, greedy: bool) -> str:
         if rv.decided is not None
         else ""
     )
-    on_path = {
-        n.id for n in nodes if n.committed
-    }  # the context, the accepted drafts, the corrected / bonus token
+    # the context, the accepted drafts, the corrected / bonus token
+    on_path = {n.id for n in nodes if n.committed}
     attrs = {n.id: _chain_attrs(rv, n, greedy) for n in nodes[1:]}
     body = _svg(nodes, attrs, on_path, f"round {rv.round}: {stats}{', ' + verdict if verdict else ''}")
     return (

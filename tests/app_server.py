@@ -57,6 +57,7 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
     its output goes to a log file named in any startup error."""
     port = free_port()
     uploads = Path(tempfile.mkdtemp(prefix=f"specviz-gradio-{port}-"))  # this server's own Gradio cache
+    # 1 thread: faster on a busy 2-core box
     env = dict(
         os.environ,
         GRADIO_SERVER_NAME="127.0.0.1",
@@ -67,7 +68,7 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
         TRANSFORMERS_OFFLINE="1",
         OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
         **env_vars,
-    )  # 1 thread: faster on a busy 2-core box
+    )
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-app-{port}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(

@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 # Tests that load the real embedded model, start the app or a browser are `slow`: `pytest -m "not slow"` is the
 # sub-minute inner loop (renderers, the cost model, the registry, layers, tiny random models); `make test` runs all.
 SLOW_FIXTURES = {"embedded", "app_url", "browser"}
+# their own servers, the real models (through helpers, not fixtures) or training
 SLOW_MODULES = {
     "test_app_api",
     "test_embedded",
@@ -24,7 +25,7 @@ SLOW_MODULES = {
     "test_heads",
     "test_auto_confidence",
     "test_sizing",
-}  # their own servers, the real models (through helpers, not fixtures) or training
+}
 
 
 def pytest_collection_modifyitems(items):

@@ -135,9 +135,8 @@ def check_roofline(text: str) -> list[str]:
                 bad.append(
                     f"roofline at n = {k}: printed {mem}, {comp} ms, the inputs give {want[0]:.3f}, {want[1]:.3f}"
                 )
-        lo = next(
-            (k for k in range(1, 100000) if at(k)[1] >= at(k)[0]), None
-        )  # the crossing lies in (lo − 1, lo]
+        # the crossing lies in (lo − 1, lo]
+        lo = next((k for k in range(1, 100000) if at(k)[1] >= at(k)[0]), None)
         if lo is not None and not lo - 1.5 <= int(ridge) <= lo + 0.5:
             bad.append(f"roofline: the floors cross between n = {lo - 1} and {lo}, printed n* ≈ {ridge}")
     s = re.search(

@@ -109,9 +109,8 @@ def test_generate_endpoint_runs_beam_search(client):
     summary = json.loads(summary_json)
     assert summary["mode"] == "beam_speculative" and summary["num_beams"] == 2
     assert text.strip() and text == summary["hypotheses"][0]["text"] == text_self
-    other = json.loads(summary_self_json)[
-        "hypotheses"
-    ]  # scores agree to float rounding (README: beam search)
+    # scores agree to float rounding (README: beam search)
+    other = json.loads(summary_self_json)["hypotheses"]
     assert [h["text"] for h in summary["hypotheses"]] == [h["text"] for h in other]
     assert [h["score"] for h in summary["hypotheses"]] == pytest.approx([h["score"] for h in other], abs=1e-4)
     assert summary["target_forwards"] + summary["forwards_saved"] == summary["steps"]
@@ -367,9 +366,8 @@ def one_slot():
         yield url
 
 
-LONG_LINE = " ".join(
-    ["the lighthouse keeper climbed the stairs and watched the storm"] * 130
-)  # ~1,400 tokens
+# ~1,400 tokens
+LONG_LINE = " ".join(["the lighthouse keeper climbed the stairs and watched the storm"] * 130)
 
 
 def join_then_leave(url: str, api_name: str, data: list) -> None:

@@ -142,9 +142,8 @@ def test_stop_then_new_run(page):
     """Stop during a long run halts it and says so; a new short tree-speculation run then completes and draws its branches."""
     page.fill("#prompt textarea", LONG)
     page.get_by_label("Race against autoregressive", exact=False).uncheck()
-    choose(
-        page, "Drafter", "layerskip"
-    )  # the slowest drafter and the longest run: it cannot end before Stop lands
+    # the slowest drafter and the longest run: it cannot end before Stop lands
+    choose(page, "Drafter", "layerskip")
     set_number(page, "max-new", 512)
     page.click("#generate")
     page.wait_for_selector('#summary .sv-summary[data-done="0"]', timeout=RUN_TIMEOUT_MS)  # streaming
@@ -193,9 +192,8 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     other = browser.new_page(viewport={"width": 1280, "height": 900})
     other.goto(url)
     other.wait_for_selector("#prompt textarea")
-    sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(
-        1
-    )  # a fresh session sees none of page 1's run
+    # a fresh session sees none of page 1's run
+    sync_api.expect(other.locator("#stream .sv-empty")).to_have_count(1)
     other.get_by_role("tab", name="Tree").click()  # gradio draws a tab's content once it is opened
     other.locator("#trace-upload input[type=file]").set_input_files(shared["trace"])
     rounds = rounds_in_trace(shared["trace"])
@@ -218,9 +216,8 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     other.locator("#trace-upload input[type=file]").set_input_files(str(bad))
     sync_api.expect(other.get_by_text("not a specviz trace", exact=False).first).to_be_visible(timeout=15_000)
     other.wait_for_timeout(1000)  # let any output update of the refused upload land
-    assert other.locator("#stream .specviz-stream").get_attribute("data-rounds") == str(
-        rounds
-    )  # the last good run stays
+    # the last good run stays
+    assert other.locator("#stream .specviz-stream").get_attribute("data-rounds") == str(rounds)
     assert other.get_by_text("Error", exact=True).count() == 0  # no error pill over the output panels
     assert page.locator("#stream .specviz-stream").get_attribute("data-rounds") == before
     other.close()

@@ -56,9 +56,8 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
     n = h.RUN_OUTPUTS
     assert list(out[:n]) == [SKIP] * n and out[n] is None  # only the drop zone is emptied
     assert list(out[n + 1 :]) == [SKIP] * len(TRACE_SETS)  # the controls stay
-    assert (
-        bad.exists()
-    )  # a file the app did not write is never deleted by it (Gradio's cache bound covers copies)
+    # a file the app did not write is never deleted by it (Gradio's cache bound covers copies)
+    assert bad.exists()
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
     state = h.loaded(str(good))[0]

@@ -99,10 +99,8 @@ def test_the_busy_machine_note_is_one_short_line():
     from specviz.demo_trace import ar_events, speculative_events
     from specviz.runs import split_runs
 
-    slow, elapsed = (
-        [],
-        0.02,
-    )  # the AR lane's second half at 3x the step time (an outside load), as test_costmodel
+    # the AR lane's second half at 3x the step time (an outside load), as test_costmodel
+    slow, elapsed = ([], 0.02)
     for e in ar_events():
         if e.kind == "round_timed":
             total = e.total_s * (3 if e.round > 4 else 1)

@@ -99,10 +99,8 @@ def test_the_numbers_agree(page, setup, tmp_path):
     raced = page.locator("#race").inner_text()
     assert "speedup" in raced and check_race(raced) == [], raced
     if setup == "auto" and "does not model it" in explain:  # auto verified a recycling tree in some round: no
-        assert check_page(summary, explain) == [], (
-            summary,
-            explain,
-        )  # chain prediction, what it prints adds up
+        # chain prediction, what it prints adds up
+        assert check_page(summary, explain) == [], (summary, explain)
         pytest.skip("auto chose token recycling's tree this time: the chain arithmetic is not on the page")
     assert "One round at γ" in explain and "Σ E =" in explain, explain[:2000]
     assert check_page(summary, explain) == [], (summary, explain)
@@ -171,9 +169,8 @@ def test_the_what_if_sliders_redraw_in_the_browser(page):
     line = panel.locator(".wf-out").inner_text()
     assert after < first and "α = 0.200" in line
     assert check_explain(line) == [] and "At α = 0.200" in line  # the moved line follows the same rule
-    assert check_explain(
-        line.replace(f"→ {after:.2f}×", f"→ {after + 0.01:.2f}×")
-    )  # and a wrong one is caught
+    # and a wrong one is caught
+    assert check_explain(line.replace(f"→ {after:.2f}×", f"→ {after + 0.01:.2f}×"))
     assert not [u for u in requests if "/gradio_api/" in u]
 
 
@@ -352,9 +349,8 @@ def test_choosing_a_token_brings_its_verify_view_into_view(browser, app_url):
         "() => { const r = document.querySelectorAll('#stream .tok-accepted')[4]"
         ".getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }"
     )
-    assert (
-        page.locator(".specviz-tipbox").is_visible() == token_seen
-    )  # pinned while its token shows, else closed
+    # pinned while its token shows, else closed
+    assert page.locator(".specviz-tipbox").is_visible() == token_seen
     page.mouse.wheel(0, 3000)
     page.wait_for_timeout(600)
     gone = page.evaluate(

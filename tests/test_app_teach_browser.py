@@ -172,9 +172,8 @@ def test_tree_at_the_largest_budget_on_a_phone(browser, app_url):
     set_number(page, "tree-budget", 64)
     set_number(page, "tree-branching", 8)
     expect(page.locator("#tree-budget input[type=number]").first).to_have_value("64")
-    run_example(
-        page, 24, gamma=16, drafter="self"
-    )  # a model drafter: every round a tree (n-gram's trie is a chain here)
+    # a model drafter: every round a tree (n-gram's trie is a chain here)
+    run_example(page, 24, gamma=16, drafter="self")
     open_tree(page)
     page.wait_for_selector("#tree .tree-branches svg.tree-svg", timeout=30_000)  # may land after the summary
     assert page.locator("#tree .tree-branches g.node.on-path").count() > 0
@@ -216,9 +215,8 @@ def test_linked_hover_between_stream_tree_and_charts(browser, app_url):
     linked = page.locator(f'#tree .tree-round[data-round="{r}"].is-linked')
     expect(linked).to_have_count(1)
     panel, box = page.locator("#tree .specviz-tree").bounding_box(), linked.bounding_box()
-    assert (
-        box["y"] < panel["y"] + panel["height"] and box["y"] + box["height"] > panel["y"]
-    )  # scrolled into view
+    # scrolled into view
+    assert box["y"] < panel["y"] + panel["height"] and box["y"] + box["height"] > panel["y"]
     page.mouse.move(5, 5)
     other = page.locator("#tree g.node-accepted[data-round]").first
     other.scroll_into_view_if_needed()

@@ -15,9 +15,8 @@ from ui import app_views as av
 
 def test_model_specs_map_controls_to_engine_specs(monkeypatch):
     """Drafter choice + parameter become the engine's draft spec; hub pairs bring their preset draft model."""
-    monkeypatch.setenv(
-        "SPECVIZ_DEVICE_MEMORY_GB", "64"
-    )  # a machine that holds every preset (tests/test_sizing.py)
+    # a machine that holds every preset (tests/test_sizing.py)
+    monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "64")
     assert av.model_specs(av.EMBEDDED_PAIR, "ngram", 0) == ("embedded", "ngram")
     assert av.model_specs(av.EMBEDDED_PAIR, "ngram", 2) == ("embedded", "ngram:2")
     assert av.model_specs(av.EMBEDDED_PAIR, "layerskip", 8.0) == ("embedded", "layerskip:8")

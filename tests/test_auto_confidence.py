@@ -55,9 +55,8 @@ def test_expected_tokens_each_generalises_the_equal_alpha_case():
     assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 1.0) == pytest.approx(
         costmodel.predicted_speedup(0.6, 3, 0.05, 1.4)
     )
-    assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 0.0) == pytest.approx(
-        1 / 1.15
-    )  # paid, not used
+    # paid, not used
+    assert costmodel.predicted_speedup_asked(0.6, 3, 0.05, 1.4, 0.0) == pytest.approx(1 / 1.15)
 
 
 def test_confidence_bins_and_their_priors():

@@ -208,9 +208,8 @@ def test_sampled_rows_keep_the_target_joint_law_and_a_row_mixup_does_not(target,
 
     assert all(s < CHI2_15DF_999 for s in check(batch_pair_counts(engine, rows, 120, cfg)))
     forward = engine.forward
-    engine.forward = lambda x, cache, **kw: forward(x, cache, **kw).roll(
-        1, dims=0
-    )  # row r judged by row r − 1's
+    # row r judged by row r − 1's
+    engine.forward = lambda x, cache, **kw: forward(x, cache, **kw).roll(1, dims=0)
     wrong = batch_pair_counts(engine, rows, 40, cfg)
     try:  # the check fails either way: tokens outside the prompt's top-4 support, or a chi-square far above
         assert max(check(wrong)) > CHI2_15DF_999
@@ -330,9 +329,8 @@ def test_lanes_and_summary_render_each_row_and_the_race_ratio(target):
     ups = [{"decode_tokens_per_s": v} for v in (10, 20, 40)]
     assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (12, 21, 30)]) == 4
     assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (12, 21, 41)]) is None
-    assert (
-        crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (9, 21, 41)]) is None
-    )  # a dip that recovers
+    # a dip that recovers
+    assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (9, 21, 41)]) is None
     assert crossover([1, 2, 4], ups, [{"decode_tokens_per_s": v} for v in (9, 19, 39)]) == 1
     assert specviz.render_batch_lanes([]).count('batch-lane"') == 0
 

@@ -112,9 +112,10 @@ def test_speculative_equals_plain_tiny(tiny, num_beams):
         for drafter in (None, RandomDrafter(tiny.target.vocab_size)):  # None: the engine's `self`
             events, spec = run(tiny, ids, cfg, True, drafter)
             same_beams(spec, plain)
+            # the same search, step by step
             assert [e.token_ids for e in events if e.kind == "beam_step"] == [
                 e.token_ids for e in plain_events if e.kind == "beam_step"
-            ]  # the same search, step by step
+            ]
             saved += events[-1].summary["forwards_saved"]
     assert saved > 0  # `self` drafts some beams' paths: fewer forwards than steps somewhere
 

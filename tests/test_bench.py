@@ -197,9 +197,8 @@ def test_cli_bench_beams_counts_forwards_saved(tiny_dirs, tmp_path, capsys):
     assert rc == 0
     rows = json.loads((out / "beams-self-g2.json").read_text())["rows"]
     assert len(rows) == len(PROMPTS) and all(r["same_beams"] for r in rows)
-    assert all(
-        r["forwards_saved"] == r["plain_forwards"] - r["spec_forwards"] > 0 for r in rows
-    )  # self accepts all
+    # self accepts all
+    assert all(r["forwards_saved"] == r["plain_forwards"] - r["spec_forwards"] > 0 for r in rows)
     assert "forwards saved" in (out / "beams-self-g2.md").read_text()
     assert main(["--target", tiny_dirs["target"], "--num-beams", "9", "--out", str(out)]) == 2
     assert "num_beams must be 1 (off) or between 2 and 8" in capsys.readouterr().err

@@ -148,9 +148,8 @@ def test_retokenized_event_shows_both_tokenisations(toy):
         assert len(e.spans) == len(e.target_token_ids) and len(e.draft_tokens) == len(e.draft_token_ids)
         covered = [i for first, last in e.spans if first >= 0 for i in range(first, last + 1)]
         assert covered == sorted(covered)  # the two tokenisations read the same text left to right
-    assert any(
-        len(e.draft_token_ids) < len(e.target_token_ids) for e in retok
-    )  # a BPE word -> several characters
+    # a BPE word -> several characters
+    assert any(len(e.draft_token_ids) < len(e.target_token_ids) for e in retok)
     assert [e.kind for e in trace_from_json(trace_to_json(events))] == [e.kind for e in events]
 
 

@@ -78,9 +78,8 @@ def test_hostile_retokenized_events_are_refused_or_bounded():
     from specviz.demo_trace import speculative_events
 
     evil = retok(spans=[[0, 10**12]] * 4)
-    assert "xv-n1" in render_tokenisations(
-        [evil]
-    )  # hand-built: rendered, range clamped to the 2 draft tokens
+    # hand-built: rendered, range clamped to the 2 draft tokens
+    assert "xv-n1" in render_tokenisations([evil])
     events = speculative_events()
     with pytest.raises(
         ValueError, match=r"retokenized.spans\[0\] must be \[first, last\] draft token indices"

@@ -60,9 +60,8 @@ def test_confidence_threshold_stops_drafting_early(tiny_dirs):
     cfg = GenerationConfig(gamma=8, max_new_tokens=30, p_min=qs[len(qs) // 2])
     events = list(engine.generate("Tell me a story", cfg))
     drafted = [e for e in events if e.kind == "drafted"]
-    assert drafted and all(
-        min(e.q[:-1], default=1.0) >= cfg.p_min for e in drafted
-    )  # only the last may be unsure
+    # only the last may be unsure
+    assert drafted and all(min(e.q[:-1], default=1.0) >= cfg.p_min for e in drafted)
     assert any(e.q[-1] < cfg.p_min and len(e.token_ids) < cfg.gamma for e in drafted)  # ... and is kept
     assert sum(len(e.token_ids) for e in drafted) < sum(len(e.token_ids) for e in free if e.kind == "drafted")
     assert events[-1].token_ids == list(engine.generate("Tell me a story", cfg, mode="ar"))[-1].token_ids
@@ -90,12 +89,7 @@ def test_sampling_fidelity_per_drafter(tiny_dirs, spec):
 def test_auto_records_every_decision_with_its_inputs(tiny_dirs):
     """Each auto round emits a decision naming drafter, γ, reason and the candidates' α, c, v, rate."""
     engine = Engine(load_model(tiny_dirs["target"]), "auto", measure_step=False)
-    events = list(
-        engine.generate(
-            "x y z x y z x y z x y",
-            GenerationConfig(gamma=4, max_new_tokens=40),
-        )
-    )
+    events = list(engine.generate("x y z x y z x y z x y", GenerationConfig(gamma=4, max_new_tokens=40)))
     decisions = [e for e in events if e.kind == "decided"]
     rounds = {e.round for e in events if e.kind == "round_timed" and e.gamma + 1}
     assert decisions and {d.round for d in decisions} <= rounds
@@ -169,9 +163,8 @@ def test_drafts_of_the_target_itself_run_on_its_cache(tiny_dirs, spec, shared):
     if shared:
         assert set(fed) == {1}
     else:
-        assert (
-            max(fed) > 1
-        )  # a separate cache catches up on committed tokens (the prompt, all-accepted rounds)
+        # a separate cache catches up on committed tokens (the prompt, all-accepted rounds)
+        assert max(fed) > 1
 
 
 def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_shares_it(embedded):
@@ -215,9 +208,8 @@ def test_auto_extrapolates_verify_cost_from_multi_token_points():
     auto.verify = {1: 1.0, 2: 1.36}
     assert auto.verify_s(5) == pytest.approx(1.36 + 3 * PRIOR_SLOPE)
     auto.verify = {1: 1.0, 2: 1.36, 3: 1.40}
-    assert auto.verify_s(5) == pytest.approx(
-        1.48
-    )  # slope 0.04 per token; a line through t(1) would give ~1.8
+    # slope 0.04 per token; a line through t(1) would give ~1.8
+    assert auto.verify_s(5) == pytest.approx(1.48)
     assert auto.verify_s(3) == 1.40  # measured points are used as they are
 
 

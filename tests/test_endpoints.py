@@ -13,10 +13,8 @@ import pytest
 import app
 from ui import handlers as h
 
-SERVER_HELD = (
-    gr.State,
-    gr.api,
-)  # inputs a client cannot set (State) or that api_arguments checks (/generate)
+# inputs a client cannot set (State) or that api_arguments checks (/generate)
+SERVER_HELD = (gr.State, gr.api)
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +31,8 @@ def defaults(fn) -> list:
     """Values the browser would send: each component's own value (the /generate API: a prompt and its defaults)."""
     if fn.api_name == "generate":
         return ["hi"]
-    return [
-        0 if isinstance(block, gr.Dataset) else getattr(block, "value", None) for block in fn.inputs
-    ]  # an index
+    # an index
+    return [0 if isinstance(block, gr.Dataset) else getattr(block, "value", None) for block in fn.inputs]
 
 
 def refused(demo, fn, values) -> str:

@@ -58,10 +58,8 @@ def test_derive_prints_inputs_that_reproduce_the_figure():
     """The rule itself: the issue's γ = 16 case prints α as its counts; a quotient gets the digits it needs."""
     e, (alpha,) = derive(lambda a: (1 - a**17) / (1 - a), [Exact.ratio(29, 30)])
     assert (e, alpha) == ("13.14", "29/30")
-    assert derive(lambda a: (1 - a**17) / (1 - a), [(29 / 30, 2)]) == (
-        "13.14",
-        ["0.9667"],
-    )  # 0.97 gives 13.47
+    # 0.97 gives 13.47
+    assert derive(lambda a: (1 - a**17) / (1 - a), [(29 / 30, 2)]) == ("13.14", ["0.9667"])
     assert quotient_terms(16.4, 15.8) == ("1.04", "16", "16") or quotient_terms(16.4, 15.8)[1:] == (
         "16.4",
         "15.8",
@@ -89,9 +87,8 @@ def test_every_equation_reproduces_over_a_sweep_of_runs():
         shown = text(cut.summary), text(cut.explain), text(cut.race)
         assert check_page(*shown) == [], ("replayed", seed)
         seen["replayed"] += "One round at γ" in shown[1]
-    assert all(seen[k] >= RUNS * 0.6 for k in (*SEEN, "replayed")), (
-        seen
-    )  # each equation was checked, not skipped
+    # each equation was checked, not skipped
+    assert all(seen[k] >= RUNS * 0.6 for k in (*SEEN, "replayed")), seen
     assert lossy >= 10
 
 

@@ -122,9 +122,8 @@ def test_gradio_cache_copies_are_bounded(tmp_path):
     os.utime(other, (now - 7200, now - 7200))
     assert guard.prune_cache(tmp_path, keep=4, max_age_s=3600) == 7
     assert sorted(p.parent.name for p in tmp_path.glob("*/specviz-trace-*.json")) == ["h0", "h1", "h2", "h3"]
-    assert (
-        not (tmp_path / "h9").exists() and other.exists()
-    )  # the emptied hash folder goes; the other app's file stays
+    # the emptied hash folder goes; the other app's file stays
+    assert not (tmp_path / "h9").exists() and other.exists()
 
 
 @pytest.mark.slow  # a 4.7 MiB trace: parsing and rendering it takes a few seconds

@@ -133,9 +133,8 @@ def test_sampling_records_u_and_the_residual(tiny_dirs):
             tested += 1
         if v.first_rejected is not None:
             assert v.u[v.first_rejected] >= v.accept_prob[v.first_rejected]
-            assert (
-                v.residual_topk and abs(sum(r[2] for r in v.residual_topk) - 1) < 1.01
-            )  # a distribution's top-k
+            # a distribution's top-k
+            assert v.residual_topk and abs(sum(r[2] for r in v.residual_topk) - 1) < 1.01
             ids = [r[0] for r in v.residual_topk]
             if v.next_id in ids:
                 assert v.residual_topk[ids.index(v.next_id)][2] > 0
@@ -153,9 +152,8 @@ def test_corrected_tokens_follow_the_residual_law():
 
     p = torch.tensor([[0.10, 0.20, 0.30, 0.40], [0.25, 0.25, 0.25, 0.25]])
     q = torch.tensor([[0.40, 0.30, 0.20, 0.10]])
-    residual = sampling.residual(
-        p[0], q[0], 0
-    )  # the same for every rejected token: max(0, p − q) ∝ [0, 0, .1, .3]
+    # the same for every rejected token: max(0, p − q) ∝ [0, 0, .1, .3]
+    residual = sampling.residual(p[0], q[0], 0)
     gen = torch.Generator().manual_seed(11)
     counts = torch.zeros(4)
     while counts.sum() < 3000:

@@ -15,16 +15,16 @@ def chi_square(counts: torch.Tensor, probs: torch.Tensor) -> float:
 # chi-square critical values at significance 0.001: a correct sampler fails 1 time in 1000 (seeds fixed)
 CHI2_999 = {3: 16.27, 5: 20.52, 15: 37.70}
 
+# (γ+1, V): target at 3 positions
 P = torch.tensor(
     [
         [0.50, 0.30, 0.15, 0.05, 0.00, 0.00],
         [0.10, 0.20, 0.30, 0.40, 0.00, 0.00],
         [0.25, 0.25, 0.25, 0.25, 0.00, 0.00],
     ]
-)  # (γ+1, V): target at 3 positions
-Q = torch.tensor(
-    [[0.05, 0.15, 0.30, 0.20, 0.30, 0.00], [0.40, 0.10, 0.10, 0.10, 0.10, 0.20]]
-)  # (γ, V): a draft that disagrees strongly
+)
+# (γ, V): a draft that disagrees strongly
+Q = torch.tensor([[0.05, 0.15, 0.30, 0.20, 0.30, 0.00], [0.40, 0.10, 0.10, 0.10, 0.10, 0.20]])
 
 
 def speculate_two_tokens(n: int, accept=sampling.accept_sample, one_hot: bool = False) -> torch.Tensor:

@@ -41,9 +41,8 @@ def test_seven_b_on_a_cpu_space_needs_about_thirty_gib(monkeypatch):
     assert message and (
         "Qwen/Qwen2.5-7B-Instruct with its draft Qwen/Qwen2.5-0.5B-Instruct needs about 39 GiB" in message
     )
-    assert (
-        sizing.refusal("some/unknown-model", "ngram", device="cpu") is None
-    )  # unknown sizes are not guessed
+    # unknown sizes are not guessed
+    assert sizing.refusal("some/unknown-model", "ngram", device="cpu") is None
 
 
 def test_a_draft_too_large_is_named_as_the_draft(monkeypatch):

@@ -29,9 +29,8 @@ def test_the_committed_questions_are_spec_benchs_480_with_their_licence():
 
 def test_mt_benchs_eight_subcategories_report_as_one_column():
     assert [sb.group_of(c) for c in sb.MT_BENCH] == ["mt_bench"] * 8
-    assert (
-        sb.group_of("math") == "mt_bench" and sb.group_of("math_reasoning") == "math_reasoning"
-    )  # not confused
+    # not confused
+    assert sb.group_of("math") == "mt_bench" and sb.group_of("math_reasoning") == "math_reasoning"
     assert sb.group_of("rag") == "rag"
 
 

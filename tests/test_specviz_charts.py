@@ -40,9 +40,8 @@ def test_position_acceptance_is_accepted_over_drafted():
     fig = position_acceptance_fig(sample_events())
     assert len(fig.data) == 2
     assert list(fig.data[0].y) == pytest.approx([2 / 3, 2 / 3, 1 / 3])
-    assert list(fig.data[1].y) == pytest.approx(
-        [(5 / 7) ** i for i in (1, 2, 3)]
-    )  # α = 5 accepted / 7 tested
+    # α = 5 accepted / 7 tested
+    assert list(fig.data[1].y) == pytest.approx([(5 / 7) ** i for i in (1, 2, 3)])
 
 
 def test_running_acceptance_after_each_round():
@@ -71,9 +70,8 @@ def test_speedup_model_curve_and_points():
     assert list(curve.x) == list(range(1, 17))
     assert curve.y[2] == pytest.approx(predicted_speedup(alpha, 3, c, v4))  # γ = 3: v measured at n = 4
     assert all(y <= expected_tokens(alpha, g) / (g * c + 1) for g, y in zip(curve.x, curve.y))  # v(n) >= 1
-    run = (3 * expected_tokens(alpha, 3) + 1) / (
-        3 * (3 * c + v4) + 1
-    )  # rounds γ = 3, 3, 3 and one plain step
+    # rounds γ = 3, 3, 3 and one plain step
+    run = (3 * expected_tokens(alpha, 3) + 1) / (3 * (3 * c + v4) + 1)
     assert list(predicted.y) == pytest.approx([run])
     assert list(measured.y) == pytest.approx([0.38 / 0.26]) and list(measured.x) == [3]
     assert any(s.y0 == 1.0 and s.y1 == 1.0 for s in fig.layout.shapes)

@@ -126,12 +126,10 @@ def test_partial_run_renders_what_is_there():
     html = render_stream(partial)
     assert 'data-live="1"' in html and "sv-cursor" in html
     round1, round2 = html.split('data-round="2"', 1)
-    assert (
-        len(re.findall(r'<span class="tok tok-(?!rejected)', round1)) == 3
-    )  # round 1: its 3 committed tokens
-    assert (
-        "tok-accepted" in round2 and "tok-corrected" not in round2
-    )  # round 2 caught mid-way: drafts judged,
+    # round 1: its 3 committed tokens
+    assert len(re.findall(r'<span class="tok tok-(?!rejected)', round1)) == 3
+    # round 2 caught mid-way: drafts judged,
+    assert "tok-accepted" in round2 and "tok-corrected" not in round2
     assert "tok-pending" in render_stream(partial[:7])  # nothing committed yet; before the verdict: pending
     tree = render_tree(partial)
     assert 'data-round="2"' in tree and "node-uncommitted" in tree
@@ -426,9 +424,8 @@ def test_a_long_rejected_tail_folds_into_one_span_for_compact_mode():
     from specviz.tokens import render_stream
 
     html = render_stream(speculative_events())
-    assert re.findall(r'class="sv-tail" data-more="(\d+)"', html) == [
-        "2"
-    ]  # round 3: " a" rejected, 2 discarded
+    # round 3: " a" rejected, 2 discarded
+    assert re.findall(r'class="sv-tail" data-more="(\d+)"', html) == ["2"]
     tail = html[html.index('class="sv-tail"') :]
     tail = tail[: tail.index('class="tok tok-corrected"')]  # up to round 3's corrected token
     assert (

@@ -288,9 +288,8 @@ def test_tree_node_text_is_escaped():
     """A `<script>` node and a ` &` node appear as text, never as markup."""
     html = render_tree(tree_events())
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;…" in html  # cut to 18 characters in the box
-    assert "token <script>alert(1)</script>" in tip(
-        html, 1, 4
-    )  # whole in the tooltip (built with textContent)
+    # whole in the tooltip (built with textContent)
+    assert "token <script>alert(1)</script>" in tip(html, 1, 4)
     assert " &amp;" in html and not re.search(r"&(?![a-z]+;|#\d+;|#x[0-9a-f]+;)", html)
 
 
@@ -432,9 +431,8 @@ def test_the_verify_view_accounts_a_tree_round_as_a_tree():
     assert 'data-nodes="8" data-tree-accepted="2" data-tree-rejected="3" data-tree-unvisited="3"' in html
     assert "tree of 8 nodes, depth 4" in html and "one target forward over 9 positions" in html
     assert "at depth 3 none of the 2 children tried matched" in html and "All 3 drafts" not in html
-    assert "γ = 3" not in render_verify(tree_events(), 1) and "γ = 1" in render_verify(
-        tree_events(), 3
-    )  # a chain
+    # a chain
+    assert "γ = 3" not in render_verify(tree_events(), 1) and "γ = 1" in render_verify(tree_events(), 3)
 
 
 def test_tree_rounds_are_costed_at_the_trees_forward_size_and_not_predicted():

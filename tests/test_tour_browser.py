@@ -104,9 +104,8 @@ def test_an_example_or_a_setting_changed_mid_tour_stops_it(browser, app_url):
     page.wait_for_selector(ENDED, state="attached", timeout=15_000)
     page.wait_for_timeout(8000)
     assert page.locator(PLAYING).count() == 0 and gamma.input_value() == "6"
-    assert (
-        page.locator("#prompt textarea").input_value() == t.TOUR_PROMPT
-    )  # the tour's, left where it stopped
+    # the tour's, left where it stopped
+    assert page.locator("#prompt textarea").input_value() == t.TOUR_PROMPT
     page.close()
 
 

@@ -419,9 +419,8 @@ def test_real_engine_traces_still_load(tiny_dirs, spec, cfg):
     )
     result = engine.run("a b a b a b c", GenerationConfig(max_new_tokens=20, **cfg), compare_ar=True)
     events = list(result.events)
-    events[-1] = type(events[-1])(
-        **{**asdict(events[-1]), "summary": result.summary}
-    )  # + speedup, ar_*: checked too
+    # + speedup, ar_*: checked too
+    events[-1] = type(events[-1])(**{**asdict(events[-1]), "summary": result.summary})
     assert trace_from_json(trace_to_json(events)) == events
 
 

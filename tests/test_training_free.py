@@ -121,10 +121,8 @@ def test_recycle_fills_its_template_from_the_forwards_it_saw(target):
     draft = d.propose([3, 5], 4)
     tokens, parents = draft.token_ids.tolist(), draft.parents
     assert tokens[:4] == [7, 8, 9, 10] and parents[:4] == [-1] * 4  # the root's four guesses
-    assert tokens[4:6] == [1, 2] and parents[4:6] == [
-        0,
-        0,
-    ]  # M[7] under rank 0 (the template's (0, 0), (0, 1))
+    # M[7] under rank 0 (the template's (0, 0), (0, 1))
+    assert tokens[4:6] == [1, 2] and parents[4:6] == [0, 0]
     assert all(p < i for i, p in enumerate(parents))
     assert d.propose([3, 99], 4).token_ids.numel() == 0  # nothing seen after 99 yet
 
@@ -201,9 +199,8 @@ def joint_chi_square(engine, ids, counts, cfg):
     if pooled_exp > 0:
         stat += (pooled_obs - pooled_exp) ** 2 / pooled_exp
     exact = dict(cells)
-    assert all(
-        law[pair] == pytest.approx(exact[pair], rel=1e-4) for pair in counts if len(pair) == 2
-    )  # joint_tv's law
+    # joint_tv's law
+    assert all(law[pair] == pytest.approx(exact[pair], rel=1e-4) for pair in counts if len(pair) == 2)
     return stat, len(cells)
 
 

@@ -105,11 +105,12 @@ def test_one_step_type_for_chain_tree_and_plain_rounds(tiny_dirs):
         -1
     ].token_ids
     cfg, t = GenerationConfig(), torch.tensor
+    # a branch at depth 1
     drafts = {
         "plain": None,
         "chain": Draft(t([ar[0], ar[1] + 1, ar[2]]), None, "test"),  # the second token is wrong
         "tree": Draft(t([ar[0], ar[0] + 1, ar[1]]), None, "test", parents=[-1, -1, 0]),
-    }  # a branch at depth 1
+    }
     for kind, draft in drafts.items():
         cache = KVCache.for_model(target.model, len(ids) + 8)
         engine.forward(t([ids[:-1]]), cache)

@@ -55,10 +55,11 @@ EVERY = CONFIGS + [
     ("self+beams", 3, "speculative", {"num_beams": 2}),
     ("ar+beams", 1, "ar", {"num_beams": 3}),
 ]
+# rooms, then flat
 LAYOUTS = (
     {"engine": "decode.engine", "config": "config", "cache": "runtime.cache", "models": "runtime.models"},
     {"engine": "engine", "config": "config", "cache": "cache", "models": "models"},
-)  # rooms, then flat
+)
 
 
 def load(package: str):
@@ -112,9 +113,8 @@ def main() -> None:
     configs = EVERY if args.drafts == "all" else [c for c in EVERY if c[0] in args.drafts.split(",")]
     tmp = Path(tempfile.mkdtemp())
     shutil.copytree(Path(args.base) / "engine", tmp / "engine_base")
-    (tmp / "assets").symlink_to(
-        Path(args.base).resolve() / "assets"
-    )  # the base's shipped heads, where it looks
+    # the base's shipped heads, where it looks
+    (tmp / "assets").symlink_to(Path(args.base).resolve() / "assets")
     sys.path[:0] = [str(tmp), str(ROOT)]
     sides = {"old": load("engine_base"), "new": load("engine")}
     targets = {side: s[3]("embedded") for side, s in sides.items()}
@@ -156,9 +156,8 @@ def main() -> None:
     )
     encoded = [engines["new"]["ar"].encode(p) for p in prompts]
     totals = {(side, d, g): 0.0 for side in sides for d, g, _, _ in configs}
-    rounds = {
-        (side, d, g): [0, 0, 0.0] for side in sides for d, g, _, _ in configs
-    }  # rounds, drafted, draft s
+    # rounds, drafted, draft s
+    rounds = {(side, d, g): [0, 0, 0.0] for side in sides for d, g, _, _ in configs}
     same = {(d, g): True for d, g, _, _ in configs}
     for d, g, mode, extra in configs:  # warm-up
         for side in sides:

@@ -39,9 +39,8 @@ SOURCES = {
     "man-en": ("/usr/share/man/man1/[!g]*.1.gz", "man", "manpages"),  # not g*: ~18k generated gcloud pages
     "man-de": ("/usr/share/man/de/man[1-8]/*.gz", "man", "manpages-de"),
 }
-PACKAGES = sorted(
-    {pkg for _, _, pkgs in SOURCES.values() for pkg in pkgs.split()}
-)  # what `make heads-data` installs
+# what `make heads-data` installs
+PACKAGES = sorted({pkg for _, _, pkgs in SOURCES.values() for pkg in pkgs.split()})
 CATEGORIES = ("translation", "summarization", "qa", "math_reasoning", "rag", "mt_bench")
 
 

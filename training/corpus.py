@@ -148,9 +148,8 @@ def cached_corpus(
 def split(seqs: list[dict]) -> tuple[list[dict], list[dict]]:
     """(train, held out): every tenth prompt is held out, so the held-out set has the whole set's mix."""
     every = round(1 / HELD_OUT)
-    held = {i for i in range(len(seqs)) if i % every == every - 1} or {
-        len(seqs) - 1
-    }  # a tiny set holds its last
+    # a tiny set holds its last
+    held = {i for i in range(len(seqs)) if i % every == every - 1} or {len(seqs) - 1}
     return [s for i, s in enumerate(seqs) if i not in held], [s for i, s in enumerate(seqs) if i in held]
 
 
@@ -222,10 +221,8 @@ def broad_material(args, tokenizer=None) -> tuple[list, dict, dict]:
     prompts = [("templates", p) for p in templated[: args.template_prompts]]
     sources = [s for s in args.sources.split(",") if s]
     convs = sharegpt.conversations(args.seed) if sharegpt.SOURCE in sources or args.sharegpt_answers else []
-    asked, read = (
-        convs[: args.sharegpt_answers],
-        convs[args.sharegpt_answers :],
-    )  # a conversation is used once
+    # a conversation is used once
+    asked, read = (convs[: args.sharegpt_answers], convs[args.sharegpt_answers :])
     texts = {}
     for src in sources if args.text_tokens else []:  # ~6 characters a token at most
         material = (

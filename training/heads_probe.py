@@ -283,9 +283,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     a.lr = a.lr or (2e-3 if a.probe == "medusa" else 1e-3)
     torch.set_num_threads(2)
-    torch.manual_seed(
-        0
-    )  # before the model loads, as the measured runs did (the batch probe's head init follows it)
+    # before the model loads, as the measured runs did (the batch probe's head init follows it)
+    torch.manual_seed(0)
     model, train, held, specbench = material(a.corpus_cache, a.rest)
     probe = {"batch": probe_batch, "fusion": probe_fusion, "medusa": probe_medusa}[a.probe]
     print(json.dumps(probe(a, model, train, held, specbench)), flush=True)

@@ -274,10 +274,11 @@ def eagle_accuracy(
             pos = starts + k  # the next input: [predicted f_{j+k} ; emb(x_{j+1+k})] at position j+k
             emb = parts.embed[toks[label_pos.clamp(max=n - 1)]][:, None]
             cos, sin = parts.rotary(feature, pos[:, None])  # (J, 1, D)
+            # (J, m + k)
             allowed = torch.cat(
                 [torch.arange(m)[None] <= starts[:, None], torch.ones(len(starts), k, dtype=torch.bool)],
                 dim=1,
-            )  # (J, m + k)
+            )
             feature = layer(feature, emb, cos, sin, kv=cache, mask=allowed[:, None, None])
     return [round(h / max(t, 1), 4) for h, t in zip(hits, tried)]
 

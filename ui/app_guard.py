@@ -50,15 +50,8 @@ def number(name: str, value) -> float:
     return float(value)
 
 
-INPUT_KINDS = (
-    "number",
-    "bool",
-    "text",
-    "choice",
-    "file",
-    "index",
-    "any",
-)  # what an endpoint's input may hold
+# what an endpoint's input may hold
+INPUT_KINDS = ("number", "bool", "text", "choice", "file", "index", "any")
 
 
 def check_inputs(endpoint: str, wanted: list[tuple[str, str]], values: list, max_text: int) -> None:
@@ -182,11 +175,12 @@ def api_arguments(
 def pack(events) -> bytes:
     """A settled run as zlib-compressed compact JSON: what a session keeps in its gr.State (a 5 MB trace
     packs to ~0.3 MB, against tens of MB as a list of dataclasses)."""
+    # shallow: asdict() deep-copies, 10x slower
     plain = [
         {"kind": e.kind, **{f.name: getattr(e, f.name) for f in dataclasses.fields(e)}}
         for e in map(as_event, events or [])
         if e is not None
-    ]  # shallow: asdict() deep-copies, 10x slower
+    ]
     return zlib.compress(json.dumps(plain, separators=(",", ":"), ensure_ascii=False).encode("utf-8"), 1)
 
 

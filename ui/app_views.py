@@ -55,10 +55,8 @@ PAIRS = {
     f"Qwen2.5 0.5B → 7B {HUB}": ("Qwen/Qwen2.5-7B-Instruct", "model:Qwen/Qwen2.5-0.5B-Instruct"),
 }
 GEMMA_PAIR = "SmolLM2-135M → Gemma-3-270M (both embedded)"
-PAIRS[GEMMA_PAIR] = (
-    "embedded-gemma",
-    "model:embedded",
-)  # two vocabularies: drafted through text (engine/drafters/crossvocab.py)
+# two vocabularies: drafted through text (engine/drafters/crossvocab.py)
+PAIRS[GEMMA_PAIR] = ("embedded-gemma", "model:embedded")
 PAIR_NOTES = {
     GEMMA_PAIR: (
         "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
@@ -234,11 +232,8 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
     return target, drafter
 
 
-ACCEPT_CHOICES = (
-    "exact",
-    "typical:0.09,0.3",
-    "typical:0.3,0.55",
-)  # the exact rule, Medusa-2's default ε, δ, a
+# the exact rule, Medusa-2's default ε, δ, a
+ACCEPT_CHOICES = ("exact", "typical:0.09,0.3", "typical:0.3,0.55")
 # looser one; any "typical:EPS,DELTA" may be typed (GenerationConfig checks it)
 
 
@@ -263,6 +258,7 @@ def config_kwargs(
     if max_new_tokens > MAX_NEW_TOKENS:
         raise ValueError(f"max_new_tokens is capped at {MAX_NEW_TOKENS} in the app, got {max_new_tokens}")
     confidence = adaptive.startswith("confidence")
+    # GenerationConfig checks it and names its range
     return dict(
         gamma=whole("gamma", gamma),
         max_new_tokens=max_new_tokens,
@@ -275,7 +271,7 @@ def config_kwargs(
         tree_budget=whole("tree_budget", tree_budget or 0),
         tree_branching=whole("tree_branching", 2 if tree_branching is None else tree_branching),
         accept=accept or "exact",
-    )  # GenerationConfig checks it and names its range
+    )
 
 
 def summary_html(events) -> str:
@@ -304,29 +300,30 @@ def summary_html(events) -> str:
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
         predicted = predicted_terms(s)
+        # the chart withholds it too
         said = (
             ""
             if predicted is None
             else " (prediction withheld: timing unreliable)"
             if s.get("timing_flags")
             else f" (predicted {predicted[0]}×)"
-        )  # the chart withholds it too
+        )
         parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>{said}')
     elif ar is not None:
         target = run.target_tokens or "?"
-        t = (
-            live_time(run, ar) if not (run.done and ar.done) else None
-        )  # the race panel's moment: the same counts
+        # the race panel's moment: the same counts
+        t = live_time(run, ar) if not (run.done and ar.done) else None
         parts.append(
             f'<span class="sv-racing">racing: speculative {visible_tokens(run, t)}/{target} · '
             f"autoregressive {visible_tokens(ar, t)}/{target} tokens</span>"
         )
     if s.get("timing_flags"):
         reasons = "; ".join(s["timing_flags"])
+        # one short line; the reasons a click away
         parts.append(
             f'<details class="sv-busy sv-warn"><summary title="{esc(reasons)}">⚠ {esc(costmodel.BUSY)}'
             f"</summary>{esc(reasons)}</details>"
-        )  # one short line; the reasons a click away
+        )
     if run.mode == "speculative":
         parts.append(drift_meter(run, ar, s.get("speedup")))  # "" unless the run used a lossy rule
     who = f"{esc(run.started.target)} · draft {esc(run.started.draft or '—')}" if run.started else ""
@@ -339,6 +336,7 @@ def summary_html(events) -> str:
     )
 
 
+# the views, by name (a Views tuple in this order is what Gradio receives)
 VIEWS = (
     "stream",
     "tree",
@@ -351,7 +349,7 @@ VIEWS = (
     "fig_run",
     "fig_tput",
     "fig_speedup",
-)  # the views, by name (a Views tuple in this order is what Gradio receives)
+)
 Views = namedtuple("Views", VIEWS)
 
 
@@ -377,9 +375,8 @@ def views(events, r: int | None = None, figures: bool = True, selected: int | No
         if figures
         else (None,) * 5
     )
-    tokenisations = (
-        render_tokenisations(cut) if events.retokenized else ""
-    )  # "" unless the draft has another vocabulary
+    # "" unless the draft has another vocabulary
+    tokenisations = render_tokenisations(cut) if events.retokenized else ""
     return Views(
         render_stream(cut, upto_round=r) + tokenisations,
         render_tree(cut, upto_round=r),
@@ -431,10 +428,11 @@ def controls_of(events) -> dict:
     return out
 
 
+# Gemma
 USER_TURNS = (
     re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S),  # SmolLM2, Qwen (ChatML)
     re.compile(r"<start_of_turn>user\n(.*?)<end_of_turn>", re.S),
-)  # Gemma
+)
 
 
 def prompt_of(prompt_text, raw: bool) -> str:

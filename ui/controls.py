@@ -66,6 +66,7 @@ class Controls:
 
 
 FIELDS = tuple(f.name for f in fields(Controls))  # the wiring order of the components
+# the controls a loaded trace sets (controls_of)
 TRACE_SETS = (
     "pair",
     "drafter",
@@ -82,4 +83,4 @@ TRACE_SETS = (
     "tree_branching",
     "prompt",
     "accept",
-)  # the controls a loaded trace sets (controls_of)
+)

@@ -54,18 +54,14 @@ def upload_folder() -> str:
 MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
 UPLOAD_LIMITS = Limits()  # what uploads may put on disk (ui/uploads.py: SPECVIZ_MAX_UPLOAD_MB and the others)
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
-STATE_TTL_S = float(
-    os.environ.get("SPECVIZ_STATE_TTL_S", "1800")
-)  # a session's run is dropped after this idle time
-MAX_SESSIONS = int(
-    os.environ.get("SPECVIZ_MAX_SESSIONS", "32")
-)  # sessions kept in memory; the oldest go first
-CONCURRENCY = int(
-    os.environ.get("SPECVIZ_CONCURRENCY", "2")
-)  # runs, API calls, trace loads and Plays at once
-TRACE_FILES = int(
-    os.environ.get("SPECVIZ_TRACE_FILES", "64")
-)  # trace files kept in TRACE_DIR (and < 1 h old)
+# a session's run is dropped after this idle time
+STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))
+# sessions kept in memory; the oldest go first
+MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))
+# runs, API calls, trace loads and Plays at once
+CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))
+# trace files kept in TRACE_DIR (and < 1 h old)
+TRACE_FILES = int(os.environ.get("SPECVIZ_TRACE_FILES", "64"))
 COMPUTE = dict(concurrency_id="compute", concurrency_limit=CONCURRENCY)  # one queue for every compute handler
 # ZeroGPU: a GPU lease covers the app's own run limit, plus a minute for loading and the AR probe
 gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambda fn: fn)
@@ -240,9 +236,8 @@ def generate(controls: Controls, state=None):
 
 DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "100"))  # seeded 2-token runs per rule (1..2000)
 DRIFT_EVERY_S = 1.0  # the meter's progress line is redrawn at most this often
-EXACT_DRAWS: OrderedDict = (
-    OrderedDict()
-)  # (target, draft, prompt, settings) -> the exact rule's draws, seed order
+# (target, draft, prompt, settings) -> the exact rule's draws, seed order
+EXACT_DRAWS: OrderedDict = OrderedDict()
 EXACT_DRAWS_KEPT = 16  # the newest settings' draws are kept (each at most 2,000 pairs of ids)
 EXACT_LOCK = threading.Lock()
 
@@ -381,6 +376,7 @@ def fill_api_defaults(inputs: list) -> None:
     inputs.extend(p.default for p in params[len(inputs) :])
 
 
+# others (State, Api): "any"
 INPUT_KIND = (
     (gr.Slider, "number"),
     (gr.Number, "number"),
@@ -389,10 +385,9 @@ INPUT_KIND = (
     (gr.Dropdown, "choice"),
     (gr.File, "file"),
     (gr.Dataset, "index"),
-)  # others (State, Api): "any"
-MAX_TEXT = (
-    MAX_BATCH * MAX_PROMPT_TOKENS * guard.CHARS_PER_TOKEN
-)  # characters of any text input (the batch's prompts)
+)
+# characters of any text input (the batch's prompts)
+MAX_TEXT = MAX_BATCH * MAX_PROMPT_TOKENS * guard.CHARS_PER_TOKEN
 
 
 def input_label(block) -> str:
@@ -617,9 +612,10 @@ def step_on(state, r):
 
 def drafter_changed(drafter: str):
     """γ is auto's own choice under auto: the slider greys out and says so."""
+    # "" clears it
     return gr.update(
         interactive=drafter != "auto", info="auto chooses γ each round" if drafter == "auto" else ""
-    )  # "" clears it
+    )
 
 
 def adaptive_changed(adaptive: str):

@@ -17,10 +17,8 @@ from ui.app_views import esc
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 RESULTS = BENCH / "specbench-cpu.json"  # the main run: every drafter of its time, transformers' rows
-RUNS = (
-    RESULTS,
-    BENCH / "specbench-training-free.json",
-)  # each a run of its own (compare within one table only)
+# each a run of its own (compare within one table only)
+RUNS = (RESULTS, BENCH / "specbench-training-free.json")
 
 
 @functools.lru_cache(maxsize=1)

@@ -68,9 +68,8 @@ class UploadBound:
     def __init__(self, app, folder=None, limits: Limits | None = None):
         self.app, self.limits = app, limits or Limits()
         self.folder = folder  # a callable giving the upload folder (it is read when a request comes)
-        self.ledger: OrderedDict[str, list[tuple[float, int, int]]] = (
-            OrderedDict()
-        )  # client -> (time, files, bytes)
+        # client -> (time, files, bytes)
+        self.ledger: OrderedDict[str, list[tuple[float, int, int]]] = OrderedDict()
 
     async def __call__(self, scope, receive, send):
         if (

@@ -78,9 +78,8 @@ def main() -> None:
     target, draft = load_model("embedded-gemma"), load_model("embedded")
     engine = Engine(target, "model:embedded")
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, raw=True, record_topk=0)
-    race(
-        engine, PROMPTS["open"][0], GenerationConfig(gamma=args.gamma, max_new_tokens=8, raw=True)
-    )  # warm-up
+    # warm-up
+    race(engine, PROMPTS["open"][0], GenerationConfig(gamma=args.gamma, max_new_tokens=8, raw=True))
     print(f"CPU: {cpu_name()}; γ = {args.gamma}, {args.max_new_tokens} new tokens, greedy, fp32\n")
     print(
         "| prompts | α per token | accepted ÷ drafted | tokens / target forward | c | speedup (measured) | "

@@ -40,9 +40,8 @@ from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events
 from .step import settle, usable, verify_rows
 
-GOODPUT_GAMMAS = tuple(
-    range(0, 9)
-)  # the γ auto weighs each round in a batch (0 = a plain step for every row)
+# the γ auto weighs each round in a batch (0 = a plain step for every row)
+GOODPUT_GAMMAS = tuple(range(0, 9))
 AUTO_SPECS = ("auto", "auto:ngram")  # in a batch both mean: n-gram drafts, γ chosen by goodput
 ROW_PRIOR = 4.0  # pseudo-tests pulling a row's α toward the batch's pooled α (Goodput.alphas)
 POOLED_PRIOR = 4.0  # pseudo-tests at α = 0.5 in the batch's pooled α (one unlucky probe does not settle it)
@@ -118,9 +117,8 @@ class BatchRun:
         self.ends: dict[int, str] = {}  # sequence -> its stop reason
         self.clock, self.stats = Clock(), [RunStats() for _ in rows_ids]
         cuda = self.target.device.type == "cuda"
-        self.sync = (
-            torch.cuda.synchronize if cuda else (lambda: None)
-        )  # a GPU's work is timed when it is done
+        # a GPU's work is timed when it is done
+        self.sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     @torch.inference_mode()
     def events(self) -> Iterator:
@@ -409,9 +407,8 @@ class Goodput:
                 }
             )
         multi = any(t > 1 for _, t in self.forward_s)
-        plain = any(t == 1 for _, t in self.forward_s) and (
-            rows > 1 or (1, 1) in self.forward_s
-        )  # 1 × 1: a kernel
+        # 1 × 1: a kernel
+        plain = any(t == 1 for _, t in self.forward_s) and (rows > 1 or (1, 1) in self.forward_s)
         if not multi and any(lengths):  # probe: a drafted forward first, then a plain one, then goodput
             gamma, why = (
                 self.cfg.gamma,

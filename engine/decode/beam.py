@@ -213,9 +213,8 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
             drafter = make_beam_drafter(engine, cfg, cache)
         if speculative:
             drafter.prepare(ids, cfg)  # n-gram: which prompt positions the chat template wrote
-        host = host_record(
-            target.model, target.device, target.dtype
-        )  # before the clock: a host's first call measures
+        # before the clock: a host's first call measures
+        host = host_record(target.model, target.device, target.dtype)
         clock = Clock()
         t_start = clock()
     yield from clock.hand_over(
@@ -234,9 +233,8 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
     for progress in prefill(engine.forward, ids, cache, when, target.device):  # one row
         yield from clock.hand_over([progress])
     with torch.inference_mode():
-        cache.expand_rows(
-            cfg.num_beams
-        )  # (a one-token prompt caches nothing: the first forward allocates B rows)
+        # (a one-token prompt caches nothing: the first forward allocates B rows)
+        cache.expand_rows(cfg.num_beams)
     state = BeamState.start(cfg.num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
     tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)

@@ -143,9 +143,8 @@ def drift_job(
             "draft": engine.draft_spec,
         }
 
-    cache = engine.prefix_cache(
-        ids, _two_tokens(cfg, seed)
-    )  # the prompt is read once: every run and the law reuse it
+    # the prompt is read once: every run and the law reuse it
+    cache = engine.prefix_cache(ids, _two_tokens(cfg, seed))
     for _ in prefill(engine.forward, ids, cache, deadline, engine.target.device):
         yield report(False)
     if past(deadline):

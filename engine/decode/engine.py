@@ -265,9 +265,8 @@ class Engine:
         """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the pure step), as events."""
         target, prompt_len = self.target, len(ids)
         generator = self._generator(cfg)
-        rows = (
-            getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0
-        )  # a drafter's own forward size
+        # a drafter's own forward size
+        rows = getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0
         reuse = prefix is not None
         cache = prefix if reuse else KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
         if reuse:
@@ -281,9 +280,8 @@ class Engine:
         ):  # a head drafter reads the prompt's features: the prompt is read again
             cache.truncate(0)
             reuse = False
-        host = host_record(
-            target.model, target.device, target.dtype
-        )  # before the clock: a host's first call measures
+        # before the clock: a host's first call measures
+        host = host_record(target.model, target.device, target.dtype)
         clock, stats = Clock(), RunStats()
         t_start = clock()
         yield from clock.hand_over(
@@ -297,11 +295,8 @@ class Engine:
             drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
         if features:
             features.clear()
-        gamma_now, round_, stop_reason = (
-            cfg.gamma,
-            0,
-            "max_new_tokens",
-        )  # γ moves only with adaptive="heuristic"
+        # γ moves only with adaptive="heuristic"
+        gamma_now, round_, stop_reason = (cfg.gamma, 0, "max_new_tokens")
         while len(ids) - prompt_len < cfg.max_new_tokens:
             if past(when):
                 stop_reason = "time_limit"
@@ -327,9 +322,8 @@ class Engine:
             events = round_events(
                 s, round_, self.text, cfg.record_topk, cfg.greedy, drafter.name if drafter else ""
             )
-            yield from clock.hand_over(
-                events + [timed(clock())], stats
-            )  # a consumer that stops listening ends it
+            # a consumer that stops listening ends it
+            yield from clock.hand_over(events + [timed(clock())], stats)
             if s.new[-1] in target.eos_ids:
                 stop_reason = "eos"
                 break

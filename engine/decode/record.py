@@ -9,13 +9,7 @@ from __future__ import annotations
 import torch
 
 from .. import sampling
-from ..events import (
-    Committed,
-    Drafted,
-    DraftTree,
-    RolledBack,
-    Verified,
-)
+from ..events import Committed, Drafted, DraftTree, RolledBack, Verified
 from .step import Step
 
 

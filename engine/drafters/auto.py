@@ -74,12 +74,10 @@ class AutoDrafter(Drafter):
         trees: tuple = (),
     ):
         self.drafter, self.device, self.probe_every = drafter, device, probe_every
-        self.trees = {
-            d.name: d for d in trees
-        }  # free-to-ask tree drafters (token recycling), priced per round
-        self.topk = max(
-            (d.k for d in trees), default=0
-        )  # recycling reads every forward's top-k, chosen or not
+        # free-to-ask tree drafters (token recycling), priced per round
+        self.trees = {d.name: d for d in trees}
+        # recycling reads every forward's top-k, chosen or not
+        self.topk = max((d.k for d in trees), default=0)
         self.tree_accepted: dict[
             str, float
         ] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)

@@ -85,9 +85,8 @@ class RowsModel(PerRow):
         chains = torch.stack(tokens, dim=1)  # (B, γ)
         q_all = torch.stack(qs, dim=1)  # (B, γ, V_draft)
         if self.shared:
-            self.cache.set_lengths(
-                start
-            )  # the target's cache as it was: the verify forward rewrites these slots
+            # the target's cache as it was: the verify forward rewrites these slots
+            self.cache.set_lengths(start)
         else:
             self.fed = [ids + chain[:-1] for ids, chain in zip(rows_ids, chains.tolist())]
         return [self._draft(chains[r], q_all[r], g) if g else None for r, g in enumerate(gammas)]

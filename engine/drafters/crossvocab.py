@@ -107,14 +107,12 @@ class CrossVocabDrafter(Drafter):
     def propose(self, ids: list[int], gamma: int) -> Draft:
         dtok, ttok = self.draft.tokenizer, self.target.tokenizer
         text = ttok.decode(ids, skip_special_tokens=True)
-        ctx = [
-            int(i) for i in dtok(text, add_special_tokens=True)["input_ids"]
-        ]  # the committed text, draft's tokens
+        # the committed text, draft's tokens
+        ctx = [int(i) for i in dtok(text, add_special_tokens=True)["input_ids"]]
         max_draft = 2 * gamma + 2
         if not ctx or len(ctx) + max_draft + 1 > self.cache.max_len:
-            return empty_draft(
-                self.target.device, self.name
-            )  # no text yet, or out of draft cache: a plain step
+            # no text yet, or out of draft cache: a plain step
+            return empty_draft(self.target.device, self.name)
         keep = 0  # longest prefix of the draft cache that is still this text's tokenisation
         limit = min(len(self.fed), len(ctx) - 1)
         while keep < limit and self.fed[keep] == ctx[keep]:
@@ -127,9 +125,8 @@ class CrossVocabDrafter(Drafter):
         for _ in range(max_draft):
             logits = self.forward(x, self.cache, logits_to_keep=1)[0, -1]  # (V_draft,)
             q = shape_probs(logits, self.cfg.temperature, self.cfg.top_k, self.cfg.top_p)
-            tok = int(
-                pick(q, self.cfg.greedy, self.generator)
-            )  # one host sync per draft token: text needs ids
+            # one host sync per draft token: text needs ids
+            tok = int(pick(q, self.cfg.greedy, self.generator))
             if tok in self.eos:
                 ended = True
                 break

@@ -29,9 +29,8 @@ from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
 from .base import Draft, Drafter, Extra, Note, Seen
 
-MAX_ROWS = WHOLE_SETTINGS["tree_budget"][
-    1
-]  # window rows, and verification nodes, per forward (a tree's bound)
+# window rows, and verification nodes, per forward (a tree's bound)
+MAX_ROWS = WHOLE_SETTINGS["tree_budget"][1]
 
 
 def window_rows(width: int, levels: int) -> tuple[list[int], list[list[int]]]:
@@ -66,9 +65,8 @@ class LookaheadDrafter(Drafter):
         self.pool: dict[
             int, list[tuple]
         ] = {}  # first token -> the latest N-grams' other N − 1 tokens, newest first
-        self.gen = torch.Generator().manual_seed(
-            seed
-        )  # the window's first guesses (its own: never the run's)
+        # the window's first guesses (its own: never the run's)
+        self.gen = torch.Generator().manual_seed(seed)
         self.last: dict | None = None  # the window dict of the round in flight (observe_forward completes it)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
@@ -84,6 +82,7 @@ class LookaheadDrafter(Drafter):
         tokens, parents = trie(found) if found else ([], [])
         flat = [t for level in self.window for t in level]
         self.last = {"levels": [list(level) for level in self.window], "candidates": len(found)}
+        # the root row's argmax: the predictor of guess (0, 0)
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
             None,
@@ -92,7 +91,7 @@ class LookaheadDrafter(Drafter):
             extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees),
             notes=[Note("lookahead_window", self.last, _window_event)],
             topk=1,
-        )  # the root row's argmax: the predictor of guess (0, 0)
+        )
 
     def observe_forward(self, seen: Seen) -> None:
         """Collect each column's N-gram into the pool and move the window up one level."""

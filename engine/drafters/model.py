@@ -72,9 +72,8 @@ class ModelDrafter(Drafter):
             if self.cfg.p_min > 0 and float(q.max()) < self.cfg.p_min:  # (a host sync)
                 break
         if self.shared:
-            self.cache.truncate(
-                start
-            )  # the target's cache as it was: the verify forward rewrites these slots
+            # the target's cache as it was: the verify forward rewrites these slots
+            self.cache.truncate(start)
         if not tokens:
             if not self.shared:
                 self.fed = ids[:]

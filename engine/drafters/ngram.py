@@ -27,9 +27,8 @@ def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tup
     """
     for n in range(min(max_n, len(ids) - 1), 0, -1):
         suffix = ids[-n:]
-        starts = (
-            s for s in range(len(ids) - n - 1, -1, -1) if ids[s : s + n] == suffix
-        )  # latest first, not the suffix
+        # latest first, not the suffix
+        starts = (s for s in range(len(ids) - n - 1, -1, -1) if ids[s : s + n] == suffix)
         found = continuations(ids, n, starts, gamma, limit)
         if found:
             return n, found
@@ -108,9 +107,8 @@ class NgramIndex:
         """(n, continuations) exactly as longest_match(ids, max_n, gamma, limit)."""
         self._extend(ids)
         for n in range(min(self.max_n, len(ids) - 1), 0, -1):
-            starts = (
-                s for s in reversed(self.starts.get(tuple(ids[-n:]), [])) if s + n < len(ids)
-            )  # not the suffix
+            # not the suffix
+            starts = (s for s in reversed(self.starts.get(tuple(ids[-n:]), [])) if s + n < len(ids))
             found = continuations(ids, n, starts, gamma, limit)
             if found:
                 return n, found
@@ -153,10 +151,8 @@ class NgramDrafter(Drafter):
         variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
         if self.tree_budget and len(found) > 1:  # every distinct continuation, shared prefixes merged
             tokens, parents = trie(found)
-            tokens, parents = (
-                tokens[: self.tree_budget],
-                parents[: self.tree_budget],
-            )  # topological: a prefix is a tree
+            # topological: a prefix is a tree
+            tokens, parents = (tokens[: self.tree_budget], parents[: self.tree_budget])
             return Draft(
                 torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant
             )

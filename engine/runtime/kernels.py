@@ -26,15 +26,8 @@ import torch
 
 from .threads import torch_threads
 
-ROWS = (
-    1,
-    2,
-    3,
-    5,
-    9,
-    17,
-    33,
-)  # the row counts measured; a call uses the plan of the smallest one >= its rows
+# the row counts measured; a call uses the plan of the smallest one >= its rows
+ROWS = (1, 2, 3, 5, 9, 17, 33)
 REPEATS = 7  # timed calls per kernel and row count (interleaved), the median kept
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "sve")
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))

@@ -218,17 +218,14 @@ class LeanForward:
             mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
         for layer, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in zip(cache.layers, self.layers):
             qkv = w_qkv(rms_norm(x, w_in, eps))  # (BT, q+2kv)
-            qk = (
-                qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)
-            )  # q heads then k heads, (B, NH+KV, T, D)
+            # q heads then k heads, (B, NH+KV, T, D)
+            qk = qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)
             qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
             v = qkv[:, qk_size:].view(b, t, nkv, hd).transpose(1, 2)  # (B, KV, T, D)
-            keys, values = layer.update(
-                qk[:, nh:], v
-            )  # into slots start..end-1; the live (B, KV, end, D) views
-            att = F.scaled_dot_product_attention(
-                qk[:, :nh], keys, values, attn_mask=mask, enable_gqa=True
-            )  # (B, NH, T, D)
+            # into slots start..end-1; the live (B, KV, end, D) views
+            keys, values = layer.update(qk[:, nh:], v)
+            # (B, NH, T, D)
+            att = F.scaled_dot_product_attention(qk[:, :nh], keys, values, attn_mask=mask, enable_gqa=True)
             x.add_(w_o(att.transpose(1, 2).reshape(b * t, nh * hd)))
             gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
             x.add_(w_down(F.silu(gate).mul_(up)))

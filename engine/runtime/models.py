@@ -264,15 +264,13 @@ def hub_reachable(timeout_s: float = HUB_CHECK_S) -> bool:
     return _HUB["ok"]
 
 
-MAX_MODELS = int(
-    os.environ.get("SPECVIZ_MAX_MODELS", "4")
-)  # loaded at once; the least recently used goes first
+# loaded at once; the least recently used goes first
+MAX_MODELS = int(os.environ.get("SPECVIZ_MAX_MODELS", "4"))
 MAX_IDLE_S = float(os.environ.get("SPECVIZ_MODEL_IDLE_S", "1800"))  # a model unused this long is unloaded
 _LOADED: dict[tuple, LoadedModel] = {}
 _USED: dict[tuple, float] = {}  # key -> time.monotonic() of its last load_model call (a run's start)
-_ON_UNLOAD: list = [
-    drop_everywhere
-]  # callbacks(model) run at unload: what others built on it goes (permodel.py)
+# callbacks(model) run at unload: what others built on it goes (permodel.py)
+_ON_UNLOAD: list = [drop_everywhere]
 _LOCKS: dict[tuple, threading.Lock] = {}  # one lock per model key: loading one model never blocks another
 _LOCKS_GUARD = threading.Lock()  # held only to look up or add a key's lock
 

@@ -128,9 +128,8 @@ class RowsKVCache(Cache):
             if layer.is_initialized:
                 idx = torch.tensor(keep, device=layer.keys.device) if idx is None else idx
                 live = max(layer.lengths[b] for b in keep)
-                keys = layer.keys.new_zeros(
-                    (len(keep),) + layer.keys.shape[1:]
-                )  # zeros: see lazy_initialization
+                # zeros: see lazy_initialization
+                keys = layer.keys.new_zeros((len(keep),) + layer.keys.shape[1:])
                 values = layer.values.new_zeros((len(keep),) + layer.values.shape[1:])
                 keys[:, :, :live] = layer.keys.index_select(0, idx)[:, :, :live]
                 values[:, :, :live] = layer.values.index_select(0, idx)[:, :, :live]
