@@ -157,9 +157,8 @@ def build_demo() -> gr.Blocks:
                     stop_btn = gr.Button(
                         "Stop", variant="secondary", elem_id="stop", interactive=False, min_width=80
                     )
-                with gr.Row(
-                    elem_classes="sv-run-controls"
-                ):  # the two most used: beside Generate, before the tabs
+                # the two most used: beside Generate, before the tabs
+                with gr.Row(elem_classes="sv-run-controls"):
                     drafter = gr.Dropdown(
                         av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120
                     )
@@ -238,9 +237,8 @@ def build_demo() -> gr.Blocks:
                         elem_id="speed",
                     )
                 selected = gr.Textbox(visible="hidden", elem_id="sv-select", container=False)
-                with gr.Tabs(
-                    overflow_behavior="wrap"
-                ):  # every tab in sight on a phone, none behind a "…" menu
+                # every tab in sight on a phone, none behind a "…" menu
+                with gr.Tabs(overflow_behavior="wrap"):
                     with gr.Tab("Verify", elem_id="tab-verify"):
                         verify = gr.HTML(specviz.render_verify([]), elem_id="verify")
                     with gr.Tab("Tree", elem_id="tab-tree"):
@@ -481,14 +479,8 @@ def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
     c["skip"].click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
         t.tour_end, None, tour_outs, **hidden
     )
-    for button in (
-        c["run"],
-        c["prev"],
-        c["next"],
-        c["play"],
-        c["examples"],
-        c["stop_tour"],
-    ):  # the user takes over
+    # the user takes over
+    for button in (c["run"], c["prev"], c["next"], c["play"], c["examples"], c["stop_tour"]):
         button.click(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden)
     return tours
 

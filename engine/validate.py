@@ -501,9 +501,8 @@ def validate_events(events: list) -> None:
     for e in events:
         check_row(e)
     row_of = [getattr(e, "row", 0) for e in events]
-    for row in sorted(
-        {r for r in row_of if r >= 0}
-    ):  # a batched run: each row's events are runs of their own
+    # a batched run: each row's events are runs of their own
+    for row in sorted({r for r in row_of if r >= 0}):
         mine = [e for e, r in zip(events, row_of) if r == row]
         if mine[0].kind != "run_started":
             raise ValueError(f"row {row}'s events must begin with a run_started event")

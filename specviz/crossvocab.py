@@ -18,9 +18,8 @@ def _pairing(e) -> list[str]:
     """Per target token: "1:1", "1:n" (part of a draft token that made several) or "n:1" (from several)."""
     users: dict[int, int] = {}
     for first, last in e.spans:
-        for i in range(
-            max(first, 0), min(last, len(e.draft_tokens) - 1) + 1
-        ):  # bounded for hand-built events
+        # bounded for hand-built events
+        for i in range(max(first, 0), min(last, len(e.draft_tokens) - 1) + 1):
             users[i] = users.get(i, 0) + 1
     kinds = []
     for first, last in e.spans:

@@ -120,9 +120,8 @@ def render_race(events, t: float | None = None) -> str:
         t = live_time(spec, ar)
     summary = spec_summary(events) if spec is not None and ar is not None else {}
     rates = None
-    if summary.get("speedup") and summary.get(
-        "ar_tokens_per_s"
-    ):  # the lanes' tok/s divide to the printed speedup
+    # the lanes' tok/s divide to the printed speedup
+    if summary.get("speedup") and summary.get("ar_tokens_per_s"):
         ar_rate = summary["ar_tokens_per_s"]
         rates = quotient_terms(summary["speedup"] * ar_rate, ar_rate, least=1)
     shown = dict(zip(("speculative", "ar"), rates[1:])) if rates else {}

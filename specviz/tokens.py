@@ -25,9 +25,8 @@ def round_html(rv, greedy: bool, breaks: bool = True) -> str:
     parts = []
     origins, tokens = rv.origins, rv.tokens
     cut = rv.first_rejected
-    if (
-        rv.committed is None and rv.drafted is not None
-    ):  # a round caught mid-way (a live run, the tour's frames)
+    # a round caught mid-way (a live run, the tour's frames)
+    if rv.committed is None and rv.drafted is not None:
         for j, text in enumerate(rv.drafted.tokens):
             origin = (
                 "pending"

@@ -82,9 +82,8 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
                 raise RuntimeError(f"app.py exited with {proc.returncode}; see {log}")
             try:
                 with urllib.request.urlopen(url, timeout=2) as r:
-                    if r.status == 200 and READY in log.read_text(
-                        errors="replace"
-                    ):  # serving, warm-up run over
+                    # serving, warm-up run over
+                    if r.status == 200 and READY in log.read_text(errors="replace"):
                         break
             except OSError:
                 pass

@@ -126,11 +126,8 @@ def test_token_text_is_escaped_and_race_line():
     assert "&lt;b&gt;" in html and "<b>>" not in html
     assert 'data-lane="speculative" data-forwards="2"' in html and "2.00× plain's speed" in html
     assert 'data-same="true"' in html
-    for wall_spec, wall_plain in (
-        (0.123456, 0.456789),
-        (1.005, 1.995),
-        (3.0, 0.7),
-    ):  # the ratio from the printed s
+    # the ratio from the printed s
+    for wall_spec, wall_plain in ((0.123456, 0.456789), (1.005, 1.995), (3.0, 0.7)):
         html = render_beams(run(wall=wall_spec), run("ar", wall=wall_plain))
         ratio, plain, spec = re.search(r"([\d.]+)× plain's speed \(([\d.]+) s ÷ ([\d.]+) s\)", html).groups()
         assert (

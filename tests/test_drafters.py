@@ -102,9 +102,8 @@ def test_auto_records_every_decision_with_its_inputs(tiny_dirs):
             assert {"drafter", "variant", "gamma", per, "c", "v", "predicted_tokens_per_s"} <= set(c)
         drafted = [e for e in events if e.kind == "drafted" and e.round == d.round]
         assert len(drafted) == (1 if d.gamma else 0)
-        if (
-            drafted and d.drafter != "recycle"
-        ):  # a tree's drafted event is its chain view, at most γ = its depth
+        # a tree's drafted event is its chain view, at most γ = its depth
+        if drafted and d.drafter != "recycle":
             assert len(drafted[0].token_ids) == d.gamma and drafted[0].drafter == d.drafter
 
 

@@ -132,10 +132,8 @@ def test_shipped_heads_load_and_propose(embedded):
     note = heads_note("eagle")
     assert "python -m training.train --seed 0" in note and "/tmp" not in note
     assert len(record["medusa_top1"]) == 4 and len(record["eagle_top1"]) == 4
-    for kind in (
-        "medusa",
-        "eagle",
-    ):  # held-out hit rate per confidence bin: auto's priors, and they mean something
+    # held-out hit rate per confidence bin: auto's priors, and they mean something
+    for kind in ("medusa", "eagle"):
         table = record[f"{kind}_calibration"]
         assert len(table) == 5 and sum(n for n, _ in table) > 1000
         assert table[-1][1] > 0.6 > 0.2 > table[0][1]

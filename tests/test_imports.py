@@ -86,9 +86,8 @@ def allowed(name: str, dep: str) -> bool:
         return dep_top in ("engine", "specviz", "benchmarks") or (dep_top == "ui" and name in APP_BENCHMARKS)
     if top == "tools":  # developer tools sit on top, beside the app
         return dep_top in ("engine", "specviz", "benchmarks", "ui", "tools", "app")
-    if (
-        top == "training"
-    ):  # the heads' training reads the engine's plain modules, runtime and the heads' modules
+    # the heads' training reads the engine's plain modules, runtime and the heads' modules
+    if top == "training":
         return dep_top == "training" or (dep_top == "engine" and room(dep) in ("plain", "runtime", "heads"))
     if top == "specviz":
         return dep_top == "specviz" or (dep_top == "engine" and room(dep) == "plain")

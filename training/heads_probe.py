@@ -66,9 +66,8 @@ def material(cache: str, rest: list[str]):
 def probe_batch(a, model, train, held, specbench) -> dict:
     """EAGLE-1's loss over `tokens` (about 400 tokens a sequence), batches drawn from a reshuffled queue."""
     gen = torch.Generator().manual_seed(0)
-    if (
-        a.init
-    ):  # continue a heads file's EAGLE layer (its own draft vocabulary), a fresh one-cycle over `tokens`
+    # continue a heads file's EAGLE layer (its own draft vocabulary), a fresh one-cycle over `tokens`
+    if a.init:
         heads, record = H.load(Path(a.init), model.config)
         vocab_ids = heads.vocab_ids
     else:
@@ -102,9 +101,8 @@ def probe_batch(a, model, train, held, specbench) -> dict:
         "sharegpt": T.eagle_accuracy(heads, parts, sharegpt, steps=4),
         "specbench": T.eagle_accuracy(heads, parts, specbench, steps=4),
     }
-    if (
-        a.out
-    ):  # a heads file for heads_heldout.py and the live benchmark: the init's Medusa heads and record, with
+    # a heads file for heads_heldout.py and the live benchmark: the init's Medusa heads and record, with
+    if a.out:
         # this probe named in it (the record's accuracy and calibration are the init's, not re-measured)
         H.save(heads, {**record, "probe": {**out, "command": " ".join(sys.argv)}}, Path(a.out))
     return out

@@ -480,9 +480,8 @@ def load_trace(path) -> list:
             f"trace file is {size / 2**20:.1f} MB; the limit is {MAX_TRACE_BYTES / 2**20:.0f} MB"
         )
     events = trace_from_json(Path(path).read_bytes())  # validates format, fields, types and numbers
-    if any(
-        getattr(e, "row", 0) != 0 for e in events
-    ):  # a batched run: the single-run views replay its first row
+    # a batched run: the single-run views replay its first row
+    if any(getattr(e, "row", 0) != 0 for e in events):
         events = [e for e in events if getattr(e, "row", 0) == 0]
     if not rounds_of(events):
         raise ValueError("trace holds no rounds to replay")

@@ -197,9 +197,8 @@ def generate(controls: Controls, state=None):
     try:
         target, draft, cfg = controls.settings(MAX_RUN_S)
         spec = parse_draft(draft)
-        if (
-            target != "embedded" or spec.model or spec.name == "quant"
-        ):  # the embedded model is loaded at start-up
+        # the embedded model is loaded at start-up
+        if target != "embedded" or spec.model or spec.name == "quant":
             yield status(f"loading {target} and its drafter (first use only) …")
         elif (heads := heads_status(spec)) is not None:
             yield status(heads)

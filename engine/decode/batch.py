@@ -84,9 +84,8 @@ def batch_run(
         )
     window = sliding_window(engine.target.model)
     longest = max(map(len, rows_ids)) + cfg.max_new_tokens + MAX_GAMMA
-    if (
-        window is not None and longest > window
-    ):  # the per-row mask is one for every layer: exact inside the window
+    # the per-row mask is one for every layer: exact inside the window
+    if window is not None and longest > window:
         raise ValueError(
             f"a batched run of a target with sliding-window layers must fit in its window of {window} "
             f"tokens: the longest prompt ({max(map(len, rows_ids))} tokens) + max_new_tokens "

@@ -275,9 +275,8 @@ class Engine:
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
         forward, features = self._forward_for(drafter)
-        if (
-            reuse and features is not None
-        ):  # a head drafter reads the prompt's features: the prompt is read again
+        # a head drafter reads the prompt's features: the prompt is read again
+        if reuse and features is not None:
             cache.truncate(0)
             reuse = False
         # before the clock: a host's first call measures
@@ -287,9 +286,8 @@ class Engine:
         yield from clock.hand_over(
             [started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "", host)], stats
         )
-        for progress in (
-            () if reuse else prefill(forward, ids, cache, when, target.device)
-        ):  # a stop between chunks
+        # a stop between chunks
+        for progress in () if reuse else prefill(forward, ids, cache, when, target.device):
             yield from clock.hand_over([progress], stats)
         if features and not past(when):
             drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2

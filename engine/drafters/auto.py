@@ -153,18 +153,18 @@ class AutoDrafter(Drafter):
             self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
             if not len(draft.token_ids):
                 return self._plain(f"{d} had no proposal", candidates, plain_rate)
-            if (
-                draft.q is not None and draft.parents is None
-            ):  # a chain: keep the positions it is sure enough of
+            # a chain: keep the positions it is sure enough of
+            if draft.q is not None and draft.parents is None:
                 confidence = [round(float(x), 3) for x in draft.q.max(-1).values.tolist()]
                 keep, variants, rate = self._by_confidence(d, confidence, t1)
                 self._asked(d, used=bool(keep))
                 fallback = free[3]
+                # the free drafter's proposal is still the better bet
                 if (
                     reason is None
                     and fallback
                     and fallback["predicted_tokens_per_s"] > max(rate if keep else 0.0, plain_rate)
-                ):  # the free drafter's proposal is still the better bet
+                ):
                     unsure = f"{d} was less sure (confidence {confidence}) than "
                     draft, variant, d, best = free
                     keep, variants, confidence = best["gamma"], None, None

@@ -94,9 +94,8 @@ class NgramIndex:
 
     def _extend(self, ids: list[int]) -> None:
         old = len(self.seen)
-        if (
-            old > len(ids) or ids[:old] != self.seen
-        ):  # not a continuation (another beam, a new run): start again
+        # not a continuation (another beam, a new run): start again
+        if old > len(ids) or ids[:old] != self.seen:
             self.starts, self.seen, old = {}, [], 0
         self.seen.extend(ids[old:])
         for end in range(old, len(ids)):  # every n-gram that ends at a new token
