@@ -35,6 +35,7 @@ from ..metrics import RunStats
 from ..runtime.roofline import host_record
 from ..runtime.rowcache import RowsKVCache, ragged_inputs
 from ..runtime.sliding import sliding_window
+from ..runtime.threads import synchronizer
 from ..specs import parse_draft
 from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events
@@ -115,9 +116,7 @@ class BatchRun:
         self.live = list(range(len(rows_ids)))  # cache row r holds sequence live[r]
         self.ends: dict[int, str] = {}  # sequence -> its stop reason
         self.clock, self.stats = Clock(), [RunStats() for _ in rows_ids]
-        cuda = self.target.device.type == "cuda"
-        # a GPU's work is timed when it is done
-        self.sync = torch.cuda.synchronize if cuda else (lambda: None)
+        self.sync = synchronizer(self.target.device)
 
     @torch.inference_mode()
     def events(self) -> Iterator:

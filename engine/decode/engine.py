@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -28,7 +28,7 @@ from ..runtime.lean import forward_fn
 from ..runtime.loadwatch import LoadWatch
 from ..runtime.models import EMBEDDED, LoadedModel, load_model, prompt_ids
 from ..runtime.roofline import host_record
-from ..runtime.threads import RACE_THREADS, check_threads
+from ..runtime.threads import RACE_THREADS, check_threads, synchronizer
 from ..specs import parse_draft
 from . import batch, beam
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
@@ -60,6 +60,23 @@ class RunResult:
     token_ids: list
     text: str
     summary: dict
+
+
+@dataclass
+class _Run:
+    """What every round of one run reads: the target's forward (and the list its features land in for a head
+    drafter), the drafter, the committed ids (extended in place), the cache, the settings, the random source and
+    the run's clock with its start."""
+
+    forward: Callable
+    features: list | None
+    drafter: object
+    ids: list
+    cache: KVCache
+    cfg: GenerationConfig
+    generator: torch.Generator | None
+    clock: Clock
+    t_start: float
 
 
 class Engine:
@@ -283,6 +300,7 @@ class Engine:
         host = host_record(target.model, target.device, target.dtype)
         clock, stats = Clock(), RunStats()
         t_start = clock()
+        run = _Run(forward, features, drafter, ids, cache, cfg, generator, clock, t_start)
         yield from clock.hand_over(
             [started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "", host)], stats
         )
@@ -302,18 +320,7 @@ class Engine:
             round_ += 1
             remaining = cfg.max_new_tokens - (len(ids) - prompt_len)
             s, timed = self._round(
-                forward,
-                features,
-                drafter,
-                ids,
-                cache,
-                cfg,
-                generator,
-                clock,
-                round_,
-                min(gamma_now, remaining - 1) if drafter is not None else 0,
-                remaining,
-                t_start,
+                run, round_, min(gamma_now, remaining - 1) if drafter is not None else 0, remaining
             )
             if drafter is not None:
                 gamma_now = next_gamma(cfg, gamma_now, len(s.drafted), s.n_accepted)
@@ -339,24 +346,11 @@ class Engine:
             summary=stats.summary(wall, step_s),
         )
 
-    def _round(
-        self,
-        forward,
-        features,
-        drafter,
-        ids,
-        cache,
-        cfg,
-        generator,
-        clock,
-        round_: int,
-        gamma: int,
-        remaining: int,
-        t_start: float,
-    ):
+    def _round(self, run: _Run, round_: int, gamma: int, remaining: int):
         """1. draft, then the pure step (2.-5.); the drafter learns. Returns the Step and, to be called with the
         clock once the round's events are built, its RoundTimed."""
-        sync = torch.cuda.synchronize if self.target.device.type == "cuda" else (lambda: None)
+        forward, features, drafter, ids, clock = run.forward, run.features, run.drafter, run.ids, run.clock
+        sync = synchronizer(self.target.device)
         t0 = clock()
         # 1. draft (a drafter may propose fewer than γ tokens, or none: a plain target step)
         draft = drafter.propose(ids, gamma) if gamma else None
@@ -367,9 +361,9 @@ class Engine:
             forward,
             ids,
             draft,
-            cache,
-            cfg,
-            generator,
+            run.cache,
+            run.cfg,
+            run.generator,
             eos=self.target.eos_ids,
             remaining=remaining,
             device=self.target.device,
@@ -389,7 +383,7 @@ class Engine:
             draft_s=t1 - t0,
             verify_s=t2 - t1,
             total_s=t3 - t0,
-            elapsed_s=t3 - t_start,
+            elapsed_s=t3 - run.t_start,
             gamma=len(s.drafted),
             verified=forward_rows(s),
         )
@@ -413,12 +407,11 @@ class Engine:
     def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
         """Median time of a single-token target forward at this context (for c and v); cache untouched."""
         x = torch.tensor([[last_id]], device=self.target.device)
-        keep, times = cache.length, []
+        keep, times, sync = cache.length, [], synchronizer(self.target.device)
         for _ in range(3):
             t = time.perf_counter()
             self.forward(x, cache)
-            if self.target.device.type == "cuda":
-                torch.cuda.synchronize()
+            sync()
             times.append(time.perf_counter() - t)
             cache.truncate(keep)
         return sorted(times)[1]

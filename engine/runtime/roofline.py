@@ -20,7 +20,7 @@ import torch
 from . import kernels
 from .lean import LeanForward, forward_fn
 from .permodel import PerModel
-from .threads import torch_threads
+from .threads import synchronizer, torch_threads
 
 COPY_MB = 256  # the copied tensor: far larger than any cache
 REPS = 7  # timed copies and matmuls, the best kept
@@ -47,7 +47,7 @@ def measure(
     """{"threads", "bandwidth" (bytes/s, a copy counted as read + write), "flops" (of a large matmul), "dtype",
     "device"} with `threads` torch threads."""
     dev = torch.device(device)
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    sync = synchronizer(dev)
     with torch_threads(threads if dev.type == "cpu" else None), torch.inference_mode():
         n = copy_mb * 2**20 // 4
         src, dst = torch.rand(n, device=dev), torch.empty(n, device=dev)

@@ -1,13 +1,21 @@
-"""How many CPU threads a race computes with: the setting, and a scope that applies it to one OS thread."""
+"""What a timer around compute depends on: how many CPU threads a race computes with (the setting, and a scope
+that applies it to one OS thread), and waiting for a GPU's queued work before reading the clock."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import contextmanager
 
 import torch
 
 MAX_THREADS = 256
+
+
+def synchronizer(device) -> Callable[[], None]:
+    """The call that waits for the device's queued work (a GPU runs asynchronously: its work is timed once done);
+    a no-op on a CPU, whose work is done when the call returns."""
+    return torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
 
 
 def _race_threads() -> int | None:
