@@ -126,6 +126,14 @@ def _roofline(args) -> int:
             f"GFLOP/s (measured {r['measured']}); weights {r['weight_bytes'] / 1e6:.0f} MB, ridge n* = "
             f"{costmodel.ridge(ctx, r):.0f} at {ctx} cached tokens"
         )
+        for t in roofline.takes_of(r):  # when, and under what load, each figure was measured
+            load = t["outside_cores"]
+            print(
+                f"  take {t['measured'] or 'of unknown date'}: copy {t['bandwidth'] / 1e9:.1f} GB/s, matmul "
+                f"{t['flops'] / 1e9:.0f} GFLOP/s, other processes "
+                + ("not measured" if load is None else f"{load:.2f} cores")
+                + (" (quiet)" if t["quiet"] else " (busy: measured again at the next load)")
+            )
         times = {n: [] for n in ns}
         with torch_threads(threads), torch.inference_mode():
             cache = KVCache.for_model(target.model, ctx + ns[-1] + 1)

@@ -31,6 +31,8 @@ DRIFT_LIMIT = 0.30  # a step time that moved more than this during a run is not 
 SPREAD_LIMIT = 0.35
 # share of a race lane's compute under CPU contention above which its timing is flagged
 CONTENTION_LIMIT = 0.10
+# other processes' average cores during a host measurement (roofline, kernel plan) below which it was quiet
+QUIET_CORES = 0.25
 MIN_SAMPLES = 3  # fewer timed rounds than this give no spread and no drift check
 # bins of a drafter's confidence, max q at a position (auto, heads' calibration)
 CONFIDENCE_EDGES = (0.2, 0.4, 0.6, 0.8)

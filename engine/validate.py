@@ -292,6 +292,7 @@ HOST_NUMBERS = (
     "flops_per_token",
     "kv_bytes_per_position",
     "attn_flops_per_position",
+    "outside_cores",
 )
 KERNEL_NAMES = ("mkl", "onednn")
 

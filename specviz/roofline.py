@@ -160,6 +160,16 @@ def floor_terms(r: dict, context: float, n: int) -> dict:
     )
 
 
+def measured_load(host: dict) -> str:
+    """How busy the machine was while its rates were measured ("" when that was not recorded)."""
+    cores = host.get("outside_cores")
+    if not isinstance(cores, (int, float)):
+        return ""
+    if cores < costmodel.QUIET_CORES:
+        return ", on a quiet machine"
+    return f" while other processes kept {cores:.2f} cores busy: the rates may be low"
+
+
 def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     """The floors derived from the numbers beside them, per n as computed (the KV and attention terms grow with
     the context and n), this run's t(1) as a share of the bandwidth bound and t(n) of its most frequent verify
@@ -178,7 +188,7 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     ctx = f["context"]
     lines = [
         f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
-        f"{esc(host.get('measured', ''))}): a tensor copy moves {f['bandwidth']} GB/s and a large matmul runs at "
+        f"{esc(host.get('measured', ''))}{measured_load(host)}): a tensor copy moves {f['bandwidth']} GB/s and a large matmul runs at "
         f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
         f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
         f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "

@@ -13,7 +13,9 @@ from tests.tiny import tiny_llama as tiny
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
+    """An empty plan cache, on a machine whose measurements count as quiet (the busy case has its own test)."""
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(kernels, "outside_cores", lambda fn: (fn(), 0.0))
     return tmp_path
 
 
@@ -81,3 +83,22 @@ def test_a_thread_count_without_a_plan_falls_back_to_the_fixed_rule():
     w = lean.Weight(torch.randn(8, 4), pack=False)
     w.packed = object()  # only the decision is asked
     assert w.onednn(1) is False and w.onednn(2) is True
+
+
+def test_a_shape_timed_under_load_is_timed_again_and_keeps_each_kernels_best(cache_dir, monkeypatch):
+    """A shape measured while other processes were busy is measured again at the next load, per row count each
+    kernel's fastest median over the takes is kept and the faster of the two chosen; a quiet take ends it."""
+    w = torch.randn(8, 4)
+    shapes = {"qkv": [(w, None)]}
+    takes = iter([({1: {"mkl": 2.0, "onednn": 3.0}}, 1.2), ({1: {"mkl": 4.0, "onednn": 1.0}}, 0.1)])
+
+    def timed(fn):
+        out, cores = next(takes)
+        return {r: {**v, "kernel": min(v, key=v.get)} for r, v in out.items()}, cores
+
+    monkeypatch.setattr(kernels, "outside_cores", timed)
+    first = kernels.plan_for(shapes, 1)
+    assert first["qkv"][1]["kernel"] == "mkl"
+    second = kernels.plan_for(shapes, 1)  # the first take was busy: measured again
+    assert second["qkv"][1] == {"mkl": 2.0, "onednn": 1.0, "kernel": "onednn"}
+    assert kernels.plan_for(shapes, 1) == second  # the second was quiet: no third (the iterator is empty)

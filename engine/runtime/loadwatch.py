@@ -15,6 +15,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import costmodel
+
 STAT = Path("/proc/stat")
 TICK_S = 1 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 WINDOW_S = 0.25  # lane compute time per judged window: /proc/stat counts in 10 ms ticks, so shorter is noise
@@ -87,3 +89,24 @@ class LoadWatch:
             "contended_share": round(min(contended / acc["wall"], 1.0), 3),
             "free_cores": self.free,
         }
+
+
+def outside_cores(fn):
+    """(fn(), the average number of cores other processes kept busy while it ran, or None where /proc/stat is
+    not readable): what a cached host measurement records beside its figures."""
+    b0, o0, t0 = busy_s(), time.process_time(), time.perf_counter()
+    out = fn()
+    b1, o1, t1 = busy_s(), time.process_time(), time.perf_counter()
+    if b0 is None or b1 is None or t1 <= t0:
+        return out, None
+    return out, round(max((b1 - b0) - (o1 - o0), 0.0) / (t1 - t0), 2)
+
+
+def take(cores: float | None) -> dict:
+    """A measurement's when and load: {"measured": local date and time, "outside_cores", "quiet"} (unknown load
+    counts as quiet: there is nothing to wait for)."""
+    return {
+        "measured": time.strftime("%Y-%m-%d %H:%M"),
+        "outside_cores": cores,
+        "quiet": cores is None or cores < costmodel.QUIET_CORES,
+    }
