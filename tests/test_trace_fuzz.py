@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine import costmodel
 from engine.events import trace_from_json, trace_to_json
 from specviz.charts import (
     accepted_length_fig,
@@ -133,17 +134,7 @@ def test_the_fuzz_would_see_a_renderer_error(monkeypatch):
         render_all(trace_from_json(json.dumps(trace)))
 
 
-ROOF_FIELDS = (
-    "bandwidth",
-    "flops",
-    "weight_bytes",
-    "flops_per_token",
-    "kv_bytes_per_position",
-    "attn_flops_per_position",
-)
-
-
-@pytest.mark.parametrize("field", ROOF_FIELDS)
+@pytest.mark.parametrize("field", costmodel.ROOF_FIELDS)
 @pytest.mark.parametrize("value", [0.0, 1.0, 1e-9, 1e30])
 def test_a_roofline_at_any_rate_renders(field, value):
     """The host's measured rates at the edges (a hand-edited trace: 1 B/s, 0 FLOP/s, 10³⁰ bytes) render every
