@@ -8,6 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from engine.specs import CONTESTANT_USAGE
+
 from .harness import run_bench
 from .report import write_reports
 
@@ -18,9 +20,7 @@ def parser() -> argparse.ArgumentParser:
         description="race our AR, our speculative engine and transformers' generate()",
     )
     b.add_argument("--target", default="embedded", help="'embedded', a hub id or a local directory")
-    b.add_argument(
-        "--drafts", default="self", help="comma-separated drafter specs, e.g. ngram,auto,self,model:<path>"
-    )
+    b.add_argument("--drafts", default="self", help=f"comma-separated contestants: {CONTESTANT_USAGE}")
     b.add_argument("--gammas", default="1,2,4,8", help="comma-separated draft lengths")
     b.add_argument(
         "--prompts",
@@ -62,8 +62,8 @@ def specbench_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--drafts",
         default="ngram,auto",
-        help="comma-separated drafter specs; SPEC+tree=BxW drafts "
-        "trees of at most B nodes, W children tried per node (e.g. eagle+tree=16x4)",
+        help=f"comma-separated contestants: {CONTESTANT_USAGE}; +tree=BxW drafts trees of at most B nodes, "
+        "W children tried per node",
     )
     b.add_argument("--gamma", type=int, default=4, help="draft tokens per round, 1..16")
     b.add_argument(

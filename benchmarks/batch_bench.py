@@ -28,7 +28,7 @@ import torch
 from engine import Engine, GenerationConfig, costmodel, load_model
 from engine.config import MAX_BATCH
 from engine.specbench import load_questions, sample
-from engine.specs import family, parse_contestant
+from engine.specs import CONTESTANT_USAGE, family, parse_contestant
 from specviz.batch_view import crossover, throughput_figure, throughput_markdown
 
 SETS = {"grounded": ("translation", "summarization", "rag"), "open": ("mt_bench", "qa", "math_reasoning")}
@@ -168,7 +168,11 @@ def summarise(rows: list) -> dict:
 def parser() -> argparse.ArgumentParser:
     b = argparse.ArgumentParser(prog="python -m benchmarks batch", description=__doc__.split("\n\n")[0])
     b.add_argument("--target", default="embedded")
-    b.add_argument("--drafts", default="ngram,auto", help="comma-separated drafter specs (AR always runs)")
+    b.add_argument(
+        "--drafts",
+        default="ngram,auto",
+        help=f"comma-separated contestants: {CONTESTANT_USAGE} (AR always runs)",
+    )
     b.add_argument("--sizes", default="1,2,4,8,16", help=f"batch sizes, 1..{MAX_BATCH}")
     b.add_argument(
         "--gammas", default="1,2,4", help="the fixed-γ contestants' γ (auto's first probe: the largest)"
