@@ -43,9 +43,10 @@ format: dev
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# the inner loop: everything but the tests marked slow (real models, the app server, the browser, statistics)
+# the inner loop: everything but the tests marked slow (real models, the app server, the browser, statistics),
+# one pytest worker per core with one torch thread each (two threads per worker would fight over the cores)
 test-fast: dev
-	$(PY) -m pytest -q -m "not slow" tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto -m "not slow" tests
 
 bench: dev
 	$(PY) -m benchmarks --drafts ngram,auto,self --gammas 3,6 --max-new-tokens 64 --repeats 3 --out bench-out

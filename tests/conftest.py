@@ -16,8 +16,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach the hub
 # Tests that load the real embedded model, start the app or a browser are `slow`: `pytest -m "not slow"` is the
 # sub-minute inner loop (renderers, the cost model, the registry, layers, tiny random models); `make test` runs all.
 SLOW_FIXTURES = {"embedded", "app_url", "browser"}
-# their own servers, the real models (through helpers, not fixtures) or training
+# their own servers, the real models (through helpers, not fixtures) or training; and the other architectures
+# against transformers' generate (~10 s: the inner loop keeps Llama's identity tests in test_engine)
 SLOW_MODULES = {
+    "test_architectures",
     "test_app_api",
     "test_embedded",
     "test_gemma",

@@ -3,6 +3,8 @@ ridge where they meet, and the gap of a measured time to them; the measurement i
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from engine import costmodel
@@ -194,3 +196,15 @@ def test_explain_says_how_busy_the_machine_was_when_its_rates_were_measured():
     assert measured_load({"outside_cores": 0.05}) == ", on a quiet machine"
     assert "other processes kept 0.80 cores busy" in measured_load({"outside_cores": 0.8})
     assert measured_load({}) == measured_load({"outside_cores": None}) == ""
+
+
+def test_the_load_of_a_measurement_too_short_to_tell_is_unknown(monkeypatch):
+    """/proc/stat counts 10 ms ticks: a measurement shorter than WINDOW_S records no load (None, taken as quiet),
+    so a tiny shape is not measured again and again for a tick of noise; a long one records what it saw."""
+    from engine.runtime import loadwatch
+
+    ticks = iter([0.0, 0.5, 10.0, 10.9])  # busy_s before and after: 0.5 and 0.9 CPU-s of other work
+    monkeypatch.setattr(loadwatch, "busy_s", lambda: next(ticks))
+    assert loadwatch.outside_cores(lambda: 7) == (7, None)
+    out, cores = loadwatch.outside_cores(lambda: time.sleep(loadwatch.WINDOW_S + 0.05))
+    assert out is None and cores is not None and cores > 0.25

@@ -93,11 +93,12 @@ class LoadWatch:
 
 def outside_cores(fn):
     """(fn(), the average number of cores other processes kept busy while it ran, or None where /proc/stat is
-    not readable): what a cached host measurement records beside its figures."""
+    not readable or fn took less than WINDOW_S, too short for its 10 ms ticks to tell): what a cached host
+    measurement records beside its figures."""
     b0, o0, t0 = busy_s(), time.process_time(), time.perf_counter()
     out = fn()
     b1, o1, t1 = busy_s(), time.process_time(), time.perf_counter()
-    if b0 is None or b1 is None or t1 <= t0:
+    if b0 is None or b1 is None or t1 - t0 < WINDOW_S:
         return out, None
     return out, round(max((b1 - b0) - (o1 - o0), 0.0) / (t1 - t0), 2)
 
