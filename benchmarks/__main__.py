@@ -115,6 +115,7 @@ FORWARD = {
     "step": "step_cost",
     "dtype": "dtype_cost",
     "onednn": "onednn_cost",
+    "layouts": "layouts",
 }
 
 
