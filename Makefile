@@ -58,7 +58,7 @@ $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
 	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) tools/peer_cmake_args.py)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python -r requirements-peer.txt
 	touch $(PEER_STAMP)
 peer: $(PEER_STAMP)
-	$(PY) benchmarks/llama_cpp_peer.py
+	$(PY) -m benchmarks peer
 
 # the heads' broad training text (training/broad.py SOURCES): Debian's documentation packages, and ShareGPT's
 # conversations from PyPI (training/sharegpt.py); training only

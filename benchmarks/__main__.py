@@ -153,6 +153,12 @@ def main(argv=None) -> int:
             return soak_main(argv[1:])
         if argv[:1] == ["forward"]:
             return _forward(argv[1:])
+        if argv[:1] == ["peer"]:
+            from .llama_cpp_peer import main as peer_main  # llama.cpp on the same weights (make peer)
+
+            return peer_main(argv[1:]) or 0
+        if argv[:1] == ["race"]:  # the default: our drafters against our AR (and transformers')
+            argv = argv[1:]
         if argv[:1] == ["batch"]:
             from .batch_bench import main as batch_main  # batched throughput (its own flags)
 

@@ -2,7 +2,7 @@
 interleaved prompt by prompt with our AR and our n-gram lane.
 
     make peer                                   # builds llama-cpp-python from its PyPI source (dev only)
-    .venv/bin/python benchmarks/llama_cpp_peer.py [--threads 2] [--gamma 4] [--max-new-tokens 64] [--repeats 2]
+    python -m benchmarks peer [--threads 2] [--gamma 4] [--max-new-tokens 64] [--repeats 2]
 
 Contestants, each warmed once per prompt, then run in a fixed interleaved order every repeat:
 - llama.cpp AR on an F32 GGUF (the shipped Q4_1 GGUF de-quantized: the very weights our engine runs) and on
@@ -128,14 +128,14 @@ def ours_runner(engine: Engine, mode: str, gamma: int):
     return run
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks peer", description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--prompts", default="grounded,open", help="prompt sets under engine/prompts")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     q41 = next(embedded_gguf_dir().glob("*.gguf"))
     f32 = f32_gguf(q41, CACHE_DIR / "gguf" / (q41.stem + ".F32.gguf"))
