@@ -206,9 +206,8 @@ def auto_gaps(results: dict) -> dict:
         auto = next((n for n in curves if family(n) == "auto"), None)
         if auto is None:
             continue
-        rivals = [
-            n for n in curves if parse_contestant(n).spec is None or parse_contestant(n).gamma is not None
-        ]
+        # AR and every fixed-γ contestant (not the adaptive ones)
+        rivals = [n for n in curves if (c := parse_contestant(n)).spec is None or c.gamma is not None]
         out[s] = [
             p["decode_tokens_per_s"] / max(curves[n][i]["decode_tokens_per_s"] for n in rivals)
             if p["decode_tokens_per_s"]

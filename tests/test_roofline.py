@@ -203,7 +203,8 @@ def test_the_load_of_a_measurement_too_short_to_tell_is_unknown(monkeypatch):
     so a tiny shape is not measured again and again for a tick of noise; a long one records what it saw."""
     from engine.runtime import loadwatch
 
-    ticks = iter([0.0, 0.5, 10.0, 10.9])  # busy_s before and after: 0.5 and 0.9 CPU-s of other work
+    # busy_s before and after: 0.5 CPU-s of other work, then 100 (over any wall time a busy box gives the sleep)
+    ticks = iter([0.0, 0.5, 10.0, 110.0])
     monkeypatch.setattr(loadwatch, "busy_s", lambda: next(ticks))
     assert loadwatch.outside_cores(lambda: 7) == (7, None)
     out, cores = loadwatch.outside_cores(lambda: time.sleep(loadwatch.WINDOW_S + 0.05))

@@ -90,6 +90,7 @@ class Engine:
         measure_step: bool = True,
     ):
         self.target = target
+        self.sync = synchronizer(target.device)  # waits for a GPU's queued work before a clock is read
         self.measure_step = measure_step  # time a single target step after each run (for c and v)
         spec = parse_draft(draft)  # the one parser: refuses a bad spec before anything loads
         self.draft_spec = spec.text  # its normal form: what events and traces say
@@ -350,7 +351,7 @@ class Engine:
         """1. draft, then the pure step (2.-5.); the drafter learns. Returns the Step and, to be called with the
         clock once the round's events are built, its RoundTimed."""
         forward, features, drafter, ids, clock = run.forward, run.features, run.drafter, run.ids, run.clock
-        sync = synchronizer(self.target.device)
+        sync = self.sync
         t0 = clock()
         # 1. draft (a drafter may propose fewer than γ tokens, or none: a plain target step)
         draft = drafter.propose(ids, gamma) if gamma else None
@@ -407,7 +408,7 @@ class Engine:
     def _target_step_cost(self, cache: KVCache, last_id: int) -> float:
         """Median time of a single-token target forward at this context (for c and v); cache untouched."""
         x = torch.tensor([[last_id]], device=self.target.device)
-        keep, times, sync = cache.length, [], synchronizer(self.target.device)
+        keep, times, sync = cache.length, [], self.sync
         for _ in range(3):
             t = time.perf_counter()
             self.forward(x, cache)
