@@ -116,6 +116,7 @@ FORWARD = {
     "dtype": "dtype_cost",
     "onednn": "onednn_cost",
     "layouts": "layouts",
+    "native": "native_cost",
 }
 
 

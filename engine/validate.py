@@ -294,12 +294,12 @@ HOST_NUMBERS = (
     "attn_flops_per_position",
     "outside_cores",
 )
-KERNEL_NAMES = ("mkl", "onednn")
+KERNEL_NAMES = ("native", "mkl", "onednn")
 
 
 def check_host(host) -> None:
     """RunStarted.host: the measured machine (engine/runtime/roofline.py). Known keys only, numbers >= 0,
-    short strings, kernels {projection: {rows: "mkl" | "onednn"}}."""
+    short strings, kernels {projection: {rows: "native" | "mkl" | "onednn"}}."""
     if not isinstance(host, dict):
         raise ValueError(f"run_started.host must be an object, got {short_repr(host)}")
     unknown = set(host) - set(HOST_TEXT) - set(HOST_NUMBERS) - {"flags", "kernels"}
@@ -342,7 +342,7 @@ def check_host(host) -> None:
     )
     if not ok:
         raise ValueError(
-            'run_started.host.kernels must map at most 16 projections to {rows: "mkl" or "onednn"}, '
+            'run_started.host.kernels must map at most 16 projections to {rows: "native", "mkl" or "onednn"}, '
             f"got {short_repr(plan)}"
         )
 

@@ -228,6 +228,9 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     return "".join(f"<p>{line}</p>" for line in lines)
 
 
+KERNEL_LABELS = {"native": "specviz's native kernel", "mkl": "MKL", "onednn": "oneDNN"}
+
+
 def kernel_sentence(kernels: dict, n: int) -> str:
     """'1 row: MKL for qkv, o, …; 5 rows: oneDNN for qkv, gate_up; MKL for o, down.' from the recorded plan
     (a row count uses the plan of the smallest measured count at or above it)."""
@@ -240,7 +243,7 @@ def kernel_sentence(kernels: dict, n: int) -> str:
             if at is not None:
                 by_kernel.setdefault(plan[str(at)], []).append(name)
         said = "; ".join(
-            f"{'oneDNN' if k == 'onednn' else 'MKL'} for {', '.join(map(esc, names))}"
+            f"{KERNEL_LABELS.get(k, esc(k))} for {', '.join(map(esc, names))}"
             for k, names in sorted(by_kernel.items())
         )
         parts.append(f"{rows} row{'s' if rows != 1 else ''}: {said}")

@@ -180,7 +180,7 @@ def test_lean_forward_matches_transformers_owns_its_weights_and_layer_skip_share
     assert isinstance(fast, LeanForward)
     assert {name: (p.data_ptr(), p.is_contiguous()) for name, p in model.named_parameters()} == before
     att = model.model.layers[0].self_attn
-    fused = fast.layers[0][1].t.untyped_storage().data_ptr()
+    fused = fast.layers[0][1].w.untyped_storage().data_ptr()
     assert fused not in {w.untyped_storage().data_ptr() for w in (att.q_proj.weight, att.k_proj.weight)}
     ids = torch.randint(0, 40000, (1, 24))
     caches = [KVCache.for_model(model, 40) for _ in range(2)]

@@ -36,31 +36,35 @@ def test_every_projection_uses_the_kernel_measured_faster_here(cache_dir):
         assert set(plan) == {"qkv", "o", "gate_up", "down", "lm_head"}
         for name, by_rows in plan.items():
             for rows, m in by_rows.items():
-                assert m["kernel"] == ("onednn" if m["onednn"] < m["mkl"] else "mkl"), (threads, name, rows)
+                timed = {k: s for k, s in m.items() if k != "kernel"}
+                assert set(timed) == set(forward.weights()[name][0].kernels(rows)), (threads, name, rows)
+                assert m["kernel"] == min(timed, key=timed.get), (threads, name, rows)
             for weight in forward.weights()[name]:
                 with torch.inference_mode():
                     torch.set_num_threads(threads)
-                    assert weight.onednn(1) == (by_rows[1]["kernel"] == "onednn")
-                    assert weight.onednn(4) == (by_rows[5]["kernel"] == "onednn")  # 4 rows use the 5-row plan
+                    assert weight.kernel(1) == by_rows[1]["kernel"]
+                    assert weight.kernel(4) == by_rows[5]["kernel"]  # 4 rows use the 5-row plan
 
 
-def test_either_kernel_computes_the_same_logits(cache_dir):
-    """The plan changes the speed, not the numbers: all-MKL and all-oneDNN forwards agree."""
+def test_every_kernel_computes_the_same_logits(cache_dir):
+    """The plan changes the speed, not the numbers: all-MKL, all-oneDNN and all-native forwards agree."""
     model = tiny()
     forward = packed_or_skip(model)
     x = torch.tensor([[1, 2, 3, 4, 5]])
     out = {}
-    for choice in ("mkl", "onednn"):
+    choices = ("mkl", "onednn", "native") if forward.head.native else ("mkl", "onednn")
+    for choice in choices:
         for weights in forward.weights().values():
             for w in weights:
-                w.use_plan(torch.get_num_threads(), {r: {"kernel": choice} for r in kernels.ROWS})
+                w.use_plan(torch.get_num_threads(), {r: {choice: 0.0, "kernel": choice} for r in kernels.ROWS})
         with torch.inference_mode():
             out[choice] = (
                 forward(x[:, :1], KVCache.for_model(model, 8)),
                 forward(x, KVCache.for_model(model, 8)),
             )
-    for a, b in zip(out["mkl"], out["onednn"]):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    for choice in choices[1:]:
+        for a, b in zip(out["mkl"], out[choice]):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_a_host_measures_once_then_reads_its_cache(cache_dir, monkeypatch):
@@ -79,17 +83,23 @@ def test_a_host_measures_once_then_reads_its_cache(cache_dir, monkeypatch):
 
 
 def test_a_thread_count_without_a_plan_falls_back_to_the_fixed_rule():
-    """At a thread count nothing was measured for, fp32 1-row calls stay on MKL and multi-row go to oneDNN."""
+    """At a thread count nothing was measured for: the native kernel for 1-3 rows where it is built, else fp32
+    1-row calls on MKL; more rows on oneDNN."""
     w = lean.Weight(torch.randn(8, 4), pack=False)
     w.packed = object()  # only the decision is asked
-    assert w.onednn(1) is False and w.onednn(2) is True
+    assert [w.kernel(r) for r in (1, 2, 3, 4)] == (["native"] * 3 if w.native else ["mkl", "onednn", "onednn"]) + [
+        "onednn"
+    ]
+    w.native = False
+    assert [w.kernel(r) for r in (1, 2, 4)] == ["mkl", "onednn", "onednn"]
 
 
 def test_a_shape_timed_under_load_is_timed_again_and_keeps_each_kernels_best(cache_dir, monkeypatch):
     """A shape measured while other processes were busy is measured again at the next load, per row count each
     kernel's fastest median over the takes is kept and the faster of the two chosen; a quiet take ends it."""
-    w = torch.randn(8, 4)
-    shapes = {"qkv": [(w, None)]}
+    w = lean.Weight(torch.randn(4, 8), pack=False)
+    w.native = False  # it offers MKL only: what it offers is never new to the plan
+    shapes = {"qkv": [w]}
     takes = iter([({1: {"mkl": 2.0, "onednn": 3.0}}, 1.2), ({1: {"mkl": 4.0, "onednn": 1.0}}, 0.1)])
 
     def timed(fn):
@@ -102,3 +112,25 @@ def test_a_shape_timed_under_load_is_timed_again_and_keeps_each_kernels_best(cac
     second = kernels.plan_for(shapes, 1)  # the first take was busy: measured again
     assert second["qkv"][1] == {"mkl": 2.0, "onednn": 1.0, "kernel": "onednn"}
     assert kernels.plan_for(shapes, 1) == second  # the second was quiet: no third (the iterator is empty)
+
+
+def test_a_plan_that_never_timed_an_offered_kernel_is_measured_anew(cache_dir, monkeypatch):
+    """A host whose cached plan predates a kernel (the native one, built since) measures that shape again, from a
+    first take; the negative control: a plan that timed every offered kernel is read from the cache."""
+    w = lean.Weight(torch.randn(4, 8), pack=False)
+    w.native = False
+    shapes = {"o": [w]}
+    calls = []
+
+    def timed(fn):
+        calls.append(w.native)
+        rows = {r: {k: 1.0 for k in w.kernels(r)} for r in kernels.ROWS}
+        return {r: {**v, "kernel": "mkl"} for r, v in rows.items()}, 0.0
+
+    monkeypatch.setattr(kernels, "outside_cores", timed)
+    kernels.plan_for(shapes, 1)
+    kernels.plan_for(shapes, 1)
+    assert calls == [False]  # the control: cached, quiet, nothing new
+    w.native = True
+    plan = kernels.plan_for(shapes, 1)
+    assert calls == [False, True] and "native" in plan["o"][1] and "native" not in plan["o"][33]

@@ -1,15 +1,16 @@
 """Which matmul kernel each projection of the lean forward uses, measured on the host it runs on.
 
 For every weight shape and dtype, at the row counts the engine uses (1 token for AR and drafting, 2..17 for
-verification, more for trees and prefill), MKL's `torch.mm` and the oneDNN-packed linear are timed side by
-side (interleaved, median of REPEATS) at the thread counts a run computes with (the race's one thread and
-torch's default), and the faster one is the plan. Nothing is assumed from another CPU: the best kernel
+verification, more for trees and prefill), the kernels a Weight offers (MKL's matmul, the oneDNN-packed
+linear, specviz's native few-row kernel up to lean.NATIVE_ROWS rows) are timed side by side (interleaved,
+median of REPEATS) at the thread counts a run computes with (the race's one thread and torch's default), and
+the fastest is the plan. Nothing is assumed from another CPU: the best kernel
 moves with the shape, the thread count and the host (an AMD EPYC ran the 1-row LM head faster on oneDNN with
 2 threads and on MKL with 1; this project's Intel Xeon ran it faster on MKL with both, and its 2-17-row
 o projection too, which the rule this replaced sent to oneDNN: benchmarks/results/kernel-plan.md).
 
 The plan is cached under ~/.cache/specviz, keyed by the CPU model, its vector flags, the torch build and
-the thread count, so a host measures once. `python -m engine kernels` prints it.
+the thread count, so a host measures once (and again when a kernel is on offer that its plan never timed). `python -m engine kernels` prints it.
 """
 
 from __future__ import annotations
@@ -80,21 +81,21 @@ def _time(fn, x) -> float:
 
 
 def measure_shape(group: list, threads: int) -> dict[int, dict]:
-    """Per row count: MKL and oneDNN medians (seconds) of one pass of y = x @ W over every weight of the group
+    """Per row count: each kernel's median (seconds) of one pass of y = x @ W.T over every weight of the group
     (all layers' projections of one kind, so the weights stream from memory as in a forward, not from a cache
-    a loop over one matrix keeps hot), and the faster kernel. group: [(w_t, packed), ...] of one shape."""
-    mkl = lambda x: [torch.mm(x, w_t) for w_t, _ in group]  # noqa: E731
-    dnn = lambda x: [torch.ops.mkldnn._linear_pointwise(x, p, None, "none", [], "") for _, p in group]  # noqa: E731
+    a loop over one matrix keeps hot), and the fastest kernel. group: the Weights (lean.py) of one shape."""
     out = {}
     with torch_threads(threads), torch.inference_mode():
         for rows in ROWS:
-            x = torch.randn(rows, group[0][0].shape[0], dtype=group[0][0].dtype)
-            mkl(x), dnn(x)  # warm
-            times = {"mkl": [], "onednn": []}
+            names = list(group[0].kernels(rows))
+            passes = {k: (lambda x, k=k: [w.kernels(rows)[k](x) for w in group]) for k in names}
+            x = torch.randn(rows, group[0].in_features, dtype=group[0].w.dtype)
+            for fn in passes.values():
+                fn(x)  # warm
+            times = {k: [] for k in names}
             for i in range(REPEATS):
-                order = (("mkl", mkl), ("onednn", dnn)) if i % 2 == 0 else (("onednn", dnn), ("mkl", mkl))
-                for name, fn in order:
-                    times[name].append(_time(fn, x))
+                for k in names if i % 2 == 0 else names[::-1]:
+                    times[k].append(_time(passes[k], x))
             med = {k: statistics.median(v) for k, v in times.items()}
             out[rows] = {**med, "kernel": min(med, key=med.get)}
     return out
@@ -126,25 +127,37 @@ def write_cached(prefix: str, key: dict, value) -> None:
         pass  # a read-only home: measured again next time
 
 
-def plan_for(shapes: dict[str, tuple], threads: int, refresh: bool = False) -> dict:
-    """{shape name: {rows: {"mkl": s, "onednn": s, "kernel": name}}} for `threads`, from the cache when this
-    host measured it before (refresh: measure again). shapes: name -> [(w_t, packed weight)] of one shape."""
-    key = host_key(threads)
+def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> dict:
+    """{shape name: {rows: {kernel: s, ..., "kernel": the fastest}}} for `threads`, from the cache when this host
+    measured it before with the same kernels on offer (refresh: measure again). shapes: name -> the Weights
+    (lean.py) of one shape."""
+    # MKL runs on (out, in) weights beside the native kernel, on (in, out) ones without it: two plans
+    key = {**host_key(threads), "native": any(group[0].native for group in shapes.values())}
     cached = {} if refresh else dict(read_cached("kernels", key) or {})
-    takes = dict(
-        cached.pop(TAKES, {})
-    )  # sid -> [take]; a plan from before takes were kept: one untrusted take
-    names = {name: f"{_shape_id(group[0][0])}x{len(group)}" for name, group in shapes.items()}
-    again = [n for n, sid in names.items() if sid not in cached or _measure_again(takes.get(sid))]
+    takes = dict(cached.pop(TAKES, {}))  # sid -> [take]; a plan from before takes were kept: one untrusted take
+    names = {name: f"{_shape_id(group[0])}x{len(group)}" for name, group in shapes.items()}
+    again = [
+        n
+        for n, sid in names.items()
+        if sid not in cached or _measure_again(takes.get(sid)) or _new_kernels(cached[sid], shapes[n][0])
+    ]
     for name in again:
         sid, group = names[name], shapes[name]
         before = takes.get(sid) or ([UNTRUSTED] if sid in cached else [])
+        if sid in cached and _new_kernels(cached[sid], group[0]):
+            cached.pop(sid)
+            before = []  # a kernel this plan never timed: a new plan, from its first take
         timed, cores = outside_cores(lambda group=group: measure_shape(group, threads))
         cached[sid] = _best_of(cached.get(sid, {}), {str(r): v for r, v in timed.items()})
         takes[sid] = [*before, take(cores)]
     if again:
         write_cached("kernels", key, {**cached, TAKES: takes})
     return {name: {int(r): v for r, v in cached[sid].items()} for name, sid in names.items()}
+
+
+def _new_kernels(by_rows: dict, weight) -> bool:
+    """Does the Weight offer a kernel the cached plan never timed (a native kernel built since, say)?"""
+    return any(set(weight.kernels(int(r))) - set(v) for r, v in by_rows.items())
 
 
 def _measure_again(shape_takes: list | None) -> bool:
@@ -154,28 +167,28 @@ def _measure_again(shape_takes: list | None) -> bool:
 
 
 def _best_of(old: dict, new: dict) -> dict:
-    """Per row count, each kernel's fastest median over the takes (load only ever slows one), and the faster."""
+    """Per row count, each kernel's fastest median over the takes (load only ever slows one), and the fastest."""
     out = {}
     for rows, v in new.items():
-        med = {k: min(v[k], old.get(rows, {}).get(k, float("inf"))) for k in ("mkl", "onednn")}
+        med = {k: min(s, old.get(rows, {}).get(k, float("inf"))) for k, s in v.items() if k != "kernel"}
         out[rows] = {**med, "kernel": min(med, key=med.get)}
     return out
 
 
-def _shape_id(w_t: torch.Tensor) -> str:
-    return f"{w_t.shape[0]}x{w_t.shape[1]}:{str(w_t.dtype).replace('torch.', '')}"
+def _shape_id(weight) -> str:
+    return f"{weight.in_features}x{weight.out_features}:{str(weight.w.dtype).replace('torch.', '')}"
 
 
 def report(plans: dict) -> str:
-    """The plan as a table: per thread count and projection, the kernel and both medians at each row count."""
+    """The plan as a table: per thread count and projection, the kernel and each kernel's median per row count."""
     lines = [f"host: {cpu_name()} [{' '.join(cpu_flags())}], torch {torch.__version__}"]
     for threads, plan in plans.items():
-        lines.append(
-            f"\n{threads} thread(s): rows -> kernel (MKL ms / oneDNN ms, one pass over every layer's weight)"
-        )
+        lines.append(f"\n{threads} thread(s): rows -> kernel (each kernel's ms for one pass over every layer's weight)")
         for name, by_rows in plan.items():
             cells = [
-                f"{r}: {v['kernel']} ({v['mkl'] * 1e3:.2f}/{v['onednn'] * 1e3:.2f})"
+                f"{r}: {v['kernel']} ("
+                + "/".join(f"{k} {s * 1e3:.2f}" for k, s in v.items() if k != "kernel")
+                + ")"
                 for r, v in by_rows.items()
             ]
             lines.append(f"  {name:8s} " + "  ".join(cells))

@@ -11,13 +11,13 @@ once and never changed, so it stays usable as is (transformers' generate(), the 
 The copy is made only when it fits in a quarter of RAM (else the transformers module runs); measured,
 it did not raise the process's RSS (README, "Measured here"). The embedding and the norm weights are read in place, never written.
 
-Multi-token forwards (verification, prefill) on a CPU go through oneDNN with the weights packed once
-into its blocked layout, behind one small adapter (`Weight`): MKL's sgemm for 2-16 rows runs far below
-memory bandwidth on this CPU (benchmarks/forward/onednn_cost.py: a 5-token forward 1.2x faster packed).
-PyTorch has no public API for a pre-packed oneDNN linear, so the adapter calls the two private ops
-torch.compile's CPU freezing pass uses; a build without them falls back to the plain matmul.
-fp32 single-token steps keep the plain matmul, the faster one for a single row. SPECVIZ_ONEDNN=0 turns
-packing off; SPECVIZ_FAST_FORWARD=0 turns the lean forward off.
+Each projection is one `Weight` that runs the kernel measured fastest on this host per row count
+(kernels.py): specviz's own few-row kernel (native.py, compiled here; at 1-3 rows it streams the weights
+up to twice as fast as MKL's and oneDNN's: benchmarks/results/gemv-layouts.md), the oneDNN linear on a
+packed copy (2-16 rows and prefill: benchmarks/forward/onednn_cost.py), or MKL's matmul. PyTorch has no public
+API for a pre-packed oneDNN linear, so the adapter calls the two private ops torch.compile's CPU freezing
+pass uses; a build without them falls back to the plain matmul. SPECVIZ_NATIVE=0 turns the native kernel off,
+SPECVIZ_ONEDNN=0 packing, SPECVIZ_FAST_FORWARD=0 the lean forward.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ import os
 import torch
 import torch.nn.functional as F
 
-from . import kernels
+from . import kernels, native
 from .cache import KVCache, room
 from .permodel import PerModel
 from .sliding import layer_masks
 
+NATIVE_ROWS = 9  # the native kernel is a candidate up to this many rows (beyond, it is compute-bound)
 ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
 
 
@@ -78,50 +79,75 @@ def _pack_default(model) -> bool:
 
 
 class Weight:
-    """One projection y = x @ W (+ b) on an owned (in, out) matrix; multi-row inputs use a oneDNN-packed copy.
+    """One projection y = x @ W.T (+ b) on an owned matrix, through the kernel measured fastest here per row count.
 
-    The one place the private oneDNN ops are called (measured: benchmarks/forward/onednn_cost.py)."""
+    The kernels (kernels.py measures them): "native", specviz's own few-row kernel (native.py) on an (out, in)
+    matrix, where it could be built; "mkl", torch's matmul on the same matrix, or on an (in, out) one where the
+    native kernel is absent (MKL's 1-row kernel is faster that way); "onednn", the oneDNN linear on a packed
+    copy. The one place the private oneDNN ops are called (measured: benchmarks/forward/onednn_cost.py)."""
 
-    def __init__(self, w_t: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):
-        self.t = w_t  # (in, out), contiguous
+    def __init__(self, w: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):  # w (out, in)
         self.bias = bias  # (out,) or None
+        self.out_features, self.in_features = w.shape
+        self.native = w.device.type == "cpu" and w.dtype == torch.float32 and native.library() is not None
+        self.w = w.contiguous() if self.native else w.t().contiguous()  # (out, in) | (in, out), owned
         self.packed = None
         if pack:
             try:
-                self.packed = torch.ops.mkldnn._reorder_linear_weight(w_t.t().contiguous(), 4)
+                self.packed = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 4)
             except (RuntimeError, AttributeError):  # a build without oneDNN: the plain matmul it is
                 self.packed = None
-        # before a plan is measured (kernels.py), and at a thread count it has no plan for: fp32 rows of 1 on MKL
-        self.min_rows = 2 if w_t.dtype == torch.float32 else 1
-        self.plan: dict[
-            int, list[bool]
-        ] = {}  # threads -> per row count 0..ROWS[-1]: use oneDNN (measured here)
+        self.plan: dict[int, list[str]] = {}  # threads -> the kernel per row count 0..ROWS[-1] (measured here)
+
+    def kernels(self, rows: int = 1) -> dict:
+        """{name: fn(x) -> y} of the kernels this Weight can run `rows` rows on."""
+        out = {"mkl": self._mkl}
+        if self.packed is not None:
+            out["onednn"] = self._onednn
+        if self.native and rows <= NATIVE_ROWS:
+            out["native"] = self._native
+        return out
 
     def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
         """Take the measured kernel per row count at `threads` threads (kernels.plan_for's entry for this shape)."""
-        self.plan[threads] = [
-            by_rows[kernels.bucket(max(rows, 1))]["kernel"] == "onednn"
-            for rows in range(kernels.ROWS[-1] + 1)
-        ]
+        plan = []
+        for rows in range(kernels.ROWS[-1] + 1):
+            timed = by_rows[kernels.bucket(max(rows, 1))]
+            offered = [k for k in self.kernels(rows) if k in timed] or ["mkl"]
+            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))  # the fastest this Weight offers at `rows`
+        self.plan[threads] = plan
 
-    def onednn(self, rows: int) -> bool:
-        """Does a call with `rows` rows go through the packed oneDNN linear (the plan measured on this host)?"""
+    def kernel(self, rows: int) -> str:
+        """The kernel a call with `rows` rows runs: the plan measured on this host at this thread count, else
+        the native kernel for up to 3 rows, MKL for fp32 single rows and oneDNN for the rest."""
         plan = self.plan.get(torch.get_num_threads())
-        if plan is None:
-            return rows >= self.min_rows
-        return plan[min(rows, len(plan) - 1)]
+        if plan is not None:
+            return plan[min(rows, len(plan) - 1)]
+        if self.native and rows <= 3:
+            return "native"
+        single = rows == 1 and self.w.dtype == torch.float32
+        return "onednn" if self.packed is not None and not single else "mkl"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
-        if self.packed is not None and self.onednn(x.shape[0]):
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
-        return torch.mm(x, self.t) if self.bias is None else torch.addmm(self.bias, x, self.t)
+        return self.kernels(x.shape[0]).get(self.kernel(x.shape[0]), self._mkl)(x)
+
+    def _native(self, x: torch.Tensor) -> torch.Tensor:
+        return native.gemv(x, self.w, self.bias)
+
+    def _onednn(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+
+    def _mkl(self, x: torch.Tensor) -> torch.Tensor:
+        if self.native:
+            return F.linear(x, self.w, self.bias)
+        return torch.mm(x, self.w) if self.bias is None else torch.addmm(self.bias, x, self.w)
 
 
 def _fuse(linears: list, pack: bool) -> Weight:
     """A new (in, out) matrix holding these projections side by side (and their biases, when they have them);
     the Linears are only read."""
     bias = None if linears[0].bias is None else torch.cat([lin.bias.detach() for lin in linears]).contiguous()
-    return Weight(torch.cat([lin.weight.detach() for lin in linears]).t().contiguous(), pack, bias)
+    return Weight(torch.cat([lin.weight.detach() for lin in linears]), pack, bias)
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -157,7 +183,7 @@ class LeanForward:
         self.embed, self.norm = inner.embed_tokens.weight.detach(), inner.norm.weight.detach()
         self.rotary = inner.rotary_emb
         self.config = cfg
-        if pack and os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
+        if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
             self.measure_kernels()
 
     SLOTS = {"qkv": 1, "o": 2, "gate_up": 4, "down": 5}  # a projection's place in a layer's tuple
@@ -170,11 +196,10 @@ class LeanForward:
     def measure_kernels(self, refresh: bool = False) -> dict:
         """Measure (or read this host's cached) kernel plan at 1 thread and torch's default, and use it in every
         Weight; returns {threads: {projection: {rows: timings and kernel}}}."""
-        groups = {name: ws for name, ws in self.weights().items() if ws[0].packed is not None}
-        shapes = {name: [(w.t, w.packed) for w in ws] for name, ws in groups.items()}
+        groups = {n: ws for n, ws in self.weights().items() if any(len(ws[0].kernels(r)) > 1 for r in kernels.ROWS)}
         plans = {}
         for threads in sorted({1, torch.get_num_threads()}):
-            plans[threads] = plan = kernels.plan_for(shapes, threads, refresh)
+            plans[threads] = plan = kernels.plan_for(groups, threads, refresh)
             for name, ws in groups.items():
                 for weight in ws:
                     weight.use_plan(threads, plan[name])

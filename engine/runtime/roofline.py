@@ -109,7 +109,7 @@ def costs_of(forward) -> dict:
     keys and values per cached position. forward: the lean forward (its owned weights) or a transformers
     module (its Linear layers; the embedding is a lookup, not read whole, unless it is the tied LM head)."""
     if isinstance(forward, LeanForward):
-        mats = [w.t for ws in forward.weights().values() for w in ws]
+        mats = [w.w for ws in forward.weights().values() for w in ws]
         layers, kv, heads, hd = (
             len(forward.layers),
             forward.kv_heads * forward.head_dim,
@@ -131,16 +131,11 @@ def costs_of(forward) -> dict:
 
 
 def kernels_used(forward) -> dict:
-    """{projection: {rows: "mkl" | "onednn"}} at the current thread count, for the measured row counts (what the
-    lean forward's Weights do now); {} for the transformers forward."""
+    """{projection: {rows: "native" | "mkl" | "onednn"}} at the current thread count, for the measured row counts
+    (what the lean forward's Weights do now); {} for the transformers forward."""
     if not isinstance(forward, LeanForward):
         return {}
-    return {
-        name: {
-            str(r): "onednn" if ws[0].packed is not None and ws[0].onednn(r) else "mkl" for r in kernels.ROWS
-        }
-        for name, ws in forward.weights().items()
-    }
+    return {name: {str(r): ws[0].kernel(r) for r in kernels.ROWS} for name, ws in forward.weights().items()}
 
 
 _HOST = PerModel()  # model -> {threads: its host record}

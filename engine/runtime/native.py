@@ -1,0 +1,125 @@
+"""specviz's own few-row matmul kernel (engine/runtime/gemv.c), compiled on the host it runs on.
+
+At 1-3 rows, the steps that decoding is made of, MKL's and oneDNN's fp32 kernels read the weights of a
+135M-parameter model at half the rate this machine can stream them (benchmarks/results/gemv-layouts.md);
+llama.cpp's vector-dot kernels reach ~78% of it. gemv.c streams each weight row once against every input row.
+
+The C file is compiled once per host with the system C compiler (`-O3 -march=native -fopenmp`), into the
+specviz cache (keyed by the source, the compiler, the CPU and its flags), at the first model load: ~0.3 s,
+never in a visitor's run. It is loaded with ctypes, which releases the GIL during the call, and runs on the
+OpenMP runtime torch has already loaded (the same libgomp: one thread pool). Where there is no compiler,
+no OpenMP, another OpenMP runtime, or SPECVIZ_NATIVE=0, `library()` is None, `status()` says why, and the
+lean forward keeps to MKL and oneDNN. Which kernel runs at which row count is measured (kernels.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import torch
+
+from . import kernels
+
+SOURCE = Path(__file__).with_name("gemv.c")
+FLAG_SETS = (("-march=native",), ("-mcpu=native",), ())  # the first the compiler accepts
+COMMON = ("-O3", "-fopenmp", "-shared", "-fPIC")
+OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
+
+_lock = threading.Lock()
+_state: dict = {}  # "lib": CDLL | None, "status": str (built once per process)
+
+
+def library():
+    """The compiled kernel (ctypes CDLL with `specviz_gemv`), or None when it cannot be used here."""
+    with _lock:
+        if "lib" not in _state:
+            _state["lib"], _state["status"] = _load()
+        return _state["lib"]
+
+
+def status() -> str:
+    """How the kernel was built here ("gcc -O3 -march=native ..."), or why it is not used."""
+    library()
+    return _state["status"]
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (rows, in) @ w.T (+ bias), w (out, in) contiguous fp32 on the CPU -> (rows, out)."""
+    x = x.contiguous()
+    rows, (out, inner) = x.shape[0], w.shape
+    y = torch.empty(rows, out, dtype=w.dtype)
+    library().specviz_gemv(
+        w.data_ptr(),
+        x.data_ptr(),
+        None if bias is None else bias.data_ptr(),
+        y.data_ptr(),
+        inner,
+        out,
+        rows,
+        torch.get_num_threads(),
+    )
+    return y
+
+
+def _load():
+    if os.environ.get("SPECVIZ_NATIVE", "1") == "0":
+        return None, "off (SPECVIZ_NATIVE=0)"
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None, "no C compiler on this machine"
+    try:
+        path, how = _build(compiler)
+        before = _openmp_runtimes()
+        lib = ctypes.CDLL(str(path))
+    except (OSError, subprocess.SubprocessError) as err:
+        return None, f"not built: {str(err).strip().splitlines()[-1] if str(err).strip() else err!r}"
+    runtimes = _openmp_runtimes()
+    if len(runtimes) > 1 or (before and runtimes != before):
+        return None, f"not used: a second OpenMP runtime would run beside torch's ({', '.join(sorted(runtimes))})"
+    lib.specviz_gemv.restype = None
+    lib.specviz_gemv.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 3 + [ctypes.c_int]
+    return lib, how
+
+
+def _build(compiler: str) -> tuple[Path, str]:
+    """Compile gemv.c for this host into the cache (once: the file is keyed by everything that changes it)."""
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
+    source = SOURCE.read_bytes()
+    key = [source.hex(), compiler, version, kernels.cpu_name(), *kernels.cpu_flags(), os.uname().machine]
+    digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:16]
+    path = kernels.CACHE_DIR / f"native-{digest}.so"
+    name = Path(compiler).name
+    errors = []
+    for flags in FLAG_SETS:
+        how = " ".join([name, *COMMON[:2], *flags])
+        marker = path.with_suffix(".flags")
+        if path.exists() and marker.exists() and marker.read_text() == how:
+            return path, how
+        kernels.CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        done = subprocess.run(
+            [compiler, *COMMON, *flags, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True, timeout=120
+        )
+        if done.returncode == 0:
+            tmp.replace(path)
+            marker.write_text(how)
+            return path, how
+        errors.append(done.stderr)
+        tmp.unlink(missing_ok=True)
+    raise OSError(errors[-1] or "the compiler failed")
+
+
+def _openmp_runtimes() -> set[str]:
+    """The files of the OpenMP runtimes mapped into this process (Linux's /proc; elsewhere empty)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return set()
+    paths = {line.split()[-1] for line in maps.splitlines() if "/" in line}
+    return {p for p in paths if Path(p).name.startswith(OPENMP_RUNTIMES)}

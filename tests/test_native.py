@@ -1,0 +1,86 @@
+"""specviz's native few-row kernel (engine/runtime/gemv.c via native.py): the same products as torch at every
+row count, shape and thread count; a row's result independent of the rows beside it; torch's one OpenMP
+runtime; and a machine without a compiler keeps MKL and oneDNN."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.runtime import lean, native
+from engine.runtime.threads import torch_threads
+
+pytestmark = pytest.mark.skipif(native.library() is None, reason=f"native kernel: {native.status()}")
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("inner,out", [(576, 960), (37, 11), (64, 1), (1536, 577), (31, 64)])
+def test_products_match_torch_at_every_row_count(inner, out, threads):
+    """Rows 1-9 (the 4-row groups and their remainders), inputs that are and are not a multiple of the 32-float
+    step, with and without a bias: within fp32 rounding of torch's x @ W.T + b."""
+    g = torch.Generator().manual_seed(inner * out)
+    w, b = torch.randn(out, inner, generator=g), torch.randn(out, generator=g)
+    with torch_threads(threads):
+        for rows in range(1, 10):
+            x = torch.randn(rows, inner, generator=g)
+            for bias in (None, b):
+                ref = x @ w.T + (0 if bias is None else bias)
+                torch.testing.assert_close(native.gemv(x, w, bias), ref, rtol=1e-4, atol=1e-4 * inner**0.5)
+
+
+def test_a_wrong_product_is_caught():
+    """The negative control: the comparison above fails on a kernel whose result is off by one weight."""
+    w, x = torch.randn(11, 37), torch.randn(3, 37)
+    w2 = w.clone()
+    w2[4, 7] += 1.0
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(native.gemv(x, w2), x @ w.T, rtol=1e-4, atol=1e-4 * 37**0.5)
+
+
+def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
+    """Every row runs the same instructions whatever the call's row count: bitwise equal alone or in a batch."""
+    w, x = torch.randn(960, 576), torch.randn(9, 576)
+    alone = torch.cat([native.gemv(x[r : r + 1], w) for r in range(9)])
+    for threads in (1, 2):
+        with torch_threads(threads):
+            assert torch.equal(native.gemv(x, w), alone)
+
+
+def test_it_runs_on_torchs_openmp_runtime():
+    """One OpenMP runtime in the process after both torch and the kernel ran in parallel (no second pool)."""
+    with torch_threads(2):
+        native.gemv(torch.randn(2, 576), torch.randn(960, 576))
+        torch.mm(torch.randn(256, 256), torch.randn(256, 256))
+    assert len(native._openmp_runtimes()) <= 1
+
+
+def test_no_compiler_or_switched_off_keeps_mkl_and_onednn(monkeypatch):
+    """Without a C compiler (or with SPECVIZ_NATIVE=0) library() is None, status() says why, and a Weight offers
+    only the other kernels; the forward still computes."""
+    saved = dict(native._state)
+    try:
+        for env, value, said in (("CC", "/nonexistent/cc", "not built"), ("SPECVIZ_NATIVE", "0", "off")):
+            native._state.clear()
+            monkeypatch.setenv(env, value)
+            monkeypatch.setattr(native, "FLAG_SETS", ((),))
+            assert native.library() is None and native.status().startswith(said)
+            w = lean.Weight(torch.randn(8, 4), pack=False)
+            assert set(w.kernels(1)) == {"mkl"} and w.w.shape == (4, 8)  # MKL's (in, out) layout
+            x = torch.randn(2, 4)
+            torch.testing.assert_close(w(x), x @ w.w)
+            monkeypatch.delenv(env)
+    finally:
+        native._state.clear()
+        native._state.update(saved)
+
+
+def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
+    """A second build with the same source, compiler and CPU compiles nothing: the cached library is reused."""
+    from engine.runtime import kernels
+
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    compiler = native.shutil.which("cc") or native.shutil.which("gcc")
+    path, how = native._build(compiler)
+    stamp = path.stat().st_mtime_ns
+    assert native._build(compiler) == (path, how) and path.stat().st_mtime_ns == stamp
+    assert "-O3" in how and path.parent == tmp_path
