@@ -56,7 +56,9 @@ def test_every_kernel_computes_the_same_logits(cache_dir):
     for choice in choices:
         for weights in forward.weights().values():
             for w in weights:
-                w.use_plan(torch.get_num_threads(), {r: {choice: 0.0, "kernel": choice} for r in kernels.ROWS})
+                w.use_plan(
+                    torch.get_num_threads(), {r: {choice: 0.0, "kernel": choice} for r in kernels.ROWS}
+                )
         with torch.inference_mode():
             out[choice] = (
                 forward(x[:, :1], KVCache.for_model(model, 8)),
@@ -87,9 +89,9 @@ def test_a_thread_count_without_a_plan_falls_back_to_the_fixed_rule():
     1-row calls on MKL; more rows on oneDNN."""
     w = lean.Weight(torch.randn(8, 4), pack=False)
     w.packed = object()  # only the decision is asked
-    assert [w.kernel(r) for r in (1, 2, 3, 4)] == (["native"] * 3 if w.native else ["mkl", "onednn", "onednn"]) + [
-        "onednn"
-    ]
+    assert [w.kernel(r) for r in (1, 2, 3, 4)] == (
+        ["native"] * 3 if w.native else ["mkl", "onednn", "onednn"]
+    ) + ["onednn"]
     w.native = False
     assert [w.kernel(r) for r in (1, 2, 4)] == ["mkl", "onednn", "onednn"]
 

@@ -1,4 +1,4 @@
-"""specviz's native few-row kernel (engine/runtime/gemv.c via native.py): the same products as torch at every
+"""specviz's native few-row kernel (engine/runtime/native.c via native.py): the same products as torch at every
 row count, shape and thread count; a row's result independent of the rows beside it; torch's one OpenMP
 runtime; and a machine without a compiler keeps MKL and oneDNN."""
 
@@ -84,3 +84,64 @@ def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
     stamp = path.stat().st_mtime_ns
     assert native._build(compiler) == (path, how) and path.stat().st_mtime_ns == stamp
     assert "-O3" in how and path.parent == tmp_path
+
+
+@pytest.mark.parametrize("hidden", [64, 40])  # head_dim 16 (the vector path) and 10 (the scalar one)
+def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
+    """native.c's fused norm/RoPE/attention/SiLU layer against the lean forward's torch ops and against
+    transformers itself: AR steps, a causal block of 5 and a token tree (its mask and positions), 1 and 2 threads."""
+    from engine.runtime.cache import KVCache
+    from tests.tiny import tiny_llama
+
+    model = tiny_llama(hidden=hidden, max_position_embeddings=128)
+    forward = lean.LeanForward(model)
+    assert forward.fused
+    ids = torch.randint(0, 512, (1, 40), generator=torch.Generator().manual_seed(hidden))
+    tree = torch.ones(1, 1, 4, 34, dtype=torch.bool)  # root at 30; 31 and 32 both children of it; 33 under 32
+    tree[0, 0, 0, 31:] = False
+    tree[0, 0, 1, 32:] = False
+    tree[0, 0, 2, 31] = tree[0, 0, 2, 33] = tree[0, 0, 3, 31] = False
+    calls = [
+        dict(input_ids=ids[:, 30:31]),
+        dict(input_ids=ids[:, 30:35]),
+        dict(input_ids=ids[:, 30:34], attention_mask=tree, position_ids=torch.tensor([[30, 31, 31, 32]])),
+    ]
+    for threads in (1, 2):
+        with torch_threads(threads), torch.inference_mode():
+            for call in calls:
+                out = {}
+                for fused in (True, False):
+                    forward.fused = fused
+                    cache = KVCache.for_model(model, 64)
+                    forward(ids[:, :30], cache)
+                    out[fused] = forward(past_key_values=cache, **call)
+                torch.testing.assert_close(out[True], out[False], rtol=1e-4, atol=1e-4)
+                if "attention_mask" not in call:
+                    ref = model(ids[:, : 30 + call["input_ids"].shape[1]]).logits[
+                        :, -call["input_ids"].shape[1] :
+                    ]
+                    torch.testing.assert_close(out[True], ref, rtol=1e-4, atol=1e-4)
+    forward.fused = True
+
+
+def test_a_wrong_mask_is_caught():
+    """The negative control for the tree case: the fused attention told to see every key differs from the tree."""
+    from engine.runtime.cache import KVCache
+    from tests.tiny import tiny_llama
+
+    model = tiny_llama()
+    forward = lean.LeanForward(model)
+    ids = torch.randint(0, 512, (1, 34), generator=torch.Generator().manual_seed(1))
+    tree = torch.ones(1, 1, 4, 34, dtype=torch.bool)
+    tree[0, 0, 1, 32:] = tree[0, 0, 0, 31:] = tree[0, 0, 2, 31] = False
+    out = []
+    with torch.inference_mode():
+        for mask in (tree, torch.ones_like(tree)):
+            cache = KVCache.for_model(model, 64)
+            forward(ids[:, :30], cache)
+            out.append(
+                forward(
+                    ids[:, 30:34], cache, attention_mask=mask, position_ids=torch.tensor([[30, 31, 31, 32]])
+                )
+            )
+    assert not torch.allclose(out[0], out[1], atol=1e-4)

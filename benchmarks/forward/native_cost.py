@@ -98,19 +98,27 @@ def main() -> None:
             with torch_threads(threads):
                 ms = step_ms(fwds, model, ids, args.context, args.passes)
                 decoded = ar(fwds, model, ids, args.context, args.tokens)
-            print(f"\n{host_line()}; copy {rates['bandwidth'] / 1e9:.1f} GB/s (read + write), {threads} thread(s)\n")
+            print(
+                f"\n{host_line()}; copy {rates['bandwidth'] / 1e9:.1f} GB/s (read + write), {threads} thread(s)\n"
+            )
             rows = [
                 [n, f"{floor[n]:.1f}", f"{ms['without'][n]:.1f}", f"{ms['native'][n]:.1f}",
                  f"{ms['without'][n] / ms['native'][n]:.2f}×", f"{ms['native'][n] / floor[n]:.2f}"]
                 for n in NS
             ]  # fmt: skip
-            print(md_table(["n", "floor ms", "t(n) without", "t(n) native", "speed-up", "native ÷ floor"], rows))
+            print(
+                md_table(["n", "floor ms", "t(n) without", "t(n) native", "speed-up", "native ÷ floor"], rows)
+            )
             same = decoded["without"][1] == decoded["native"][1]
             cells = []
             for name, (tps, _) in decoded.items():
                 share = tps * floor[1] / 1e3
                 cells.append(f"{name} {tps:.1f} tok/s ({share:.0%} of the bound)")
-            print(f"\nAR, {args.tokens} tokens after {args.context}: " + "; ".join(cells) + f"; tokens identical: {same}")
+            print(
+                f"\nAR, {args.tokens} tokens after {args.context}: "
+                + "; ".join(cells)
+                + f"; tokens identical: {same}"
+            )
 
 
 if __name__ == "__main__":

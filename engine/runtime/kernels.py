@@ -87,8 +87,9 @@ def measure_shape(group: list, threads: int) -> dict[int, dict]:
     out = {}
     with torch_threads(threads), torch.inference_mode():
         for rows in ROWS:
-            names = list(group[0].kernels(rows))
-            passes = {k: (lambda x, k=k: [w.kernels(rows)[k](x) for w in group]) for k in names}
+            fns = [w.kernels(rows) for w in group]
+            names = list(fns[0])
+            passes = {k: (lambda x, k=k, fns=fns: [f[k](x) for f in fns]) for k in names}
             x = torch.randn(rows, group[0].in_features, dtype=group[0].w.dtype)
             for fn in passes.values():
                 fn(x)  # warm
@@ -134,7 +135,9 @@ def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> di
     # MKL runs on (out, in) weights beside the native kernel, on (in, out) ones without it: two plans
     key = {**host_key(threads), "native": any(group[0].native for group in shapes.values())}
     cached = {} if refresh else dict(read_cached("kernels", key) or {})
-    takes = dict(cached.pop(TAKES, {}))  # sid -> [take]; a plan from before takes were kept: one untrusted take
+    takes = dict(
+        cached.pop(TAKES, {})
+    )  # sid -> [take]; a plan from before takes were kept: one untrusted take
     names = {name: f"{_shape_id(group[0])}x{len(group)}" for name, group in shapes.items()}
     again = [
         n
@@ -183,7 +186,9 @@ def report(plans: dict) -> str:
     """The plan as a table: per thread count and projection, the kernel and each kernel's median per row count."""
     lines = [f"host: {cpu_name()} [{' '.join(cpu_flags())}], torch {torch.__version__}"]
     for threads, plan in plans.items():
-        lines.append(f"\n{threads} thread(s): rows -> kernel (each kernel's ms for one pass over every layer's weight)")
+        lines.append(
+            f"\n{threads} thread(s): rows -> kernel (each kernel's ms for one pass over every layer's weight)"
+        )
         for name, by_rows in plan.items():
             cells = [
                 f"{r}: {v['kernel']} ("

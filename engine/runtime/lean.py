@@ -32,6 +32,7 @@ from .cache import KVCache, room
 from .permodel import PerModel
 from .sliding import layer_masks
 
+FUSED_ROWS = 8  # native.c's fused layer steps up to this many new tokens (beyond, SDPA's batched attention)
 NATIVE_ROWS = 9  # the native kernel is a candidate up to this many rows (beyond, it is compute-bound)
 ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
 
@@ -97,7 +98,9 @@ class Weight:
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 4)
             except (RuntimeError, AttributeError):  # a build without oneDNN: the plain matmul it is
                 self.packed = None
-        self.plan: dict[int, list[str]] = {}  # threads -> the kernel per row count 0..ROWS[-1] (measured here)
+        self.plan: dict[
+            int, list[str]
+        ] = {}  # threads -> the kernel per row count 0..ROWS[-1] (measured here)
 
     def kernels(self, rows: int = 1) -> dict:
         """{name: fn(x) -> y} of the kernels this Weight can run `rows` rows on."""
@@ -114,7 +117,9 @@ class Weight:
         for rows in range(kernels.ROWS[-1] + 1):
             timed = by_rows[kernels.bucket(max(rows, 1))]
             offered = [k for k in self.kernels(rows) if k in timed] or ["mkl"]
-            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))  # the fastest this Weight offers at `rows`
+            plan.append(
+                min(offered, key=lambda k: timed.get(k, float("inf")))
+            )  # the fastest this Weight offers at `rows`
         self.plan[threads] = plan
 
     def kernel(self, rows: int) -> str:
@@ -183,6 +188,8 @@ class LeanForward:
         self.embed, self.norm = inner.embed_tokens.weight.detach(), inner.norm.weight.detach()
         self.rotary = inner.rotary_emb
         self.config = cfg
+        # native.c's fused norm/RoPE/attention/SiLU steps for fp32 CPU weights (SPECVIZ_NATIVE=0: torch's ops)
+        self.fused = self.head.native
         if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
             self.measure_kernels()
 
@@ -196,7 +203,9 @@ class LeanForward:
     def measure_kernels(self, refresh: bool = False) -> dict:
         """Measure (or read this host's cached) kernel plan at 1 thread and torch's default, and use it in every
         Weight; returns {threads: {projection: {rows: timings and kernel}}}."""
-        groups = {n: ws for n, ws in self.weights().items() if any(len(ws[0].kernels(r)) > 1 for r in kernels.ROWS)}
+        groups = {
+            n: ws for n, ws in self.weights().items() if any(len(ws[0].kernels(r)) > 1 for r in kernels.ROWS)
+        }
         plans = {}
         for threads in sorted({1, torch.get_num_threads()}):
             plans[threads] = plan = kernels.plan_for(groups, threads, refresh)
@@ -204,6 +213,20 @@ class LeanForward:
                 for weight in ws:
                     weight.use_plan(threads, plan[name])
         return plans
+
+    def _native_layer(self, x, layer, weights, cos, sin, mask, start: int) -> None:
+        """One decoder layer on x (T, H) in place, of one sequence, through native.c's fused steps: the same math
+        as the torch path in __call__ (tests/test_native.py pins them together)."""
+        w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
+        nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
+        t = x.shape[0]
+        qkv = w_qkv(native.rms_norm(x, w_in, self.eps))  # (T, q+2kv)
+        native.rope_(qkv, nh + nkv, hd, cos, sin)  # q and k heads, in place
+        k = qkv[:, nh * hd : (nh + nkv) * hd].view(1, t, nkv, hd).transpose(1, 2)  # (1, KV, T, D)
+        v = qkv[:, (nh + nkv) * hd :].view(1, t, nkv, hd).transpose(1, 2)
+        keys, values = layer.update(k, v)  # the live (1, KV, L, D) views
+        x.add_(w_o(native.attention(qkv, keys, values, mask, start, nh)))  # (T, NH*D) -> (T, H)
+        x.add_(w_down(native.silu_mul(w_gu(native.rms_norm(x, w_post, self.eps)))))
 
     def truncated(self, layers: int) -> "LeanForward":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
@@ -241,7 +264,17 @@ class LeanForward:
         if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
             keys = torch.arange(end, device=x.device)
             mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
-        for layer, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in zip(cache.layers, self.layers):
+        fused = (
+            self.fused and b == 1 and t <= FUSED_ROWS and x.dtype == torch.float32 and x.device.type == "cpu"
+        )
+        if fused:  # one native call each for the norms, RoPE, attention and the SiLU gate (native.c)
+            cos, sin = cos[0, 0].contiguous(), sin[0, 0].contiguous()  # (T, D)
+            mask = None if attention_mask is None else attention_mask[0, 0].to(torch.uint8).contiguous()
+        for layer, weights in zip(cache.layers, self.layers):
+            if fused:
+                self._native_layer(x, layer, weights, cos, sin, mask, start)
+                continue
+            w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
             qkv = w_qkv(rms_norm(x, w_in, eps))  # (BT, q+2kv)
             # q heads then k heads, (B, NH+KV, T, D)
             qk = qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)

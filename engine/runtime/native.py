@@ -1,8 +1,8 @@
-"""specviz's own few-row matmul kernel (engine/runtime/gemv.c), compiled on the host it runs on.
+"""specviz's own few-row matmul kernel (engine/runtime/native.c), compiled on the host it runs on.
 
 At 1-3 rows, the steps that decoding is made of, MKL's and oneDNN's fp32 kernels read the weights of a
 135M-parameter model at half the rate this machine can stream them (benchmarks/results/gemv-layouts.md);
-llama.cpp's vector-dot kernels reach ~78% of it. gemv.c streams each weight row once against every input row.
+llama.cpp's vector-dot kernels reach ~78% of it. native.c streams each weight row once against every input row.
 
 The C file is compiled once per host with the system C compiler (`-O3 -march=native -fopenmp`), into the
 specviz cache (keyed by the source, the compiler, the CPU and its flags), at the first model load: ~0.3 s,
@@ -26,7 +26,7 @@ import torch
 
 from . import kernels
 
-SOURCE = Path(__file__).with_name("gemv.c")
+SOURCE = Path(__file__).with_name("native.c")
 FLAG_SETS = (("-march=native",), ("-mcpu=native",), ())  # the first the compiler accepts
 COMMON = ("-O3", "-fopenmp", "-shared", "-fPIC")
 OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
@@ -67,6 +67,47 @@ def gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> 
     return y
 
 
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' LlamaRMSNorm in fp32 over the last dim of a contiguous (rows, dim) x."""
+    y = torch.empty_like(x)
+    library().specviz_rmsnorm(x.data_ptr(), w.data_ptr(), y.data_ptr(), x.shape[0], x.shape[1], eps)
+    return y
+
+
+def rope_(x: torch.Tensor, heads: int, head_dim: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
+    """Rotate the first `heads` heads of each row of x (rows, >= heads * head_dim; rows contiguous) in place;
+    cos, sin (rows, head_dim) contiguous."""
+    library().specviz_rope(
+        x.data_ptr(), x.shape[0], x.stride(0), heads, head_dim, cos.data_ptr(), sin.data_ptr()
+    )
+
+
+def silu_mul(gu: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up of a contiguous (rows, 2 I) gate|up -> (rows, I)."""
+    rows, inter = gu.shape[0], gu.shape[1] // 2
+    y = torch.empty(rows, inter, dtype=gu.dtype)
+    library().specviz_silu_mul(gu.data_ptr(), y.data_ptr(), rows, inter)
+    return y
+
+
+def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
+    """Softmax attention of T queries over the cache's live keys/values (grouped-query), for one sequence.
+
+    q (T, >= heads * D) rows contiguous (the fused qkv output, heads first); keys, values the live (1, KV, L, D)
+    views of the cache's buffers; mask None (causal: query t sees slots <= start + t) or a contiguous uint8
+    (T, L), nonzero = may attend. -> (T, heads * D), the o projection's input."""
+    _, kv_heads, length, hd = keys.shape
+    t, threads = q.shape[0], torch.get_num_threads()
+    out = torch.empty(t, heads * hd, dtype=q.dtype)
+    scratch = torch.empty(threads * length, dtype=torch.float32)
+    library().specviz_attention(
+        q.data_ptr(), q.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1),
+        None if mask is None else mask.data_ptr(), start, out.data_ptr(), scratch.data_ptr(),
+        t, length, heads, kv_heads, hd, ctypes.c_float(hd**-0.5), threads,
+    )  # fmt: skip
+    return out
+
+
 def _load():
     if os.environ.get("SPECVIZ_NATIVE", "1") == "0":
         return None, "off (SPECVIZ_NATIVE=0)"
@@ -81,14 +122,28 @@ def _load():
         return None, f"not built: {str(err).strip().splitlines()[-1] if str(err).strip() else err!r}"
     runtimes = _openmp_runtimes()
     if len(runtimes) > 1 or (before and runtimes != before):
-        return None, f"not used: a second OpenMP runtime would run beside torch's ({', '.join(sorted(runtimes))})"
-    lib.specviz_gemv.restype = None
-    lib.specviz_gemv.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 3 + [ctypes.c_int]
+        return (
+            None,
+            f"not used: a second OpenMP runtime would run beside torch's ({', '.join(sorted(runtimes))})",
+        )
+    ptr, long, f32 = ctypes.c_void_p, ctypes.c_long, ctypes.c_float
+    signatures = {
+        "specviz_gemv": [ptr] * 4 + [long] * 3 + [ctypes.c_int],
+        "specviz_rmsnorm": [ptr] * 3 + [long] * 2 + [f32],
+        "specviz_rope": [ptr, long, long, long, long, ptr, ptr],
+        "specviz_silu_mul": [ptr, ptr, long, long],
+        "specviz_attention": [ptr, long, ptr, ptr, long, ptr, long, ptr, ptr]
+        + [long] * 5
+        + [f32, ctypes.c_int],
+    }
+    for name, argtypes in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = None, argtypes
     return lib, how
 
 
 def _build(compiler: str) -> tuple[Path, str]:
-    """Compile gemv.c for this host into the cache (once: the file is keyed by everything that changes it)."""
+    """Compile native.c for this host into the cache (once: the file is keyed by everything that changes it)."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
     source = SOURCE.read_bytes()
     key = [source.hex(), compiler, version, kernels.cpu_name(), *kernels.cpu_flags(), os.uname().machine]
@@ -104,7 +159,10 @@ def _build(compiler: str) -> tuple[Path, str]:
         kernels.CACHE_DIR.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         done = subprocess.run(
-            [compiler, *COMMON, *flags, str(SOURCE), "-o", str(tmp)], capture_output=True, text=True, timeout=120
+            [compiler, *COMMON, *flags, str(SOURCE), "-o", str(tmp)],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if done.returncode == 0:
             tmp.replace(path)
