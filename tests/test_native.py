@@ -145,3 +145,17 @@ def test_a_wrong_mask_is_caught():
                 )
             )
     assert not torch.allclose(out[0], out[1], atol=1e-4)
+
+
+def test_a_new_build_removes_the_stale_ones(tmp_path, monkeypatch):
+    """The cache keeps one build: a library of an earlier source is deleted when the current one is built."""
+    from engine.runtime import kernels
+
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    (tmp_path / "native-0123456789abcdef.so").write_bytes(b"old")
+    (tmp_path / "native-0123456789abcdef.flags").write_text("cc -O3")
+    (tmp_path / "kernels-0123.json").write_text("{}")
+    path, _ = native._build(native.shutil.which("cc") or native.shutil.which("gcc"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [path.name, path.with_suffix(".flags").name, "kernels-0123.json"]
+    )

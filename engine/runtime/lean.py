@@ -214,6 +214,23 @@ class LeanForward:
                     weight.use_plan(threads, plan[name])
         return plans
 
+    def _torch_layer(self, x, layer, weights, cos, sin, mask, b: int, t: int) -> None:
+        """One decoder layer on x (BT, H) in place, in torch ops (any batch, dtype and device)."""
+        w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
+        nh, nkv, hd, eps = self.heads, self.kv_heads, self.head_dim, self.eps
+        qk_size, half = (nh + nkv) * hd, hd // 2
+        qkv = w_qkv(rms_norm(x, w_in, eps))  # (BT, q+2kv)
+        qk = (
+            qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)
+        )  # q heads then k heads, (B, NH+KV, T, D)
+        qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE; cos (B|1, 1, T, D)
+        v = qkv[:, qk_size:].view(b, t, nkv, hd).transpose(1, 2)  # (B, KV, T, D)
+        keys, values = layer.update(qk[:, nh:], v)  # into slots start..end-1; the live (B, KV, end, D) views
+        att = F.scaled_dot_product_attention(qk[:, :nh], keys, values, attn_mask=mask, enable_gqa=True)
+        x.add_(w_o(att.transpose(1, 2).reshape(b * t, nh * hd)))  # (B, NH, T, D) -> (BT, H)
+        gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
+        x.add_(w_down(F.silu(gate).mul_(up)))
+
     def _native_layer(self, x, layer, weights, cos, sin, mask, start: int) -> None:
         """One decoder layer on x (T, H) in place, of one sequence, through native.c's fused steps: the same math
         as the torch path in __call__ (tests/test_native.py pins them together)."""
@@ -253,48 +270,33 @@ class LeanForward:
         b, t = input_ids.shape
         start = cache.length
         end = room(start, t, cache.max_len)
-        nh, nkv, hd, eps = self.heads, self.kv_heads, self.head_dim, self.eps
-        qk_size, half = (nh + nkv) * hd, hd // 2
         x = F.embedding(input_ids, self.embed).view(b * t, -1)  # (BT, H)
         if position_ids is None:
             position_ids = torch.arange(start, end, device=x.device)[None]
         cos, sin = self.rotary(x[None], position_ids)  # (B|1, T, D)
-        cos, sin = cos[:, None], sin[:, None]  # (B|1, 1, T, D)
-        mask = attention_mask
-        if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
-            keys = torch.arange(end, device=x.device)
-            mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
         fused = (
             self.fused and b == 1 and t <= FUSED_ROWS and x.dtype == torch.float32 and x.device.type == "cpu"
         )
         if fused:  # one native call each for the norms, RoPE, attention and the SiLU gate (native.c)
-            cos, sin = cos[0, 0].contiguous(), sin[0, 0].contiguous()  # (T, D)
+            cos, sin = cos[0].contiguous(), sin[0].contiguous()  # (T, D)
             mask = None if attention_mask is None else attention_mask[0, 0].to(torch.uint8).contiguous()
-        for layer, weights in zip(cache.layers, self.layers):
-            if fused:
+            for layer, weights in zip(cache.layers, self.layers):
                 self._native_layer(x, layer, weights, cos, sin, mask, start)
-                continue
-            w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
-            qkv = w_qkv(rms_norm(x, w_in, eps))  # (BT, q+2kv)
-            # q heads then k heads, (B, NH+KV, T, D)
-            qk = qkv[:, :qk_size].view(b, t, nh + nkv, hd).transpose(1, 2)
-            qk = qk * cos + torch.cat((-qk[..., half:], qk[..., :half]), dim=-1) * sin  # RoPE
-            v = qkv[:, qk_size:].view(b, t, nkv, hd).transpose(1, 2)  # (B, KV, T, D)
-            # into slots start..end-1; the live (B, KV, end, D) views
-            keys, values = layer.update(qk[:, nh:], v)
-            # (B, NH, T, D)
-            att = F.scaled_dot_product_attention(qk[:, :nh], keys, values, attn_mask=mask, enable_gqa=True)
-            x.add_(w_o(att.transpose(1, 2).reshape(b * t, nh * hd)))
-            gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
-            x.add_(w_down(F.silu(gate).mul_(up)))
+        else:
+            mask = attention_mask
+            if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
+                keys = torch.arange(end, device=x.device)
+                mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
+            for layer, weights in zip(cache.layers, self.layers):
+                self._torch_layer(x, layer, weights, cos[:, None], sin[:, None], mask, b, t)
         x = x.view(b, t, -1)
         if hidden_out is not None:
-            x = rms_norm(x, self.norm, eps)
+            x = rms_norm(x, self.norm, self.eps)
             hidden_out.append(x)
         if logits_to_keep:
             x = x[:, -logits_to_keep:]
         if hidden_out is None:
-            x = rms_norm(x, self.norm, eps)
+            x = rms_norm(x, self.norm, self.eps)
         return self.head(x.reshape(-1, x.shape[-1])).view(b, x.shape[1], -1)  # (B, T, V)
 
 

@@ -167,10 +167,18 @@ def _build(compiler: str) -> tuple[Path, str]:
         if done.returncode == 0:
             tmp.replace(path)
             marker.write_text(how)
+            _remove_stale(path)
             return path, how
         errors.append(done.stderr)
         tmp.unlink(missing_ok=True)
     raise OSError(errors[-1] or "the compiler failed")
+
+
+def _remove_stale(keep: Path) -> None:
+    """Builds of earlier sources or compilers (a process that loaded one keeps its mapping)."""
+    for old in keep.parent.glob("native-*"):
+        if old.stem != keep.stem and old.suffix in (".so", ".flags"):
+            old.unlink(missing_ok=True)
 
 
 def _openmp_runtimes() -> set[str]:
