@@ -88,8 +88,9 @@ def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("hidden", [64, 40])  # head_dim 16 (the vector path) and 10 (the scalar one)
 def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
-    """native.c's fused norm/RoPE/attention/SiLU layer against the lean forward's torch ops and against
-    transformers itself: AR steps, a causal block of 5 and a token tree (its mask and positions), 1 and 2 threads."""
+    """native.c's fused norm/RoPE/attention/SiLU layer (as two whole-layer calls, and as one call per step beside
+    MKL's products) against the lean forward's torch ops and against transformers itself: AR steps, a causal
+    block of 5 and a token tree (its mask and positions), 1 and 2 threads."""
     from engine.runtime.cache import KVCache
     from tests.tiny import tiny_llama
 
@@ -106,7 +107,10 @@ def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
         dict(input_ids=ids[:, 30:35]),
         dict(input_ids=ids[:, 30:34], attention_mask=tree, position_ids=torch.tensor([[30, 31, 31, 32]])),
     ]
-    for threads in (1, 2):
+    for threads, kernel in ((1, "native"), (2, "native"), (1, "mkl"), (2, "mkl")):
+        for weights in forward.weights().values():  # native: a layer is two calls; mkl: one call per step
+            for w in weights:
+                w.use_plan(threads, {r: {kernel: 0.0, "kernel": kernel} for r in (1, 2, 3, 5, 9, 17, 33)})
         with torch_threads(threads), torch.inference_mode():
             for call in calls:
                 out = {}

@@ -231,17 +231,28 @@ class LeanForward:
         gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
         x.add_(w_down(F.silu(gate).mul_(up)))
 
-    def _native_layer(self, x, layer, weights, cos, sin, mask, start: int) -> None:
-        """One decoder layer on x (T, H) in place, of one sequence, through native.c's fused steps: the same math
-        as the torch path in __call__ (tests/test_native.py pins them together)."""
+    def _native_layer(self, x, layer, weights, cos, sin, mask, start: int, whole: bool) -> None:
+        """One decoder layer on x (T, H) in place, of one sequence, through native.c: the same math as
+        _torch_layer (tests/test_native.py pins them together). whole: every projection runs the native kernel
+        at this row count (the plan's choice), so the layer is two native calls around the cache write; else
+        one native call per step, each projection on its planned kernel."""
         w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
         nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
         t = x.shape[0]
-        qkv = w_qkv(native.rms_norm(x, w_in, self.eps))  # (T, q+2kv)
-        native.rope_(qkv, nh + nkv, hd, cos, sin)  # q and k heads, in place
+        if whole:
+            h = torch.empty_like(x)
+            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv.w, w_qkv.bias, nh + nkv, hd, cos, sin, h)
+        else:
+            qkv = w_qkv(native.rms_norm(x, w_in, self.eps))  # (T, q+2kv)
+            native.rope_(qkv, nh + nkv, hd, cos, sin)  # q and k heads, in place
         k = qkv[:, nh * hd : (nh + nkv) * hd].view(1, t, nkv, hd).transpose(1, 2)  # (1, KV, T, D)
         v = qkv[:, (nh + nkv) * hd :].view(1, t, nkv, hd).transpose(1, 2)
         keys, values = layer.update(k, v)  # the live (1, KV, L, D) views
+        if whole:
+            native.layer_rest(
+                x, qkv, keys, values, mask, start, nh, w_o.w, w_post, self.eps, w_gu.w, w_down.w
+            )
+            return
         x.add_(w_o(native.attention(qkv, keys, values, mask, start, nh)))  # (T, NH*D) -> (T, H)
         x.add_(w_down(native.silu_mul(w_gu(native.rms_norm(x, w_post, self.eps)))))
 
@@ -280,8 +291,9 @@ class LeanForward:
         if fused:  # one native call each for the norms, RoPE, attention and the SiLU gate (native.c)
             cos, sin = cos[0].contiguous(), sin[0].contiguous()  # (T, D)
             mask = None if attention_mask is None else attention_mask[0, 0].to(torch.uint8).contiguous()
+            whole = all(self.layers[0][slot].kernel(t) == "native" for slot in self.SLOTS.values())
             for layer, weights in zip(cache.layers, self.layers):
-                self._native_layer(x, layer, weights, cos, sin, mask, start)
+                self._native_layer(x, layer, weights, cos, sin, mask, start, whole)
         else:
             mask = attention_mask
             if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i

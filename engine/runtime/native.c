@@ -35,7 +35,7 @@ static inline float hsum(v16 v) {
    accumulators per row, each its own variable (an array would live on the stack: a store per FMA). */
 #define DOT_ROWS(R)                                                                                   \
   static void dot##R(const float *restrict w, const float *restrict x, float *restrict y, long in,   \
-                     long out) {                                                                      \
+                     long out, int acc) {                                                             \
     v16 a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};               \
     const float *x0 = x, *x1 = x + in, *x2 = x + 2 * in, *x3 = x + 3 * in;                            \
     long i = 0;                                                                                       \
@@ -50,7 +50,7 @@ static inline float hsum(v16 v) {
     for (int r = 0; r < R; r++) {                                                                     \
       float s = hsum(sums[r]);                                                                        \
       for (long j = i; j < in; j++) s += w[j] * x[r * in + j];                                        \
-      y[r * out] = s;                                                                                 \
+      y[r * out] = acc ? y[r * out] + s : s;                                                          \
     }                                                                                                 \
   }
 DOT_ROWS(1)
@@ -58,25 +58,32 @@ DOT_ROWS(2)
 DOT_ROWS(3)
 DOT_ROWS(4)
 
-typedef void (*dot_fn)(const float *, const float *, float *, long, long);
+typedef void (*dot_fn)(const float *, const float *, float *, long, long, int);
 static const dot_fn DOT[5] = {0, dot1, dot2, dot3, dot4};
 
-void specviz_gemv(const float *w, const float *x, const float *bias, float *y, long in, long out, long rows,
-                  int threads) {
-#pragma omp parallel for num_threads(threads) schedule(static)
+/* Inside a parallel region, the outputs split between the team: y[r, o] (=, or += when acc) w[o] . x[r]
+   (+ bias[o]) for every row r. */
+static void matvec_team(const float *w, const float *bias, const float *x, float *y, long in, long out, long rows,
+                        int acc) {
+#pragma omp for schedule(static)
   for (long o = 0; o < out; o++) {
-    const float *row = w + o * in;
     for (long r0 = 0; r0 < rows; r0 += 4) {
       long n = rows - r0 < 4 ? rows - r0 : 4;
-      DOT[n](row, x + r0 * in, y + r0 * out + o, in, out);
+      DOT[n](w + o * in, x + r0 * in, y + r0 * out + o, in, out, acc);
     }
     if (bias)
       for (long r = 0; r < rows; r++) y[r * out + o] += bias[o];
   }
 }
 
+void specviz_gemv(const float *w, const float *x, const float *bias, float *y, long in, long out, long rows,
+                  int threads) {
+#pragma omp parallel num_threads(threads)
+  matvec_team(w, bias, x, y, in, out, rows, 0);
+}
+
 /* RMSNorm as transformers' LlamaRMSNorm in fp32: y = w * (x * rsqrt(mean(x^2) + eps)), per row of `dim`. */
-void specviz_rmsnorm(const float *x, const float *w, float *y, long rows, long dim, float eps) {
+static void rmsnorm(const float *x, const float *w, float *y, long rows, long dim, float eps) {
   for (long r = 0; r < rows; r++) {
     const float *xr = x + r * dim;
     float *yr = y + r * dim;
@@ -96,7 +103,7 @@ void specviz_rmsnorm(const float *x, const float *w, float *y, long rows, long d
 /* Rotary embedding in place on `heads` heads of `hd` at the start of each row of x (row stride `stride`):
    x1, x2 the halves, cos/sin (rows, hd): x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin (transformers'
    q * cos + rotate_half(q) * sin). */
-void specviz_rope(float *x, long rows, long stride, long heads, long hd, const float *cos, const float *sin) {
+static void rope(float *x, long rows, long stride, long heads, long hd, const float *cos, const float *sin) {
   long half = hd / 2;
   for (long t = 0; t < rows; t++) {
     const float *c = cos + t * hd, *s = sin + t * hd;
@@ -112,11 +119,12 @@ void specviz_rope(float *x, long rows, long stride, long heads, long hd, const f
 }
 
 /* y (rows, inter) = silu(gate) * up, gate and up the two halves of each row of gu (rows, 2 inter). */
-void specviz_silu_mul(const float *gu, float *y, long rows, long inter) {
-  for (long r = 0; r < rows; r++) {
-    const float *g = gu + r * 2 * inter, *u = g + inter;
-    float *yr = y + r * inter;
-    for (long i = 0; i < inter; i++) yr[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+static void silu_mul_team(const float *gu, float *y, long rows, long inter) {
+#pragma omp for schedule(static)
+  for (long k = 0; k < rows * inter; k++) {
+    long r = k / inter, i = k % inter;
+    float g = gu[r * 2 * inter + i];
+    y[k] = g / (1.0f + expf(-g)) * gu[r * 2 * inter + inter + i];
   }
 }
 
@@ -124,11 +132,11 @@ void specviz_silu_mul(const float *gu, float *y, long rows, long inter) {
    q: query t, head h at q + t * q_stride + h * hd. k, v: key j of kv head g at k + g * kv_stride + j * hd.
    mask (T, L) bytes, nonzero = may attend; NULL = causal with the new tokens at slots start..start+T-1.
    out (T, nh * hd): what the o projection reads. scratch: threads * L floats (the scores). */
-void specviz_attention(const float *q, long q_stride, const float *k, const float *v, long kv_stride,
-                       const unsigned char *mask, long start, float *out, float *scratch, long T, long L,
-                       long nh, long nkv, long hd, float scale, int threads) {
+static void attention_team(const float *q, long q_stride, const float *k, const float *v, long kv_stride,
+                           const unsigned char *mask, long start, float *out, float *scratch, long T, long L,
+                           long nh, long nkv, long hd, float scale) {
   long group = nh / nkv;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp for schedule(static)
   for (long th = 0; th < T * nh; th++) {
     long t = th / nh, h = th % nh;
     const float *qv = q + t * q_stride + h * hd;
@@ -167,5 +175,60 @@ void specviz_attention(const float *q, long q_stride, const float *k, const floa
       for (long i = 0; i < hd; i++) o[i] += p * vj[i];
     }
     for (long i = 0; i < hd; i++) o[i] /= sum;
+  }
+}
+
+void specviz_rmsnorm(const float *x, const float *w, float *y, long rows, long dim, float eps) {
+  rmsnorm(x, w, y, rows, dim, eps);
+}
+
+void specviz_rope(float *x, long rows, long stride, long heads, long hd, const float *cos, const float *sin) {
+  rope(x, rows, stride, heads, hd, cos, sin);
+}
+
+void specviz_silu_mul(const float *gu, float *y, long rows, long inter, int threads) {
+#pragma omp parallel num_threads(threads)
+  silu_mul_team(gu, y, rows, inter);
+}
+
+void specviz_attention(const float *q, long q_stride, const float *k, const float *v, long kv_stride,
+                       const unsigned char *mask, long start, float *out, float *scratch, long T, long L,
+                       long nh, long nkv, long hd, float scale, int threads) {
+#pragma omp parallel num_threads(threads)
+  attention_team(q, q_stride, k, v, kv_stride, mask, start, out, scratch, T, L, nh, nkv, hd, scale);
+}
+
+/* A decoder layer's first half, in one parallel region: h = RMSNorm(x); qkv = h @ W_qkv.T (+ b); RoPE on its
+   q and k heads (`rotated` heads of hd at the start of each row). The caller writes k and v into the cache. */
+void specviz_layer_qkv(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
+                       float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd, const float *cos,
+                       const float *sin, int threads) {
+#pragma omp parallel num_threads(threads)
+  {
+#pragma omp single
+    rmsnorm(x, w_in, h, T, H, eps);
+    matvec_team(w_qkv, b_qkv, h, qkv, H, width, T, 0);
+#pragma omp single
+    rope(qkv, T, width, rotated, hd, cos, sin);
+  }
+}
+
+/* The rest of the layer, in one parallel region, x (T, H) updated in place: att = attention(q over the
+   cache's L keys); x += att @ W_o.T; h = RMSNorm(x); gu = h @ W_gu.T; act = silu(gate) * up;
+   x += act @ W_down.T. ws: T (nh hd + H + 3 inter) + threads L floats. */
+void specviz_layer_rest(float *x, const float *qkv, long width, const float *k, const float *v, long kv_stride,
+                        long L, const unsigned char *mask, long start, long T, long H, long nh, long nkv, long hd,
+                        long inter, const float *w_o, const float *w_post, float eps, const float *w_gu,
+                        const float *w_down, float *ws, float scale, int threads) {
+  float *att = ws, *h = att + T * nh * hd, *gu = h + T * H, *act = gu + T * 2 * inter, *scores = act + T * inter;
+#pragma omp parallel num_threads(threads)
+  {
+    attention_team(qkv, width, k, v, kv_stride, mask, start, att, scores, T, L, nh, nkv, hd, scale);
+    matvec_team(w_o, 0, att, x, nh * hd, H, T, 1);
+#pragma omp single
+    rmsnorm(x, w_post, h, T, H, eps);
+    matvec_team(w_gu, 0, h, gu, H, 2 * inter, T, 0);
+    silu_mul_team(gu, act, T, inter);
+    matvec_team(w_down, 0, act, x, inter, H, T, 1);
   }
 }

@@ -86,7 +86,7 @@ def silu_mul(gu: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up of a contiguous (rows, 2 I) gate|up -> (rows, I)."""
     rows, inter = gu.shape[0], gu.shape[1] // 2
     y = torch.empty(rows, inter, dtype=gu.dtype)
-    library().specviz_silu_mul(gu.data_ptr(), y.data_ptr(), rows, inter)
+    library().specviz_silu_mul(gu.data_ptr(), y.data_ptr(), rows, inter, torch.get_num_threads())
     return y
 
 
@@ -106,6 +106,37 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
         t, length, heads, kv_heads, hd, ctypes.c_float(hd**-0.5), threads,
     )  # fmt: skip
     return out
+
+
+def layer_qkv(x, w_in, eps: float, w_qkv, b_qkv, rotated: int, head_dim: int, cos, sin, h) -> torch.Tensor:
+    """A layer's first half in one call: RMSNorm, the qkv product (w_qkv (width, H) native layout), RoPE on the
+    first `rotated` heads. x (T, H); h (T, H) scratch; cos, sin (T, D) -> qkv (T, width)."""
+    t, hidden = x.shape
+    qkv = torch.empty(t, w_qkv.shape[0], dtype=x.dtype)
+    library().specviz_layer_qkv(
+        x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.shape[0], w_in.data_ptr(), eps,
+        w_qkv.data_ptr(), None if b_qkv is None else b_qkv.data_ptr(), rotated, head_dim,
+        cos.data_ptr(), sin.data_ptr(), torch.get_num_threads(),
+    )  # fmt: skip
+    return qkv
+
+
+def layer_rest(
+    x, qkv, keys, values, mask, start: int, heads: int, w_o, w_post, eps: float, w_gu, w_down
+) -> None:
+    """The rest of a layer in one call, x (T, H) updated in place: attention of qkv's queries over the cache's
+    live keys/values (1, KV, L, D) (mask as in attention()), the o product added to x, RMSNorm, gate/up, the
+    SiLU gate, the down product added to x. Weights in the native (out, in) layout."""
+    t, hidden = x.shape
+    _, kv_heads, length, hd = keys.shape
+    inter, threads = w_down.shape[1], torch.get_num_threads()
+    ws = torch.empty(t * (heads * hd + hidden + 3 * inter) + threads * length, dtype=torch.float32)
+    library().specviz_layer_rest(
+        x.data_ptr(), qkv.data_ptr(), qkv.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1), length,
+        None if mask is None else mask.data_ptr(), start, t, hidden, heads, kv_heads, hd, inter,
+        w_o.data_ptr(), w_post.data_ptr(), eps, w_gu.data_ptr(), w_down.data_ptr(), ws.data_ptr(),
+        ctypes.c_float(hd**-0.5), threads,
+    )  # fmt: skip
 
 
 def _load():
@@ -131,7 +162,13 @@ def _load():
         "specviz_gemv": [ptr] * 4 + [long] * 3 + [ctypes.c_int],
         "specviz_rmsnorm": [ptr] * 3 + [long] * 2 + [f32],
         "specviz_rope": [ptr, long, long, long, long, ptr, ptr],
-        "specviz_silu_mul": [ptr, ptr, long, long],
+        "specviz_silu_mul": [ptr, ptr, long, long, ctypes.c_int],
+        "specviz_layer_qkv": [ptr] * 3
+        + [long] * 3
+        + [ptr, f32, ptr, ptr, long, long, ptr, ptr, ctypes.c_int],
+        "specviz_layer_rest": [ptr, ptr, long, ptr, ptr, long, long, ptr]
+        + [long] * 7
+        + [ptr, ptr, f32, ptr, ptr, ptr, f32, ctypes.c_int],
         "specviz_attention": [ptr, long, ptr, ptr, long, ptr, long, ptr, ptr]
         + [long] * 5
         + [f32, ctypes.c_int],
