@@ -433,3 +433,11 @@ def test_a_long_rejected_tail_folds_into_one_span_for_compact_mode():
         and "tok-rejected tok-discarded" in tail
     )
     assert html.count('class="tok tok-rejected"') == 2  # round 1's " sat" and round 3's " a" stay visible
+
+
+def test_the_kernel_sentence_names_the_native_kernel():
+    """A run whose plan used specviz's native kernel says so; an unknown recorded name is printed escaped."""
+    from specviz.roofline import kernel_sentence
+
+    said = kernel_sentence({"qkv": {"1": "native", "5": "onednn"}, "o": {"1": "mkl", "5": "<b>"}}, 5)
+    assert said == "1 row: MKL for o; specviz's native kernel for qkv; 5 rows: &lt;b&gt; for o; oneDNN for qkv."
