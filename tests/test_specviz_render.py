@@ -440,4 +440,6 @@ def test_the_kernel_sentence_names_the_native_kernel():
     from specviz.roofline import kernel_sentence
 
     said = kernel_sentence({"qkv": {"1": "native", "5": "onednn"}, "o": {"1": "mkl", "5": "<b>"}}, 5)
-    assert said == "1 row: MKL for o; specviz's native kernel for qkv; 5 rows: &lt;b&gt; for o; oneDNN for qkv."
+    assert (
+        said == "1 row: MKL for o; specviz's native kernel for qkv; 5 rows: &lt;b&gt; for o; oneDNN for qkv."
+    )
