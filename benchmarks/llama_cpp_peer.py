@@ -97,6 +97,9 @@ def llama_runner(path: Path, threads: int, gamma: int | None, repack: bool = Tru
 
     def run(ids: list, max_new: int):
         out, first = [], None
+        # llama-cpp-python keeps the last prompt's KV and skips the prefill of a prompt it has seen (the warm-up
+        # ran this one): forget it, so both sides pay their prefill, as ours does on every call
+        llm.reset()
         t = time.perf_counter()
         for tok in llm.generate(ids, top_k=1, temp=0.0, reset=True):
             out.append(int(tok))

@@ -7,7 +7,8 @@ this host), then at each thread count: t(n) for n = 1..17 new tokens after `--co
 roofline's measurement: interleaved between the two forwards, medians of 3 per pass, the median over
 --passes passes), beside the memory floor (costmodel.floors with this host's measured bandwidth); and greedy
 AR decoding of --tokens tokens through each forward (1-row steps, argmax; interleaved, best of 3), as tokens/s
-and its share of the bandwidth bound. Both forwards' AR tokens must be identical.
+and its share of the bandwidth bound. Both forwards' AR tokens must be identical. First, each forward's torch
+op calls per layer in a 1-token step (torch.profiler; native.c's calls are not torch ops: a layer makes 2).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import statistics
 import time
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.common import host_line, md_table
 from engine import costmodel, load_model
@@ -60,6 +62,19 @@ def step_ms(fwds: dict, model, ids, context: int, passes: int) -> dict:
     return {name: {n: statistics.median(v) * 1e3 for n, v in by_n.items()} for name, by_n in out.items()}
 
 
+def ops_per_layer(fwds: dict, model, ids, context: int) -> dict:
+    """{name: torch op calls per layer} of a 1-token step (the forward's calls outside the layers included)."""
+    out = {}
+    for name, f in fwds.items():
+        cache = KVCache.for_model(model, context + 2)
+        f(ids[:, :context], cache, logits_to_keep=1)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            f(ids[:, context : context + 1], cache)
+        calls = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
+        out[name] = calls / len(f.layers)
+    return out
+
+
 def ar(fwds: dict, model, ids, context: int, tokens: int) -> dict:
     """{name: (tokens/s best of 3, the tokens)} of greedy 1-row decoding through each forward, interleaved."""
     best, said = {name: 0.0 for name in fwds}, {}
@@ -91,6 +106,8 @@ def main() -> None:
     with torch.inference_mode():
         fwds = forwards(model)
         costs = roofline.costs_of(fwds["native"])
+        ops = ops_per_layer(fwds, model, ids, args.context)
+        print("torch op calls per layer, 1-token step: " + ", ".join(f"{k} {v:.1f}" for k, v in ops.items()))
         for threads in [int(t) for t in args.threads.split(",")]:
             rates = roofline.machine(threads)
             host = {**costs, **rates}
