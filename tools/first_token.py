@@ -28,11 +28,15 @@ sys.path.insert(0, str(ROOT))
 
 from tests.app_server import fn_index, free_port  # noqa: E402
 from ui.app_views import EMBEDDED_PAIR, EXAMPLES, READY  # noqa: E402
+from ui.controls import FIELDS, Controls  # noqa: E402
 
 
 def first_token_s(url: str, prompt: str) -> tuple[float, float]:
     """(seconds from pressing Generate to the first update with tokens, to the run's end)."""
-    data = [EMBEDDED_PAIR, "ngram", 0, 4, "fixed", 0.4, 0, 0, 1, 0, 32, 0, 2, False, prompt, None]
+    controls = Controls(pair=EMBEDDED_PAIR, drafter="ngram", gamma=4, max_new=32, prompt=prompt)
+    data = [getattr(controls, name) for name in FIELDS] + [
+        None
+    ]  # the run's inputs: the controls, no events yet
     session = uuid.uuid4().hex
     body = {
         "data": data,
