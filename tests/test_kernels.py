@@ -120,7 +120,7 @@ def test_a_plan_that_never_timed_an_offered_kernel_is_measured_anew(cache_dir, m
     """A host whose cached plan predates a kernel (the native one, built since) measures that shape again, from a
     first take; the negative control: a plan that timed every offered kernel is read from the cache."""
     w = lean.Weight(torch.randn(4, 8), pack=False)
-    w.native = False
+    w.native, w.packed = False, object()  # a packed copy (only the names are asked): oneDNN is on offer
     shapes = {"o": [w]}
     calls = []
 

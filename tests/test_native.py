@@ -16,16 +16,17 @@ pytestmark = pytest.mark.skipif(native.library() is None, reason=f"native kernel
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("inner,out", [(576, 960), (37, 11), (64, 1), (1536, 577), (31, 64)])
 def test_products_match_torch_at_every_row_count(inner, out, threads):
-    """Rows 1-9 (the 4-row groups and their remainders), inputs that are and are not a multiple of the 32-float
-    step, with and without a bias: within fp32 rounding of torch's x @ W.T + b."""
+    """Rows 1-9 (the 8-row groups and a remainder), outputs that are and are not a multiple of the 32-output
+    panel, with and without a bias: within fp32 rounding of torch's x @ W.T + b."""
     g = torch.Generator().manual_seed(inner * out)
     w, b = torch.randn(out, inner, generator=g), torch.randn(out, generator=g)
     with torch_threads(threads):
-        for rows in range(1, 10):
+        for rows in range(1, 12):
             x = torch.randn(rows, inner, generator=g)
             for bias in (None, b):
                 ref = x @ w.T + (0 if bias is None else bias)
-                torch.testing.assert_close(native.gemv(x, w, bias), ref, rtol=1e-4, atol=1e-4 * inner**0.5)
+                got = native.gemv(x, native.pack(w), out, bias)
+                torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * inner**0.5)
 
 
 def test_a_wrong_product_is_caught():
@@ -34,22 +35,24 @@ def test_a_wrong_product_is_caught():
     w2 = w.clone()
     w2[4, 7] += 1.0
     with pytest.raises(AssertionError):
-        torch.testing.assert_close(native.gemv(x, w2), x @ w.T, rtol=1e-4, atol=1e-4 * 37**0.5)
+        torch.testing.assert_close(
+            native.gemv(x, native.pack(w2), 11), x @ w.T, rtol=1e-4, atol=1e-4 * 37**0.5
+        )
 
 
 def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
     """Every row runs the same instructions whatever the call's row count: bitwise equal alone or in a batch."""
-    w, x = torch.randn(960, 576), torch.randn(9, 576)
-    alone = torch.cat([native.gemv(x[r : r + 1], w) for r in range(9)])
+    w, x = native.pack(torch.randn(960, 576)), torch.randn(11, 576)
+    alone = torch.cat([native.gemv(x[r : r + 1], w, 960) for r in range(11)])
     for threads in (1, 2):
         with torch_threads(threads):
-            assert torch.equal(native.gemv(x, w), alone)
+            assert torch.equal(native.gemv(x, w, 960), alone)
 
 
 def test_it_runs_on_torchs_openmp_runtime():
     """One OpenMP runtime in the process after both torch and the kernel ran in parallel (no second pool)."""
     with torch_threads(2):
-        native.gemv(torch.randn(2, 576), torch.randn(960, 576))
+        native.gemv(torch.randn(2, 576), native.pack(torch.randn(960, 576)), 960)
         torch.mm(torch.randn(256, 256), torch.randn(256, 256))
     assert len(native._openmp_runtimes()) <= 1
 
@@ -64,8 +67,8 @@ def test_no_compiler_or_switched_off_keeps_mkl_and_onednn(monkeypatch):
             monkeypatch.setenv(env, value)
             monkeypatch.setattr(native, "FLAG_SETS", ((),))
             assert native.library() is None and native.status().startswith(said)
-            w = lean.Weight(torch.randn(8, 4), pack=False)
-            assert set(w.kernels(1)) == {"mkl"} and w.w.shape == (4, 8)  # MKL's (in, out) layout
+            w = lean.Weight(torch.randn(8, 4), pack=True)
+            assert "native" not in w.kernels(1) and w.w.shape == (4, 8)  # MKL's (in, out) layout
             x = torch.randn(2, 4)
             torch.testing.assert_close(w(x), x @ w.w)
             monkeypatch.delenv(env)

@@ -21,7 +21,7 @@ def forward():
 def test_costs_count_every_weight_once(forward):
     """Weight bytes are the owned matrices' (fp32: 4 bytes a parameter); FLOPs are 2 per parameter per token."""
     costs = roofline.costs_of(forward)
-    params = sum(w.w.numel() for ws in forward.weights().values() for w in ws)
+    params = sum(w.in_features * w.out_features for ws in forward.weights().values() for w in ws)
     assert costs["weight_bytes"] == 4 * params and costs["flops_per_token"] == 2 * params
     assert costs["kv_bytes_per_position"] == 2 * 2 * (2 * 16) * 4  # K and V, 2 layers, 2 heads of 16, fp32
 

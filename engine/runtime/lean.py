@@ -92,26 +92,37 @@ class Weight:
     def __init__(self, w: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):  # w (out, in)
         self.bias = bias  # (out,) or None
         self.out_features, self.in_features = w.shape
-        self.native = w.device.type == "cpu" and w.dtype == torch.float32 and native.library() is not None
-        self.w = w.contiguous() if self.native else w.t().contiguous()  # (out, in) | (in, out), owned
         self.packed = None
         if pack:
             try:
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 4)
             except (RuntimeError, AttributeError):  # a build without oneDNN: the plain matmul it is
                 self.packed = None
+        # the native kernel beside oneDNN (which takes the many-row calls: prefill), fp32 on a CPU that built it
+        self.native = (
+            self.packed is not None
+            and w.device.type == "cpu"
+            and w.dtype == torch.float32
+            and native.library() is not None
+        )
+        self.w = (
+            native.pack(w) if self.native else w.t().contiguous()
+        )  # native panels | MKL's (in, out); owned
         self.plan: dict[
             int, list[str]
         ] = {}  # threads -> the kernel per row count 0..ROWS[-1] (measured here)
 
     def kernels(self, rows: int = 1) -> dict:
-        """{name: fn(x) -> y} of the kernels this Weight can run `rows` rows on."""
-        out = {"mkl": self._mkl}
-        if self.packed is not None:
-            out["onednn"] = self._onednn
+        """{name: fn(x) -> y} of the kernels this Weight can run `rows` rows on (the native kernel beyond
+        NATIVE_ROWS only where nothing else can: it is correct at any row count, fast at few)."""
+        out = {}
         if self.native and rows <= NATIVE_ROWS:
             out["native"] = self._native
-        return out
+        if self.packed is not None:
+            out["onednn"] = self._onednn
+        if not self.native:
+            out["mkl"] = self._mkl
+        return out or {"native": self._native}
 
     def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
         """Take the measured kernel per row count at `threads` threads (kernels.plan_for's entry for this shape)."""
@@ -126,27 +137,27 @@ class Weight:
 
     def kernel(self, rows: int) -> str:
         """The kernel a call with `rows` rows runs: the plan measured on this host at this thread count, else
-        the native kernel for up to 3 rows, MKL for fp32 single rows and oneDNN for the rest."""
+        the native kernel up to NATIVE_ROWS rows and oneDNN beyond; without it, MKL for fp32 single rows and
+        oneDNN for the rest."""
         plan = self.plan.get(torch.get_num_threads())
         if plan is not None:
             return plan[min(rows, len(plan) - 1)]
-        if self.native and rows <= 3:
-            return "native"
+        if self.native:
+            return "native" if rows <= NATIVE_ROWS else "onednn"
         single = rows == 1 and self.w.dtype == torch.float32
         return "onednn" if self.packed is not None and not single else "mkl"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
-        return self.kernels(x.shape[0]).get(self.kernel(x.shape[0]), self._mkl)(x)
+        offered = self.kernels(x.shape[0])
+        return (offered.get(self.kernel(x.shape[0])) or next(iter(offered.values())))(x)
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
-        return native.gemv(x, self.w, self.bias)
+        return native.gemv(x, self.w, self.out_features, self.bias)
 
     def _onednn(self, x: torch.Tensor) -> torch.Tensor:
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
 
     def _mkl(self, x: torch.Tensor) -> torch.Tensor:
-        if self.native:
-            return F.linear(x, self.w, self.bias)
         return torch.mm(x, self.w) if self.bias is None else torch.addmm(self.bias, x, self.w)
 
 
@@ -243,7 +254,7 @@ class LeanForward:
         t = x.shape[0]
         if whole:
             h = torch.empty_like(x)
-            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv.w, w_qkv.bias, nh + nkv, hd, cos, sin, h)
+            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, w_qkv.bias, nh + nkv, hd, cos, sin, h)
         else:
             qkv = w_qkv(native.rms_norm(x, w_in, self.eps))  # (T, q+2kv)
             native.rope_(qkv, nh + nkv, hd, cos, sin)  # q and k heads, in place
@@ -251,9 +262,7 @@ class LeanForward:
         v = qkv[:, (nh + nkv) * hd :].view(1, t, nkv, hd).transpose(1, 2)
         keys, values = layer.update(k, v)  # the live (1, KV, L, D) views
         if whole:
-            native.layer_rest(
-                x, qkv, keys, values, mask, start, nh, w_o.w, w_post, self.eps, w_gu.w, w_down.w
-            )
+            native.layer_rest(x, qkv, keys, values, mask, start, nh, w_o, w_post, self.eps, w_gu, w_down)
             return
         x.add_(w_o(native.attention(qkv, keys, values, mask, start, nh)))  # (T, NH*D) -> (T, H)
         x.add_(w_down(native.silu_mul(w_gu(native.rms_norm(x, w_post, self.eps)))))

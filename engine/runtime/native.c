@@ -2,15 +2,13 @@
    matrix-vector product that reads the weights, and the small per-layer steps around it fused into one call
    each (RMSNorm, RoPE, attention over the cache, SiLU-gate), which torch would run as 4-12 ops apiece.
 
-   specviz_gemv:
-
-   y (rows, out) = x (rows, in) @ W^T (+ bias), W row-major (out, in) as nn.Linear holds it, fp32.
-
-   Each output is the dot product of one contiguous weight row with each input row, so the weights stream
-   through memory once, front to back, whatever the row count; the inputs (a few KB) stay in L1. Outputs are
-   split between the threads in contiguous ranges (OpenMP, torch's own runtime: the library is linked against
-   the libgomp torch has already loaded). GCC vector extensions give AVX-512 on hosts that have it and two or
-   four narrower registers elsewhere (compiled here with -march=native, per host).
+   specviz_gemv: y (rows, out) = x (rows, in) @ W^T (+ bias), fp32, W held in panels of PW outputs: panel p is
+   the (in, PW) block W[p PW : (p + 1) PW, :]^T, contiguous, the last one zero-padded (native.pack). A panel
+   streams through memory front to back once for up to 8 input rows: per input position, PW weights are loaded
+   into registers once and each row's input, broadcast, is multiplied into that row's PW accumulators (no
+   horizontal sums; 2 loads per 16 FMAs at 8 rows). Panels are split between the threads (OpenMP, torch's own
+   runtime: the library is linked against the libgomp torch has already loaded). GCC vector extensions give
+   AVX-512 on hosts that have it and two or four narrower registers elsewhere (-march=native, per host).
 
    Every row is computed by the same sequence of instructions whatever `rows` is: a row's result does not
    depend on which other rows share the call (tests/test_native.py). */
@@ -31,48 +29,63 @@ static inline float hsum(v16 v) {
   return (b[0] + b[2]) + (b[1] + b[3]);
 }
 
-/* One weight row w (in) against R input rows (R <= 4, row stride `in`): y[r * out] = w . x[r]. Two
-   accumulators per row, each its own variable (an array would live on the stack: a store per FMA). */
-#define DOT_ROWS(R)                                                                                   \
-  static void dot##R(const float *restrict w, const float *restrict x, float *restrict y, long in,   \
-                     long out, int acc) {                                                             \
+#define PW 32 /* outputs per panel: two vectors of 16 */
+
+/* One panel p (in, PW) against R <= 8 input rows (stride in): y[r * out + k] (=, or += when acc) for the panel's
+   nvalid outputs k. Each accumulator its own variable (an array lives on the stack: a store per FMA); the empty
+   asm keeps the two weight vectors in registers (else GCC reloads them as an operand of every FMA). */
+#define PANEL_ROWS(R)                                                                                 \
+  static void panel##R(const float *restrict p, const float *restrict x, float *restrict y, long in, \
+                       long out, long nvalid, int acc) {                                              \
     v16 a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};               \
-    const float *x0 = x, *x1 = x + in, *x2 = x + 2 * in, *x3 = x + 3 * in;                            \
-    long i = 0;                                                                                       \
-    for (; i + 32 <= in; i += 32) {                                                                   \
-      v16 wa = *(const v16 *)(w + i), wb = *(const v16 *)(w + i + 16);                                \
-      a0 += wa * *(const v16 *)(x0 + i), b0 += wb * *(const v16 *)(x0 + i + 16);                      \
-      if (R > 1) a1 += wa * *(const v16 *)(x1 + i), b1 += wb * *(const v16 *)(x1 + i + 16);           \
-      if (R > 2) a2 += wa * *(const v16 *)(x2 + i), b2 += wb * *(const v16 *)(x2 + i + 16);           \
-      if (R > 3) a3 += wa * *(const v16 *)(x3 + i), b3 += wb * *(const v16 *)(x3 + i + 16);           \
+    v16 a4 = {0}, b4 = {0}, a5 = {0}, b5 = {0}, a6 = {0}, b6 = {0}, a7 = {0}, b7 = {0};               \
+    for (long i = 0; i < in; i++) {                                                                   \
+      v16 wa = *(const v16 *)(p + i * PW), wb = *(const v16 *)(p + i * PW + 16);                      \
+      __asm__("" : "+v"(wa), "+v"(wb));                                                               \
+      float s = x[i];                                                                                 \
+      a0 += wa * s, b0 += wb * s;                                                                     \
+      if (R > 1) s = x[in + i], a1 += wa * s, b1 += wb * s;                                           \
+      if (R > 2) s = x[2 * in + i], a2 += wa * s, b2 += wb * s;                                       \
+      if (R > 3) s = x[3 * in + i], a3 += wa * s, b3 += wb * s;                                       \
+      if (R > 4) s = x[4 * in + i], a4 += wa * s, b4 += wb * s;                                       \
+      if (R > 5) s = x[5 * in + i], a5 += wa * s, b5 += wb * s;                                       \
+      if (R > 6) s = x[6 * in + i], a6 += wa * s, b6 += wb * s;                                       \
+      if (R > 7) s = x[7 * in + i], a7 += wa * s, b7 += wb * s;                                       \
     }                                                                                                 \
-    v16 sums[4] = {a0 + b0, a1 + b1, a2 + b2, a3 + b3};                                               \
-    for (int r = 0; r < R; r++) {                                                                     \
-      float s = hsum(sums[r]);                                                                        \
-      for (long j = i; j < in; j++) s += w[j] * x[r * in + j];                                        \
-      y[r * out] = acc ? y[r * out] + s : s;                                                          \
-    }                                                                                                 \
+    v16 res[16] = {a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7};                   \
+    for (int r = 0; r < R; r++)                                                                       \
+      for (long k = 0; k < nvalid; k++) {                                                             \
+        float v = res[2 * r + k / 16][k % 16];                                                        \
+        y[r * out + k] = acc ? y[r * out + k] + v : v;                                                \
+      }                                                                                               \
   }
-DOT_ROWS(1)
-DOT_ROWS(2)
-DOT_ROWS(3)
-DOT_ROWS(4)
+PANEL_ROWS(1)
+PANEL_ROWS(2)
+PANEL_ROWS(3)
+PANEL_ROWS(4)
+PANEL_ROWS(5)
+PANEL_ROWS(6)
+PANEL_ROWS(7)
+PANEL_ROWS(8)
 
-typedef void (*dot_fn)(const float *, const float *, float *, long, long, int);
-static const dot_fn DOT[5] = {0, dot1, dot2, dot3, dot4};
+typedef void (*panel_fn)(const float *, const float *, float *, long, long, long, int);
+static const panel_fn PANEL[9] = {0, panel1, panel2, panel3, panel4, panel5, panel6, panel7, panel8};
 
-/* Inside a parallel region, the outputs split between the team: y[r, o] (=, or += when acc) w[o] . x[r]
-   (+ bias[o]) for every row r. */
+/* Inside a parallel region, the panels split between the team: y[r, o] (=, or += when acc) W[o] . x[r]
+   (+ bias[o]) for every row r and output o < out. */
 static void matvec_team(const float *w, const float *bias, const float *x, float *y, long in, long out, long rows,
                         int acc) {
+  long panels = (out + PW - 1) / PW;
 #pragma omp for schedule(static)
-  for (long o = 0; o < out; o++) {
-    for (long r0 = 0; r0 < rows; r0 += 4) {
-      long n = rows - r0 < 4 ? rows - r0 : 4;
-      DOT[n](w + o * in, x + r0 * in, y + r0 * out + o, in, out, acc);
+  for (long p = 0; p < panels; p++) {
+    long o = p * PW, nvalid = out - o < PW ? out - o : PW;
+    for (long r0 = 0; r0 < rows; r0 += 8) {
+      long n = rows - r0 < 8 ? rows - r0 : 8;
+      PANEL[n](w + o * in, x + r0 * in, y + r0 * out + o, in, out, nvalid, acc);
     }
     if (bias)
-      for (long r = 0; r < rows; r++) y[r * out + o] += bias[o];
+      for (long r = 0; r < rows; r++)
+        for (long k = o; k < o + nvalid; k++) y[r * out + k] += bias[k];
   }
 }
 

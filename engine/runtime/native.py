@@ -49,10 +49,23 @@ def status() -> str:
     return _state["status"]
 
 
-def gemv(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """x (rows, in) @ w.T (+ bias), w (out, in) contiguous fp32 on the CPU -> (rows, out)."""
+PANEL = 32  # outputs per panel (native.c's PW)
+
+
+def pack(w: torch.Tensor) -> torch.Tensor:
+    """The native kernel's layout of an (out, in) weight: (panels, in, PANEL), panel p holding rows
+    p·PANEL .. p·PANEL + PANEL - 1 transposed, the last panel zero-padded; a new tensor (w is only read)."""
+    out, inner = w.shape
+    panels = -(-out // PANEL)
+    padded = torch.zeros(panels * PANEL, inner, dtype=w.dtype)
+    padded[:out] = w
+    return padded.view(panels, PANEL, inner).transpose(1, 2).contiguous()
+
+
+def gemv(x: torch.Tensor, w: torch.Tensor, out: int, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (rows, in) @ W.T (+ bias) -> (rows, out); w = pack(W), fp32 on the CPU."""
     x = x.contiguous()
-    rows, (out, inner) = x.shape[0], w.shape
+    rows, inner = x.shape
     y = torch.empty(rows, out, dtype=w.dtype)
     library().specviz_gemv(
         w.data_ptr(),
@@ -109,13 +122,13 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
 
 
 def layer_qkv(x, w_in, eps: float, w_qkv, b_qkv, rotated: int, head_dim: int, cos, sin, h) -> torch.Tensor:
-    """A layer's first half in one call: RMSNorm, the qkv product (w_qkv (width, H) native layout), RoPE on the
-    first `rotated` heads. x (T, H); h (T, H) scratch; cos, sin (T, D) -> qkv (T, width)."""
+    """A layer's first half in one call: RMSNorm, the qkv product (w_qkv a Weight in the native layout), RoPE on
+    the first `rotated` heads. x (T, H); h (T, H) scratch; cos, sin (T, D) -> qkv (T, width)."""
     t, hidden = x.shape
-    qkv = torch.empty(t, w_qkv.shape[0], dtype=x.dtype)
+    qkv = torch.empty(t, w_qkv.out_features, dtype=x.dtype)
     library().specviz_layer_qkv(
-        x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.shape[0], w_in.data_ptr(), eps,
-        w_qkv.data_ptr(), None if b_qkv is None else b_qkv.data_ptr(), rotated, head_dim,
+        x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
+        w_qkv.w.data_ptr(), None if b_qkv is None else b_qkv.data_ptr(), rotated, head_dim,
         cos.data_ptr(), sin.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     return qkv
@@ -126,15 +139,15 @@ def layer_rest(
 ) -> None:
     """The rest of a layer in one call, x (T, H) updated in place: attention of qkv's queries over the cache's
     live keys/values (1, KV, L, D) (mask as in attention()), the o product added to x, RMSNorm, gate/up, the
-    SiLU gate, the down product added to x. Weights in the native (out, in) layout."""
+    SiLU gate, the down product added to x. w_o, w_gu, w_down: Weights in the native layout."""
     t, hidden = x.shape
     _, kv_heads, length, hd = keys.shape
-    inter, threads = w_down.shape[1], torch.get_num_threads()
+    inter, threads = w_down.in_features, torch.get_num_threads()
     ws = torch.empty(t * (heads * hd + hidden + 3 * inter) + threads * length, dtype=torch.float32)
     library().specviz_layer_rest(
         x.data_ptr(), qkv.data_ptr(), qkv.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1), length,
         None if mask is None else mask.data_ptr(), start, t, hidden, heads, kv_heads, hd, inter,
-        w_o.data_ptr(), w_post.data_ptr(), eps, w_gu.data_ptr(), w_down.data_ptr(), ws.data_ptr(),
+        w_o.w.data_ptr(), w_post.data_ptr(), eps, w_gu.w.data_ptr(), w_down.w.data_ptr(), ws.data_ptr(),
         ctypes.c_float(hd**-0.5), threads,
     )  # fmt: skip
 

@@ -109,7 +109,8 @@ def costs_of(forward) -> dict:
     keys and values per cached position. forward: the lean forward (its owned weights) or a transformers
     module (its Linear layers; the embedding is a lookup, not read whole, unless it is the tied LM head)."""
     if isinstance(forward, LeanForward):
-        mats = [w.w for ws in forward.weights().values() for w in ws]
+        weights = [w for ws in forward.weights().values() for w in ws]  # their shapes (a native layout pads)
+        mats = [torch.empty(w.out_features, w.in_features, dtype=w.w.dtype, device="meta") for w in weights]
         layers, kv, heads, hd = (
             len(forward.layers),
             forward.kv_heads * forward.head_dim,
