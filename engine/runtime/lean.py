@@ -12,12 +12,14 @@ The copy is made only when it fits in a quarter of RAM (else the transformers mo
 it did not raise the process's RSS (README, "Measured here"). The embedding and the norm weights are read in place, never written.
 
 Each projection is one `Weight` that runs the kernel measured fastest on this host per row count
-(kernels.py): specviz's own few-row kernel (native.py, compiled here; at 1-3 rows it streams the weights
-up to twice as fast as MKL's and oneDNN's: benchmarks/results/gemv-layouts.md), the oneDNN linear on a
-packed copy (2-16 rows and prefill: benchmarks/forward/onednn_cost.py), or MKL's matmul. PyTorch has no public
-API for a pre-packed oneDNN linear, so the adapter calls the two private ops torch.compile's CPU freezing
-pass uses; a build without them falls back to the plain matmul. SPECVIZ_NATIVE=0 turns the native kernel off,
-SPECVIZ_ONEDNN=0 packing, SPECVIZ_FAST_FORWARD=0 the lean forward.
+(kernels.py): specviz's own few-row kernel (native.py, compiled here; at 1-8 rows it streams the weights up
+to twice as fast as MKL's and oneDNN's: benchmarks/results/native-forward.md), the oneDNN linear on a packed
+copy (prefill and long verifications: benchmarks/forward/onednn_cost.py), or MKL's matmul where there is no
+native kernel. For one sequence of a few new fp32 tokens, a layer's norms, RoPE, attention and SiLU gate run
+fused in native.c too (`_native_layer`). PyTorch has no public API for a pre-packed oneDNN linear, so the
+adapter calls the two private ops torch.compile's CPU freezing pass uses; a build without them falls back to
+the plain matmul. SPECVIZ_NATIVE=0 turns native.c off, SPECVIZ_ONEDNN=0 packing, SPECVIZ_FAST_FORWARD=0 the
+lean forward.
 """
 
 from __future__ import annotations
@@ -84,10 +86,10 @@ def _pack_default(model) -> bool:
 class Weight:
     """One projection y = x @ W.T (+ b) on an owned matrix, through the kernel measured fastest here per row count.
 
-    The kernels (kernels.py measures them): "native", specviz's own few-row kernel (native.py) on an (out, in)
-    matrix, where it could be built; "mkl", torch's matmul on the same matrix, or on an (in, out) one where the
-    native kernel is absent (MKL's 1-row kernel is faster that way); "onednn", the oneDNN linear on a packed
-    copy. The one place the private oneDNN ops are called (measured: benchmarks/forward/onednn_cost.py)."""
+    The kernels (kernels.py measures them): "native", specviz's own few-row kernel (native.py) on the weight
+    in its panels, where it could be built (fp32 on a CPU, beside a oneDNN copy); "onednn", the oneDNN linear on
+    a packed copy (prefill and longer verifications); "mkl", torch's matmul on an (in, out) copy, where there is
+    no native kernel. The one place the private oneDNN ops are called (benchmarks/forward/onednn_cost.py)."""
 
     def __init__(self, w: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):  # w (out, in)
         self.bias = bias  # (out,) or None
@@ -105,12 +107,10 @@ class Weight:
             and w.dtype == torch.float32
             and native.library() is not None
         )
-        self.w = (
-            native.pack(w) if self.native else w.t().contiguous()
-        )  # native panels | MKL's (in, out); owned
-        self.plan: dict[
-            int, list[str]
-        ] = {}  # threads -> the kernel per row count 0..ROWS[-1] (measured here)
+        # owned: the native kernel's panels (native.pack), or MKL's (in, out) matrix
+        self.w = native.pack(w) if self.native else w.t().contiguous()
+        # threads -> the kernel per row count 0..ROWS[-1] (measured here)
+        self.plan: dict[int, list[str]] = {}
 
     def kernels(self, rows: int = 1) -> dict:
         """{name: fn(x) -> y} of the kernels this Weight can run `rows` rows on (the native kernel beyond
@@ -129,10 +129,9 @@ class Weight:
         plan = []
         for rows in range(kernels.ROWS[-1] + 1):
             timed = by_rows[kernels.bucket(max(rows, 1))]
-            offered = [k for k in self.kernels(rows) if k in timed] or ["mkl"]
-            plan.append(
-                min(offered, key=lambda k: timed.get(k, float("inf")))
-            )  # the fastest this Weight offers at `rows`
+            offered = [k for k in self.kernels(rows) if k in timed] or list(self.kernels(rows))
+            # the fastest this Weight offers at `rows`
+            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))
         self.plan[threads] = plan
 
     def kernel(self, rows: int) -> str:

@@ -1,8 +1,9 @@
-"""specviz's own few-row matmul kernel (engine/runtime/native.c), compiled on the host it runs on.
+"""specviz's own few-row matmul kernel and fused layer steps (engine/runtime/native.c), compiled on the host.
 
-At 1-3 rows, the steps that decoding is made of, MKL's and oneDNN's fp32 kernels read the weights of a
+At 1-8 rows, the steps that decoding is made of, MKL's and oneDNN's fp32 kernels read the weights of a
 135M-parameter model at half the rate this machine can stream them (benchmarks/results/gemv-layouts.md);
-llama.cpp's vector-dot kernels reach ~78% of it. native.c streams each weight row once against every input row.
+llama.cpp's vector-dot kernels reach ~78% of it. native.c streams the weights once, in panels of 32 outputs,
+against up to 8 input rows; around it, a decoder layer's small steps are fused into two calls.
 
 The C file is compiled once per host with the system C compiler (`-O3 -march=native -fopenmp`), into the
 specviz cache (keyed by the source, the compiler, the CPU and its flags), at the first model load: ~0.3 s,
