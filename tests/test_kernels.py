@@ -136,3 +136,21 @@ def test_a_plan_that_never_timed_an_offered_kernel_is_measured_anew(cache_dir, m
     w.native = True
     plan = kernels.plan_for(shapes, 1)
     assert calls == [False, True] and "native" in plan["o"][1] and "native" not in plan["o"][33]
+
+
+def test_a_plan_is_of_one_native_build(cache_dir, monkeypatch):
+    """The plan timed a build of native.c: a new build (another source, compiler or CPU) is timed anew, the same
+    build is read from the cache (the control)."""
+    w = lean.Weight(torch.randn(4, 8), pack=False)
+    w.packed, w.native = object(), "native-aaaa"
+    calls = []
+
+    def timed(fn):
+        calls.append(w.native)
+        return {r: {**{k: 1.0 for k in w.kernels(r)}, "kernel": "onednn"} for r in kernels.ROWS}, 0.0
+
+    monkeypatch.setattr(kernels, "outside_cores", timed)
+    for build in ("native-aaaa", "native-aaaa", "native-bbbb", "native-bbbb"):
+        w.native = build
+        kernels.plan_for({"o": [w]}, 1)
+    assert calls == ["native-aaaa", "native-bbbb"]

@@ -33,7 +33,7 @@ NS = (1, 2, 3, 4, 5, 9, 17)
 def forwards(model) -> dict:
     """{"without": lean forward on MKL/oneDNN, "native": with the native kernel} (each with its measured plan)."""
     saved = dict(native._state)
-    native._state.update({"lib": None, "status": "off for this comparison"})
+    native._state.update({"lib": None, "status": "off for this comparison", "build": None})
     try:
         without = LeanForward(model)
     finally:

@@ -132,8 +132,8 @@ def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> di
     """{shape name: {rows: {kernel: s, ..., "kernel": the fastest}}} for `threads`, from the cache when this host
     measured it before with the same kernels on offer (refresh: measure again). shapes: name -> the Weights
     (lean.py) of one shape."""
-    # MKL runs on (out, in) weights beside the native kernel, on (in, out) ones without it: two plans
-    key = {**host_key(threads), "native": any(group[0].native for group in shapes.values())}
+    # a plan is of one build of the native kernel, or of none (Weight.native): another build is timed anew
+    key = {**host_key(threads), "native": next((g[0].native for g in shapes.values() if g[0].native), None)}
     cached = {} if refresh else dict(read_cached("kernels", key) or {})
     takes = dict(
         cached.pop(TAKES, {})

@@ -100,13 +100,10 @@ class Weight:
                 self.packed = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 4)
             except (RuntimeError, AttributeError):  # a build without oneDNN: the plain matmul it is
                 self.packed = None
-        # the native kernel beside oneDNN (which takes the many-row calls: prefill), fp32 on a CPU that built it
-        self.native = (
-            self.packed is not None
-            and w.device.type == "cpu"
-            and w.dtype == torch.float32
-            and native.library() is not None
-        )
+        # the native kernel beside oneDNN (which takes the many-row calls: prefill), fp32 on a CPU that built it:
+        # the build's id (kernel plans are per build), else None
+        fits = self.packed is not None and w.device.type == "cpu" and w.dtype == torch.float32
+        self.native = native.build_id() if fits else None
         # owned: the native kernel's panels (native.pack), or MKL's (in, out) matrix
         self.w = native.pack(w) if self.native else w.t().contiguous()
         # threads -> the kernel per row count 0..ROWS[-1] (measured here)
@@ -201,7 +198,7 @@ class LeanForward:
         self.rotary = inner.rotary_emb
         self.config = cfg
         # native.c's fused norm/RoPE/attention/SiLU steps for fp32 CPU weights (SPECVIZ_NATIVE=0: torch's ops)
-        self.fused = self.head.native
+        self.fused = bool(self.head.native)
         if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
             self.measure_kernels()
 

@@ -40,8 +40,17 @@ def library():
     """The compiled kernel (ctypes CDLL with `specviz_gemv`), or None when it cannot be used here."""
     with _lock:
         if "lib" not in _state:
-            _state["lib"], _state["status"] = _load()
+            (_state["lib"], _state["status"]), _state["build"] = _load(), None
+            if _state["lib"] is not None:
+                _state["build"] = Path(_state["lib"]._name).stem
         return _state["lib"]
+
+
+def build_id() -> str | None:
+    """Which build of native.c runs here (its cache file's digest: source, compiler, CPU), None when none does;
+    a kernel plan timed with one build is not the plan of another."""
+    library()
+    return _state["build"]
 
 
 def status() -> str:
