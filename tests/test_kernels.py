@@ -116,28 +116,6 @@ def test_a_shape_timed_under_load_is_timed_again_and_keeps_each_kernels_best(cac
     assert kernels.plan_for(shapes, 1) == second  # the second was quiet: no third (the iterator is empty)
 
 
-def test_a_plan_that_never_timed_an_offered_kernel_is_measured_anew(cache_dir, monkeypatch):
-    """A host whose cached plan predates a kernel (the native one, built since) measures that shape again, from a
-    first take; the negative control: a plan that timed every offered kernel is read from the cache."""
-    w = lean.Weight(torch.randn(4, 8), pack=False)
-    w.native, w.packed = False, object()  # a packed copy (only the names are asked): oneDNN is on offer
-    shapes = {"o": [w]}
-    calls = []
-
-    def timed(fn):
-        calls.append(w.native)
-        rows = {r: {k: 1.0 for k in w.kernels(r)} for r in kernels.ROWS}
-        return {r: {**v, "kernel": "mkl"} for r, v in rows.items()}, 0.0
-
-    monkeypatch.setattr(kernels, "outside_cores", timed)
-    kernels.plan_for(shapes, 1)
-    kernels.plan_for(shapes, 1)
-    assert calls == [False]  # the control: cached, quiet, nothing new
-    w.native = True
-    plan = kernels.plan_for(shapes, 1)
-    assert calls == [False, True] and "native" in plan["o"][1] and "native" not in plan["o"][33]
-
-
 def test_a_plan_is_of_one_native_build(cache_dir, monkeypatch):
     """The plan timed a build of native.c: a new build (another source, compiler or CPU) is timed anew, the same
     build is read from the cache (the control)."""

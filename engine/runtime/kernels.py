@@ -10,7 +10,8 @@ moves with the shape, the thread count and the host (an AMD EPYC ran the 1-row L
 o projection too, which the rule this replaced sent to oneDNN: benchmarks/results/kernel-plan.md).
 
 The plan is cached under ~/.cache/specviz, keyed by the CPU model, its vector flags, the torch build and
-the thread count, so a host measures once (and again when a kernel is on offer that its plan never timed). `python -m engine kernels` prints it.
+the thread count and the build of the native kernel (or none), so a host measures once per build.
+`python -m engine kernels` prints it.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ def write_cached(prefix: str, key: dict, value) -> None:
 
 def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> dict:
     """{shape name: {rows: {kernel: s, ..., "kernel": the fastest}}} for `threads`, from the cache when this host
-    measured it before with the same kernels on offer (refresh: measure again). shapes: name -> the Weights
+    measured it before with the same build of the native kernel (refresh: measure again). shapes: name -> the Weights
     (lean.py) of one shape."""
     # a plan is of one build of the native kernel, or of none (Weight.native): another build is timed anew
     key = {**host_key(threads), "native": next((g[0].native for g in shapes.values() if g[0].native), None)}
@@ -139,28 +140,16 @@ def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> di
         cached.pop(TAKES, {})
     )  # sid -> [take]; a plan from before takes were kept: one untrusted take
     names = {name: f"{_shape_id(group[0])}x{len(group)}" for name, group in shapes.items()}
-    again = [
-        n
-        for n, sid in names.items()
-        if sid not in cached or _measure_again(takes.get(sid)) or _new_kernels(cached[sid], shapes[n][0])
-    ]
+    again = [n for n, sid in names.items() if sid not in cached or _measure_again(takes.get(sid))]
     for name in again:
         sid, group = names[name], shapes[name]
         before = takes.get(sid) or ([UNTRUSTED] if sid in cached else [])
-        if sid in cached and _new_kernels(cached[sid], group[0]):
-            cached.pop(sid)
-            before = []  # a kernel this plan never timed: a new plan, from its first take
         timed, cores = outside_cores(lambda group=group: measure_shape(group, threads))
         cached[sid] = _best_of(cached.get(sid, {}), {str(r): v for r, v in timed.items()})
         takes[sid] = [*before, take(cores)]
     if again:
         write_cached("kernels", key, {**cached, TAKES: takes})
     return {name: {int(r): v for r, v in cached[sid].items()} for name, sid in names.items()}
-
-
-def _new_kernels(by_rows: dict, weight) -> bool:
-    """Does the Weight offer a kernel the cached plan never timed (a native kernel built since, say)?"""
-    return any(set(weight.kernels(int(r))) - set(v) for r, v in by_rows.items())
 
 
 def _measure_again(shape_takes: list | None) -> bool:

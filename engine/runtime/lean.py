@@ -144,8 +144,7 @@ class Weight:
         return "onednn" if self.packed is not None and not single else "mkl"
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
-        offered = self.kernels(x.shape[0])
-        return (offered.get(self.kernel(x.shape[0])) or next(iter(offered.values())))(x)
+        return getattr(self, f"_{self.kernel(x.shape[0])}")(x)  # the plan only names kernels on offer
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         return native.gemv(x, self.w, self.out_features, self.bias)
@@ -249,8 +248,7 @@ class LeanForward:
         nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
         t = x.shape[0]
         if whole:
-            h = torch.empty_like(x)
-            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, w_qkv.bias, nh + nkv, hd, cos, sin, h)
+            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, nh + nkv, hd, cos, sin)
         else:
             qkv = w_qkv(native.rms_norm(x, w_in, self.eps))  # (T, q+2kv)
             native.rope_(qkv, nh + nkv, hd, cos, sin)  # q and k heads, in place

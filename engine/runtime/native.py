@@ -131,14 +131,14 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
     return out
 
 
-def layer_qkv(x, w_in, eps: float, w_qkv, b_qkv, rotated: int, head_dim: int, cos, sin, h) -> torch.Tensor:
-    """A layer's first half in one call: RMSNorm, the qkv product (w_qkv a Weight in the native layout), RoPE on
-    the first `rotated` heads. x (T, H); h (T, H) scratch; cos, sin (T, D) -> qkv (T, width)."""
+def layer_qkv(x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin) -> torch.Tensor:
+    """A layer's first half in one call: RMSNorm, the qkv product (w_qkv a Weight in the native layout, with its
+    bias if it has one), RoPE on the first `rotated` heads. x (T, H); cos, sin (T, D) -> qkv (T, width)."""
     t, hidden = x.shape
-    qkv = torch.empty(t, w_qkv.out_features, dtype=x.dtype)
+    qkv, h = torch.empty(t, w_qkv.out_features, dtype=x.dtype), torch.empty_like(x)  # h: the normed x
     library().specviz_layer_qkv(
         x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
-        w_qkv.w.data_ptr(), None if b_qkv is None else b_qkv.data_ptr(), rotated, head_dim,
+        w_qkv.w.data_ptr(), None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
         cos.data_ptr(), sin.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     return qkv
