@@ -129,7 +129,7 @@ def main() -> None:
             same = decoded["without"][1] == decoded["native"][1]
             cells = []
             for name, (tps, _) in decoded.items():
-                share = tps * floor[1] / 1e3
+                share = costmodel.bandwidth_share(1 / tps, args.context, host)["share"]
                 cells.append(f"{name} {tps:.1f} tok/s ({share:.0%} of the bound)")
             print(
                 f"\nAR, {args.tokens} tokens after {args.context}: "
