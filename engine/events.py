@@ -161,6 +161,32 @@ class LookaheadWindow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SuffixMatched:
+    """Suffix speculation's round (engine/drafters/suffix.py): the match its tree came from, how often and where
+    each node was seen after it, and the measured verify curve the tree was sized on."""
+
+    kind: ClassVar[str] = "suffix_match"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
+    round: int
+    pos: int  # absolute position of depth-1 nodes
+    match: int  # n: the context's last n tokens occurred earlier (the longest such n)
+    match_tokens: list  # their text
+    occurrences: int  # continuations counted after the match (this run's first, then the session's)
+    token_ids: list  # the drafted nodes, in the draft_tree's order
+    counts: (
+        list  # per node: occurrences whose continuation passed through it (its score = count ÷ occurrences)
+    )
+    origins: (
+        list  # per node: [runs_ago, at], its latest occurrence: runs_ago 0 = this run, k = the session's k-th
+    )
+    # most recent earlier run; at = that token's position in its sequence (this run: absolute)
+    verify: list  # t(n) ÷ t(1) for n = 1 .. nodes + 2: the curve the tree was sized on (expected tokens
+    # 1 + Σ counts ÷ occurrences)
+    measured: list  # the forward sizes n the drafter had timed (the rest of the curve: the cost model's line)
+    next_count: int | None  # the count of the best node left out (it did not pay); None: none was left
+
+
+@dataclass(frozen=True, kw_only=True)
 class RolledBack:
     """Rejected draft positions were dropped by moving the target cache pointer back."""
 
@@ -243,6 +269,7 @@ EVENT_TYPES = {
         Verified,
         DraftTree,
         LookaheadWindow,
+        SuffixMatched,
         RolledBack,
         Committed,
         RoundTimed,
@@ -258,6 +285,7 @@ Event = (
     | Verified
     | DraftTree
     | LookaheadWindow
+    | SuffixMatched
     | RolledBack
     | Committed
     | RoundTimed

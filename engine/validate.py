@@ -20,6 +20,8 @@ MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree rou
 # rows of one verify forward: the root, its nodes, a drafter's own rows
 MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1
 # W, N − 1
+MAX_MATCH = int(REGISTRY["suffix"].args[0].high)  # suffix's longest match, its N
+MAX_OCCURRENCES = 64  # engine/drafters/suffix.py's OCCURRENCES (its test pins the two together)
 MAX_WINDOW = (int(REGISTRY["lookahead"].args[0].high), int(REGISTRY["lookahead"].args[1].high) - 1)
 MAX_BEAMS = WHOLE_SETTINGS["num_beams"][1]
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
@@ -235,6 +237,34 @@ def check_tree(e) -> None:
     one_of("draft_tree.next_kind", e.next_kind, NEXT_KINDS)
 
 
+def check_suffix_match(e) -> None:
+    """suffix_match: a match of 1..MAX_MATCH tokens, per node a count within the occurrences and an origin, the
+    verify curve over the tree's sizes (one more than its rows)."""
+    whole("suffix_match.match", e.match, 1, MAX_MATCH)
+    if len(e.match_tokens) != e.match:
+        raise ValueError(
+            f"suffix_match.match_tokens must hold match ({e.match}) tokens, got {len(e.match_tokens)}"
+        )
+    texts("suffix_match.match_tokens", e.match_tokens)
+    whole("suffix_match.occurrences", e.occurrences, 1, MAX_OCCURRENCES)
+    same_length("suffix_match", e, ["token_ids", "counts", "origins"], MAX_TREE_NODES)
+    each("suffix_match.token_ids", e.token_ids, whole, 0)
+    each("suffix_match.counts", e.counts, whole, 1, e.occurrences)
+    for i, origin in enumerate(e.origins):
+        if not (isinstance(origin, list) and len(origin) == 2):
+            raise ValueError(f"suffix_match.origins[{i}] must be [runs_ago, at], got {short_repr(origin)}")
+        whole(f"suffix_match.origins[{i}][0]", origin[0], 0)
+        whole(f"suffix_match.origins[{i}][1]", origin[1], 0)
+    if len(e.verify) != len(e.token_ids) + 2:
+        raise ValueError(
+            f"suffix_match.verify must hold t(n) ÷ t(1) for n = 1..{len(e.token_ids) + 2}, got {len(e.verify)}"
+        )
+    each("suffix_match.verify", e.verify, positive, none_ok=False)
+    each("suffix_match.measured", e.measured, whole, 1, MAX_FORWARD_ROWS)
+    if e.next_count is not None:
+        whole("suffix_match.next_count", e.next_count, 1, e.occurrences)
+
+
 def check_committed(e) -> None:
     same_length("committed", e, ["token_ids", "tokens", "origins", "p"], MAX_TREE_NODES + 1)
     each("committed.token_ids", e.token_ids, whole, 0)
@@ -448,6 +478,7 @@ CHECKS = {
     "round_timed": check_timed,
     "retokenized": check_retokenized,
     "lookahead_window": check_window,
+    "suffix_match": check_suffix_match,
     "prefilling": check_prefilling,
     "beam_verified": check_beam_verified,
 }

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from engine import costmodel
-from engine.figures import Exact, decimals_of, derive, fixed, parse
+from engine.figures import Exact, decimals_of, derive, fixed, parse, plural
 from engine.specs import family
 
 from .drift import lossy_badge, lossy_note
@@ -94,6 +94,51 @@ def tree_costs(s: dict) -> list[str]:
         "page does not model it, so it predicts no speedup for a tree run; the race measures one."
     )
     return out
+
+
+def suffix_sizing(run) -> str:
+    """How suffix speculation sized its trees on this host's verify curve, with one round's numbers beside the
+    rule (the last round a node was left out), and the run's sizes. "" for a run without suffix rounds."""
+    matched = [r for r in (run.rounds if run else []) if r.suffix is not None]
+    if not matched:
+        return ""
+    m = next((r.suffix for r in reversed(matched) if r.suffix.next_count is not None), matched[-1].suffix)
+    k, occ, counts, t = len(m.counts), m.occurrences, m.counts, m.verify
+    e = Exact.ratio(occ + sum(counts), occ)  # 1 + Σ count ÷ occurrences
+    measured = ", ".join(map(str, m.measured)) or "none yet"
+    lines = [
+        "<b>How suffix sized its trees.</b> Each round it counts what followed the latest occurrences of the "
+        "context's longest repeated suffix and takes the nodes best first: a node seen after c of the m "
+        "occurrences adds c/m expected tokens, and is added while (E + c/m) ÷ t(k + 2) > E ÷ t(k + 1), where E "
+        "= 1 + the scores taken so far and t(n) is the verify forward over n positions ÷ t(1), timed on this "
+        f"host in this run (sizes timed when round {m.round} was drafted: {measured}; between them the cost "
+        "model's line)."
+    ]
+    now, (e_text, t_text) = derive(lambda a, b: a / b, [e, (t[k], 2)], 2)
+    line = (
+        f"Round {m.round}: a match of {m.match} tokens, {plural(occ, 'occurrence')}, {plural(k, 'node')}: "
+        f"E = {e_text} tokens expected, E ÷ t({k + 1}) = {e_text} ÷ {t_text} = {now}"
+    )
+    if m.next_count is not None:
+        nxt = Exact.ratio(m.next_count, occ)
+        (now2, then), (e2, t1_, s_, t2_) = derive(
+            lambda a, b, x, c: (a / b, (a + x) / c), [e, (t[k], 2), nxt, (t[k + 1], 2)], (2, 2)
+        )
+        paid = parse(then) > parse(now2)
+        line += (
+            f"; the next node, seen {nxt.text()}, would give ({e2} + {s_}) ÷ t({k + 2}) = ({e2} + {s_}) ÷ {t2_} = "
+            f"{then} per forward-step against {now2}: "
+            + ("it would have paid, but the tree was at its node budget." if paid else "it did not pay.")
+        )
+    else:
+        line += "; no node was left out."
+    sizes = sorted(len(r.suffix.counts) for r in matched)
+    lines.append(
+        line
+        + f" Over the run: {plural(len(matched), 'suffix round')}, trees of {sizes[0]}–{sizes[-1]} nodes "
+        f"(median {sizes[len(sizes) // 2]})."
+    )
+    return "".join(f"<p>{line}</p>" for line in lines)
 
 
 def one_round(s: dict, gamma: int) -> dict | None:
@@ -328,6 +373,7 @@ def render_explain(events) -> str:
     return (
         f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
         f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}"
+        f"{suffix_sizing(spec)}"
         f"{whatif_panel(s)}"
         f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>'
     )

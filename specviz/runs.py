@@ -22,12 +22,13 @@ ROUND_KINDS = {
     "verified",
     "draft_tree",
     "lookahead_window",
+    "suffix_match",
     "rolled_back",
     "committed",
     "round_timed",
 }
 # RoundView attribute of each round event kind
-ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window"}
+ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window", "suffix_match": "suffix"}
 
 
 def positive(x) -> float | None:
@@ -85,6 +86,7 @@ class RoundView:
     timed: object = None
     tree: object = None  # DraftTree of a tree-speculation round (drafted / verified then hold its chain view)
     window: object = None  # LookaheadWindow: lookahead decoding's Jacobi window this round
+    suffix: object = None  # SuffixMatched: where suffix speculation's tree came from, and its sizing
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cached(self, key, build):

@@ -155,6 +155,7 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
         proposer = f" · Medusa head {node.depth}" if who == "medusa" else ""
         rows += [
             ("node", f"{i} · depth {node.depth}{proposer}"),
+            *_suffix_rows(rv.suffix, t, i),
             ("draft q", fmt_p(_at(t.q, i))),
             ("target p", fmt_p(_at(t.p, i))),
             (f"accept ({rule})", "not tested" if tested is None else fmt_p(tested)),
@@ -198,6 +199,27 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
         cls="node",
         extra=extra,
     )
+
+
+def _suffix_rows(m, t, i: int) -> list:
+    """Suffix speculation's tooltip rows for node i: how often it followed the match, and where it was last seen
+    (this run's text or the session's k-th most recent earlier run). None when the round has no match record or
+    its nodes are not the tree's (a hand-made trace)."""
+    if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.counts):
+        return []
+    runs_ago, at = m.origins[i]
+    where = (
+        "this run"
+        if runs_ago == 0
+        else ("the session's last run" if runs_ago == 1 else f"the session's run {runs_ago} back")
+    )
+    return [
+        (
+            "seen",
+            f"after {m.counts[i]} of the {m.occurrences} occurrences of the {m.match}-token match «{visible(''.join(m.match_tokens))}»",
+        ),
+        ("latest", f"{where}, position {at}"),
+    ]
 
 
 def _whole(node: Node) -> list:

@@ -45,10 +45,12 @@ def test_history_is_bounded_and_matches_never_cross_runs():
     h = History(max_n=3, max_tokens=10)
     h.add([1, 2, 3, 4])
     h.add([3, 4, 9, 9])
-    assert [seq[s : s + 3] for seq, s in h.occurrences((3, 4), 8)] == [[3, 4, 9], [3, 4, -(10**9)]]
+    found = h.occurrences((3, 4), 8)
+    assert [seq[s : s + 3] for seq, s, _, _ in found] == [[3, 4, 9], [3, 4, -(10**9)]]
+    assert [(ago, s - offset) for _, s, ago, offset in found] == [(1, 0), (2, 2)]  # runs back, position in it
     h.add([7, 7, 7, 7, 7])  # 13 tokens > 10: the oldest run goes
     assert len(h.runs) == 2 and h.runs[0] == [3, 4, 9, 9]
-    assert all(seq[s] == 3 for seq, s in h.occurrences((3, 4), 8))
+    assert all(seq[s] == 3 for seq, s, _, _ in h.occurrences((3, 4), 8))
     assert not h.occurrences((4, 7), 8)  # the separator: no match spans two runs
 
 
@@ -161,3 +163,104 @@ def test_a_tree_fits_the_cache_the_factory_sized(target):
     d = make(GenerationConfig(tree_budget=5), None, 100, None)
     assert isinstance(d, SuffixDrafter) and d.budget == 5
     assert tree.depths([-1, 0, 0, 1]) == [1, 2, 2, 3]
+
+
+def test_auto_offers_suffix_with_the_session_history(target):
+    """auto prices suffix speculation beside n-gram lookup and recycling: with a history of an earlier run that
+    wrote what follows, a suffix tree is among its candidates from the first drafted round and auto picks it;
+    the output is AR's; the history gains the run, its template positions masked like suffix's own."""
+    engine = Engine(target, "auto", measure_step=False)
+    assert engine.make_drafter.takes_history
+    built = engine.make_drafter(GenerationConfig(), None, 64, None, History())
+    assert set(built.trees) == {"recycle", "suffix"} and built.drafter.name.startswith("ngram")
+    cfg = GenerationConfig(gamma=4, max_new_tokens=32, raw=True)
+    first = list(engine.generate("x y", cfg))[-1]
+    history = History()
+    history.add(engine.encode("x y", True) + first.token_ids)
+    events = list(engine.generate("x y", cfg, history=history))
+    assert events[-1].token_ids == first.token_ids
+    decided = [e for e in events if e.kind == "decided"]
+    assert "suffix" in {c["drafter"] for e in decided for c in e.candidates}
+    assert any(e.drafter == "suffix" for e in decided)
+    assert len(history.runs) == 2
+
+
+def test_each_node_says_how_often_and_where_it_was_seen(target):
+    """The suffix_match event: per node, its count within the occurrences and its latest occurrence, which holds
+    the node's token (this run's text or the session's earlier run); it validates and round-trips; the tree
+    tooltip and Explain print it; a count above the occurrences is refused."""
+    from engine.drafters.suffix import OCCURRENCES
+    from engine.validate import MAX_OCCURRENCES
+    from specviz.explain import render_explain
+    from specviz.tree import render_tree
+
+    assert MAX_OCCURRENCES == OCCURRENCES
+    engine = Engine(target, "suffix", measure_step=False)
+    cfg = GenerationConfig(gamma=4, max_new_tokens=40, raw=True)
+    history = History()
+    list(engine.generate("x y", cfg, history=history))
+    events = list(engine.generate("x y", cfg, history=history))
+    ids = engine.encode("x y", True) + events[-1].token_ids
+    matched = [e for e in events if e.kind == "suffix_match"]
+    trees = {e.round: e for e in events if e.kind == "draft_tree"}
+    assert matched and {m.round for m in matched} <= set(trees)
+    sources = set()
+    for m in matched:
+        assert m.token_ids == trees[m.round].token_ids
+        assert all(1 <= c <= m.occurrences for c in m.counts)
+        for tok, (ago, at) in zip(m.token_ids, m.origins):
+            seq = ids if ago == 0 else history.runs[-1 - ago]  # the run itself is the history's newest now
+            assert seq[at] == tok
+            sources.add(ago)
+        assert len(m.verify) == len(m.token_ids) + 2 and m.verify[0] == 1.0
+    assert 1 in sources  # the earlier run supplied some node
+    assert trace_from_json(trace_to_json(events)) == events
+    html = render_tree(events)
+    assert "the session&#39;s last run, position" in html and "occurrences of the" in html
+    explain = render_explain(events)
+    assert "How suffix sized its trees" in explain
+    bad = json.loads(trace_to_json(events))
+    k = next(i for i, e in enumerate(bad["events"]) if e["kind"] == "suffix_match")
+    bad["events"][k]["counts"][0] = bad["events"][k]["occurrences"] + 1
+    with pytest.raises(ValueError, match="suffix_match.counts"):
+        trace_from_json(json.dumps(bad))
+
+
+def test_explain_prints_the_sizing_rule_with_numbers_that_reproduce():
+    """Explain's sizing line, from a hand-made round: E and the two rates recompute from the printed inputs, and
+    the verdict follows the rule (a node that would pay, left out, is the budget's doing)."""
+    import re
+    from types import SimpleNamespace
+
+    from engine.events import SuffixMatched
+    from specviz.explain import suffix_sizing
+
+    def run_with(next_count, verify):
+        m = SuffixMatched(
+            round=1,
+            pos=5,
+            match=2,
+            match_tokens=["a", "b"],
+            occurrences=12,
+            token_ids=[7, 8, 9],
+            counts=[10, 7, 3],
+            origins=[[0, 1], [0, 2], [1, 3]],
+            verify=verify,
+            measured=[1, 4],
+            next_count=next_count,
+        )
+        return SimpleNamespace(rounds=[SimpleNamespace(round=1, suffix=m)])
+
+    text = suffix_sizing(run_with(2, [1.0, 1.05, 1.1, 1.2, 1.5]))
+    e, t, rate = re.search(r"E ÷ t\(4\) = ([\d/.]+) ÷ ([\d.]+) = ([\d.]+)", text).groups()
+    assert e == "8/3" and f"{(8 / 3) / float(t):.2f}" == rate
+    a, b, c, then, now = re.search(
+        r"\(([\d/.]+) \+ ([\d/.]+)\) ÷ t\(5\) = \(\S+ \+ \S+\) ÷ ([\d.]+) = ([\d.]+) per forward-step against ([\d.]+)",
+        text,
+    ).groups()
+    assert (a, b, now) == ("8/3", "1/6", rate)
+    assert f"{(8 / 3 + 1 / 6) / float(c):.2f}" == then and float(then) <= float(now)
+    assert "it did not pay" in text
+    cheap = suffix_sizing(run_with(2, [1.0, 1.0, 1.0, 1.0, 1.0]))
+    assert "node budget" in cheap
+    assert suffix_sizing(None) == ""

@@ -13,9 +13,11 @@ that was never verified is tried once when it has a proposal, even where another
 is a prior until then, and a long match in copied text is accepted far more often than the prior says). Every
 choice is returned with the numbers behind it, so the UI can explain why.
 
-Tree drafters that are free to ask (`trees`: token recycling) are asked every round too and priced from the
-accepted drafts per round their trees earned (a prior until tried) over their asking time and the verify forward
-of the tree's size (costmodel.round_rate); they read every round's forward (`observe_forward`), chosen or not.
+Tree drafters that are free to ask (`trees`: token recycling, suffix speculation) are asked every round too and
+priced from the accepted drafts per round their trees earned (a prior until tried) over their asking time and the
+verify forward of the tree's size (costmodel.round_rate); they read every round's forward (`observe_forward`) and
+its time (`observe_verify`: suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
+history when the run has one.
 
 Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
 asked, next to what the free drafter has, from their own measured c, their α (a prior until tried) and the share
@@ -77,7 +79,7 @@ class AutoDrafter(Drafter):
         # free-to-ask tree drafters (token recycling), priced per round
         self.trees = {d.name: d for d in trees}
         # recycling reads every forward's top-k, chosen or not
-        self.topk = max((d.k for d in trees), default=0)
+        self.topk = max((getattr(d, "k", 0) for d in trees), default=0)
         self.tree_accepted: dict[
             str, float
         ] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
@@ -316,6 +318,9 @@ class AutoDrafter(Drafter):
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
         self.drafter.learn(n_accepted if g and chosen == self.drafter.name else 0, ids, verify_s)
+        for d in self.trees.values():  # the forward's time at the size verified, whichever drafter it was
+            if hasattr(d, "observe_verify"):
+                d.observe_verify(g + 1, verify_s)
         for name, d in self.costly.items():
             d.learn(n_accepted if g and chosen == name else 0, ids, verify_s)
         self.last = (0, [], "")
@@ -329,6 +334,13 @@ class AutoDrafter(Drafter):
         for i, v in enumerate(variants[: n_accepted + 1]):
             self.trials[v] += 1
             self.hits[v] += 1 if i < n_accepted else 0
+
+    def source(self, ids: list[int]) -> list[int]:
+        """What a session's history keeps of this run: the suffix drafter's view (template positions masked)."""
+        for d in self.trees.values():
+            if hasattr(d, "source"):
+                return d.source(ids)
+        return list(ids)
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
@@ -393,14 +405,15 @@ class _Nothing(Drafter):
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of auto[:ngram|eagle|medusa]: n-gram lookup and, unless auto:ngram, token recycling
-    and (where the shipped heads fit the target) eagle and medusa, each built through the registry (ctx.factory);
+    """The per-run constructor of auto[:ngram|eagle|medusa]: n-gram lookup and, unless auto:ngram, token recycling,
+    suffix speculation (with the session's history when the run has one) and (where the shipped heads fit the
+    target) eagle and medusa, each built through the registry (ctx.factory);
     auto:eagle / auto:medusa price that head alone (no lookup, no recycling): the head with its γ chosen each round
     by the same cost model, plain rounds where it does not pay."""
     offer = spec["offer"]
     alone = offer in ("eagle", "medusa")
     ngram = None if alone else ctx.factory("ngram", target)
-    full = offer == ""
+    full = not offer  # plain `auto` (the offer left out)
     heads = (
         [ctx.factory(offer, target)]
         if alone
@@ -408,12 +421,22 @@ def build(spec: DraftSpec, target, ctx):
         if full and heads_fit(target)
         else []
     )
-    trees = [ctx.factory("recycle", target)] if full else []
-    make = lambda cfg, gen, max_len, cache: AutoDrafter(
-        _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache),
-        target.device,
-        costly=tuple(m(cfg, gen, max_len, cache) for m in heads),
-        trees=tuple(m(cfg, gen, max_len, cache) for m in trees),
-    )
+    trees = [ctx.factory("recycle", target), ctx.factory("suffix", target)] if full else []
+
+    def make(cfg, gen, max_len, cache, history=None):
+        built = (
+            m(cfg, gen, max_len, cache, history)
+            if getattr(m, "takes_history", False)
+            else m(cfg, gen, max_len, cache)
+            for m in trees
+        )
+        return AutoDrafter(
+            _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache),
+            target.device,
+            costly=tuple(m(cfg, gen, max_len, cache) for m in heads),
+            trees=tuple(built),
+        )
+
     make.rows = max([getattr(m, "rows", 0) for m in trees], default=0)
+    make.takes_history = True
     return make

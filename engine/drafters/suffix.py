@@ -23,15 +23,17 @@ MAX_HISTORY_TOKENS (the oldest runs are dropped): the app keeps one per visitor'
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import threading
 
 import torch
 
 from .. import costmodel
+from ..events import SuffixMatched
 from ..sampling.tree import trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Note, empty_draft
 from .ngram import NgramIndex, template_mask, template_reader
 
 OCCURRENCES = 64  # latest occurrences of the match whose continuations are counted
@@ -48,7 +50,7 @@ class History:
         self.max_n, self.max_tokens = max_n, max_tokens
         self.runs: list[list[int]] = []
         self.lock = threading.Lock()
-        self._index, self._flat = NgramIndex(max_n), []
+        self._index, self._flat, self._starts = NgramIndex(max_n), [], []
 
     def add(self, source: list[int]) -> None:
         """Keep one finished run's sequence (its last max_tokens tokens at most)."""
@@ -56,22 +58,31 @@ class History:
             self.runs.append(list(source[-self.max_tokens :]))
             while sum(map(len, self.runs)) > self.max_tokens and len(self.runs) > 1:
                 self.runs.pop(0)
-            self._flat, self._index = [], NgramIndex(self.max_n)  # rebuilt on the next match
+            self._flat, self._index, self._starts = (
+                [],
+                NgramIndex(self.max_n),
+                [],
+            )  # rebuilt on the next match
             for k, run in enumerate(self.runs):
+                self._starts.append(len(self._flat))
                 self._flat += run + [-(10**9) - k]  # a separator nothing matches across
 
     @property
     def tokens(self) -> int:
         return len(self._flat)
 
-    def occurrences(self, suffix: tuple, limit: int) -> list[tuple[list[int], int]]:
-        """(sequence, start) of the latest occurrences of `suffix` in the history, at most `limit`."""
+    def occurrences(self, suffix: tuple, limit: int) -> list[tuple[list[int], int, int, int]]:
+        """(sequence, start, runs_ago, run's offset in the sequence) of the latest occurrences of `suffix` in the
+        history, at most `limit`: runs_ago 1 is the most recent earlier run, and start − offset the position in it."""
         with self.lock:
             if not self._flat:
                 return []
             self._index._extend(self._flat)
-            starts = self._index.starts.get(suffix, [])
-            return [(self._flat, s) for s in reversed(starts[-limit:])]
+            out = []
+            for s in reversed(self._index.starts.get(suffix, [])[-limit:]):
+                k = bisect.bisect_right(self._starts, s) - 1
+                out.append((self._flat, s, len(self.runs) - k, self._starts[k]))
+            return out
 
 
 def pick(tokens, parents, scores, t, chain: bool = False, budget: int = MAX_NODES) -> list[int]:
@@ -136,30 +147,33 @@ class SuffixDrafter(Drafter):
         )
         return curve(n)
 
-    def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]]]:
-        """(match length n, continuations after its latest occurrences: this run's, then the history's)."""
+    def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]], list[list[int]]]:
+        """(match length n, continuations after its latest occurrences: this run's, then the history's, and per
+        continuation [runs_ago, position of its first token in its run]: 0 = this run)."""
         self.index._extend(src)
         for n in range(min(self.max_n, len(src) - 1), 0, -1):
             suffix = tuple(src[-n:])
             if any(t < 0 for t in suffix):
                 continue
-            found = [(src, s) for s in reversed(self.index.starts.get(suffix, [])) if s + n < len(src)][
+            found = [(src, s, 0, 0) for s in reversed(self.index.starts.get(suffix, [])) if s + n < len(src)][
                 :OCCURRENCES
             ]
             if self.history is not None and len(found) < OCCURRENCES:
                 found += self.history.occurrences(suffix, OCCURRENCES - len(found))
-            conts = []
-            for seq, s in found:
+            conts, origins = [], []
+            for seq, s, ago, offset in found:
                 cont = seq[s + n : s + n + gamma]
                 cont = cont[: next((k for k, t in enumerate(cont) if t < 0), len(cont))]
                 if cont:
                     conts.append(cont)
+                    origins.append([ago, s + n - offset])
             if conts:
-                return n, conts
-        return 0, []
+                return n, conts, origins
+        return 0, [], []
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        n, conts = self.continuations(self.source(ids), gamma)
+        src = self.source(ids)
+        n, conts, origins = self.continuations(src, gamma)
         if not conts:
             self.last_rows = 1
             return empty_draft(self.device, self.name)
@@ -171,20 +185,85 @@ class SuffixDrafter(Drafter):
             return empty_draft(self.device, self.name)
         new = {old: k for k, old in enumerate(keep)}
         self.last_rows = len(keep) + 1
+        first = latest_through(tokens, parents, conts)
+        left = [
+            counts[i] for i in range(len(tokens)) if i not in new and (parents[i] < 0 or parents[i] in new)
+        ]
+        match = {
+            "match": n,
+            "match_ids": src[-n:],  # never a template position (continuations() skips those)
+            "occurrences": len(conts),
+            "token_ids": [tokens[i] for i in keep],
+            "counts": [counts[i] for i in keep],
+            "origins": [_origin(origins[first[i]], depth) for i, depth in zip(keep, _depths(parents, keep))],
+            "verify": [round(self.verify_time(k) / self.verify_time(1), 4) for k in range(1, len(keep) + 3)],
+            "measured": sorted(k for k, v in self.times.items() if v),
+            "next_count": max(left) if left and not self.chain else None,
+        }
         return Draft(
             torch.tensor([tokens[i] for i in keep], device=self.device),
             None,
             self.name,
             parents=[new[parents[i]] if parents[i] >= 0 else -1 for i in keep],
             variant=f"n={n}",
+            notes=[Note("suffix_match", match, _match_event)],
         )
 
     def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """The verify forward's time at the size just proposed (a plain step: size 1), the last 32 kept."""
-        if verify_s and verify_s > 0 and self.last_rows:
-            kept = self.times.setdefault(self.last_rows, [])
+        """The verify forward's time at the size just proposed (a plain step: size 1)."""
+        self.observe_verify(self.last_rows, verify_s)
+
+    def observe_verify(self, rows: int, verify_s: float) -> None:
+        """One verify forward's time over `rows` positions, the last 32 per size kept; auto hands every round's
+        here, whichever drafter it chose, so the tree is sized on the same curve auto prices with."""
+        if verify_s and verify_s > 0 and rows:
+            kept = self.times.setdefault(rows, [])
             kept.append(verify_s)
             del kept[:-32]
+
+
+def latest_through(tokens: list, parents: list, conts: list[list[int]]) -> list[int]:
+    """Per trie node (trie(conts)'s order), the index of the first continuation passing through it: conts come
+    latest first, so it is the node's latest occurrence."""
+    index = {(par, tok): i for i, (tok, par) in enumerate(zip(tokens, parents))}
+    first = [-1] * len(tokens)
+    for b, seq in enumerate(conts):
+        par = -1
+        for tok in seq:
+            par = index[(par, tok)]
+            if first[par] < 0:
+                first[par] = b
+    return first
+
+
+def _depths(parents: list, keep: list) -> list[int]:
+    """Depth (1 = a child of the root) of each kept node, in keep's order (parents come first)."""
+    depth: dict[int, int] = {}
+    for i in keep:
+        depth[i] = 1 if parents[i] < 0 else depth[parents[i]] + 1
+    return [depth[i] for i in keep]
+
+
+def _origin(origin: list, depth: int) -> list[int]:
+    """[runs_ago, position] of a node at this depth in the continuation whose first token is at origin's."""
+    return [origin[0], origin[1] + depth - 1]
+
+
+def _match_event(round_: int, pos: int, text, m: dict) -> SuffixMatched:
+    """The round's match, where each node was seen and the curve the tree was sized on (a `suffix_match` event)."""
+    return SuffixMatched(
+        round=round_,
+        pos=pos,
+        match=m["match"],
+        match_tokens=text.many(m["match_ids"]),
+        occurrences=m["occurrences"],
+        token_ids=m["token_ids"],
+        counts=m["counts"],
+        origins=m["origins"],
+        verify=m["verify"],
+        measured=m["measured"],
+        next_count=m["next_count"],
+    )
 
 
 def build(spec: DraftSpec, target, ctx):
