@@ -125,6 +125,10 @@ def build_demo() -> gr.Blocks:
     with Page(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
         # the session's run: a RunSet while streaming, packed bytes once settled
         events = gr.State([], time_to_live=h.STATE_TTL_S)
+        # the session's earlier prompts and outputs, which suffix speculation drafts from (never shared); its bound
+        # SPECVIZ_HISTORY_TOKENS is checked here, at start-up
+        h.session_history()
+        history = gr.State(h.session_history, time_to_live=h.STATE_TTL_S)
         gr.Markdown(
             "# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
             "the target verifies them in one forward, and you see what was accepted, rejected and why.",
@@ -404,6 +408,7 @@ def build_demo() -> gr.Blocks:
                 prompt=prompt,
                 drift=drift_btn,
                 drift_out=drift_out,
+                history=history,
             ),
         )
     return demo
@@ -417,7 +422,9 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     run_event = (
         c["run"]
         .click(h.running_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
-        .then(h.generate_from, controls + [events], run_outs, api_name="run", **hidden, **compute)
+        .then(
+            h.generate_from, controls + [events, c["history"]], run_outs, api_name="run", **hidden, **compute
+        )
     )
     run_event.then(h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
     # Stop cancels the run first, then settles what it generated: settling in the same click would race

@@ -16,7 +16,7 @@ from ui import handlers as h
 from ui import tour
 from ui.app_views import VIEWS
 from ui.controls import FIELDS, TRACE_SETS, Controls
-from ui.warmup import WARM_RUN
+from ui.warmup import WARM_DATA, WARM_RUN
 
 SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
 
@@ -153,12 +153,12 @@ def test_the_first_update_carries_tokens_before_any_chart(monkeypatch):
 
 
 def test_the_run_button_is_wired_by_the_controls_names():
-    """The run endpoint takes one input per Controls field, in FIELDS order, then the state; the warm-up run
+    """The run endpoint takes one input per Controls field, in FIELDS order, then the two states; the warm-up run
     through the queue sends exactly that; outputs are RunOutputs by name (state, slider, download, the views)."""
     demo = app.build_demo()
     run = next(d for d in demo.config["dependencies"] if d.get("api_name") == "run")
     labels = {c["id"]: c["props"].get("label") for c in demo.config["components"]}
-    assert len(run["inputs"]) == len(FIELDS) + 1 == len([*WARM_RUN.values(), None])
+    assert len(run["inputs"]) == len(FIELDS) + 2 == len(WARM_DATA)
     assert [labels[i] for i in run["inputs"][:3]] == [
         "Model pair (draft → target)",
         "Drafter",
@@ -180,3 +180,29 @@ def test_a_loaded_trace_restores_its_confidence_threshold(tmp_path):
     good.write_text(trace_to_json(events), encoding="utf-8")
     controls = dict(zip(TRACE_SETS, h.loaded(str(good))[h.RUN_OUTPUTS + 1 :]))
     assert controls["adaptive"]["value"] == "confidence (p_min)" and controls["p_min"]["value"] == 0.6
+
+
+@pytest.mark.slow  # a real model through the handler
+def test_a_session_drafts_from_its_own_earlier_runs_and_no_other():
+    """Two runs of suffix speculation in one session: the second drafts nodes from the first (its tooltip says so)
+    and the history holds both; another session's history is its own. The bound is checked at start-up."""
+    ask = Controls(drafter="suffix", max_new=24, prompt="List three primary colours.")
+    mine, other = h.session_history(), h.session_history()
+    assert mine is not other and mine.max_tokens == h.HISTORY_TOKENS
+    list(h.generate(ask, None, mine))
+    second = list(h.generate(ask, None, mine))[-1]
+    events = guard.unpack(second.state)
+    origins = [o for e in events if e.kind == "suffix_match" for o in e.origins]
+    assert any(ago == 1 for ago, _ in origins)
+    assert "the session&#39;s last run" in second.tree
+    assert len(mine.runs) == 2 and not other.runs
+    first_alone = guard.unpack(list(h.generate(ask, None, other))[-1].state)
+    assert not any(ago for e in first_alone if e.kind == "suffix_match" for ago, _ in e.origins)
+
+
+def test_the_history_bound_is_checked_with_its_name_and_range(monkeypatch):
+    monkeypatch.setattr(h, "HISTORY_TOKENS", 10**9)
+    with pytest.raises(ValueError, match="SPECVIZ_HISTORY_TOKENS must be between 0 and 16384"):
+        h.session_history()
+    monkeypatch.setattr(h, "HISTORY_TOKENS", 0)
+    assert h.session_history() is None

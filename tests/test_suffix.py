@@ -45,13 +45,41 @@ def test_history_is_bounded_and_matches_never_cross_runs():
     h = History(max_n=3, max_tokens=10)
     h.add([1, 2, 3, 4])
     h.add([3, 4, 9, 9])
-    found = h.occurrences((3, 4), 8)
+    found = h.view().occurrences((3, 4), 8)
     assert [seq[s : s + 3] for seq, s, _, _ in found] == [[3, 4, 9], [3, 4, -(10**9)]]
     assert [(ago, s - offset) for _, s, ago, offset in found] == [(1, 0), (2, 2)]  # runs back, position in it
     h.add([7, 7, 7, 7, 7])  # 13 tokens > 10: the oldest run goes
-    assert len(h.runs) == 2 and h.runs[0] == [3, 4, 9, 9]
-    assert all(seq[s] == 3 for seq, s, _, _ in h.occurrences((3, 4), 8))
-    assert not h.occurrences((4, 7), 8)  # the separator: no match spans two runs
+    assert len(h.runs) == 2 and list(h.runs[0]) == [3, 4, 9, 9]
+    assert all(seq[s] == 3 for seq, s, _, _ in h.view().occurrences((3, 4), 8))
+    assert not h.view().occurrences((4, 7), 8)  # the separator: no match spans two runs
+
+
+def test_a_long_session_stays_under_its_memory_bound():
+    """300 runs of 1,000 tokens into a history capped at 16,384: it keeps at most the cap (the newest runs), and
+    at rest its memory (tracemalloc) is the tokens at 8 bytes each plus a little; a run's indexed view is
+    its own and goes with it. A copy (the app's per-session state) and a pickled one (a ZeroGPU worker's argument)
+    are independent histories with their own lock."""
+    import copy
+    import pickle
+    import tracemalloc
+
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    h = History(max_tokens=16384)
+    for k in range(300):
+        h.add([(k * 1000 + j) % 50000 for j in range(1000)])
+        assert h.tokens <= 16384
+    at_rest = tracemalloc.get_traced_memory()[0] - before
+    view = h.view()
+    assert view.occurrences(tuple(h.runs[-1][:3]), 4)  # the view indexes on first use
+    del view
+    tracemalloc.stop()
+    assert h.tokens == 16000 and list(h.runs[-1][:2]) == [299000 % 50000, 299001 % 50000]
+    assert at_rest <= 16384 * 8 + 32 * 1024, at_rest
+    for twin in (copy.deepcopy(h), pickle.loads(pickle.dumps(h))):
+        twin.add([1, 2, 3])
+        assert twin.tokens == h.tokens + 3 and twin.lock is not h.lock
+    assert h.tokens == 16000
 
 
 def test_the_spec_parses_and_refuses_out_of_range():

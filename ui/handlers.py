@@ -30,6 +30,7 @@ from engine import Engine, GenerationConfig, load_model
 from engine.config import MAX_BATCH, MAX_GAMMA
 from engine.decode.drift import drift_job
 from engine.drafters.heads import heads_pending
+from engine.drafters.suffix import MAX_HISTORY_TOKENS, History
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
 from specviz.drift import drift_progress_html, sampled_drift_html
@@ -58,6 +59,9 @@ MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # 
 STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))
 # sessions kept in memory; the oldest go first
 MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))
+# a session's earlier prompts and outputs kept for suffix speculation (and auto) to draft from: one per visitor,
+# never shared, 8 bytes a token at rest (engine/drafters/suffix.py); 0 keeps none
+HISTORY_TOKENS = int(os.environ.get("SPECVIZ_HISTORY_TOKENS", str(MAX_HISTORY_TOKENS)))
 # runs, API calls, trace loads and Plays at once
 CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))
 # trace files kept in TRACE_DIR (and < 1 h old)
@@ -95,14 +99,26 @@ def refused(message: str, outputs: int) -> tuple:
     return (gr.skip(),) * outputs
 
 
+def session_history() -> History | None:
+    """A new visitor's history (the page's gr.State calls it once per session); None when SPECVIZ_HISTORY_TOKENS
+    is 0. Checked at start-up: a value out of range stops the server with its name and range."""
+    if not 0 <= HISTORY_TOKENS <= MAX_HISTORY_TOKENS:
+        raise ValueError(
+            f"SPECVIZ_HISTORY_TOKENS must be between 0 and {MAX_HISTORY_TOKENS}, got {HISTORY_TOKENS}"
+        )
+    return History(max_tokens=HISTORY_TOKENS) if HISTORY_TOKENS else None
+
+
 @gpu
-def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool):
-    """(lane, event) of the speculative run, interleaved round by round with the AR baseline's when racing."""
+def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, race: bool, history=None):
+    """(lane, event) of the speculative run, interleaved round by round with the AR baseline's when racing; a
+    drafter that reads the session's history (suffix, auto) drafts from it, and the run joins it. (On ZeroGPU the
+    worker gets a copy: the history then does not grow.)"""
     engine = Engine(load_model(target), draft)
     if race:
-        yield from engine.race(prompt, cfg)
+        yield from engine.race(prompt, cfg, history=history)
     else:
-        for event in engine.generate(prompt, cfg):
+        for event in engine.generate(prompt, cfg, history=history):
             yield "speculative", event
 
 
@@ -192,8 +208,9 @@ def refused_run(message: str, state) -> RunOutputs:
     return RunOutputs(*refused(message, RUN_OUTPUTS))._replace(summary=av.summary_html(guard.runs(state)))
 
 
-def generate(controls: Controls, state=None):
-    """Stream a run: yield the views once per round, then settle the replay slider and the trace."""
+def generate(controls: Controls, state=None, history: History | None = None):
+    """Stream a run: yield the views once per round, then settle the replay slider and the trace. `history`: the
+    session's earlier runs (session_history)."""
     try:
         target, draft, cfg = controls.settings(MAX_RUN_S)
         spec = parse_draft(draft)
@@ -210,7 +227,7 @@ def generate(controls: Controls, state=None):
     # figures before the first token would hold it back ~0.2 s), or with the finished run
     runs, charts_at, shown = RunSet(), time.monotonic(), False
     try:
-        for lane, event in stream_events(target, draft, cfg, controls.prompt, controls.race):
+        for lane, event in stream_events(target, draft, cfg, controls.prompt, controls.race, history):
             if event.kind == "prefilling":  # progress, not part of the run's record; a Stop lands here too
                 yield RunOutputs(*[gr.skip()] * RUN_OUTPUTS) if shown else status(reading(event))
                 continue
@@ -292,9 +309,10 @@ def measure_drift(*controls):
 
 
 def generate_from(*values):
-    """Gradio's entry for the run button: the components' values in Controls order, then the session state."""
-    *controls, state = values
-    yield from generate(Controls.of(controls), state)
+    """Gradio's entry for the run button: the components' values in Controls order, then the session's run and
+    its history."""
+    *controls, state, history = values
+    yield from generate(Controls.of(controls), state, history if isinstance(history, History) else None)
 
 
 def api_generate(

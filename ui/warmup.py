@@ -30,6 +30,8 @@ def warm_up() -> None:
 
 WARM_PROMPT = "Repeat: the cat sat on the mat. The cat sat"
 WARM_RUN = Controls(drafter="ngram", gamma=4, max_new=8, prompt=WARM_PROMPT)  # 8 tokens, n-gram, γ = 4
+# the run endpoint's inputs: the controls, then the session's run and its history (states: the server's own)
+WARM_DATA = [*WARM_RUN.values(), None, None]
 
 
 def warm_queue(demo: gr.Blocks) -> None:
@@ -38,7 +40,7 @@ def warm_queue(demo: gr.Blocks) -> None:
     session = f"specviz-warm-up-{os.getpid()}"
     fn = next(d["id"] for d in demo.config["dependencies"] if d.get("api_name") == "run")
     body = {
-        "data": [*WARM_RUN.values(), None],
+        "data": WARM_DATA,
         "fn_index": fn,
         "session_hash": session,
         "event_data": None,

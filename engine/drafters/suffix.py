@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import statistics
 import threading
+from array import array
 
 import torch
 
@@ -38,51 +39,80 @@ from .ngram import NgramIndex, template_mask, template_reader
 
 OCCURRENCES = 64  # latest occurrences of the match whose continuations are counted
 MAX_NODES = 24  # the largest tree (verify rows besides the root); the cache is sized for it
-MAX_HISTORY_TOKENS = 16384  # a session's earlier prompts and outputs kept: its index holds ≈ 8 n-grams per
-# token, about 30 MB at the cap (tracemalloc, 16,227 tokens)
+MAX_HISTORY_TOKENS = (
+    16384  # a session's earlier prompts and outputs kept (8 bytes a token at rest; a run indexes
+)
+# them: ≈ 8 n-grams per token, about 30 MB at the cap while it runs, freed with its drafter)
+SEPARATOR = -(10**9)  # between two runs in a flattened history (minus the run's number): nothing matches it
 
 
 class History:
-    """Earlier sequences of one session (template positions as negative ids), indexed for matching; the oldest
-    are dropped past MAX_HISTORY_TOKENS. Thread-safe: a session's runs may overlap in the app."""
+    """Earlier sequences of one session (template positions as negative ids); the oldest are dropped past
+    max_tokens. At rest it holds only the tokens (8 bytes each); each run matches against its own indexed
+    snapshot (`view`), built on first use and freed with the run's drafter, so idle sessions cost no index.
+    Thread-safe: a session's runs may overlap in the app. A copy (the app's per-session state) gets its own lock."""
 
     def __init__(self, max_n: int = 8, max_tokens: int = MAX_HISTORY_TOKENS):
         self.max_n, self.max_tokens = max_n, max_tokens
-        self.runs: list[list[int]] = []
+        self.runs: list[array] = []
         self.lock = threading.Lock()
-        self._index, self._flat, self._starts = NgramIndex(max_n), [], []
 
     def add(self, source: list[int]) -> None:
         """Keep one finished run's sequence (its last max_tokens tokens at most)."""
         with self.lock:
-            self.runs.append(list(source[-self.max_tokens :]))
+            self.runs.append(array("q", source[-self.max_tokens :]))
             while sum(map(len, self.runs)) > self.max_tokens and len(self.runs) > 1:
                 self.runs.pop(0)
-            self._flat, self._index, self._starts = (
-                [],
-                NgramIndex(self.max_n),
-                [],
-            )  # rebuilt on the next match
-            for k, run in enumerate(self.runs):
-                self._starts.append(len(self._flat))
-                self._flat += run + [-(10**9) - k]  # a separator nothing matches across
 
     @property
     def tokens(self) -> int:
-        return len(self._flat)
+        """Tokens kept, over all runs."""
+        return sum(map(len, self.runs))
+
+    def view(self) -> "HistoryView":
+        """The history as it is now, flattened for one run's matching (indexed when first asked)."""
+        with self.lock:
+            flat, starts = [], []
+            for k, run in enumerate(self.runs):
+                starts.append(len(flat))
+                flat += [*run, SEPARATOR - k]
+            return HistoryView(flat, starts, self.max_n)
+
+    def __deepcopy__(self, memo) -> "History":
+        copy = History(self.max_n, self.max_tokens)
+        with self.lock:
+            copy.runs = [array("q", run) for run in self.runs]
+        return copy
+
+    def __getstate__(self) -> dict:  # pickled (a ZeroGPU worker's argument): without the lock
+        return {"max_n": self.max_n, "max_tokens": self.max_tokens, "runs": self.runs}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+
+
+class HistoryView:
+    """One run's snapshot of a session's history: the runs flattened with separators, their n-grams indexed on
+    the first match."""
+
+    def __init__(self, flat: list[int], starts: list[int], max_n: int):
+        self.flat, self.starts, self.index = flat, starts, None
+        self.max_n = max_n
 
     def occurrences(self, suffix: tuple, limit: int) -> list[tuple[list[int], int, int, int]]:
-        """(sequence, start, runs_ago, run's offset in the sequence) of the latest occurrences of `suffix` in the
-        history, at most `limit`: runs_ago 1 is the most recent earlier run, and start − offset the position in it."""
-        with self.lock:
-            if not self._flat:
-                return []
-            self._index._extend(self._flat)
-            out = []
-            for s in reversed(self._index.starts.get(suffix, [])[-limit:]):
-                k = bisect.bisect_right(self._starts, s) - 1
-                out.append((self._flat, s, len(self.runs) - k, self._starts[k]))
-            return out
+        """(sequence, start, runs_ago, run's offset in the sequence) of the latest occurrences of `suffix`, at most
+        `limit`: runs_ago 1 is the most recent earlier run, and start − offset the position in it."""
+        if not self.flat:
+            return []
+        if self.index is None:
+            self.index = NgramIndex(self.max_n)
+            self.index._extend(self.flat)
+        out = []
+        for s in reversed(self.index.starts.get(suffix, [])[-limit:]):
+            k = bisect.bisect_right(self.starts, s) - 1
+            out.append((self.flat, s, len(self.starts) - k, self.starts[k]))
+        return out
 
 
 def pick(tokens, parents, scores, t, chain: bool = False, budget: int = MAX_NODES) -> list[int]:
@@ -121,6 +151,7 @@ class SuffixDrafter(Drafter):
         self.max_n, self.device, self.name, self.chain, self.budget = max_n, device, name, chain, budget
         self.special, self.text_of = special, text_of or str
         self.history = history
+        self.seen: HistoryView | None = None  # the history as this run matches it
         self.mask: list[bool] = []
         self.index = NgramIndex(max_n)
         self.times: dict[int, list[float]] = {}  # forward rows -> measured verify seconds
@@ -159,7 +190,8 @@ class SuffixDrafter(Drafter):
                 :OCCURRENCES
             ]
             if self.history is not None and len(found) < OCCURRENCES:
-                found += self.history.occurrences(suffix, OCCURRENCES - len(found))
+                self.seen = self.seen or self.history.view()  # this run's snapshot, indexed on first use
+                found += self.seen.occurrences(suffix, OCCURRENCES - len(found))
             conts, origins = [], []
             for seq, s, ago, offset in found:
                 cont = seq[s + n : s + n + gamma]
