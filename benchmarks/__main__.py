@@ -81,6 +81,12 @@ def specbench_parser() -> argparse.ArgumentParser:
         help="comma-separated: transformers' equivalents of only these "
         "drafters (default: of every one that has one); greedy always",
     )
+    b.add_argument(
+        "--session",
+        action="store_true",
+        help="one visitor's session: each speculative contestant keeps a history of its earlier answers over "
+        "the sample (suffix and auto draft from it)",
+    )
     b.add_argument("--out", default="specbench-out")
     return b
 
@@ -99,6 +105,7 @@ def _specbench(argv: list) -> int:
         hf=not args.no_hf,
         out=args.out,
         hf_drafts=tuple(split_list(args.hf_drafts)) if args.hf_drafts is not None else None,
+        session=args.session,
         command="python -m benchmarks specbench " + shlex.join(argv),
     )
     print(

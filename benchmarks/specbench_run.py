@@ -22,6 +22,7 @@ from tqdm import tqdm
 from engine import specbench as sb
 from engine.config import GenerationConfig
 from engine.decode.engine import Engine
+from engine.drafters.suffix import History
 from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
 from engine.specs import parse_contestant
@@ -43,18 +44,26 @@ def encode_turns(tokenizer, turns: list, answers: list) -> list:
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
-def answer(config, engines, loaded, question: dict, max_new_tokens: int) -> dict:
-    """One contestant's answer to every turn of a question: tokens, seconds and target forwards per turn."""
-    out = {"new_tokens": [], "wall_time": [], "forwards": [], "token_ids": []}
+def answer(config, engines, loaded, question: dict, max_new_tokens: int, history=None) -> dict:
+    """One contestant's answer to every turn of a question: tokens, seconds, target forwards, tested and accepted
+    draft positions and the most common verify size with its cost v (target steps) per turn."""
+    out = {
+        k: [] for k in ("new_tokens", "wall_time", "forwards", "token_ids", "tested", "accepted", "v", "v_n")
+    }
     texts = []
     for _ in question["turns"]:
         ids = encode_turns(loaded.tokenizer, question["turns"], texts)
-        sample = run_config(config, engines, loaded, ids, max_new_tokens)
+        sample = run_config(config, engines, loaded, ids, max_new_tokens, history)
         texts.append(loaded.tokenizer.decode(sample.token_ids, skip_special_tokens=True))
         out["new_tokens"].append(len(sample.token_ids))
         out["wall_time"].append(sample.wall_s)
         out["token_ids"].append(list(sample.token_ids))
-        rounds = (sample.summary or {}).get("rounds")
+        summary = sample.summary or {}
+        out["accepted"].append(summary.get("accepted"))
+        out["tested"].append(tested(summary))
+        out["v"].append(summary.get("v"))
+        out["v_n"].append(summary.get("v_n"))
+        rounds = summary.get("rounds")
         out["forwards"].append(
             rounds
             if config.runner == "ours" and config.gamma
@@ -63,6 +72,13 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int) -> dict
             else None
         )
     return out
+
+
+def tested(summary: dict) -> int | None:
+    """Draft positions the target tested in a run (accepted + rejections: the cost model's α counts)."""
+    if summary.get("accepted") is None or summary.get("rejections") is None:
+        return None
+    return summary["accepted"] + summary["rejections"]
 
 
 def run_specbench(
@@ -78,8 +94,11 @@ def run_specbench(
     progress: bool = True,
     command: str | None = None,
     hf_drafts: tuple | None = None,
+    session: bool = False,
 ) -> dict:
-    """Race every contestant on a seeded stratified sample of Spec-Bench; write results.json and results.md."""
+    """Race every contestant on a seeded stratified sample of Spec-Bench; write results.json and results.md.
+    session: each of our speculative contestants keeps one History over the whole sample, as one visitor asking
+    the questions in turn (suffix and auto draft from the earlier answers; the others ignore it)."""
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
     loaded = load_model(target)
@@ -104,9 +123,12 @@ def run_specbench(
             encode_turns(loaded.tokenizer, chosen[0]["turns"], []),
             min(max_new_tokens, WARMUP_TOKENS),
         )
+    histories = {c.name: History() for c in configs if session and c.runner == "ours" and c.gamma}
     for q in chosen:
         for c in configs:  # interleaved per question
-            answers[c.name][q["question_id"]] = answer(c, engines, loaded, q, max_new_tokens)
+            answers[c.name][q["question_id"]] = answer(
+                c, engines, loaded, q, max_new_tokens, histories.get(c.name)
+            )
             bar.update(len(q["turns"]))
     bar.close()
     results = {
@@ -125,6 +147,7 @@ def run_specbench(
             "max_new_tokens": max_new_tokens,
             "questions": len(chosen),
             "temperature": 0.0,
+            "session": session,
         },
         "configs": [c.to_dict() for c in configs],
         "hf_unsupported": unsupported,
@@ -176,6 +199,43 @@ def leaderboard(configs, answers: dict, chosen: list) -> list:
     return out
 
 
+def category_table(results: dict) -> list[str]:
+    """Our speculative contestants per column: α (accepted ÷ tested draft positions), tokens per target forward,
+    and the median v(n) of their turns at the most common verify size n (target steps)."""
+    groups = {q["question_id"]: q["group"] for q in results["questions"]}
+    head = ["method", *sb.GROUPS, "overall"]
+    lines = [
+        "Per column: α (accepted ÷ tested draft positions) · tokens per target forward · median v(n) over the turns "
+        "(the verify forward's cost in target steps at each turn's most common size n).",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for c in results["configs"]:
+        rows = results["answers"][c["name"]]
+        if c["runner"] != "ours" or not c["gamma"]:
+            continue
+        cells = [c["label"]]
+        for group in (*sb.GROUPS, None):
+            turns = [
+                tuple(a[k][i] for k in ("accepted", "tested", "new_tokens", "forwards", "v", "v_n"))
+                for qid, a in rows.items()
+                if group is None or groups[qid] == group
+                for i in range(len(a["new_tokens"]))
+            ]
+            if not turns or any(t[1] is None or t[3] is None for t in turns):
+                cells.append("–")
+                continue
+            acc, test, tok, fwd = (sum(t[k] for t in turns) for k in range(4))
+            vs = [(t[4], t[5]) for t in turns if t[4] is not None and t[5]]
+            v = statistics.median(x for x, _ in vs) if vs else None
+            n = statistics.median_low(n for _, n in vs) if vs else None
+            alpha = f"{acc / test:.2f}" if test else "–"
+            cells.append(f"{alpha} · {tok / fwd:.2f} · " + (f"v({n}) {v:.2f}" if v is not None else "–"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(results: dict) -> str:
     """The leaderboard's table: speedup per column and overall (median per-question ratio in brackets)."""
     s, m = results["settings"], results["machine"]
@@ -188,7 +248,12 @@ def markdown(results: dict) -> str:
         f"{m['cpu']} ({m['cpu_count']} CPUs, {m['threads']} torch threads), torch {m['torch']}, {m['dtype']}; "
         f"{s['questions']} questions ({s['per_category']} per category, seed {s['seed']}; MT-bench both turns), "
         f"greedy, γ = {s['gamma']}, at most {s['max_new_tokens']} new tokens per turn (Spec-Bench: 1024); "
-        f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "
+        + (
+            "one session: each speculative contestant keeps a history of its earlier answers over the sample; "
+            if s.get("session")
+            else ""
+        )
+        + f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "
         "column's questions (Spec-Bench's evaluation/speed.py); the median per-question ratio in brackets.",
         "",
         "| " + " | ".join(head) + " |",
@@ -206,6 +271,7 @@ def markdown(results: dict) -> str:
             f"{row['differ_from_ar']}/{s['questions']}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", *category_table(results)]
     if results["hf_unsupported"]:
         lines += [
             "",

@@ -61,16 +61,19 @@ class Sample:
 
 
 # -- our engine: one timed run --------------------------------------------------------------------
-def time_ours(engine: Engine, ids: list, cfg: GenerationConfig, mode: str, on_event=None) -> Sample:
+def time_ours(
+    engine: Engine, ids: list, cfg: GenerationConfig, mode: str, on_event=None, history=None
+) -> Sample:
     """Run our engine, consuming events as an app would (kept in a list); time call -> last token.
 
     The Finished event comes after the engine times 3 extra target steps (for c and v), so the
     clock stops when the event before it has been handled. on_event(event), when given, sees each event
-    as it arrives (inside the timed span).
+    as it arrives (inside the timed span). history: a session's earlier runs (drafters.suffix.History) for a drafter
+    that reads them; the run joins it.
     """
     events, finished = [], None
     t0 = t_last = time.perf_counter()
-    for event in engine.generate("", cfg, mode, prompt_ids=ids):
+    for event in engine.generate("", cfg, mode, prompt_ids=ids, history=history):
         if event.kind == "finished":
             finished = event
             break

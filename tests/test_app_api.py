@@ -336,7 +336,7 @@ def test_uploads_past_a_clients_count_are_refused_and_the_folder_keeps_its_bound
 @pytest.mark.parametrize(
     "api_name,data,named",
     [
-        ("run", [], "/run takes 17 inputs"),
+        ("run", [], "/run takes 18 inputs"),
         ("batch", [], "/batch takes 7 inputs"),
         ("measure_drift", [], "/measure_drift takes 16 inputs"),
         ("load_trace", [], "/load_trace takes 1 input"),

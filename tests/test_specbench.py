@@ -106,6 +106,49 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     assert 'class="specviz specviz-leaderboard" data-rows="4"' in page and ".lb-table" in page
 
 
+def test_a_session_run_drafts_from_earlier_answers_and_reports_per_column(tiny_dirs, tmp_path):
+    """--session: the suffix contestant keeps one history over the sample (its later questions draft from the
+    earlier answers: more tokens per forward than without), outputs stay AR's; the per-column table gives α,
+    tokens per forward and v(n) for each speculative contestant, and recomputes from results.json."""
+    import re
+
+    from benchmarks.specbench_run import run_specbench
+
+    questions = sb.load_questions()
+    same = next(q for q in questions if q["group"] == "qa")
+    twice = [same, {**same, "question_id": same["question_id"] + 100_000}]  # the same question asked again
+    runs = {
+        session: run_specbench(
+            target=tiny_dirs["target"],
+            drafts=("suffix",),
+            gamma=3,
+            per_category=None,
+            max_new_tokens=12,
+            hf=False,
+            out=tmp_path / str(session),
+            questions=twice,
+            progress=False,
+            command="test",
+            session=session,
+        )
+        for session in (False, True)
+    }
+    forwards = {
+        k: sum(sum(a["forwards"]) for a in r["answers"]["ours/suffix/g3"].values()) for k, r in runs.items()
+    }
+    assert forwards[True] < forwards[False]  # the second asking drafted from the first answer
+    assert all(row["differ_from_ar"] == 0 for r in runs.values() for row in r["leaderboard"])
+    table = (tmp_path / "True" / "results.md").read_text()
+    assert "one session" in table and "one session" not in (tmp_path / "False" / "results.md").read_text()
+    row = [line for line in table.splitlines() if line.startswith("| ours suffix γ=3 |")][-1]  # per column
+    alpha, tpf = re.search(r"\| ([\d.]+) · ([\d.]+) · v\(\d+\) [\d.]+ \|$", row).groups()
+    answers = runs[True]["answers"]["ours/suffix/g3"].values()
+    acc, tested, tok, fwd = (
+        sum(sum(a[k]) for a in answers) for k in ("accepted", "tested", "new_tokens", "forwards")
+    )
+    assert (alpha, tpf) == (f"{acc / tested:.2f}", f"{tok / fwd:.2f}")
+
+
 def test_a_contestant_may_draft_trees(tiny_dirs):
     """SPEC+tree=BUDGETxBRANCHING races SPEC's trees beside its chains on one engine setting each; transformers has
     no counterpart row for it; a malformed suffix is refused by the one contestant parser, naming the grammar."""
