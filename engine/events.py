@@ -173,17 +173,20 @@ class SuffixMatched:
     match_tokens: list  # their text
     occurrences: int  # continuations counted after the match (this run's first, then the session's)
     token_ids: list  # the drafted nodes, in the draft_tree's order
-    counts: (
-        list  # per node: occurrences whose continuation passed through it (its score = count ÷ occurrences)
+    counts: list  # per node: occurrences whose continuation passed through it
+    parents: list  # per node: its parent's index (-1: the root), as in the draft_tree
+    scores: (
+        list  # per node: the chance its path is accepted, Π c ÷ (c_parent + 1) along it (suffix.path_scores)
     )
-    origins: (
-        list  # per node: [runs_ago, at], its latest occurrence: runs_ago 0 = this run, k = the session's k-th
-    )
-    # most recent earlier run; at = that token's position in its sequence (this run: absolute)
-    verify: list  # t(n) ÷ t(1) for n = 1 .. nodes + 2: the curve the tree was sized on (expected tokens
-    # 1 + Σ counts ÷ occurrences)
+    # per node: [runs_ago, at], its latest occurrence: runs_ago 0 = this run, k = the session's k-th most recent
+    # earlier run; at = that token's position in its sequence (this run: absolute)
+    origins: list
+    # t(n) ÷ t(1) for n = 1 .. nodes + 2: the curve the tree was sized on (expected tokens E = 1 + Σ scores)
+    verify: list
     measured: list  # the forward sizes n the drafter had timed (the rest of the curve: the cost model's line)
-    next_count: int | None  # the count of the best node left out (it did not pay); None: none was left
+    next_score: (
+        float | None
+    )  # the best node left out (it did not pay, or the budget was full); None: none was
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -247,9 +247,12 @@ def check_suffix_match(e) -> None:
         )
     texts("suffix_match.match_tokens", e.match_tokens)
     whole("suffix_match.occurrences", e.occurrences, 1, MAX_OCCURRENCES)
-    same_length("suffix_match", e, ["token_ids", "counts", "origins"], MAX_TREE_NODES)
+    same_length("suffix_match", e, ["token_ids", "counts", "parents", "scores", "origins"], MAX_TREE_NODES)
     each("suffix_match.token_ids", e.token_ids, whole, 0)
     each("suffix_match.counts", e.counts, whole, 1, e.occurrences)
+    for i, parent in enumerate(e.parents):
+        whole(f"suffix_match.parents[{i}]", parent, -1, i - 1)  # parents come before their children
+    each("suffix_match.scores", e.scores, prob)
     for i, origin in enumerate(e.origins):
         if not (isinstance(origin, list) and len(origin) == 2):
             raise ValueError(f"suffix_match.origins[{i}] must be [runs_ago, at], got {short_repr(origin)}")
@@ -261,8 +264,7 @@ def check_suffix_match(e) -> None:
         )
     each("suffix_match.verify", e.verify, positive, none_ok=False)
     each("suffix_match.measured", e.measured, whole, 1, MAX_FORWARD_ROWS)
-    if e.next_count is not None:
-        whole("suffix_match.next_count", e.next_count, 1, e.occurrences)
+    prob("suffix_match.next_score", e.next_score, none_ok=True)
 
 
 def check_committed(e) -> None:

@@ -102,37 +102,49 @@ def suffix_sizing(run) -> str:
     matched = [r for r in (run.rounds if run else []) if r.suffix is not None]
     if not matched:
         return ""
-    m = next((r.suffix for r in reversed(matched) if r.suffix.next_count is not None), matched[-1].suffix)
-    k, occ, counts, t = len(m.counts), m.occurrences, m.counts, m.verify
-    e = Exact.ratio(occ + sum(counts), occ)  # 1 + Σ count ÷ occurrences
+    m = next((r.suffix for r in reversed(matched) if r.suffix.next_score is not None), matched[-1].suffix)
+    k, t = len(m.scores), m.verify
     measured = ", ".join(map(str, m.measured)) or "none yet"
     lines = [
         "<b>How suffix sized its trees.</b> Each round it counts what followed the latest occurrences of the "
-        "context's longest repeated suffix and takes the nodes best first: a node seen after c of the m "
-        "occurrences adds c/m expected tokens, and is added while (E + c/m) ÷ t(k + 2) > E ÷ t(k + 1), where E "
-        "= 1 + the scores taken so far and t(n) is the verify forward over n positions ÷ t(1), timed on this "
-        f"host in this run (sizes timed when round {m.round} was drafted: {measured}; between them the cost "
-        "model's line)."
+        "context's longest repeated suffix into a tree. A node's score is the chance its path is accepted: the "
+        "product along the path of c ÷ (c<sub>parent</sub> + 1), c the occurrences through a node (the +1 keeps a "
+        "path seen once from counting as certain). Nodes are taken best first while (E + score) ÷ t(k + 2) > "
+        "E ÷ t(k + 1), where E = 1 + the scores taken (tokens expected per forward) and t(n) is the verify "
+        f"forward over n positions ÷ t(1), timed on this host in this run (sizes timed when round {m.round} was "
+        f"drafted: {measured}; between them the cost model's line)."
     ]
-    now, (e_text, t_text) = derive(lambda a, b: a / b, [e, (t[k], 2)], 2)
-    line = (
-        f"Round {m.round}: a match of {m.match} tokens, {plural(occ, 'occurrence')}, {plural(k, 'node')}: "
-        f"E = {e_text} tokens expected, E ÷ t({k + 1}) = {e_text} ÷ {t_text} = {now}"
+    has_next = m.next_score is not None
+    inputs = (
+        [(x, 2) for x in m.scores] + [(t[k], 2)] + ([(m.next_score, 2), (t[k + 1], 2)] if has_next else [])
     )
-    if m.next_count is not None:
-        nxt = Exact.ratio(m.next_count, occ)
-        (now2, then), (e2, t1_, s_, t2_) = derive(
-            lambda a, b, x, c: (a / b, (a + x) / c), [e, (t[k], 2), nxt, (t[k + 1], 2)], (2, 2)
-        )
-        paid = parse(then) > parse(now2)
+
+    def rates(*x):
+        e = 1 + sum(x[:k])
+        return (e / x[k], (e + x[k + 1]) / x[k + 2]) if has_next else e / x[k]
+
+    figures, printed = derive(rates, inputs, (2, 2) if has_next else 2)
+    now, then = figures if has_next else (figures, None)
+    places = decimals_of(printed[0])
+    e_text = fixed(1 + sum(map(parse, printed[:k])), places)  # exact: the printed scores' own decimals
+    line = (
+        f"Round {m.round}: a match of {m.match} tokens, {plural(m.occurrences, 'occurrence')}, "
+        f"{plural(k, 'node')} scored {', '.join(printed[:k])}: E = {e_text} tokens expected, "
+        f"E ÷ t({k + 1}) = {e_text} ÷ {printed[k]} = {now}"
+    )
+    if has_next:
         line += (
-            f"; the next node, seen {nxt.text()}, would give ({e2} + {s_}) ÷ t({k + 2}) = ({e2} + {s_}) ÷ {t2_} = "
-            f"{then} per forward-step against {now2}: "
-            + ("it would have paid, but the tree was at its node budget." if paid else "it did not pay.")
+            f"; the next node (score {printed[k + 1]}) would give (E + {printed[k + 1]}) ÷ t({k + 2}) = "
+            f"({e_text} + {printed[k + 1]}) ÷ {printed[k + 2]} = {then}: "
+            + (
+                "it would have paid, but the tree was at its node budget."
+                if parse(then) > parse(now)
+                else "it did not pay."
+            )
         )
     else:
         line += "; no node was left out."
-    sizes = sorted(len(r.suffix.counts) for r in matched)
+    sizes = sorted(len(r.suffix.scores) for r in matched)
     lines.append(
         line
         + f" Over the run: {plural(len(matched), 'suffix round')}, trees of {sizes[0]}–{sizes[-1]} nodes "

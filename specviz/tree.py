@@ -205,7 +205,7 @@ def _suffix_rows(m, t, i: int) -> list:
     """Suffix speculation's tooltip rows for node i: how often it followed the match, and where it was last seen
     (this run's text or the session's k-th most recent earlier run). None when the round has no match record or
     its nodes are not the tree's (a hand-made trace)."""
-    if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.counts):
+    if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.scores):
         return []
     runs_ago, at = m.origins[i]
     where = (
@@ -219,6 +219,7 @@ def _suffix_rows(m, t, i: int) -> list:
             f"after {m.counts[i]} of the {m.occurrences} occurrences of the {m.match}-token match «{visible(''.join(m.match_tokens))}»",
         ),
         ("latest", f"{where}, position {at}"),
+        ("score", f"{m.scores[i]:.3f} (chance its path is accepted: Π c ÷ (c_parent + 1))"),
     ]
 
 

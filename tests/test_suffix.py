@@ -9,7 +9,7 @@ import torch
 
 from engine import Engine, GenerationConfig, load_model
 from engine.drafters.registry import drafter_factory
-from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, pick
+from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, path_scores, pick
 from engine.events import trace_from_json, trace_to_json
 from engine.sampling import tree
 from engine.specs import ModelLoadError, parse_draft
@@ -252,18 +252,22 @@ def test_each_node_says_how_often_and_where_it_was_seen(target):
     bad["events"][k]["counts"][0] = bad["events"][k]["occurrences"] + 1
     with pytest.raises(ValueError, match="suffix_match.counts"):
         trace_from_json(json.dumps(bad))
+    bad = json.loads(trace_to_json(events))
+    bad["events"][k]["scores"][0] = 1.5
+    with pytest.raises(ValueError, match="suffix_match.scores"):
+        trace_from_json(json.dumps(bad))
 
 
 def test_explain_prints_the_sizing_rule_with_numbers_that_reproduce():
-    """Explain's sizing line, from a hand-made round: E and the two rates recompute from the printed inputs, and
-    the verdict follows the rule (a node that would pay, left out, is the budget's doing)."""
+    """Explain's sizing line, from a hand-made round: E and the two rates recompute from the printed scores and
+    times, and the verdict follows the rule (a node that would pay, left out, is the budget's doing)."""
     import re
     from types import SimpleNamespace
 
     from engine.events import SuffixMatched
     from specviz.explain import suffix_sizing
 
-    def run_with(next_count, verify):
+    def run_with(next_score, verify):
         m = SuffixMatched(
             round=1,
             pos=5,
@@ -272,23 +276,36 @@ def test_explain_prints_the_sizing_rule_with_numbers_that_reproduce():
             occurrences=12,
             token_ids=[7, 8, 9],
             counts=[10, 7, 3],
+            parents=[-1, 0, 0],
+            scores=path_scores([-1, 0, 0], [10, 7, 3], 12),
             origins=[[0, 1], [0, 2], [1, 3]],
             verify=verify,
             measured=[1, 4],
-            next_count=next_count,
+            next_score=next_score,
         )
         return SimpleNamespace(rounds=[SimpleNamespace(round=1, suffix=m)])
 
-    text = suffix_sizing(run_with(2, [1.0, 1.05, 1.1, 1.2, 1.5]))
-    e, t, rate = re.search(r"E ÷ t\(4\) = ([\d/.]+) ÷ ([\d.]+) = ([\d.]+)", text).groups()
-    assert e == "8/3" and f"{(8 / 3) / float(t):.2f}" == rate
-    a, b, c, then, now = re.search(
-        r"\(([\d/.]+) \+ ([\d/.]+)\) ÷ t\(5\) = \(\S+ \+ \S+\) ÷ ([\d.]+) = ([\d.]+) per forward-step against ([\d.]+)",
-        text,
+    text = suffix_sizing(run_with(0.123456, [1.0, 1.05, 1.1, 1.2, 1.5]))
+    scores, e, t, now = re.search(
+        r"scored ([\d., ]+): E = ([\d.]+) tokens expected, E ÷ t\(4\) = \S+ ÷ ([\d.]+) = ([\d.]+)", text
     ).groups()
-    assert (a, b, now) == ("8/3", "1/6", rate)
-    assert f"{(8 / 3 + 1 / 6) / float(c):.2f}" == then and float(then) <= float(now)
+    scores = [float(x) for x in scores.split(", ")]
+    assert len(scores) == 3 and float(e) == pytest.approx(1 + sum(scores), abs=1e-9)
+    assert f"{float(e) / float(t):.2f}" == now
+    nxt, t5, then = re.search(
+        r"\(E \+ ([\d.]+)\) ÷ t\(5\) = \(\S+ \+ \S+\) ÷ ([\d.]+) = ([\d.]+)", text
+    ).groups()
+    assert f"{(float(e) + float(nxt)) / float(t5):.2f}" == then and float(then) <= float(now)
     assert "it did not pay" in text
-    cheap = suffix_sizing(run_with(2, [1.0, 1.0, 1.0, 1.0, 1.0]))
-    assert "node budget" in cheap
+    assert "node budget" in suffix_sizing(run_with(0.5, [1.0, 1.0, 1.0, 1.0, 1.0]))
     assert suffix_sizing(None) == ""
+
+
+def test_a_path_seen_once_is_not_certain():
+    """path_scores: Π c ÷ (c_parent + 1): one occurrence scores 1/2, 1/4, 1/8 down its path (count ÷ occurrences
+    would score 1.0 at every depth); agreeing occurrences score near 1; a child never outscores its parent."""
+    assert path_scores([-1, 0, 1], [1, 1, 1], 1) == [0.5, 0.25, 0.125]
+    tokens, parents, counts = tree.trie([[1, 2]] * 9 + [[1, 3]], counted=True)
+    scores = path_scores(parents, counts, 10)
+    assert scores[0] == pytest.approx(10 / 11) and scores[1] == pytest.approx(10 / 11 * 9 / 11)
+    assert all(scores[i] <= scores[p] for i, p in enumerate(parents) if p >= 0)
