@@ -233,7 +233,30 @@ def category_table(results: dict) -> list[str]:
             alpha = f"{acc / test:.2f}" if test else "–"
             cells.append(f"{alpha} · {tok / fwd:.2f} · " + (f"v({n}) {v:.2f}" if v is not None else "–"))
         lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return lines + ["", *turn_lines(results, groups)]
+
+
+def turn_lines(results: dict, groups: dict) -> list[str]:
+    """MT-bench's first and second turns apart: tokens per target forward of each speculative contestant (a
+    drafter that reads history gains on the second turn, which repeats the first turn's question and answer)."""
+    out = []
+    for c in results["configs"]:
+        rows = results["answers"][c["name"]]
+        if c["runner"] != "ours" or not c["gamma"]:
+            continue
+        per_turn = []
+        for turn in (0, 1):
+            pairs = [
+                (a["new_tokens"][turn], a["forwards"][turn])
+                for qid, a in rows.items()
+                if groups[qid] == "mt_bench" and len(a["new_tokens"]) > turn and a["forwards"][turn]
+            ]
+            per_turn.append(sum(t for t, _ in pairs) / sum(f for _, f in pairs) if pairs else None)
+        if None not in per_turn:
+            out.append(
+                f"- {c['label']}: MT-bench tokens per forward, first turn {per_turn[0]:.2f}, second turn {per_turn[1]:.2f}"
+            )
+    return out
 
 
 def markdown(results: dict) -> str:

@@ -101,6 +101,12 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     assert len(results["answers"]["ours/ngram/g3"][mt]["new_tokens"]) == 2  # both turns
     table = (tmp_path / "results.md").read_text()
     assert "| method | mt_bench | translation |" in table and "ours ngram γ=3" in table
+    a = results["answers"]["ours/ngram/g3"][mt]
+    turns = [f"{t / f:.2f}" for t, f in zip(a["new_tokens"], a["forwards"])]
+    assert (
+        f"- ours ngram γ=3: MT-bench tokens per forward, first turn {turns[0]}, second turn {turns[1]}"
+        in table
+    )
     assert json.loads((tmp_path / "results.json").read_text())["settings"]["questions"] == 2
     page = (tmp_path / "report.html").read_text()
     assert 'class="specviz specviz-leaderboard" data-rows="4"' in page and ".lb-table" in page
@@ -147,6 +153,7 @@ def test_a_session_run_drafts_from_earlier_answers_and_reports_per_column(tiny_d
         sum(sum(a[k]) for a in answers) for k in ("accepted", "tested", "new_tokens", "forwards")
     )
     assert (alpha, tpf) == (f"{acc / tested:.2f}", f"{tok / fwd:.2f}")
+    assert "MT-bench tokens per forward" not in table  # no MT-bench question was asked
 
 
 def test_a_contestant_may_draft_trees(tiny_dirs):

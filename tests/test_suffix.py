@@ -56,8 +56,8 @@ def test_history_is_bounded_and_matches_never_cross_runs():
 
 def test_a_long_session_stays_under_its_memory_bound():
     """300 runs of 1,000 tokens into a history capped at 16,384: it keeps at most the cap (the newest runs), and
-    at rest its memory (tracemalloc) is the tokens at 8 bytes each plus a little; a run's indexed view is
-    its own and goes with it. A copy (the app's per-session state) and a pickled one (a ZeroGPU worker's argument)
+    at rest its memory (tracemalloc) is the tokens at 8 bytes each plus a little; a run's view is its own
+    and goes with it. A copy (the app's per-session state) and a pickled one (a ZeroGPU worker's argument)
     are independent histories with their own lock."""
     import copy
     import pickle
@@ -71,7 +71,7 @@ def test_a_long_session_stays_under_its_memory_bound():
         assert h.tokens <= 16384
     at_rest = tracemalloc.get_traced_memory()[0] - before
     view = h.view()
-    assert view.occurrences(tuple(h.runs[-1][:3]), 4)  # the view indexes on first use
+    assert view.occurrences(tuple(h.runs[-1][:3]), 4)
     del view
     tracemalloc.stop()
     assert h.tokens == 16000 and list(h.runs[-1][:2]) == [299000 % 50000, 299001 % 50000]
