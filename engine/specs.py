@@ -143,16 +143,17 @@ for _family in (
     ),
     Family(
         "auto",
-        "auto[:ngram|eagle|medusa]",
+        "auto[:ngram|free|eagle|medusa]",
         "picks drafter and γ each round from measured costs",
         "engine.drafters.auto",
         (
             Arg(
                 "offer",
                 "choice",
-                choices=("", "ngram", "eagle", "medusa"),
-                hint="use auto (n-gram and, where they "
-                "fit the target, the trained heads), auto:ngram (n-gram only), or auto:eagle / auto:medusa (that head "
+                choices=("", "ngram", "free", "eagle", "medusa"),
+                hint="use auto (n-gram, recycling, suffix and, where they fit the target, the trained heads), "
+                "auto:ngram (n-gram only), auto:free (n-gram, recycling and suffix: no trained heads), or "
+                "auto:eagle / auto:medusa (that head "
                 "alone, its chain cut by its confidence, plain rounds where it does not pay)",
             ),
         ),

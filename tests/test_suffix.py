@@ -201,6 +201,10 @@ def test_auto_offers_suffix_with_the_session_history(target):
     assert engine.make_drafter.takes_history
     built = engine.make_drafter(GenerationConfig(), None, 64, None, History())
     assert set(built.trees) == {"recycle", "suffix"} and built.drafter.name.startswith("ngram")
+    free = Engine(target, "auto:free", measure_step=False).make_drafter(GenerationConfig(), None, 64, None)
+    assert set(free.trees) == {"recycle", "suffix"} and not free.costly
+    only = Engine(target, "auto:ngram", measure_step=False).make_drafter(GenerationConfig(), None, 64, None)
+    assert not only.trees and not only.costly
     cfg = GenerationConfig(gamma=4, max_new_tokens=32, raw=True)
     first = list(engine.generate("x y", cfg))[-1]
     history = History()

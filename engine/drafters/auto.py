@@ -405,9 +405,10 @@ class _Nothing(Drafter):
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of auto[:ngram|eagle|medusa]: n-gram lookup and, unless auto:ngram, token recycling,
-    suffix speculation (with the session's history when the run has one) and (where the shipped heads fit the
-    target) eagle and medusa, each built through the registry (ctx.factory);
+    """The per-run constructor of auto[:ngram|free|eagle|medusa]: n-gram lookup and, unless auto:ngram, token
+    recycling, suffix speculation (with the session's history when the run has one) and, unless auto:free (the
+    training-free drafters only), where the shipped heads fit the target, eagle and medusa, each built through the
+    registry (ctx.factory);
     auto:eagle / auto:medusa price that head alone (no lookup, no recycling): the head with its γ chosen each round
     by the same cost model, plain rounds where it does not pay."""
     offer = spec["offer"]
@@ -421,7 +422,7 @@ def build(spec: DraftSpec, target, ctx):
         if full and heads_fit(target)
         else []
     )
-    trees = [ctx.factory("recycle", target), ctx.factory("suffix", target)] if full else []
+    trees = [ctx.factory("recycle", target), ctx.factory("suffix", target)] if full or offer == "free" else []
 
     def make(cfg, gen, max_len, cache, history=None):
         built = (
