@@ -221,3 +221,32 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
     assert other.get_by_text("Error", exact=True).count() == 0  # no error pill over the output panels
     assert page.locator("#stream .specviz-stream").get_attribute("data-rounds") == before
     other.close()
+
+
+def test_a_visitor_drafts_from_their_own_earlier_runs_and_not_from_anothers(browser, url):
+    """Suffix speculation in the real app: the second run of a visitor's prompt drafts tree nodes from the first
+    (the Tree tab's tooltips say "the session's last run"); another visitor asking the same has no such node."""
+    prompt = "Name three primary colours, one per line."
+
+    def run(pg) -> str:
+        pg.fill("#prompt textarea", prompt)
+        choose(pg, "Drafter", "suffix")
+        set_number(pg, "max-new", 24)
+        generate_and_wait(pg)
+        pg.wait_for_selector("#download:not([disabled])", timeout=RUN_TIMEOUT_MS)  # settled
+        pg.get_by_role("tab", name="Tree").click()
+        pg.wait_for_selector("#tree .tree-round", timeout=30_000)
+        return pg.locator("#tree").inner_html()
+
+    def from_last_run(html: str) -> bool:  # a node's tooltip names the session's previous run
+        return "the session's last run" in html.replace("&#39;", "'")
+
+    mine, other = (browser.new_page(viewport={"width": 1280, "height": 900}) for _ in range(2))
+    for pg in (mine, other):
+        pg.goto(url)
+        pg.wait_for_selector("#prompt textarea")
+    assert not from_last_run(run(mine))  # a first run has no earlier one
+    assert from_last_run(run(mine))  # the same visitor asking again drafts from it
+    assert not from_last_run(run(other))  # another visitor's session holds none of it
+    mine.close()
+    other.close()
