@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from engine import costmodel
 from engine import specbench as sb
 from engine.config import GenerationConfig
 from engine.decode.engine import Engine
@@ -45,10 +46,11 @@ def encode_turns(tokenizer, turns: list, answers: list) -> list:
 
 
 def answer(config, engines, loaded, question: dict, max_new_tokens: int, history=None) -> dict:
-    """One contestant's answer to every turn of a question: tokens, seconds, target forwards, tested and accepted
-    draft positions and the most common verify size with its cost v (target steps) per turn."""
+    """One contestant's answer to every turn of a question: tokens, seconds, target forwards, accepted draft
+    positions and rejections (α's counts) and the most common verify size with its cost v (target steps) per turn."""
     out = {
-        k: [] for k in ("new_tokens", "wall_time", "forwards", "token_ids", "tested", "accepted", "v", "v_n")
+        k: []
+        for k in ("new_tokens", "wall_time", "forwards", "token_ids", "accepted", "rejections", "v", "v_n")
     }
     texts = []
     for _ in question["turns"]:
@@ -59,10 +61,8 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int, history
         out["wall_time"].append(sample.wall_s)
         out["token_ids"].append(list(sample.token_ids))
         summary = sample.summary or {}
-        out["accepted"].append(summary.get("accepted"))
-        out["tested"].append(tested(summary))
-        out["v"].append(summary.get("v"))
-        out["v_n"].append(summary.get("v_n"))
+        for k in ("accepted", "rejections", "v", "v_n"):
+            out[k].append(summary.get(k))
         rounds = summary.get("rounds")
         out["forwards"].append(
             rounds
@@ -72,13 +72,6 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int, history
             else None
         )
     return out
-
-
-def tested(summary: dict) -> int | None:
-    """Draft positions the target tested in a run (accepted + rejections: the cost model's α counts)."""
-    if summary.get("accepted") is None or summary.get("rejections") is None:
-        return None
-    return summary["accepted"] + summary["rejections"]
 
 
 def run_specbench(
@@ -200,8 +193,9 @@ def leaderboard(configs, answers: dict, chosen: list) -> list:
 
 
 def category_table(results: dict) -> list[str]:
-    """Our speculative contestants per column: α (accepted ÷ tested draft positions), tokens per target forward,
-    and the median v(n) of their turns at the most common verify size n (target steps)."""
+    """Our speculative contestants per column: α (costmodel.alpha over the column's accepted and rejected draft
+    positions), tokens per target forward, and the median v(n) of their turns at the most common verify size n
+    (target steps)."""
     groups = {q["question_id"]: q["group"] for q in results["questions"]}
     head = ["method", *sb.GROUPS, "overall"]
     lines = [
@@ -218,19 +212,20 @@ def category_table(results: dict) -> list[str]:
         cells = [c["label"]]
         for group in (*sb.GROUPS, None):
             turns = [
-                tuple(a[k][i] for k in ("accepted", "tested", "new_tokens", "forwards", "v", "v_n"))
+                tuple(a[k][i] for k in ("accepted", "rejections", "new_tokens", "forwards", "v", "v_n"))
                 for qid, a in rows.items()
                 if group is None or groups[qid] == group
                 for i in range(len(a["new_tokens"]))
             ]
-            if not turns or any(t[1] is None or t[3] is None for t in turns):
+            if not turns or any(None in t[:4] for t in turns):
                 cells.append("–")
                 continue
-            acc, test, tok, fwd = (sum(t[k] for t in turns) for k in range(4))
+            acc, rej, tok, fwd = (sum(t[k] for t in turns) for k in range(4))
             vs = [(t[4], t[5]) for t in turns if t[4] is not None and t[5]]
             v = statistics.median(x for x, _ in vs) if vs else None
             n = statistics.median_low(n for _, n in vs) if vs else None
-            alpha = f"{acc / test:.2f}" if test else "–"
+            a = costmodel.alpha(acc, rej)
+            alpha = f"{a:.2f}" if a is not None else "–"
             cells.append(f"{alpha} · {tok / fwd:.2f} · " + (f"v({n}) {v:.2f}" if v is not None else "–"))
         lines.append("| " + " | ".join(cells) + " |")
     return lines + ["", *turn_lines(results, groups)]

@@ -149,10 +149,10 @@ def test_a_session_run_drafts_from_earlier_answers_and_reports_per_column(tiny_d
     row = [line for line in table.splitlines() if line.startswith("| ours suffix γ=3 |")][-1]  # per column
     alpha, tpf = re.search(r"\| ([\d.]+) · ([\d.]+) · v\(\d+\) [\d.]+ \|$", row).groups()
     answers = runs[True]["answers"]["ours/suffix/g3"].values()
-    acc, tested, tok, fwd = (
-        sum(sum(a[k]) for a in answers) for k in ("accepted", "tested", "new_tokens", "forwards")
+    acc, rej, tok, fwd = (
+        sum(sum(a[k]) for a in answers) for k in ("accepted", "rejections", "new_tokens", "forwards")
     )
-    assert (alpha, tpf) == (f"{acc / tested:.2f}", f"{tok / fwd:.2f}")
+    assert (alpha, tpf) == (f"{acc / (acc + rej):.2f}", f"{tok / fwd:.2f}")
     assert "MT-bench tokens per forward" not in table  # no MT-bench question was asked
 
 

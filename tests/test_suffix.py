@@ -22,14 +22,15 @@ def target(tiny_dirs):
 
 
 def test_the_trie_counts_the_occurrences_through_each_node():
-    tokens, parents, counts = tree.trie([[5, 6, 7], [5, 6, 8], [5, 9], [4]], counted=True)
+    tokens, parents, counts, first = tree.trie([[5, 6, 7], [5, 6, 8], [5, 9], [4]], counted=True)
     assert tokens == [5, 6, 7, 8, 9, 4] and parents == [-1, 0, 1, 1, 0, -1] and counts == [3, 2, 1, 1, 1, 1]
+    assert first == [0, 0, 0, 1, 2, 3]  # the sequence that made each node: the first through it
 
 
 def test_the_tree_grows_while_a_node_pays_on_the_measured_curve():
     """A free forward (t flat) takes every node up to the budget; a steep one only the likely ones; chain one per
     depth; the nodes come parents first and form a tree."""
-    tokens, parents, counts = tree.trie([[1, 2, 3]] * 6 + [[1, 2, 4]] * 3 + [[5]], counted=True)
+    tokens, parents, counts, _ = tree.trie([[1, 2, 3]] * 6 + [[1, 2, 4]] * 3 + [[5]], counted=True)
     scores = [c / 10 for c in counts]  # 1: 0.9, 2: 0.9, 3: 0.6, 4: 0.3, 5: 0.1
     assert pick(tokens, parents, scores, lambda n: 1.0) == [0, 1, 2, 3, 4]
     assert pick(tokens, parents, scores, lambda n: 1.0, budget=2) == [0, 1]
@@ -42,7 +43,7 @@ def test_the_tree_grows_while_a_node_pays_on_the_measured_curve():
 
 
 def test_history_is_bounded_and_matches_never_cross_runs():
-    h = History(max_n=3, max_tokens=10)
+    h = History(max_tokens=10)
     h.add([1, 2, 3, 4])
     h.add([3, 4, 9, 9])
     found = h.view().occurrences((3, 4), 8)
@@ -309,7 +310,7 @@ def test_a_path_seen_once_is_not_certain():
     """path_scores: Π c ÷ (c_parent + 1): one occurrence scores 1/2, 1/4, 1/8 down its path (count ÷ occurrences
     would score 1.0 at every depth); agreeing occurrences score near 1; a child never outscores its parent."""
     assert path_scores([-1, 0, 1], [1, 1, 1], 1) == [0.5, 0.25, 0.125]
-    tokens, parents, counts = tree.trie([[1, 2]] * 9 + [[1, 3]], counted=True)
+    tokens, parents, counts, _ = tree.trie([[1, 2]] * 9 + [[1, 3]], counted=True)
     scores = path_scores(parents, counts, 10)
     assert scores[0] == pytest.approx(10 / 11) and scores[1] == pytest.approx(10 / 11 * 9 / 11)
     assert all(scores[i] <= scores[p] for i, p in enumerate(parents) if p >= 0)

@@ -319,8 +319,7 @@ class AutoDrafter(Drafter):
                 self._count([chosen] * g, n_accepted)
         self.drafter.learn(n_accepted if g and chosen == self.drafter.name else 0, ids, verify_s)
         for d in self.trees.values():  # the forward's time at the size verified, whichever drafter it was
-            if hasattr(d, "observe_verify"):
-                d.observe_verify(g + 1, verify_s)
+            d.observe_verify(g + 1, verify_s)
         for name, d in self.costly.items():
             d.learn(n_accepted if g and chosen == name else 0, ids, verify_s)
         self.last = (0, [], "")

@@ -91,6 +91,10 @@ class Drafter:
     def observe_forward(self, seen: Seen) -> None:
         """What the round's verify forward computed that the draft asked for (Draft.topk, Draft.extra)."""
 
+    def observe_verify(self, rows: int, verify_s: float) -> None:
+        """One verify forward's time over `rows` positions (auto hands every round's to its tree drafters, chosen
+        or not; suffix sizes its trees on them)."""
+
     def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
         """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
 

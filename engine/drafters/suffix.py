@@ -33,7 +33,7 @@ import torch
 
 from .. import costmodel
 from ..events import SuffixMatched
-from ..sampling.tree import trie
+from ..sampling.tree import depths, trie
 from ..specs import DraftSpec
 from .base import Draft, Drafter, Note, empty_draft
 from .ngram import NgramIndex, template_mask, template_reader
@@ -52,8 +52,8 @@ class History:
     (`view`), taken on first use and freed with the run's drafter.
     Thread-safe: a session's runs may overlap in the app. A copy (the app's per-session state) gets its own lock."""
 
-    def __init__(self, max_n: int = 8, max_tokens: int = MAX_HISTORY_TOKENS):
-        self.max_n, self.max_tokens = max_n, max_tokens
+    def __init__(self, max_tokens: int = MAX_HISTORY_TOKENS):
+        self.max_tokens = max_tokens
         self.runs: list[array] = []
         self.lock = threading.Lock()
 
@@ -76,16 +76,16 @@ class History:
             for k, run in enumerate(self.runs):
                 starts.append(len(flat))
                 flat += [*run, SEPARATOR - k]
-            return HistoryView(flat, starts, self.max_n)
+            return HistoryView(flat, starts)
 
     def __deepcopy__(self, memo) -> "History":
-        copy = History(self.max_n, self.max_tokens)
+        copy = History(self.max_tokens)
         with self.lock:
             copy.runs = [array("q", run) for run in self.runs]
         return copy
 
     def __getstate__(self) -> dict:  # pickled (a ZeroGPU worker's argument): without the lock
-        return {"max_n": self.max_n, "max_tokens": self.max_tokens, "runs": self.runs}
+        return {"max_tokens": self.max_tokens, "runs": self.runs}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -97,8 +97,8 @@ class HistoryView:
     vectorised comparison per matched token: ~10 µs over 16,384 tokens), so a run pays no index build (a Python
     n-gram index of a full history took 0.16-0.27 s per run, ~15% of a 64-token answer)."""
 
-    def __init__(self, flat: list[int], starts: list[int], max_n: int):
-        self.flat, self.starts, self.max_n = flat, starts, max_n
+    def __init__(self, flat: list[int], starts: list[int]):
+        self.flat, self.starts = flat, starts
         self.array = np.asarray(flat, dtype=np.int64)
 
     def occurrences(self, suffix: tuple, limit: int) -> list[tuple[list[int], int, int, int]]:
@@ -169,16 +169,16 @@ class SuffixDrafter(Drafter):
         n = len(self.mask)
         return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
 
-    def verify_time(self, n: int) -> float:
-        """t(n) in units of the cheapest measured forward: medians where measured, else the cost model's curve."""
+    def verify_curve(self):
+        """n -> t(n) in units of the cheapest measured forward: medians where measured, else the cost model's
+        line (PRIOR_SLOPE before anything was measured). Built once per proposal."""
         points = {k: statistics.median(v) for k, v in self.times.items() if v}
         if not points:
-            return 1.0 + costmodel.PRIOR_SLOPE * (n - 1)
+            return lambda n: 1.0 + costmodel.PRIOR_SLOPE * (n - 1)
         base = min(points.values())
-        curve = costmodel.verify_curve(
+        return costmodel.verify_curve(
             {1: points.get(1, base) / base, **{k: v / base for k, v in points.items() if k >= 2}}
         )
-        return curve(n)
 
     def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]], list[list[int]]]:
         """(match length n, continuations after its latest occurrences: this run's, then the history's, and per
@@ -211,36 +211,41 @@ class SuffixDrafter(Drafter):
         if not conts:
             self.last_rows = 1
             return empty_draft(self.device, self.name)
-        tokens, parents, counts = trie(conts, counted=True)
+        tokens, parents, counts, first = trie(conts, counted=True)  # first: each node's latest occurrence
         scores = path_scores(parents, counts, len(conts))
-        keep = pick(tokens, parents, scores, self.verify_time, self.chain, self.budget)
+        t = self.verify_curve()
+        keep = pick(tokens, parents, scores, t, self.chain, self.budget)
         if not keep:
             self.last_rows = 1
             return empty_draft(self.device, self.name)
         new = {old: k for k, old in enumerate(keep)}
         self.last_rows = len(keep) + 1
-        first = latest_through(tokens, parents, conts)
+        kept_parents = [new[parents[i]] if parents[i] >= 0 else -1 for i in keep]
         left = [
             scores[i] for i in range(len(tokens)) if i not in new and (parents[i] < 0 or parents[i] in new)
         ]
-        match = {
+        match = {  # the suffix_match event's fields (_match_event)
             "match": n,
             "match_ids": src[-n:],  # never a template position (continuations() skips those)
             "occurrences": len(conts),
             "token_ids": [tokens[i] for i in keep],
             "counts": [counts[i] for i in keep],
-            "parents": [new[parents[i]] if parents[i] >= 0 else -1 for i in keep],
+            "parents": kept_parents,
             "scores": [round(scores[i], 6) for i in keep],
-            "origins": [_origin(origins[first[i]], depth) for i, depth in zip(keep, _depths(parents, keep))],
-            "verify": [round(self.verify_time(k) / self.verify_time(1), 4) for k in range(1, len(keep) + 3)],
+            # a node at depth d sits d − 1 tokens after its continuation's first token
+            "origins": [
+                [origins[first[i]][0], origins[first[i]][1] + d - 1]
+                for i, d in zip(keep, depths(kept_parents))
+            ],
+            "verify": [round(t(k) / t(1), 4) for k in range(1, len(keep) + 3)],
             "measured": sorted(k for k, v in self.times.items() if v),
             "next_score": round(max(left), 6) if left and not self.chain else None,
         }
         return Draft(
-            torch.tensor([tokens[i] for i in keep], device=self.device),
+            torch.tensor(match["token_ids"], device=self.device),
             None,
             self.name,
-            parents=[new[parents[i]] if parents[i] >= 0 else -1 for i in keep],
+            parents=kept_parents,
             variant=f"n={n}",
             notes=[Note("suffix_match", match, _match_event)],
         )
@@ -271,50 +276,10 @@ def path_scores(parents: list, counts: list, occurrences: int) -> list[float]:
     return scores
 
 
-def latest_through(tokens: list, parents: list, conts: list[list[int]]) -> list[int]:
-    """Per trie node (trie(conts)'s order), the index of the first continuation passing through it: conts come
-    latest first, so it is the node's latest occurrence."""
-    index = {(par, tok): i for i, (tok, par) in enumerate(zip(tokens, parents))}
-    first = [-1] * len(tokens)
-    for b, seq in enumerate(conts):
-        par = -1
-        for tok in seq:
-            par = index[(par, tok)]
-            if first[par] < 0:
-                first[par] = b
-    return first
-
-
-def _depths(parents: list, keep: list) -> list[int]:
-    """Depth (1 = a child of the root) of each kept node, in keep's order (parents come first)."""
-    depth: dict[int, int] = {}
-    for i in keep:
-        depth[i] = 1 if parents[i] < 0 else depth[parents[i]] + 1
-    return [depth[i] for i in keep]
-
-
-def _origin(origin: list, depth: int) -> list[int]:
-    """[runs_ago, position] of a node at this depth in the continuation whose first token is at origin's."""
-    return [origin[0], origin[1] + depth - 1]
-
-
 def _match_event(round_: int, pos: int, text, m: dict) -> SuffixMatched:
     """The round's match, where each node was seen and the curve the tree was sized on (a `suffix_match` event)."""
-    return SuffixMatched(
-        round=round_,
-        pos=pos,
-        match=m["match"],
-        match_tokens=text.many(m["match_ids"]),
-        occurrences=m["occurrences"],
-        token_ids=m["token_ids"],
-        counts=m["counts"],
-        parents=m["parents"],
-        scores=m["scores"],
-        origins=m["origins"],
-        verify=m["verify"],
-        measured=m["measured"],
-        next_score=m["next_score"],
-    )
+    fields = {k: v for k, v in m.items() if k != "match_ids"}
+    return SuffixMatched(round=round_, pos=pos, match_tokens=text.many(m["match_ids"]), **fields)
 
 
 def build(spec: DraftSpec, target, ctx):

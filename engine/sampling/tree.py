@@ -129,9 +129,10 @@ def accept_tree_sample(
 
 def trie(branches: list[list[int]], counted: bool = False) -> tuple:
     """Merge token sequences into a tree (shared prefixes become one node): (tokens, parents), parents first;
-    counted: (tokens, parents, counts), counts[i] = how many sequences pass through node i."""
-    tokens, parents, counts, index = [], [], [], {}
-    for seq in branches:
+    counted: (tokens, parents, counts, first), counts[i] = how many sequences pass through node i, first[i] = the
+    index of the first sequence that does (the one that made the node)."""
+    tokens, parents, counts, first, index = [], [], [], [], {}
+    for b, seq in enumerate(branches):
         par = -1
         for tok in seq:
             key = (par, tok)
@@ -140,6 +141,7 @@ def trie(branches: list[list[int]], counted: bool = False) -> tuple:
                 tokens.append(tok)
                 parents.append(par)
                 counts.append(0)
+                first.append(b)
             par = index[key]
             counts[par] += 1
-    return (tokens, parents, counts) if counted else (tokens, parents)
+    return (tokens, parents, counts, first) if counted else (tokens, parents)
