@@ -201,3 +201,31 @@ def check_page(summary: str, explain: str, race: str = "") -> list[str]:
     cut: Explain sums the rounds up to the cut)."""
     same_scope = race if "whole run:" not in race else ""
     return check_summary(summary) + check_explain(explain, summary + " " + same_scope) + check_race(race)
+
+
+def check_suffix_sizing(text: str) -> list[str]:
+    """Explain's suffix sizing line: E = 1 + the printed scores exactly, E ÷ t(k + 1) and (E + score) ÷ t(k + 2) from
+    the printed inputs, and the verdict that follows from the two rates."""
+    m = re.search(
+        r"scored ([\d., ]+): E = " + NUM + r" tokens expected, E ÷ t\((\d+)\) = \S+ ÷ " + NUM + " = " + NUM,
+        text,
+    )
+    if m is None:
+        return ["suffix sizing: the round's line is missing"]
+    scores, e, k1, t, now = m.groups()
+    out = []
+    exact = 1 + sum(Fraction(x) for x in scores.split(", "))
+    if Fraction(e) != exact:
+        out.append(f"suffix sizing: E = {e}, but 1 + the printed scores = {float(exact)}")
+    if not agrees(now, value(e) / value(t)):
+        out.append(f"suffix sizing: E ÷ t({k1}) = {e} ÷ {t} printed {now}")
+    nxt = re.search(
+        r"\(E \+ " + NUM + r"\) ÷ t\(\d+\) = \(\S+ \+ \S+\) ÷ " + NUM + " = " + NUM + r": (it \w+)", text
+    )
+    if nxt is not None:
+        s, t2, then, verdict = nxt.groups()
+        if not agrees(then, (value(e) + value(s)) / value(t2)):
+            out.append(f"suffix sizing: ({e} + {s}) ÷ {t2} printed {then}")
+        if (verdict == "it did") != (value(then) <= value(now)):  # "it did not pay" / "it would have paid"
+            out.append(f"suffix sizing: the verdict '{verdict}' does not follow from {then} against {now}")
+    return out

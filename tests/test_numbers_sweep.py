@@ -204,3 +204,54 @@ def test_the_acceptance_test_reproduces_from_the_printed_p_and_q():
         pt, qt, at = accept_terms(p, q, min(1.0, p / q))
         assert agrees(at, min(1.0, float(pt) / float(qt))) and at == f"{min(1.0, p / q):.3f}"
     assert accept_terms(0.5, 0.25, 0.7) == ("0.500", "0.250", "0.700")
+
+
+def test_the_suffix_sizing_line_reproduces_on_every_tree_size():
+    """Explain's suffix sizing line over 300 generated rounds (1 to 24 nodes, curves from flat to steep, the next
+    node left out or not): E, both rates and the verdict follow from what is printed; a rate one digit off, or the
+    verdict flipped, is caught (negative controls)."""
+    from types import SimpleNamespace
+
+    from engine.events import SuffixMatched
+    from specviz.explain import suffix_sizing
+    from tests.numbers import check_suffix_sizing
+
+    rng = random.Random(7)
+    verdicts = collections.Counter()
+    for _ in range(RUNS):
+        k = rng.randint(1, 24)
+        scores = sorted((rng.random() ** 2 for _ in range(k)), reverse=True)
+        slope = rng.choice([0.0, 0.01, 0.05, 0.2, 0.9])
+        steps = [1.0 + slope * n * rng.uniform(0.8, 1.2) for n in range(k + 2)]
+        verify = [max(steps[: i + 1]) for i in range(len(steps))]  # non-decreasing, t(1) = 1
+        m = SuffixMatched(
+            round=3,
+            pos=9,
+            match=1,
+            match_tokens=["a"],
+            occurrences=64,
+            token_ids=list(range(k)),
+            counts=[1] * k,
+            parents=[-1] * k,
+            scores=scores,
+            origins=[[0, 1]] * k,
+            verify=verify,
+            measured=[1],
+            next_score=rng.choice([None, rng.random() * scores[-1]]),
+        )
+        markup = suffix_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, suffix=m)]))
+        line = text(markup)
+        assert check_suffix_sizing(line) == [], (check_suffix_sizing(line), line)
+        if m.next_score is not None:
+            verdicts["did not pay" in line] += 1
+            last = line
+    assert verdicts[True] and verdicts[False]  # both verdicts were printed and checked
+    now = re.search(r"E ÷ t\(\d+\) = \S+ ÷ \S+ = (\d+\.\d+)", last)
+    off = last[: now.start(1)] + f"{float(now[1]) + 0.01:.2f}" + last[now.end(1) :]
+    assert check_suffix_sizing(off)  # a rate one digit off
+    flipped = (
+        last.replace("it did not pay", "it would have paid, but the tree was at its node budget")
+        if "it did not pay" in last
+        else last.replace("it would have paid, but the tree was at its node budget", "it did not pay")
+    )
+    assert flipped != last and check_suffix_sizing(flipped)  # the verdict flipped

@@ -57,26 +57,39 @@ def test_history_is_bounded_and_matches_never_cross_runs():
 
 def test_a_long_session_stays_under_its_memory_bound():
     """300 runs of 1,000 tokens into a history capped at 16,384: it keeps at most the cap (the newest runs), and
-    at rest its memory (tracemalloc) is the tokens at 8 bytes each plus a little; a run's view is its own
-    and goes with it. A copy (the app's per-session state) and a pickled one (a ZeroGPU worker's argument)
+    at rest what suffix.py holds (tracemalloc, its own lines only) is the tokens at 8 bytes each plus a little; a
+    run's view is its own and is freed with it. A copy (the app's per-session state) and a pickled one (a ZeroGPU worker's argument)
     are independent histories with their own lock."""
     import copy
     import pickle
     import tracemalloc
 
+    import engine.drafters.suffix as suffix_module
+
+    def held() -> (
+        int
+    ):  # bytes still allocated from suffix.py's own lines (other threads' allocations do not count)
+        only = [tracemalloc.Filter(True, suffix_module.__file__)]
+        return sum(st.size for st in tracemalloc.take_snapshot().filter_traces(only).statistics("filename"))
+
     tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
     h = History(max_tokens=16384)
     for k in range(300):
         h.add([(k * 1000 + j) % 50000 for j in range(1000)])
         assert h.tokens <= 16384
-    at_rest = tracemalloc.get_traced_memory()[0] - before
+    at_rest = held()
     view = h.view()
     assert view.occurrences(tuple(h.runs[-1][:3]), 4)
+    while_running = held()
     del view
+    after = held()
     tracemalloc.stop()
     assert h.tokens == 16000 and list(h.runs[-1][:2]) == [299000 % 50000, 299001 % 50000]
     assert at_rest <= 16384 * 8 + 32 * 1024, at_rest
+    assert while_running > at_rest + 16000 * 8 and after <= at_rest + 1024, (
+        while_running,
+        after,
+    )  # freed with it
     for twin in (copy.deepcopy(h), pickle.loads(pickle.dumps(h))):
         twin.add([1, 2, 3])
         assert twin.tokens == h.tokens + 3 and twin.lock is not h.lock
