@@ -102,8 +102,14 @@ def _kernels(args) -> int:
     return 0
 
 
+def _copy(rates: dict) -> str:
+    """The copy rate beside the read rate, where measured: printed for comparison, the floors use the read rate."""
+    copy = rates.get("copy_bandwidth")
+    return f" (copy {copy / 1e9:.1f} GB/s, read + write counted)" if copy else ""
+
+
 def _roofline(args) -> int:
-    """This host's copy bandwidth and matmul throughput, the floors of a forward over n tokens, and the measured
+    """This host's read bandwidth (and copy, beside it) and matmul throughput, the floors of a forward over n tokens, and the measured
     t(n) of the lean forward beside them (medians of --reps, interleaved over n)."""
     import torch
 
@@ -122,14 +128,14 @@ def _roofline(args) -> int:
     for threads in sorted({1, torch.get_num_threads()}):
         r = {**roofline.machine(threads, refresh=args.refresh), **costs}
         print(
-            f"{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s, fp32 matmul {r['flops'] / 1e9:.0f} "
+            f"{threads} thread(s): read {r['bandwidth'] / 1e9:.1f} GB/s{_copy(r)}, fp32 matmul {r['flops'] / 1e9:.0f} "
             f"GFLOP/s (measured {r['measured']}); weights {r['weight_bytes'] / 1e6:.0f} MB, ridge n* = "
             f"{costmodel.ridge(ctx, r):.0f} at {ctx} cached tokens"
         )
         for t in roofline.takes_of(r):  # when, and under what load, each figure was measured
             load = t["outside_cores"]
             print(
-                f"  take {t['measured'] or 'of unknown date'}: copy {t['bandwidth'] / 1e9:.1f} GB/s, matmul "
+                f"  take {t['measured'] or 'of unknown date'}: read {t['bandwidth'] / 1e9:.1f} GB/s{_copy(t)}, matmul "
                 f"{t['flops'] / 1e9:.0f} GFLOP/s, other processes "
                 + ("not measured" if load is None else f"{load:.2f} cores")
                 + (" (quiet)" if t["quiet"] else " (busy: measured again at the next load)")

@@ -312,7 +312,7 @@ def compare_lanes(spec_step_s: float | None, ar_step_s: float | None) -> list:
 
 
 # The roofline: the least a forward can cost on this machine. engine/runtime/roofline.py measures the machine
-# (copy bandwidth, matmul throughput) and counts the forward's bytes and FLOPs; a run records both in
+# (read bandwidth, matmul throughput) and counts the forward's bytes and FLOPs; a run records both in
 # RunStarted.host, and everything below works on that plain dict:
 #     memory floor(n)  = (weight bytes + (context + n) · KV bytes per position) / bandwidth
 #     compute floor(n) = n · (FLOPs per token + (context + n) · attention FLOPs per position) / throughput

@@ -319,6 +319,7 @@ HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
 HOST_NUMBERS = (
     "threads",
     "bandwidth",
+    "copy_bandwidth",
     "flops",
     "weight_bytes",
     "flops_per_token",

@@ -188,7 +188,7 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     ctx = f["context"]
     lines = [
         f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
-        f"{esc(host.get('measured', ''))}{measured_load(host)}): a tensor copy moves {f['bandwidth']} GB/s and a large matmul runs at "
+        f"{esc(host.get('measured', ''))}{measured_load(host)}): a read-only stream reads {f['bandwidth']} GB/s and a large matmul runs at "
         f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
         f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
         f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "
@@ -269,6 +269,6 @@ def bandwidth_line(summary: dict, host) -> str:
         return ""
     return (
         f'<span class="race-roofline" data-share="{share["share"]:.3f}" title="The AR lane\'s median step against '
-        f"this machine's memory floor: the bytes one forward reads ÷ the measured copy bandwidth (Explain tab)\">"
+        f"this machine's memory floor: the bytes one forward reads ÷ the measured read bandwidth (Explain tab)\">"
         f"AR at {pct}% of the bandwidth bound (floor {gb} GB ÷ {bw} GB/s = {floor} ms ÷ step {step} ms)</span>"
     )

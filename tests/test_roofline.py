@@ -56,9 +56,10 @@ def test_bandwidth_share_is_the_memory_floor_over_the_step():
 
 
 def test_the_measurement_returns_real_rates():
-    """A small copy and matmul give finite, positive bandwidth and throughput at one thread."""
-    machine = roofline.measure(1, copy_mb=8, reps=3)
+    """A small stream, copy and matmul give finite, positive bandwidths and throughput at one thread."""
+    machine = roofline.measure(1, stream_mb=8, reps=3)
     assert machine["threads"] == 1 and 1e8 < machine["bandwidth"] < 1e13 and 1e8 < machine["flops"] < 1e15
+    assert 1e8 < machine["copy_bandwidth"] < 1e13
 
 
 def test_a_run_records_the_machine_and_the_kernels_it_used(tiny_dirs, tmp_path, monkeypatch):
@@ -169,23 +170,31 @@ def test_a_host_measured_under_load_is_measured_again_and_keeps_its_best(tmp_pat
     assert calls.count(3) == 1
 
 
-def test_a_record_from_before_takes_is_measured_once_more(tmp_path, monkeypatch):
+def test_a_cached_copy_rate_is_not_taken_for_the_read_rate(tmp_path, monkeypatch):
+    """A record cached before the floor used the read rate (its bandwidth a copy's, read + write counted, up to
+    1.5× a read-only stream's) is never read: the host is measured afresh. Negative control: a record under the
+    read rate's key is read and nothing is measured."""
     import torch
 
-    """A cached record without takes (written before loads were recorded) is one untrusted take."""
     from engine.runtime import kernels
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
-    key = {**kernels.host_key(1), "dtype": str(torch.float32), "device": "cpu"}
-    kernels.write_cached(
-        "roofline", key, {"threads": 1, "bandwidth": 5e9, "flops": 1e11, "measured": "2026-01-01"}
-    )
+    old = {**kernels.host_key(1), "dtype": str(torch.float32), "device": "cpu"}
+    take = {"bandwidth": 9e9, "flops": 1e11, "measured": "2026-01-01", "outside_cores": 0.0, "quiet": True}
+    kernels.write_cached("roofline", old, {"threads": 1, **take, "takes": [take]})
+    calls = []
     monkeypatch.setattr(
-        roofline, "measure", lambda t, d, device: {"threads": t, "bandwidth": 4e9, "flops": 2e11}
+        roofline,
+        "measure",
+        lambda t, d, device: (
+            calls.append(t) or {"threads": t, "bandwidth": 4e9, "copy_bandwidth": 6e9, "flops": 2e11}
+        ),
     )
     monkeypatch.setattr(roofline, "outside_cores", lambda fn: (fn(), 0.0))
     r = roofline.machine(1)
-    assert r["bandwidth"] == 5e9 and r["flops"] == 2e11 and [t["quiet"] for t in r["takes"]] == [False, True]
+    assert calls == [1] and r["bandwidth"] == 4e9 and r["copy_bandwidth"] == 6e9 and r["flops"] == 2e11
+    kernels.write_cached("roofline", {**old, "bandwidth": "read"}, {"threads": 1, **take, "takes": [take]})
+    assert roofline.machine(1)["bandwidth"] == 9e9 and calls == [1]
 
 
 def test_explain_says_how_busy_the_machine_was_when_its_rates_were_measured():

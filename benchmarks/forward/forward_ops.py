@@ -1,6 +1,6 @@
 """Where a forward's time goes, op by op, against the roofline: the lean forward of the embedded target over n
 new tokens at a fixed context, profiled (torch.profiler, self CPU time per op), grouped into the matmuls, attention and the rest, with the memory
-floor of what a group must read (weights, the cached keys and values) ÷ this host's copy bandwidth beside it.
+floor of what a group must read (weights, the cached keys and values) ÷ this host's read bandwidth beside it.
 
     .venv/bin/python benchmarks/forward/forward_ops.py [--context 300] [--reps 9] [--threads 1,2]
 
@@ -94,7 +94,7 @@ def main() -> None:
         with torch_threads(threads), torch.inference_mode():
             rows = {n: profile_forward(forward, target, ids, args.context, n, args.reps) for n in NS}
         print(
-            f"\n{threads} thread(s): copy {r['bandwidth'] / 1e9:.1f} GB/s; ms per forward (floor = bytes ÷ copy bandwidth)"
+            f"\n{threads} thread(s): read {r['bandwidth'] / 1e9:.1f} GB/s; ms per forward (floor = bytes ÷ read bandwidth)"
         )
         print("| | " + " | ".join(f"n = {n}" for n in NS) + " | memory floor |")
         print("|---|" + "---|" * (len(NS) + 1))

@@ -2,8 +2,12 @@
 what one forward must read and compute. The arithmetic on these numbers (the floors, the ridge n*, the share
 of the bandwidth bound a step reached) is the cost model's (engine/costmodel.py); this module measures.
 
-Bandwidth is a plain tensor copy (read + write), throughput a large matmul in the model's dtype, each the best
-of repeated runs at a given thread count (noise only ever slows a run, so the best is the machine's rate),
+Bandwidth is the rate a read-only stream reaches (a sum over a tensor far larger than any cache): a forward reads
+its weights and writes almost nothing, so that is the rate its memory floor is bound by. A plain copy (read +
+write counted) is measured beside it and printed, not used: on some hosts it counts up to 1.5× the read rate
+(reads and writes overlapping), a floor no forward can reach. Throughput is a large matmul in the model's dtype.
+Each is the best of repeated runs at a given thread count (noise only ever slows a run, so the best is the
+machine's rate),
 measured here, never assumed, and cached per host (CPU, flags, torch build, threads) like the kernel plan:
 `python -m engine roofline [--refresh]` prints both, the floors and the measured t(n) beside them.
 
@@ -23,9 +27,10 @@ from .loadwatch import outside_cores
 from .permodel import PerModel
 from .threads import synchronizer, torch_threads
 
-COPY_MB = 256  # the copied tensor: far larger than any cache
+STREAM_MB = 256  # the streamed tensor: far larger than any cache
 REPS = 7  # timed copies and matmuls, the best kept
 MAX_TAKES = 4  # measurements of one host at most, while none was quiet
+RATES = ("bandwidth", "copy_bandwidth", "flops")  # a take's figures; the record keeps each one's best
 
 
 def _best_s(fn, reps: int, sync) -> float:
@@ -39,28 +44,35 @@ def _best_s(fn, reps: int, sync) -> float:
     return best
 
 
+def read_rate(src: torch.Tensor, reps: int = REPS, sync=lambda: None) -> float:
+    """Bytes per second a read-only stream over `src` reaches (a sum; the best of `reps`)."""
+    return src.numel() * src.element_size() / _best_s(lambda: src.sum(), reps, sync)
+
+
 def measure(
     threads: int,
     dtype: torch.dtype = torch.float32,
-    copy_mb: int = COPY_MB,
+    stream_mb: int = STREAM_MB,
     reps: int = REPS,
     device: str = "cpu",
 ) -> dict:
-    """{"threads", "bandwidth" (bytes/s, a copy counted as read + write), "flops" (of a large matmul), "dtype",
-    "device"} with `threads` torch threads."""
+    """{"threads", "bandwidth" (bytes/s a read-only stream reaches), "copy_bandwidth" (bytes/s of a copy, read +
+    write counted), "flops" (of a large matmul), "dtype", "device"} with `threads` torch threads."""
     dev = torch.device(device)
     sync = synchronizer(dev)
     with torch_threads(threads if dev.type == "cpu" else None), torch.inference_mode():
-        n = copy_mb * 2**20 // 4
+        n = stream_mb * 2**20 // 4
         src, dst = torch.rand(n, device=dev), torch.empty(n, device=dev)
         dst.copy_(src)
+        read = read_rate(src, reps, sync)
         copy_s = _best_s(lambda: dst.copy_(src), reps, sync)
         a, b = torch.rand(512, 2048, device=dev).to(dtype), torch.rand(2048, 2048, device=dev).to(dtype)
         torch.mm(a, b)
         mm_s = _best_s(lambda: torch.mm(a, b), reps, sync)
     return {
         "threads": threads,
-        "bandwidth": 2 * n * 4 / copy_s,
+        "bandwidth": read,
+        "copy_bandwidth": 2 * n * 4 / copy_s,
         "flops": 2 * 512 * 2048 * 2048 / mm_s,
         "dtype": str(dtype).replace("torch.", ""),
         "device": dev.type,
@@ -72,19 +84,18 @@ def machine(
 ) -> dict:
     """measure(), per host, cached under ~/.cache/specviz with each take's time and load: a host measured while
     other processes were busy is measured again at the next load (up to MAX_TAKES takes) until one take is quiet;
-    the figures are the best over the takes (noise only ever slows a copy or a matmul). refresh: start over."""
-    key = {**kernels.host_key(threads), "dtype": str(dtype), "device": device}
+    the figures are the best over the takes (noise only ever slows a stream or a matmul). refresh: start over."""
+    key = {**kernels.host_key(threads), "dtype": str(dtype), "device": device, "bandwidth": "read"}
     cached = None if refresh else kernels.read_cached("roofline", key)
     takes = takes_of(cached)
     if cached is not None and (any(t["quiet"] for t in takes) or len(takes) >= MAX_TAKES):
         return cached
     rates, cores = outside_cores(lambda: measure(threads, dtype, device=device))
-    takes.append({**loadwatch.take(cores), "bandwidth": rates["bandwidth"], "flops": rates["flops"]})
+    takes.append({**loadwatch.take(cores), **{k: rates[k] for k in RATES if k in rates}})
     best = max(takes, key=lambda t: t["bandwidth"])
     cached = {
         **rates,
-        "bandwidth": best["bandwidth"],
-        "flops": max(t["flops"] for t in takes),
+        **{k: max(t[k] for t in takes if k in t) for k in RATES if any(k in t for t in takes)},
         "measured": best["measured"],
         "outside_cores": best["outside_cores"],
         "takes": takes,
@@ -94,14 +105,9 @@ def machine(
 
 
 def takes_of(cached: dict | None) -> list[dict]:
-    """The takes a cached record holds; a record from before takes were kept is one take of unknown load that is
-    not trusted as quiet (it is measured again once)."""
-    if cached is None:
-        return []
-    if "takes" in cached:
-        return list(cached["takes"])
-    old = {k: cached.get(k) for k in ("bandwidth", "flops", "measured")}
-    return [{**old, "outside_cores": None, "quiet": False}]
+    """The takes a cached record holds (records of the copy rate, from before the floor used the read rate, sit
+    under another key and are never read)."""
+    return list(cached["takes"]) if cached is not None else []
 
 
 def costs_of(forward) -> dict:
