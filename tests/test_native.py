@@ -93,7 +93,8 @@ def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
 def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
     """native.c's fused norm/RoPE/attention/SiLU layer (as two whole-layer calls, and as one call per step beside
     MKL's products) against the lean forward's torch ops and against transformers itself: AR steps, a causal
-    block of 5 and a token tree (its mask and positions), 1 and 2 threads."""
+    block of 5 and a token tree (its mask and positions), 1 and 2 threads; the keys and values the whole-layer
+    path writes into the cache (native.c's own write) equal the torch path's, and the cache's length moves alike."""
     from engine.runtime.cache import KVCache
     from tests.tiny import tiny_llama
 
@@ -116,13 +117,21 @@ def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
                 w.use_plan(threads, {r: {kernel: 0.0, "kernel": kernel} for r in (1, 2, 3, 5, 9, 17, 33)})
         with torch_threads(threads), torch.inference_mode():
             for call in calls:
-                out = {}
+                out, kv = {}, {}
                 for fused in (True, False):
                     forward.fused = fused
                     cache = KVCache.for_model(model, 64)
                     forward(ids[:, :30], cache)
                     out[fused] = forward(past_key_values=cache, **call)
+                    kv[fused] = [
+                        (la.length, la.keys[:, :, : la.length], la.values[:, :, : la.length])
+                        for la in cache.layers
+                    ]
                 torch.testing.assert_close(out[True], out[False], rtol=1e-4, atol=1e-4)
+                for (n_f, k_f, v_f), (n_t, k_t, v_t) in zip(kv[True], kv[False]):
+                    assert n_f == n_t == 30 + call["input_ids"].shape[1]
+                    torch.testing.assert_close(k_f, k_t, rtol=1e-5, atol=1e-5)
+                    torch.testing.assert_close(v_f, v_t, rtol=1e-5, atol=1e-5)
                 if "attention_mask" not in call:
                     ref = model(ids[:, : 30 + call["input_ids"].shape[1]]).logits[
                         :, -call["input_ids"].shape[1] :

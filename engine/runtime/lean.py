@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels, native
-from .cache import KVCache, room
+from .cache import KVCache, PointerLayer, room
 from .permodel import PerModel
 from .sliding import layer_masks
 
@@ -242,11 +242,25 @@ class LeanForward:
     def _native_layer(self, x, layer, weights, cos, sin, mask, start: int, whole: bool) -> None:
         """One decoder layer on x (T, H) in place, of one sequence, through native.c: the same math as
         _torch_layer (tests/test_native.py pins them together). whole: every projection runs the native kernel
-        at this row count (the plan's choice), so the layer is two native calls around the cache write; else
+        at this row count (the plan's choice), so the layer is two native calls, the first writing the new keys
+        and values into the pointer cache's buffers itself (another cache: its own update between them); else
         one native call per step, each projection on its planned kernel."""
         w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
         nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
         t = x.shape[0]
+        if whole and type(layer) is PointerLayer:  # the cache write in native.c too: no views, no copies here
+            if not layer.is_initialized:
+                empty = x.new_empty(1, nkv, 0, hd)
+                layer.lazy_initialization(empty, empty)
+            slot = layer.length
+            end = room(slot, t, layer.max_len)
+            buffers = (layer.keys, layer.values)
+            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, nh + nkv, hd, cos, sin, buffers, slot)
+            layer.length = end
+            native.layer_rest(
+                x, qkv, layer.keys, layer.values, mask, start, nh, w_o, w_post, self.eps, w_gu, w_down, end
+            )
+            return
         if whole:
             qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, nh + nkv, hd, cos, sin)
         else:

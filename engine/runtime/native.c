@@ -212,17 +212,28 @@ void specviz_attention(const float *q, long q_stride, const float *k, const floa
 }
 
 /* A decoder layer's first half, in one parallel region: h = RMSNorm(x); qkv = h @ W_qkv.T (+ b); RoPE on its
-   q and k heads (`rotated` heads of hd at the start of each row). The caller writes k and v into the cache. */
+   q and k heads (`rotated` heads of hd at the start of each row); then, when kc is not NULL, each row's nkv key
+   and value heads (the last 2 nkv heads of the row, keys first) written into the cache at slot + t: head g of
+   key t at kc + g * kv_stride + (slot + t) * hd, values alike in vc. */
 void specviz_layer_qkv(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
                        float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd, const float *cos,
-                       const float *sin, int threads) {
+                       const float *sin, float *kc, float *vc, long kv_stride, long slot, long nkv, int threads) {
 #pragma omp parallel num_threads(threads)
   {
 #pragma omp single
     rmsnorm(x, w_in, h, T, H, eps);
     matvec_team(w_qkv, b_qkv, h, qkv, H, width, T, 0);
 #pragma omp single
-    rope(qkv, T, width, rotated, hd, cos, sin);
+    {
+      rope(qkv, T, width, rotated, hd, cos, sin);
+      if (kc)
+        for (long t = 0; t < T; t++)
+          for (long g = 0; g < nkv; g++) {
+            const float *k = qkv + t * width + (rotated - nkv + g) * hd, *v = k + nkv * hd;
+            float *kd = kc + g * kv_stride + (slot + t) * hd, *vd = vc + g * kv_stride + (slot + t) * hd;
+            for (long i = 0; i < hd; i++) kd[i] = k[i], vd[i] = v[i];
+          }
+    }
   }
 }
 

@@ -131,27 +131,35 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
     return out
 
 
-def layer_qkv(x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin) -> torch.Tensor:
+def layer_qkv(
+    x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin, cache=None, slot: int = 0
+) -> torch.Tensor:
     """A layer's first half in one call: RMSNorm, the qkv product (w_qkv a Weight in the native layout, with its
-    bias if it has one), RoPE on the first `rotated` heads. x (T, H); cos, sin (T, D) -> qkv (T, width)."""
+    bias if it has one), RoPE on the first `rotated` heads. x (T, H); cos, sin (T, D) -> qkv (T, width), the
+    last 2 KV heads of each row its key then value heads. cache: None, or the (1, KV, max_len, D) key and value
+    buffers the T keys and values are written into at slots slot..slot+T-1 (the caller checked the room)."""
     t, hidden = x.shape
     qkv, h = torch.empty(t, w_qkv.out_features, dtype=x.dtype), torch.empty_like(x)  # h: the normed x
+    kc, vc = cache if cache is not None else (None, None)
     library().specviz_layer_qkv(
         x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
         w_qkv.w.data_ptr(), None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
-        cos.data_ptr(), sin.data_ptr(), torch.get_num_threads(),
+        cos.data_ptr(), sin.data_ptr(), None if kc is None else kc.data_ptr(), None if vc is None else vc.data_ptr(),
+        0 if kc is None else kc.stride(1), slot, 0 if kc is None else kc.shape[1], torch.get_num_threads(),
     )  # fmt: skip
     return qkv
 
 
 def layer_rest(
-    x, qkv, keys, values, mask, start: int, heads: int, w_o, w_post, eps: float, w_gu, w_down
+    x, qkv, keys, values, mask, start: int, heads: int, w_o, w_post, eps: float, w_gu, w_down, length=None
 ) -> None:
     """The rest of a layer in one call, x (T, H) updated in place: attention of qkv's queries over the cache's
     live keys/values (1, KV, L, D) (mask as in attention()), the o product added to x, RMSNorm, gate/up, the
-    SiLU gate, the down product added to x. w_o, w_gu, w_down: Weights in the native layout."""
+    SiLU gate, the down product added to x. w_o, w_gu, w_down: Weights in the native layout. length: L when
+    keys and values are the cache's whole (1, KV, max_len, D) buffers (their first L slots live)."""
     t, hidden = x.shape
-    _, kv_heads, length, hd = keys.shape
+    _, kv_heads, live, hd = keys.shape
+    length = live if length is None else length
     inter, threads = w_down.in_features, torch.get_num_threads()
     ws = torch.empty(t * (heads * hd + hidden + 3 * inter) + threads * length, dtype=torch.float32)
     library().specviz_layer_rest(
@@ -188,7 +196,7 @@ def _load():
         "specviz_silu_mul": [ptr, ptr, long, long, ctypes.c_int],
         "specviz_layer_qkv": [ptr] * 3
         + [long] * 3
-        + [ptr, f32, ptr, ptr, long, long, ptr, ptr, ctypes.c_int],
+        + [ptr, f32, ptr, ptr, long, long, ptr, ptr, ptr, ptr, long, long, long, ctypes.c_int],
         "specviz_layer_rest": [ptr, ptr, long, ptr, ptr, long, long, ptr]
         + [long] * 7
         + [ptr, ptr, f32, ptr, ptr, ptr, f32, ctypes.c_int],
