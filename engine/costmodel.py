@@ -125,6 +125,57 @@ def verify_curve(points: dict, fitted: bool = False) -> "callable":
     return at
 
 
+class VerifyTimes:
+    """The verify forward's measured times by size (positions n), as one tree drafter saw them: the last 32 per
+    size, and t(n) ÷ t(cheapest) from their medians (verify_curve's line between sizes; PRIOR_SLOPE before any)."""
+
+    KEEP = 32
+
+    def __init__(self):
+        self.times: dict[int, list[float]] = {}
+
+    def observe(self, rows: int, verify_s: float) -> None:
+        if verify_s and verify_s > 0 and rows:
+            kept = self.times.setdefault(rows, [])
+            kept.append(verify_s)
+            del kept[: -self.KEEP]
+
+    def measured(self) -> list[int]:
+        return sorted(k for k, v in self.times.items() if v)
+
+    def curve(self) -> "callable":
+        """n -> t(n) in units of the cheapest measured forward. Build it once per proposal."""
+        points = {k: statistics.median(v) for k, v in self.times.items() if v}
+        if not points:
+            return lambda n: 1.0 + PRIOR_SLOPE * (n - 1)
+        base = min(points.values())
+        return verify_curve(
+            {1: points.get(1, base) / base, **{k: v / base for k, v in points.items() if k >= 2}}
+        )
+
+
+def grow_tree(parents: list, scores: list, t, chain: bool = False, budget: int = 10**9) -> list[int]:
+    """The nodes of a candidate tree worth verifying on this host, parents first: best first by score (the chance
+    a node's path is accepted) among the children of nodes taken, while the next node still pays: with
+    E = 1 + Σ scores taken (tokens expected per forward), a node of score s is added when
+    (E + s) ÷ t(k + 2) > E ÷ t(k + 1), t(n) the verify forward over n positions (VerifyTimes.curve). Where
+    t(9) ≈ t(1) a 9-node tree is free; where t(9) ≈ 1.8·t(1) only likely nodes pay. chain: one child per depth."""
+    children: dict[int, list[int]] = {}
+    for i, par in enumerate(parents):
+        children.setdefault(par, []).append(i)
+    frontier, taken, expected = list(children.get(-1, [])), [], 1.0
+    while frontier and len(taken) < budget:
+        best = max(frontier, key=lambda i: (scores[i], -i))
+        n = len(taken) + 1  # rows of the forward now (root + nodes)
+        if (expected + scores[best]) * t(n) <= expected * t(n + 1):
+            break
+        taken.append(best)
+        expected += scores[best]
+        frontier = [] if chain else [i for i in frontier if i != best]
+        frontier += children.get(best, [])
+    return sorted(taken)
+
+
 def batch_forward_curve(points: dict) -> "callable":
     """(rows B, tokens per row T) -> seconds of a batched verify forward, from measured {(B, T): seconds}: measured
     where seen, else verify_curve's least-squares line over the forward's total rows n = B·T (what its matmuls

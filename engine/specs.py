@@ -190,11 +190,15 @@ for _family in (
     ),
     Family(
         "recycle",
-        "recycle[:k,TEMPLATE]",
+        "recycle[:k,TEMPLATE,SIZING]",
         "token recycling: the target's top-k next tokens of every earlier "
-        "forward fill a static tree template",
+        "forward fill a tree template, sized to this host's verify costs (static: the whole template)",
         "engine.drafters.recycle",
-        (Arg("k", "int", 1, 16, default=8), Arg("template", "choice", choices=("", "small", "wide"))),
+        (
+            Arg("k", "int", 1, 16, default=8),
+            Arg("template", "choice", choices=("", "small", "wide")),
+            Arg("sizing", "choice", choices=("", "sized", "static")),
+        ),
         choice=True,
         param="k",
     ),

@@ -111,8 +111,9 @@ def test_lookahead_emits_its_window_every_round_and_fills_its_pool(target):
 
 
 def test_recycle_fills_its_template_from_the_forwards_it_saw(target):
-    """After a forward, M[x] holds that row's top-k; the next tree is the template filled breadth first from it."""
-    make = drafter_factory("recycle:4", target)
+    """After a forward, M[x] holds that row's top-k; the next tree is the template filled breadth first from it
+    (static: the whole filled template)."""
+    make = drafter_factory("recycle:4,small,static", target)
     d = make(GenerationConfig(), None, 64, None)
     assert make.rows == len(TEMPLATES["small"])
     d.observe_forward(
@@ -125,6 +126,49 @@ def test_recycle_fills_its_template_from_the_forwards_it_saw(target):
     assert tokens[4:6] == [1, 2] and parents[4:6] == [0, 0]
     assert all(p < i for i, p in enumerate(parents))
     assert d.propose([3, 99], 4).token_ids.numel() == 0  # nothing seen after 99 yet
+
+
+def _seen(inputs, topk):
+    return type("Seen", (), {"inputs": inputs, "topk": topk, "extra_next": []})()
+
+
+def test_sized_recycle_drafts_what_pays_on_the_measured_verify_curve():
+    """Sized (the default): where verify forwards cost the same at every size the whole filled template is
+    drafted; where each row costs a step, none (a plain step); in between, the likelier nodes first."""
+    d = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"))
+    d.observe_forward(_seen([5, 7, 8], [[7, 8, 9, 10], [1, 2, 3, 4], [11, 12, 13, 14]]))
+    static = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"), sized=False)
+    static.table = d.table.clone()
+    pool = static.propose([3, 5], 4).token_ids.tolist()
+    for rows in range(1, 15):  # free: every size timed alike
+        d.observe_verify(rows, 0.02)
+    assert d.propose([3, 5], 4).token_ids.tolist() == pool and len(pool) > 6
+    steep = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"))
+    steep.table = d.table
+    for rows in range(1, 15):  # each position costs a whole step: no guess pays
+        steep.observe_verify(rows, 0.02 * rows)
+    assert steep.propose([3, 5], 4).token_ids.numel() == 0 and steep.last_rows == 1
+
+
+def test_recycle_learns_which_template_positions_the_target_takes():
+    """Each template position's rate is counted against what the target committed after the proposal: when the
+    target keeps taking the root's rank-1 guess, that position's rate rises above rank 0's, and on a curve where
+    only one node pays it is the one drafted. Negative control: a drafter that saw rank 0 taken drafts rank 0."""
+    drafted = {}
+    for taken in (8, 7):  # the root's rank-1 guess, then (control) its rank-0 guess
+        d = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"))
+        d.observe_forward(_seen([5, 7, 8], [[7, 8, 9, 10], [1, 2, 3, 4], [11, 12, 13, 14]]))
+        for rows in range(1, 15):
+            d.observe_verify(rows, 0.02 * (1 + 0.6 * (rows - 1)))  # a node pays only when likely
+        ids = [3, 5]
+        for _ in range(12):
+            d.propose(ids, 4)
+            ids = ids + [taken, 60, 5]  # the target took `taken` after 5, then came back to 5
+        rank = {path: i for i, path in enumerate(d.template)}
+        rates = d.rates()
+        assert (rates[rank[(1,)]] > rates[rank[(0,)]]) == (taken == 8)
+        drafted[taken] = d.propose(ids, 4).token_ids.tolist()
+    assert drafted[8][:1] == [8] and drafted[7][:1] == [7]
 
 
 def test_templates_are_trees_and_k_cuts_them():
@@ -140,7 +184,8 @@ def test_templates_are_trees_and_k_cuts_them():
 def test_specs_parse_with_commas_or_colons_and_refuse_out_of_range():
     """lookahead:5,4,5 is lookahead:5:4:5; bounds and the window's size are refused with the setting named."""
     assert parse_draft("lookahead:5,4,5").values == parse_draft("lookahead:5:4:5").values == (5, 4, 5)
-    assert parse_draft("recycle:8,wide").values == (8, "wide")
+    assert parse_draft("recycle:8,wide").values[:2] == (8, "wide")
+    assert parse_draft("recycle:8,wide,static").values == (8, "wide", "static")
     with pytest.raises(ModelLoadError, match="W <= 16"):
         parse_draft("lookahead:17")
     with pytest.raises(ModelLoadError, match="template must be small or wide"):

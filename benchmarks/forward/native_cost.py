@@ -6,7 +6,8 @@ Builds the lean forward twice (the native kernel off, then on; each with the ker
 this host), then at each thread count: t(n) for n = 1..17 new tokens after `--context` cached ones (the
 roofline's measurement: interleaved between the two forwards, medians of 3 per pass, the median over
 --passes passes), beside the memory floor (costmodel.floors with this host's cached read bandwidth, and with the
-read rate measured in the passes themselves, a stream over as many bytes as the weights); and greedy
+read rate measured just before each n's forwards in each pass, a stream over as many bytes as the weights: the
+ratio per pass, then its median); and greedy
 AR decoding of --tokens tokens through each forward (1-row steps, argmax; interleaved, best of 3), as tokens/s
 and its share of the bandwidth bound. Both forwards' AR tokens must be identical. First, each forward's torch
 op calls per layer in a 1-token step (torch.profiler; native.c's calls are not torch ops: a layer makes 2).
@@ -43,18 +44,19 @@ def forwards(model) -> dict:
     return {"without": without, "native": LeanForward(model)}
 
 
-def step_ms(fwds: dict, model, ids, context: int, passes: int, blob: torch.Tensor) -> tuple[dict, list]:
-    """({name: {n: median ms}} of forwards over n new tokens after `context` cached, interleaved; [the read rate
-    of a stream over `blob` (bytes/s, best of 3) in each pass, before its forwards]). The host's memory rate moves
-    by a quarter over minutes here: a floor from the same pass is the fair one."""
+def step_ms(fwds: dict, model, ids, context: int, passes: int, blob: torch.Tensor) -> tuple[dict, dict]:
+    """({name: {n: [ms per pass]}} of forwards over n new tokens after `context` cached, interleaved (each the
+    median of 3); {n: [the read rate of a stream over `blob`, bytes/s, best of 3, just before them, per pass]}).
+    This host's memory rate moved 2× between seconds (35-67 GB/s at 2 threads): a floor from the same moment is
+    the fair one."""
     caches = {}
     for name, f in fwds.items():
         caches[name] = KVCache.for_model(model, context + max(NS) + 1)
         f(ids[:, :context], caches[name], logits_to_keep=1)
-    out, rates = {name: {n: [] for n in NS} for name in fwds}, []
+    out, rates = {name: {n: [] for n in NS} for name in fwds}, {n: [] for n in NS}
     for p in range(passes):
-        rates.append(roofline.read_rate(blob, reps=3))
         for n in NS:
+            rates[n].append(roofline.read_rate(blob, reps=3))
             for name in list(fwds) if p % 2 == 0 else list(fwds)[::-1]:
                 times = []
                 for _ in range(3):
@@ -62,9 +64,8 @@ def step_ms(fwds: dict, model, ids, context: int, passes: int, blob: torch.Tenso
                     fwds[name](ids[:, context : context + n], caches[name], logits_to_keep=n)
                     times.append(time.perf_counter() - t)
                     caches[name].truncate(context)
-                out[name][n].append(statistics.median(times))
-    ms = {name: {n: statistics.median(v) * 1e3 for n, v in by_n.items()} for name, by_n in out.items()}
-    return ms, rates
+                out[name][n].append(statistics.median(times) * 1e3)
+    return out, rates
 
 
 def ops_per_layer(fwds: dict, model, ids, context: int) -> dict:
@@ -119,28 +120,33 @@ def main() -> None:
             floor = {n: max(costmodel.floors(n, args.context, host)) * 1e3 for n in NS}  # the roofline
             with torch_threads(threads):
                 blob = torch.rand(int(costs["weight_bytes"]) // 4)  # as many bytes as the weights
-                ms, rates_now = step_ms(fwds, model, ids, args.context, args.passes, blob)
+                runs, rates_now = step_ms(fwds, model, ids, args.context, args.passes, blob)
                 del blob
                 decoded = ar(fwds, model, ids, args.context, args.tokens)
             print(
                 f"\n{host_line()}; read {rates['bandwidth'] / 1e9:.1f} GB/s (a read-only stream; copy "
                 f"{rates.get('copy_bandwidth', 0) / 1e9:.1f} GB/s, read + write counted), {threads} thread(s)\n"
             )
-            now = {**host, "bandwidth": statistics.median(rates_now)}  # the read rate while the forwards ran
-            floor_now = {n: max(costmodel.floors(n, args.context, now)) * 1e3 for n in NS}
+            # each pass's t(n) over the floor at the read rate measured just before it, then the median
+            per_pass = {
+                n: [t / (max(costmodel.floors(n, args.context, {**host, "bandwidth": r})) * 1e3)
+                    for t, r in zip(runs["native"][n], rates_now[n])]
+                for n in NS
+            }  # fmt: skip
+            ms = {name: {n: statistics.median(v) for n, v in by_n.items()} for name, by_n in runs.items()}
+            every = [r / 1e9 for n in NS for r in rates_now[n]]
             print(
-                f"read rate in each pass, over {costs['weight_bytes'] / 1e6:.0f} MB: "
-                + ", ".join(f"{r / 1e9:.1f}" for r in rates_now)
-                + f" GB/s (median {now['bandwidth'] / 1e9:.1f})\n"
+                f"read rate just before each n's forwards, over {costs['weight_bytes'] / 1e6:.0f} MB: "
+                f"{min(every):.1f}-{max(every):.1f} GB/s (median {statistics.median(every):.1f})\n"
             )
             rows = [
-                [n, f"{floor[n]:.1f}", f"{floor_now[n]:.1f}", f"{ms['without'][n]:.1f}", f"{ms['native'][n]:.1f}",
+                [n, f"{floor[n]:.1f}", f"{ms['without'][n]:.1f}", f"{ms['native'][n]:.1f}",
                  f"{ms['without'][n] / ms['native'][n]:.2f}×", f"{ms['native'][n] / floor[n]:.2f}",
-                 f"{ms['native'][n] / floor_now[n]:.2f}"]
+                 f"{statistics.median(per_pass[n]):.2f} ({min(per_pass[n]):.2f}-{max(per_pass[n]):.2f})"]
                 for n in NS
             ]  # fmt: skip
-            heads = ["n", "floor ms", "floor ms, passes' rate", "t(n) without", "t(n) native", "speed-up"]
-            print(md_table([*heads, "native ÷ floor", "native ÷ floor, passes' rate"], rows))
+            heads = ["n", "floor ms", "t(n) without", "t(n) native", "speed-up", "native ÷ floor"]
+            print(md_table([*heads, "native ÷ floor at its moment's read rate (range over passes)"], rows))
             same = decoded["without"][1] == decoded["native"][1]
             cells = []
             for name, (tps, _) in decoded.items():

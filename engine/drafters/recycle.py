@@ -11,12 +11,20 @@ Each round the tree template (ranks, root to node) is filled breadth first from 
 token: node (r1, .., rd) = M[token of (r1, .., rd−1)][rd]. A node whose parent is missing, or whose entry is not
 seen yet, is left out with its subtree. The nodes are chosen deterministically, so the engine's tree rule
 verifies them losslessly (greedy: the target's own output; sampling: the multi-candidate rule).
+
+Sized (the default): the filled template is the pool, and only the nodes that pay on this host are drafted
+(costmodel.grow_tree on the verify times this drafter measured, as suffix speculation sizes its trees). A node's
+score is the chance its path is accepted: the product along the path of each template position's rate, learned
+in this run: of the rounds its parent's path matched what the target then committed, how often its own token
+did too ((hits + w·prior) ÷ (tries + w), prior 1 ÷ (rank + 2), w = PRIOR_WEIGHT), counted whether or not the tree
+was verified (auto asks every round). `recycle:k,TEMPLATE,static` drafts the whole filled template every round.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .. import costmodel
 from ..sampling.tree import depths
 from ..specs import DraftSpec
 from .base import Draft, Drafter, Seen
@@ -40,6 +48,7 @@ TEMPLATES = {  # name -> rank paths; its size is the verify forward's rows (the 
 }
 DEFAULT_TEMPLATE = "small"
 DEFAULT_K = 8
+PRIOR_WEIGHT = 2.0  # pseudo-rounds behind a template position's prior rate 1 ÷ (rank + 2)
 
 
 def template_parents(template: list[tuple]) -> list[int]:
@@ -49,7 +58,8 @@ def template_parents(template: list[tuple]) -> list[int]:
 
 
 class RecycleDrafter(Drafter):
-    """recycle[:k,TEMPLATE]: the adjacency table of the target's top-k and a static tree to fill from it."""
+    """recycle[:k,TEMPLATE,SIZING]: the adjacency table of the target's top-k and a tree template to fill from it,
+    sized on this host's verify costs (or static)."""
 
     def __init__(
         self,
@@ -60,12 +70,41 @@ class RecycleDrafter(Drafter):
         name: str = "recycle",
         special: frozenset = frozenset(),
         text_of=None,
+        sized: bool = True,
     ):
-        self.k, self.device, self.name = k, device, name
+        self.k, self.device, self.name, self.sized = k, device, name, sized
         self.template = [path for path in template if max(path) < k]  # ranks the table holds (prefixes stay)
         self.parents = template_parents(self.template)
         self.table = torch.full((vocab, k), -1, dtype=torch.long)  # (V, k) M[x]: next-token guesses after x
         self.special, self.text_of = special, text_of or str
+        self.hits = [0.0] * len(self.template)  # per template position: rounds its token matched the target's
+        self.tries = [0.0] * len(self.template)  # rounds it was drafted with its parent's path matched
+        self.last: tuple | None = None  # (committed length, {template position: token} of the last pool)
+        self.timed = costmodel.VerifyTimes()
+        self.last_rows = 0
+
+    def rates(self) -> list[float]:
+        """Per template position: the chance its token is the target's, given its parent's path was."""
+        return [
+            (h + PRIOR_WEIGHT / (path[-1] + 2)) / (n + PRIOR_WEIGHT)
+            for h, n, path in zip(self.hits, self.tries, self.template)
+        ]
+
+    def _score_last(self, ids: list[int]) -> None:
+        """Count the last pool against what the target committed since (positions deeper than that: unknown)."""
+        if self.last is None:
+            return
+        at, pool = self.last
+        said = ids[at:]
+        matched = {-1}
+        for i, tok in sorted(pool.items()):  # parents first
+            d = len(self.template[i])
+            if self.parents[i] not in matched or d > len(said):
+                continue
+            self.tries[i] += 1
+            if said[d - 1] == tok:
+                self.hits[i] += 1
+                matched.add(i)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         """Seed the table with the user's text: M[a][0] = the token that followed a (the template's tokens skipped)."""
@@ -80,6 +119,7 @@ class RecycleDrafter(Drafter):
                 self.table[a, 0] = b
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
+        self._score_last(ids)
         tokens, parents, kept = [], [], {}  # kept: template index -> draft node index
         limit = depths(self.parents)
         for i, (path, par) in enumerate(zip(self.template, self.parents)):
@@ -94,6 +134,19 @@ class RecycleDrafter(Drafter):
             kept[i] = len(tokens)
             tokens.append(tok)
             parents.append(-1 if par < 0 else kept[par])
+        self.last = (len(ids), {i: tokens[j] for i, j in kept.items()})
+        if self.sized and tokens:
+            rates, at = self.rates(), list(kept)  # at[j]: node j's template position
+            scores: list[float] = []
+            for j, par in enumerate(parents):
+                scores.append((1.0 if par < 0 else scores[par]) * rates[at[j]])
+            keep = costmodel.grow_tree(parents, scores, self.timed.curve())
+            new = {old: n for n, old in enumerate(keep)}
+            tokens, parents = (
+                [tokens[j] for j in keep],
+                [-1 if parents[j] < 0 else new[parents[j]] for j in keep],
+            )
+        self.last_rows = len(tokens) + 1
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
             None,
@@ -101,6 +154,14 @@ class RecycleDrafter(Drafter):
             parents=parents,
             topk=self.k,
         )
+
+    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
+        """The verify forward's time at the size just proposed (a plain step: size 1)."""
+        self.observe_verify(self.last_rows, verify_s)
+
+    def observe_verify(self, rows: int, verify_s: float) -> None:
+        """One verify forward's time over `rows` positions (auto hands every round's here, chosen or not)."""
+        self.timed.observe(rows, verify_s)
 
     def observe_forward(self, seen: Seen) -> None:
         """Every row of the verify forward: M[its input token] = the target's top-k next tokens there."""
@@ -117,8 +178,9 @@ def build(spec: DraftSpec, target, ctx):
     special, text_of = template_reader(target.tokenizer)
     vocab = target.model.get_output_embeddings().weight.shape[0]
     k = spec["k"]
+    sized = spec["sizing"] != "static"
     make = lambda cfg, gen, max_len, cache: RecycleDrafter(
-        k, template, vocab, target.device, spec.text, special, text_of
+        k, template, vocab, target.device, spec.text, special, text_of, sized
     )
     make.rows = len(template)
     return make

@@ -24,7 +24,6 @@ MAX_HISTORY_TOKENS (the oldest runs are dropped): the app keeps one per visitor'
 from __future__ import annotations
 
 import bisect
-import statistics
 import threading
 from array import array
 
@@ -118,22 +117,8 @@ class HistoryView:
 
 
 def pick(tokens, parents, scores, t, chain: bool = False, budget: int = MAX_NODES) -> list[int]:
-    """Trie nodes to draft, parents first: best first by score among the children of nodes taken, while the
-    next node pays on the measured forward times t(n) (see the module docstring); chain: one child per depth."""
-    children: dict[int, list[int]] = {}
-    for i, par in enumerate(parents):
-        children.setdefault(par, []).append(i)
-    frontier, taken, expected = list(children.get(-1, [])), [], 1.0
-    while frontier and len(taken) < budget:
-        best = max(frontier, key=lambda i: (scores[i], -i))
-        n = len(taken) + 1  # rows of the forward now (root + nodes)
-        if (expected + scores[best]) * t(n) <= expected * t(n + 1):
-            break
-        taken.append(best)
-        expected += scores[best]
-        frontier = [] if chain else [i for i in frontier if i != best]
-        frontier += children.get(best, [])
-    return sorted(taken)
+    """Trie nodes to draft, parents first (costmodel.grow_tree: best first while the next node pays on t(n))."""
+    return costmodel.grow_tree(parents, scores, t, chain, budget)
 
 
 class SuffixDrafter(Drafter):
@@ -156,7 +141,7 @@ class SuffixDrafter(Drafter):
         self.seen: HistoryView | None = None  # the history as this run matches it
         self.mask: list[bool] = []
         self.index = NgramIndex(max_n)
-        self.times: dict[int, list[float]] = {}  # forward rows -> measured verify seconds
+        self.timed = costmodel.VerifyTimes()  # forward rows -> measured verify seconds
         self.last_rows = 0
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
@@ -170,15 +155,8 @@ class SuffixDrafter(Drafter):
         return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
 
     def verify_curve(self):
-        """n -> t(n) in units of the cheapest measured forward: medians where measured, else the cost model's
-        line (PRIOR_SLOPE before anything was measured). Built once per proposal."""
-        points = {k: statistics.median(v) for k, v in self.times.items() if v}
-        if not points:
-            return lambda n: 1.0 + costmodel.PRIOR_SLOPE * (n - 1)
-        base = min(points.values())
-        return costmodel.verify_curve(
-            {1: points.get(1, base) / base, **{k: v / base for k, v in points.items() if k >= 2}}
-        )
+        """n -> t(n) in units of the cheapest measured forward (costmodel.VerifyTimes). Built once per proposal."""
+        return self.timed.curve()
 
     def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]], list[list[int]]]:
         """(match length n, continuations after its latest occurrences: this run's, then the history's, and per
@@ -238,7 +216,7 @@ class SuffixDrafter(Drafter):
                 for i, d in zip(keep, depths(kept_parents))
             ],
             "verify": [round(t(k) / t(1), 4) for k in range(1, len(keep) + 3)],
-            "measured": sorted(k for k, v in self.times.items() if v),
+            "measured": self.timed.measured(),
             "next_score": round(max(left), 6) if left and not self.chain else None,
         }
         return Draft(
@@ -257,10 +235,7 @@ class SuffixDrafter(Drafter):
     def observe_verify(self, rows: int, verify_s: float) -> None:
         """One verify forward's time over `rows` positions, the last 32 per size kept; auto hands every round's
         here, whichever drafter it chose, so the tree is sized on the same curve auto prices with."""
-        if verify_s and verify_s > 0 and rows:
-            kept = self.times.setdefault(rows, [])
-            kept.append(verify_s)
-            del kept[:-32]
+        self.timed.observe(rows, verify_s)
 
 
 def path_scores(parents: list, counts: list, occurrences: int) -> list[float]:
