@@ -161,6 +161,26 @@ class LookaheadWindow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TreeSized:
+    """How a tree drafter sized this round's tree on the measured verify curve (token recycling,
+    engine/drafters/recycle.py; suffix speculation records the same in its suffix_match event): the nodes drafted
+    with their scores, the curve, and the best node left out."""
+
+    kind: ClassVar[str] = "tree_sized"
+    row: int = 0  # the sequence of a batched run (engine/decode/batch.py) it belongs to; -1: the whole batch
+    round: int
+    pos: int  # absolute position of depth-1 nodes
+    drafter: str  # whose tree
+    pool: int  # candidate nodes the drafter had (its filled template)
+    token_ids: list  # the drafted nodes, in the draft_tree's order
+    parents: list  # per node: its parent's index (-1: the root)
+    scores: list  # per node: the chance its path is accepted (the product of the learned rates along it)
+    verify: list  # t(n) ÷ t(1) for n = 1 .. nodes + 2: the curve the tree was sized on
+    measured: list  # the forward sizes n the drafter had timed (the rest of the curve: the cost model's line)
+    next_score: float | None  # the best node left out (it did not pay); None: none was
+
+
+@dataclass(frozen=True, kw_only=True)
 class SuffixMatched:
     """Suffix speculation's round (engine/drafters/suffix.py): the match its tree came from, how often and where
     each node was seen after it, and the measured verify curve the tree was sized on."""
@@ -273,6 +293,7 @@ EVENT_TYPES = {
         DraftTree,
         LookaheadWindow,
         SuffixMatched,
+        TreeSized,
         RolledBack,
         Committed,
         RoundTimed,
@@ -289,6 +310,7 @@ Event = (
     | DraftTree
     | LookaheadWindow
     | SuffixMatched
+    | TreeSized
     | RolledBack
     | Committed
     | RoundTimed

@@ -237,6 +237,25 @@ def check_tree(e) -> None:
     one_of("draft_tree.next_kind", e.next_kind, NEXT_KINDS)
 
 
+def check_tree_sized(e) -> None:
+    """tree_sized: per node a parent before it and a score (a probability), a pool at least the nodes, the curve's
+    length, positive times, the sizes timed within a forward's rows."""
+    texts("tree_sized.drafter", [e.drafter])
+    same_length("tree_sized", e, ["token_ids", "parents", "scores"], MAX_TREE_NODES)
+    whole("tree_sized.pool", e.pool, len(e.token_ids), MAX_TREE_NODES)
+    each("tree_sized.token_ids", e.token_ids, whole, 0)
+    for i, parent in enumerate(e.parents):
+        whole(f"tree_sized.parents[{i}]", parent, -1, i - 1)
+    each("tree_sized.scores", e.scores, prob)
+    if not isinstance(e.verify, list) or len(e.verify) != len(e.token_ids) + 2:
+        raise ValueError(
+            f"tree_sized.verify must hold t(n) ÷ t(1) for n = 1..{len(e.token_ids) + 2}, got {short_repr(e.verify)}"
+        )
+    each("tree_sized.verify", e.verify, positive, none_ok=False)
+    each("tree_sized.measured", e.measured, whole, 1, MAX_FORWARD_ROWS)
+    prob("tree_sized.next_score", e.next_score, none_ok=True)
+
+
 def check_suffix_match(e) -> None:
     """suffix_match: a match of 1..MAX_MATCH tokens, per node a count within the occurrences and an origin, the
     verify curve over the tree's sizes (one more than its rows)."""
@@ -482,6 +501,7 @@ CHECKS = {
     "retokenized": check_retokenized,
     "lookahead_window": check_window,
     "suffix_match": check_suffix_match,
+    "tree_sized": check_tree_sized,
     "prefilling": check_prefilling,
     "beam_verified": check_beam_verified,
 }

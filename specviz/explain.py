@@ -96,24 +96,11 @@ def tree_costs(s: dict) -> list[str]:
     return out
 
 
-def suffix_sizing(run) -> str:
-    """How suffix speculation sized its trees on this host's verify curve, with one round's numbers beside the
-    rule (the last round a node was left out), and the run's sizes. "" for a run without suffix rounds."""
-    matched = [r for r in (run.rounds if run else []) if r.suffix is not None]
-    if not matched:
-        return ""
-    m = next((r.suffix for r in reversed(matched) if r.suffix.next_score is not None), matched[-1].suffix)
+def sizing_line(m, lead: str) -> str:
+    """One round of a tree sized on the measured verify curve (a SuffixMatched or TreeSized: scores, verify,
+    next_score, round), its figures derived from the printed inputs: "Round r: {lead}k nodes scored …: E = …,
+    E ÷ t(k + 1) = …; the next node … would give … : the verdict"."""
     k, t = len(m.scores), m.verify
-    measured = ", ".join(map(str, m.measured)) or "none yet"
-    lines = [
-        "<b>How suffix sized its trees.</b> Each round it counts what followed the latest occurrences of the "
-        "context's longest repeated suffix into a tree. A node's score is the chance its path is accepted: the "
-        "product along the path of c ÷ (c<sub>parent</sub> + 1), c the occurrences through a node (the +1 keeps a "
-        "path seen once from counting as certain). Nodes are taken best first while (E + score) ÷ t(k + 2) > "
-        "E ÷ t(k + 1), where E = 1 + the scores taken (tokens expected per forward) and t(n) is the verify "
-        f"forward over n positions ÷ t(1), timed on this host in this run (sizes timed when round {m.round} was "
-        f"drafted: {measured}; between them the cost model's line)."
-    ]
     has_next = m.next_score is not None
     inputs = (
         [(x, 2) for x in m.scores] + [(t[k], 2)] + ([(m.next_score, 2), (t[k + 1], 2)] if has_next else [])
@@ -128,9 +115,8 @@ def suffix_sizing(run) -> str:
     places = decimals_of(printed[0])
     e_text = fixed(1 + sum(map(parse, printed[:k])), places)  # exact: the printed scores' own decimals
     line = (
-        f"Round {m.round}: a match of {m.match} tokens, {plural(m.occurrences, 'occurrence')}, "
-        f"{plural(k, 'node')} scored {', '.join(printed[:k])}: E = {e_text} tokens expected, "
-        f"E ÷ t({k + 1}) = {e_text} ÷ {printed[k]} = {now}"
+        f"Round {m.round}: {lead}{plural(k, 'node')} scored {', '.join(printed[:k])}: E = {e_text} tokens "
+        f"expected, E ÷ t({k + 1}) = {e_text} ÷ {printed[k]} = {now}"
     )
     if has_next:
         line += (
@@ -144,13 +130,62 @@ def suffix_sizing(run) -> str:
         )
     else:
         line += "; no node was left out."
-    sizes = sorted(len(r.suffix.scores) for r in matched)
-    lines.append(
-        line
-        + f" Over the run: {plural(len(matched), 'suffix round')}, trees of {sizes[0]}–{sizes[-1]} nodes "
+    return line
+
+
+RULE = (
+    "Nodes are taken best first while (E + score) ÷ t(k + 2) > E ÷ t(k + 1), where E = 1 + the scores taken "
+    "(tokens expected per forward) and t(n) is the verify forward over n positions ÷ t(1), timed on this host in "
+    "this run"
+)
+
+
+def _over_the_run(rounds: list, attr: str, what: str) -> str:
+    sizes = sorted(len(getattr(r, attr).scores) for r in rounds)
+    return (
+        f" Over the run: {plural(len(rounds), what)}, trees of {sizes[0]}–{sizes[-1]} nodes "
         f"(median {sizes[len(sizes) // 2]})."
     )
-    return "".join(f"<p>{line}</p>" for line in lines)
+
+
+def suffix_sizing(run) -> str:
+    """How suffix speculation sized its trees on this host's verify curve, with one round's numbers beside the
+    rule (the last round a node was left out), and the run's sizes. "" for a run without suffix rounds."""
+    matched = [r for r in (run.rounds if run else []) if r.suffix is not None]
+    if not matched:
+        return ""
+    m = next((r.suffix for r in reversed(matched) if r.suffix.next_score is not None), matched[-1].suffix)
+    measured = ", ".join(map(str, m.measured)) or "none yet"
+    intro = (
+        "<b>How suffix sized its trees.</b> Each round it counts what followed the latest occurrences of the "
+        "context's longest repeated suffix into a tree. A node's score is the chance its path is accepted: the "
+        "product along the path of c ÷ (c<sub>parent</sub> + 1), c the occurrences through a node (the +1 keeps a "
+        f"path seen once from counting as certain). {RULE} (sizes timed when round {m.round} was drafted: "
+        f"{measured}; between them the cost model's line)."
+    )
+    lead = f"a match of {m.match} tokens, {plural(m.occurrences, 'occurrence')}, "
+    line = sizing_line(m, lead) + _over_the_run(matched, "suffix", "suffix round")
+    return f"<p>{intro}</p><p>{line}</p>"
+
+
+def recycle_sizing(run) -> str:
+    """How token recycling sized its trees (tree_sized events), as suffix_sizing. "" without such rounds."""
+    sized = [r for r in (run.rounds if run else []) if r.sized is not None and r.sized.scores]
+    if not sized:
+        return ""
+    m = next((r.sized for r in reversed(sized) if r.sized.next_score is not None), sized[-1].sized)
+    measured = ", ".join(map(str, m.measured)) or "none yet"
+    intro = (
+        f"<b>How {esc(m.drafter)} sized its trees.</b> Each round it fills its tree template from the target's "
+        "top-k guesses seen in earlier forwards. A node's score is the chance its path is accepted: the product "
+        "along the path of each template position's rate, learned in this run (how often its token was the one "
+        "the target committed when its parent's was, with a prior of 1 ÷ (rank + 2) worth two rounds). "
+        f"{RULE} (sizes timed when round {m.round} was drafted: {measured}; between them the cost model's line)."
+    )
+    line = sizing_line(m, f"a pool of {plural(m.pool, 'filled node')}, ") + _over_the_run(
+        sized, "sized", "sized round"
+    )
+    return f"<p>{intro}</p><p>{line}</p>"
 
 
 def one_round(s: dict, gamma: int) -> dict | None:
@@ -385,7 +420,7 @@ def render_explain(events) -> str:
     return (
         f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
         f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}"
-        f"{suffix_sizing(spec)}"
+        f"{suffix_sizing(spec)}{recycle_sizing(spec)}"
         f"{whatif_panel(s)}"
         f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>'
     )

@@ -23,12 +23,19 @@ ROUND_KINDS = {
     "draft_tree",
     "lookahead_window",
     "suffix_match",
+    "tree_sized",
     "rolled_back",
     "committed",
     "round_timed",
 }
 # RoundView attribute of each round event kind
-ATTR = {"round_timed": "timed", "draft_tree": "tree", "lookahead_window": "window", "suffix_match": "suffix"}
+ATTR = {
+    "round_timed": "timed",
+    "draft_tree": "tree",
+    "lookahead_window": "window",
+    "suffix_match": "suffix",
+    "tree_sized": "sized",
+}
 
 
 def positive(x) -> float | None:
@@ -87,6 +94,7 @@ class RoundView:
     tree: object = None  # DraftTree of a tree-speculation round (drafted / verified then hold its chain view)
     window: object = None  # LookaheadWindow: lookahead decoding's Jacobi window this round
     suffix: object = None  # SuffixMatched: where suffix speculation's tree came from, and its sizing
+    sized: object = None  # TreeSized: how another tree drafter (token recycling) sized its tree
     memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def cached(self, key, build):

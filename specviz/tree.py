@@ -156,6 +156,7 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
         rows += [
             ("node", f"{i} · depth {node.depth}{proposer}"),
             *_suffix_rows(rv.suffix, t, i),
+            *_sized_rows(getattr(rv, "sized", None), t, i),
             ("draft q", fmt_p(_at(t.q, i))),
             ("target p", fmt_p(_at(t.p, i))),
             (f"accept ({rule})", "not tested" if tested is None else fmt_p(tested)),
@@ -221,6 +222,14 @@ def _suffix_rows(m, t, i: int) -> list:
         ("latest", f"{where}, position {at}"),
         ("score", f"{m.scores[i]:.3f} (chance its path is accepted: Π c ÷ (c_parent + 1))"),
     ]
+
+
+def _sized_rows(m, t, i: int) -> list:
+    """Token recycling's tooltip row for node i: its score on the curve the tree was sized on. None when the round
+    has no sizing record or its nodes are not the tree's (a hand-made trace)."""
+    if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.scores):
+        return []
+    return [("score", f"{m.scores[i]:.3f} (chance its path is accepted: the learned rates along it)")]
 
 
 def _whole(node: Node) -> list:

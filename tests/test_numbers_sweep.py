@@ -206,14 +206,15 @@ def test_the_acceptance_test_reproduces_from_the_printed_p_and_q():
     assert accept_terms(0.5, 0.25, 0.7) == ("0.500", "0.250", "0.700")
 
 
-def test_the_suffix_sizing_line_reproduces_on_every_tree_size():
-    """Explain's suffix sizing line over 300 generated rounds (1 to 24 nodes, curves from flat to steep, the next
-    node left out or not): E, both rates and the verdict follow from what is printed; a rate one digit off, or the
-    verdict flipped, is caught (negative controls)."""
+@pytest.mark.parametrize("drafter", ["suffix", "recycle"])
+def test_the_tree_sizing_line_reproduces_on_every_tree_size(drafter):
+    """Explain's sizing line (suffix speculation's and token recycling's) over 300 generated rounds (1 to 24
+    nodes, curves from flat to steep, the next node left out or not): E, both rates and the verdict follow from
+    what is printed; a rate one digit off, or the verdict flipped, is caught (negative controls)."""
     from types import SimpleNamespace
 
-    from engine.events import SuffixMatched
-    from specviz.explain import suffix_sizing
+    from engine.events import SuffixMatched, TreeSized
+    from specviz.explain import recycle_sizing, suffix_sizing
     from tests.numbers import check_suffix_sizing
 
     rng = random.Random(7)
@@ -224,22 +225,25 @@ def test_the_suffix_sizing_line_reproduces_on_every_tree_size():
         slope = rng.choice([0.0, 0.01, 0.05, 0.2, 0.9])
         steps = [1.0 + slope * n * rng.uniform(0.8, 1.2) for n in range(k + 2)]
         verify = [max(steps[: i + 1]) for i in range(len(steps))]  # non-decreasing, t(1) = 1
-        m = SuffixMatched(
+        common = dict(
             round=3,
             pos=9,
-            match=1,
-            match_tokens=["a"],
-            occurrences=64,
             token_ids=list(range(k)),
-            counts=[1] * k,
             parents=[-1] * k,
             scores=scores,
-            origins=[[0, 1]] * k,
             verify=verify,
             measured=[1],
             next_score=rng.choice([None, rng.random() * scores[-1]]),
         )
-        markup = suffix_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, suffix=m)]))
+        if drafter == "suffix":
+            m = SuffixMatched(
+                match=1, match_tokens=["a"], occurrences=64, counts=[1] * k, origins=[[0, 1]] * k, **common
+            )
+            markup = suffix_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, suffix=m)]))
+        else:
+            m = TreeSized(drafter="recycle", pool=k + 3, **common)
+            markup = recycle_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, sized=m)]))
+            assert f"a pool of {k + 3} filled nodes" in markup
         line = text(markup)
         assert check_suffix_sizing(line) == [], (check_suffix_sizing(line), line)
         if m.next_score is not None:

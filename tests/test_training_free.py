@@ -150,6 +150,46 @@ def test_sized_recycle_drafts_what_pays_on_the_measured_verify_curve():
     assert steep.propose([3, 5], 4).token_ids.numel() == 0 and steep.last_rows == 1
 
 
+def test_recycle_records_how_it_sized_each_tree(embedded):
+    """On the embedded model: each sized round's tree_sized event holds the drafted tree (the draft_tree's tokens
+    and parents), a score per node, the curve it was sized on; it validates and round-trips, Explain prints the
+    sizing line, and hostile scores or curves are refused by name. The output stays the target's own."""
+    from specviz.explain import render_explain
+    from specviz.tree import render_tree
+
+    engine = Engine(embedded, "recycle", measure_step=False)
+    cfg = GenerationConfig(gamma=4, max_new_tokens=48)
+    events = list(engine.generate("Count from one to twenty in words, comma separated.", cfg))
+    sized = [e for e in events if e.kind == "tree_sized"]
+    trees = {e.round: e for e in events if e.kind == "draft_tree"}
+    assert len(sized) >= 3 and any(e.next_score is not None for e in sized)
+    for e in sized:
+        if e.token_ids:
+            assert e.token_ids == trees[e.round].token_ids and e.parents == trees[e.round].parents
+        assert len(e.scores) == len(e.token_ids) <= e.pool and len(e.verify) == len(e.token_ids) + 2
+        assert all(0 <= s <= 1 for s in e.scores) and e.verify[0] == 1.0
+    assert events[-1].token_ids == ids_of(
+        engine, "Count from one to twenty in words, comma separated.", cfg, "ar"
+    )
+    assert trace_from_json(trace_to_json(events)) == events
+    assert "How recycle sized its trees" in render_explain(events)
+    assert "the learned rates along it" in render_tree(events)
+    k = next(
+        i
+        for i, e in enumerate(json.loads(trace_to_json(events))["events"])
+        if e["kind"] == "tree_sized" and e["scores"]
+    )
+    for field, bad, message in (
+        ("scores", [1.5], "tree_sized.scores"),
+        ("verify", [1.0], "tree_sized.verify must hold"),
+    ):
+        trace = json.loads(trace_to_json(events))
+        event = trace["events"][k]
+        event[field] = bad * (len(event["scores"]) if field == "scores" else 1)
+        with pytest.raises(ValueError, match=message):
+            trace_from_json(json.dumps(trace))
+
+
 def test_recycle_learns_which_template_positions_the_target_takes():
     """Each template position's rate is counted against what the target committed after the proposal: when the
     target keeps taking the root's rank-1 guess, that position's rate rises above rank 0's, and on a curve where
