@@ -175,9 +175,12 @@ class TreeSized:
     token_ids: list  # the drafted nodes, in the draft_tree's order
     parents: list  # per node: its parent's index (-1: the root)
     scores: list  # per node: the chance its path is accepted (the product of the learned rates along it)
-    verify: list  # t(n) ÷ t(1) for n = 1 .. nodes + 2: the curve the tree was sized on
+    verify: list  # t(R + n) ÷ t(R + 1) for n = 1 .. nodes + 2: the curve the tree was sized on
     measured: list  # the forward sizes n the drafter had timed (the rest of the curve: the cost model's line)
     next_score: float | None  # the best node left out (it did not pay); None: none was
+    extra_rows: int = (
+        0  # R: rows every forward of this drafter carries besides root and nodes (lookahead's window)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

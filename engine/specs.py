@@ -176,14 +176,16 @@ for _family in (
     ),
     Family(
         "lookahead",
-        "lookahead[:W,N,G]",
+        "lookahead[:W,N,G,SIZING]",
         "lookahead decoding: the target's own Jacobi window fills an n-gram "
-        "pool; its n-grams after the last token are verified as a tree in the same forward",
+        "pool; its n-grams after the last token are verified as a tree in the same forward, sized to this "
+        "host's verify costs (static: every candidate)",
         "engine.drafters.lookahead",
         (
             Arg("W", "int", 1, 16, default=4),
             Arg("N", "int", 2, 8, default=4),
             Arg("G", "int", 1, 16, default=4),
+            Arg("sizing", "choice", choices=("", "sized", "static")),
         ),
         choice=True,
         param="W",

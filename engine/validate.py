@@ -254,6 +254,7 @@ def check_tree_sized(e) -> None:
     each("tree_sized.verify", e.verify, positive, none_ok=False)
     each("tree_sized.measured", e.measured, whole, 1, MAX_FORWARD_ROWS)
     prob("tree_sized.next_score", e.next_score, none_ok=True)
+    whole("tree_sized.extra_rows", e.extra_rows, 0, MAX_FORWARD_ROWS)
 
 
 def check_suffix_match(e) -> None:

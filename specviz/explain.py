@@ -169,22 +169,35 @@ def suffix_sizing(run) -> str:
 
 
 def recycle_sizing(run) -> str:
-    """How token recycling sized its trees (tree_sized events), as suffix_sizing. "" without such rounds."""
+    """How token recycling or lookahead decoding sized its trees (tree_sized events), as suffix_sizing. "" without
+    such rounds."""
     sized = [r for r in (run.rounds if run else []) if r.sized is not None and r.sized.scores]
     if not sized:
         return ""
     m = next((r.sized for r in reversed(sized) if r.sized.next_score is not None), sized[-1].sized)
     measured = ", ".join(map(str, m.measured)) or "none yet"
+    if m.extra_rows:  # lookahead: the candidates' tree beside the Jacobi window's rows
+        how = (
+            "Each round it merges the pool's n-grams that start with the last token into a tree of candidates. "
+            "A node's score is the chance its path is accepted: the product along the path of c ÷ "
+            "(c<sub>parent</sub> + 1), c the candidates through a node. The window's "
+            f"{plural(m.extra_rows, 'row')} ride in every forward, so t(n) below is the forward over "
+            f"{m.extra_rows} + n positions ÷ the one over {m.extra_rows} + 1. "
+        )
+        pool = f"{plural(m.pool, 'candidate node')}, "
+    else:
+        how = (
+            "Each round it fills its tree template from the target's top-k guesses seen in earlier forwards. A "
+            "node's score is the chance its path is accepted: the product along the path of each template "
+            "position's rate, learned in this run (how often its token was the one the target committed when its "
+            "parent's was, with a prior of 1 ÷ (rank + 2) worth two rounds). "
+        )
+        pool = f"a pool of {plural(m.pool, 'filled node')}, "
     intro = (
-        f"<b>How {esc(m.drafter)} sized its trees.</b> Each round it fills its tree template from the target's "
-        "top-k guesses seen in earlier forwards. A node's score is the chance its path is accepted: the product "
-        "along the path of each template position's rate, learned in this run (how often its token was the one "
-        "the target committed when its parent's was, with a prior of 1 ÷ (rank + 2) worth two rounds). "
+        f"<b>How {esc(m.drafter)} sized its trees.</b> {how}"
         f"{RULE} (sizes timed when round {m.round} was drafted: {measured}; between them the cost model's line)."
     )
-    line = sizing_line(m, f"a pool of {plural(m.pool, 'filled node')}, ") + _over_the_run(
-        sized, "sized", "sized round"
-    )
+    line = sizing_line(m, pool) + _over_the_run(sized, "sized", "sized round")
     return f"<p>{intro}</p><p>{line}</p>"
 
 

@@ -229,7 +229,8 @@ def _sized_rows(m, t, i: int) -> list:
     has no sizing record or its nodes are not the tree's (a hand-made trace)."""
     if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.scores):
         return []
-    return [("score", f"{m.scores[i]:.3f} (chance its path is accepted: the learned rates along it)")]
+    how = "Π c ÷ (c_parent + 1) over the candidates" if m.extra_rows else "the learned rates along it"
+    return [("score", f"{m.scores[i]:.3f} (chance its path is accepted: {how})")]
 
 
 def _whole(node: Node) -> list:

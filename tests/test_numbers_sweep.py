@@ -241,9 +241,11 @@ def test_the_tree_sizing_line_reproduces_on_every_tree_size(drafter):
             )
             markup = suffix_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, suffix=m)]))
         else:
-            m = TreeSized(drafter="recycle", pool=k + 3, **common)
+            window = rng.choice([0, 6])  # lookahead's window rows ride in every forward; recycling has none
+            m = TreeSized(drafter="recycle", pool=k + 3, extra_rows=window, **common)
             markup = recycle_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, sized=m)]))
-            assert f"a pool of {k + 3} filled nodes" in markup
+            assert (f"{k + 3} candidate nodes" if window else f"a pool of {k + 3} filled nodes") in markup
+            assert ("6 rows ride in every forward" in markup) == bool(window)
         line = text(markup)
         assert check_suffix_sizing(line) == [], (check_suffix_sizing(line), line)
         if m.next_score is not None:

@@ -18,7 +18,17 @@ from engine.sampling.typical import accept_typical, threshold
 from engine.specs import ModelLoadError, parse_draft
 
 PROMPTS = ["a b c a b d a b c a b", "Tell me about the sea", "def fib(n):", "1, 2, 3, 4,"]
-SPECS = ["lookahead", "lookahead:3,3,2", "lookahead:1,2,1", "recycle", "recycle:8,wide", "recycle:2", "auto"]
+SPECS = [
+    "lookahead",
+    "lookahead:3,3,2",
+    "lookahead:1,2,1",
+    "lookahead:4,4,4,static",
+    "recycle",
+    "recycle:8,wide",
+    "recycle:2",
+    "recycle:8,small,static",
+    "auto",
+]
 CHI2_15DF_999 = 37.70  # chi-square critical value, 15 degrees of freedom, significance 0.001
 
 
@@ -223,13 +233,50 @@ def test_templates_are_trees_and_k_cuts_them():
 
 def test_specs_parse_with_commas_or_colons_and_refuse_out_of_range():
     """lookahead:5,4,5 is lookahead:5:4:5; bounds and the window's size are refused with the setting named."""
-    assert parse_draft("lookahead:5,4,5").values == parse_draft("lookahead:5:4:5").values == (5, 4, 5)
+    assert parse_draft("lookahead:5,4,5").values == parse_draft("lookahead:5:4:5").values == (5, 4, 5, None)
+    assert parse_draft("lookahead:5,4,5,static").values == (5, 4, 5, "static")
     assert parse_draft("recycle:8,wide").values[:2] == (8, "wide")
     assert parse_draft("recycle:8,wide,static").values == (8, "wide", "static")
     with pytest.raises(ModelLoadError, match="W <= 16"):
         parse_draft("lookahead:17")
     with pytest.raises(ModelLoadError, match="template must be small or wide"):
         parse_draft("recycle:4,huge")
+
+
+def test_sized_lookahead_verifies_the_candidates_that_pay_beside_its_window():
+    """With the window's rows in every forward: where a forward costs the same at every size every candidate node
+    is verified (the static tree); where each row costs a step only a node likelier than the row's share of the
+    forward; where each row doubles it, none; the tree_sized record counts the window's rows and its curve is the
+    forward over them plus n, over the one over them plus 1."""
+    from engine.sampling.tree import trie
+
+    def drafter(sized, cost):
+        d = LookaheadDrafter(2, 3, 4, torch.device("cpu"), sized=sized)
+        d.prepare([1, 2, 3], None)
+        d.pool = {9: [(4, 5), (4, 6), (7, 8)]}  # three candidates after token 9 (two share their first token)
+        for rows in range(1, 20):
+            d.timed.observe(rows, cost(rows))
+        return d
+
+    static = drafter(False, lambda rows: 0.02).propose([1, 9], 4)
+    assert (static.token_ids.tolist(), static.parents) == trie([[4, 5], [4, 6], [7, 8]])
+    flat = drafter(True, lambda rows: 0.02).propose([1, 9], 4)
+    assert flat.token_ids.tolist() == static.token_ids.tolist() and flat.parents == static.parents
+    sized = flat.note("tree_sized")
+    assert sized["extra_rows"] == 4 and sized["pool"] == 5 and sized["verify"] == [1.0] * 7
+    steep = drafter(
+        True, lambda rows: 0.02 * rows
+    )  # a row costs a step: with the window's 4 rows paid anyway,
+    draft = steep.propose([1, 9], 4)  # a node pays when its score beats t(6) ÷ t(5) − 1 = 0.2 (at E = 1)
+    assert (
+        draft.token_ids.tolist() == [4] and steep.last_rows == 1 + 1 + 4
+    )  # 0.5 did; then 0.25 at E = 1.5 not
+    doubling = drafter(True, lambda rows: 0.02 * 2**rows)  # each row doubles the forward: none pays
+    assert doubling.propose([1, 9], 4).token_ids.numel() == 0 and doubling.last_rows == 1 + 4
+    curve = drafter(True, lambda rows: 0.02 * (1 + 0.3 * (rows - 1))).propose([1, 9], 4).note("tree_sized")
+    k = len(curve["token_ids"])
+    assert curve["verify"][1] == pytest.approx((1 + 0.3 * 5) / (1 + 0.3 * 4), abs=1e-4)  # t(4 + 2) ÷ t(4 + 1)
+    assert 0 < k < 5 and curve["next_score"] is not None
 
 
 def test_lookahead_refuses_a_window_too_large_for_one_forward(target):

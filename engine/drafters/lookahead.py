@@ -17,17 +17,25 @@ output; sampling: the multi-candidate rule, the target's law).
 
 The window's rows are `Draft.extra`: computed, never judged, dropped with the rollback. Each round's window
 rides in a Note for the debugger's grid (a `lookahead_window` event).
+
+Sized (the default): of the candidates' tree only the nodes that pay on this host are verified
+(costmodel.grow_tree, as suffix speculation and recycling size theirs), scored as suffix scores its paths
+(suffix.path_scores: Π c ÷ (c_parent + 1) over the candidates), on the verify times this drafter measured, with
+the window's R rows in every forward: a node's cost is t(R + k + 2) against t(R + k + 1) (a `tree_sized` event
+records it). `lookahead:W,N,G,static` verifies every candidate.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .. import costmodel
 from ..config import WHOLE_SETTINGS
-from ..events import LookaheadWindow
+from ..events import LookaheadWindow, TreeSized
 from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
 from .base import Draft, Drafter, Extra, Note, Seen
+from .suffix import path_scores
 
 # window rows, and verification nodes, per forward (a tree's bound)
 MAX_ROWS = WHOLE_SETTINGS["tree_budget"][1]
@@ -57,9 +65,12 @@ class LookaheadDrafter(Drafter):
         device: torch.device,
         name: str = "lookahead",
         seed: int = 0,
+        sized: bool = True,
     ):
         self.width, self.levels, self.guesses = width, ngram - 1, guesses
-        self.device, self.name = device, name
+        self.device, self.name, self.sized = device, name, sized
+        self.timed = costmodel.VerifyTimes()  # whole forwards: root + nodes + the window's rows
+        self.last_rows = 0
         self.offsets, self.sees = window_rows(width, self.levels)
         self.window: list[list[int]] = []  # (N − 1) × W guesses, level 0 first
         self.pool: dict[
@@ -79,9 +90,16 @@ class LookaheadDrafter(Drafter):
         if not self.window:
             self.prepare(ids, None)
         found = [list(g[:gamma]) for g in self.pool.get(ids[-1], [])[: self.guesses]]
-        tokens, parents = trie(found) if found else ([], [])
+        tokens, parents, counts, _ = trie(found, counted=True) if found else ([], [], [], [])
         flat = [t for level in self.window for t in level]
         self.last = {"levels": [list(level) for level in self.window], "candidates": len(found)}
+        notes = [Note("lookahead_window", self.last, _window_event)]
+        if self.sized and tokens:
+            tokens, parents, sized = self._size(
+                tokens, parents, path_scores(parents, counts, len(found)), len(flat)
+            )
+            notes.append(Note("tree_sized", sized, _sized_event))
+        self.last_rows = 1 + len(tokens) + len(flat)
         # the root row's argmax: the predictor of guess (0, 0)
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
@@ -89,9 +107,36 @@ class LookaheadDrafter(Drafter):
             self.name,
             parents=parents,
             extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees),
-            notes=[Note("lookahead_window", self.last, _window_event)],
+            notes=notes,
             topk=1,
         )
+
+    def _size(self, tokens: list, parents: list, scores: list, extra: int) -> tuple[list, list, dict]:
+        """The candidates' nodes that pay with the window's `extra` rows in the forward, and the tree_sized record."""
+        curve = self.timed.curve()
+        t = lambda n: curve(n + extra)  # the forward over the root, n − 1 nodes and the window
+        keep = costmodel.grow_tree(parents, scores, t)
+        new = {old: k for k, old in enumerate(keep)}
+        left = [
+            s for j, (s, par) in enumerate(zip(scores, parents)) if j not in new and (par < 0 or par in new)
+        ]
+        kept_parents = [-1 if parents[j] < 0 else new[parents[j]] for j in keep]
+        sized = {
+            "drafter": self.name,
+            "pool": len(tokens),
+            "token_ids": [tokens[j] for j in keep],
+            "parents": kept_parents,
+            "scores": [round(scores[j], 6) for j in keep],
+            "verify": [round(t(n) / t(1), 4) for n in range(1, len(keep) + 3)],
+            "measured": self.timed.measured(),
+            "next_score": round(max(left), 6) if left else None,
+            "extra_rows": extra,
+        }
+        return sized["token_ids"], kept_parents, sized
+
+    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
+        """The verify forward's time at the size just proposed (root, nodes and the window's rows)."""
+        self.timed.observe(self.last_rows, verify_s)
 
     def observe_forward(self, seen: Seen) -> None:
         """Collect each column's N-gram into the pool and move the window up one level."""
@@ -135,6 +180,11 @@ def _window_event(round_: int, pos: int, text, w: dict) -> LookaheadWindow | Non
     )
 
 
+def _sized_event(round_: int, pos: int, text, m: dict) -> TreeSized:
+    """How this round's verification tree was sized (a `tree_sized` event)."""
+    return TreeSized(round=round_, pos=pos, **m)
+
+
 def _fixed(window: list, nxt: list, w: int, lv: int, i: int, root_next: int | None) -> bool | None:
     """Whether guess (l, i) is a Jacobi fixed point: the target, given the guesses before it in its column,
     predicts exactly it. None for (0, 0), whose predictor is the root's row (the tree's business)."""
@@ -152,6 +202,9 @@ def build(spec: DraftSpec, target, ctx):
             f"lookahead:W,N,G needs W·(N − 1) <= {MAX_ROWS} and G·(N − 1) <= {MAX_ROWS} (the window's "
             f"rows and the verification branch's nodes), got {spec.text!r}"
         )
-    make = lambda cfg, gen, max_len, cache: LookaheadDrafter(width, ngram, guesses, target.device, spec.text)
+    sized = spec["sizing"] != "static"
+    make = lambda cfg, gen, max_len, cache: LookaheadDrafter(
+        width, ngram, guesses, target.device, spec.text, sized=sized
+    )
     make.rows = width * (ngram - 1) + guesses * (ngram - 1)  # the window and the largest branch
     return make
