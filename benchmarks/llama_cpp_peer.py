@@ -46,6 +46,7 @@ def f32_gguf(src: Path, dst: Path) -> Path:
     reader = gguf.GGUFReader(src)
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
     tmp = dst.with_suffix(".tmp")
+    dst.parent.mkdir(parents=True, exist_ok=True)  # a fresh machine's cache has no gguf folder yet
     writer = gguf.GGUFWriter(tmp, arch)
     for field in reader.fields.values():
         if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
