@@ -144,14 +144,16 @@ class VerifyTimes:
         return sorted(k for k, v in self.times.items() if v)
 
     def curve(self) -> "callable":
-        """n -> t(n) in units of the cheapest measured forward. Build it once per proposal."""
+        """n -> t(n) ÷ t(1). Before a plain step is timed, t(1) is the smallest size's time less the prior's slope
+        (never the smallest size's own: sizes below it would look free). Build it once per proposal."""
         points = {k: statistics.median(v) for k, v in self.times.items() if v}
         if not points:
             return lambda n: 1.0 + PRIOR_SLOPE * (n - 1)
-        base = min(points.values())
-        return verify_curve(
-            {1: points.get(1, base) / base, **{k: v / base for k, v in points.items() if k >= 2}}
-        )
+        if 1 not in points:
+            k0 = min(points)
+            points[1] = points[k0] / (1 + PRIOR_SLOPE * (k0 - 1))
+        base = points[1]
+        return verify_curve({k: v / base for k, v in points.items()})
 
 
 def grow_tree(parents: list, scores: list, t, chain: bool = False, budget: int = 10**9) -> list[int]:

@@ -171,9 +171,11 @@ def suffix_sizing(run) -> str:
 def recycle_sizing(run) -> str:
     """How token recycling or lookahead decoding sized its trees (tree_sized events), as suffix_sizing. "" without
     such rounds."""
-    sized = [r for r in (run.rounds if run else []) if r.sized is not None and r.sized.scores]
+    recorded = [r for r in (run.rounds if run else []) if r.sized is not None]
+    sized = [r for r in recorded if r.sized.scores]
     if not sized:
         return ""
+    empty = len(recorded) - len(sized)
     m = next((r.sized for r in reversed(sized) if r.sized.next_score is not None), sized[-1].sized)
     measured = ", ".join(map(str, m.measured)) or "none yet"
     if m.extra_rows:  # lookahead: the candidates' tree beside the Jacobi window's rows
@@ -198,6 +200,8 @@ def recycle_sizing(run) -> str:
         f"{RULE} (sizes timed when round {m.round} was drafted: {measured}; between them the cost model's line)."
     )
     line = sizing_line(m, pool) + _over_the_run(sized, "sized", "sized round")
+    if empty:
+        line += f" In {plural(empty, 'more round')} no node paid: a plain step."
     return f"<p>{intro}</p><p>{line}</p>"
 
 

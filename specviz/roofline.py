@@ -186,9 +186,15 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     who = esc(host.get("cpu") or host.get("gpu") or "this machine")
     threads = host.get("threads")
     ctx = f["context"]
+    # the bandwidth of a trace recorded before the floor used the read rate is a copy's (read + write counted)
+    stream = (
+        "a read-only stream reads"
+        if "copy_bandwidth" in host
+        else "a tensor copy moves (read + write counted)"
+    )
     lines = [
         f"<b>This machine's roofline</b> ({who}, {esc(threads)} thread{'s' if threads != 1 else ''}, measured "
-        f"{esc(host.get('measured', ''))}{measured_load(host)}): a read-only stream reads {f['bandwidth']} GB/s and a large matmul runs at "
+        f"{esc(host.get('measured', ''))}{measured_load(host)}): {stream} {f['bandwidth']} GB/s and a large matmul runs at "
         f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
         f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
         f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "

@@ -12,11 +12,14 @@ from engine.metrics import RunStats
 
 
 def host(rng: random.Random) -> dict:
-    """A machine as RunStarted.host records it, from a phone-class CPU to a server."""
+    """A machine as RunStarted.host records it, from a phone-class CPU to a server; a third recorded before the
+    floor used the read rate (no copy_bandwidth: their bandwidth is a copy's)."""
+    copy = {} if rng.random() < 1 / 3 else {"copy_bandwidth": rng.uniform(3e9, 200e9)}
     return {
         "cpu": "Synthetic CPU",
         "threads": rng.choice([1, 2, 8]),
         "measured": "2026-12-03",
+        **copy,
         "bandwidth": rng.uniform(3e9, 200e9),
         "flops": rng.uniform(20e9, 3e12),
         "weight_bytes": rng.uniform(5e7, 4e9),

@@ -217,3 +217,40 @@ def test_the_load_of_a_measurement_too_short_to_tell_is_unknown(monkeypatch):
     assert loadwatch.outside_cores(lambda: 7) == (7, None)
     out, cores = loadwatch.outside_cores(lambda: time.sleep(loadwatch.WINDOW_S + 0.05))
     assert out is None and cores is not None and cores > 0.25
+
+
+def test_a_record_without_takes_is_measured_again(tmp_path, monkeypatch):
+    """A cached record that holds no takes (hand-edited, or a development build's) does not crash a run: the host
+    is measured again."""
+    import torch
+
+    from engine.runtime import kernels
+
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    key = {**kernels.host_key(1), "dtype": str(torch.float32), "device": "cpu", "bandwidth": "read"}
+    kernels.write_cached("roofline", key, {"threads": 1, "bandwidth": 9e9, "flops": 1e11})
+    monkeypatch.setattr(
+        roofline, "measure", lambda t, d, device: {"threads": t, "bandwidth": 4e9, "flops": 2e11}
+    )
+    monkeypatch.setattr(roofline, "outside_cores", lambda fn: (fn(), 0.0))
+    assert roofline.machine(1)["bandwidth"] == 4e9
+
+
+def test_a_tree_drafter_curve_before_a_plain_step_is_timed():
+    """VerifyTimes: before t(1) is timed, sizes below the smallest timed one are not free (t(1) is that size's time
+    less the prior's slope); once timed, t(1) is the measured one. Negative control: the curve is flat only where
+    the times are."""
+    from engine import costmodel
+
+    times = costmodel.VerifyTimes()
+    assert times.curve()(5) == pytest.approx(1 + costmodel.PRIOR_SLOPE * 4)  # nothing timed: the prior line
+    times.observe(4, 0.013)
+    t = times.curve()
+    assert t(1) == 1.0 and t(4) == pytest.approx(1 + costmodel.PRIOR_SLOPE * 3)  # 4 rows are not free
+    times.observe(1, 0.010)
+    t = times.curve()
+    assert t(4) == pytest.approx(1.3) and times.measured() == [1, 4]
+    flat = costmodel.VerifyTimes()
+    for n in (1, 4):
+        flat.observe(n, 0.01)
+    assert flat.curve()(4) == 1.0

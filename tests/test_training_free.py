@@ -157,7 +157,7 @@ def test_sized_recycle_drafts_what_pays_on_the_measured_verify_curve():
     steep.table = d.table
     for rows in range(1, 15):  # each position costs a whole step: no guess pays
         steep.observe_verify(rows, 0.02 * rows)
-    assert steep.propose([3, 5], 4).token_ids.numel() == 0 and steep.last_rows == 1
+    assert steep.propose([3, 5], 4).token_ids.numel() == 0
 
 
 def test_recycle_records_how_it_sized_each_tree(embedded):
@@ -264,19 +264,34 @@ def test_sized_lookahead_verifies_the_candidates_that_pay_beside_its_window():
     assert flat.token_ids.tolist() == static.token_ids.tolist() and flat.parents == static.parents
     sized = flat.note("tree_sized")
     assert sized["extra_rows"] == 4 and sized["pool"] == 5 and sized["verify"] == [1.0] * 7
-    steep = drafter(
-        True, lambda rows: 0.02 * rows
-    )  # a row costs a step: with the window's 4 rows paid anyway,
-    draft = steep.propose([1, 9], 4)  # a node pays when its score beats t(6) ÷ t(5) − 1 = 0.2 (at E = 1)
-    assert (
-        draft.token_ids.tolist() == [4] and steep.last_rows == 1 + 1 + 4
-    )  # 0.5 did; then 0.25 at E = 1.5 not
+    # a row costs a step: with the window's 4 rows paid anyway, a node pays when its score beats
+    # t(6) ÷ t(5) − 1 = 0.2 (at E = 1): 0.5 did; then 0.25 at E = 1.5 did not
+    draft = drafter(True, lambda rows: 0.02 * rows).propose([1, 9], 4)
+    assert draft.token_ids.tolist() == [4] and len(draft.extra.token_ids) == 4
     doubling = drafter(True, lambda rows: 0.02 * 2**rows)  # each row doubles the forward: none pays
-    assert doubling.propose([1, 9], 4).token_ids.numel() == 0 and doubling.last_rows == 1 + 4
+    assert doubling.propose([1, 9], 4).token_ids.numel() == 0
     curve = drafter(True, lambda rows: 0.02 * (1 + 0.3 * (rows - 1))).propose([1, 9], 4).note("tree_sized")
     k = len(curve["token_ids"])
     assert curve["verify"][1] == pytest.approx((1 + 0.3 * 5) / (1 + 0.3 * 4), abs=1e-4)  # t(4 + 2) ÷ t(4 + 1)
     assert 0 < k < 5 and curve["next_score"] is not None
+
+
+@pytest.mark.parametrize("spec", ["lookahead:3,3,2", "recycle", "suffix", "auto"])
+def test_the_engine_times_each_forward_at_the_rows_it_computed(target, spec, monkeypatch):
+    """Every round's verify time reaches the tree drafters at the forward's own rows (root, nodes, lookahead's
+    window; a plain step: 1), through auto too, whichever drafter it chose: the curve their trees are sized on."""
+    from engine.drafters.suffix import SuffixDrafter
+
+    seen = []
+    for cls in (LookaheadDrafter, RecycleDrafter, SuffixDrafter):
+        monkeypatch.setattr(cls, "observe_verify", lambda self, rows, s: seen.append((self.name, rows)))
+    engine = Engine(target, spec, measure_step=False)
+    events = list(engine.generate("a b c a b d a b c a b", GenerationConfig(gamma=4, max_new_tokens=24)))
+    rows = [e.verified for e in events if e.kind == "round_timed"]
+    names = {n for n, _ in seen}
+    for name in names:  # each tree drafter saw every round's forward, in order
+        assert [r for n, r in seen if n == name] == rows
+    assert names and (len(names) == 2 if spec == "auto" else len(names) == 1)
 
 
 def test_lookahead_refuses_a_window_too_large_for_one_forward(target):

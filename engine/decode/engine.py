@@ -378,6 +378,7 @@ class Engine:
             drafter.observe_forward(s.seen)
         if drafter is not None:
             drafter.learn(s.n_accepted, ids, t2 - t1)
+            drafter.observe_verify(forward_rows(s), t2 - t1)  # the forward's own rows, a plain step's too
         return s, lambda t3: RoundTimed(
             round=round_,
             pos=len(ids),

@@ -318,11 +318,14 @@ class AutoDrafter(Drafter):
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
         self.drafter.learn(n_accepted if g and chosen == self.drafter.name else 0, ids, verify_s)
-        for d in self.trees.values():  # the forward's time at the size verified, whichever drafter it was
-            d.observe_verify(g + 1, verify_s)
         for name, d in self.costly.items():
             d.learn(n_accepted if g and chosen == name else 0, ids, verify_s)
         self.last = (0, [], "")
+
+    def observe_verify(self, rows: int, verify_s: float) -> None:
+        """The round's forward time at the rows it computed, whichever drafter it was: to every tree drafter."""
+        for d in self.trees.values():
+            d.observe_verify(rows, verify_s)
 
     def _count(self, variants: list, n_accepted: int) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one

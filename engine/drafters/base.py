@@ -92,8 +92,10 @@ class Drafter:
         """What the round's verify forward computed that the draft asked for (Draft.topk, Draft.extra)."""
 
     def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions (auto hands every round's to its tree drafters, chosen
-        or not; suffix sizes its trees on them)."""
+        """One verify forward's time over the `rows` positions it computed (root, nodes, extra rows): the engine
+        hands every round's, plain steps included, for a single sequence (a batch's forward is not one
+        sequence's: batched, tree drafters size on the cost model's prior line); auto passes it on to its tree
+        drafters, chosen or not; the tree drafters size their trees on them (costmodel.VerifyTimes)."""
 
     def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
         """Work done once per run before its clock starts (the oracle's reference pass); most need none."""

@@ -70,7 +70,6 @@ class LookaheadDrafter(Drafter):
         self.width, self.levels, self.guesses = width, ngram - 1, guesses
         self.device, self.name, self.sized = device, name, sized
         self.timed = costmodel.VerifyTimes()  # whole forwards: root + nodes + the window's rows
-        self.last_rows = 0
         self.offsets, self.sees = window_rows(width, self.levels)
         self.window: list[list[int]] = []  # (N − 1) × W guesses, level 0 first
         self.pool: dict[
@@ -99,7 +98,6 @@ class LookaheadDrafter(Drafter):
                 tokens, parents, path_scores(parents, counts, len(found)), len(flat)
             )
             notes.append(Note("tree_sized", sized, _sized_event))
-        self.last_rows = 1 + len(tokens) + len(flat)
         # the root row's argmax: the predictor of guess (0, 0)
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
@@ -134,9 +132,9 @@ class LookaheadDrafter(Drafter):
         }
         return sized["token_ids"], kept_parents, sized
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """The verify forward's time at the size just proposed (root, nodes and the window's rows)."""
-        self.timed.observe(self.last_rows, verify_s)
+    def observe_verify(self, rows: int, verify_s: float) -> None:
+        """One verify forward's time over `rows` positions: the root, the nodes and the window's rows."""
+        self.timed.observe(rows, verify_s)
 
     def observe_forward(self, seen: Seen) -> None:
         """Collect each column's N-gram into the pool and move the window up one level."""

@@ -82,7 +82,6 @@ class RecycleDrafter(Drafter):
         self.tries = [0.0] * len(self.template)  # rounds it was drafted with its parent's path matched
         self.last: tuple | None = None  # (committed length, {template position: token} of the last pool)
         self.timed = costmodel.VerifyTimes()
-        self.last_rows = 0
 
     def rates(self) -> list[float]:
         """Per template position: the chance its token is the target's, given its parent's path was."""
@@ -166,7 +165,6 @@ class RecycleDrafter(Drafter):
                 "next_score": round(max(left), 6) if left else None,
             }
             notes.append(Note("tree_sized", sized, _sized_event))
-        self.last_rows = len(tokens) + 1
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
             None,
@@ -176,12 +174,8 @@ class RecycleDrafter(Drafter):
             notes=notes,
         )
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """The verify forward's time at the size just proposed (a plain step: size 1)."""
-        self.observe_verify(self.last_rows, verify_s)
-
     def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions (auto hands every round's here, chosen or not)."""
+        """One verify forward's time over `rows` positions (the engine's, or auto's for every round, chosen or not)."""
         self.timed.observe(rows, verify_s)
 
     def observe_forward(self, seen: Seen) -> None:

@@ -142,7 +142,6 @@ class SuffixDrafter(Drafter):
         self.mask: list[bool] = []
         self.index = NgramIndex(max_n)
         self.timed = costmodel.VerifyTimes()  # forward rows -> measured verify seconds
-        self.last_rows = 0
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else []
@@ -187,17 +186,14 @@ class SuffixDrafter(Drafter):
         src = self.source(ids)
         n, conts, origins = self.continuations(src, gamma)
         if not conts:
-            self.last_rows = 1
             return empty_draft(self.device, self.name)
         tokens, parents, counts, first = trie(conts, counted=True)  # first: each node's latest occurrence
         scores = path_scores(parents, counts, len(conts))
         t = self.verify_curve()
         keep = pick(tokens, parents, scores, t, self.chain, self.budget)
         if not keep:
-            self.last_rows = 1
             return empty_draft(self.device, self.name)
         new = {old: k for k, old in enumerate(keep)}
-        self.last_rows = len(keep) + 1
         kept_parents = [new[parents[i]] if parents[i] >= 0 else -1 for i in keep]
         left = [
             scores[i] for i in range(len(tokens)) if i not in new and (parents[i] < 0 or parents[i] in new)
@@ -228,13 +224,9 @@ class SuffixDrafter(Drafter):
             notes=[Note("suffix_match", match, _match_event)],
         )
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """The verify forward's time at the size just proposed (a plain step: size 1)."""
-        self.observe_verify(self.last_rows, verify_s)
-
     def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions, the last 32 per size kept; auto hands every round's
-        here, whichever drafter it chose, so the tree is sized on the same curve auto prices with."""
+        """One verify forward's time over `rows` positions, the last 32 per size kept (the engine's, or auto's for
+        every round whichever drafter it chose, so the tree is sized on the same curve auto prices with)."""
         self.timed.observe(rows, verify_s)
 
 

@@ -107,7 +107,7 @@ def machine(
 def takes_of(cached: dict | None) -> list[dict]:
     """The takes a cached record holds (records of the copy rate, from before the floor used the read rate, sit
     under another key and are never read)."""
-    return list(cached["takes"]) if cached is not None else []
+    return list(cached.get("takes") or []) if cached is not None else []  # none: measured again
 
 
 def costs_of(forward) -> dict:
