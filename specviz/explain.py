@@ -140,69 +140,84 @@ RULE = (
 )
 
 
-def _over_the_run(rounds: list, attr: str, what: str) -> str:
-    sizes = sorted(len(getattr(r, attr).scores) for r in rounds)
-    return (
-        f" Over the run: {plural(len(rounds), what)}, trees of {sizes[0]}–{sizes[-1]} nodes "
+def _sizing(rounds: list, attr: str, what: str, how, lead) -> str:
+    """The sizing paragraphs of one drafter's rounds (their `attr` record, a SuffixMatched or TreeSized): how its
+    scores come about (`how(m)`), the rule, the last round a node was left out (else the last) with its numbers
+    (`lead(m)` opens its line), the run's tree sizes, and the rounds where no node paid. "" without a sized tree."""
+    sized = [r for r in rounds if getattr(r, attr).scores]
+    if not sized:
+        return ""
+    records = [getattr(r, attr) for r in sized]
+    m = next((x for x in reversed(records) if x.next_score is not None), records[-1])
+    measured = ", ".join(map(str, m.measured)) or "none yet"
+    intro = (
+        f"{how(m)}{RULE} (sizes timed when round {m.round} was drafted: {measured}; between them the cost "
+        "model's line)."
+    )
+    sizes = sorted(len(x.scores) for x in records)
+    line = (
+        sizing_line(m, lead(m))
+        + f" Over the run: {plural(len(sized), what)}, trees of {sizes[0]}–{sizes[-1]} nodes "
         f"(median {sizes[len(sizes) // 2]})."
     )
+    if len(rounds) > len(sized):
+        line += f" In {plural(len(rounds) - len(sized), 'more round')} no node paid: a plain step."
+    return f"<p>{intro}</p><p>{line}</p>"
 
 
 def suffix_sizing(run) -> str:
     """How suffix speculation sized its trees on this host's verify curve, with one round's numbers beside the
     rule (the last round a node was left out), and the run's sizes. "" for a run without suffix rounds."""
-    matched = [r for r in (run.rounds if run else []) if r.suffix is not None]
-    if not matched:
-        return ""
-    m = next((r.suffix for r in reversed(matched) if r.suffix.next_score is not None), matched[-1].suffix)
-    measured = ", ".join(map(str, m.measured)) or "none yet"
-    intro = (
+    how = (
         "<b>How suffix sized its trees.</b> Each round it counts what followed the latest occurrences of the "
         "context's longest repeated suffix into a tree. A node's score is the chance its path is accepted: the "
         "product along the path of c ÷ (c<sub>parent</sub> + 1), c the occurrences through a node (the +1 keeps a "
-        f"path seen once from counting as certain). {RULE} (sizes timed when round {m.round} was drafted: "
-        f"{measured}; between them the cost model's line)."
+        "path seen once from counting as certain). "
     )
-    lead = f"a match of {m.match} tokens, {plural(m.occurrences, 'occurrence')}, "
-    line = sizing_line(m, lead) + _over_the_run(matched, "suffix", "suffix round")
-    return f"<p>{intro}</p><p>{line}</p>"
+    rounds = [r for r in (run.rounds if run else []) if r.suffix is not None]
+    return _sizing(
+        rounds,
+        "suffix",
+        "suffix round",
+        lambda m: how,
+        lambda m: f"a match of {m.match} tokens, {plural(m.occurrences, 'occurrence')}, ",
+    )
 
 
-def recycle_sizing(run) -> str:
-    """How token recycling or lookahead decoding sized its trees (tree_sized events), as suffix_sizing. "" without
-    such rounds."""
-    recorded = [r for r in (run.rounds if run else []) if r.sized is not None]
-    sized = [r for r in recorded if r.sized.scores]
-    if not sized:
-        return ""
-    empty = len(recorded) - len(sized)
-    m = next((r.sized for r in reversed(sized) if r.sized.next_score is not None), sized[-1].sized)
-    measured = ", ".join(map(str, m.measured)) or "none yet"
+def _tree_sized_how(m) -> str:
+    """How token recycling's or lookahead's scores come about (a TreeSized record; lookahead's has window rows)."""
+    head = f"<b>How {esc(m.drafter)} sized its trees.</b> "
     if m.extra_rows:  # lookahead: the candidates' tree beside the Jacobi window's rows
-        how = (
+        return head + (
             "Each round it merges the pool's n-grams that start with the last token into a tree of candidates. "
             "A node's score is the chance its path is accepted: the product along the path of c ÷ "
             "(c<sub>parent</sub> + 1), c the candidates through a node. The window's "
             f"{plural(m.extra_rows, 'row')} ride in every forward, so t(n) below is the forward over "
             f"{m.extra_rows} + n positions ÷ the one over {m.extra_rows} + 1. "
         )
-        pool = f"{plural(m.pool, 'candidate node')}, "
-    else:
-        how = (
-            "Each round it fills its tree template from the target's top-k guesses seen in earlier forwards. A "
-            "node's score is the chance its path is accepted: the product along the path of each template "
-            "position's rate, learned in this run (how often its token was the one the target committed when its "
-            "parent's was, with a prior of 1 ÷ (rank + 2) worth two rounds). "
-        )
-        pool = f"a pool of {plural(m.pool, 'filled node')}, "
-    intro = (
-        f"<b>How {esc(m.drafter)} sized its trees.</b> {how}"
-        f"{RULE} (sizes timed when round {m.round} was drafted: {measured}; between them the cost model's line)."
+    return head + (
+        "Each round it fills its tree template from the target's top-k guesses seen in earlier forwards. A "
+        "node's score is the chance its path is accepted: the product along the path of each template "
+        "position's rate, learned in this run (how often its token was the one the target committed when its "
+        "parent's was, with a prior of 1 ÷ (rank + 2) worth two rounds). "
     )
-    line = sizing_line(m, pool) + _over_the_run(sized, "sized", "sized round")
-    if empty:
-        line += f" In {plural(empty, 'more round')} no node paid: a plain step."
-    return f"<p>{intro}</p><p>{line}</p>"
+
+
+def tree_sizing(run) -> str:
+    """How token recycling or lookahead decoding sized its trees (tree_sized events), as suffix_sizing. "" without
+    such rounds."""
+    rounds = [r for r in (run.rounds if run else []) if r.sized is not None]
+    return _sizing(
+        rounds,
+        "sized",
+        "sized round",
+        _tree_sized_how,
+        lambda m: (
+            f"{plural(m.pool, 'candidate node')}, "
+            if m.extra_rows
+            else f"a pool of {plural(m.pool, 'filled node')}, "
+        ),
+    )
 
 
 def one_round(s: dict, gamma: int) -> dict | None:
@@ -437,7 +452,7 @@ def render_explain(events) -> str:
     return (
         f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
         f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}"
-        f"{suffix_sizing(spec)}{recycle_sizing(spec)}"
+        f"{suffix_sizing(spec)}{tree_sizing(spec)}"
         f"{whatif_panel(s)}"
         f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>'
     )

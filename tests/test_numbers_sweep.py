@@ -219,7 +219,7 @@ def test_the_tree_sizing_line_reproduces_on_every_tree_size(drafter):
     from types import SimpleNamespace
 
     from engine.events import SuffixMatched, TreeSized
-    from specviz.explain import recycle_sizing, suffix_sizing
+    from specviz.explain import suffix_sizing, tree_sizing
     from tests.numbers import check_suffix_sizing
 
     rng = random.Random(7)
@@ -248,7 +248,7 @@ def test_the_tree_sizing_line_reproduces_on_every_tree_size(drafter):
         else:
             window = rng.choice([0, 6])  # lookahead's window rows ride in every forward; recycling has none
             m = TreeSized(drafter="recycle", pool=k + 3, extra_rows=window, **common)
-            markup = recycle_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, sized=m)]))
+            markup = tree_sizing(SimpleNamespace(rounds=[SimpleNamespace(round=3, sized=m)]))
             assert (f"{k + 3} candidate nodes" if window else f"a pool of {k + 3} filled nodes") in markup
             assert ("6 rows ride in every forward" in markup) == bool(window)
         line = text(markup)

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, load_model
+from engine.costmodel import grow_tree
 from engine.drafters.registry import drafter_factory
-from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, path_scores, pick
+from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, path_scores
 from engine.events import trace_from_json, trace_to_json
 from engine.sampling import tree
 from engine.specs import ModelLoadError, parse_draft
@@ -32,13 +33,13 @@ def test_the_tree_grows_while_a_node_pays_on_the_measured_curve():
     depth; the nodes come parents first and form a tree."""
     tokens, parents, counts, _ = tree.trie([[1, 2, 3]] * 6 + [[1, 2, 4]] * 3 + [[5]], counted=True)
     scores = [c / 10 for c in counts]  # 1: 0.9, 2: 0.9, 3: 0.6, 4: 0.3, 5: 0.1
-    assert pick(tokens, parents, scores, lambda n: 1.0) == [0, 1, 2, 3, 4]
-    assert pick(tokens, parents, scores, lambda n: 1.0, budget=2) == [0, 1]
-    steep = pick(tokens, parents, scores, lambda n: 1 + 0.25 * (n - 1))  # a node costs a quarter step
+    assert grow_tree(parents, scores, lambda n: 1.0) == [0, 1, 2, 3, 4]
+    assert grow_tree(parents, scores, lambda n: 1.0, budget=2) == [0, 1]
+    steep = grow_tree(parents, scores, lambda n: 1 + 0.25 * (n - 1))  # a node costs a quarter step
     assert steep == [0, 1, 2]  # 0.9, 0.9, 0.6 pay; 0.3 and 0.1 do not
-    assert pick(tokens, parents, scores, lambda n: 1.0, chain=True) == [0, 1, 2]
-    assert pick(tokens, parents, scores, lambda n: 1 + 10 * (n - 1)) == []  # nothing pays: a plain step
-    chosen = pick(tokens, parents, scores, lambda n: 1.0)
+    assert grow_tree(parents, scores, lambda n: 1.0, chain=True) == [0, 1, 2]
+    assert grow_tree(parents, scores, lambda n: 1 + 10 * (n - 1)) == []  # nothing pays: a plain step
+    chosen = grow_tree(parents, scores, lambda n: 1.0)
     assert all(parents[i] < 0 or parents[i] in chosen for i in chosen)
 
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .. import costmodel
 from ..config import GenerationConfig
+from ..events import TreeSized
 
 
 @dataclass
@@ -111,3 +113,39 @@ class Drafter:
 def empty_draft(device, name: str) -> Draft:
     """A draft of no tokens: the round is a plain target step."""
     return Draft(torch.empty(0, dtype=torch.long, device=device), None, name)
+
+
+def size_tree(tokens: list, parents: list, scores: list, t, chain: bool = False, budget: int = 10**9) -> dict:
+    """The nodes of a candidate tree (parents first) that pay on the verify curve t (costmodel.grow_tree), as the
+    fields a sizing record holds: keep (the candidates' indices), token_ids, parents (re-indexed), scores,
+    verify (t(n) ÷ t(1) for n = 1 .. nodes + 2) and next_score (the best node left out; None: none was).
+    Suffix speculation, token recycling and lookahead size their trees with it."""
+    keep = costmodel.grow_tree(parents, scores, t, chain, budget)
+    new = {old: k for k, old in enumerate(keep)}
+    left = [s for j, (s, par) in enumerate(zip(scores, parents)) if j not in new and (par < 0 or par in new)]
+    return {
+        "keep": keep,
+        "token_ids": [tokens[j] for j in keep],
+        "parents": [-1 if parents[j] < 0 else new[parents[j]] for j in keep],
+        "scores": [round(scores[j], 6) for j in keep],
+        "verify": [round(t(n) / t(1), 4) for n in range(1, len(keep) + 3)],
+        "next_score": round(max(left), 6) if left else None,
+    }
+
+
+def sized_event(round_: int, pos: int, text, m: dict) -> TreeSized:
+    """A tree_sized event from its Note's data (token recycling's and lookahead's)."""
+    return TreeSized(round=round_, pos=pos, **m)
+
+
+def tree_sized_note(drafter: str, pool: int, sized: dict, timed, extra_rows: int = 0) -> Note:
+    """The tree_sized Note of a size_tree result: the drafter, its pool of candidates, the sizes it had timed."""
+    fields = {k: v for k, v in sized.items() if k != "keep"}
+    data = {
+        "drafter": drafter,
+        "pool": pool,
+        **fields,
+        "measured": timed.measured(),
+        "extra_rows": extra_rows,
+    }
+    return Note("tree_sized", data, sized_event)

@@ -31,10 +31,10 @@ import torch
 
 from .. import costmodel
 from ..config import WHOLE_SETTINGS
-from ..events import LookaheadWindow, TreeSized
+from ..events import LookaheadWindow
 from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
-from .base import Draft, Drafter, Extra, Note, Seen
+from .base import Draft, Drafter, Extra, Note, Seen, size_tree, tree_sized_note
 from .suffix import path_scores
 
 # window rows, and verification nodes, per forward (a tree's bound)
@@ -94,10 +94,11 @@ class LookaheadDrafter(Drafter):
         self.last = {"levels": [list(level) for level in self.window], "candidates": len(found)}
         notes = [Note("lookahead_window", self.last, _window_event)]
         if self.sized and tokens:
-            tokens, parents, sized = self._size(
-                tokens, parents, path_scores(parents, counts, len(found)), len(flat)
-            )
-            notes.append(Note("tree_sized", sized, _sized_event))
+            curve, extra = self.timed.curve(), len(flat)
+            t = lambda n: curve(n + extra)  # noqa: E731  the forward over the root, n − 1 nodes and the window
+            sized = size_tree(tokens, parents, path_scores(parents, counts, len(found)), t)
+            notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed, extra))
+            tokens, parents = sized["token_ids"], sized["parents"]
         # the root row's argmax: the predictor of guess (0, 0)
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
@@ -108,29 +109,6 @@ class LookaheadDrafter(Drafter):
             notes=notes,
             topk=1,
         )
-
-    def _size(self, tokens: list, parents: list, scores: list, extra: int) -> tuple[list, list, dict]:
-        """The candidates' nodes that pay with the window's `extra` rows in the forward, and the tree_sized record."""
-        curve = self.timed.curve()
-        t = lambda n: curve(n + extra)  # the forward over the root, n − 1 nodes and the window
-        keep = costmodel.grow_tree(parents, scores, t)
-        new = {old: k for k, old in enumerate(keep)}
-        left = [
-            s for j, (s, par) in enumerate(zip(scores, parents)) if j not in new and (par < 0 or par in new)
-        ]
-        kept_parents = [-1 if parents[j] < 0 else new[parents[j]] for j in keep]
-        sized = {
-            "drafter": self.name,
-            "pool": len(tokens),
-            "token_ids": [tokens[j] for j in keep],
-            "parents": kept_parents,
-            "scores": [round(scores[j], 6) for j in keep],
-            "verify": [round(t(n) / t(1), 4) for n in range(1, len(keep) + 3)],
-            "measured": self.timed.measured(),
-            "next_score": round(max(left), 6) if left else None,
-            "extra_rows": extra,
-        }
-        return sized["token_ids"], kept_parents, sized
 
     def observe_verify(self, rows: int, verify_s: float) -> None:
         """One verify forward's time over `rows` positions: the root, the nodes and the window's rows."""
@@ -176,11 +154,6 @@ def _window_event(round_: int, pos: int, text, w: dict) -> LookaheadWindow | Non
         added=w["added"],
         pool=w["pool"],
     )
-
-
-def _sized_event(round_: int, pos: int, text, m: dict) -> TreeSized:
-    """How this round's verification tree was sized (a `tree_sized` event)."""
-    return TreeSized(round=round_, pos=pos, **m)
 
 
 def _fixed(window: list, nxt: list, w: int, lv: int, i: int, root_next: int | None) -> bool | None:

@@ -25,10 +25,9 @@ from __future__ import annotations
 import torch
 
 from .. import costmodel
-from ..events import TreeSized
 from ..sampling.tree import depths
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Note, Seen
+from .base import Draft, Drafter, Seen, size_tree, tree_sized_note
 from .ngram import template_mask, template_reader
 
 
@@ -141,30 +140,9 @@ class RecycleDrafter(Drafter):
             scores: list[float] = []
             for j, par in enumerate(parents):
                 scores.append((1.0 if par < 0 else scores[par]) * rates[at[j]])
-            t = self.timed.curve()
-            keep = costmodel.grow_tree(parents, scores, t)
-            new = {old: n for n, old in enumerate(keep)}
-            left = [
-                s
-                for j, (s, par) in enumerate(zip(scores, parents))
-                if j not in new and (par < 0 or par in new)
-            ]
-            pool = len(tokens)
-            tokens, parents = (
-                [tokens[j] for j in keep],
-                [-1 if parents[j] < 0 else new[parents[j]] for j in keep],
-            )
-            sized = {  # the tree_sized event's fields (_sized_event)
-                "drafter": self.name,
-                "pool": pool,
-                "token_ids": tokens,
-                "parents": parents,
-                "scores": [round(scores[j], 6) for j in keep],
-                "verify": [round(t(n) / t(1), 4) for n in range(1, len(keep) + 3)],
-                "measured": self.timed.measured(),
-                "next_score": round(max(left), 6) if left else None,
-            }
-            notes.append(Note("tree_sized", sized, _sized_event))
+            sized = size_tree(tokens, parents, scores, self.timed.curve())
+            notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed))
+            tokens, parents = sized["token_ids"], sized["parents"]
         return Draft(
             torch.tensor(tokens, dtype=torch.long, device=self.device),
             None,
@@ -185,11 +163,6 @@ class RecycleDrafter(Drafter):
         rows = torch.tensor(seen.inputs[: len(seen.topk)])
         ok = rows < len(self.table)
         self.table[rows[ok]] = torch.tensor(seen.topk)[ok]  # a token seen twice keeps its latest row
-
-
-def _sized_event(round_: int, pos: int, text, m: dict) -> TreeSized:
-    """How this round's tree was sized (a `tree_sized` event)."""
-    return TreeSized(round=round_, pos=pos, **m)
 
 
 def build(spec: DraftSpec, target, ctx):

@@ -34,7 +34,7 @@ from .. import costmodel
 from ..events import SuffixMatched
 from ..sampling.tree import depths, trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Note, empty_draft
+from .base import Draft, Drafter, Note, empty_draft, size_tree
 from .ngram import NgramIndex, template_mask, template_reader
 
 OCCURRENCES = 64  # latest occurrences of the match whose continuations are counted
@@ -116,11 +116,6 @@ class HistoryView:
         return out
 
 
-def pick(tokens, parents, scores, t, chain: bool = False, budget: int = MAX_NODES) -> list[int]:
-    """Trie nodes to draft, parents first (costmodel.grow_tree: best first while the next node pays on t(n))."""
-    return costmodel.grow_tree(parents, scores, t, chain, budget)
-
-
 class SuffixDrafter(Drafter):
     """suffix[:N,SHAPE]: the frequency tree of what followed the longest match of the context's suffix."""
 
@@ -152,10 +147,6 @@ class SuffixDrafter(Drafter):
             return list(ids)
         n = len(self.mask)
         return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
-
-    def verify_curve(self):
-        """n -> t(n) in units of the cheapest measured forward (costmodel.VerifyTimes). Built once per proposal."""
-        return self.timed.curve()
 
     def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]], list[list[int]]]:
         """(match length n, continuations after its latest occurrences: this run's, then the history's, and per
@@ -189,37 +180,30 @@ class SuffixDrafter(Drafter):
             return empty_draft(self.device, self.name)
         tokens, parents, counts, first = trie(conts, counted=True)  # first: each node's latest occurrence
         scores = path_scores(parents, counts, len(conts))
-        t = self.verify_curve()
-        keep = pick(tokens, parents, scores, t, self.chain, self.budget)
+        sized = size_tree(tokens, parents, scores, self.timed.curve(), self.chain, self.budget)
+        keep = sized["keep"]
         if not keep:
             return empty_draft(self.device, self.name)
-        new = {old: k for k, old in enumerate(keep)}
-        kept_parents = [new[parents[i]] if parents[i] >= 0 else -1 for i in keep]
-        left = [
-            scores[i] for i in range(len(tokens)) if i not in new and (parents[i] < 0 or parents[i] in new)
-        ]
         match = {  # the suffix_match event's fields (_match_event)
             "match": n,
             "match_ids": src[-n:],  # never a template position (continuations() skips those)
             "occurrences": len(conts),
-            "token_ids": [tokens[i] for i in keep],
+            **{k: sized[k] for k in ("token_ids", "parents", "scores", "verify")},
             "counts": [counts[i] for i in keep],
-            "parents": kept_parents,
-            "scores": [round(scores[i], 6) for i in keep],
             # a node at depth d sits d − 1 tokens after its continuation's first token
             "origins": [
                 [origins[first[i]][0], origins[first[i]][1] + d - 1]
-                for i, d in zip(keep, depths(kept_parents))
+                for i, d in zip(keep, depths(sized["parents"]))
             ],
-            "verify": [round(t(k) / t(1), 4) for k in range(1, len(keep) + 3)],
             "measured": self.timed.measured(),
-            "next_score": round(max(left), 6) if left and not self.chain else None,
+            # in a chain a node's siblings were never candidates: none was left out by the rule
+            "next_score": None if self.chain else sized["next_score"],
         }
         return Draft(
             torch.tensor(match["token_ids"], device=self.device),
             None,
             self.name,
-            parents=kept_parents,
+            parents=match["parents"],
             variant=f"n={n}",
             notes=[Note("suffix_match", match, _match_event)],
         )

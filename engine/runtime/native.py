@@ -137,17 +137,12 @@ def layer_qkv(
     """A layer's first half in one call: RMSNorm, the qkv product (w_qkv a Weight in the native layout, with its
     bias if it has one), RoPE on the first `rotated` heads. x (T, H); cos, sin (T, D) -> qkv (T, width), the
     last 2 KV heads of each row its key then value heads. cache: None, or the (1, KV, max_len, D) key and value
-    buffers the T keys and values are written into at slots slot..slot+T-1 (the caller checked the room)."""
+    buffers the T keys and values are written into at slots slot..slot+T-1 (the caller checked the room; contiguous
+    fp32 of one sequence, as PointerLayer allocates them for the fused path's fp32, one-sequence input: not
+    checked here, on every layer of every step)."""
     t, hidden = x.shape
     qkv, h = torch.empty(t, w_qkv.out_features, dtype=x.dtype), torch.empty_like(x)  # h: the normed x
     kc, vc = cache if cache is not None else (None, None)
-    for buf in (
-        (kc, vc) if cache is not None else ()
-    ):  # what native.c writes into: one fp32 sequence, contiguous
-        if buf.dtype != torch.float32 or buf.shape[0] != 1 or not buf.is_contiguous():
-            raise ValueError(
-                f"native cache write needs contiguous fp32 (1, KV, L, D) buffers, got {buf.dtype} {tuple(buf.shape)}"
-            )
     library().specviz_layer_qkv(
         x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
         w_qkv.w.data_ptr(), None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
