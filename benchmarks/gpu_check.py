@@ -1,6 +1,7 @@
 """A prepared GPU check: no hub, no gradio; random-weight models of realistic shapes, CUDA + bf16.
 
-    python benchmarks/gpu_check.py                      # on a GPU: 1.7B-shaped target, 135M-shaped draft
+    python benchmarks/gpu_check.py --dtype fp32         # on a GPU: 1.7B-shaped target, 135M-shaped draft
+    python benchmarks/gpu_check.py                      # bf16: item 4 below (the oracle's α collapses, see there)
     python benchmarks/gpu_check.py --tiny --device cpu --dtype fp32   # a seconds-long smoke test (make test runs it)
 
 What it measures (each printed as a Markdown line and written as JSON with --out):
@@ -9,12 +10,21 @@ What it measures (each printed as a Markdown line and written as JSON with --out
    c target steps per drafted token) raced against AR at several α and γ: measured vs predicted speedup
    (engine/costmodel.py) and the timing guards' verdict;
 3. device → host reads per round (every `.item()`/`int()`/`.tolist()` the engine makes), in the draft loop
-   and in the whole round, at two γ: they must not grow with γ (one sync per round is the design);
+   and in the whole round, at two γ: they must not grow with γ (4 per round, none in the draft loop, here);
    on CUDA also the synchronisations torch's sync debug mode reports;
 4. how often bf16 greedy speculative output differs from bf16 greedy AR (rounding of a multi-token forward
-   vs single-token forwards; fp32 is identical), and at which generated token;
+   vs single-token forwards; fp32 is identical), and at which generated token. On random weights (near-flat
+   logits) bf16 leaves AR within a few tokens, and after that the oracle's proposals (the AR pass's tokens)
+   fit another context: its measured α collapses (benchmarks/results/gpu-check-h200.md), so the oracle rows
+   want --dtype fp32;
 5. batched speculation (engine/decode/batch.py): oracle:0.8 at γ = 4 against the AR batch of the same prompts at
-   each B of --batch-sizes, raced round by round: decode tokens/s of each and how many rows equal AR's.
+   each B of --batch-sizes, raced round by round: decode tokens/s of each and how many rows equal AR's;
+6. the target's verify curve t(n) (n rows at --context cached tokens, n = 1..17) beside its memory floor (the
+   weight bytes ÷ a read-only stream's rate on this device): how far a decode step is from the bound, and
+   whether t(n) is flat up to a ridge as the tree drafters assume;
+7. the training-free drafters (--trees: ngram, suffix, recycle, lookahead, auto) raced against AR on prompts
+   that repeat themselves: tokens per target forward, speedup, and identity with AR in the run dtype and
+   in fp32 (the tree-attention verify on CUDA).
 Random weights are enough for all four: speed and synchronisation do not depend on what the weights say,
 and oracle:α fixes the acceptance by construction.
 """
@@ -210,6 +220,11 @@ def step_time(loaded: LoadedModel, context: int = 128, repeats: int = 20) -> flo
     return statistics.median(times)
 
 
+def progress(name: str, value) -> None:
+    """One section's result on stderr as soon as it is measured (a run cut short still reports it)."""
+    print(f"[gpu_check] {name}: {json.dumps(value, default=str)}", file=sys.stderr, flush=True)
+
+
 def check(args) -> dict:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[args.dtype]
@@ -217,6 +232,7 @@ def check(args) -> dict:
     target = random_model(pre + "target", device, dtype, seed=1)
     draft = random_model(pre + "draft", device, dtype, seed=2)
     c = step_time(draft) / step_time(target)
+    progress("draft_c", c)
     gen = torch.Generator().manual_seed(0)
     prompts = [
         torch.randint(0, VOCAB, (args.prompt_tokens,), generator=gen).tolist() for _ in range(args.prompts)
@@ -260,6 +276,7 @@ def check(args) -> dict:
                     "first_diff": [r.get("first_diff") for r in rows if not r.get("identical_to_ar")],
                 }
             )
+            progress("oracle", report["oracle"][-1])
     engine = Engine(target, f"oracle:0.8:{c:.3f}")
     for gamma in (min(args.gammas), max(args.gammas)):
         cfg = GenerationConfig(gamma=gamma, max_new_tokens=args.max_new_tokens, record_topk=0)
@@ -267,13 +284,101 @@ def check(args) -> dict:
             **reads_per_round(engine, prompts[0], cfg),
             "cuda_syncs_per_round": cuda_syncs_per_round(engine, prompts[0], cfg),
         }
+    progress("host_reads", report["host_reads"])
     report["batch"] = batch_curve(Engine(target, f"oracle:0.8:{c:.3f}"), args)
+    progress("batch", report["batch"])
+    report["verify_curve"] = verify_curve(target, args.context)
+    progress("verify_curve", report["verify_curve"])
+    report["trees"] = tree_races(target, args, dtype_name=args.dtype) if args.trees else []
+    if args.trees and dtype != torch.float32:  # identity is promised in fp32: the tree verify in fp32 on this device
+        del target, draft, engine
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        target32 = random_model(pre + "target", device, torch.float32, seed=1)
+        report["trees"] += tree_races(target32, args, dtype_name="fp32")
     rows = report["oracle"]
     report["bf16_vs_ar"] = {
         "runs": sum(r["runs"] for r in rows),
         "identical": sum(r["identical_to_ar"] for r in rows),
     }
     return report
+
+
+ROWS = (1, 2, 3, 4, 5, 9, 17)
+
+
+@torch.inference_mode()
+def verify_curve(loaded: LoadedModel, context: int, repeats: int = 20) -> dict:
+    """t(n) for a causal block of n rows at `context` cached tokens (median of `repeats`), the weight bytes and
+    this device's read-only stream rate: the memory floor is bytes ÷ rate (engine/runtime/roofline.py)."""
+    from engine.runtime import roofline
+    from engine.runtime.threads import synchronizer
+
+    forward, dev = forward_fn(loaded.model), loaded.device
+    sync = synchronizer(dev)
+    cache = KVCache.for_model(loaded.model, context + max(ROWS) + 2)
+    forward(torch.randint(0, VOCAB, (1, context), device=dev), cache)
+    times = {}
+    for n in ROWS:
+        x, ts = torch.randint(0, VOCAB, (1, n), device=dev), []
+        for _ in range(repeats):
+            sync()
+            t = time.perf_counter()
+            forward(x, cache)
+            sync()
+            ts.append(time.perf_counter() - t)
+            cache.truncate(context)
+        times[n] = statistics.median(ts)
+    costs = roofline.costs_of(forward if isinstance(forward, roofline.LeanForward) else loaded.model)
+    rate = roofline.measure(1, loaded.dtype, device=dev.type)
+    floor = costs["weight_bytes"] / rate["bandwidth"]
+    return {
+        "context": context,
+        "forward": type(forward).__name__,
+        "t": times,
+        "weight_bytes": costs["weight_bytes"],
+        "read_rate": rate["bandwidth"],
+        "copy_rate": rate["copy_bandwidth"],
+        "flops": rate["flops"],
+        "floor_s": floor,
+    }
+
+
+def repeating_prompts(args) -> list[list[int]]:
+    """Prompts that repeat a random phrase (so the retrieval drafters find matches in them)."""
+    gen = torch.Generator().manual_seed(2)
+    out = []
+    for _ in range(args.prompts):
+        phrase = torch.randint(0, VOCAB, (12,), generator=gen).tolist()
+        out.append((phrase * (args.prompt_tokens // 12 + 1))[: args.prompt_tokens])
+    return out
+
+
+def tree_races(loaded: LoadedModel, args, dtype_name: str) -> list:
+    """The training-free drafters raced against AR: tokens per forward, speedup, runs identical to AR."""
+    prompts, out = repeating_prompts(args), []
+    for spec in args.trees:
+        engine = Engine(loaded, spec)
+        cfg = GenerationConfig(gamma=4, max_new_tokens=args.max_new_tokens, record_topk=0)
+        rows = []
+        for ids in prompts:
+            lanes = {"speculative": [], "ar": []}
+            for lane, event in engine.race(None, cfg, prompt_ids=ids):
+                lanes[lane].append(event)
+            rows.append(summarize(lanes["speculative"], lanes["ar"]))
+        out.append(
+            {
+                "spec": spec,
+                "dtype": dtype_name,
+                "tokens_per_forward": statistics.median(r["mean_accepted_length"] or 0 for r in rows),
+                "speedup": statistics.median(r["speedup"] or 0 for r in rows),
+                "runs": len(rows),
+                "identical_to_ar": sum(bool(r.get("identical_to_ar")) for r in rows),
+                "first_diff": [r.get("first_diff") for r in rows if not r.get("identical_to_ar")],
+            }
+        )
+        progress("trees", out[-1])
+    return out
 
 
 def batch_curve(engine: Engine, args) -> list:
@@ -329,6 +434,26 @@ def markdown(r: dict) -> str:
             f"{row['ar_tokens_per_s']:.0f} ({row['speculative_tokens_per_s'] / row['ar_tokens_per_s']:.2f}×), "
             f"{row['identical_rows']}/{row['rows']} rows identical"
         )
+    v = r.get("verify_curve")
+    if v:
+        t1 = v["t"][1]
+        lines.append(
+            f"verify curve ({v['forward']}, {v['context']} cached tokens): "
+            + ", ".join(f"t({n}) {t * 1e3:.2f} ms" for n, t in v["t"].items())
+            + f"; t(n)/t(1) "
+            + " ".join(f"{t / t1:.2f}" for t in v["t"].values())
+        )
+        lines.append(
+            f"memory floor {v['weight_bytes'] / 1e9:.2f} GB ÷ read-only stream {v['read_rate'] / 1e9:.0f} GB/s "
+            f"(copy {v['copy_rate'] / 1e9:.0f} GB/s) = {v['floor_s'] * 1e3:.2f} ms; t(1) ÷ floor "
+            f"{t1 / v['floor_s']:.1f}; matmul {v['flops'] / 1e12:.1f} TFLOP/s"
+        )
+    for t in r.get("trees", []):
+        lines.append(
+            f"tree drafter {t['spec']} ({t['dtype']}, γ=4): {t['tokens_per_forward']:.2f} tokens per forward, "
+            f"{t['speedup']:.2f}× AR, {t['identical_to_ar']}/{t['runs']} identical to AR"
+            + (f" (first differences at {t['first_diff']})" if t["first_diff"] else "")
+        )
     b = r["bf16_vs_ar"]
     lines.append(
         f"greedy speculative identical to greedy AR in {b['identical']} of {b['runs']} runs ({r['dtype']})"
@@ -349,6 +474,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--prompt-tokens", type=int, default=64)
     ap.add_argument("--batch-sizes", type=lambda s: [int(x) for x in s.split(",")], default=[1, 4, 16])
+    ap.add_argument("--context", type=int, default=300, help="cached tokens for the verify curve")
+    ap.add_argument(
+        "--trees",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=["ngram", "suffix", "recycle", "lookahead", "auto"],
+        help="training-free drafters to race against AR (comma-separated specs; empty: none)",
+    )
     ap.add_argument("--out", default=None, help="write the report as JSON here")
     args = ap.parse_args(argv)
     report = check(args)

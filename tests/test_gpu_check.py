@@ -26,10 +26,19 @@ def test_gpu_check_runs_on_cpu_with_tiny_shapes():
             "--prompts",
             "1",
             "--prompt-tokens",
-            "8",
+            "24",
+            "--context",
+            "16",
+            "--trees",
+            "suffix,recycle",
         ]
     )
     assert r["draft_c"] > 0 and len(r["oracle"]) == 2
+    v = r["verify_curve"]
+    assert sorted(v["t"]) == [1, 2, 3, 4, 5, 9, 17] and all(t > 0 for t in v["t"].values())
+    assert v["floor_s"] == pytest.approx(v["weight_bytes"] / v["read_rate"])
+    assert [t["spec"] for t in r["trees"]] == ["suffix", "recycle"]
+    assert all(t["identical_to_ar"] == t["runs"] == 1 and t["tokens_per_forward"] >= 1 for t in r["trees"])
     for row in r["oracle"]:
         assert row["speedup"] > 0 and row["predicted_speedup"] > 0
         assert row["identical_to_ar"] == row["runs"]  # fp32: greedy speculation is token-identical to AR
