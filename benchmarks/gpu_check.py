@@ -290,7 +290,9 @@ def check(args) -> dict:
     report["verify_curve"] = verify_curve(target, args.context)
     progress("verify_curve", report["verify_curve"])
     report["trees"] = tree_races(target, args, dtype_name=args.dtype) if args.trees else []
-    if args.trees and dtype != torch.float32:  # identity is promised in fp32: the tree verify in fp32 on this device
+    if (
+        args.trees and dtype != torch.float32
+    ):  # identity is promised in fp32: the tree verify in fp32 on this device
         del target, draft, engine
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -440,7 +442,7 @@ def markdown(r: dict) -> str:
         lines.append(
             f"verify curve ({v['forward']}, {v['context']} cached tokens): "
             + ", ".join(f"t({n}) {t * 1e3:.2f} ms" for n, t in v["t"].items())
-            + f"; t(n)/t(1) "
+            + "; t(n)/t(1) "
             + " ".join(f"{t / t1:.2f}" for t in v["t"].values())
         )
         lines.append(
