@@ -339,6 +339,7 @@ HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
 HOST_NUMBERS = (
     "threads",
     "bandwidth",
+    "bandwidth_best",
     "copy_bandwidth",
     "flops",
     "weight_bytes",

@@ -112,7 +112,9 @@ def check_roofline(text: str) -> list[str]:
     bound from the printed floor and step; t(n) over max(floors)."""
     bad = []
     m = re.search(
-        rf"(?:stream reads|copy moves \(read \+ write counted\)) {NUM} GB/s and a large matmul runs at {NUM} GFLOP/s\. A forward over n new tokens after "
+        rf"(?:stream reads|copy moves \(read \+ write counted\)|over its largest weight matrix read) {NUM} GB/s"
+        rf"(?: \(this host's best take, .*?: [\d.]+ GB/s\),)? and a large matmul runs at {NUM} GFLOP/s\. "
+        rf"A forward over n new tokens after "
         rf"(\d+) cached ones reads the weights, {NUM} GB, and the keys and values of \d+ \+ n positions, "
         rf"{NUM} MB each.*?It computes {NUM} GFLOP per token plus {NUM} MFLOP",
         text,

@@ -12,9 +12,13 @@ from engine.metrics import RunStats
 
 
 def host(rng: random.Random) -> dict:
-    """A machine as RunStarted.host records it, from a phone-class CPU to a server; a third recorded before the
-    floor used the read rate (no copy_bandwidth: their bandwidth is a copy's)."""
-    copy = {} if rng.random() < 1 / 3 else {"copy_bandwidth": rng.uniform(3e9, 200e9)}
+    """A machine as RunStarted.host records it, from a phone-class CPU to a server: a third with the read rate of
+    the run's start beside the host's best (bandwidth_best), a third recorded when the floor used the cached
+    read rate, a third before that (no copy_bandwidth: their bandwidth is a copy's)."""
+    kind = rng.randrange(3)
+    copy = {} if kind == 0 else {"copy_bandwidth": rng.uniform(3e9, 200e9)}
+    if kind == 2:
+        copy["bandwidth_best"] = rng.uniform(3e9, 200e9)
     return {
         "cpu": "Synthetic CPU",
         "threads": rng.choice([1, 2, 8]),

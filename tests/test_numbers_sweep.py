@@ -83,6 +83,7 @@ def test_every_equation_reproduces_over_a_sweep_of_runs():
         assert check_page(summary, explain, raced) == [], seed
         seen.update(k for k in SEEN if k in explain + raced)
         seen["read rate"] += "a read-only stream reads" in explain
+        seen["run's read rate"] += "at this run's start a read-only pass over its largest weight matrix read" in explain
         seen["copy rate"] += "a tensor copy moves (read + write counted)" in explain  # an older trace's host
         lossy += "LOSSY" in explain
         cut = views(events, rng.randint(1, rounds_of(events)), figures=False)
@@ -91,7 +92,8 @@ def test_every_equation_reproduces_over_a_sweep_of_runs():
         seen["replayed"] += "One round at γ" in shown[1]
     # each equation was checked, not skipped
     assert all(seen[k] >= RUNS * 0.6 for k in (*SEEN, "replayed")), seen
-    assert seen["read rate"] >= RUNS * 0.3 and seen["copy rate"] >= RUNS * 0.1, seen
+    assert seen["read rate"] >= RUNS * 0.15 and seen["copy rate"] >= RUNS * 0.1, seen
+    assert seen["run's read rate"] >= RUNS * 0.15, seen
     assert lossy >= 10
 
 

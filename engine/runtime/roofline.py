@@ -12,7 +12,12 @@ measured here, never assumed, and cached per host (CPU, flags, torch build, thre
 `python -m engine roofline [--refresh]` prints both, the floors and the measured t(n) beside them.
 
 A run records `host_record(...)` in RunStarted.host: the machine, the forward's bytes and FLOPs, and the
-kernel each projection used at each row count, so a trace says what it was measured on and with what.
+kernel each projection used at each row count, so a trace says what it was measured on and with what. Its
+`bandwidth` is read at the run's start, over the forward's largest weight matrix (the LM head of a small LM:
+113 MB for SmolLM2-135M; best of RUN_REPS reads, before the clock starts; a read of every matrix one by one
+measured ~10% under a flat stream on the AMD EPYC host, from per-call overheads a stream does not have): a host's memory rate can halve and double within minutes (a neighbour's load, the memory
+clock), so the cached best take (kept beside it as `bandwidth_best`) is a rate a run rarely sees, and a floor
+from it would make every step look far from a bound it could not have reached then.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from .threads import synchronizer, torch_threads
 
 STREAM_MB = 256  # the streamed tensor: far larger than any cache
 REPS = 7  # timed copies and matmuls, the best kept
+RUN_REPS = 5  # reads of the largest weight at a run's start, the best kept
 MAX_TAKES = 4  # measurements of one host at most, while none was quiet
 RATES = ("bandwidth", "copy_bandwidth", "flops")  # a take's figures; the record keeps each one's best
 
@@ -47,6 +53,32 @@ def _best_s(fn, reps: int, sync) -> float:
 def read_rate(src: torch.Tensor, reps: int = REPS, sync=lambda: None) -> float:
     """Bytes per second a read-only stream over `src` reaches (a sum; the best of `reps`)."""
     return src.numel() * src.element_size() / _best_s(lambda: src.sum(), reps, sync)
+
+
+def weights_read_rate(tensors: list[torch.Tensor], reps: int = RUN_REPS, sync=lambda: None) -> float:
+    """Bytes per second a read-only pass over `tensors` (the forward's weights) reaches now: the best of `reps`."""
+    total = sum(t.numel() * t.element_size() for t in tensors)
+
+    def read():
+        for t in tensors:
+            t.sum()
+
+    with torch.inference_mode():
+        return total / _best_s(read, reps, sync)
+
+
+def weight_tensors(model) -> list[torch.Tensor]:
+    """The matrices a forward of `model` reads: the lean forward's owned ones (its kernels' layouts), else the
+    Linear layers' (the tied LM head among them)."""
+    forward = forward_fn(model)
+    if isinstance(forward, LeanForward):
+        return [w.w for ws in forward.weights().values() for w in ws]
+    return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+
+
+def largest_weight(model) -> torch.Tensor:
+    """The largest matrix a forward of `model` reads (what a run's start streams to read the bandwidth)."""
+    return max(weight_tensors(model), key=lambda t: t.numel() * t.element_size())
 
 
 def measure(
@@ -150,7 +182,8 @@ _HOST = PerModel()  # model -> {threads: its host record}
 
 def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
     """What RunStarted.host records: the CPU (or GPU), the machine's measured rates at this thread count, the
-    forward's bytes and FLOPs, and its kernels. {} when measuring fails (the run goes on without a roofline)."""
+    forward's bytes and FLOPs, and its kernels; `bandwidth` read now over the forward's largest weight, the
+    cached best take beside it as `bandwidth_best`. {} when measuring fails (the run goes on without a roofline)."""
     threads = torch.get_num_threads() if device.type == "cpu" else 0
 
     def build() -> dict:
@@ -170,4 +203,8 @@ def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
             "kernels": kernels_used(forward),
         }
 
-    return _HOST.get(model, ("host", threads, device.type), build)
+    record = _HOST.get(model, ("host", threads, device.type), build)
+    if not record:
+        return record
+    now = weights_read_rate([largest_weight(model)], sync=synchronizer(device))
+    return {**record, "bandwidth": now, "bandwidth_best": record["bandwidth"]}
