@@ -83,7 +83,9 @@ def test_every_equation_reproduces_over_a_sweep_of_runs():
         assert check_page(summary, explain, raced) == [], seed
         seen.update(k for k in SEEN if k in explain + raced)
         seen["read rate"] += "a read-only stream reads" in explain
-        seen["run's read rate"] += "at this run's start a read-only pass over its largest weight matrix read" in explain
+        seen["run's read rate"] += (
+            "at this run's start a read-only pass over its largest weight matrix read" in explain
+        )
         seen["copy rate"] += "a tensor copy moves (read + write counted)" in explain  # an older trace's host
         lossy += "LOSSY" in explain
         cut = views(events, rng.randint(1, rounds_of(events)), figures=False)

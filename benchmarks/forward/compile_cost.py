@@ -97,7 +97,9 @@ def main() -> None:
             for k, fn in contenders.items():
                 times[k].append(timed(fn))
     print(host_line())
-    print(f"{len(SHAPES)} products, 1 row, fp32, {args.threads} thread{"s" if args.threads != 1 else ""}, {args.passes} interleaved passes")
+    print(
+        f"{len(SHAPES)} products, 1 row, fp32, {args.threads} thread{'s' if args.threads != 1 else ''}, {args.passes} interleaved passes"
+    )
     print("| kernel | step's products (median of passes) | range |")
     print("|---|---|---|")
     for k, ts in times.items():

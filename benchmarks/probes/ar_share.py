@@ -41,7 +41,9 @@ def main() -> None:
             rows[t].append((share["step_s"], share["share"], best / share["step_s"], host["bandwidth"]))
             bests[t] = host["bandwidth_best"]
     print(host_line())
-    print("| threads | step (median) | share at the run's read rate | share at the best take | rates read | best take |")
+    print(
+        "| threads | step (median) | share at the run's read rate | share at the best take | rates read | best take |"
+    )
     print("|---|---|---|---|---|---|")
     for t, r in rows.items():
         step, share, best, rate = (list(x) for x in zip(*r))
