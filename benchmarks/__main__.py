@@ -87,6 +87,12 @@ def specbench_parser() -> argparse.ArgumentParser:
         help="one visitor's session: each speculative contestant keeps a history of its earlier answers over "
         "the sample (suffix and auto draft from it)",
     )
+    b.add_argument(
+        "--corpus",
+        default=None,
+        help="a datastore (engine/drafters/suffix.py load_corpus): each speculative contestant's history starts "
+        "with it (suffix and auto draft from it)",
+    )
     b.add_argument("--out", default="specbench-out")
     return b
 
@@ -106,6 +112,7 @@ def _specbench(argv: list) -> int:
         out=args.out,
         hf_drafts=tuple(split_list(args.hf_drafts)) if args.hf_drafts is not None else None,
         session=args.session,
+        corpus=args.corpus,
         command="python -m benchmarks specbench " + shlex.join(argv),
     )
     print(

@@ -23,7 +23,7 @@ from engine import costmodel
 from engine import specbench as sb
 from engine.config import GenerationConfig
 from engine.decode.engine import Engine
-from engine.drafters.suffix import History
+from engine.drafters.suffix import MAX_HISTORY_TOKENS, History, load_corpus
 from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
 from engine.specs import parse_contestant
@@ -88,10 +88,13 @@ def run_specbench(
     command: str | None = None,
     hf_drafts: tuple | None = None,
     session: bool = False,
+    corpus: str | None = None,
 ) -> dict:
     """Race every contestant on a seeded stratified sample of Spec-Bench; write results.json and results.md.
     session: each of our speculative contestants keeps one History over the whole sample, as one visitor asking
-    the questions in turn (suffix and auto draft from the earlier answers; the others ignore it)."""
+    the questions in turn (suffix and auto draft from the earlier answers; the others ignore it).
+    corpus: a datastore file (engine/drafters/suffix.py `load_corpus`): each speculative contestant's history starts
+    with it, a fresh copy per question (one for the whole sample with session)."""
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
     loaded = load_model(target)
@@ -116,12 +119,20 @@ def run_specbench(
             encode_turns(loaded.tokenizer, chosen[0]["turns"], []),
             min(max_new_tokens, WARMUP_TOKENS),
         )
-    histories = {c.name: History() for c in configs if session and c.runner == "ours" and c.gamma}
+    base = load_corpus(corpus) if corpus else []
+
+    def fresh() -> History:
+        h = History(max_tokens=sum(map(len, base)) + MAX_HISTORY_TOKENS)
+        for seq in base:
+            h.add(seq)
+        return h
+
+    speculative = [c.name for c in configs if c.runner == "ours" and c.gamma]
+    histories = {name: fresh() for name in speculative} if session else {}
     for q in chosen:
         for c in configs:  # interleaved per question
-            answers[c.name][q["question_id"]] = answer(
-                c, engines, loaded, q, max_new_tokens, histories.get(c.name)
-            )
+            history = histories.get(c.name) or (fresh() if base and c.name in speculative else None)
+            answers[c.name][q["question_id"]] = answer(c, engines, loaded, q, max_new_tokens, history)
             bar.update(len(q["turns"]))
     bar.close()
     results = {
@@ -141,6 +152,9 @@ def run_specbench(
             "questions": len(chosen),
             "temperature": 0.0,
             "session": session,
+            "corpus": {"path": str(corpus), "sequences": len(base), "tokens": sum(map(len, base))}
+            if corpus
+            else None,
         },
         "configs": [c.to_dict() for c in configs],
         "hf_unsupported": unsupported,
@@ -269,6 +283,12 @@ def markdown(results: dict) -> str:
         + (
             "one session: each speculative contestant keeps a history of its earlier answers over the sample; "
             if s.get("session")
+            else ""
+        )
+        + (
+            f"each speculative contestant drafts from the datastore {s['corpus']['path']} "
+            f"({s['corpus']['sequences']} sequences, {s['corpus']['tokens']} tokens); "
+            if s.get("corpus")
             else ""
         )
         + f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "

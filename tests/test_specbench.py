@@ -243,3 +243,61 @@ def test_choosing_a_question_fills_the_prompt_and_turns_the_race_on():
     assert prompt["value"] == q["turns"][0] and race["value"] is True
     assert "category <b>mt_bench</b>" in note and "2 turns" in note
     assert len(ui_sb.questions()) == 480 and label.startswith("mt_bench · #")
+
+
+def test_a_corpus_run_drafts_from_the_datastore_afresh_for_each_question(tiny_dirs, tmp_path, monkeypatch):
+    """--corpus: each speculative contestant's history starts with the datastore, a fresh copy per question: with
+    the target's own answer in it the suffix drafter needs fewer forwards (control: the run without it), every
+    question's history holds the datastore alone when it starts (nothing carried over), outputs stay AR's, and
+    the table says so."""
+    import torch
+
+    from benchmarks import specbench_run
+    from benchmarks.specbench_run import run_specbench
+    from engine.drafters.suffix import load_corpus
+
+    seen, answer = [], specbench_run.answer
+
+    def spy(config, engines, loaded, question, max_new_tokens, history=None):
+        seen.append((config.name, None if history is None else history.tokens))
+        return answer(config, engines, loaded, question, max_new_tokens, history)
+
+    monkeypatch.setattr(specbench_run, "answer", spy)
+
+    same = next(q for q in sb.load_questions() if q["group"] == "qa")
+    twice = [same, {**same, "question_id": same["question_id"] + 100_000}]
+
+    def run(name, corpus=None):
+        return run_specbench(
+            target=tiny_dirs["target"],
+            drafts=("suffix",),
+            gamma=3,
+            per_category=None,
+            max_new_tokens=12,
+            hf=False,
+            out=tmp_path / name,
+            questions=twice,
+            progress=False,
+            command="test",
+            corpus=corpus,
+        )
+
+    plain = run("plain")
+    ar = [plain["answers"]["ours/ar"][q["question_id"]]["token_ids"][0] for q in twice]
+    torch.save([ar[0]], tmp_path / "store.pt")
+    assert load_corpus(tmp_path / "store.pt") == [ar[0]]
+    stored = run("stored", tmp_path / "store.pt")
+    per_question = {
+        name: [sum(a["forwards"]) for a in r["answers"]["ours/suffix/g3"].values()]
+        for name, r in (("plain", plain), ("stored", stored))
+    }
+    assert sum(per_question["stored"]) < sum(per_question["plain"])
+    stored_seen = seen[
+        len(seen) // 2 :
+    ]  # the second run's calls: AR gets no history, suffix a fresh datastore
+    assert stored_seen == [("ours/ar", None), ("ours/suffix/g3", len(ar[0]))] * 2
+    assert all(row["differ_from_ar"] == 0 for row in stored["leaderboard"])
+    assert "drafts from the datastore" in (tmp_path / "stored" / "results.md").read_text()
+    torch.save({"not": "a list"}, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="list of token-id lists"):
+        load_corpus(tmp_path / "bad.pt")

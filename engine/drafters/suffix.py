@@ -45,6 +45,15 @@ MAX_HISTORY_TOKENS = 16384
 SEPARATOR = -(10**9)  # between two runs in a flattened history (minus the run's number): nothing matches it
 
 
+def load_corpus(path) -> list[list[int]]:
+    """A datastore's token sequences: a torch file of a list of token-id lists (the target's own answers to
+    prompts disjoint from every benchmark, tools/build_corpus.py), read without unpickling code."""
+    seqs = torch.load(path, weights_only=True)
+    if not isinstance(seqs, list) or not all(isinstance(s, list) for s in seqs):
+        raise ValueError(f"{path}: a corpus is a list of token-id lists")
+    return seqs
+
+
 class History:
     """Earlier sequences of one session (template positions as negative ids); the oldest are dropped past
     max_tokens. At rest it holds only the tokens (8 bytes each); each run matches against its own snapshot
