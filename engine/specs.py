@@ -216,6 +216,14 @@ for _family in (
         param="N",
     ),
     Family(
+        "union",
+        "union[:N,k]",
+        "suffix speculation's and token recycling's candidates merged into one tree (N: the longest suffix "
+        "matched, k: the target's top-k kept per token), sized to this host's verify costs",
+        "engine.drafters.union",
+        (Arg("N", "int", 1, 16, default=8), Arg("k", "int", 1, 16, default=8)),
+    ),
+    Family(
         "oracle",
         "oracle:A[:C]",
         "the target's greedy continuation, each token kept with probability A",

@@ -11,6 +11,8 @@ from engine.decode import drift
 from engine.drafters.lookahead import LookaheadDrafter, window_rows
 from engine.drafters.recycle import TEMPLATES, RecycleDrafter, template_parents
 from engine.drafters.registry import drafter_factory
+from engine.drafters.suffix import SuffixDrafter
+from engine.drafters.union import UnionDrafter, merge
 from engine.events import trace_from_json, trace_to_json
 from engine.runtime.cache import KVCache
 from engine.sampling import tree
@@ -27,6 +29,8 @@ SPECS = [
     "recycle:8,wide",
     "recycle:2",
     "recycle:8,small,static",
+    "union",
+    "union:3,2",
     "auto",
 ]
 CHI2_15DF_999 = 37.70  # chi-square critical value, 15 degrees of freedom, significance 0.001
@@ -94,7 +98,8 @@ def test_extra_rows_leave_the_verified_rows_unchanged_and_compute_their_own_sequ
 
 @pytest.mark.parametrize("spec", SPECS)
 def test_greedy_is_the_target_own_output_on_a_random_model(target, spec):
-    """Greedy lookahead / recycling / auto with recycling: token-identical to AR, and every trace round-trips."""
+    """Greedy lookahead / recycling / union / auto with recycling: token-identical to AR, and every trace
+    round-trips."""
     engine = Engine(target, spec, measure_step=False)
     for prompt in PROMPTS:
         cfg = GenerationConfig(gamma=4, max_new_tokens=40)
@@ -225,13 +230,17 @@ def primed(engine, family, ids, cfg):
         first = engine.target.model(torch.tensor([ids])).logits[0, -1].topk(4).indices.tolist()
         rows = torch.tensor([ids + [x] for x in first])
         second = engine.target.model(rows).logits[:, -1].topk(4).indices.tolist()
-    if family == "recycle":
+    if family in ("recycle", "union"):
 
         def make(cfg_, gen, max_len, cache):
             d = RecycleDrafter(4, TEMPLATES["small"], engine.target.vocab_size, engine.target.device)
             d.table[ids[-1]] = torch.tensor(first[::-1])
             for x, nxt in zip(first, second):
                 d.table[x] = torch.tensor(nxt[::-1])
+            if family == "union":  # recycling's primed pool beside suffix's matches in the prompt
+                return UnionDrafter(
+                    SuffixDrafter(8, engine.target.device), d, engine.target.device, "union", 24
+                )
             return d
 
         make.rows = len(TEMPLATES["small"])
@@ -248,7 +257,7 @@ def primed(engine, family, ids, cfg):
 
 
 @pytest.mark.slow  # statistical: make test runs it, the inner loop does not
-@pytest.mark.parametrize("family", ["recycle", "lookahead"])
+@pytest.mark.parametrize("family", ["recycle", "lookahead", "union"])
 def test_sampling_keeps_the_target_joint_law_and_the_lossy_rule_does_not(target, family):
     """1500 seeded runs: the first two tokens follow the target's exact top-4 × top-4 law (chi-square, p = 0.001);
     the negative control, the same drafter under typical acceptance, fails the same test."""
@@ -379,3 +388,42 @@ def test_a_lossy_run_is_badged_in_every_view_and_an_exact_one_nowhere(target, ti
             assert ('class="sv-lossy"' in getattr(v, name)) == lossy, (accept, name)
         assert ('data-drift="greedy"' in v.summary) == lossy and ('data-drift="greedy"' in v.race) == lossy
         assert ("LOSSY rule" in v.race) == lossy
+
+
+def test_union_merges_pools_by_path_keeping_the_larger_score():
+    """Two pools sharing a path merge into one trie: the shared path once, with the larger score of the two
+    (control: a token under another parent stays a separate node); parents first, scores monotone."""
+    a = ([5, 6, 7], [-1, 0, 0], [0.5, 0.25, 0.2])
+    b = ([5, 6, 9, 6], [-1, 0, -1, 2], [0.4, 0.3, 0.6, 0.1])
+    tokens, parents, scores = merge([a, b])
+    assert tokens == [5, 6, 7, 9, 6] and parents == [-1, 0, 0, -1, 3]
+    assert scores == [0.5, 0.3, 0.2, 0.6, 0.1]
+    assert all(p < i and scores[i] <= scores[p] for i, p in enumerate(parents) if p >= 0)
+
+
+def test_union_drafts_from_both_families_and_records_its_sizing(target):
+    """On a flat verify curve the union drafts suffix's continuation and recycling's guesses in one tree (control:
+    each family's own candidates are there), and its tree_sized note names the merged pool."""
+    make = drafter_factory("union:4,2", target)
+    d = make(GenerationConfig(), None, 64, None)
+    ids = [3, 4, 5, 3, 4]  # suffix: after "3 4" came 5
+    d.prepare(ids, GenerationConfig())
+    for rows in (1, 2, 3, 5, 9):
+        for _ in range(3):
+            d.observe_verify(rows, 0.01)  # flat: every node pays
+    d.observe_forward(type("Seen", (), {"inputs": [4, 8], "topk": [[8, 9], [10, 11]], "extra_next": []})())
+    draft = d.propose(ids, 4)
+    tokens, parents = draft.token_ids.tolist(), draft.parents
+    roots = {t for t, p in zip(tokens, parents) if p < 0}
+    assert roots == {
+        5,
+        8,
+        9,
+    }  # suffix's 5 (then 3, 4) and recycling's top-2 after 4 (8, then 10 and 11 after it)
+    paths = []
+    for t, p in zip(tokens, parents):
+        paths.append((paths[p] if p >= 0 else ()) + (t,))
+    assert (5, 3, 4) in paths and (8, 10) in paths and (9,) in paths  # both families' candidates, merged
+    note = draft.note("tree_sized")
+    assert note["drafter"] == "union:4,2" and note["pool"] == len(tokens) and note["token_ids"] == tokens
+    assert make.rows >= len(tokens) and draft.topk == 2

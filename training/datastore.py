@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from engine import load_model
+from engine.runtime.models import load_model
 
 from . import broad, sharegpt
 from .corpus import corpus

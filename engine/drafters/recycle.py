@@ -117,7 +117,9 @@ class RecycleDrafter(Drafter):
             if not (mask[j] or mask[j + 1]) and a < len(self.table) and b < len(self.table):
                 self.table[a, 0] = b
 
-    def propose(self, ids: list[int], gamma: int) -> Draft:
+    def pool(self, ids: list[int], gamma: int) -> tuple[list[int], list[int], list[float]]:
+        """The filled template (tokens, parents, scores: the product of the learned rates along each path),
+        counting the last pool against what the target committed since. Parents first."""
         self._score_last(ids)
         tokens, parents, kept = [], [], {}  # kept: template index -> draft node index
         limit = depths(self.parents)
@@ -134,12 +136,16 @@ class RecycleDrafter(Drafter):
             tokens.append(tok)
             parents.append(-1 if par < 0 else kept[par])
         self.last = (len(ids), {i: tokens[j] for i, j in kept.items()})
+        rates, at = self.rates(), list(kept)  # at[j]: node j's template position
+        scores: list[float] = []
+        for j, par in enumerate(parents):
+            scores.append((1.0 if par < 0 else scores[par]) * rates[at[j]])
+        return tokens, parents, scores
+
+    def propose(self, ids: list[int], gamma: int) -> Draft:
+        tokens, parents, scores = self.pool(ids, gamma)
         notes = []
         if self.sized and tokens:
-            rates, at = self.rates(), list(kept)  # at[j]: node j's template position
-            scores: list[float] = []
-            for j, par in enumerate(parents):
-                scores.append((1.0 if par < 0 else scores[par]) * rates[at[j]])
             sized = size_tree(tokens, parents, scores, self.timed.curve())
             notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed))
             tokens, parents = sized["token_ids"], sized["parents"]
