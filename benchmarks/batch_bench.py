@@ -31,6 +31,8 @@ from engine.specbench import load_questions, sample
 from engine.specs import CONTESTANT_USAGE, family, parse_contestant
 from specviz.batch_view import crossover, throughput_figure, throughput_markdown
 
+from .common import host
+
 SETS = {"grounded": ("translation", "summarization", "rag"), "open": ("mt_bench", "qa", "math_reasoning")}
 
 
@@ -91,7 +93,7 @@ def run(
         for n in names
     }
     samples = {s: {b: {n: [] for n in names} for b in sizes} for s in sets}
-    mismatches, host, t0 = 0, {}, time.time()
+    mismatches, recorded, t0 = 0, {}, time.time()
     with torch.inference_mode():
         one_batch(engines["ar"], sets["open"][:2], configs["ar"], "ar")  # warm-up: kernels, caches
         for rep in range(repeats):
@@ -106,7 +108,7 @@ def run(
                             configs[n],
                             "ar" if n == "ar" else "speculative",
                         )
-                        host = host or r["host"]
+                        recorded = recorded or r["host"]
                         outs[n] = r["outputs"]
                         samples[s][b][n].append(
                             {
@@ -129,7 +131,7 @@ def run(
                         file=sys.stderr,
                     )
     curves = {s: {n: [summarise(samples[s][b][n]) for b in sizes] for n in names} for s in sets}
-    r = costmodel.roof(host)
+    r = costmodel.roof(recorded)
     return {
         "command": command,
         "cpu": (machine := host())["cpu"],
@@ -146,7 +148,7 @@ def run(
         "curves": curves,
         "mismatches": mismatches,
         "ridge_tokens": costmodel.ridge(256, r) if r else None,
-        "host": host,
+        "host": recorded,
         "crossover": {
             s: {n: crossover(sizes, curves[s]["ar"], curves[s][n]) for n in names if n != "ar"} for s in sets
         },

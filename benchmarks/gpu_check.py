@@ -25,7 +25,7 @@ What it measures (each printed as a Markdown line and written as JSON with --out
 7. the training-free drafters (--trees: ngram, suffix, recycle, lookahead, auto) raced against AR on prompts
    that repeat themselves: tokens per target forward, speedup, and identity with AR in the run dtype and
    in fp32 (the tree-attention verify on CUDA).
-Random weights are enough for all four: speed and synchronisation do not depend on what the weights say,
+Random weights are enough for all of these: speed and synchronisation do not depend on what the weights say,
 and oracle:α fixes the acceptance by construction.
 """
 
@@ -45,9 +45,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig  # noqa: E402
 from engine.metrics import summarize  # noqa: E402
+from engine.runtime import roofline  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
-from engine.runtime.lean import forward_fn  # noqa: E402
+from engine.runtime.lean import LeanForward, forward_fn  # noqa: E402
 from engine.runtime.models import LoadedModel  # noqa: E402
+from engine.runtime.threads import synchronizer  # noqa: E402
 
 # Llama shapes of SmolLM2-1.7B (target) and SmolLM2-135M (draft); --tiny shrinks both for a smoke test
 SHAPES = {
@@ -313,9 +315,6 @@ ROWS = (1, 2, 3, 4, 5, 9, 17)
 def verify_curve(loaded: LoadedModel, context: int, repeats: int = 20) -> dict:
     """t(n) for a causal block of n rows at `context` cached tokens (median of `repeats`), the weight bytes and
     this device's read-only stream rate: the memory floor is bytes ÷ rate (engine/runtime/roofline.py)."""
-    from engine.runtime import roofline
-    from engine.runtime.threads import synchronizer
-
     forward, dev = forward_fn(loaded.model), loaded.device
     sync = synchronizer(dev)
     cache = KVCache.for_model(loaded.model, context + max(ROWS) + 2)
@@ -331,7 +330,7 @@ def verify_curve(loaded: LoadedModel, context: int, repeats: int = 20) -> dict:
             ts.append(time.perf_counter() - t)
             cache.truncate(context)
         times[n] = statistics.median(ts)
-    costs = roofline.costs_of(forward if isinstance(forward, roofline.LeanForward) else loaded.model)
+    costs = roofline.costs_of(forward if isinstance(forward, LeanForward) else loaded.model)
     rate = roofline.measure(1, loaded.dtype, device=dev.type)
     floor = costs["weight_bytes"] / rate["bandwidth"]
     return {

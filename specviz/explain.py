@@ -185,7 +185,8 @@ def suffix_sizing(run) -> str:
 
 
 def _tree_sized_how(m) -> str:
-    """How token recycling's or lookahead's scores come about (a TreeSized record; lookahead's has window rows)."""
+    """How token recycling's, lookahead's or the union's scores come about (a TreeSized record; lookahead's has
+    window rows)."""
     head = f"<b>How {esc(m.drafter)} sized its trees.</b> "
     if m.extra_rows:  # lookahead: the candidates' tree beside the Jacobi window's rows
         return head + (
@@ -194,6 +195,16 @@ def _tree_sized_how(m) -> str:
             "(c<sub>parent</sub> + 1), c the candidates through a node. The window's "
             f"{plural(m.extra_rows, 'row')} ride in every forward, so t(n) below is the forward over "
             f"{m.extra_rows} + n positions ÷ the one over {m.extra_rows} + 1. "
+        )
+    if (
+        family(m.drafter) == "union"
+    ):  # suffix speculation's trie and token recycling's template, merged by path
+        return head + (
+            "Each round it merges two pools by path: the continuations after the longest match of the context's "
+            "suffix (a node's score: the product along its path of c ÷ (c<sub>parent</sub> + 1), c the "
+            "occurrences through it) and its tree template filled from the target's top-k guesses (a node's "
+            "score: the product of each template position's rate learned in this run); a path in both keeps the "
+            "larger score. "
         )
     return head + (
         "Each round it fills its tree template from the target's top-k guesses seen in earlier forwards. A "

@@ -189,10 +189,14 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     where = f"{who}, {esc(threads)} thread{'s' if threads != 1 else ''}"
     when = f"measured {esc(host.get('measured', ''))}{measured_load(host)}"
     best = host.get("bandwidth_best")
-    if isinstance(best, (int, float)) and not isinstance(best, bool):  # the rate read at this run's start
+    run_rate = isinstance(best, (int, float)) and not isinstance(
+        best, bool
+    )  # the rate read at the run's start
+    if run_rate:
         rates = (
-            f"({where}): at this run's start a read-only pass over its largest weight matrix read {f['bandwidth']} GB/s "
-            f"(this host's best take, {when}: {fixed(best / 1e9, 1)} GB/s), and a large matmul runs at "
+            f"({where}): at this run's start a read-only pass over its largest weight matrix read "
+            f"{f['bandwidth']} GB/s (this host's best take: {fixed(best / 1e9, 1)} GB/s), and a large matmul runs "
+            f"at {f['flops']} GFLOP/s (the best takes {when}). "
         )
     else:  # an older trace: the cached rate; before the floor used the read rate, a copy's (read + write counted)
         stream = (
@@ -200,10 +204,10 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
             if "copy_bandwidth" in host
             else "a tensor copy moves (read + write counted)"
         )
-        rates = f"({where}, {when}): {stream} {f['bandwidth']} GB/s and a large matmul runs at "
+        rates = f"({where}, {when}): {stream} {f['bandwidth']} GB/s and a large matmul runs at {f['flops']} GFLOP/s. "
     lines = [
         f"<b>This machine's roofline</b> {rates}"
-        f"{f['flops']} GFLOP/s. A forward over n new tokens after {ctx} cached ones reads the weights, "
+        f"A forward over n new tokens after {ctx} cached ones reads the weights, "
         f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
         f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "
         f"{f['flop']} GFLOP per token plus {f['attn']} MFLOP per position it attends to: its <i>compute floor</i> "
@@ -231,8 +235,11 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
         )
     if share["share"] > 1.05:
         lines.append(
-            "⚠ The step beat the bound its bandwidth gives: the memory was busier when that rate was read than "
-            "during the run (<code>python -m engine roofline --refresh</code> measures the host again)."
+            "⚠ The step beat the bound its bandwidth gives: the memory was busier when that rate was read, at the "
+            "run's start, than during the run."
+            if run_rate
+            else "⚠ The step beat the bound measured at load: the machine was busier then than now "
+            "(<code>python -m engine roofline --refresh</code> measures it again)."
         )
     kernels = host.get("kernels") or {}
     if kernels:

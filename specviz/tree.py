@@ -229,7 +229,13 @@ def _sized_rows(m, t, i: int) -> list:
     has no sizing record or its nodes are not the tree's (a hand-made trace)."""
     if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.scores):
         return []
-    how = "Π c ÷ (c_parent + 1) over the candidates" if m.extra_rows else "the learned rates along it"
+    how = (
+        "Π c ÷ (c_parent + 1) over the candidates"
+        if m.extra_rows
+        else "the larger of its suffix and recycling scores"
+        if family(m.drafter) == "union"
+        else "the learned rates along it"
+    )
     return [("score", f"{m.scores[i]:.3f} (chance its path is accepted: {how})")]
 
 

@@ -355,3 +355,14 @@ def test_a_batched_trace_loads_into_the_single_run_views_as_its_first_row(target
     loaded = av.load_trace(tmp_path / "batch.json")
     assert loaded == [e for e in events if e.row == 0] and loaded[0].kind == "run_started"
     assert av.controls_of(loaded)["gamma"] == 2
+
+
+@pytest.mark.slow  # a whole (tiny) batch benchmark
+def test_the_batch_benchmark_runs_to_its_report(tiny_dirs):
+    """`python -m benchmarks batch` end to end on the tiny target: the report names the machine and keeps the
+    roofline the runs recorded (its end read `host` as a function after the loop had bound it to a dict)."""
+    from benchmarks.batch_bench import run
+
+    report = run(tiny_dirs["target"], ["ngram"], [1, 2], [2], 6, 1, 400, "test")
+    assert report["cpu"] and report["machine"]["cpu"] == report["cpu"]
+    assert report["host"]["weight_bytes"] > 0 and report["host"]["bandwidth_best"] > 0

@@ -36,7 +36,8 @@ def test_gpu_check_runs_on_cpu_with_tiny_shapes():
     assert r["draft_c"] > 0 and len(r["oracle"]) == 2
     v = r["verify_curve"]
     assert sorted(v["t"]) == [1, 2, 3, 4, 5, 9, 17] and all(t > 0 for t in v["t"].values())
-    assert v["floor_s"] == pytest.approx(v["weight_bytes"] / v["read_rate"])
+    assert 1e8 < v["read_rate"] < 1e13 and v["forward"] == "LeanForward"
+    assert v["weight_bytes"] > 64 * 128 * 4  # the tiny target's matrices, at least its LM head
     assert [t["spec"] for t in r["trees"]] == ["suffix", "recycle"]
     assert all(t["identical_to_ar"] == t["runs"] == 1 and t["tokens_per_forward"] >= 1 for t in r["trees"])
     for row in r["oracle"]:

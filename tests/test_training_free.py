@@ -243,7 +243,7 @@ def primed(engine, family, ids, cfg):
                 )
             return d
 
-        make.rows = len(TEMPLATES["small"])
+        make.rows = 24 if family == "union" else len(TEMPLATES["small"])
     else:
 
         def make(cfg_, gen, max_len, cache):
@@ -427,3 +427,18 @@ def test_union_drafts_from_both_families_and_records_its_sizing(target):
     note = draft.note("tree_sized")
     assert note["drafter"] == "union:4,2" and note["pool"] == len(tokens) and note["token_ids"] == tokens
     assert make.rows >= len(tokens) and draft.topk == 2
+
+
+def test_a_union_round_with_nothing_to_draft_still_asks_for_the_top_k(target):
+    """With no match and an empty table the union drafts nothing, yet its forward hands back the top-k, so
+    recycling's table learns from plain rounds as recycling alone does (control: the next round drafts from it)."""
+    make = drafter_factory("union:4,2", target)
+    d = make(GenerationConfig(), None, 64, None)
+    d.prepare([7], GenerationConfig())
+    draft = d.propose([7], 4)
+    assert draft.token_ids.numel() == 0 and draft.topk == 2
+    d.observe_forward(type("Seen", (), {"inputs": [7], "topk": [[12, 13]], "extra_next": []})())
+    for rows in (1, 2, 3):
+        for _ in range(3):
+            d.observe_verify(rows, 0.01)
+    assert 12 in d.propose([7], 4).token_ids.tolist()

@@ -154,3 +154,26 @@ def test_the_engine_times_each_forward_at_the_rows_it_computed(target, spec, mon
     for name in names:  # each tree drafter saw every round's forward, in order
         assert [r for n, r in seen if n == name] == rows
     assert names and (len(names) == 2 if spec == "auto" else len(names) == 1)
+
+
+def test_union_records_its_sizing_and_explain_says_how_it_scores(embedded):
+    """On the embedded model the union's tree_sized events hold its drafted trees, its output is the target's
+    own, and Explain describes both of its pools (control: recycling's Explain names only its template)."""
+    from specviz.explain import render_explain
+    from specviz.tree import render_tree
+
+    prompt = "Count from one to twenty in words, comma separated."
+    cfg = GenerationConfig(gamma=4, max_new_tokens=48)
+    engine = Engine(embedded, "union", measure_step=False)
+    events = list(engine.generate(prompt, cfg))
+    sized = [e for e in events if e.kind == "tree_sized"]
+    trees = {e.round: e for e in events if e.kind == "draft_tree"}
+    assert len(sized) >= 3 and all(e.drafter == "union" for e in sized)
+    assert all(e.token_ids == trees[e.round].token_ids for e in sized if e.token_ids)
+    assert events[-1].token_ids == ids_of(engine, prompt, cfg, "ar")
+    assert trace_from_json(trace_to_json(events)) == events
+    explain = render_explain(events)
+    assert "How union sized its trees" in explain and "merges two pools by path" in explain
+    assert "the larger of its suffix and recycling scores" in render_tree(events)
+    recycled = list(Engine(embedded, "recycle", measure_step=False).generate(prompt, cfg))
+    assert "merges two pools by path" not in render_explain(recycled)

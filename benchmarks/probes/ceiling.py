@@ -14,7 +14,10 @@ continuation that the family's tree holds, and commits it plus one token. Famili
 - recycling: paths whose every token is among the target's top-k successors of the token before it, as last
   seen at an earlier position (token recycling's adjacency, every path kept);
 - the union of the three (a per-round oracle choosing among them does no better than the union's tree).
-No timings: an upper bound on tokens per forward; a drafter pays for its tree, so it commits fewer.
+No timings: an upper bound on tokens per forward; a drafter pays for its tree, so it commits fewer. Two
+approximations in the recycling column: its adjacency holds the top-k at the prompt's positions too (the drafter
+seeds only the prompt's bigrams) and not the top-k of rejected draft rows (which the drafter's table records).
+Without a session history or a datastore: a drafter given earlier answers can match more.
 """
 
 from __future__ import annotations

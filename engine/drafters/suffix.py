@@ -47,10 +47,13 @@ SEPARATOR = -(10**9)  # between two runs in a flattened history (minus the run's
 
 def load_corpus(path) -> list[list[int]]:
     """A datastore's token sequences: a torch file of a list of token-id lists (the target's own answers to
-    prompts disjoint from every benchmark, tools/build_corpus.py), read without unpickling code."""
+    prompts disjoint from every benchmark, training/datastore.py), read without unpickling code."""
     seqs = torch.load(path, weights_only=True)
-    if not isinstance(seqs, list) or not all(isinstance(s, list) for s in seqs):
-        raise ValueError(f"{path}: a corpus is a list of token-id lists")
+    ok = isinstance(seqs, list) and all(
+        isinstance(s, list) and all(type(t) is int and t >= 0 for t in s) for s in seqs
+    )
+    if not ok:  # a negative id would act as a template mark, a float would fail mid-run
+        raise ValueError(f"{path}: a corpus is a list of token-id lists (ints >= 0)")
     return seqs
 
 

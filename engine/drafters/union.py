@@ -21,7 +21,7 @@ import torch
 from .. import costmodel
 from ..sampling.tree import trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Seen, empty_draft, size_tree, tree_sized_note
+from .base import Draft, Drafter, Seen, size_tree, tree_sized_note
 from .ngram import template_reader
 from .recycle import DEFAULT_TEMPLATE, TEMPLATES, RecycleDrafter
 from .suffix import MAX_NODES, SuffixDrafter, path_scores
@@ -65,6 +65,8 @@ class UnionDrafter(Drafter):
         return self.suffix.source(ids)
 
     def suffix_pool(self, ids: list[int], gamma: int) -> tuple[list, list, list]:
+        """Suffix speculation's candidates as its own propose builds them, before sizing: (tokens, parents,
+        scores), parents first."""
         _, conts, _ = self.suffix.continuations(self.suffix.source(ids), gamma)
         if not conts:
             return [], [], []
@@ -74,18 +76,19 @@ class UnionDrafter(Drafter):
     def propose(self, ids: list[int], gamma: int) -> Draft:
         pools = [self.suffix_pool(ids, gamma), self.recycle.pool(ids, gamma)]
         tokens, parents, scores = merge(pools)
-        if not tokens:
-            return empty_draft(self.device, self.name)
-        sized = size_tree(tokens, parents, scores, self.timed.curve(), budget=self.budget)
-        if not sized["keep"]:
-            return empty_draft(self.device, self.name)
+        notes = []
+        if tokens:
+            sized = size_tree(tokens, parents, scores, self.timed.curve(), budget=self.budget)
+            notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed))
+            tokens, parents = sized["token_ids"], sized["parents"]
+        # even with nothing drafted the forward hands back its top-k: recycling's table learns from every round
         return Draft(
-            torch.tensor(sized["token_ids"], dtype=torch.long, device=self.device),
+            torch.tensor(tokens, dtype=torch.long, device=self.device),
             None,
             self.name,
-            parents=sized["parents"],
-            topk=self.recycle.k,  # the verify forward hands back its top-k: recycling's table learns from it
-            notes=[tree_sized_note(self.name, len(tokens), sized, self.timed)],
+            parents=parents,
+            topk=self.recycle.k,
+            notes=notes,
         )
 
     def observe_verify(self, rows: int, verify_s: float) -> None:

@@ -15,9 +15,11 @@ A run records `host_record(...)` in RunStarted.host: the machine, the forward's 
 kernel each projection used at each row count, so a trace says what it was measured on and with what. Its
 `bandwidth` is read at the run's start, over the forward's largest weight matrix (the LM head of a small LM:
 113 MB for SmolLM2-135M; best of RUN_REPS reads, before the clock starts; a read of every matrix one by one
-measured ~10% under a flat stream on the AMD EPYC host, from per-call overheads a stream does not have): a host's memory rate can halve and double within minutes (a neighbour's load, the memory
-clock), so the cached best take (kept beside it as `bandwidth_best`) is a rate a run rarely sees, and a floor
-from it would make every step look far from a bound it could not have reached then.
+measured ~10% under a flat stream on the AMD EPYC host, from per-call overheads a stream does not have; a
+model whose largest matrix fits in the last-level cache reads a cache's rate): a host's memory rate can halve
+and double within minutes (a neighbour's load, the memory clock), so the cached best take (kept beside it as
+`bandwidth_best`) is a rate a run rarely sees, and a floor from it would make every step look far from a bound
+it could not have reached then.
 """
 
 from __future__ import annotations
@@ -206,5 +208,8 @@ def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
     record = _HOST.get(model, ("host", threads, device.type), build)
     if not record:
         return record
-    now = weights_read_rate([largest_weight(model)], sync=synchronizer(device))
+    try:
+        now = weights_read_rate([largest_weight(model)], sync=synchronizer(device))
+    except (RuntimeError, OSError, MemoryError):  # the run goes on with the cached rate
+        return record
     return {**record, "bandwidth": now, "bandwidth_best": record["bandwidth"]}
