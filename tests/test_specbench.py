@@ -112,31 +112,36 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     assert 'class="specviz specviz-leaderboard" data-rows="4"' in page and ".lb-table" in page
 
 
+def suffix_bench(tiny_dirs, out, questions, **options):
+    """The suffix contestant against AR on the tiny target: γ 3, 12 tokens a turn, no transformers rows."""
+    from benchmarks.specbench_run import run_specbench
+
+    return run_specbench(
+        target=tiny_dirs["target"],
+        drafts=("suffix",),
+        gamma=3,
+        per_category=None,
+        max_new_tokens=12,
+        hf=False,
+        out=out,
+        questions=questions,
+        progress=False,
+        command="test",
+        **options,
+    )
+
+
 def test_a_session_run_drafts_from_earlier_answers_and_reports_per_column(tiny_dirs, tmp_path):
     """--session: the suffix contestant keeps one history over the sample (its later questions draft from the
     earlier answers: more tokens per forward than without), outputs stay AR's; the per-column table gives α,
     tokens per forward and v(n) for each speculative contestant, and recomputes from results.json."""
     import re
 
-    from benchmarks.specbench_run import run_specbench
-
     questions = sb.load_questions()
     same = next(q for q in questions if q["group"] == "qa")
     twice = [same, {**same, "question_id": same["question_id"] + 100_000}]  # the same question asked again
     runs = {
-        session: run_specbench(
-            target=tiny_dirs["target"],
-            drafts=("suffix",),
-            gamma=3,
-            per_category=None,
-            max_new_tokens=12,
-            hf=False,
-            out=tmp_path / str(session),
-            questions=twice,
-            progress=False,
-            command="test",
-            session=session,
-        )
+        session: suffix_bench(tiny_dirs, tmp_path / str(session), twice, session=session)
         for session in (False, True)
     }
     forwards = {
@@ -253,7 +258,6 @@ def test_a_corpus_run_drafts_from_the_datastore_afresh_for_each_question(tiny_di
     import torch
 
     from benchmarks import specbench_run
-    from benchmarks.specbench_run import run_specbench
     from engine.drafters.suffix import load_corpus
 
     seen, answer = [], specbench_run.answer
@@ -268,19 +272,7 @@ def test_a_corpus_run_drafts_from_the_datastore_afresh_for_each_question(tiny_di
     twice = [same, {**same, "question_id": same["question_id"] + 100_000}]
 
     def run(name, corpus=None):
-        return run_specbench(
-            target=tiny_dirs["target"],
-            drafts=("suffix",),
-            gamma=3,
-            per_category=None,
-            max_new_tokens=12,
-            hf=False,
-            out=tmp_path / name,
-            questions=twice,
-            progress=False,
-            command="test",
-            corpus=corpus,
-        )
+        return suffix_bench(tiny_dirs, tmp_path / name, twice, corpus=corpus)
 
     plain = run("plain")
     ar = [plain["answers"]["ours/ar"][q["question_id"]]["token_ids"][0] for q in twice]

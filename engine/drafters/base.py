@@ -133,6 +133,29 @@ def size_tree(tokens: list, parents: list, scores: list, t, chain: bool = False,
     }
 
 
+def sized_draft(
+    name: str, device, pool: tuple, timed, topk: int, sized: bool = True, budget: int = 10**9
+) -> Draft:
+    """A tree drafter's Draft of the nodes of `pool` (tokens, parents, scores; parents first) that pay on its
+    measured verify times `timed` (costmodel.VerifyTimes; every node when not `sized`), with its tree_sized Note.
+    The verify forward hands back the target's top-k (topk) even when nothing is drafted. Token recycling and
+    the union draft through it."""
+    tokens, parents, scores = pool
+    notes = []
+    if sized and tokens:
+        kept = size_tree(tokens, parents, scores, timed.curve(), budget=budget)
+        notes.append(tree_sized_note(name, len(tokens), kept, timed))
+        tokens, parents = kept["token_ids"], kept["parents"]
+    return Draft(
+        torch.tensor(tokens, dtype=torch.long, device=device),
+        None,
+        name,
+        parents=parents,
+        topk=topk,
+        notes=notes,
+    )
+
+
 def sized_event(round_: int, pos: int, text, m: dict) -> TreeSized:
     """A tree_sized event from its Note's data (token recycling's and lookahead's)."""
     return TreeSized(round=round_, pos=pos, **m)

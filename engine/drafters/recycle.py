@@ -27,7 +27,7 @@ import torch
 from .. import costmodel
 from ..sampling.tree import depths
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Seen, size_tree, tree_sized_note
+from .base import Draft, Drafter, Seen, sized_draft
 from .ngram import template_mask, template_reader
 
 
@@ -143,20 +143,7 @@ class RecycleDrafter(Drafter):
         return tokens, parents, scores
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        tokens, parents, scores = self.pool(ids, gamma)
-        notes = []
-        if self.sized and tokens:
-            sized = size_tree(tokens, parents, scores, self.timed.curve())
-            notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed))
-            tokens, parents = sized["token_ids"], sized["parents"]
-        return Draft(
-            torch.tensor(tokens, dtype=torch.long, device=self.device),
-            None,
-            self.name,
-            parents=parents,
-            topk=self.k,
-            notes=notes,
-        )
+        return sized_draft(self.name, self.device, self.pool(ids, gamma), self.timed, self.k, self.sized)
 
     def observe_verify(self, rows: int, verify_s: float) -> None:
         """One verify forward's time over `rows` positions (the engine's, or auto's for every round, chosen or not)."""

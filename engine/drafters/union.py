@@ -21,7 +21,7 @@ import torch
 from .. import costmodel
 from ..sampling.tree import trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Seen, size_tree, tree_sized_note
+from .base import Draft, Drafter, Seen, sized_draft
 from .ngram import template_reader
 from .recycle import DEFAULT_TEMPLATE, TEMPLATES, RecycleDrafter
 from .suffix import MAX_NODES, SuffixDrafter, path_scores
@@ -75,20 +75,9 @@ class UnionDrafter(Drafter):
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         pools = [self.suffix_pool(ids, gamma), self.recycle.pool(ids, gamma)]
-        tokens, parents, scores = merge(pools)
-        notes = []
-        if tokens:
-            sized = size_tree(tokens, parents, scores, self.timed.curve(), budget=self.budget)
-            notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed))
-            tokens, parents = sized["token_ids"], sized["parents"]
         # even with nothing drafted the forward hands back its top-k: recycling's table learns from every round
-        return Draft(
-            torch.tensor(tokens, dtype=torch.long, device=self.device),
-            None,
-            self.name,
-            parents=parents,
-            topk=self.recycle.k,
-            notes=notes,
+        return sized_draft(
+            self.name, self.device, merge(pools), self.timed, self.recycle.k, budget=self.budget
         )
 
     def observe_verify(self, rows: int, verify_s: float) -> None:
