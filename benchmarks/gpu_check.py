@@ -204,19 +204,18 @@ def cuda_syncs_per_round(engine: Engine, ids: list[int], cfg: GenerationConfig) 
 
 
 @torch.inference_mode()
-def step_time(loaded: LoadedModel, context: int = 128, repeats: int = 20) -> float:
-    """Median seconds of one single-token forward at `context` tokens of cache."""
+def step_time(loaded: LoadedModel, context: int = 128, repeats: int = 20, rows: int = 1) -> float:
+    """Median seconds of one forward over `rows` new tokens (a causal block) at `context` tokens of cache."""
     forward, dev = forward_fn(loaded.model), loaded.device
-    cache = KVCache.for_model(loaded.model, context + 2)
+    sync = synchronizer(dev)
+    cache = KVCache.for_model(loaded.model, context + rows + 2)
     forward(torch.randint(0, VOCAB, (1, context), device=dev), cache)
-    x, times = torch.randint(0, VOCAB, (1, 1), device=dev), []
+    x, times = torch.randint(0, VOCAB, (1, rows), device=dev), []
     for _ in range(repeats):
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
+        sync()
         t = time.perf_counter()
         forward(x, cache)
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
+        sync()
         times.append(time.perf_counter() - t)
         cache.truncate(context)
     return statistics.median(times)
@@ -316,20 +315,7 @@ def verify_curve(loaded: LoadedModel, context: int, repeats: int = 20) -> dict:
     """t(n) for a causal block of n rows at `context` cached tokens (median of `repeats`), the weight bytes and
     this device's read-only stream rate: the memory floor is bytes ÷ rate (engine/runtime/roofline.py)."""
     forward, dev = forward_fn(loaded.model), loaded.device
-    sync = synchronizer(dev)
-    cache = KVCache.for_model(loaded.model, context + max(ROWS) + 2)
-    forward(torch.randint(0, VOCAB, (1, context), device=dev), cache)
-    times = {}
-    for n in ROWS:
-        x, ts = torch.randint(0, VOCAB, (1, n), device=dev), []
-        for _ in range(repeats):
-            sync()
-            t = time.perf_counter()
-            forward(x, cache)
-            sync()
-            ts.append(time.perf_counter() - t)
-            cache.truncate(context)
-        times[n] = statistics.median(ts)
+    times = {n: step_time(loaded, context, repeats, n) for n in ROWS}
     costs = roofline.costs_of(forward if isinstance(forward, LeanForward) else loaded.model)
     rate = roofline.measure(1, loaded.dtype, device=dev.type)
     floor = costs["weight_bytes"] / rate["bandwidth"]

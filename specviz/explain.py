@@ -196,9 +196,7 @@ def _tree_sized_how(m) -> str:
             f"{plural(m.extra_rows, 'row')} ride in every forward, so t(n) below is the forward over "
             f"{m.extra_rows} + n positions ÷ the one over {m.extra_rows} + 1. "
         )
-    if (
-        family(m.drafter) == "union"
-    ):  # suffix speculation's trie and token recycling's template, merged by path
+    if family(m.drafter) == "union":  # suffix speculation's trie and token recycling's template, by path
         return head + (
             "Each round it merges two pools by path: the continuations after the longest match of the context's "
             "suffix (a node's score: the product along its path of c ÷ (c<sub>parent</sub> + 1), c the "

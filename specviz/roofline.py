@@ -189,9 +189,8 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     where = f"{who}, {esc(threads)} thread{'s' if threads != 1 else ''}"
     when = f"measured {esc(host.get('measured', ''))}{measured_load(host)}"
     best = host.get("bandwidth_best")
-    run_rate = isinstance(best, (int, float)) and not isinstance(
-        best, bool
-    )  # the rate read at the run's start
+    # a trace since the rate is read at each run's start keeps the host's best take beside it
+    run_rate = isinstance(best, (int, float)) and not isinstance(best, bool)
     if run_rate:
         rates = (
             f"({where}): at this run's start a read-only pass over its largest weight matrix read "

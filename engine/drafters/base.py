@@ -134,23 +134,34 @@ def size_tree(tokens: list, parents: list, scores: list, t, chain: bool = False,
 
 
 def sized_draft(
-    name: str, device, pool: tuple, timed, topk: int, sized: bool = True, budget: int = 10**9
+    name: str,
+    device,
+    pool: tuple,
+    timed,
+    topk: int,
+    sized: bool = True,
+    budget: int = 10**9,
+    extra: "Extra | None" = None,
+    notes: tuple = (),
 ) -> Draft:
     """A tree drafter's Draft of the nodes of `pool` (tokens, parents, scores; parents first) that pay on its
-    measured verify times `timed` (costmodel.VerifyTimes; every node when not `sized`), with its tree_sized Note.
-    The verify forward hands back the target's top-k (topk) even when nothing is drafted. Token recycling and
-    the union draft through it."""
+    measured verify times `timed` (costmodel.VerifyTimes of whole forwards; every node when not `sized`), with
+    its tree_sized Note after `notes`. `extra`: rows every forward carries besides root and nodes (lookahead's
+    window), so a node's cost is t(R + k + 2) against t(R + k + 1). The verify forward hands back the target's
+    top-k (topk) even when nothing is drafted. Token recycling, lookahead and the union draft through it."""
     tokens, parents, scores = pool
-    notes = []
+    notes, rows = list(notes), len(extra.token_ids) if extra is not None else 0
     if sized and tokens:
-        kept = size_tree(tokens, parents, scores, timed.curve(), budget=budget)
-        notes.append(tree_sized_note(name, len(tokens), kept, timed))
+        curve = timed.curve()
+        kept = size_tree(tokens, parents, scores, lambda n: curve(n + rows), budget=budget)
+        notes.append(tree_sized_note(name, len(tokens), kept, timed, rows))
         tokens, parents = kept["token_ids"], kept["parents"]
     return Draft(
         torch.tensor(tokens, dtype=torch.long, device=device),
         None,
         name,
         parents=parents,
+        extra=extra,
         topk=topk,
         notes=notes,
     )

@@ -34,7 +34,7 @@ from ..config import WHOLE_SETTINGS
 from ..events import LookaheadWindow
 from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
-from .base import Draft, Drafter, Extra, Note, Seen, size_tree, tree_sized_note
+from .base import Draft, Drafter, Extra, Note, Seen, sized_draft
 from .suffix import path_scores
 
 # window rows, and verification nodes, per forward (a tree's bound)
@@ -92,22 +92,16 @@ class LookaheadDrafter(Drafter):
         tokens, parents, counts, _ = trie(found, counted=True) if found else ([], [], [], [])
         flat = [t for level in self.window for t in level]
         self.last = {"levels": [list(level) for level in self.window], "candidates": len(found)}
-        notes = [Note("lookahead_window", self.last, _window_event)]
-        if self.sized and tokens:
-            curve, extra = self.timed.curve(), len(flat)
-            t = lambda n: curve(n + extra)  # noqa: E731  the forward over the root, n − 1 nodes and the window
-            sized = size_tree(tokens, parents, path_scores(parents, counts, len(found)), t)
-            notes.append(tree_sized_note(self.name, len(tokens), sized, self.timed, extra))
-            tokens, parents = sized["token_ids"], sized["parents"]
-        # the root row's argmax: the predictor of guess (0, 0)
-        return Draft(
-            torch.tensor(tokens, dtype=torch.long, device=self.device),
-            None,
+        # sized with the window's rows in every forward; topk 1: the root row's argmax predicts guess (0, 0)
+        return sized_draft(
             self.name,
-            parents=parents,
+            self.device,
+            (tokens, parents, path_scores(parents, counts, len(found))),
+            self.timed,
+            1,
+            self.sized,
             extra=Extra(token_ids=flat, offsets=self.offsets, sees=self.sees),
-            notes=notes,
-            topk=1,
+            notes=[Note("lookahead_window", self.last, _window_event)],
         )
 
     def observe_verify(self, rows: int, verify_s: float) -> None:

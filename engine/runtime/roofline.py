@@ -57,18 +57,6 @@ def read_rate(src: torch.Tensor, reps: int = REPS, sync=lambda: None) -> float:
     return src.numel() * src.element_size() / _best_s(lambda: src.sum(), reps, sync)
 
 
-def weights_read_rate(tensors: list[torch.Tensor], reps: int = RUN_REPS, sync=lambda: None) -> float:
-    """Bytes per second a read-only pass over `tensors` (the forward's weights) reaches now: the best of `reps`."""
-    total = sum(t.numel() * t.element_size() for t in tensors)
-
-    def read():
-        for t in tensors:
-            t.sum()
-
-    with torch.inference_mode():
-        return total / _best_s(read, reps, sync)
-
-
 def weight_tensors(model) -> list[torch.Tensor]:
     """The matrices a forward of `model` reads: the lean forward's owned ones (its kernels' layouts), else the
     Linear layers' (the tied LM head among them)."""
@@ -209,7 +197,8 @@ def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
     if not record:
         return record
     try:
-        now = weights_read_rate([largest_weight(model)], sync=synchronizer(device))
+        with torch.inference_mode():  # a transformers model's Parameters: no autograd record of the sums
+            now = read_rate(largest_weight(model), RUN_REPS, synchronizer(device))
     except (RuntimeError, OSError, MemoryError):  # the run goes on with the cached rate
         return record
     return {**record, "bandwidth": now, "bandwidth_best": record["bandwidth"]}
