@@ -18,6 +18,7 @@ from starlette.middleware import Middleware
 import specviz
 from ui import app_views as av
 from ui import batch_tab as ub
+from ui import fair_queue as fq
 from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import specbench as sb
 from ui import tour as t
@@ -122,13 +123,16 @@ class Page(gr.Blocks):
 
 
 def build_demo() -> gr.Blocks:
+    # the page opens on the tour's recorded run (no server call draws it); the browser plays the tour over it
+    first = t.initial_outputs()
+    shown = first["views"]
     with Page(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
-        # the session's run: a RunSet while streaming, packed bytes once settled
-        events = gr.State([], time_to_live=h.STATE_TTL_S)
-        # the session's earlier prompts and outputs, which suffix speculation drafts from (never shared); its bound
+        # the session's run: a RunSet while streaming, packed bytes once settled; first the tour's recorded run
+        events = gr.State(first["state"], time_to_live=h.STATE_TTL_S)
+        # the session's earlier prompts and outputs, which suffix speculation drafts from (never shared): each
+        # session gets its own deep copy of an empty one, with no load call to the server; its bound
         # SPECVIZ_HISTORY_TOKENS is checked here, at start-up
-        h.session_history()
-        history = gr.State(h.session_history, time_to_live=h.STATE_TTL_S)
+        history = gr.State(h.session_history(), time_to_live=h.STATE_TTL_S)
         gr.Markdown(
             "# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
             "the target verifies them in one forward, and you see what was accepted, rejected and why.",
@@ -151,6 +155,7 @@ def build_demo() -> gr.Blocks:
         with gr.Row(equal_height=False, elem_classes="sv-layout"):
             with gr.Column(scale=3, min_width=300, elem_classes="sv-main"):
                 prompt = gr.Textbox(
+                    first["prompt"],
                     label="Prompt",
                     lines=4,
                     elem_id="prompt",
@@ -193,17 +198,13 @@ def build_demo() -> gr.Blocks:
                     elem_id="examples",
                 )
                 gr.HTML(av.examples_html(), elem_id="expect")
-                summary = gr.HTML(av.summary_html([]), elem_id="summary")
+                summary = gr.HTML(shown["summary"], elem_id="summary")
                 with gr.Row(elem_classes="sv-tour-row", equal_height=True):
-                    tour_html = gr.HTML(t.tour_caption("", None, done=True), elem_id="tour")
-                    skip_btn = gr.Button(
+                    gr.HTML(t.tour_host(), elem_id="tour")  # assets/specviz.js plays the tour
+                    gr.Button(  # Skip and Replay: assets/specviz.js, no server call
                         "Skip the tour", size="sm", scale=0, min_width=110, elem_id="tour-skip"
                     )
-                    replay_tour_btn = gr.Button(
-                        "▶ Replay the tour", size="sm", scale=0, min_width=130, elem_id="tour-replay"
-                    )
-                    # clicked by assets/specviz.js when the user touches any other control while the tour plays
-                    stop_tour_btn = gr.Button("Stop the tour", visible="hidden", elem_id="tour-stop")
+                    gr.Button("▶ Replay the tour", size="sm", scale=0, min_width=130, elem_id="tour-replay")
                 gr.HTML(specviz.render_legend())
                 with gr.Row(elem_classes="sv-stream-options"):
                     output_only = gr.Checkbox(
@@ -215,7 +216,7 @@ def build_demo() -> gr.Blocks:
                         elem_id="compact",
                         container=False,
                     )
-                stream = gr.HTML(specviz.render_stream([]), elem_id="stream")
+                stream = gr.HTML(shown["stream"], elem_id="stream")
                 with gr.Row(elem_classes="sv-replay", equal_height=True):
                     prev_btn = gr.Button("◀ Prev", size="sm", min_width=70, scale=0, elem_id="prev")
                     play_btn = gr.Button("▶ Play", size="sm", min_width=70, scale=0, elem_id="play")
@@ -223,11 +224,11 @@ def build_demo() -> gr.Blocks:
                     next_btn = gr.Button("Next ▶", size="sm", min_width=70, scale=0, elem_id="next")
                     slider = gr.Slider(
                         0,
-                        1,
-                        value=0,
+                        max(first["rounds"], 1),
+                        value=first["rounds"],
                         step=1,
                         label="Replay round",
-                        interactive=False,
+                        interactive=True,
                         elem_id="round",
                         scale=4,
                         min_width=160,
@@ -244,21 +245,21 @@ def build_demo() -> gr.Blocks:
                 # every tab in sight on a phone, none behind a "…" menu
                 with gr.Tabs(overflow_behavior="wrap"):
                     with gr.Tab("Verify", elem_id="tab-verify"):
-                        verify = gr.HTML(specviz.render_verify([]), elem_id="verify")
+                        verify = gr.HTML(shown["verify"], elem_id="verify")
                     with gr.Tab("Tree", elem_id="tab-tree"):
-                        tree = gr.HTML(specviz.render_tree([]), elem_id="tree")
+                        tree = gr.HTML(shown["tree"], elem_id="tree")
                     with gr.Tab("Charts", elem_id="tab-charts"):
                         with gr.Row():
-                            fig_len = gr.Plot(label="accepted length", min_width=300)
-                            fig_pos = gr.Plot(label="by position", min_width=300)
+                            fig_len = gr.Plot(shown["fig_len"], label="accepted length", min_width=300)
+                            fig_pos = gr.Plot(shown["fig_pos"], label="by position", min_width=300)
                         with gr.Row():
-                            fig_run = gr.Plot(label="running α", min_width=300)
-                            fig_tput = gr.Plot(label="throughput", min_width=300)
-                        fig_speedup = gr.Plot(label="predicted speedup")
+                            fig_run = gr.Plot(shown["fig_run"], label="running α", min_width=300)
+                            fig_tput = gr.Plot(shown["fig_tput"], label="throughput", min_width=300)
+                        fig_speedup = gr.Plot(shown["fig_speedup"], label="predicted speedup")
                     with gr.Tab("Race", elem_id="tab-race"):
-                        race_html = gr.HTML(specviz.render_race([]), elem_id="race")
+                        race_html = gr.HTML(shown["race"], elem_id="race")
                     with gr.Tab("Explain", elem_id="tab-explain"):
-                        explain = gr.HTML(specviz.render_explain([]), elem_id="explain")
+                        explain = gr.HTML(shown["explain"], elem_id="explain")
                         with gr.Row(equal_height=True):
                             drift_btn = gr.Button(
                                 f"Measure the sampled drift ({h.DRIFT_SAMPLES} seeded 2-token runs per rule)",
@@ -400,10 +401,6 @@ def build_demo() -> gr.Blocks:
                 output_only=output_only,
                 compact=compact,
                 pair_note=pair_note,
-                tour=tour_html,
-                skip=skip_btn,
-                replay_tour=replay_tour_btn,
-                stop_tour=stop_tour_btn,
                 examples=examples.dataset,
                 prompt=prompt,
                 drift=drift_btn,
@@ -419,9 +416,16 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     controls = [ui[name] for name in FIELDS]  # the Controls order, the one there is
     run_outs = [events, slider, download, *view_outs]  # handlers.RunOutputs, by the same names
     hidden, compute = dict(show_progress="hidden", api_visibility="private"), h.COMPUTE
+    line = fq.GradioQueue(demo)  # where a run joining now would stand (no queue slot to say it)
     run_event = (
         c["run"]
-        .click(h.running_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
+        .click(
+            lambda: h.running_buttons(fq.line_status(line)),
+            None,
+            [c["run"], c["stop"], ui_view(view_outs, "summary")],
+            queue=False,
+            **hidden,
+        )
         .then(
             h.generate_from, controls + [events, c["history"]], run_outs, api_name="run", **hidden, **compute
         )
@@ -448,9 +452,8 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
         trigger_mode="always_last",
         **hidden,
     )
-    tours = wire_tour(demo, run_outs, c, hidden)
-    # an upload first stops the tour, then loads: a tour frame can never land after the trace (it did, 1 in ~5)
-    upload.upload(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden).then(
+    # the tour plays in the browser (assets/specviz.js): any server update of a view it covers ends it first
+    upload.upload(
         h.load_trace,
         [upload],
         [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
@@ -473,32 +476,16 @@ def ui_view(view_outs: list, name: str):
     return view_outs[av.VIEWS.index(name)]
 
 
-def wire_tour(demo, run_outs: list, c: dict, hidden: dict) -> list:
-    """The tour plays on page load and on Replay; Skip ends it; the user taking over stops it where it is: Generate,
-    the replay buttons, an example, or any other control (assets/specviz.js clicks the hidden #tour-stop for those).
-    Returns the tour's events (an upload cancels them before it loads)."""
-    tour_outs = [*run_outs, c["tour"], c["prompt"]]
-    light = dict(concurrency_id="tour", concurrency_limit=16, **hidden)  # sleeps, no model: its own queue
-    tours = [
-        demo.load(t.tour, None, tour_outs, **light),
-        c["replay_tour"].click(t.replay_tour, None, tour_outs, **light),
-    ]
-    c["skip"].click(lambda: None, None, None, cancels=tours, queue=False, api_visibility="private").then(
-        t.tour_end, None, tour_outs, **hidden
-    )
-    # the user takes over
-    for button in (c["run"], c["prev"], c["next"], c["play"], c["examples"], c["stop_tour"]):
-        button.click(t.tour_stopped, None, [c["tour"]], cancels=tours, queue=False, **hidden)
-    return tours
-
-
 def main() -> None:
     # 0: skip it (benchmarks/first_token.py compares both)
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
     if warm:
         warm_up()
     demo = build_demo()
-    demo.queue(default_concurrency_limit=h.CONCURRENCY, max_size=32)
+    limits = fq.QueueLimits()
+    # direct routes closed (api_open): every call goes through the queue, whose joins FairQueue admits; Gradio's own
+    # bound stays as a backstop above the fair queue's
+    demo.queue(default_concurrency_limit=h.CONCURRENCY, max_size=4 * limits.waiting, api_open=False)
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
@@ -507,7 +494,12 @@ def main() -> None:
         css_paths=[specviz.CSS_PATH, APP_CSS],
         js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
         prevent_thread_lock=True,
-        app_kwargs={"middleware": [Middleware(UploadBound, folder=h.upload_folder, limits=h.UPLOAD_LIMITS)]},
+        app_kwargs={
+            "middleware": [
+                Middleware(UploadBound, folder=h.upload_folder, limits=h.UPLOAD_LIMITS),
+                Middleware(fq.FairQueue, blocks=demo, limits=limits, identity=h.client_of),
+            ]
+        },
     )
     if warm and h.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)

@@ -284,20 +284,106 @@
       }, opened ? 300 : 50);
     }, 150);
   }
+  /* The tour plays here, in the browser: its frames come with the page (ui/tour.py tour_data, in #sv-tour-frames),
+     so touring costs the server nothing. A frame covers each view's own content (Gradio's node, hidden, never
+     edited) with a layer of its HTML and sets the caption; the tour ending removes the layers, and the views show
+     what Gradio holds: the recorded run the page opened on, or the visitor's own. It starts on page load (not with
+     ?tour=0), on Replay; Skip shows the hand-over caption; any other action of the visitor stops it, and so does a
+     server update of a view it covers (a run, a trace loaded). */
+  var TOUR_VIEWS = ["stream", "tree", "race", "explain", "summary", "verify"];
+  var tour = null, tourData = null, tourAuto = !/[?&]tour=0(&|$)/.test(location.search);
+  function readTour() {
+    if (tourData) return tourData;
+    var n = document.getElementById("sv-tour-frames");
+    try { tourData = n ? JSON.parse(n.getAttribute("data-frames")) : null; } catch (err) { tourData = null; }
+    return tourData;
+  }
+  function viewBody(id) {  /* Gradio's node holding an HTML component's value */
+    return document.querySelector("#" + id + " > .html-container > .prose:not(.sv-tour-layer)");
+  }
+  function setCaption(html) {  /* the caption's own node keeps its identity: attributes and children replaced */
+    var cap = document.querySelector("#tour .sv-tour"), tmp = document.createElement("div");
+    if (!cap) return;
+    tmp.innerHTML = html;
+    var src = tmp.querySelector(".sv-tour");
+    if (!src) return;
+    Array.prototype.slice.call(cap.attributes).forEach(function (a) { cap.removeAttribute(a.name); });
+    Array.prototype.slice.call(src.attributes).forEach(function (a) { cap.setAttribute(a.name, a.value); });
+    cap.innerHTML = src.innerHTML;
+  }
+  function showFrame(frame) {
+    var d = readTour();
+    TOUR_VIEWS.forEach(function (v) {
+      if (!(v in frame.views)) return;
+      var body = viewBody(v);
+      if (!body) return;
+      var layer = body.parentNode.querySelector(".sv-tour-layer");
+      if (!layer) {
+        layer = document.createElement("div");
+        layer.className = body.className + " sv-tour-layer";
+        body.parentNode.insertBefore(layer, body);
+      }
+      body.style.display = "none";
+      layer.innerHTML = d.texts[frame.views[v]];
+    });
+    setCaption(d.texts[frame.caption]);
+  }
+  function clearLayers() {
+    document.querySelectorAll(".sv-tour-layer").forEach(function (n) { n.remove(); });
+    TOUR_VIEWS.forEach(function (v) { var b = viewBody(v); if (b) b.style.display = ""; });
+  }
+  function endTour(handOver) {  /* handOver: the last frame's caption (Skip, the end); else the caption goes */
+    var d = readTour();
+    if (tour) { clearTimeout(tour.timer); tour.watch.disconnect(); }
+    tour = null;
+    clearLayers();
+    if (d) setCaption(handOver ? d.texts[d.frames[d.frames.length - 1].caption] : d.texts[d.empty]);
+  }
+  function startTour() {
+    var d = readTour();
+    if (!d) return false;
+    if (tour) endTour(false);
+    if (d.empty === undefined) {  /* the ended, empty caption the page opened with */
+      var cap = document.querySelector("#tour .sv-tour");
+      d.texts.push(cap ? cap.outerHTML : ""); d.empty = d.texts.length - 1;
+    }
+    /* a server update of a covered view (Gradio writes its own node) ends the tour: the update is the visitor's */
+    var watch = new MutationObserver(function () { if (tour) endTour(false); });
+    TOUR_VIEWS.forEach(function (v) {
+      var b = viewBody(v);
+      if (b) watch.observe(b, { childList: true, subtree: true, characterData: true });
+    });
+    tour = { i: 0, timer: null, watch: watch };
+    var prompt = document.querySelector("#prompt textarea");  /* the recorded run's prompt, as Gradio's own value */
+    if (prompt && prompt.value !== d.prompt) {
+      prompt.value = d.prompt;
+      prompt.dispatchEvent(new Event("input", { bubbles: true }));
+    }
+    (function next() {
+      if (!tour) return;
+      var frame = d.frames[tour.i];
+      if (tour.i === d.frames.length - 1) { endTour(true); return; }
+      showFrame(frame);
+      tour.i += 1;
+      tour.timer = setTimeout(next, frame.wait * 1000);
+    })();
+    return true;
+  }
   /* Any user action stops the tour: a click or an edit of a control outside the tour's own row, the tab strip and
-     the accordions' headers (those only show things) clicks the hidden #tour-stop, whose handler (app.py's
-     wire_tour) cancels the tour where it is; a tour frame would otherwise overwrite what the user just did. */
+     the accordions' headers (those only show things); Skip and Replay are the tour's own. */
   var TOUR_CONTROLS = "button, input, textarea, select, [role=option], .tok, [data-select-round], .js-plotly-plot";
   var TOUR_NEUTRAL = ".sv-tour-row, [role=tab], .tab-wrapper, .overflow-dropdown, .label-wrap, #specviz-tipbox";
   function stopTourOn(e) {
     var t = e.target;
-    if (!e.isTrusted || !t || !t.closest || !tourPlaying()) return;
-    if (!t.closest(TOUR_CONTROLS) || t.closest(TOUR_NEUTRAL)) return;
-    var stop = document.querySelector("#tour-stop");
-    if (stop) stop.click();
+    if (!e.isTrusted || !t || !t.closest) return;
+    if (e.type === "click" && t.closest("#tour-skip")) { if (tour) endTour(true); return; }
+    if (e.type === "click" && t.closest("#tour-replay")) { tourAuto = false; startTour(); return; }
+    if (!tour || !t.closest(TOUR_CONTROLS) || t.closest(TOUR_NEUTRAL)) return;
+    endTour(false);
   }
   document.addEventListener("click", stopTourOn, true);
   document.addEventListener("input", stopTourOn, true);
+  function autoTour() { if (tourAuto && readTour() && startTour()) tourAuto = false; }
   /* Explain's what-if panel: E(α, γ) / (γc + v(γ + 1)) redrawn at once as α, γ or c move. v(n) comes with the
      panel (data-v: the cost model's table of this run's measured verify costs); nothing goes to the server. */
   function expected(a, g) { return a >= 1 ? g + 1 : (1 - Math.pow(a, g + 1)) / (1 - a); }
@@ -417,6 +503,7 @@
   });
   function onPage() {
     focusOutput();
+    autoTour();
     followTour();
     document.querySelectorAll('.sv-whatif:not([data-drawn])').forEach(drawWhatIf);
   }
@@ -429,5 +516,7 @@
   unscoped.textContent = "@media (max-width: 760px) { footer button, footer a { min-height: 24px; display: inline-flex; align-items: center; } }";
   document.head.appendChild(unscoped);
   document.documentElement.classList.add("specviz-js");
-  window.specviz = { installed: true, hide: hide, select: select, linked: linked, followTour: followTour, openTab: openTab };
+  autoTour();
+  window.specviz = { installed: true, hide: hide, select: select, linked: linked, followTour: followTour, openTab: openTab,
+                     startTour: startTour, endTour: endTour };
 })();

@@ -15,6 +15,8 @@ import pytest
 from engine.events import trace_to_json
 from specviz.demo_trace import long_events
 from tests.app_server import call_event, fn_index, serve_app, upload
+from ui import app_guard as guard
+from ui import tour
 from ui.app_views import EMBEDDED_PAIR
 from ui.controls import Controls
 
@@ -260,8 +262,12 @@ def load_in_session(url, path, session: str) -> dict:
 
 
 def replay_rounds_in(url, session: str) -> int:
-    """Press "Next" from round 0 in a session: the slider's new value (0 when the session holds no run)."""
-    return call_event(url, "next", [None, 0], session)["outputs"][0]
+    """Press "Next" from past the end in a session: the slider's new value, the rounds of the run the session holds
+    (a new or expired session holds the page's opening run, the tour's: OPENING rounds)."""
+    return call_event(url, "next", [None, 10**6], session)["outputs"][0]
+
+
+OPENING = guard.replay_rounds(guard.runs(tour.tour_runs()))  # the page opens on the tour's recorded run
 
 
 def test_time_limit_stop_returns_the_text_and_says_so(limited):
@@ -289,7 +295,7 @@ def test_session_state_is_dropped_after_its_time_to_live(limited, tmp_path):
     assert loaded["error"] is None and not loaded["warnings"]
     assert replay_rounds_in(limited, session) == 1
     time.sleep(3 + 2.5)  # the TTL, plus the server's once-a-second sweep
-    assert replay_rounds_in(limited, session) == 0
+    assert replay_rounds_in(limited, session) == OPENING != 1
 
 
 def test_sessions_beyond_the_capacity_lose_their_state_oldest_first(few_sessions, tmp_path):
@@ -299,7 +305,7 @@ def test_sessions_beyond_the_capacity_lose_their_state_oldest_first(few_sessions
     for session in sessions:
         assert load_in_session(few_sessions, path, session)["error"] is None
     assert [replay_rounds_in(few_sessions, s) for s in sessions[1:]] == [1, 1]
-    assert replay_rounds_in(few_sessions, sessions[0]) == 0
+    assert replay_rounds_in(few_sessions, sessions[0]) == OPENING != 1
 
 
 def test_memory_does_not_grow_with_sessions_past_the_capacity(few_sessions, tmp_path):
@@ -328,7 +334,11 @@ def test_uploads_past_a_clients_count_are_refused_and_the_folder_keeps_its_bound
         except httpx.HTTPStatusError as e:
             assert e.response.status_code == 429 and "SPECVIZ_CLIENT_UPLOADS" in e.response.text
             break
-        assert len([p for p in limited.uploads.rglob("*") if p.is_file()]) <= 3
+        # the uploads (the app's own download copies, specviz-trace-*, have their own bound: SPECVIZ_TRACE_FILES)
+        kept = [
+            p for p in limited.uploads.rglob("*") if p.is_file() and not p.name.startswith("specviz-trace-")
+        ]
+        assert len(kept) <= 3
     else:
         raise AssertionError("five uploads from one client all passed a limit of 4")
 

@@ -115,3 +115,63 @@ def test_wrong_types_are_refused_by_label(demo):
                 values = defaults(fn)
                 values[k] = bad
                 assert h.input_label(block) in refused(demo, fn, values)
+
+
+# one value per hostile case; `null` is refused wherever the page itself never sends it
+HOSTILE = {"null": None, "surrogate": "\ud800", "a 1 MB string": "x" * 2**20}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_every_input_refuses_null_surrogates_and_oversize_values_by_name_in_few_words(demo, case):
+    """null, a lone surrogate and a 1 MB string in every input of every endpoint (sliders, dropdowns, checkboxes,
+    text, files, galleries): refused with the input's label in a message of at most 300 characters, never the value
+    echoed (a 20 MB dropdown value came back whole in the error and the log; a surrogate killed the stream with
+    'str is not valid UTF-8'; null gave `error: null`), or, where the page sends that value itself (an empty
+    number box, no file), accepted. Counts every case, so a new endpoint or kind is covered or the count fails."""
+    bad, seen, kinds = HOSTILE[case], 0, set()
+    for fn in endpoints(demo):
+        for k, block in enumerate(fn.inputs):
+            kind = next((kind for cls, kind in h.INPUT_KIND if isinstance(block, cls)), None)
+            if kind is None:
+                continue
+            values = defaults(fn)
+            values[k] = bad
+            if bad is None and h.input_spec(block).get("null", kind in ("number", "file")):
+                demo.validate_inputs(fn, values)  # the page's own value: accepted
+                continue
+            message = refused(demo, fn, values)
+            assert h.input_label(block) in message and len(message) <= 300, (fn.api_name, message[:400])
+            seen, kinds = seen + 1, kinds | {type(block).__name__}
+    assert seen >= 40, seen
+    assert {"Slider", "Dropdown", "Textbox", "Checkbox"} <= kinds, kinds
+
+
+@pytest.mark.parametrize(
+    "label,value,words",
+    [
+        ("γ (draft tokens per round)", 99, "must be from 1 to 16"),
+        ("n / L / W / k (0 = default)", -3, "must be at least 0"),
+        ("Drafter", "no-such-drafter", "must be one of its choices"),
+        ("Speed ×", 3.0, "must be one of its choices"),
+        (
+            "Load a trace to replay (no model needed)",
+            {"path": "https://example.com/t.json"},
+            "does not fetch",
+        ),
+        ("Load a trace to replay (no model needed)", "/etc/passwd", "must be an uploaded file"),
+    ],
+)
+def test_out_of_range_and_not_a_choice_are_refused_by_name(demo, label, value, words):
+    """Values the page cannot send (out of a slider's or a number box's range, not among a dropdown's choices, a
+    file given as a server path or an address to fetch) are refused naming the setting, not by Gradio's traceback
+    ('Value -3 is less than minimum value 0.' named no field)."""
+    seen = 0
+    for fn in endpoints(demo):
+        for k, block in enumerate(fn.inputs):
+            if h.input_label(block) == label:
+                values = defaults(fn)
+                values[k] = value
+                message = refused(demo, fn, values)
+                assert label in message and words in message, message
+                seen += 1
+    assert seen >= 1

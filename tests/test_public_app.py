@@ -108,7 +108,7 @@ def test_gradio_cache_copies_are_bounded(tmp_path):
     """Trace copies in Gradio's cache beyond the newest `keep`, or older than the age limit, are deleted."""
     now = time.time()
     for i in range(10):
-        f = tmp_path / f"h{i}" / f"specviz-trace-{i:016x}.json"
+        f = tmp_path / f"h{i}" / guard.trace_file_name()
         f.parent.mkdir()
         f.write_text("{}")
         os.utime(f, (now - i, now - i))

@@ -127,3 +127,26 @@ def test_skip_shows_only_while_a_tour_plays(browser, app_url):
     expect(page.locator("#tour-skip")).to_be_hidden()
     expect(page.locator("#tour-replay")).to_be_visible()
     page.close()
+
+
+def test_the_tour_costs_the_server_nothing(browser, app_url):
+    """The whole tour plays, is replayed and skipped without one request to the server's queue or run routes (it was
+    a server-side generator holding a queue place ~45 s per visitor: 50 visitors filled the queue); the page opens
+    on the recorded run, and stopping the tour leaves that run in view."""
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    calls = []
+    page.on("request", lambda r: calls.append(r.url) if "/queue/" in r.url or "/run/" in r.url else None)
+    page.goto(app_url)
+    page.wait_for_selector('#tour .sv-tour[data-step="3"]', timeout=60_000)
+    assert page.locator("#stream .sv-tour-layer").count() == 1  # a frame covers the view
+    page.click("#tour-skip")
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=10_000
+    )
+    assert page.locator(".sv-tour-layer").count() == 0
+    page.click("#tour-replay")
+    page.wait_for_selector(f'#tour .sv-tour[data-step="{STEPS}"]', timeout=90_000)
+    page.wait_for_selector(ENDED, state="attached", timeout=30_000)
+    assert calls == [], calls
+    assert "tok-corrected" in page.locator("#stream").inner_html()  # the recorded run, whole
+    page.close()

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hmac
 import json
 import math
+import re
+import secrets
 import time
-import uuid
 import zlib
 from pathlib import Path
 
@@ -52,45 +54,95 @@ def number(name: str, value) -> float:
 
 # what an endpoint's input may hold
 INPUT_KINDS = ("number", "bool", "text", "choice", "file", "index", "any")
+SHOWN = 40  # characters of a refused value a message quotes
 
 
-def check_inputs(endpoint: str, wanted: list[tuple[str, str]], values: list, max_text: int) -> None:
+def shown(value) -> str:
+    """A refused value as a message may quote it: its repr (surrogates escaped) cut to SHOWN characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[: SHOWN - 1] + "…"
+
+
+def valid_text(label: str, value: str, max_text: int) -> None:
+    """Text a client sent: at most max_text characters, valid Unicode (no lone surrogate); else a ValueError."""
+    if len(value) > max_text:
+        raise ValueError(f"{label} is {len(value):,} characters; the app takes at most {max_text:,}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{label} is not valid text: a lone surrogate at character {e.start}") from None
+
+
+def check_inputs(endpoint: str, wanted: list[tuple[str, str, dict]], values: list, max_text: int) -> None:
     """The inputs one of the app's endpoints got from a client (the browser, or any raw HTTP caller): as many as it
-    takes, each of its kind (INPUT_KINDS, with the setting's label); else a ValueError naming the endpoint, the
-    setting and what it takes. max_text: characters a text input may hold."""
+    takes, each of its kind (INPUT_KINDS, with the setting's label and its bounds: `spec`); else a ValueError naming
+    the endpoint, the setting and what it takes. max_text: characters a text input may hold."""
     if len(values) != len(wanted):
-        takes = ", ".join(label for _, label in wanted) or "nothing"
+        takes = ", ".join(label for _, label, _ in wanted) or "nothing"
         raise ValueError(
             f"/{endpoint} takes {len(wanted)} input{'' if len(wanted) == 1 else 's'} ({takes}), got "
             f"{len(values)}"[:600]
         )
-    for (kind, label), value in zip(wanted, values):
-        check_input(kind, label, value, max_text)
+    for (kind, label, spec), value in zip(wanted, values):
+        check_input(kind, label, value, max_text, spec)
 
 
-def check_input(kind: str, label: str, value, max_text: int) -> None:
-    """One input against its kind; a ValueError naming the setting."""
-    if kind == "number" and value is not None:  # None: a cleared number box (the handler's default)
-        number(label, value)
+def check_input(kind: str, label: str, value, max_text: int, spec: dict | None = None) -> None:
+    """One input against its kind and its component's bounds (`spec`: "null" whether the page itself may send
+    None, "low"/"high" a number's range, "choices" and "custom" a dropdown's, "count" an index's); a ValueError
+    naming the setting, quoting at most SHOWN characters of the value."""
+    spec = spec or {}
+    if value is None:
+        if kind == "any" or spec.get("null", kind in ("number", "file")):
+            return  # a cleared number box (the handler's default), no file, a state the server holds
+        raise ValueError(f"{label} must be set, got null")
+    if kind == "number":
+        x = number(label, value)
+        low, high = spec.get("low"), spec.get("high")
+        if (low is not None and x < low) or (high is not None and x > high):
+            span = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            if low is None:
+                span = f"at most {high:g}"
+            raise ValueError(f"{label} must be {span}, got {shown(value)}")
     elif kind == "bool" and not isinstance(value, bool):
-        raise ValueError(f"{label} must be true or false, got {str(value)[:40]!r}")
-    elif kind == "text" and value is not None:
+        raise ValueError(f"{label} must be true or false, got {shown(value)}")
+    elif kind == "text":
         if not isinstance(value, str):
             raise ValueError(f"{label} must be text, got {type(value).__name__}")
-        if len(value) > max_text:
-            raise ValueError(f"{label} is {len(value):,} characters; the app takes at most {max_text:,}")
-    elif kind == "choice" and value is not None and not isinstance(value, str):
-        try:
-            number(label, value)  # a numeric choice (the replay speed) must be finite
-        except ValueError:
-            raise ValueError(
-                f"{label} must be one of its choices (text or a finite number), got "
-                f"{type(value).__name__} {str(value)[:40]!r}"
-            ) from None
-    elif kind == "file" and value is not None and not isinstance(value, (str, dict)):
-        raise ValueError(f"{label} must be an uploaded file, got {type(value).__name__}")
+        valid_text(label, value, max_text)
+    elif kind == "choice":
+        check_choice(label, value, spec, max_text)
+    elif kind == "file":
+        check_file(label, value)
     elif kind == "index":
-        whole(label, value, 0)
+        whole(label, value, 0, spec["count"] - 1 if spec.get("count") else None)
+
+
+def check_choice(label: str, value, spec: dict, max_text: int) -> None:
+    """A dropdown's value: text or a finite number, one of its choices unless it takes custom values."""
+    if isinstance(value, str):
+        valid_text(label, value, max_text)
+    elif isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(
+            f"{label} must be one of its choices (text or a finite number), got {type(value).__name__} "
+            f"{shown(value)}"
+        )
+    choices = spec.get("choices")
+    if choices is not None and not spec.get("custom") and value not in choices:
+        some = ", ".join(shown(c) for c in list(choices)[:6]) + (", …" if len(choices) > 6 else "")
+        raise ValueError(f"{label} must be one of its choices ({some}), got {shown(value)}")
+
+
+def check_file(label: str, value) -> None:
+    """A file input: what the page sends for an upload (Gradio's FileData: a dict naming a file it received), never a
+    server path as text nor an address for the server to fetch."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{label} must be an uploaded file, got {type(value).__name__}")
+    where = [value.get(k) for k in ("path", "url")]
+    if any(isinstance(w, str) and w.lower().startswith(("http://", "https://")) for w in where):
+        raise ValueError(f"{label}: upload the file itself; this server does not fetch addresses")
+    if not isinstance(value.get("path"), str):
+        raise ValueError(f"{label} must be an uploaded file (a dict with its path), got {shown(value)}")
 
 
 def model_name(role: str, value) -> str:
@@ -248,12 +300,34 @@ def replay_rounds(events) -> int:
 
 # --- the folder of trace files behind the download button -----------------------------------------
 
+# A trace file's name is signed with this process's key, so a file that merely looks like one (an upload named
+# specviz-trace-….json) never counts among the app's own copies (prune_cache). A restart makes a new key: older
+# copies are then left to their age, and to Gradio's delete_cache.
+NAME_KEY = secrets.token_bytes(16)
+TRACE_NAME = re.compile(r"specviz-trace-([0-9a-f]{16})-([0-9a-f]{16})\.json")
+
+
+def trace_file_name() -> str:
+    """A fresh, signed trace file name: specviz-trace-<16 hex nonce>-<16 hex tag>.json."""
+    nonce = secrets.token_hex(8)
+    return f"specviz-trace-{nonce}-{_tag(nonce)}.json"
+
+
+def is_trace_file_name(name: str) -> bool:
+    """Whether `name` is one trace_file_name() gave in this process."""
+    m = TRACE_NAME.fullmatch(name)
+    return m is not None and hmac.compare_digest(m[2], _tag(m[1]))
+
+
+def _tag(nonce: str) -> str:
+    return hmac.new(NAME_KEY, nonce.encode("ascii"), "sha256").hexdigest()[:16]
+
 
 def write_trace_file(folder: Path, events, keep: int, max_age_s: float) -> Path:
-    """Write the run's trace under a fresh random name (never the trace's own run_id), then drop the
+    """Write the run's trace under a fresh signed name (never the trace's own run_id), then drop the
     folder's files older than max_age_s and all but the newest `keep`."""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"specviz-trace-{uuid.uuid4().hex[:16]}.json"
+    path = folder / trace_file_name()
     write_trace(path, events)
     size = path.stat().st_size
     if size > MAX_TRACE_BYTES:  # it could not be loaded back: not offered
@@ -267,27 +341,38 @@ def write_trace_file(folder: Path, events, keep: int, max_age_s: float) -> Path:
 
 
 def prune_cache(folder: Path, keep: int, max_age_s: float) -> int:
-    """Bound the copies Gradio's file cache keeps of the trace files this app wrote (<folder>/<hash>/specviz-trace-*.json,
-    what it serves downloads from; an upload of one keeps its name too): delete those past their age or beyond
-    the newest `keep`; returns how many. Nothing else in the folder (shared by every Gradio app) is touched;
-    Gradio's own delete_cache (1 h) covers the rest."""
-    now, files = time.time(), []
+    """Bound the copies Gradio's file cache keeps of the trace files this app wrote (<folder>/<hash>/<name>, what
+    it serves downloads from): delete those past their age or beyond the newest `keep`; returns how many.
+    Only a signed name (trace_file_name) counts toward `keep`, and of each name only its oldest file (the app's
+    copy: an upload of a downloaded file comes later), so uploads named like trace files can never push a
+    visitor's download out; those are ui/uploads.py's to bound, and go here only past their age. Nothing else in
+    the folder (shared by every Gradio app) is touched; Gradio's own delete_cache (1 h) covers the rest."""
+    now, gone, copies = time.time(), 0, {}  # name -> (mtime, path) of its oldest file
     for f in folder.glob("*/specviz-trace-*.json"):
         try:
-            files.append((f.stat().st_mtime, f))
+            mtime = f.stat().st_mtime
         except OSError:
             continue
-    files.sort(reverse=True)
-    gone = 0
-    for rank, (mtime, f) in enumerate(files):
-        if rank >= keep or now - mtime > max_age_s:
-            try:
-                f.unlink(missing_ok=True)
-                gone += 1
-                f.parent.rmdir()  # its hash folder, once empty
-            except OSError:  # not ours to delete after all, or the folder holds more: leave it
-                pass
+        if now - mtime > max_age_s:
+            gone += _unlink(f)
+        elif is_trace_file_name(f.name) and mtime < copies.get(f.name, (math.inf,))[0]:
+            copies[f.name] = (mtime, f)
+    for _, f in sorted(copies.values(), reverse=True)[keep:]:
+        gone += _unlink(f)
     return gone
+
+
+def _unlink(f: Path) -> int:
+    """Delete a cached copy and its hash folder once empty; 1 if it went."""
+    try:
+        f.unlink(missing_ok=True)
+    except OSError:  # not ours to delete after all
+        return 0
+    try:
+        f.parent.rmdir()
+    except OSError:  # the folder holds more
+        pass
+    return 1
 
 
 def prune(folder: Path, keep: int, max_age_s: float, spare: Path | None = None) -> None:
@@ -304,3 +389,21 @@ def prune(folder: Path, keep: int, max_age_s: float, spare: Path | None = None) 
     for rank, (mtime, f) in enumerate(others):
         if rank >= keep - 1 or now - mtime > max_age_s:
             f.unlink(missing_ok=True)
+
+
+# --- what a visitor may read of an error ----------------------------------------------------------
+
+# an absolute POSIX path inside a message: '/a/b c.json' quoted, or /a/b unquoted (not part of a URL or a word)
+QUOTED_PATH = re.compile(r"(['\"])(/[^'\"\n]+)\1")
+BARE_PATH = re.compile(r"(?<![\w.:/~-])(/[\w.@+-]+)+/?")
+
+
+def public_error(e: BaseException) -> str:
+    """An exception's message as a visitor may read it: no server path, only a file's base name. An OSError is
+    its reason and base name ("No such file or directory: 'trace.json'"); any other message has each absolute
+    path cut to its base name. Call it wherever str(e) would reach a page or an API client."""
+    if isinstance(e, OSError) and e.strerror:
+        name = Path(str(e.filename)).name if e.filename is not None else ""
+        return f"{e.strerror}: {name!r}" if name else e.strerror
+    text = QUOTED_PATH.sub(lambda m: f"{m[1]}{Path(m[2]).name or m[2]}{m[1]}", str(e))
+    return BARE_PATH.sub(lambda m: Path(m[0]).name or m[0], text)

@@ -38,7 +38,7 @@ from specviz.runs import RunSet
 from ui import app_guard as guard
 from ui import app_views as av
 from ui.controls import TRACE_SETS, Controls
-from ui.uploads import Limits
+from ui.uploads import Limits, scope_identity
 
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
@@ -54,6 +54,14 @@ def upload_folder() -> str:
 # Limits of the shared server, each set by an environment variable (README: "Bad input and limits").
 MAX_RUN_S = float(os.environ.get("SPECVIZ_MAX_RUN_S", "180"))  # a run (or a Play) is cut after this long
 UPLOAD_LIMITS = Limits()  # what uploads may put on disk (ui/uploads.py: SPECVIZ_MAX_UPLOAD_MB and the others)
+
+
+def client_of(scope) -> str:
+    """Who a request comes from: its socket address, or behind a proxy named in SPECVIZ_TRUSTED_PROXIES the hop
+    that proxy appended (ui/uploads.py); the queue's per-address rule and the upload limits use the same."""
+    return scope_identity(scope, UPLOAD_LIMITS.trusted)
+
+
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
 # a session's run is dropped after this idle time
 STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))
@@ -139,7 +147,7 @@ def failure(e: Exception) -> str:
             torch.cuda.empty_cache()
     except ImportError:
         pass
-    return f"the run failed: {type(e).__name__}: {str(e)[:300]}"
+    return f"the run failed: {type(e).__name__}: {guard.public_error(e)[:300]}"
 
 
 def trace_file(events) -> str | None:
@@ -149,7 +157,7 @@ def trace_file(events) -> str | None:
     try:
         return str(guard.write_trace_file(TRACE_DIR, events, TRACE_FILES, max_age_s=3600))
     except (OSError, ValueError) as e:
-        gr.Warning(f"the trace could not be saved for download: {e}")
+        gr.Warning(f"the trace could not be saved for download: {guard.public_error(e)}")
         return None
     finally:
         guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)  # Gradio's copy of it, and older ones
@@ -412,11 +420,35 @@ def input_label(block) -> str:
     return getattr(block, "label", None) or getattr(block, "elem_id", None) or type(block).__name__.lower()
 
 
+RANGE_SET_BY_RUN = ("round",)  # sliders whose maximum each run sets (the replay round: the handler clamps it)
+
+
+def input_spec(block) -> dict:
+    """What the page itself may send for `block` (app_guard.check_input's spec): a number's range, a dropdown's
+    choices, a gallery's size, whether None is one of its values."""
+    if isinstance(block, (gr.Slider, gr.Number)):
+        high = None if block.elem_id in RANGE_SET_BY_RUN else block.maximum
+        return {"low": block.minimum, "high": high, "null": isinstance(block, gr.Number)}
+    if isinstance(block, gr.Dropdown):
+        choices = [c[1] if isinstance(c, (tuple, list)) else c for c in block.choices or []]
+        return {"choices": choices, "custom": bool(block.allow_custom_value), "null": block.value is None}
+    if isinstance(block, gr.Dataset):
+        return {"count": len(block.samples or [])}
+    if isinstance(block, gr.Textbox):
+        return {"null": block.value is None}
+    return {}
+
+
 def check_endpoint_inputs(block_fn, inputs: list) -> None:
     """Every endpoint's inputs as a client sent them, checked by kind before Gradio reads them (app_guard.check_inputs):
-    a missing, extra, non-finite or wrong-type argument is refused with its setting's name, never `error: null`."""
+    a missing, extra, null, non-finite, out-of-range, not-a-choice, invalid-text or wrong-type argument is refused
+    with its setting's name and at most a short prefix of the value, never `error: null`."""
     wanted = [
-        (next((kind for cls, kind in INPUT_KIND if isinstance(block, cls)), "any"), input_label(block))
+        (
+            next((kind for cls, kind in INPUT_KIND if isinstance(block, cls)), "any"),
+            input_label(block),
+            input_spec(block),
+        )
         for block in block_fn.inputs
     ]
     try:
@@ -488,7 +520,7 @@ def load_trace(path):
         )
         yield (*settled(events, cut_reason=None), None, *controls)  # None empties the drop zone
     except (ValueError, OSError, RecursionError) as e:
-        yield (*refused(f"cannot load trace: {e}", RUN_OUTPUTS), None, *keep)
+        yield (*refused(f"cannot load trace: {guard.public_error(e)}", RUN_OUTPUTS), None, *keep)
     finally:  # the file is Gradio's copy (or another session's): never deleted here; our served copies are bounded
         guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)
 
@@ -510,9 +542,15 @@ def pair_note_changed(pair):
     return gr.update(value=note, visible=bool(note))
 
 
-def running_buttons():
-    """While a run streams: Generate disabled, Stop live and red."""
-    return gr.update(interactive=False, value="Generating …"), gr.update(interactive=True, variant="stop")
+def running_buttons(line: str = ""):
+    """While a run streams: Generate disabled, Stop live and red; and, when the server is busy, the visitor's place
+    in line in the summary's place (`line`: ui/fair_queue.py line_status), until their run's first frame."""
+    waiting = status_line(f"Waiting for a free slot: {line} ({CONCURRENCY} runs at once on this server) …")
+    return (
+        gr.update(interactive=False, value="Generating …"),
+        gr.update(interactive=True, variant="stop"),
+        waiting if line else gr.skip(),
+    )
 
 
 def idle_buttons():

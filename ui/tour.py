@@ -1,11 +1,13 @@
 """The guided first minute: a recorded n-gram run plays round by round with numbered captions, no click and
-no model. The captions' text and the handlers that play them (Gradio-side: they yield the page's outputs).
+no model. The captions' text and the frames; the browser plays them (assets/specviz.js), so a room of visitors
+touring costs the server nothing: the frames come with the page (tour_caption's #sv-tour-frames), the page's views
+start on the whole recorded run (initial_outputs), and Skip, Replay and the visitor taking over are handled there.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
+import json
 from pathlib import Path
 
 import gradio as gr
@@ -14,7 +16,7 @@ from specviz.runs import split_runs
 from ui import app_guard as guard
 from ui import app_views as av
 
-from .handlers import RUN_OUTPUTS
+from .handlers import RUN_OUTPUTS, RunOutputs
 
 TOUR_TRACE = Path(__file__).resolve().parent.parent / "assets" / "tour-trace.json"  # python -m ui.make_tour
 TOUR_PROMPT = av.EXAMPLES[0][1]  # the first example: copy a passage (what the tour's run was asked)
@@ -163,13 +165,10 @@ def tour_caption(
 TOUR_END = "Now try your own prompt: pick an example or type one and press Generate. Click any token to verify its round."
 
 
-def tour_frames(request: gr.Request = None):
-    """The guided first minute as (frame, seconds on screen) pairs: the recorded run builds round 2 up event by
-    event with captions, plays the rest and ends in the race, no click and no model. ?tour=0 in the page address
-    turns it off."""
-    if request is not None and request.query_params.get("tour") == "0":
-        yield (gr.skip(),) * (RUN_OUTPUTS + 2), 0.0
-        return
+def tour_frames():
+    """The guided first minute as (frame, seconds on screen) pairs, each frame the page's outputs (RunOutputs, the
+    caption, the prompt): the recorded run builds round 2 up event by event with captions, plays the rest and ends
+    in the race, then hands over."""
     packed = tour_runs()
     runs = guard.runs(packed)
     total = guard.replay_rounds(runs)
@@ -178,7 +177,11 @@ def tour_frames(request: gr.Request = None):
         part = frame_events(r, upto)
         rounds = [r] if isinstance(r, int) else range(TOUR_ROUND + 1, total + 1) if r is None else [total]
         for k in rounds:
-            views = av.views(part, k) if part is not None else av.views(runs, None if r == "race" else k)
+            views = (
+                av.views(part, k, figures=False)
+                if part is not None
+                else av.views(runs, None if r == "race" else k, figures=False)
+            )
             yield (
                 (
                     packed,
@@ -190,40 +193,61 @@ def tour_frames(request: gr.Request = None):
                 ),
                 wait,
             )
-    yield tour_end(), 0.0
-
-
-async def tour(request: gr.Request = None):
-    """The tour as Gradio plays it: an async generator, so Skip, Replay and the user taking over cancel it at once
-    in its pause (asyncio.sleep). A sync generator sleeping in Gradio's thread pool is only cancelled when its
-    sleep ends, and a Replay within those seconds could start while the old tour still held its iterator."""
-    for frame, wait in tour_frames(request):
-        yield frame
-        if wait:
-            await asyncio.sleep(wait)
-
-
-async def replay_tour():
-    """The Replay button: the tour plays even on a page opened with ?tour=0 (the visitor asked for it)."""
-    async for frame in tour(None):
-        yield frame
-
-
-def tour_end():
-    """The tour skipped or over: the whole recorded run on screen and the hand-over caption."""
-    packed = tour_runs()
-    runs = guard.runs(packed)
-    total = guard.replay_rounds(runs)
-    return (
-        packed,
-        gr.update(maximum=total, value=total, interactive=True),
-        gr.skip(),
-        *av.views(runs),
-        tour_caption(TOUR_END, None, done=True),
-        TOUR_PROMPT,
+    yield (
+        (
+            packed,
+            gr.update(maximum=total, value=total, interactive=True),
+            gr.skip(),
+            *av.views(runs, figures=False),
+            tour_caption(TOUR_END, None, done=True),
+            TOUR_PROMPT,
+        ),
+        0.0,
     )
 
 
-def tour_stopped() -> str:
-    """The user took over: the caption goes, the run on screen stays."""
-    return tour_caption("", None, done=True)
+TOUR_VIEWS = ("stream", "tree", "race", "explain", "summary", "verify")  # the HTML views a tour frame sets
+
+
+@functools.lru_cache(maxsize=1)
+def tour_data() -> str:
+    """The tour as the browser plays it, JSON: {"texts": [distinct HTML strings], "frames": [{"caption": i,
+    "wait": seconds, "views": {view: i}}], "prompt": the recorded run's}, the last frame the hand-over; every
+    string stored once."""
+    texts, index = [], {}
+
+    def ref(html: str) -> int:
+        if html not in index:
+            index[html] = len(texts)
+            texts.append(html)
+        return index[html]
+
+    frames = []
+    for outputs, wait in tour_frames():
+        named = dict(zip(RunOutputs._fields, outputs))
+        views = {v: ref(named[v]) for v in TOUR_VIEWS if isinstance(named[v], str)}
+        frames.append({"caption": ref(outputs[RUN_OUTPUTS]), "wait": wait, "views": views})
+    data = {"texts": texts, "frames": frames, "prompt": TOUR_PROMPT}
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def tour_host() -> str:
+    """The tour caption's first value: an empty, ended caption, and the frames the browser plays (an attribute of a
+    hidden element: no script in the page's markup)."""
+    return (
+        tour_caption("", None, done=True)
+        + f'<div id="sv-tour-frames" hidden data-frames="{av.esc(tour_data())}"></div>'
+    )
+
+
+def initial_outputs() -> dict:
+    """What the page shows before any server call: the whole recorded run (views by name, the session's run
+    packed, the replay slider's range) with its prompt; the tour's last frame shows the same."""
+    packed = tour_runs()
+    runs = guard.runs(packed)
+    return {
+        "state": packed,
+        "rounds": guard.replay_rounds(runs),
+        "views": dict(zip(av.VIEWS, av.views(runs))),
+        "prompt": TOUR_PROMPT,
+    }
