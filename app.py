@@ -24,7 +24,7 @@ from ui import specbench as sb
 from ui import tour as t
 from ui.controls import FIELDS, TRACE_SETS
 from ui.uploads import UploadBound
-from ui.warmup import warm_queue, warm_up
+from ui.warmup import record_example, warm_queue, warm_up
 
 APP_CSS = Path(__file__).resolve().parent / "assets" / "app.css"
 OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-output-only', on); }"
@@ -417,16 +417,18 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     run_outs = [events, slider, download, *view_outs]  # handlers.RunOutputs, by the same names
     hidden, compute = dict(show_progress="hidden", api_visibility="private"), h.COMPUTE
     line = fq.GradioQueue(demo)  # where a run joining now would stand (no queue slot to say it)
+    served = gr.State(False)  # whether Generate's first step showed the start-up recording
     run_event = (
         c["run"]
         .click(
-            lambda: h.running_buttons(fq.line_status(line)),
-            None,
-            [c["run"], c["stop"], ui_view(view_outs, "summary")],
+            lambda *values: h.start_run(fq.line_status(line), *values),
+            controls + [events],
+            [c["run"], c["stop"], served, *run_outs],
             queue=False,
             **hidden,
         )
-        .then(
+        .then(h.live_or_served, served, None, queue=False, **hidden)
+        .success(
             h.generate_from, controls + [events, c["history"]], run_outs, api_name="run", **hidden, **compute
         )
     )
@@ -481,6 +483,7 @@ def main() -> None:
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
     if warm:
         warm_up()
+        record_example()  # the default example, shown without a queue place (handlers.RECORDED)
     demo = build_demo()
     limits = fq.QueueLimits()
     # direct routes closed (api_open): every call goes through the queue, whose joins FairQueue admits; Gradio's own

@@ -150,3 +150,23 @@ def test_the_tour_costs_the_server_nothing(browser, app_url):
     assert calls == [], calls
     assert "tok-corrected" in page.locator("#stream").inner_html()  # the recorded run, whole
     page.close()
+
+
+def test_the_default_example_is_served_from_the_start_up_recording_then_live(browser, app_url):
+    """The default example's Generate shows the run recorded at start-up on this host at once, flagged as such, with
+    no request to the queue (a room pressing it costs the server no run); Generate again runs it live."""
+    page = open_page(browser, app_url, tour=False)
+    joins = []
+    page.on("request", lambda r: joins.append(r.url) if "/queue/join" in r.url else None)
+    page.locator("#examples button.gallery-item").nth(0).click()
+    expect(page.locator("#prompt textarea")).to_have_value(av.EXAMPLES[0][1])
+    page.click("#generate")
+    expect(page.locator("#summary .sv-recorded")).to_contain_text("Recorded at start-up on this host")
+    expect(page.locator("#summary .sv-speedup")).to_have_count(1)  # the raced run, its speedup
+    assert joins == []
+    expect(page.locator("#generate")).to_be_enabled()
+    page.click("#generate")
+    expect(page.locator('#summary .sv-summary[data-done="1"]')).to_have_count(1, timeout=120_000)
+    expect(page.locator("#summary .sv-recorded")).to_have_count(0)
+    assert len(joins) == 1
+    page.close()

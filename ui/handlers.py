@@ -553,6 +553,44 @@ def running_buttons(line: str = ""):
     )
 
 
+# the default example's run, recorded at start-up on this host (ui/warmup.py record_example): its Controls and the
+# outputs the page shows for it; a Generate with exactly those controls shows it without a queue place, and a second
+# Generate of the same (the recording on screen) runs it live
+RECORDED: dict = {}
+
+
+def start_run(line: str, *values):
+    """Generate's first step, answered at once (no queue place): the recording when the controls are the default
+    example's and it is not already on screen (then `served` is True and the live run is skipped), else the busy
+    buttons and the visitor's place in line. Outputs: the buttons, served, then RunOutputs."""
+    *controls, state = values
+    rec = RECORDED.get("outputs")
+    try:
+        same = rec is not None and Controls.of(controls) == RECORDED["controls"]
+    except TypeError:  # not the page's own values: the run's own check answers them
+        same = False
+    if same and not (isinstance(state, bytes) and state == rec.state):
+        return (*idle_buttons(), True, *rec)
+    run, stop, summary = running_buttons(line)
+    return (run, stop, False, *RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=summary))
+
+
+def live_or_served(served: bool):
+    """Generate's second step: ends the chain (an invisible error: the run's .success does not fire) when the
+    recording was served."""
+    if served:
+        raise gr.Error("the start-up recording was shown", visible=False, print_exception=False)
+
+
+def recorded_note(cpu: str, when: str) -> str:
+    """The line above a served recording's summary: what it is, and how to run it live."""
+    return (
+        f'<div class="specviz sv-recorded" data-recorded="1">Recorded at start-up on this host ({av.esc(cpu)}, '
+        f"{av.esc(when)}), so a room of visitors does not queue for the same run: press Generate again to run it "
+        f"live.</div>"
+    )
+
+
 def idle_buttons():
     """Between runs: Generate live, Stop greyed out."""
     return gr.update(interactive=True, value="Generate"), gr.update(interactive=False, variant="secondary")
