@@ -314,8 +314,8 @@ def build_demo() -> gr.Blocks:
                         0,
                         precision=0,
                         label="Seed",
-                        info="a seeded run repeats exactly, except with auto: its choices follow "
-                        "measured time",
+                        info="a seeded run repeats exactly, at any load, except with auto when it "
+                        "picks a trained head (its choices follow measured time)",
                     )
                 with gr.Accordion("Tree speculation", open=False, elem_id="tree-controls"):
                     with gr.Row():

@@ -86,8 +86,9 @@ def _first_difference(spec, ar) -> str:
 
 
 def verdict(spec, ar) -> str:
-    """Plain-text verdict, only once both lanes have finished: greedy runs must match token for token;
-    sampled runs differ by design."""
+    """Plain-text verdict, only once both lanes have finished: greedy runs must match token for token; sampled runs
+    are two draws from one law, the same draws where the lanes share a seed and every draft was a deterministic
+    guess (engine/sampling/draws.py)."""
     if spec is None or ar is None:
         return "Run both to compare (AR baseline missing)." if ar is None else "Speculative run missing."
     if not (spec.done and ar.done):
@@ -97,12 +98,15 @@ def verdict(spec, ar) -> str:
             f"LOSSY rule ({spec.config.get('accept')}): the speculative lane is not the target's output"
             + ("." if not spec.greedy else f"; {_first_difference(spec, ar)}.")
         )
-    if not spec.greedy:
-        return (
-            "Distributions identical (sampling): outputs differ by design, "
-            "both are exact samples of the target."
-        )
     a, b = spec.token_ids(), ar.token_ids()
+    if not spec.greedy:
+        how = (
+            "the outputs match too (one seed: a position draws the same token in both lanes unless a draft "
+            "sampled from q was tested there)"
+            if a == b
+            else "outputs differ (another seed, or drafts sampled from q tested with other draws)"
+        )
+        return f"Distributions identical (sampling): {how}; both are exact samples of the target."
     diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
     if diff is None and len(a) == len(b):
         return "Outputs identical (greedy)."

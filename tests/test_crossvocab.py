@@ -123,9 +123,9 @@ def test_wrong_rule_fails_fidelity_across_vocabularies(toy, monkeypatch):
     monkeypatch.setattr(
         sampling,
         "accept_sample",
-        lambda d, q, p_, g: sampling.Verdict(
+        lambda d, q, p_, draws: sampling.Verdict(
             len(d),
-            int(torch.multinomial(p_[-1], 1, generator=g)),
+            sampling.draw_token(p_[-1], draws(len(d))),
             [1.0] * len(d),
             p_[torch.arange(len(d)), d].tolist(),
             0.0,

@@ -190,20 +190,20 @@ def test_auto_with_one_head_drafts_with_that_head_alone_and_says_why(embedded, k
     assert sum(e.gamma > 0 for e in decided) == len(used)  # one drafted event per round that speculated
 
 
-def _accept_all_chain(draft, q, p, generator):
+def _accept_all_chain(draft, q, p, draws):
     """A wrong rule (typical acceptance at its loosest): keep every drafted token, then sample a bonus from p."""
     g = len(draft)
-    next_id = int(torch.multinomial(p[g], 1, generator=generator))
+    next_id = sampling.draw_token(p[g], draws(g))
     return sampling.Verdict(g, next_id, [1.0] * g, p[torch.arange(g), draft].tolist(), float(p[g, next_id]))
 
 
-def _accept_all_tree(tokens, parents, q, p, generator):
+def _accept_all_tree(tokens, parents, q, p, draws):
     """The same wrong rule on a tree: follow the first child down to a leaf, then a bonus from p."""
     kids, node, path = tree.children_of(parents), -1, []
     while kids.get(node):
         node = kids[node][0]
         path.append(node)
-    next_id = int(torch.multinomial(p[node + 1], 1, generator=generator))
+    next_id = sampling.draw_token(p[node + 1], draws(len(path)))
     return tree.TreeVerdict(path, next_id, float(p[node + 1, next_id]), {i: 1.0 for i in path}, False)
 
 

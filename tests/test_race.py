@@ -154,11 +154,12 @@ def test_corrected_tokens_follow_the_residual_law():
     q = torch.tensor([[0.40, 0.30, 0.20, 0.10]])
     # the same for every rejected token: max(0, p − q) ∝ [0, 0, .1, .3]
     residual = sampling.residual(p[0], q[0], 0)
-    gen = torch.Generator().manual_seed(11)
+    gen, rounds = torch.Generator().manual_seed(11), 0
     counts = torch.zeros(4)
     while counts.sum() < 3000:
         draft = torch.multinomial(q[0], 1, generator=gen)
-        v = sampling.accept_sample(draft, q, p, gen)
+        v = sampling.accept_sample(draft, q, p, sampling.Draws(11).at(2 * rounds))
+        rounds += 1
         if v.n_accepted == 0:
             assert (v.u[0] >= v.accept_prob[0]) and torch.allclose(v.dist, residual)
             counts[v.next_id] += 1

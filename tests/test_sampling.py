@@ -31,18 +31,19 @@ def speculate_two_tokens(n: int, accept=sampling.accept_sample, one_hot: bool = 
     """Counts (V, V) of the first two emitted tokens over n seeded rounds of γ=2 speculation.
 
     The second emitted token is conditioned on position 1; with these position-independent rows
-    the exact joint law is P[0] x P[1].
+    the exact joint law is P[0] x P[1]. Round k reads the draws of positions 3k .. 3k + 2 (sampling.Draws).
     """
     gen = torch.Generator().manual_seed(1234)
     counts = torch.zeros(6, 6)
-    for _ in range(n):
+    for k in range(n):
+        draws = sampling.Draws(1234).at(3 * k)
         draft = torch.stack([torch.multinomial(Q[i], 1, generator=gen)[0] for i in range(2)])
         if one_hot:
             draft = torch.tensor([2, 3])
-        v = accept(draft, None if one_hot else Q, P, gen)
+        v = accept(draft, None if one_hot else Q, P, draws)
         emitted = draft[: v.n_accepted].tolist() + [v.next_id]
-        if len(emitted) < 2:  # rejected at position 1: the next round would start from P[1]
-            emitted.append(int(torch.multinomial(P[1], 1, generator=gen)))
+        if len(emitted) < 2:  # rejected first: the next round draws the second token from P[1], at draws(1)
+            emitted.append(sampling.draw_token(P[1], draws(1)))
         counts[emitted[0], emitted[1]] += 1
     return counts
 
@@ -63,10 +64,8 @@ def test_one_hot_draft_is_lossless():
 def test_broken_rule_is_caught():
     """The same test rejects a sampler that accepts every draft (it would emit q, not p)."""
 
-    def accept_all(draft, q, p, gen):
-        return sampling.Verdict(
-            len(draft), int(torch.multinomial(p[-1], 1, generator=gen)), [1.0] * 2, [0.0] * 2, 0.0
-        )
+    def accept_all(draft, q, p, draws):
+        return sampling.Verdict(len(draft), sampling.draw_token(p[-1], draws(2)), [1.0] * 2, [0.0] * 2, 0.0)
 
     counts = speculate_two_tokens(2000, accept=accept_all)
     assert chi_square(counts.flatten(), torch.outer(P[0], P[1]).flatten()) > CHI2_999[15] * 5

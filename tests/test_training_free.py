@@ -280,7 +280,7 @@ def test_typical_threshold_and_acceptance_by_hand():
     p = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.7, 0.1, 0.1, 0.1], [0.1, 0.2, 0.3, 0.4]])
     assert threshold(p[:1], 0.9, 0.8).item() == pytest.approx(0.2)
     assert threshold(p[:1], 0.1, 0.8).item() == pytest.approx(0.1)
-    v = accept_typical(torch.tensor([2, 1]), p, 0.3, 0.8, greedy=True, generator=None)
+    v = accept_typical(torch.tensor([2, 1]), p, 0.3, 0.8, greedy=True, draws=None)
     # 0.25 > 0.2 kept (not the argmax: lossy); row 1's bar is min(0.3, 0.8·e^−H) ≈ 0.31 > p = 0.1: rejected
     assert v.n_accepted == 1 and v.next_id == 0 and v.accept_prob == [1.0, 0.0]
 

@@ -5,8 +5,9 @@ Each round: 1. every running row drafts up to the batch's γ (one γ for the who
 drafts padded; runtime/rowcache.py's per-row pointers, masks and positions); 3.-5. each row accepts, rolls back
 (its own pointer: no copies) and commits through the single-sequence step's `settle`, so a row's verdict is the
 same code a solo run uses. Lossless per row: greedy rows are token-identical to their solo runs, sampled rows draw
-from their own generators (seed + row) with exactly the target's law. A row that ends (end-of-text, its token
-budget) drops out: its cache row is dropped once and later forwards are smaller.
+from their own seed (seed + row: a generator for the drafts, the draws by position for the verdicts) with exactly
+the target's law. A row that ends (end-of-text, its token budget) drops out: its cache row is dropped once and
+later forwards are smaller.
 
 Goodput (SmartSpec, Liu et al. 2024): `auto` in a batch drafts every row by n-gram lookup at the largest γ it
 considers, then verifies the γ (0 = a plain step for every row) that maximises the batch's expected committed
@@ -36,6 +37,7 @@ from ..runtime.roofline import host_record
 from ..runtime.rowcache import RowsKVCache, ragged_inputs
 from ..runtime.sliding import sliding_window
 from ..runtime.threads import synchronizer
+from ..sampling import Draws
 from ..specs import parse_draft
 from .loop import PREFILL_CHUNK, Clock, cache_slots, past, started
 from .record import round_events
@@ -61,17 +63,19 @@ def check_batch(rows_ids: list[list[int]]) -> None:
         raise ValueError(f"prompt {empty[0] + 1} of the batch is empty: every row needs at least one token")
 
 
-def row_generators(cfg: GenerationConfig, rows: int, device) -> list:
-    """Row b's random source: seeded cfg.seed + b (a solo run with that seed draws the same); None for greedy."""
+def row_random(cfg: GenerationConfig, rows: int, device) -> tuple[list, list]:
+    """Each row's randomness, seeded cfg.seed + b (a solo run with that seed draws the same): its drafter's
+    generators and its verdicts' Draws. None for every row when greedy."""
     if cfg.greedy:
-        return [None] * rows
+        return [None] * rows, [None] * rows
     base = cfg.seed if cfg.seed is not None else torch.seed()
-    out = []
+    generators, draws = [], []
     for b in range(rows):
         g = torch.Generator(device=device)
         g.manual_seed((base + b) % 2**63)
-        out.append(g)
-    return out
+        generators.append(g)
+        draws.append(Draws((base + b) % 2**63))
+    return generators, draws
 
 
 def batch_run(
@@ -107,10 +111,8 @@ class BatchRun:
         extra = getattr(factory, "rows", 0) if speculative else 0
         max_len = max(cache_slots(n, cfg, extra) for n in self.prompt_lens)
         self.cache = RowsKVCache.for_model(self.target.model, max_len, len(rows_ids))
-        self.generators = row_generators(cfg, len(rows_ids), self.target.device)
-        self.drafters = (
-            row_drafters(factory, cfg, self.generators, max_len, self.cache) if speculative else None
-        )
+        generators, self.draws = row_random(cfg, len(rows_ids), self.target.device)
+        self.drafters = row_drafters(factory, cfg, generators, max_len, self.cache) if speculative else None
         self.features = [] if self.drafters is not None and self.drafters.wants_features else None
         self.chooser = Goodput(cfg) if goodput else None
         self.live = list(range(len(rows_ids)))  # cache row r holds sequence live[r]
@@ -246,7 +248,7 @@ class BatchRun:
                 d,
                 self.cache.row(r),
                 self.cfg,
-                self.generators[b],
+                self.draws[b],
                 eos=self.target.eos_ids,
                 remaining=remaining[r],
             )

@@ -29,6 +29,7 @@ from ..runtime.loadwatch import LoadWatch
 from ..runtime.models import EMBEDDED, LoadedModel, load_model, prompt_ids
 from ..runtime.roofline import host_record
 from ..runtime.threads import RACE_THREADS, check_threads, synchronizer
+from ..sampling import Draws
 from ..specs import parse_draft
 from . import batch, beam
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
@@ -65,8 +66,8 @@ class RunResult:
 @dataclass
 class _Run:
     """What every round of one run reads: the target's forward (and the list its features land in for a head
-    drafter), the drafter, the committed ids (extended in place), the cache, the settings, the random source and
-    the run's clock with its start."""
+    drafter), the drafter, the committed ids (extended in place), the cache, the settings, the acceptance rule's
+    uniform draws by position (None when greedy) and the run's clock with its start."""
 
     forward: Callable
     features: list | None
@@ -74,7 +75,7 @@ class _Run:
     ids: list
     cache: KVCache
     cfg: GenerationConfig
-    generator: torch.Generator | None
+    draws: Draws | None
     clock: Clock
     t_start: float
 
@@ -282,7 +283,7 @@ class Engine:
     ) -> Iterator:
         """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the pure step), as events."""
         target, prompt_len = self.target, len(ids)
-        generator = self._generator(cfg)
+        generator, draws = self._random(cfg)
         # a drafter's own forward size
         rows = getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0
         reuse = prefix is not None
@@ -301,7 +302,7 @@ class Engine:
         host = host_record(target.model, target.device, target.dtype)
         clock, stats = Clock(), RunStats()
         t_start = clock()
-        run = _Run(forward, features, drafter, ids, cache, cfg, generator, clock, t_start)
+        run = _Run(forward, features, drafter, ids, cache, cfg, draws, clock, t_start)
         yield from clock.hand_over(
             [started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "", host)], stats
         )
@@ -364,7 +365,7 @@ class Engine:
             draft,
             run.cache,
             run.cfg,
-            run.generator,
+            run.draws,
             eos=self.target.eos_ids,
             remaining=remaining,
             device=self.target.device,
@@ -390,13 +391,16 @@ class Engine:
             verified=forward_rows(s),
         )
 
-    def _generator(self, cfg: GenerationConfig) -> torch.Generator | None:
-        """The run's random source when sampling (seeded when cfg.seed is set); None for greedy."""
+    def _random(self, cfg: GenerationConfig) -> tuple[torch.Generator | None, Draws | None]:
+        """The run's randomness when sampling, from cfg.seed (a fresh seed when unset): the drafter's generator
+        (a model draft samples from q with it) and the acceptance rule's draws, one per position (sampling/draws.py:
+        how many nodes a round drafted never moves them). (None, None) for greedy."""
         if cfg.greedy:
-            return None
+            return None, None
+        seed = cfg.seed if cfg.seed is not None else torch.seed()
         generator = torch.Generator(device=self.target.device)
-        generator.manual_seed(cfg.seed if cfg.seed is not None else torch.seed())
-        return generator
+        generator.manual_seed(seed)
+        return generator, Draws(seed)
 
     def _forward_for(self, drafter):
         """The target's forward for this run, and the list its final-norm features land in when the drafter

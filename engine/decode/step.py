@@ -18,7 +18,7 @@ from .. import sampling
 from ..config import GenerationConfig
 from ..drafters.base import Draft, Seen
 from ..runtime.cache import KVCache
-from ..sampling import Verdict, tree
+from ..sampling import Draws, Verdict, tree
 from ..sampling.typical import accept_tree_typical, accept_typical
 
 
@@ -80,14 +80,15 @@ def step(
     draft: Draft | None,
     cache: KVCache,
     cfg: GenerationConfig,
-    generator: torch.Generator | None,
+    draws: Draws | None,
     *,
     eos: frozenset,
     remaining: int,
     device: torch.device,
 ) -> Step:
     """One round on `cache`, which holds every committed token but the last (ids[-1]); `remaining` is the
-    token budget left. The caller drafted (phase 1) and appends `Step.new` to ids."""
+    token budget left; draws: the run's uniform draws by absolute position (None when greedy). The caller drafted
+    (phase 1) and appends `Step.new` to ids."""
     # 2. verify in ONE target forward over [last committed token, drafts...] (a tree or extra rows: with a mask)
     tokens, mask, offsets = verify_rows(ids, draft, device)
     x = torch.tensor([tokens], device=device)
@@ -99,7 +100,7 @@ def step(
             [torch.ones(1, 1, len(tokens), prefix, dtype=torch.bool, device=device), mask], dim=-1
         )
         logits = forward(x, cache, attention_mask=mask, position_ids=offsets + prefix)[0]  # (T, V)
-    return settle(logits, ids, draft, cache, cfg, generator, eos=eos, remaining=remaining)
+    return settle(logits, ids, draft, cache, cfg, draws, eos=eos, remaining=remaining)
 
 
 def usable(draft: Draft | None) -> Draft | None:
@@ -134,7 +135,7 @@ def settle(
     draft: Draft | None,
     cache,
     cfg: GenerationConfig,
-    generator: torch.Generator | None,
+    draws: Draws | None,
     *,
     eos: frozenset,
     remaining: int,
@@ -143,11 +144,12 @@ def settle(
     resample, roll back, commit. `cache` (a KVCache, or one row of a batched cache) holds what the forward wrote."""
     pos, proposal = len(ids), draft
     draft = usable(draft)
+    draws = draws.at(pos) if draws is not None else None  # draws(i): the uniform of position pos + i
     # 3. accept / resample
     if draft is not None and (draft.parents is not None or draft.extra is not None):
-        drafted, q, verdict, p_rows, tree_step = _judge_tree(logits, ids, draft, cfg, generator)
+        drafted, q, verdict, p_rows, tree_step = _judge_tree(logits, ids, draft, cfg, draws)
     else:
-        drafted, q, verdict, p_rows = _judge_chain(logits, draft, cfg, generator)
+        drafted, q, verdict, p_rows = _judge_chain(logits, draft, cfg, draws)
         tree_step = None
     seen = (
         _seen(proposal, ids[-1], logits)
@@ -196,11 +198,11 @@ def _seen(draft: Draft, root: int, logits: torch.Tensor) -> Seen:
     return Seen(inputs=inputs, topk=topk, extra_next=extra_next)
 
 
-def _judge_chain(logits, draft, cfg, generator):
+def _judge_chain(logits, draft, cfg, draws):
     """The chain rule on the verify forward's rows over [last committed token, d1..dγ]."""
     p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
-    if draft is None:
-        next_id = int(sampling.pick(p[0], cfg.greedy, generator))
+    if draft is None:  # a plain step draws the position's token as a drafted round would (draws.py)
+        next_id = int(p[0].argmax()) if cfg.greedy else sampling.draw_token(p[0], draws(0))
         return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p
     drafted = draft.token_ids.tolist()
     if draft.q is not None:
@@ -208,13 +210,13 @@ def _judge_chain(logits, draft, cfg, generator):
     else:
         q = [1.0] * len(drafted)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance
-        return drafted, q, accept_typical(draft.token_ids, p, *cfg.typical, cfg.greedy, generator), p
+        return drafted, q, accept_typical(draft.token_ids, p, *cfg.typical, cfg.greedy, draws), p
     if cfg.greedy:
         return drafted, q, sampling.accept_greedy(draft.token_ids, p), p
-    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, generator), p
+    return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, draws), p
 
 
-def _judge_tree(logits, ids, draft, cfg, generator):
+def _judge_tree(logits, ids, draft, cfg, draws):
     """Walk the tree on the verify forward's rows over [root, nodes..., extra rows...]; return its chain view (a
     draft of no nodes with extra rows is a plain step whose forward also computed those rows)."""
     tokens = draft.token_ids.tolist()
@@ -222,11 +224,11 @@ def _judge_tree(logits, ids, draft, cfg, generator):
     p = sampling.shape_probs(logits[: len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
     node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance on the tree
-        tv = accept_tree_typical(tokens, parents, p, *cfg.typical, cfg.greedy, generator)
+        tv = accept_tree_typical(tokens, parents, p, *cfg.typical, cfg.greedy, draws)
     elif cfg.greedy:
         tv = tree.accept_tree_greedy(tokens, parents, p)
     else:
-        tv = tree.accept_tree_sample(tokens, parents, node_q, p, generator)
+        tv = tree.accept_tree_sample(tokens, parents, node_q, p, draws)
     q_of = [float(q[tok]) if q is not None else 1.0 for tok, q in zip(tokens, node_q)]
     rejected = [c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.tried]
     chain = tv.path + rejected[:1]  # the chain view: the path, then the first child rejected after it

@@ -11,6 +11,8 @@ Acceptance walks down from the root. Greedy: follow the child equal to argmax p.
 from q is accepted with min(1, r(x)/q(x)) and on rejection r <- norm(max(0, r - q)); a child
 chosen deterministically (one-hot q) is accepted with r(x) and on rejection r <- r without x,
 renormalised. When no child is accepted, the next token is sampled from what is left of r.
+Children all chosen deterministically are judged in the equivalent exact-match form: the position
+draws its token from p and the child equal to it is accepted (chain.judge).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .chain import residual
+from .chain import judge
+from .draws import Draws
 
 
 def depths(parents: list[int]) -> list[int]:
@@ -100,31 +103,25 @@ def accept_tree_greedy(tokens: list[int], parents: list[int], p: torch.Tensor) -
 
 
 def accept_tree_sample(
-    tokens: list[int], parents: list[int], q: list, p: torch.Tensor, generator: torch.Generator | None
+    tokens: list[int], parents: list[int], q: list, p: torch.Tensor, draws: Draws
 ) -> TreeVerdict:
-    """Multi-candidate rejection sampling; q[i] is node i's draft distribution (V,) or None (one-hot)."""
+    """Multi-candidate rejection sampling down the tree; q[i] is node i's draft distribution (V,) or None (one-hot).
+    At depth d the children are judged with the draw of the round's d-th position (chain.judge), so a tree of
+    one-hot nodes commits, at each position, that position's own draw from p whatever the tree held."""
     kids = children_of(parents)
-    node, path, tried, draws = -1, [], {}, {}
+    node, path, tried, draws_of = -1, [], {}, {}
     while True:
-        r = p[node + 1]
-        nxt = None
-        for child in kids.get(node, []):
-            x = tokens[child]
-            qx = q[child][x] if q[child] is not None else torch.ones((), device=p.device)
-            ratio = torch.clamp(r[x] / qx, max=1.0)
-            tried[child] = float(ratio)
-            draws[child] = float(torch.rand((), generator=generator, device=p.device))
-            if draws[child] < tried[child]:
-                nxt = child
-                break
-            r = residual(r, q[child], x)
-        if nxt is None:
-            next_id = int(torch.multinomial(r, 1, generator=generator))
+        children = kids.get(node, [])
+        at = judge(p[node + 1], [tokens[c] for c in children], [q[c] for c in children], draws(len(path)))
+        for child, ratio, u in zip(children, at.tried, at.u):
+            tried[child], draws_of[child] = ratio, u
+        if at.accepted is None:
+            next_id = at.next_id
             return TreeVerdict(
-                path, next_id, float(p[node + 1, next_id]), tried, bool(kids.get(node)), draws, r
+                path, next_id, float(p[node + 1, next_id]), tried, bool(children), draws_of, at.dist
             )
-        path.append(nxt)
-        node = nxt
+        node = children[at.accepted]
+        path.append(node)
 
 
 def trie(branches: list[list[int]], counted: bool = False) -> tuple:

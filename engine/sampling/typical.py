@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .chain import Verdict
+from .draws import Draws, draw_token
 from .tree import TreeVerdict, children_of
 
 
@@ -22,22 +23,18 @@ def threshold(p: torch.Tensor, eps: float, delta: float) -> torch.Tensor:
 
 
 def accept_typical(
-    draft: torch.Tensor,
-    p: torch.Tensor,
-    eps: float,
-    delta: float,
-    greedy: bool,
-    generator: torch.Generator | None,
+    draft: torch.Tensor, p: torch.Tensor, eps: float, delta: float, greedy: bool, draws: Draws | None
 ) -> Verdict:
-    """Keep drafts while each is typical under p; the next token is argmax p (greedy) or a draw from p.
-    draft (γ,), p (γ+1, V). accept_prob records 1.0 / 0.0 per drafted token (the test is a threshold)."""
+    """Keep drafts while each is typical under p; the next token is argmax p (greedy) or a draw from p (with the
+    draw of its position, draws(n)). draft (γ,), p (γ+1, V). accept_prob records 1.0 / 0.0 per drafted token (the
+    test is a threshold)."""
     gamma = draft.shape[0]
     rows = torch.arange(gamma, device=p.device)
     p_draft = p[rows, draft]  # (γ,)
     ok = (p_draft > threshold(p[:gamma], eps, delta)).int()
     n = int(ok.cumprod(0).sum())
     dist = p[n]
-    next_id = int(dist.argmax()) if greedy else int(torch.multinomial(dist, 1, generator=generator))
+    next_id = int(dist.argmax()) if greedy else draw_token(dist, draws(n))
     return Verdict(
         n, next_id, ok.float().tolist(), p_draft.tolist(), float(p[n, next_id]), dist=None if greedy else dist
     )
@@ -50,7 +47,7 @@ def accept_tree_typical(
     eps: float,
     delta: float,
     greedy: bool,
-    generator: torch.Generator | None,
+    draws: Draws | None,
 ):
     """The same shortcut on a token tree: from the root, follow the first child (in draft order) that is typical
     under its parent's row; the next token is argmax p (greedy) or a draw from p at the last node kept."""
@@ -66,7 +63,7 @@ def accept_tree_typical(
                 nxt = child
                 break
         if nxt is None:
-            next_id = int(row.argmax()) if greedy else int(torch.multinomial(row, 1, generator=generator))
+            next_id = int(row.argmax()) if greedy else draw_token(row, draws(len(path)))
             return TreeVerdict(
                 path, next_id, float(row[next_id]), tried, bool(kids.get(node)), dist=None if greedy else row
             )
