@@ -73,7 +73,7 @@ def room(name: str) -> str:
     return parts[1]
 
 
-APP_BENCHMARKS = ("benchmarks.soak", "benchmarks.load_app")
+APP_BENCHMARKS = ("benchmarks.soak", "benchmarks.load_app", "benchmarks.classroom")
 GRADIO_FREE = ("ui.app_views", "ui.app_guard", "ui.controls")  # the app's policy, importable without gradio
 
 
@@ -82,7 +82,7 @@ def allowed(name: str, dep: str) -> bool:
     top, dep_top = name.partition(".")[0], dep.partition(".")[0]
     if top in ("app", "ui"):
         return dep_top in ("engine", "specviz", "ui")
-    if top == "benchmarks":  # the soak and the load test drive the app itself: they may read its choices
+    if top == "benchmarks":  # the soak, the load test and the classroom drive the app: they read its choices
         return dep_top in ("engine", "specviz", "benchmarks") or (dep_top == "ui" and name in APP_BENCHMARKS)
     if top == "tools":  # developer tools sit on top, beside the app
         return dep_top in ("engine", "specviz", "benchmarks", "ui", "tools", "app")

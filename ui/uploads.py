@@ -112,7 +112,7 @@ def _host(hop: str) -> str:
     if hop.startswith("[") and "]" in hop:
         return hop[1 : hop.index("]")]
     if hop.count(":") == 1:
-        return hop.split(":")[0]
+        return hop[: hop.index(":")]  # host:port (an IPv6 address has more colons)
     return hop
 
 
