@@ -443,10 +443,7 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     slider.input(h.show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
     c["prev"].click(h.step_back, [events, slider], [slider, *view_outs], **hidden)
     c["next"].click(h.step_on, [events, slider], [slider, *view_outs], api_name="next", **hidden)
-    play_event = c["play"].click(
-        h.play, [events, slider, c["speed"]], [slider, *view_outs], api_name="play", **hidden, **compute
-    )
-    c["pause"].click(None, cancels=[play_event], api_visibility="private")
+    # ▶ Play and Pause: assets/specviz.js steps Next ▶ at each round's measured pace, in the browser
     c["selected"].change(
         h.select_round,
         [events, c["selected"], slider],

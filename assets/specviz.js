@@ -384,6 +384,44 @@
   document.addEventListener("click", stopTourOn, true);
   document.addEventListener("input", stopTourOn, true);
   function autoTour() { if (tourAuto && readTour() && startTour()) tourAuto = false; }
+  /* Play steps the replay in the browser: each round shows after its measured wall time ÷ the speed (0.05..2 s, as
+     the stream's data-round-s records it), by pressing Next ▶ (the server draws the round, as for a click); no
+     server job waits meanwhile. Pause, the end of the run, or any other action of the visitor stops it. */
+  var playing = null;
+  function replayAt() {
+    var n = document.querySelector("#round input[type=number]"), r = document.querySelector("#round input[type=range]");
+    return { at: n ? +n.value : 0, last: r ? +r.max : 0 };
+  }
+  function stopPlay() { if (playing) { clearTimeout(playing); playing = null; } }
+  function playStep() {
+    var s = replayAt(), stream = document.querySelector("#stream .specviz-stream:not(.sv-empty)");
+    if (!stream || s.at >= s.last) { stopPlay(); return; }
+    var times = (stream.getAttribute("data-round-s") || "").split(",").map(Number);
+    var speedBox = document.querySelector("#speed input");
+    var speed = Math.max(+(speedBox && speedBox.value) || 1, 0.01);
+    var wait = Math.min(2, Math.max(0.05, (times[s.at] || 0.1) / speed));  /* round at+1's time */
+    playing = setTimeout(function () {
+      var next = document.querySelector("#next");
+      if (!playing || !next) return;
+      next.click();
+      playing = setTimeout(playStep, 60);
+    }, wait * 1000);
+  }
+  document.addEventListener("click", function (e) {
+    var t = e.target && e.target.closest ? e.target : null;
+    if (!t || !e.isTrusted) return;
+    if (t.closest("#play")) {
+      e.stopPropagation();
+      stopPlay();
+      if (replayAt().at >= replayAt().last) {  /* at the end: from the start, as the server's Play did */
+        var range = document.querySelector("#round input[type=range]");
+        if (range) { range.value = 0; range.dispatchEvent(new Event("input", { bubbles: true })); }
+      }
+      playing = setTimeout(playStep, 200);
+      return;
+    }
+    if (playing && !t.closest("#speed, [role=tab], .tab-wrapper")) stopPlay();  /* Pause, or the visitor moves on */
+  }, true);
   /* Explain's what-if panel: E(α, γ) / (γc + v(γ + 1)) redrawn at once as α, γ or c move. v(n) comes with the
      panel (data-v: the cost model's table of this run's measured verify costs); nothing goes to the server. */
   function expected(a, g) { return a >= 1 ? g + 1 : (1 - Math.pow(a, g + 1)) / (1 - a); }

@@ -80,10 +80,12 @@ def render_stream(events, upto_round: int | None = None, mode: str | None = None
     live = upto_round is None and not run.done
     cursor = '<span class="sv-cursor" aria-hidden="true">▌</span>' if live else ""
     shown = rounds[-1].round if rounds else 0
+    # every round's measured wall time (s), for Play, which steps the replay in the browser at that pace
+    times = ",".join(f"{rv.timed.total_s:.3f}" if rv.timed else "0.1" for rv in run.rounds)
     return (
         f'<div class="specviz specviz-stream" data-mode="{esc(run.mode)}" data-rounds="{shown}" '
         f'data-live="{int(live)}" tabindex="0" role="group" aria-label="output tokens: arrow keys move between '
-        f'tokens, Enter opens a round in the verify view">{lossy_badge(run)}{body}{cursor}</div>'
+        f'tokens, Enter opens a round in the verify view" data-round-s="{times}">{lossy_badge(run)}{body}{cursor}</div>'
     )
 
 

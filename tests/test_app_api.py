@@ -355,7 +355,6 @@ def test_uploads_past_a_clients_count_are_refused_and_the_folder_keeps_its_bound
             ["SmolLM2-135M-Instruct (embedded)", "ngram", float("nan"), 4, 8, "hi", False],
             "n / L / W / k",
         ),
-        ("play", [None, 0, float("inf")], "Speed ×"),
         ("next", [None, float("nan")], "Replay round"),
     ],
 )

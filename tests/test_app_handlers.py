@@ -29,19 +29,25 @@ def hostile_events():
 
 
 def test_every_compute_handler_shares_one_queue():
-    """UI runs, the /generate API, trace loads and Play share one concurrency id and limit; Stop and stepping do not."""
+    """UI runs, the /generate API and trace loads share one concurrency id and limit; Stop and stepping do not, and
+    Play has no server job at all (the browser steps Next at the recorded pace)."""
     fns = {fn.api_name: fn for fn in app.build_demo().fns.values()}
-    compute = {"run", "generate", "load_trace", "play"}
+    assert "play" not in fns
+    compute = {"run", "generate", "load_trace"}
     assert {fns[name].concurrency_id for name in compute} == {"compute"}
     assert {fns[name].concurrency_limit for name in compute} == {h.CONCURRENCY}
     assert all(fns[name].concurrency_id != "compute" for name in ("stop", "next", "show_round"))
 
 
-def test_play_and_the_slider_are_bounded_by_the_rounds_present():
-    """Play on a run whose last round is numbered 1e12 steps through the 4 rounds present, then ends."""
+def test_stepping_and_the_slider_are_bounded_by_the_rounds_present():
+    """Next ▶ (what Play presses) on a run whose last round is numbered 1e12 steps through the 4 rounds present,
+    then stays at the last."""
     state = guard.pack(hostile_events())
-    frames = list(h.play(state, 0, 1000.0))
-    assert [f[0] for f in frames] == [1, 2, 3, 4]
+    seen, r = [], 0
+    for _ in range(6):
+        r = h.step_on(state, r)[0]
+        seen.append(r)
+    assert seen == [1, 2, 3, 4, 4, 4]
     slider = h.settled(state, cut_reason=None)[1]
     assert slider["maximum"] == 4
 

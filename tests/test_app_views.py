@@ -74,13 +74,6 @@ def test_views_cut_at_a_round_and_full():
     assert "sv-empty" in av.summary_html([]) and "vs autoregressive" in full[4]
 
 
-def test_round_delays_follow_measured_times_and_speed():
-    """Replay waits each round's measured time ÷ speed, clamped to 0.05..2 s."""
-    delays = av.round_delays(sample_events(), 1.0)
-    assert sorted(delays) == [1, 2, 3, 4] and delays[1] == pytest.approx(0.066)
-    assert av.round_delays(sample_events(), 100.0)[1] == 0.05
-
-
 def test_load_trace_accepts_traces_and_rejects_bad_files(tmp_path):
     """A written trace loads back; too-large, non-JSON, non-trace and empty traces are ValueErrors."""
     good = tmp_path / "t.json"

@@ -443,3 +443,14 @@ def test_the_kernel_sentence_names_the_native_kernel():
     assert (
         said == "1 row: MKL for o; specviz's native kernel for qkv; 5 rows: &lt;b&gt; for o; oneDNN for qkv."
     )
+
+
+def test_the_stream_carries_every_rounds_measured_time_for_play():
+    """Play paces the replay in the browser from data-round-s: one measured wall time per round of the run, all of
+    them even when the stream shows only the first rounds (Play steps towards the rest)."""
+    events = sample_events()
+    rounds = [e for e in split_runs(events)["speculative"] if e.kind == "round_timed"]
+    html = render_stream(events, upto_round=1)
+    times = re.search(r'data-round-s="([^"]*)"', html).group(1).split(",")
+    assert len(times) == len(rounds) >= 2
+    assert [float(t) for t in times] == [round(e.total_s, 3) for e in rounds]

@@ -462,16 +462,6 @@ def drafter_of(draft: str) -> dict:
     return {"drafter": spec.name, "param": param if isinstance(param, int) and spec.text != spec.name else 0}
 
 
-def round_delays(events, speed: float) -> dict[int, float]:
-    """round -> seconds to wait before showing it in replay: its measured wall time ÷ speed (0.05..2 s)."""
-    run = main_run(events)
-    speed = max(float(speed or 1.0), 0.01)
-    return {
-        rv.round: min(2.0, max(0.05, (rv.timed.total_s if rv.timed else 0.1) / speed))
-        for rv in (run.rounds if run else [])
-    }
-
-
 def load_trace(path) -> list:
     """Events of a trace file; ValueError for anything too big, not a valid trace, or without rounds."""
     size = Path(path).stat().st_size

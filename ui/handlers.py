@@ -488,21 +488,6 @@ def select_round(state, choice, r):
     return av.render_verify(cut, picked)
 
 
-def play(state, r, speed):
-    """Step the slider to the end, waiting each round's measured wall time ÷ speed. Bounded work: at most
-    the rounds present in the run, and no longer than MAX_RUN_S."""
-    events = guard.runs(state)
-    total = guard.replay_rounds(events)
-    delays = av.round_delays(events, speed)
-    start, deadline = (0 if int(r) >= total else int(r)), time.monotonic() + MAX_RUN_S
-    for k in range(start + 1, total + 1):
-        if time.monotonic() > deadline:
-            gr.Warning(f"replay stopped at the {MAX_RUN_S:g} s limit per request (SPECVIZ_MAX_RUN_S)")
-            return
-        time.sleep(delays.get(k, 0.1))
-        yield (k, *av.views(events, k))
-
-
 def load_trace(path):
     """Replay a saved trace without any model, the controls (TRACE_SETS, in that order) set to what it ran
     with. A bad file is one warning; the last good run and the controls stay. A generator: it yields a status
