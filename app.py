@@ -478,6 +478,7 @@ def ui_view(view_outs: list, name: str):
 def main() -> None:
     # 0: skip it (benchmarks/first_token.py compares both)
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
+    h.return_large_blocks()  # freed large blocks go back to the OS (a beam search's cache rows stayed before)
     if warm:
         warm_up()
         record_example()  # the default example, shown without a queue place (handlers.RECORDED)

@@ -4,8 +4,8 @@
 
 Each cycle, in fresh sessions and through the page's own protocol: a run with every drafter the page offers on the
 embedded pair (heads and the int8 copy among them), a run of the Gemma pair (a second target and a cross-vocabulary
-draft), a batch of B = 16 raced against the AR batch, the largest trace the server takes uploaded and loaded, and
-the drift meter. After each cycle the server's RSS (VmRSS) is sampled. The models' LRU (SPECVIZ_MAX_MODELS) and every
+draft), a batch of B = 16 raced against the AR batch, a B = 8 beam search on a ~1,700-token prompt raced against plain
+beam search, the largest trace the server takes uploaded and loaded, and the drift meter. After each cycle the server's RSS (VmRSS) is sampled. The models' LRU (SPECVIZ_MAX_MODELS) and every
 cache are bounded, so RSS should plateau after the first cycle or two: the table says whether it did.
 """
 
@@ -30,6 +30,9 @@ from .load_app import rss_mib
 
 PROMPT = "Copy this sentence exactly: the quick brown fox jumps over the lazy dog, then list three colours."
 GEMMA_PROMPT = "The lighthouse keeper climbed the stairs every evening, and"
+LONG_PROMPT = "Copy this text exactly: " + " ".join(
+    ["The lighthouse keeper climbed the stairs and watched the storm roll in."] * 110
+)  # ~1,700 tokens: the beams' cache rows are large
 BATCH = "\n".join(f"Count from {k} to {k + 12}, separated by commas." for k in range(16))
 
 
@@ -62,6 +65,7 @@ def cycle(url: str, trace: Path) -> list[str]:
         call(f"run {drafter}", "run", run_values(av.EMBEDDED_PAIR, drafter, PROMPT))
     call("run gemma", "run", run_values(av.GEMMA_PAIR, av.PRESET_DRAFT, GEMMA_PROMPT))
     call("batch 16", "batch", [av.EMBEDDED_PAIR, "ngram", 0, 4, 24, BATCH, True])
+    call("beams 8, long prompt", "beam", [av.EMBEDDED_PAIR, "ngram", 0, 4, 24, 8, True, LONG_PROMPT])
     call("trace", "load_trace", [upload(url, trace)])
     call(
         "drift",

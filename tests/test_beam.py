@@ -197,3 +197,30 @@ def test_bad_beam_settings(tiny):
     engine = Engine(tiny.target, draft="auto")
     with pytest.raises(ValueError, match="drafts with 'ngram\\[:N\\]' or 'self'"):
         engine.generate(COPY, GenerationConfig(num_beams=2))
+
+
+def test_a_round_that_would_end_past_the_deadline_is_not_started(tiny, monkeypatch):
+    """On a clock where every beam round takes 1.0 s and the run has 2.5 s, the search does 2 rounds and stops with
+    "time_limit": a third would end at 3 s (the deadline was checked only between rounds, so a B = 8 search on a
+    long prompt overran a 30 s limit by 4 s). Negative control: with 10 s it runs on."""
+    import engine.decode.beam as beam
+
+    clock = {"t": 1000.0}
+    monkeypatch.setattr(beam.time, "monotonic", lambda: clock["t"])
+    real = beam._beam_round
+
+    def slow_round(*args, **kwargs):
+        clock["t"] += 1.0
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(beam, "_beam_round", slow_round)
+
+    def rounds_and_reason(limit_s):
+        cfg = GenerationConfig(num_beams=2, max_new_tokens=8, gamma=2, time_limit_s=limit_s)
+        events = list(tiny.generate(COPY, cfg))
+        finished = next(e for e in events if e.kind == "finished")
+        return len([e for e in events if e.kind == "beam_verified"]), finished.stop_reason
+
+    assert rounds_and_reason(2.5) == (2, "time_limit")
+    rounds, reason = rounds_and_reason(10.0)
+    assert rounds > 2 and reason != "time_limit"

@@ -306,3 +306,23 @@ def test_an_error_message_names_only_a_files_base_name():
     assert guard.public_error(ValueError("1/2 of 3 MiB/s; see https://example.org/a/b")) == (
         "1/2 of 3 MiB/s; see https://example.org/a/b"
     )
+
+
+def test_the_media_recording_route_writes_nothing(tmp_path):
+    """POST /gradio_api/process_recording (Gradio's media-recording route, which writes files past /upload and its
+    limits) is answered 404 before Gradio reads it: this app records no media. Other requests pass."""
+    reached, out = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+
+    async def send(message):
+        out.append(message)
+
+    bound = uploads.UploadBound(app, folder=lambda: str(tmp_path), limits=limits())
+    for path in ("/gradio_api/process_recording", "/gradio_api/process_recording/"):
+        scope = {"type": "http", "method": "POST", "path": path, "client": ("1.2.3.4", 1), "headers": []}
+        asyncio.run(bound(scope, None, send))
+    assert reached == [] and [m["status"] for m in out if "status" in m] == [404, 404]
+    asyncio.run(bound({"type": "http", "method": "GET", "path": "/config", "headers": []}, None, send))
+    assert reached == ["/config"]

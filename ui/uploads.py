@@ -239,6 +239,9 @@ class UploadBound:
         self.owners: dict[str, set[str]] = {}
 
     async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope["path"].rstrip("/").endswith("/process_recording"):
+            # Gradio's media-recording route writes files past /upload; this app records no media
+            return await _reply(send, 404, "this app takes no recordings")
         if (
             scope["type"] != "http"
             or scope["method"] != "POST"

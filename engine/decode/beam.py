@@ -238,11 +238,13 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
     state = BeamState.start(cfg.num_beams)
     round_, stop_reason, go_on = 0, "max_new_tokens", True
     tally = dict(forwards=0, positions=0, reorders=0, reorder_bytes=0, drafted=0, reorder_s=0.0)
+    round_s = 0.0  # the last round's wall time: a round that would end past the deadline is not started
     try:
         while go_on:
-            if past(when):
+            if past(when) or (when is not None and time.monotonic() + round_s > when):
                 stop_reason = "time_limit"
                 break
+            round_start = time.monotonic()
             round_ += 1
             with torch.inference_mode():
                 state, go_on, out = _beam_round(
@@ -257,6 +259,7 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
                     clock,
                     t_start,
                 )
+            round_s = time.monotonic() - round_start
             yield from clock.hand_over(out)
     except GeneratorExit:
         return
