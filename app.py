@@ -220,7 +220,7 @@ def build_demo() -> gr.Blocks:
                 with gr.Row(elem_classes="sv-replay", equal_height=True):
                     prev_btn = gr.Button("◀ Prev", size="sm", min_width=70, scale=0, elem_id="prev")
                     play_btn = gr.Button("▶ Play", size="sm", min_width=70, scale=0, elem_id="play")
-                    pause_btn = gr.Button("Pause", size="sm", min_width=60, scale=0, elem_id="pause")
+                    gr.Button("Pause", size="sm", min_width=60, scale=0, elem_id="pause")  # the browser's
                     next_btn = gr.Button("Next ▶", size="sm", min_width=70, scale=0, elem_id="next")
                     slider = gr.Slider(
                         0,
@@ -233,13 +233,14 @@ def build_demo() -> gr.Blocks:
                         scale=4,
                         min_width=160,
                     )
-                    speed = gr.Dropdown(
+                    gr.Dropdown(  # read by Play in the browser (assets/specviz.js): no server event
                         [0.25, 0.5, 1.0, 2.0, 4.0],
                         value=1.0,
                         label="Speed ×",
                         scale=1,
                         min_width=90,
                         elem_id="speed",
+                        interactive=True,
                     )
                 selected = gr.Textbox(visible="hidden", elem_id="sv-select", container=False)
                 # every tab in sight on a phone, none behind a "…" menu
@@ -395,8 +396,6 @@ def build_demo() -> gr.Blocks:
                 prev=prev_btn,
                 next=next_btn,
                 play=play_btn,
-                pause=pause_btn,
-                speed=speed,
                 selected=selected,
                 output_only=output_only,
                 compact=compact,

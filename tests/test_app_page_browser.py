@@ -309,8 +309,9 @@ def test_keyboard_prompt_first_menus_close_and_focus_follows_generate(browser, a
     assert open_menus == int(focused_open), (open_menus, focused_open)  # only the focused dropdown's, if any
     page.fill("#prompt textarea", "Say hi.")
     set_number(page, "max-new", 4)
+    old = page.locator("#summary .sv-summary").get_attribute("data-run") or ""  # the opening run's
     page.click("#generate")
-    page.wait_for_selector(f"{DONE}", timeout=RUN_TIMEOUT_MS)
+    page.wait_for_selector(f'{DONE}:not([data-run="{old}"])', timeout=RUN_TIMEOUT_MS)
     in_stream = settled(
         page, lambda: page.evaluate("() => !!document.activeElement.closest('#stream')"), bool
     )

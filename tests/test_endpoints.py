@@ -152,7 +152,6 @@ def test_every_input_refuses_null_surrogates_and_oversize_values_by_name_in_few_
         ("γ (draft tokens per round)", 99, "must be from 1 to 16"),
         ("n / L / W / k (0 = default)", -3, "must be at least 0"),
         ("Drafter", "no-such-drafter", "must be one of its choices"),
-        ("Speed ×", 3.0, "must be one of its choices"),
         (
             "Load a trace to replay (no model needed)",
             {"path": "https://example.com/t.json"},

@@ -138,8 +138,8 @@ def check_file(label: str, value) -> None:
     server path as text nor an address for the server to fetch."""
     if not isinstance(value, dict):
         raise ValueError(f"{label} must be an uploaded file, got {type(value).__name__}")
-    where = [value.get(k) for k in ("path", "url")]
-    if any(isinstance(w, str) and w.lower().startswith(("http://", "https://")) for w in where):
+    path = value.get("path")  # (its "url" is where the page fetches the file back from: not read here)
+    if isinstance(path, str) and path.lower().startswith(("http://", "https://")):  # Gradio would download it
         raise ValueError(f"{label}: upload the file itself; this server does not fetch addresses")
     if not isinstance(value.get("path"), str):
         raise ValueError(f"{label} must be an uploaded file (a dict with its path), got {shown(value)}")
