@@ -415,12 +415,11 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     controls = [ui[name] for name in FIELDS]  # the Controls order, the one there is
     run_outs = [events, slider, download, *view_outs]  # handlers.RunOutputs, by the same names
     hidden, compute = dict(show_progress="hidden", api_visibility="private"), h.COMPUTE
-    line = fq.GradioQueue(demo)  # where a run joining now would stand (no queue slot to say it)
     served = gr.State(False)  # whether Generate's first step showed the start-up recording
     run_event = (
         c["run"]
         .click(
-            lambda *values: h.start_run(fq.line_status(line), *values),
+            lambda *values: h.start_run(fq.place_of(demo), *values),  # its place in line, said at once
             controls + [events],
             [c["run"], c["stop"], served, *run_outs],
             queue=False,

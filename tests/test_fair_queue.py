@@ -100,6 +100,7 @@ def test_a_flood_that_never_reads_holds_no_place_and_never_runs(server):
         assert join(api, ids["work"], f"flood-{i}", f"flood {i}").status_code == 200
     queue = fq.GradioQueue(server[2])
     assert len(queue.waiting()) == 4 and not queue.running()
+    assert fq.place_of(server[2]) == ""  # unread jobs hold no place: a visitor is told no line (not "5th")
     assert join(api, ids["work"], "visitor", "mine").status_code == 200
     reader = Reader(api, "visitor")
     assert reader.completed()
@@ -163,6 +164,7 @@ def test_a_full_line_is_refused_in_words(server):
     assert refusal.status_code == 429
     detail = refusal.json()["detail"]
     assert "SPECVIZ_QUEUE_SIZE" in detail and "6th in line" in detail and "Queue is full" not in detail
+    assert fq.place_of(server[2]).startswith("6th in line")  # what a visitor pressing Generate now is told
     GATE.set()
     assert all(r.completed() for r in readers)
 

@@ -180,6 +180,17 @@ def line_status(gradio: GradioQueue, ahead: int | None = None, confirmed=lambda 
     return wait_text(ahead, len(running), slots, gradio.job_seconds())
 
 
+def place_of(blocks) -> str:
+    """The line a run joining `blocks`' queue now would stand in (line_status), its unread jobs left out when the
+    fair queue serves the app; '' before the app serves."""
+    fair = getattr(blocks, "fair_queue", None)
+    if getattr(blocks, "_queue", None) is None:
+        return ""
+    return line_status(
+        GradioQueue(blocks), confirmed=fair.confirmed if fair is not None else lambda event: True
+    )
+
+
 def default_identity(scope) -> str:
     """The socket address of the request (ui/uploads.py names the trusted-proxy rule the app passes instead)."""
     return (scope.get("client") or ("?",))[0]
@@ -192,6 +203,8 @@ class FairQueue:
     def __init__(self, app, blocks=None, limits: QueueLimits | None = None, identity=default_identity):
         self.app, self.limits, self.identity = app, limits or QueueLimits(), identity
         self.gradio = GradioQueue(blocks) if blocks is not None else None
+        if blocks is not None:
+            blocks.fair_queue = self  # the page's Generate reads the line through it (place_of)
         self.streams: defaultdict[str, int] = defaultdict(int)  # session -> result streams open now
         self.opened: dict[str, float] = {}  # session -> when its last stream opened (monotonic)
         self.sweeper: asyncio.Task | None = None
