@@ -270,3 +270,15 @@ def test_a_token_carries_its_tooltip_once_in_a_few_hundred_bytes():
         and tip["k"]
         and "tabindex" not in html.replace('class="specviz specviz-stream"', "")[200:]
     )
+
+
+def test_a_replayed_round_still_carries_every_rounds_time_for_play():
+    """At replay round 1 the stream shows round 1 only, but carries every round's measured time: Play, stepping
+    from there in the browser, paces the rounds still to come by their own times (it fell back to 0.1 s)."""
+    import re
+
+    events = sample_events()
+    full = re.search(r'data-round-s="([^"]*)"', av.views(events, figures=False).stream).group(1)
+    at_one = av.views(events, 1, figures=False).stream
+    assert re.search(r'data-round-s="([^"]*)"', at_one).group(1) == full and len(full.split(",")) >= 2
+    assert 'data-rounds="1"' in at_one

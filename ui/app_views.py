@@ -378,7 +378,7 @@ def views(events, r: int | None = None, figures: bool = True, selected: int | No
     # "" unless the draft has another vocabulary
     tokenisations = render_tokenisations(cut) if events.retokenized else ""
     return Views(
-        render_stream(cut, upto_round=r) + tokenisations,
+        render_stream(events, upto_round=r) + tokenisations,  # (the whole run: Play reads every round's time)
         render_tree(cut, upto_round=r),
         render_race(events, t=t),
         render_explain(cut),
