@@ -131,6 +131,7 @@ FORWARD = {
     "onednn": "onednn_cost",
     "layouts": "layouts",
     "native": "native_cost",
+    "levels": "levels",
 }
 
 

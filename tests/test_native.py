@@ -1,8 +1,15 @@
 """specviz's native few-row kernel (engine/runtime/native.c via native.py): the same products as torch at every
-row count, shape and thread count; a row's result independent of the rows beside it; torch's one OpenMP
-runtime; and a machine without a compiler keeps MKL and oneDNN."""
+row count, shape and thread count, at every vector level this host executes; a row's result independent of the
+rows beside it; torch's one OpenMP runtime; every entry point refusing a wrong argument by name; the build's cache
+keyed by the whole flags line; and a machine without a compiler keeps MKL and oneDNN (that test always runs)."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,9 +17,11 @@ import torch
 from engine.runtime import lean, native
 from engine.runtime.threads import torch_threads
 
-pytestmark = pytest.mark.skipif(native.library() is None, reason=f"native kernel: {native.status()}")
+ROOT = Path(__file__).resolve().parent.parent
+built = pytest.mark.skipif(native.library() is None, reason=f"native kernel: {native.status()}")
 
 
+@built
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("inner,out", [(576, 960), (37, 11), (64, 1), (1536, 577), (31, 64)])
 def test_products_match_torch_at_every_row_count(inner, out, threads):
@@ -29,6 +38,7 @@ def test_products_match_torch_at_every_row_count(inner, out, threads):
                 torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4 * inner**0.5)
 
 
+@built
 def test_a_wrong_product_is_caught():
     """The negative control: the comparison above fails on a kernel whose result is off by one weight."""
     w, x = torch.randn(11, 37), torch.randn(3, 37)
@@ -40,6 +50,7 @@ def test_a_wrong_product_is_caught():
         )
 
 
+@built
 def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
     """Every row runs the same instructions whatever the call's row count: bitwise equal alone or in a batch."""
     w, x = native.pack(torch.randn(960, 576)), torch.randn(11, 576)
@@ -49,6 +60,7 @@ def test_a_rows_result_does_not_depend_on_the_rows_beside_it():
             assert torch.equal(native.gemv(x, w, 960), alone)
 
 
+@built
 def test_it_runs_on_torchs_openmp_runtime():
     """One OpenMP runtime in the process after both torch and the kernel ran in parallel (no second pool)."""
     with torch_threads(2):
@@ -65,7 +77,6 @@ def test_no_compiler_or_switched_off_keeps_mkl_and_onednn(monkeypatch):
         for env, value, said in (("CC", "/nonexistent/cc", "not built"), ("SPECVIZ_NATIVE", "0", "off")):
             native._state.clear()
             monkeypatch.setenv(env, value)
-            monkeypatch.setattr(native, "FLAG_SETS", ((),))
             assert native.library() is None and native.status().startswith(said)
             w = lean.Weight(torch.randn(8, 4), pack=True)
             assert "native" not in w.kernels(1) and w.w.shape == (4, 8)  # MKL's (in, out) layout
@@ -77,6 +88,7 @@ def test_no_compiler_or_switched_off_keeps_mkl_and_onednn(monkeypatch):
         native._state.update(saved)
 
 
+@built
 def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
     """A second build with the same source, compiler and CPU compiles nothing: the cached library is reused."""
     from engine.runtime import kernels
@@ -84,11 +96,15 @@ def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     compiler = native.shutil.which("cc") or native.shutil.which("gcc")
     path, how = native._build(compiler)
-    stamp = path.stat().st_mtime_ns
-    assert native._build(compiler) == (path, how) and path.stat().st_mtime_ns == stamp
+    calls = []
+    real = native.subprocess.run
+    monkeypatch.setattr(native.subprocess, "run", lambda args, **kw: calls.append(args) or real(args, **kw))
+    assert native._build(compiler) == (path, how)
+    assert not any(str(native.SOURCE) in a for a in calls)  # only `cc --version`: nothing compiled
     assert "-O3" in how and path.parent == tmp_path
 
 
+@built
 @pytest.mark.parametrize("hidden", [64, 40])  # head_dim 16 (the vector path) and 10 (the scalar one)
 def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
     """native.c's fused norm/RoPE/attention/SiLU layer (as two whole-layer calls, and as one call per step beside
@@ -140,6 +156,7 @@ def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
     forward.fused = True
 
 
+@built
 def test_a_wrong_mask_is_caught():
     """The negative control for the tree case: the fused attention told to see every key differs from the tree."""
     from engine.runtime.cache import KVCache
@@ -163,15 +180,186 @@ def test_a_wrong_mask_is_caught():
     assert not torch.allclose(out[0], out[1], atol=1e-4)
 
 
-def test_a_new_build_removes_the_stale_ones(tmp_path, monkeypatch):
-    """The cache keeps one build: a library of an earlier source is deleted when the current one is built."""
+def test_a_build_never_deletes_another_checkouts_and_prunes_only_the_long_unused(tmp_path, monkeypatch):
+    """Two checkouts share the cache: building here leaves another source's fresh build in place (it was deleted,
+    and the two checkouts rebuilt and re-measured in turn); a build no process loaded for 30 days goes."""
     from engine.runtime import kernels
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
-    (tmp_path / "native-0123456789abcdef.so").write_bytes(b"old")
-    (tmp_path / "native-0123456789abcdef.flags").write_text("cc -O3")
-    (tmp_path / "kernels-0123.json").write_text("{}")
+    other, stale = tmp_path / "native-0123456789abcdef.so", tmp_path / "native-fedcba9876543210.so"
+    other.write_bytes(b"another checkout's")
+    stale.write_bytes(b"old")
+    month = time.time() - 31 * 86400
+    os.utime(stale, (month, month))
     path, _ = native._build(native.shutil.which("cc") or native.shutil.which("gcc"))
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [path.name, path.with_suffix(".flags").name, "kernels-0123.json"]
+    assert other.exists() and not stale.exists() and path.exists()
+
+
+def test_two_hosts_flag_lines_give_two_cache_keys():
+    """Two CPUs of one name whose flags differ (Milan, Genoa: -march=native reads all of them) never share a build;
+    nor do two levels on one host."""
+    key = dict(
+        source=b"src", compiler="cc", version="12", cpu="AMD EPYC", machine="x86_64", level=("-march=native",)
     )
+    milan = native.build_key(flags="flags: fpu avx2 fma", **key)
+    genoa = native.build_key(flags="flags: fpu avx2 fma avx512f", **key)
+    assert milan != genoa
+    assert native.build_key(flags="flags: fpu avx2 fma", **{**key, "level": ("-march=x86-64-v3",)}) != milan
+    assert native.build_key(flags="flags: fpu avx2 fma", **key) == milan
+
+
+def test_a_level_that_fails_to_build_is_remembered_and_the_next_is_tried(tmp_path, monkeypatch):
+    """The best level does not build: the next one down is built, and the failure is kept under its key, so the
+    next process start does not try it again."""
+    from engine.runtime import kernels
+
+    monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(native, "candidates", lambda machine=None: (("-march=no-such-level",), ()))
+    compiler = native.shutil.which("cc") or native.shutil.which("gcc")
+    path, how = native._build(compiler)
+    assert "no-such-level" not in how and len(list(tmp_path.glob("*.failed"))) == 1
+    calls = []
+    real = native.subprocess.run
+    monkeypatch.setattr(native.subprocess, "run", lambda args, **kw: calls.append(args) or real(args, **kw))
+    assert native._build(compiler) == (path, how)
+    assert not any("-march=no-such-level" in a for a in calls)
+
+
+def test_native_arch_chooses_the_level():
+    """SPECVIZ_NATIVE_ARCH builds that -march alone (an AVX-512 host builds an AVX2 host's kernel)."""
+    assert native.candidates("x86_64", arch="x86-64-v3") == (("-march=x86-64-v3",),)
+    assert native.candidates("x86_64", arch="")[0] == ("-march=native",)
+    assert native.candidates("riscv64", arch="") == ((),)  # plain C
+
+
+def executable_levels() -> list[str]:
+    """The -march levels this host can run (its flags): native, and below it x86-64-v3/v2/baseline on x86."""
+    flags = set(native.flags_line().split(":", 1)[-1].split())
+    if native.platform.machine() != "x86_64":
+        return [""]
+    out = [""]
+    if {"avx2", "fma", "bmi2"} <= flags:
+        out.append("x86-64-v3")
+    if {"sse4_2", "popcnt"} <= flags:
+        out.append("x86-64-v2")
+    return out + ["x86-64"]
+
+
+@pytest.mark.slow  # one process per level (a compile and a torch import each)
+@pytest.mark.parametrize("arch", executable_levels())
+def test_each_level_matches_torch_and_its_verify_rows_equal_ar_steps(arch):
+    """At every level this host executes (its own, AVX2/FMA, SSE4.2, the baseline), in its own process: products
+    match torch at 1-17 rows, the fused layer matches transformers, and a verify block's logits equal the AR
+    steps' bit for bit, so greedy speculation equals AR (tests/native_level_check.py)."""
+    env = dict(os.environ, SPECVIZ_NATIVE_ARCH=arch, OMP_NUM_THREADS="2")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.native_level_check"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stdout + done.stderr[-2000:]
+    want = {"x86-64-v3": "avx2", "x86-64-v2": "sse", "x86-64": "sse"}.get(arch)
+    assert want is None or done.stdout.startswith(f"level {want}:"), done.stdout
+
+
+@built
+@pytest.mark.parametrize(
+    "call,named",
+    [
+        (lambda: native.gemv(torch.randn(2, 64), native.pack(torch.randn(10, 32)), 10), "w must be the packed"),
+        (lambda: native.gemv(torch.randn(2, 32), native.pack(torch.randn(10, 32)), 40), "w must be the packed"),
+        (lambda: native.gemv(torch.randn(2, 32, dtype=torch.float64), native.pack(torch.randn(10, 32)), 10), "x must be"),
+        (lambda: native.gemv(torch.randn(2, 32), native.pack(torch.randn(10, 32)), 10, torch.randn(9)), "bias must"),
+        (lambda: native.gemv(torch.randn(2, 32), native.pack(torch.randn(10, 32)).transpose(0, 2), 10), "w must"),
+        (lambda: native.rms_norm(torch.randn(3, 16), torch.randn(15), 1e-6), "w must have 16"),
+        (lambda: native.rms_norm(torch.randn(16, 3).t(), torch.randn(16), 1e-6), "x must be contiguous"),
+        (lambda: native.rope_(torch.randn(2, 16), 4, 8, torch.randn(2, 8), torch.randn(2, 8)), "fewer than 4 heads"),
+        (lambda: native.rope_(torch.randn(2, 32), 4, 8, torch.randn(3, 8), torch.randn(2, 8)), "cos must be"),
+        (lambda: native.silu_mul(torch.randn(2, 7)), "an even width"),
+        (lambda: native.attention(torch.randn(2, 16), *kv(2, 5, 4), None, 4, 4), "causal slots 4..5"),
+        (lambda: native.attention(torch.randn(2, 8), *kv(2, 5, 4), None, 0, 4), "fewer than 4 heads"),
+        (lambda: native.attention(torch.randn(2, 16), *kv(2, 5, 4), torch.ones(2, 4, dtype=torch.uint8), 0, 4), "mask must be (2, 5)"),
+        (lambda: native.attention(torch.randn(2, 16), *kv(2, 5, 4), torch.ones(2, 5), 0, 4), "mask must be torch.uint8"),
+        (lambda: native.attention(torch.randn(2, 16), *kv(3, 5, 4), None, 0, 4), "not a multiple of 3"),
+        (lambda: native.attention(torch.randn(2, 16), kv(2, 5, 4)[0], kv(2, 6, 4)[1], None, 0, 4), "differ"),
+    ],
+)  # fmt: skip
+def test_a_wrong_argument_is_refused_by_name_before_the_call(call, named):
+    """Each entry point checks shapes, dtypes, contiguity and sizes before a pointer crosses into C: a mismatch is
+    a ValueError naming the argument (it was a silent read or write past a buffer)."""
+    with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        call()
+
+
+def kv(heads: int, length: int, hd: int) -> tuple:
+    """A cache's live keys and values for one sequence: (1, heads, length, hd)."""
+    return torch.randn(1, heads, length, hd), torch.randn(1, heads, length, hd)
+
+
+@built
+def test_the_fused_layer_refuses_a_slot_outside_its_cache():
+    """layer_qkv writing keys past the cache's slots is refused (it was 'not checked here')."""
+    model_w = lean.Weight(torch.randn(4 * 8 + 2 * 2 * 8, 16), pack=True)
+    if model_w.native is None:
+        pytest.skip("the Weight did not take the native layout")
+    cache = (torch.zeros(1, 2, 10, 8), torch.zeros(1, 2, 10, 8))
+    x, w_in, cs = torch.randn(3, 16), torch.ones(16), torch.randn(3, 8)
+    with pytest.raises(ValueError, match="slots 8..10 are outside the cache's 10"):
+        native.layer_qkv(x, w_in, 1e-6, model_w, 6, 8, cs, cs, cache, slot=8)
+    native.layer_qkv(x, w_in, 1e-6, model_w, 6, 8, cs, cs, cache, slot=7)  # the last slots that fit
+
+
+@built
+def test_a_query_with_every_key_masked_gets_zeros_not_nan():
+    """A mask row with no key to attend to: that query's output is zeros (it divided by a zero sum: NaN)."""
+    keys, values = kv(2, 5, 4)
+    mask = torch.ones(2, 5, dtype=torch.uint8)
+    mask[1] = 0
+    out = native.attention(torch.randn(2, 16), keys, values, mask, 0, 4)
+    assert torch.isfinite(out).all() and torch.equal(out[1], torch.zeros(16)) and out[0].abs().sum() > 0
+
+
+def check_binary(compiler: str, flags: list, out: Path) -> None:
+    """Compile tests/native_check.c (native.c's products against a plain reference) with `compiler`."""
+    done = subprocess.run(
+        [compiler, "-O3", "-fopenmp", *flags, str(ROOT / "tests" / "native_check.c"), "-o", str(out), "-lm"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+@pytest.mark.skipif(native.shutil.which("gcc") is None, reason="no gcc")
+def test_the_plain_c_path_computes_the_products():
+    """native.c with no vector width assumed (what a target with none of AVX-512, AVX2, SSE, NEON builds; forced
+    with -DSPECVIZ_PLAIN_C): its products match the reference."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        binary = Path(tmp) / "check"
+        check_binary("gcc", ["-DSPECVIZ_PLAIN_C"], binary)
+        done = subprocess.run([str(binary)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("generic "), done.stdout + done.stderr
+
+
+CROSS = "aarch64-linux-gnu-gcc"
+
+
+@pytest.mark.skipif(native.shutil.which(CROSS) is None, reason=f"no {CROSS} (Debian: gcc-aarch64-linux-gnu)")
+def test_the_aarch64_path_cross_compiles_and_computes_under_an_emulator(tmp_path):
+    """The NEON path: native.c builds for aarch64 (armv8-a) as the library native.py loads there, and its
+    products match the reference run under qemu-aarch64 (skipped without the emulator: Debian's qemu-user)."""
+    lib = subprocess.run(
+        [CROSS, "-O3", "-fopenmp", "-shared", "-fPIC", "-march=armv8-a", str(native.SOURCE), "-o", str(tmp_path / "n.so")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert lib.returncode == 0, lib.stderr[-2000:]
+    check_binary(CROSS, ["-march=armv8-a"], tmp_path / "check")
+    qemu = native.shutil.which("qemu-aarch64")
+    if qemu is None:
+        pytest.skip("built for aarch64; no qemu-aarch64 to run it (Debian: qemu-user)")
+    done = subprocess.run(
+        [qemu, "-L", "/usr/aarch64-linux-gnu", str(tmp_path / "check")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("neon "), done.stdout + done.stderr

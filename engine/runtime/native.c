@@ -7,8 +7,8 @@
    streams through memory front to back once for up to 8 input rows: per input position, PW weights are loaded
    into registers once and each row's input, broadcast, is multiplied into that row's PW accumulators (no
    horizontal sums; 2 loads per 16 FMAs at 8 rows). Panels are split between the threads (OpenMP, torch's own
-   runtime: the library is linked against the libgomp torch has already loaded). GCC vector extensions give
-   AVX-512 on hosts that have it and two or four narrower registers elsewhere (-march=native, per host).
+   runtime: the library is linked against the libgomp torch has already loaded). GCC vector extensions at the
+   build's widest vector (AVX-512, AVX2/FMA, SSE, NEON, or plain C: below), chosen when it is compiled.
 
    Every row is computed by the same sequence of instructions whatever `rows` is: a row's result does not
    depend on which other rows share the call (tests/test_native.py). */
@@ -18,30 +18,66 @@
 #include <omp.h>
 #endif
 
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
+/* The vector width is the widest the compiler targets (-march / -mcpu of the build, native.py): VW floats a
+   vector, a panel two vectors wide, RMAX input rows against a panel at once (two accumulators a row and the two
+   weight vectors fit the register file: 8 rows of 32 zmm, 6 of 16 ymm or xmm, 8 of NEON's 32). KEEP holds the two
+   weight vectors in registers where the target has a register for them (an empty asm; GCC would reload them as
+   an operand of every FMA); the plain C build (any other target, or -DSPECVIZ_PLAIN_C) has no asm at all. */
+#if defined(SPECVIZ_PLAIN_C) /* any target: no vector width assumed (tests/test_native.py builds it too) */
+#define VW 4
+#define RMAX 4
+#define LEVEL "generic"
+#define KEEP(a, b) ((void)0)
+#elif defined(__AVX512F__)
+#define VW 16
+#define RMAX 8
+#define LEVEL "avx512"
+#define KEEP(a, b) __asm__("" : "+v"(a), "+v"(b))
+#elif defined(__AVX2__) && defined(__FMA__)
+#define VW 8
+#define RMAX 6
+#define LEVEL "avx2"
+#define KEEP(a, b) __asm__("" : "+v"(a), "+v"(b))
+#elif defined(__x86_64__) && defined(__SSE2__)
+#define VW 4
+#define RMAX 6
+#define LEVEL "sse"
+#define KEEP(a, b) __asm__("" : "+x"(a), "+x"(b))
+#elif defined(__ARM_NEON)
+#define VW 4
+#define RMAX 8
+#define LEVEL "neon"
+#define KEEP(a, b) __asm__("" : "+w"(a), "+w"(b))
+#else
+#define VW 4
+#define RMAX 4
+#define LEVEL "generic"
+#define KEEP(a, b) ((void)0)
+#endif
 
-static inline float hsum(v16 v) {
-  typedef float v8 __attribute__((vector_size(32)));
-  typedef float v4 __attribute__((vector_size(16)));
-  v8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-         __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  v4 b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-  return (b[0] + b[2]) + (b[1] + b[3]);
+typedef float vf __attribute__((vector_size(VW * 4), aligned(4)));
+
+/* The lanes' sum, halving: (v[i] + v[i + VW/2]) and so on down to one (the same order at every width). */
+static inline float hsum(vf v) {
+  float t[VW];
+  for (int i = 0; i < VW; i++) t[i] = v[i];
+  for (int w = VW / 2; w >= 1; w /= 2)
+    for (int i = 0; i < w; i++) t[i] += t[i + w];
+  return t[0];
 }
 
-#define PW 32 /* outputs per panel: two vectors of 16 */
+#define PW (2 * VW) /* outputs per panel: two vectors */
 
-/* One panel p (in, PW) against R <= 8 input rows (stride in): y[r * out + k] (=, or += when acc) for the panel's
-   nvalid outputs k. Each accumulator its own variable (an array lives on the stack: a store per FMA); the empty
-   asm keeps the two weight vectors in registers (else GCC reloads them as an operand of every FMA). */
+/* One panel p (in, PW) against R <= RMAX input rows (stride in): y[r * out + k] (=, or += when acc) for the
+   panel's nvalid outputs k. Each accumulator its own variable (an array lives on the stack: a store per FMA). */
 #define PANEL_ROWS(R)                                                                                 \
   static void panel##R(const float *restrict p, const float *restrict x, float *restrict y, long in, \
                        long out, long nvalid, int acc) {                                              \
-    v16 a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};               \
-    v16 a4 = {0}, b4 = {0}, a5 = {0}, b5 = {0}, a6 = {0}, b6 = {0}, a7 = {0}, b7 = {0};               \
+    vf a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};                \
+    vf a4 = {0}, b4 = {0}, a5 = {0}, b5 = {0}, a6 = {0}, b6 = {0}, a7 = {0}, b7 = {0};                \
     for (long i = 0; i < in; i++) {                                                                   \
-      v16 wa = *(const v16 *)(p + i * PW), wb = *(const v16 *)(p + i * PW + 16);                      \
-      __asm__("" : "+v"(wa), "+v"(wb));                                                               \
+      vf wa = *(const vf *)(p + i * PW), wb = *(const vf *)(p + i * PW + VW);                         \
+      KEEP(wa, wb);                                                                                   \
       float s = x[i];                                                                                 \
       a0 += wa * s, b0 += wb * s;                                                                     \
       if (R > 1) s = x[in + i], a1 += wa * s, b1 += wb * s;                                           \
@@ -52,10 +88,10 @@ static inline float hsum(v16 v) {
       if (R > 6) s = x[6 * in + i], a6 += wa * s, b6 += wb * s;                                       \
       if (R > 7) s = x[7 * in + i], a7 += wa * s, b7 += wb * s;                                       \
     }                                                                                                 \
-    v16 res[16] = {a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7};                   \
+    vf res[16] = {a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7};                    \
     for (int r = 0; r < R; r++)                                                                       \
       for (long k = 0; k < nvalid; k++) {                                                             \
-        float v = res[2 * r + k / 16][k % 16];                                                        \
+        float v = res[2 * r + k / VW][k % VW];                                                        \
         y[r * out + k] = acc ? y[r * out + k] + v : v;                                                \
       }                                                                                               \
   }
@@ -63,13 +99,28 @@ PANEL_ROWS(1)
 PANEL_ROWS(2)
 PANEL_ROWS(3)
 PANEL_ROWS(4)
+#if RMAX >= 6
 PANEL_ROWS(5)
 PANEL_ROWS(6)
+#endif
+#if RMAX >= 8
 PANEL_ROWS(7)
 PANEL_ROWS(8)
+#endif
 
 typedef void (*panel_fn)(const float *, const float *, float *, long, long, long, int);
-static const panel_fn PANEL[9] = {0, panel1, panel2, panel3, panel4, panel5, panel6, panel7, panel8};
+static const panel_fn PANEL[RMAX + 1] = {0, panel1, panel2, panel3, panel4,
+#if RMAX >= 6
+                                         panel5, panel6,
+#endif
+#if RMAX >= 8
+                                         panel7, panel8
+#endif
+};
+
+/* What native.py reads of the build: its panel width (the weights' packed layout) and its level. */
+int specviz_panel_width(void) { return PW; }
+const char *specviz_level(void) { return LEVEL; }
 
 /* Inside a parallel region, the panels split between the team: y[r, o] (=, or += when acc) W[o] . x[r]
    (+ bias[o]) for every row r and output o < out. */
@@ -79,8 +130,8 @@ static void matvec_team(const float *w, const float *bias, const float *x, float
 #pragma omp for schedule(static)
   for (long p = 0; p < panels; p++) {
     long o = p * PW, nvalid = out - o < PW ? out - o : PW;
-    for (long r0 = 0; r0 < rows; r0 += 8) {
-      long n = rows - r0 < 8 ? rows - r0 : 8;
+    for (long r0 = 0; r0 < rows; r0 += RMAX) {
+      long n = rows - r0 < RMAX ? rows - r0 : RMAX;
       PANEL[n](w + o * in, x + r0 * in, y + r0 * out + o, in, out, nvalid, acc);
     }
     if (bias)
@@ -100,10 +151,10 @@ static void rmsnorm(const float *x, const float *w, float *y, long rows, long di
   for (long r = 0; r < rows; r++) {
     const float *xr = x + r * dim;
     float *yr = y + r * dim;
-    v16 acc = (v16){0};
+    vf acc = (vf){0};
     long i = 0;
-    for (; i + 16 <= dim; i += 16) {
-      v16 v = *(const v16 *)(xr + i);
+    for (; i + VW <= dim; i += VW) {
+      vf v = *(const vf *)(xr + i);
       acc += v * v;
     }
     float ss = hsum(acc);
@@ -169,9 +220,9 @@ static void attention_team(const float *q, long q_stride, const float *k, const 
       const float *kj = K + j * hd;
       float d = 0;
       long i = 0;
-      if (hd % 16 == 0) {
-        v16 acc = (v16){0};
-        for (; i < hd; i += 16) acc += *(const v16 *)(qv + i) * *(const v16 *)(kj + i);
+      if (hd % VW == 0) {
+        vf acc = (vf){0};
+        for (; i < hd; i += VW) acc += *(const vf *)(qv + i) * *(const vf *)(kj + i);
         d = hsum(acc);
       }
       for (; i < hd; i++) d += qv[i] * kj[i];
@@ -187,7 +238,7 @@ static void attention_team(const float *q, long q_stride, const float *k, const 
       const float *vj = V + j * hd;
       for (long i = 0; i < hd; i++) o[i] += p * vj[i];
     }
-    for (long i = 0; i < hd; i++) o[i] /= sum;
+    for (long i = 0; i < hd; i++) o[i] = sum > 0 ? o[i] / sum : 0.0f; /* every key masked: zeros, not NaN */
   }
 }
 

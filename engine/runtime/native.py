@@ -2,15 +2,22 @@
 
 At 1-8 rows, the steps that decoding is made of, MKL's and oneDNN's fp32 kernels read the weights of a
 135M-parameter model at half the rate this machine can stream them (benchmarks/results/gemv-layouts.md);
-llama.cpp's vector-dot kernels reach ~78% of it. native.c streams the weights once, in panels of 32 outputs,
-against up to 8 input rows; around it, a decoder layer's small steps are fused into two calls.
+llama.cpp's vector-dot kernels reach ~78% of it. native.c streams the weights once, in panels of two vectors'
+width, against up to 6-8 input rows; around it, a decoder layer's small steps are fused into two calls.
 
-The C file is compiled once per host with the system C compiler (`-O3 -march=native -fopenmp`), into the
-specviz cache (keyed by the source, the compiler, the CPU and its flags), at the first model load: ~0.3 s,
-never in a visitor's run. It is loaded with ctypes, which releases the GIL during the call, and runs on the
-OpenMP runtime torch has already loaded (the same libgomp: one thread pool). Where there is no compiler,
-no OpenMP, another OpenMP runtime, or SPECVIZ_NATIVE=0, `library()` is None, `status()` says why, and the
-lean forward keeps to MKL and oneDNN. Which kernel runs at which row count is measured (kernels.py).
+The C file is compiled once per host with the system C compiler into the specviz cache, at the first model load
+(~0.3 s, never in a visitor's run): the host's best level first (`-march=native`; `-mcpu=native` on Arm), then
+level by level down to plain C (x86-64-v3: AVX2/FMA, v2, the baseline), each build keyed by everything that
+changes it (the source, the compiler and its version, the CPU's name and its whole flags line, the level) and
+each failure remembered under its key. `SPECVIZ_NATIVE_ARCH` (a `-march` value, e.g. `x86-64-v3`) builds that
+level alone: an AVX-512 host runs an AVX2 host's kernel. `status()` names the level built. It is loaded with
+ctypes, which releases the GIL during the call, and runs on the OpenMP runtime torch has already loaded (the same
+libgomp: one thread pool). Where there is no compiler, no OpenMP, another OpenMP runtime, or SPECVIZ_NATIVE=0,
+`library()` is None, `status()` says why, and the lean forward keeps to MKL and oneDNN. Which kernel runs at which
+row count is measured (kernels.py).
+
+Every entry point checks its tensors' dtypes, shapes, contiguity and sizes before the call: a mismatch is a
+ValueError naming the argument, never a read or write past a buffer.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -28,8 +37,13 @@ import torch
 from . import kernels
 
 SOURCE = Path(__file__).with_name("native.c")
-FLAG_SETS = (("-march=native",), ("-mcpu=native",), ())  # the first the compiler accepts
+# the levels tried, best first, per machine (the first that builds and loads): the host's own, then lower ones
+LEVELS = {
+    "x86_64": (("-march=native",), ("-march=x86-64-v3",), ("-march=x86-64-v2",), ("-march=x86-64",)),
+    "aarch64": (("-mcpu=native",), ("-march=armv8-a",), ()),
+}
 COMMON = ("-O3", "-fopenmp", "-shared", "-fPIC")
+UNUSED_DAYS = 30  # a cached build no process has loaded for this long is deleted (never one in use)
 OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
 
 _lock = threading.Lock()
@@ -59,23 +73,106 @@ def status() -> str:
     return _state["status"]
 
 
-PANEL = 32  # outputs per panel (native.c's PW)
+def level() -> str | None:
+    """The build's vector level ("avx512", "avx2", "sse", "neon", "generic"), None when none runs."""
+    lib = library()
+    return lib.specviz_level().decode() if lib is not None else None
+
+
+def panel() -> int:
+    """Outputs per panel of the build (native.c's PW: two vectors' width), the packed weights' layout."""
+    return library().specviz_panel_width()
 
 
 def pack(w: torch.Tensor) -> torch.Tensor:
-    """The native kernel's layout of an (out, in) weight: (panels, in, PANEL), panel p holding rows
-    p·PANEL .. p·PANEL + PANEL - 1 transposed, the last panel zero-padded; a new tensor (w is only read)."""
+    """The native kernel's layout of an (out, in) weight: (panels, in, P), P = panel(), panel p holding rows
+    p·P .. p·P + P - 1 transposed, the last panel zero-padded; a new tensor (w is only read)."""
     out, inner = w.shape
-    panels = -(-out // PANEL)
-    padded = torch.zeros(panels * PANEL, inner, dtype=w.dtype)
+    width = panel()
+    panels = -(-out // width)
+    padded = torch.zeros(panels * width, inner, dtype=w.dtype)
     padded[:out] = w
-    return padded.view(panels, PANEL, inner).transpose(1, 2).contiguous()
+    return padded.view(panels, width, inner).transpose(1, 2).contiguous()
+
+
+# --- the checks every entry point makes before a pointer crosses into C ----------------------------------
+
+
+def _f32(where: str, name: str, t, dims: int, contiguous: bool = True, dtype=torch.float32) -> torch.Tensor:
+    """t is a CPU tensor of `dtype` with `dims` dimensions (contiguous, or rows contiguous when `contiguous` is
+    "rows"); else a ValueError naming the argument. (The common case first, in one expression: the forward calls
+    this a few times per layer per step.)"""
+    if (
+        isinstance(t, torch.Tensor)
+        and t.dtype is dtype
+        and t.is_cpu
+        and t.dim() == dims
+        and (t.is_contiguous() if contiguous is True else contiguous != "rows" or t.stride(-1) == 1)
+    ):
+        return t
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"native.{where}: {name} must be a tensor, got {type(t).__name__}")
+    if t.dtype != dtype or t.device.type != "cpu":
+        raise ValueError(f"native.{where}: {name} must be {dtype} on the CPU, got {t.dtype} on {t.device}")
+    if t.dim() != dims:
+        raise ValueError(f"native.{where}: {name} must have {dims} dimensions, got shape {tuple(t.shape)}")
+    if contiguous is True and not t.is_contiguous():
+        raise ValueError(f"native.{where}: {name} must be contiguous, got strides {t.stride()}")
+    if contiguous == "rows" and t.dim() and t.stride(-1) != 1:
+        raise ValueError(f"native.{where}: {name}'s rows must be contiguous, got strides {t.stride()}")
+    return t
+
+
+def _want(where: str, ok: bool, what) -> None:
+    """A size condition of an entry point's arguments; a ValueError saying what() when it does not hold (the
+    message is only built then: these run on every layer of every step)."""
+    if not ok:
+        raise ValueError(f"native.{where}: {what()}")
+
+
+CHECKED = "_specviz_native_checked"  # a weight's attribute: the (inner, out) it passed (it lives as long as the tensor)
+
+
+def _packed(where: str, name: str, w, inner: int, out: int) -> None:
+    """w is pack() of an (out, inner) weight: (ceil(out / P), inner, P) contiguous fp32. A weight is checked once
+    for its (inner, out): the forward calls these on every layer of every step, and weights do not change."""
+    if getattr(w, CHECKED, None) == (inner, out):
+        return
+    _f32(where, name, w, 3)
+    width = panel()
+    want = (-(-out // width), inner, width)
+    _want(
+        where,
+        w.shape == want,
+        lambda: f"{name} must be the packed (panels, in, {width}) layout {want}, got {tuple(w.shape)}",
+    )
+    setattr(w, CHECKED, (inner, out))
+
+
+def _vector(where: str, name: str, v, n: int) -> None:
+    """v is an (n,) fp32 vector (a norm's weight, a bias): checked once per n, as weights are."""
+    if getattr(v, CHECKED, None) == (n,):
+        return
+    _f32(where, name, v, 1)
+    _want(where, v.shape[0] == n, lambda: f"{name} must have {n} entries, got {v.shape[0]}")
+    setattr(v, CHECKED, (n,))
+
+
+def _bias(where: str, bias, out: int) -> None:
+    if bias is not None:
+        _vector(where, "bias", bias, out)
 
 
 def gemv(x: torch.Tensor, w: torch.Tensor, out: int, bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (rows, in) @ W.T (+ bias) -> (rows, out); w = pack(W), fp32 on the CPU."""
+    _f32("gemv", "x", x, 2, contiguous=False)
     x = x.contiguous()
     rows, inner = x.shape
+    _want(
+        "gemv", isinstance(out, int) and out > 0, lambda: f"out must be a positive whole number, got {out!r}"
+    )
+    _packed("gemv", "w", w, inner, out)
+    _bias("gemv", bias, out)
     y = torch.empty(rows, out, dtype=w.dtype)
     library().specviz_gemv(
         w.data_ptr(),
@@ -92,6 +189,8 @@ def gemv(x: torch.Tensor, w: torch.Tensor, out: int, bias: torch.Tensor | None =
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     """transformers' LlamaRMSNorm in fp32 over the last dim of a contiguous (rows, dim) x."""
+    _f32("rms_norm", "x", x, 2)
+    _vector("rms_norm", "w", w, x.shape[1])
     y = torch.empty_like(x)
     library().specviz_rmsnorm(x.data_ptr(), w.data_ptr(), y.data_ptr(), x.shape[0], x.shape[1], eps)
     return y
@@ -100,6 +199,20 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 def rope_(x: torch.Tensor, heads: int, head_dim: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
     """Rotate the first `heads` heads of each row of x (rows, >= heads * head_dim; rows contiguous) in place;
     cos, sin (rows, head_dim) contiguous."""
+    _f32("rope_", "x", x, 2, contiguous="rows")
+    for name, t in (("cos", cos), ("sin", sin)):
+        _f32("rope_", name, t, 2)
+        _want(
+            "rope_",
+            t.shape == (x.shape[0], head_dim),
+            lambda name=name, t=t: f"{name} must be ({x.shape[0]}, {head_dim}), got {tuple(t.shape)}",
+        )
+    _want(
+        "rope_",
+        heads * head_dim <= x.shape[1],
+        lambda: f"x rows hold {x.shape[1]} values, fewer than {heads} heads of {head_dim}",
+    )
+    _want("rope_", head_dim % 2 == 0, lambda: f"head_dim must be even, got {head_dim}")
     library().specviz_rope(
         x.data_ptr(), x.shape[0], x.stride(0), heads, head_dim, cos.data_ptr(), sin.data_ptr()
     )
@@ -107,6 +220,10 @@ def rope_(x: torch.Tensor, heads: int, head_dim: int, cos: torch.Tensor, sin: to
 
 def silu_mul(gu: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up of a contiguous (rows, 2 I) gate|up -> (rows, I)."""
+    _f32("silu_mul", "gu", gu, 2)
+    _want(
+        "silu_mul", gu.shape[1] % 2 == 0, lambda: f"gu must hold gate|up (an even width), got {gu.shape[1]}"
+    )
     rows, inter = gu.shape[0], gu.shape[1] // 2
     y = torch.empty(rows, inter, dtype=gu.dtype)
     library().specviz_silu_mul(gu.data_ptr(), y.data_ptr(), rows, inter, torch.get_num_threads())
@@ -119,7 +236,8 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
     q (T, >= heads * D) rows contiguous (the fused qkv output, heads first); keys, values the live (1, KV, L, D)
     views of the cache's buffers; mask None (causal: query t sees slots <= start + t) or a contiguous uint8
     (T, L), nonzero = may attend. -> (T, heads * D), the o projection's input."""
-    _, kv_heads, length, hd = keys.shape
+    _, kv_heads, length, hd = _check_cache("attention", keys, values)
+    _check_queries("attention", q, heads, kv_heads, hd, mask, start, length)
     t, threads = q.shape[0], torch.get_num_threads()
     out = torch.empty(t, heads * hd, dtype=q.dtype)
     scratch = torch.empty(threads * length, dtype=torch.float32)
@@ -138,9 +256,39 @@ def layer_qkv(
     bias if it has one), RoPE on the first `rotated` heads. x (T, H); cos, sin (T, D) -> qkv (T, width), the
     last 2 KV heads of each row its key then value heads. cache: None, or the (1, KV, max_len, D) key and value
     buffers the T keys and values are written into at slots slot..slot+T-1 (the caller checked the room; contiguous
-    fp32 of one sequence, as PointerLayer allocates them for the fused path's fp32, one-sequence input: not
-    checked here, on every layer of every step)."""
+    fp32 of one sequence, as PointerLayer allocates them)."""
+    _f32("layer_qkv", "x", x, 2)
     t, hidden = x.shape
+    _vector("layer_qkv", "w_in", w_in, hidden)
+    _packed("layer_qkv", "w_qkv", w_qkv.w, hidden, w_qkv.out_features)
+    _bias("layer_qkv", w_qkv.bias, w_qkv.out_features)
+    for name, c in (("cos", cos), ("sin", sin)):
+        _f32("layer_qkv", name, c, 2)
+        _want(
+            "layer_qkv",
+            c.shape == (t, head_dim),
+            lambda name=name, c=c: f"{name} must be ({t}, {head_dim}), got {tuple(c.shape)}",
+        )
+    _want(
+        "layer_qkv",
+        0 < rotated and rotated * head_dim <= w_qkv.out_features and head_dim % 2 == 0,
+        lambda: f"{rotated} rotated heads of {head_dim} do not fit a row of {w_qkv.out_features}",
+    )
+    if cache is not None:
+        _, nkv, max_len, hd = _check_cache("layer_qkv", *cache)
+        _want("layer_qkv", hd == head_dim, lambda: f"the cache's head_dim is {hd}, not {head_dim}")
+        _want(
+            "layer_qkv",
+            isinstance(slot, int) and 0 <= slot and slot + t <= max_len,
+            lambda: f"slots {slot}..{slot + t - 1} are outside the cache's {max_len}",
+        )
+        _want(
+            "layer_qkv",
+            nkv <= rotated and (rotated + nkv) * head_dim <= w_qkv.out_features,
+            lambda: (
+                f"a row of {w_qkv.out_features} holds no {nkv} key and value heads after {rotated - nkv} query heads"
+            ),
+        )
     qkv, h = torch.empty(t, w_qkv.out_features, dtype=x.dtype), torch.empty_like(x)  # h: the normed x
     kc, vc = cache if cache is not None else (None, None)
     library().specviz_layer_qkv(
@@ -159,10 +307,27 @@ def layer_rest(
     live keys/values (1, KV, L, D) (mask as in attention()), the o product added to x, RMSNorm, gate/up, the
     SiLU gate, the down product added to x. w_o, w_gu, w_down: Weights in the native layout. length: L when
     keys and values are the cache's whole (1, KV, max_len, D) buffers (their first L slots live)."""
+    _f32("layer_rest", "x", x, 2)
     t, hidden = x.shape
-    _, kv_heads, live, hd = keys.shape
+    _, kv_heads, live, hd = _check_cache("layer_rest", keys, values)
     length = live if length is None else length
+    _want(
+        "layer_rest",
+        isinstance(length, int) and 0 < length <= live,
+        lambda: f"length must be 1..{live}, got {length!r}",
+    )
+    _check_queries("layer_rest", qkv, heads, kv_heads, hd, mask, start, length)
+    _want("layer_rest", qkv.shape[0] == t, lambda: f"qkv has {qkv.shape[0]} rows, x {t}")
     inter, threads = w_down.in_features, torch.get_num_threads()
+    _packed("layer_rest", "w_o", w_o.w, heads * hd, hidden)
+    _packed("layer_rest", "w_gu", w_gu.w, hidden, 2 * inter)
+    _packed("layer_rest", "w_down", w_down.w, inter, hidden)
+    _vector("layer_rest", "w_post", w_post, hidden)
+    _want(
+        "layer_rest",
+        w_o.bias is None and w_gu.bias is None and w_down.bias is None,
+        lambda: "w_o, w_gu, w_down must have no bias",
+    )
     ws = torch.empty(t * (heads * hd + hidden + 3 * inter) + threads * length, dtype=torch.float32)
     library().specviz_layer_rest(
         x.data_ptr(), qkv.data_ptr(), qkv.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1), length,
@@ -170,6 +335,57 @@ def layer_rest(
         w_o.w.data_ptr(), w_post.data_ptr(), eps, w_gu.w.data_ptr(), w_down.w.data_ptr(), ws.data_ptr(),
         ctypes.c_float(hd**-0.5), threads,
     )  # fmt: skip
+
+
+def _check_cache(where: str, keys, values) -> tuple:
+    """keys and values: a cache's (1, KV, L, D) fp32 views of one sequence, each head's slots contiguous; their
+    shape."""
+    for name, t in (("keys", keys), ("values", values)):
+        _f32(where, name, t, 4, contiguous=False)
+        _want(
+            where, t.shape[0] == 1, lambda name=name, t=t: f"{name} must hold one sequence, got {t.shape[0]}"
+        )
+        _want(
+            where,
+            t.stride(3) == 1 and t.stride(2) == t.shape[3],
+            lambda name=name, t=t: f"{name}' slots must be contiguous, got strides {t.stride()}",
+        )
+    _want(
+        where,
+        keys.shape == values.shape and keys.stride() == values.stride(),
+        lambda: f"keys {tuple(keys.shape)} and values {tuple(values.shape)} differ",
+    )
+    return tuple(keys.shape)
+
+
+def _check_queries(where: str, q, heads: int, kv_heads: int, hd: int, mask, start: int, length: int) -> None:
+    """q (T, >= heads * hd) rows contiguous; heads a multiple of the KV heads; the mask (T, length) uint8, or a
+    causal call whose T new slots start..start+T-1 lie among the length keys."""
+    _f32(where, "q", q, 2, contiguous="rows")
+    t = q.shape[0]
+    _want(
+        where,
+        heads * hd <= q.shape[1],
+        lambda: f"q rows hold {q.shape[1]} values, fewer than {heads} heads of {hd}",
+    )
+    _want(
+        where,
+        heads > 0 and heads % kv_heads == 0,
+        lambda: f"{heads} heads are not a multiple of {kv_heads} KV heads",
+    )
+    if mask is None:
+        _want(
+            where,
+            0 <= start and start + t <= length,
+            lambda: f"causal slots {start}..{start + t - 1} are outside the {length} keys",
+        )
+    else:
+        _f32(where, "mask", mask, 2, dtype=torch.uint8)
+        _want(
+            where,
+            tuple(mask.shape) == (t, length),
+            lambda: f"mask must be ({t}, {length}), got {tuple(mask.shape)}",
+        )
 
 
 def _load():
@@ -209,24 +425,56 @@ def _load():
     for name, argtypes in signatures.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = None, argtypes
-    return lib, how
+    lib.specviz_panel_width.restype, lib.specviz_panel_width.argtypes = ctypes.c_int, []
+    lib.specviz_level.restype, lib.specviz_level.argtypes = ctypes.c_char_p, []
+    return lib, f"{how} ({lib.specviz_level().decode()}, panels of {lib.specviz_panel_width()})"
+
+
+def candidates(machine: str | None = None, arch: str | None = None) -> tuple:
+    """The compiler flags tried, best level first: SPECVIZ_NATIVE_ARCH's -march alone when it is set, else the
+    machine's levels (LEVELS), plain C where it has none."""
+    arch = os.environ.get("SPECVIZ_NATIVE_ARCH") if arch is None else arch
+    if arch:
+        return ((f"-march={arch}",),)
+    return LEVELS.get(machine or platform.machine(), ((),))
+
+
+def flags_line() -> str:
+    """The CPU's whole flags line (/proc/cpuinfo's "flags" or "Features"): everything -march=native reads."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    return next((x for x in text.splitlines() if x.lower().startswith(("flags", "features"))), "")
+
+
+def build_key(
+    source: bytes, compiler: str, version: str, cpu: str, flags: str, machine: str, level: tuple
+) -> str:
+    """The cache name of one build: a digest of everything that changes the library."""
+    parts = [source.hex(), compiler, version, cpu, flags, machine, *level]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def _build(compiler: str) -> tuple[Path, str]:
-    """Compile native.c for this host into the cache (once: the file is keyed by everything that changes it)."""
+    """Compile native.c for this host into the cache at the best level that builds (a cached build, or a failure
+    remembered under its key, is not compiled again)."""
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=30).stdout
-    source = SOURCE.read_bytes()
-    key = [source.hex(), compiler, version, kernels.cpu_name(), *kernels.cpu_flags(), os.uname().machine]
-    digest = hashlib.sha256("\n".join(key).encode()).hexdigest()[:16]
-    path = kernels.CACHE_DIR / f"native-{digest}.so"
-    name = Path(compiler).name
+    source, machine, name = SOURCE.read_bytes(), platform.machine(), Path(compiler).name
+    kernels.CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    _prune_unused()
     errors = []
-    for flags in FLAG_SETS:
+    for flags in candidates(machine):
+        digest = build_key(source, compiler, version, kernels.cpu_name(), flags_line(), machine, flags)
+        path = kernels.CACHE_DIR / f"native-{digest}.so"
         how = " ".join([name, *COMMON[:2], *flags])
-        marker = path.with_suffix(".flags")
-        if path.exists() and marker.exists() and marker.read_text() == how:
+        failed = path.with_suffix(".failed")
+        if failed.exists():  # this level does not build here: remembered
+            errors.append(failed.read_text(errors="replace"))
+            continue
+        if path.exists():
+            os.utime(path)  # in use: not pruned
             return path, how
-        kernels.CACHE_DIR.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         done = subprocess.run(
             [compiler, *COMMON, *flags, str(SOURCE), "-o", str(tmp)],
@@ -236,19 +484,22 @@ def _build(compiler: str) -> tuple[Path, str]:
         )
         if done.returncode == 0:
             tmp.replace(path)
-            marker.write_text(how)
-            _remove_stale(path)
             return path, how
-        errors.append(done.stderr)
         tmp.unlink(missing_ok=True)
-    raise OSError(errors[-1] or "the compiler failed")
+        failed.write_text(f"{how}: {done.stderr.strip()[-2000:]}")
+        errors.append(failed.read_text())
+    raise OSError(errors[-1] if errors else "the compiler failed")
 
 
-def _remove_stale(keep: Path) -> None:
-    """Builds of earlier sources or compilers (a process that loaded one keeps its mapping)."""
-    for old in keep.parent.glob("native-*"):
-        if old.stem != keep.stem and old.suffix in (".so", ".flags"):
-            old.unlink(missing_ok=True)
+def _prune_unused() -> None:
+    """Delete cached builds (of any checkout, any source) that no process has loaded for UNUSED_DAYS."""
+    cutoff = time.time() - UNUSED_DAYS * 86400
+    for old in kernels.CACHE_DIR.glob("native-*"):
+        try:
+            if old.suffix in (".so", ".failed") and old.stat().st_mtime < cutoff:
+                old.unlink(missing_ok=True)
+        except OSError:
+            continue
 
 
 def _openmp_runtimes() -> set[str]:

@@ -1,0 +1,131 @@
+"""native.c at each vector level on this host, side by side: t(n) against the memory floor and greedy AR through
+Engine.generate, one process per level (a process loads one build), the levels alternating round after round.
+
+    python -m benchmarks forward levels [--levels native,x86-64-v3] [--rounds 3] [--threads 1,2]
+
+Each child builds native.c at its level (SPECVIZ_NATIVE_ARCH), loads the embedded target's lean forward (its kernel
+plan measured for that build), then per thread count: t(n) for n = 1..17 new tokens after --context cached ones
+(median of 3), each divided by the floor at the read rate measured just before it (a stream over as many bytes as
+the weights, best of 3: the memory floor of that moment), and AR through Engine.generate (greedy, --tokens new
+tokens, best of 2): tokens/s of the whole run, and the share of the bandwidth bound a decode step reached (one read
+of the weights at the read rate measured after the t(n) ÷ the run's measured step time). The table: per level and thread count, the median
+over rounds of each figure; the AR tokens must be identical across levels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+NS = (1, 2, 3, 4, 5, 9, 17)
+PROMPT = "Write a short story about a lighthouse keeper and a storm, in five sentences."
+
+
+def child(threads: list[int], context: int, tokens: int) -> dict:
+    """This process's level: {"level", "status", threads: {"t": {n: ms}, "ratio": {n: t ÷ floor}, "ar": tok/s,
+    "bound": tok/s at the read rate, "ids": the AR tokens}}."""
+    import torch
+
+    from engine import Engine, GenerationConfig, costmodel, load_model
+    from engine.runtime import native, roofline
+    from engine.runtime.cache import KVCache
+    from engine.runtime.threads import torch_threads
+
+    target = load_model("embedded")
+    engine = Engine(target, "ngram")
+    forward = engine.forward
+    costs = roofline.costs_of(forward)
+    ids = torch.randint(0, 40000, (1, context + max(NS)), generator=torch.Generator().manual_seed(0))
+    out = {"level": native.level(), "status": native.status()}
+    for th in threads:
+        with torch_threads(th), torch.inference_mode():
+            blob = torch.rand(int(costs["weight_bytes"]) // 4)
+            cache = KVCache.for_model(target.model, context + max(NS) + 1)
+            forward(ids[:, :context], cache, logits_to_keep=1)
+            t_ms, ratio = {}, {}
+            for n in NS:
+                rate = roofline.read_rate(blob, reps=3)
+                times = []
+                for _ in range(3):
+                    t = time.perf_counter()
+                    forward(ids[:, context : context + n], cache, logits_to_keep=n)
+                    times.append(time.perf_counter() - t)
+                    cache.truncate(context)
+                t_ms[n] = statistics.median(times) * 1e3
+                floor = max(costmodel.floors(n, context, {**costs, "bandwidth": rate})) * 1e3
+                ratio[n] = t_ms[n] / floor
+            rate = roofline.read_rate(blob, reps=3)
+            del blob
+            cfg = GenerationConfig(gamma=4, max_new_tokens=tokens)
+            best, step, said = 0.0, float("inf"), None
+            for _ in range(2):  # AR: the engine's own baseline lane
+                events = list(engine.generate(PROMPT, cfg, mode="ar"))
+                fin = next(e for e in events if e.kind == "finished")
+                best = max(best, fin.summary["tokens_per_s"])
+                step = min(step, fin.summary["target_step_s"])  # a decode step's measured time
+                said = fin.token_ids
+        floor_s = costs["weight_bytes"] / rate  # one read of the weights at the moment's rate
+        out[th] = {"t": t_ms, "ratio": ratio, "ar": best, "share": floor_s / step, "ids": said}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--levels", default="native,x86-64-v3", help="-march values ('native': the host's own)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--context", type=int, default=300)
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    if args.child:
+        print(json.dumps(child(threads, args.context, args.tokens)))
+        return 0
+    levels = [lv.strip() for lv in args.levels.split(",")]
+    results: dict = {lv: [] for lv in levels}
+    for r in range(args.rounds):
+        for lv in levels if r % 2 == 0 else levels[::-1]:
+            env = dict(os.environ, SPECVIZ_NATIVE_ARCH="" if lv == "native" else lv)
+            cmd = [sys.executable, "-m", "benchmarks", "forward", "levels", "--child", "--threads", args.threads,
+                   "--context", str(args.context), "--tokens", str(args.tokens)]  # fmt: skip
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+            if done.returncode:
+                print(done.stderr[-3000:], file=sys.stderr)
+                return 2
+            results[lv].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"round {r + 1}, {lv}: {results[lv][-1]['status']}", flush=True)
+    from benchmarks.common import host_line
+
+    print(
+        f"\n{host_line()}; {args.rounds} rounds, levels alternating; t(n) ÷ the floor at the read rate of its moment\n"
+    )
+    print(
+        "| level | threads | t(1) ms | t(n)/floor n = "
+        + ", ".join(map(str, NS))
+        + " | AR tok/s | a decode step ÷ its floor⁻¹ |"
+    )
+    print("|---|---|---|---|---|---|")
+    ids = set()
+    for lv, runs in results.items():
+        for th in threads:
+            key = str(th)
+            med = lambda f, key=key, runs=runs: statistics.median(f(run[key]) for run in runs)  # noqa: E731
+            ratios = ", ".join(f"{med(lambda x, n=n: x['ratio'][str(n)]):.2f}" for n in NS)
+            ar = med(lambda x: x["ar"])
+            bound = med(lambda x: x["share"])
+            print(
+                f"| {runs[0]['level']} ({lv}) | {th} | {med(lambda x: x['t']['1']):.1f} | {ratios} | {ar:.1f} | {bound:.0%} |"
+            )
+            ids |= {tuple(run[key]["ids"]) for run in runs}
+    print(f"\nAR outputs identical across levels, threads and rounds: {len(ids) == 1}")
+    return 0 if len(ids) == 1 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
