@@ -37,8 +37,8 @@ BATCH = "\n".join(f"Count from {k} to {k + 12}, separated by commas." for k in r
 
 
 def run_values(pair: str, drafter: str, prompt: str, **kw) -> list:
-    """The run endpoint's inputs (Controls order, then the session state)."""
-    return [*Controls(pair=pair, drafter=drafter, prompt=prompt, max_new=24, **kw).values(), None]
+    """The run endpoint's inputs (Controls order, then the session's run and its history: states the server holds)."""
+    return [*Controls(pair=pair, drafter=drafter, prompt=prompt, max_new=24, **kw).values(), None, None]
 
 
 def largest_trace(folder: Path) -> Path:
@@ -70,7 +70,7 @@ def cycle(url: str, trace: Path) -> list[str]:
     call(
         "drift",
         "measure_drift",
-        run_values(av.EMBEDDED_PAIR, "ngram", PROMPT, temperature=1.0, accept="typical:0.09,0.3")[:-1],
+        run_values(av.EMBEDDED_PAIR, "ngram", PROMPT, temperature=1.0, accept="typical:0.09,0.3")[:-2],
     )
     return errors
 
