@@ -332,9 +332,14 @@
     document.querySelectorAll(".sv-tour-layer").forEach(function (n) { n.remove(); });
     TOUR_VIEWS.forEach(function (v) { var b = viewBody(v); if (b) b.style.display = ""; });
   }
+  function setPrompt(box, text) { box.value = text; box.dispatchEvent(new Event("input", { bubbles: true })); }
   function endTour(handOver) {  /* handOver: the last frame's caption (Skip, the end); else the caption goes */
     var d = readTour();
-    if (tour) { clearTimeout(tour.timer); tour.watch.disconnect(); }
+    if (tour) {
+      clearTimeout(tour.timer); tour.watch.disconnect();
+      var box = document.querySelector("#prompt textarea");  /* a replay over the visitor's run: their prompt back */
+      if (tour.prompt !== null && box && d && box.value === d.prompt) setPrompt(box, tour.prompt);
+    }
     tour = null;
     clearLayers();
     if (d) setCaption(handOver ? d.texts[d.frames[d.frames.length - 1].caption] : d.texts[d.empty]);
@@ -353,11 +358,11 @@
       var b = viewBody(v);
       if (b) watch.observe(b, { childList: true, subtree: true, characterData: true });
     });
-    tour = { i: 0, timer: null, watch: watch };
+    tour = { i: 0, timer: null, watch: watch, prompt: null };
     var prompt = document.querySelector("#prompt textarea");  /* the recorded run's prompt, as Gradio's own value */
     if (prompt && prompt.value !== d.prompt) {
-      prompt.value = d.prompt;
-      prompt.dispatchEvent(new Event("input", { bubbles: true }));
+      tour.prompt = prompt.value;  /* the visitor's, given back when the tour ends on their own run */
+      setPrompt(prompt, d.prompt);
     }
     (function next() {
       if (!tour) return;
@@ -393,6 +398,8 @@
     return { at: n ? +n.value : 0, last: r ? +r.max : 0 };
   }
   function stopPlay() { if (playing) { clearTimeout(playing); playing = null; } }
+  /* One step: wait round at+1's time ÷ speed, press Next, then wait (up to 10 s) for the round to move; a Next
+     that does not move it (the session's run is shorter than the slider says: it expired) ends Play. */
   function playStep() {
     var s = replayAt(), stream = document.querySelector("#stream .specviz-stream:not(.sv-empty)");
     if (!stream || s.at >= s.last) { stopPlay(); return; }
@@ -404,7 +411,13 @@
       var next = document.querySelector("#next");
       if (!playing || !next) return;
       next.click();
-      playing = setTimeout(playStep, 60);
+      var pressed = Date.now();
+      (function moved() {
+        if (!playing) return;
+        if (replayAt().at !== s.at) { playStep(); return; }
+        if (Date.now() - pressed > 10000) { stopPlay(); return; }
+        playing = setTimeout(moved, 60);
+      })();
     }, wait * 1000);
   }
   document.addEventListener("click", function (e) {

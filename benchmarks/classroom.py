@@ -6,8 +6,9 @@ minute of a visit, and one hostile client flooding the queue beside them:
 Each visitor, in its own session, does what the page's browser does: loads the page and its config (the tour
 then plays in the browser: no request), presses Generate on the default example (the page's first step answers
 from the start-up recording, no queue place), then runs one prompt of its own with the default drafter (ngram,
-64 new tokens) through the queue, reading its stream. The flooder, from the same address (a school's NAT looks
-the same), sends `--flood` joins with fresh session hashes every 2 s and never reads. Printed: refusals, errors,
+64 new tokens) through the queue, reading its stream; its page's heartbeat stream is open throughout, as a browser
+tab's is. The flooder, from the same address (a school's NAT looks the same), sends `--flood` joins with fresh
+session hashes every 2 s, never reads and holds no page open. Printed: refusals, errors,
 each visitor's wait + completion of its own run (percentiles), the server's RSS, what the flood got.
 """
 
@@ -58,6 +59,35 @@ def body(fn: int, data: list, session: str) -> bytes:
     ).encode()
 
 
+class Page:
+    """What an open page holds: its session's heartbeat stream (Gradio's frontend opens /heartbeat/<session> on
+    load and keeps it while the tab is open), on a thread until the visit ends."""
+
+    def __init__(self, api: str, session: str):
+        self.api, self.session, self.ready, self.response = api, session, threading.Event(), None
+
+    def hold(self) -> None:
+        try:
+            with (
+                httpx.Client(timeout=None) as http,
+                http.stream("GET", f"{self.api}heartbeat/{self.session}") as r,
+            ):
+                self.response = r
+                for _ in r.iter_lines():
+                    self.ready.set()
+        except httpx.HTTPError:
+            self.ready.set()
+
+    def __enter__(self):
+        threading.Thread(target=self.hold, daemon=True).start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        if self.response is not None:
+            self.response.close()
+
+
 def visitor(url: str, ids: dict, k: int, start_at: float, out: list) -> None:
     """One visitor's first minute; appends its record to `out`."""
     rec = {"visitor": k, "refused": None, "error": None, "recorded": False}
@@ -70,6 +100,7 @@ def visitor(url: str, ids: dict, k: int, start_at: float, out: list) -> None:
             http.get(url).raise_for_status()  # the page
             http.get(f"{url}config").raise_for_status()  # its config: the tour's frames, the recorded run
             rec["page_s"] = time.monotonic() - t0
+            page = Page(api, session).__enter__()  # the open tab
             # the default example, then Generate: the page's first step, answered without a queue place
             _, prompt, drafter, _ = av.EXAMPLES[0]
             example = Controls(drafter=drafter, race=True, prompt=prompt).values()
@@ -108,6 +139,8 @@ def visitor(url: str, ids: dict, k: int, start_at: float, out: list) -> None:
     except httpx.HTTPError as e:
         rec["error"] = f"{type(e).__name__}: {e}"[:160]
     finally:
+        if "page" in locals():
+            page.__exit__(None, None, None)
         out.append(rec)
 
 

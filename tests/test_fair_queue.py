@@ -89,21 +89,48 @@ class Reader:
         return any(m.get("msg") == "process_completed" and m.get("success") for m in self.messages)
 
 
-def test_a_flood_that_never_reads_holds_no_place_and_never_runs(server):
-    """50 joins with fresh session hashes from one address, never reading: at most SPECVIZ_UNREAD_PER_CLIENT (4)
-    wait at once (each new one drops the oldest; before: 48 accepted, then 'Queue is full' for everyone), none of
-    them runs, and a visitor behind the same address who reads is served at once; the unread ones are dropped after
-    SPECVIZ_CONFIRM_S."""
-    api, ids, _ = server
+class Heartbeat:
+    """A page holding its session open (Gradio's frontend and gradio_client open /heartbeat/<session> on load and
+    keep it): present until the context ends."""
+
+    def __init__(self, api, session: str):
+        self.api, self.session, self.ready, self.response = api, session, threading.Event(), None
+
+    def hold(self):
+        with (
+            httpx.Client(timeout=None) as http,
+            http.stream("GET", f"{self.api}heartbeat/{self.session}") as r,
+        ):
+            self.response = r
+            for _ in r.iter_lines():
+                self.ready.set()
+
+    def __enter__(self):
+        threading.Thread(target=self.hold, daemon=True).start()
+        assert self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        self.response.close()
+
+
+def test_a_flood_that_never_reads_is_refused_alone_and_never_runs(server):
+    """50 joins with fresh session hashes from one address, never reading and holding no page open: at most
+    SPECVIZ_UNREAD_PER_CLIENT (4) wait, the rest are refused naming the setting (before: 48 accepted, then 'Queue is
+    full' for everyone); none of them runs; a visitor behind the same address whose page is open is admitted all the
+    same (the oldest unread job makes room) and served at once; the unread ones go after SPECVIZ_CONFIRM_S."""
+    api, ids, demo = server
     GATE.set()
-    for i in range(50):
-        assert join(api, ids["work"], f"flood-{i}", f"flood {i}").status_code == 200
-    queue = fq.GradioQueue(server[2])
+    codes = [join(api, ids["work"], f"flood-{i}", f"flood {i}") for i in range(50)]
+    assert [c.status_code for c in codes[:4]] == [200] * 4 and {c.status_code for c in codes[4:]} == {429}
+    assert "SPECVIZ_UNREAD_PER_CLIENT" in codes[-1].json()["detail"]
+    queue = fq.GradioQueue(demo)
     assert len(queue.waiting()) == 4 and not queue.running()
-    assert fq.place_of(server[2]) == ""  # unread jobs hold no place: a visitor is told no line (not "5th")
-    assert join(api, ids["work"], "visitor", "mine").status_code == 200
-    reader = Reader(api, "visitor")
-    assert reader.completed()
+    assert fq.place_of(demo) == ""  # unread jobs hold no place: a visitor is told no line (not "5th")
+    with Heartbeat(api, "visitor"):
+        assert join(api, ids["work"], "visitor", "mine").status_code == 200
+        reader = Reader(api, "visitor")
+        assert reader.completed()
     assert CALLS == ["mine"]  # the flood's jobs waited unread and never started
     time.sleep(3.5)  # past SPECVIZ_CONFIRM_S: the unread jobs are gone
     assert CALLS == ["mine"] and not queue.waiting()

@@ -363,3 +363,19 @@ def test_the_aarch64_path_cross_compiles_and_computes_under_an_emulator(tmp_path
         timeout=300,
     )
     assert done.returncode == 0 and done.stdout.startswith("neon "), done.stdout + done.stderr
+
+
+@pytest.mark.skipif(native.platform.machine() != "x86_64", reason="an x86 level")
+def test_a_level_above_this_cpu_is_not_loaded(monkeypatch):
+    """SPECVIZ_NATIVE_ARCH asking for a level this CPU lacks (AVX-512 on an AVX2 host) builds, but is not loaded:
+    status() says which flags are missing (it would die with an illegal instruction on its first call)."""
+    saved = dict(native._state)
+    try:
+        native._state.clear()
+        monkeypatch.setenv("SPECVIZ_NATIVE_ARCH", "skylake-avx512")
+        monkeypatch.setattr(native, "flags_line", lambda: "flags\\t: fpu sse2 avx2 fma")
+        assert native.library() is None
+        assert "cannot run" in native.status() and "avx512f" in native.status()
+    finally:
+        native._state.clear()
+        native._state.update(saved)

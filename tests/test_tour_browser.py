@@ -104,8 +104,8 @@ def test_an_example_or_a_setting_changed_mid_tour_stops_it(browser, app_url):
     page.wait_for_selector(ENDED, state="attached", timeout=15_000)
     page.wait_for_timeout(8000)
     assert page.locator(PLAYING).count() == 0 and gamma.input_value() == "6"
-    # the tour's, left where it stopped
-    assert page.locator("#prompt textarea").input_value() == t.TOUR_PROMPT
+    # the visitor's prompt is given back with their run (the replay had shown the tour's)
+    assert page.locator("#prompt textarea").input_value() == example
     page.close()
 
 
@@ -170,3 +170,14 @@ def test_the_default_example_is_served_from_the_start_up_recording_then_live(bro
     expect(page.locator("#summary .sv-recorded")).to_have_count(0)
     assert len(joins) == 1
     page.close()
+    # a second visitor gets the same recording, whole: its replay slider at the last round, its trace to download
+    # (the shared outputs were consumed by Gradio on the first serve)
+    other = open_page(browser, app_url, tour=False)
+    other.locator("#examples button.gallery-item").nth(0).click()
+    expect(other.locator("#prompt textarea")).to_have_value(av.EXAMPLES[0][1])
+    other.click("#generate")
+    expect(other.locator("#summary .sv-recorded")).to_contain_text("Recorded at start-up on this host")
+    expect(other.locator("#download")).to_be_enabled()
+    rounds = other.locator("#stream .specviz-stream").get_attribute("data-rounds")
+    assert other.locator("#round input[type=number]").first.input_value() == rounds
+    other.close()

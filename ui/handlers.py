@@ -33,6 +33,7 @@ from engine.config import MAX_BATCH, MAX_GAMMA
 from engine.decode.drift import drift_job
 from engine.drafters.heads import heads_pending
 from engine.drafters.suffix import MAX_HISTORY_TOKENS, History
+from engine.events import write_trace
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
 from specviz.drift import drift_progress_html, sampled_drift_html
@@ -45,6 +46,7 @@ from ui.uploads import Limits, scope_identity
 ROUND_END = ("round_timed", "finished")  # the views refresh once per round
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
 TRACE_DIR = Path(tempfile.gettempdir()) / "specviz-traces"  # trace files for the download button, pruned
+RECORDING_DIR = Path(tempfile.gettempdir()) / "specviz-recording"  # the start-up recording's trace (one file)
 GRADIO_CACHE = Path(gradio_utils.get_upload_folder())  # Gradio's own copies of uploads and served downloads
 
 
@@ -586,9 +588,26 @@ def start_run(line: str, *values):
     except TypeError:  # not the page's own values: the run's own check answers them
         same = False
     if same and not (isinstance(state, bytes) and state == rec.state):
-        return (*idle_buttons(), True, *rec)
+        return (*idle_buttons(), True, *served_recording())
     run, stop, summary = running_buttons(line)
     return (run, stop, False, *RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=summary))
+
+
+def served_recording() -> RunOutputs:
+    """The recording's outputs for one visitor: fresh updates each time (Gradio changes an update dict as it sends
+    it), its trace file written again if it is gone (RECORDING_DIR is not pruned, but a temp folder may be)."""
+    rec, events = RECORDED["outputs"], guard.unpack(RECORDED["outputs"].state)
+    path = RECORDED.get("trace")
+    if path is None or not Path(path).exists():
+        RECORDING_DIR.mkdir(parents=True, exist_ok=True)
+        path = str(RECORDING_DIR / "specviz-trace-recorded.json")
+        write_trace(path, events)
+        RECORDED["trace"] = path
+    rounds = guard.replay_rounds(guard.runs(rec.state))
+    return rec._replace(
+        slider=gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0),
+        download=gr.update(value=path, interactive=True),
+    )
 
 
 def live_or_served(served: bool):

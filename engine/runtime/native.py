@@ -44,6 +44,7 @@ LEVELS = {
 }
 COMMON = ("-O3", "-fopenmp", "-shared", "-fPIC")
 UNUSED_DAYS = 30  # a cached build no process has loaded for this long is deleted (never one in use)
+NEEDS = {"avx512": {"avx512f"}, "avx2": {"avx2", "fma"}}  # the CPU flags a level's build runs on (x86)
 OPENMP_RUNTIMES = ("libgomp", "libiomp", "libomp")
 
 _lock = threading.Lock()
@@ -427,7 +428,11 @@ def _load():
         fn.restype, fn.argtypes = None, argtypes
     lib.specviz_panel_width.restype, lib.specviz_panel_width.argtypes = ctypes.c_int, []
     lib.specviz_level.restype, lib.specviz_level.argtypes = ctypes.c_char_p, []
-    return lib, f"{how} ({lib.specviz_level().decode()}, panels of {lib.specviz_panel_width()})"
+    level = lib.specviz_level().decode()
+    lacks = sorted(NEEDS.get(level, set()) - set(flags_line().split(":", 1)[-1].split()))
+    if lacks and platform.machine() == "x86_64":  # SPECVIZ_NATIVE_ARCH above this CPU: it would die on a call
+        return None, f"not used: built for {level}, which this CPU cannot run (it lacks {', '.join(lacks)})"
+    return lib, f"{how} ({level}, panels of {lib.specviz_panel_width()})"
 
 
 def candidates(machine: str | None = None, arch: str | None = None) -> tuple:
@@ -473,21 +478,32 @@ def _build(compiler: str) -> tuple[Path, str]:
             errors.append(failed.read_text(errors="replace"))
             continue
         if path.exists():
-            os.utime(path)  # in use: not pruned
+            try:
+                os.utime(path)  # in use: not pruned
+            except OSError:  # a cache folder this process may read but not write
+                pass
             return path, how
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        done = subprocess.run(
-            [compiler, *COMMON, *flags, str(SOURCE), "-o", str(tmp)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        try:
+            done = subprocess.run(
+                [compiler, *COMMON, *flags, str(SOURCE), "-o", str(tmp)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except subprocess.TimeoutExpired:
+            tmp.unlink(missing_ok=True)
+            raise
         if done.returncode == 0:
             tmp.replace(path)
             return path, how
         tmp.unlink(missing_ok=True)
-        failed.write_text(f"{how}: {done.stderr.strip()[-2000:]}")
-        errors.append(failed.read_text())
+        message = f"{how}: {done.stderr.strip()[-2000:]}"
+        if (
+            "error:" in done.stderr
+        ):  # the compiler refused this level (a lack of memory or disk is not remembered)
+            failed.write_text(message)
+        errors.append(message)
     raise OSError(errors[-1] if errors else "the compiler failed")
 
 
