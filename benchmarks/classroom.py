@@ -25,7 +25,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.app_server import fn_index, serve_app
+from tests.app_server import OpenPage, fn_index, serve_app
 from ui import app_views as av
 from ui.controls import Controls
 
@@ -59,35 +59,6 @@ def body(fn: int, data: list, session: str) -> bytes:
     ).encode()
 
 
-class Page:
-    """What an open page holds: its session's heartbeat stream (Gradio's frontend opens /heartbeat/<session> on
-    load and keeps it while the tab is open), on a thread until the visit ends."""
-
-    def __init__(self, api: str, session: str):
-        self.api, self.session, self.ready, self.response = api, session, threading.Event(), None
-
-    def hold(self) -> None:
-        try:
-            with (
-                httpx.Client(timeout=None) as http,
-                http.stream("GET", f"{self.api}heartbeat/{self.session}") as r,
-            ):
-                self.response = r
-                for _ in r.iter_lines():
-                    self.ready.set()
-        except httpx.HTTPError:
-            self.ready.set()
-
-    def __enter__(self):
-        threading.Thread(target=self.hold, daemon=True).start()
-        self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc):
-        if self.response is not None:
-            self.response.close()
-
-
 def visitor(url: str, ids: dict, k: int, start_at: float, out: list) -> None:
     """One visitor's first minute; appends its record to `out`."""
     rec = {"visitor": k, "refused": None, "error": None, "recorded": False}
@@ -100,7 +71,7 @@ def visitor(url: str, ids: dict, k: int, start_at: float, out: list) -> None:
             http.get(url).raise_for_status()  # the page
             http.get(f"{url}config").raise_for_status()  # its config: the tour's frames, the recorded run
             rec["page_s"] = time.monotonic() - t0
-            page = Page(api, session).__enter__()  # the open tab
+            page = OpenPage(api, session).__enter__()  # the open tab
             # the default example, then Generate: the page's first step, answered without a queue place
             _, prompt, drafter, _ = av.EXAMPLES[0]
             example = Controls(drafter=drafter, race=True, prompt=prompt).values()

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -182,3 +183,35 @@ def set_number(page, elem_id: str, value) -> None:
         page.wait_for_timeout(300)
         if box.input_value() == str(value):
             return
+
+
+class OpenPage:
+    """What an open page holds: its session's heartbeat stream (Gradio's frontend and gradio_client open
+    /heartbeat/<session> on load and keep it while open), on a thread until the context ends. `api`: the
+    server's .../gradio_api/ URL. `ready` is set once the stream answered."""
+
+    def __init__(self, api: str, session: str):
+        self.api, self.session, self.ready, self.response = api, session, threading.Event(), None
+
+    def hold(self) -> None:
+        import httpx
+
+        try:
+            with (
+                httpx.Client(timeout=None) as http,
+                http.stream("GET", f"{self.api}heartbeat/{self.session}") as r,
+            ):
+                self.response = r
+                for _ in r.iter_lines():
+                    self.ready.set()
+        except httpx.HTTPError:
+            self.ready.set()
+
+    def __enter__(self):
+        threading.Thread(target=self.hold, daemon=True).start()
+        self.ready.wait(10)
+        return self
+
+    def __exit__(self, *exc):
+        if self.response is not None:
+            self.response.close()

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from starlette.middleware import Middleware
 
-from tests.app_server import free_port
+from tests.app_server import OpenPage, free_port
 from ui import fair_queue as fq
 
 CALLS: list[str] = []  # the compute handler's inputs, in the order it ran them
@@ -89,31 +89,6 @@ class Reader:
         return any(m.get("msg") == "process_completed" and m.get("success") for m in self.messages)
 
 
-class Heartbeat:
-    """A page holding its session open (Gradio's frontend and gradio_client open /heartbeat/<session> on load and
-    keep it): present until the context ends."""
-
-    def __init__(self, api, session: str):
-        self.api, self.session, self.ready, self.response = api, session, threading.Event(), None
-
-    def hold(self):
-        with (
-            httpx.Client(timeout=None) as http,
-            http.stream("GET", f"{self.api}heartbeat/{self.session}") as r,
-        ):
-            self.response = r
-            for _ in r.iter_lines():
-                self.ready.set()
-
-    def __enter__(self):
-        threading.Thread(target=self.hold, daemon=True).start()
-        assert self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc):
-        self.response.close()
-
-
 def test_a_flood_that_never_reads_is_refused_alone_and_never_runs(server):
     """50 joins with fresh session hashes from one address, never reading and holding no page open: at most
     SPECVIZ_UNREAD_PER_CLIENT (4) wait, the rest are refused naming the setting (before: 48 accepted, then 'Queue is
@@ -127,7 +102,8 @@ def test_a_flood_that_never_reads_is_refused_alone_and_never_runs(server):
     queue = fq.GradioQueue(demo)
     assert len(queue.waiting()) == 4 and not queue.running()
     assert fq.place_of(demo) == ""  # unread jobs hold no place: a visitor is told no line (not "5th")
-    with Heartbeat(api, "visitor"):
+    with OpenPage(api, "visitor") as page:
+        assert page.ready.is_set()
         assert join(api, ids["work"], "visitor", "mine").status_code == 200
         reader = Reader(api, "visitor")
         assert reader.completed()
