@@ -12,6 +12,7 @@ except ImportError:
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import inspect
 import os
 import sys
@@ -86,8 +87,9 @@ gpu = spaces.GPU(duration=int(MAX_RUN_S) + 60) if spaces is not None else (lambd
 LARGE_BLOCK = 4 * 2**20  # bytes from which glibc maps a block on its own and returns it to the OS when freed
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
-    """glibc, or None (another C library: its own policy applies)."""
+    """glibc, loaded once, or None (another C library: its own policy applies)."""
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name) if name else None
@@ -196,6 +198,12 @@ def trace_file(events) -> str | None:
         guard.prune_cache(GRADIO_CACHE, TRACE_FILES, max_age_s=3600)  # Gradio's copy of it, and older ones
 
 
+def replay_slider(runs) -> dict:
+    """The replay slider for a settled run: its whole range, at the last round."""
+    rounds = guard.replay_rounds(runs)
+    return gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
+
+
 def settled(state, cut_reason: str | None = "cancelled"):
     """Outputs once a run has ended (finished, cut or loaded): the compact state, slider, download, views.
     A run cut before its end (cut_reason: "time_limit", "cancelled") gets a Finished event saying so."""
@@ -204,8 +212,7 @@ def settled(state, cut_reason: str | None = "cancelled"):
         events = guard.ended(events, cut_reason)
     packed = guard.pack(events)
     runs = guard.runs(packed)  # kept for the replay steps that follow
-    rounds = guard.replay_rounds(runs)
-    slider = gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0)
+    slider = replay_slider(runs)
     return RunOutputs(
         packed, slider, gr.update(value=trace_file(events), interactive=bool(events)), *av.views(runs)
     )
@@ -596,17 +603,14 @@ def start_run(line: str, *values):
 def served_recording() -> RunOutputs:
     """The recording's outputs for one visitor: fresh updates each time (Gradio changes an update dict as it sends
     it), its trace file written again if it is gone (RECORDING_DIR is not pruned, but a temp folder may be)."""
-    rec, events = RECORDED["outputs"], guard.unpack(RECORDED["outputs"].state)
-    path = RECORDED.get("trace")
+    rec, path = RECORDED["outputs"], RECORDED.get("trace")
     if path is None or not Path(path).exists():
         RECORDING_DIR.mkdir(parents=True, exist_ok=True)
         path = str(RECORDING_DIR / "specviz-trace-recorded.json")
-        write_trace(path, events)
+        write_trace(path, guard.unpack(rec.state))
         RECORDED["trace"] = path
-    rounds = guard.replay_rounds(guard.runs(rec.state))
     return rec._replace(
-        slider=gr.update(maximum=max(rounds, 1), value=rounds, interactive=rounds > 0),
-        download=gr.update(value=path, interactive=True),
+        slider=replay_slider(guard.runs(rec.state)), download=gr.update(value=path, interactive=True)
     )
 
 
