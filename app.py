@@ -60,7 +60,8 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
 
 def batch_section(pair, drafter, param, gamma, max_new) -> None:
     """The Batch tab: B prompts decoded together (one verify forward per round for every row), raced against the AR
-    batch of the same prompts, each row a lane; and the throughput against B measured on this machine."""
+    batch of the same prompts, each row a lane; and the throughput against B: the committed benchmark's, named by
+    the machine it was measured on, and this host's own on demand."""
     with gr.Row():
         prompts = gr.Textbox(
             h.BATCH_EXAMPLE,
@@ -80,8 +81,19 @@ def batch_section(pair, drafter, param, gamma, max_new) -> None:
     )
     summary = gr.HTML("", elem_id="batch-summary")
     lanes = gr.HTML(specviz.render_batch_lanes([]), elem_id="batch-lanes")
-    gr.Plot(ub.figure(), elem_id="batch-throughput", show_label=False)
-    gr.HTML(ub.note(), elem_id="batch-note")
+    chart = gr.Plot(ub.figure(), elem_id="batch-throughput", show_label=False)
+    with gr.Row():
+        measure_btn = gr.Button("Measure on this host", elem_id="batch-measure", scale=0, min_width=200)
+    note = gr.HTML(ub.note(), elem_id="batch-note")
+    measure_btn.click(
+        ub.measure,
+        [pair, drafter, param, gamma, max_new, prompts],
+        [chart, note],
+        show_progress="minimal",
+        api_name="batch_host",
+        api_visibility="private",
+        **h.COMPUTE,
+    )
     batch_btn.click(
         h.batch_generate,
         [pair, drafter, param, gamma, max_new, prompts, batch_race],
@@ -215,6 +227,9 @@ def build_demo() -> gr.Blocks:
                         label="Compact: one rejected draft per round (+N)",
                         elem_id="compact",
                         container=False,
+                    )
+                    forget = gr.Button(  # the ⟲ marks: drafts taken from this session's earlier runs
+                        "⟲ Forget my history", size="sm", scale=0, min_width=150, elem_id="forget-history"
                     )
                 stream = gr.HTML(shown["stream"], elem_id="stream")
                 with gr.Row(elem_classes="sv-replay", equal_height=True):
@@ -405,6 +420,7 @@ def build_demo() -> gr.Blocks:
                 drift=drift_btn,
                 drift_out=drift_out,
                 history=history,
+                forget=forget,
             ),
         )
     return demo
@@ -438,6 +454,8 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     ).then(h.settled, [events], run_outs, api_name="stop", **hidden).then(
         h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden
     )
+    # a new empty history for the session: suffix and auto draft from the next run's own text only
+    c["forget"].click(h.forget_history, [c["history"]], [c["history"]], queue=False, **hidden)
     slider.input(h.show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
     c["prev"].click(h.step_back, [events, slider], [slider, *view_outs], **hidden)
     c["next"].click(h.step_on, [events, slider], [slider, *view_outs], api_name="next", **hidden)

@@ -528,9 +528,19 @@
      until the user moves it. A run started from the keyboard (Enter on Generate: a click of detail 0) also keeps
      the focused output in view until that run's summary says done: a keyboard user has no pointer to follow it
      with, and the summary line growing above it pushed it below the fold. keyRun: the run before it, or null. */
-  var followOutput = false, keyRun = null;
+  /* Any start (a mouse click too) brings the new run's output into view once, when its first tokens arrive;
+     after that a pointer user scrolls freely. shownRun: the run before the click, or null once done. */
+  var followOutput = false, keyRun = null, shownRun = null;
+  function showNewOutput() {
+    var s = document.querySelector("#stream .specviz-stream"), now = document.querySelector("#summary .sv-summary");
+    if (shownRun === null || !s || !now || now.getAttribute("data-run") === shownRun || !s.querySelector(".tok")) return;
+    shownRun = null;
+    var r = s.getBoundingClientRect();
+    if (r.top < 0 || r.top > window.innerHeight - 60) s.scrollIntoView({ block: "center" });
+  }
   function focusOutput() {
     var s = document.querySelector("#stream .specviz-stream"), a = document.activeElement;
+    showNewOutput();
     if (!followOutput || !s) return;
     if (s !== a) {
       if (a && a !== document.body && !(a.closest && a.closest("#generate"))) return;
@@ -546,13 +556,23 @@
       var before = document.querySelector("#summary .sv-summary");
       followOutput = true;
       keyRun = e.detail === 0 ? ((before && before.getAttribute("data-run")) || "") : null;
+      shownRun = (before && before.getAttribute("data-run")) || "";
       setTimeout(focusOutput, 0);
     }
   }, true);
   document.addEventListener("focusin", function (e) {
     if (followOutput && !(e.target && e.target.closest && e.target.closest("#stream, #generate"))) followOutput = false;
   });
+  /* Explain's derivation (a <details>) stays as the visitor left it while the run's updates redraw the panel */
+  var derivationOpen = false;
+  document.addEventListener("toggle", function (e) {
+    if (e.target && e.target.classList && e.target.classList.contains("sv-derivation")) derivationOpen = e.target.open;
+  }, true);
+  function keepDerivation() {
+    document.querySelectorAll("details.sv-derivation").forEach(function (d) { if (d.open !== derivationOpen) d.open = derivationOpen; });
+  }
   function onPage() {
+    keepDerivation();
     focusOutput();
     autoTour();
     followTour();

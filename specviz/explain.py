@@ -9,10 +9,11 @@ import math
 from pathlib import Path
 
 from engine import costmodel
-from engine.figures import Exact, decimals_of, derive, fixed, parse, plural
+from engine.figures import Exact, decimals_of, derive, fixed, parse, plural, quotient_terms
 from engine.specs import family
 
 from .drift import lossy_badge, lossy_note
+from .history import credit, explain_paragraph
 from .markup import esc
 from .roofline import measured_points, roofline_chart, roofline_text
 from .runs import predicted_terms, spec_summary, view_runs
@@ -277,9 +278,79 @@ def run_prediction(s: dict, gamma: int) -> list[str]:
             f"This run's prediction sums over its {rounds} rounds ({mix}): Σ E = {tokens} tokens ÷ "
             f"Σ (γ·c + v(γ + 1)) = {steps} target steps = predicted {pred}× (measured: "
             f"{_num(s.get('speedup'))}×)."
+            + sum_terms(s, hist, steps)
             + (" ⚠ Unreliable: the timings were disturbed (below)." if s.get("timing_flags") else "")
         )
     return out
+
+
+def sum_terms(s: dict, hist: list, steps: str) -> str:
+    """The terms of Σ (γ·c + v(γ + 1)) as printed: c and v(n) at every γ + 1 the run's rounds verified (v(1) = 1:
+    a plain round is one target step), printed so that Σ over the rounds of the printed terms gives `steps`."""
+    at = costmodel.verify_curve({1: 1.0, **dict(s.get("v_points") or [])})
+    c = s.get("c")
+    if c is None or not hist:
+        return ""
+    sizes = [g + 1 for g, _ in hist]
+
+    def total(c_, *vs):
+        return sum(n * (g * c_ + v) for (g, n), v in zip(hist, vs))
+
+    figure, printed = derive(total, [(c, 3)] + [(at(n), 2) for n in sizes], decimals_of(steps))
+    if figure != steps:  # on a rounding edge: say nothing rather than terms that do not give the sum
+        return ""
+    terms = " + ".join(f"{n}·({g}·c + v({g + 1}))" for g, n in hist)
+    vs = ", ".join(f"v({n}) = {v}" for n, v in zip(sizes, printed[1:]))
+    return f" Its terms: {terms} with c = {printed[0]}, {vs} (this run's verify curve) = {steps}."
+
+
+def what_happened(s: dict, spec) -> str:
+    """The short version, three sentences: tokens per target forward, what a round cost, and why that gave this
+    speedup; each figure from the ones printed beside it. "" for a run that has not finished."""
+    if spec is None or not spec.rounds or not spec.done or spec.mode != "speculative":
+        return ""
+    rounds = [r for r in spec.rounds if r.committed is not None]
+    tokens, forwards = sum(len(r.tokens) for r in rounds), len(rounds)
+    if not forwards:
+        return ""
+    per = fixed(tokens / forwards, 2)
+    tested = s.get("accepted", 0) + s.get("rejections", 0)
+    first = (
+        f"This run committed {plural(tokens, 'token')} in {plural(forwards, 'target forward')}: {per} tokens per "
+        "forward, where plain decoding makes 1"
+        + (
+            f" ({costmodel.tested_counts(s['accepted'], s['rejections'], s.get('drafted', 0))})."
+            if tested
+            else "."
+        )
+    )
+    timed = [r.timed for r in rounds if r.timed is not None]
+    step = s.get("target_step_s")
+    if not timed or not isinstance(step, (int, float)) or step <= 0:
+        return f'<p class="sv-short"><b>What happened.</b> {first}</p>'
+    round_ms = sum(t.total_s for t in timed) / len(timed) * 1e3
+    draft_ms = sum(t.draft_s for t in timed) / len(timed) * 1e3
+    steps, round_text, step_text = quotient_terms(round_ms, step * 1e3, 2, least=1)
+    second = (
+        f"A round took {round_text} ms on average ({fixed(draft_ms, 1)} ms of it drafting), {steps} times a plain "
+        f"target step of {step_text} ms."
+    )
+    about = fixed(parse(per) / parse(steps), 2) if parse(steps) > 0 else "–"
+    measured = s.get("speedup")
+    third = (
+        f"So the speedup is about tokens per round ÷ steps per round = {per} ÷ {steps} = {about}×"
+        + (
+            f"; the race against plain decoding measured {measured:.2f}×."
+            if isinstance(measured, float)
+            else "; turn on the race to measure it against plain decoding."
+        )
+        + (
+            " Below 1×, drafting and verifying cost more than the extra tokens gave."
+            if about != "–" and parse(about) < 1
+            else ""
+        )
+    )
+    return f'<p class="sv-short"><b>What happened.</b> {first} {second} {third}</p>'
 
 
 WHATIF_GAMMA = 16  # the what-if panel's largest γ
@@ -430,12 +501,14 @@ def render_explain(events) -> str:
         ),
     ]
     dl = "".join(f"<dt>{k}</dt><dd>{d}</dd>" for k, d in terms)
+    r = one_round(s, s["v_n"] - 1) if s.get("v_n") else None  # c and v as the one-round line prints them
+    c_text, v_text = (r["c"], r["v"]) if r is not None else (_num(c, ".3f"), _num(v))
     lines = [
         f"<code>E = (1 − α<sup>γ+1</sup>) / (1 − α)</code>: tokens per target forward predicted from α, "
         f"{_num(E)} on average over this run's rounds (measured: {_num(s.get('mean_accepted_length'))}; they differ "
         "when acceptance is not independent from token to token, e.g. n-gram matches run in streaks)",
-        f"<code>speedup ≈ Σ E / Σ (γc + v)</code> over the rounds, with c = {_num(c, '.3f')}{_spread(s.get('c_spread'))} (draft step ÷ "
-        f"target step), v = {_num(v)}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
+        f"<code>speedup ≈ Σ E / Σ (γc + v)</code> over the rounds, with c = {c_text}{_spread(s.get('c_spread'))} (draft step ÷ "
+        f"target step), v = {v_text}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
         f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
         f"{esc(s.get('step_source') or '–')} → "
         + (
@@ -458,10 +531,18 @@ def render_explain(events) -> str:
     formula = "".join(f"<li>{line}</li>" for line in lines)
     heads = heads_note(spec.started.draft or "") if spec and spec.started else ""
     host = getattr(spec.started, "host", {}) if spec and spec.started else {}
-    return (
-        f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
+    short = what_happened(s, spec) + explain_paragraph(credit(spec), esc(draft))
+    derivation = (
         f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}"
         f"{suffix_sizing(spec)}{tree_sizing(spec)}"
-        f"{whatif_panel(s)}"
-        f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}</div>'
+        f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}'
+    )
+    if short:  # two layers: the short version and the what-if in view, the derivation a click away
+        derivation = (
+            '<details class="sv-derivation"><summary>The derivation: every figure from its inputs (the roofline, '
+            f"c, v(n), E and the prediction)</summary>{derivation}</details>"
+        )
+    return (
+        f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
+        f"{short}{whatif_panel(s)}{derivation}</div>"
     )

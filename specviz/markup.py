@@ -189,11 +189,14 @@ def token_details(rv, i: int, origin: str, greedy: bool):
 
 
 def token_span(
-    rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = True, cls: str = "tok"
+    rv, i: int, origin: str, greedy: bool, text: str, breaks: bool = True, cls: str = "tok", note=None
 ) -> str:
-    """A token with its origin class, data-round / data-pos, a one-line data-tip and the tooltip child."""
+    """A token with its origin class, data-round / data-pos, a one-line data-tip and the tooltip child. `note`: a
+    (label, text) row of a draft taken from the session's history, which also marks it (class tok-hist)."""
     head, rows, blocks, pos = token_details(rv, i, origin, greedy)
-    return tip_span(rv.round, pos, origin, text, head, rows, blocks, breaks, cls)
+    if note is not None:
+        rows = [*rows, note]
+    return tip_span(rv.round, pos, origin, text, head, rows, blocks, breaks, cls, "tok-hist" if note else "")
 
 
 # the shape beside the colour (specviz.css draws the

@@ -170,6 +170,14 @@ def measured_load(host: dict) -> str:
     return f" while other processes kept {cores:.2f} cores busy: the rates may be low"
 
 
+def best_take(best: float, now) -> str:
+    """'this host's best take: 58.2 GB/s', or, when this run read more (an older trace, whose best take was
+    cached under more load), that this run's reading is above it."""
+    if isinstance(now, (int, float)) and now > best:
+        return f"above this host's earlier best take, {fixed(best / 1e9, 1)} GB/s"
+    return f"this host's best take: {fixed(best / 1e9, 1)} GB/s"
+
+
 def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     """The floors derived from the numbers beside them, per n as computed (the KV and attention terms grow with
     the context and n), this run's t(1) as a share of the bandwidth bound and t(n) of its most frequent verify
@@ -194,7 +202,7 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     if run_rate:
         rates = (
             f"({where}): at this run's start a read-only pass over its largest weight matrix read "
-            f"{f['bandwidth']} GB/s (this host's best take: {fixed(best / 1e9, 1)} GB/s), and a large matmul runs "
+            f"{f['bandwidth']} GB/s ({best_take(best, host.get('bandwidth'))}), and a large matmul runs "
             f"at {f['flops']} GFLOP/s (the best takes {when}). "
         )
     else:  # an older trace: the cached rate; before the floor used the read rate, a copy's (read + write counted)

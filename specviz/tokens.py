@@ -7,6 +7,7 @@ Each round's markup is built once (RoundView.cached) and reused by later updates
 from __future__ import annotations
 
 from .drift import lossy_badge
+from .history import from_history, where
 from .markup import esc, token_span
 from .runs import main_run
 
@@ -16,6 +17,7 @@ LEGEND = (
     ("bonus", "bonus: every draft accepted, one extra token from the target"),
     ("rejected", "rejected draft token (discarded, struck through)"),
     ("ar", "plain target step (no draft)"),
+    ("accepted tok-hist", "⟲ drafted from your earlier run in this session (suffix, auto)"),
     ("unvisited", "tree node never tested (its branch was not reached)"),
 )
 
@@ -39,11 +41,14 @@ def round_html(rv, greedy: bool, breaks: bool = True) -> str:
             )
             parts.append(token_span(rv, j, origin, greedy, text, breaks=False))
         return "".join(parts)
+    hist = from_history(rv)  # accepted drafts taken from the session's earlier runs: marked ⟲
     for i, (text, origin) in enumerate(zip(tokens, origins)):
         if i == cut and rv.drafted is not None:  # the draft's rejected tail goes where it was rejected
             parts.append(token_span(rv, cut, "rejected", greedy, rv.drafted.tokens[cut], breaks=False))
             parts.append(tail_html(rv, cut, greedy))
-        parts.append(token_span(rv, i, origin, greedy, text, breaks=breaks))
+        seen = hist.get(i) if origin == "accepted" else None
+        note = None if seen is None else ("drafted from", f"{where(seen[0])}, position {seen[1]}")
+        parts.append(token_span(rv, i, origin, greedy, text, breaks=breaks, note=note))
     return "".join(parts)
 
 

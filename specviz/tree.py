@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from engine.specs import family
 
 from .drift import lossy_badge
+from .history import node_runs_ago
 from .lookahead import window_grid
 from .markup import _at, esc, fmt_p, stream_text, tip_attrs, token_details, topk_block, visible
 from .runs import main_run
@@ -44,6 +45,7 @@ class Node:
     origin: str  # context, accepted, rejected, discarded, unvisited, corrected, bonus, ar, pending
     committed: bool
     depth: int = 0  # tree rounds: depth below the context (1 = a child of the root)
+    hist: bool = False  # drafted from the session's earlier runs (suffix speculation): marked ⟲
 
 
 def tree_shape(t) -> tuple[list[int], list[int], list[int]]:
@@ -64,6 +66,7 @@ def tree_nodes(rv, root: Node) -> list[Node]:
     """Every node of a DraftTree round, then the corrected / bonus token as a child of the path's end."""
     t, n_committed = rv.tree, len(rv.tokens)
     parents, depths, path = tree_shape(t)
+    runs_ago = node_runs_ago(rv)
     nodes = [root]
     for i, par in enumerate(parents):
         status = _at(t.status, i)
@@ -78,6 +81,7 @@ def tree_nodes(rv, root: Node) -> list[Node]:
                 origin,
                 committed,
                 depths[i],
+                hist=bool(_at(runs_ago, i)),
             )
         )
     kind = t.next_kind if t.next_kind in ("corrected", "bonus") else "corrected"
@@ -168,6 +172,7 @@ def tree_node_attrs(rv, node: Node, greedy: bool, parents: list[int], path: list
             if stop
             else ("node-uncommitted" if node.origin == "accepted" and not node.committed else "")
         )
+        extra = f"{extra} node-hist".strip() if node.hist else extra
     else:
         end = path[-1] if path else -1
         if node.origin == "corrected":

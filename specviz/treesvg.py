@@ -89,7 +89,8 @@ def round_svg(nodes, attrs: dict[str, str], on_path: set[str], label: str) -> st
     place = layout(nodes, on_path)
     nodes = [n for n in nodes if n.id in place]  # a node whose parent is missing is not drawn
     texts = {
-        n.id: node_text(n.text, n.origin) if n.origin != "context" else "…" + node_text(n.text, "")
+        n.id: ("⟲" if getattr(n, "hist", False) else "")
+        + (node_text(n.text, n.origin) if n.origin != "context" else "…" + node_text(n.text, ""))
         for n in nodes
     }
     widths = {n.id: text_px(texts[n.id]) + 2 * PAD_X for n in nodes}

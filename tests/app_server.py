@@ -215,3 +215,10 @@ class OpenPage:
     def __exit__(self, *exc):
         if self.response is not None:
             self.response.close()
+
+
+def open_derivation(page) -> None:
+    """Unfold Explain's derivation (it stays open across the panel's updates, assets/specviz.js)."""
+    page.evaluate(
+        "() => document.querySelectorAll('#explain details.sv-derivation').forEach(d => { d.open = true; })"
+    )

@@ -104,7 +104,37 @@ def check_explain(explain: str, summary: str = "") -> list[str]:
         for said in re.findall(rf"predicted {NUM}×", summary + " " + explain):
             if said != pred:
                 bad.append(f"a prediction says {said}×, Explain's sum {pred}×")
-    return bad + check_roofline(explain)
+    return bad + check_short(explain) + check_roofline(explain)
+
+
+def check_short(explain: str) -> list[str]:
+    """Explain's short version (tokens ÷ forwards, a round's ms ÷ a step's, their quotient) and the terms of the
+    run's Σ (γ·c + v(γ + 1)), each from the figures printed beside it."""
+    bad = []
+    m = re.search(rf"committed (\d+) tokens? in (\d+) target forwards?: {NUM} tokens per forward", explain)
+    if m and not agrees(m.group(3), int(m.group(1)) / int(m.group(2))):
+        bad.append(f"short: {m.group(1)} tokens ÷ {m.group(2)} forwards ≠ {m.group(3)}")
+    m = re.search(
+        rf"A round took {NUM} ms on average \(.*?\), {NUM} times a plain target step of {NUM} ms", explain
+    )
+    if m and not agrees(m.group(2), value(m.group(1)) / value(m.group(3))):
+        bad.append(f"short: {m.group(1)} ms ÷ {m.group(3)} ms ≠ {m.group(2)}")
+    m = re.search(rf"steps per round = {NUM} ÷ {NUM} = {NUM}×", explain)
+    if m and not agrees(m.group(3), value(m.group(1)) / value(m.group(2))):
+        bad.append(f"short: {m.group(1)} ÷ {m.group(2)} ≠ {m.group(3)}")
+    m = re.search(
+        r"Its terms: (.*?) with c = ([\d.]+), (.*?) \(this run's verify curve\) = ([\d.]+)\.", explain
+    )
+    if m:
+        terms, c, vs, steps = m.groups()
+        v = {int(n): value(x) for n, x in re.findall(rf"v\((\d+)\) = {NUM}", vs)}
+        total = sum(
+            int(n) * (int(g) * value(c) + v[int(g) + 1])
+            for n, g in re.findall(r"(\d+)·\((\d+)·c \+ v\(\d+\)\)", terms)
+        )
+        if not agrees(steps, total):
+            bad.append(f"Σ terms: {terms} at c = {c}, {vs} ≠ {steps}")
+    return bad
 
 
 def check_roofline(text: str) -> list[str]:
@@ -113,7 +143,7 @@ def check_roofline(text: str) -> list[str]:
     bad = []
     m = re.search(
         rf"(?:stream reads|copy moves \(read \+ write counted\)|over its largest weight matrix read) {NUM} GB/s"
-        rf"(?: \(this host's best take: [\d.]+ GB/s\),)? and a large matmul runs at {NUM} GFLOP/s"
+        rf"(?: \((?:this host's best take:|above this host's earlier best take,) [\d.]+ GB/s\),)? and a large matmul runs at {NUM} GFLOP/s"
         rf"(?: \(the best takes measured [^)]*\))?\. "
         rf"A forward over n new tokens after "
         rf"(\d+) cached ones reads the weights, {NUM} GB, and the keys and values of \d+ \+ n positions, "

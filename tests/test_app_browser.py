@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, playwright_or_skip, set_number
+from tests.app_server import ROOT, open_derivation, playwright_or_skip, set_number
 
 sync_api = playwright_or_skip()
 GROUNDED = (
@@ -127,6 +127,7 @@ def test_run_shows_tokens_tooltips_tree_charts_and_trace(page, shared, tmp_path_
     sync_api.expect(share).to_contain_text("of the bandwidth bound")
     assert 0.05 < float(share.get_attribute("data-share")) < 2
     page.get_by_role("tab", name="Explain").click()
+    open_derivation(page)
     roof = page.locator("#explain .sv-roofline")
     sync_api.expect(roof.locator("svg .rf-memory")).to_have_count(1)  # the floors of this run's machine
     assert roof.locator("svg .rf-bar").count() >= 2  # t(1) and at least one verify size, measured

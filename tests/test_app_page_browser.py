@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, playwright_or_skip, set_number
+from tests.app_server import ROOT, open_derivation, playwright_or_skip, set_number
 from tests.numbers import check_explain, check_page, check_race
 
 sync_api = playwright_or_skip()
@@ -66,6 +66,7 @@ def run(page, prompt: str, drafter: str, max_new: int = 40, race: bool = True) -
 
 def page_numbers(page) -> tuple[str, str]:
     page.get_by_role("tab", name="Explain").click()
+    open_derivation(page)
     expect(page.locator("#explain .sv-why")).to_be_visible()
     return page.locator("#summary").inner_text(), page.locator("#explain").inner_text()
 

@@ -258,14 +258,15 @@ def test_a_tree_drafter_curve_before_a_plain_step_is_timed():
 
 def test_each_run_reads_the_bandwidth_at_its_start_beside_the_host_best(tiny_dirs, tmp_path, monkeypatch):
     """RunStarted.host's bandwidth is read at each run's start over the forward's largest weight (the rate of
-    the moment, which the floors use); the cached best take stays beside it as bandwidth_best. Control: the cached
-    record itself keeps the best take, whatever a run read."""
+    the moment, which the floors use); the host's best take stays beside it as bandwidth_best, never below what a
+    run read: a run that reads more than the cached take raises it. Control: runs that read less leave it."""
     from engine import Engine, GenerationConfig
     from engine.runtime import kernels
     from engine.runtime.lean import forward_fn
     from engine.runtime.models import load_model
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(roofline, "_BEST", {})  # this process's best reads: the test's own
     target = load_model(tiny_dirs["target"])
     tensors = roofline.weight_tensors(target.model)
     forward = forward_fn(target.model)
@@ -275,7 +276,7 @@ def test_each_run_reads_the_bandwidth_at_its_start_beside_the_host_best(tiny_dir
     assert all(t.numel() <= largest.numel() for t in tensors) and any(t is largest for t in tensors)
     assert 1e8 < roofline.read_rate(largest, roofline.RUN_REPS) < 1e13
     roofline.host_record(target.model, target.device, target.dtype)  # the host measured and cached first
-    rates, read = iter([7e9, 9e9]), []
+    rates, read = iter([7e9, 9e9, 1e13]), []
     monkeypatch.setattr(roofline, "read_rate", lambda src, reps, sync: read.append(src) or next(rates))
     engine = Engine(target, "ngram", measure_step=False)
     cfg = GenerationConfig(gamma=3, max_new_tokens=4)
@@ -284,3 +285,5 @@ def test_each_run_reads_the_bandwidth_at_its_start_beside_the_host_best(tiny_dir
     # the host's best take, the same for both runs (the per-model record), not what either run read
     assert hosts[0]["bandwidth_best"] == hosts[1]["bandwidth_best"] > 1e8
     assert hosts[0]["bandwidth_best"] not in (7e9, 9e9)
+    above = next(iter(engine.generate("1, 2, 3, 1, 2, 3,", cfg))).host  # a run that reads more than the cache
+    assert above["bandwidth"] == above["bandwidth_best"] == 1e13

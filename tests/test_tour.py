@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from tests import numbers
 from ui import app_views as av
 from ui import tour as t
 
@@ -22,10 +23,15 @@ def test_the_rejection_step_says_the_target_chose_its_own_word():
 
 
 def test_the_summary_counts_one_token_and_one_round_in_the_singular():
-    """Mid-tour (round 2 drafted, one token committed) the summary reads "2 rounds · 1 token", not "1 tokens";
-    after round 1 alone, "1 round · 1 token"."""
+    """Mid-tour (round 2 drafted, one token committed) the summary counts the rounds that committed: "1.00 tokens
+    per target forward · 1 round · 1 token" (the round caught mid-way has committed nothing), never "1 tokens";
+    every frame's tokens per forward is its tokens ÷ its rounds (it read 5.00 beside "2 rounds · 5 tokens")."""
     drafted = av.summary_html(t.frame_events(t.TOUR_ROUND, "drafted"))
-    assert "2 rounds · 1 token" in drafted and not re.search(r"\b1 tokens", drafted)
+    assert "1.00 tokens per target forward · 1 round · 1 token" in drafted
+    assert not re.search(r"\b1 tokens", drafted)
+    frames = [t.frame_events(*row[:2]) for row in t.TOUR]
+    for summary in [av.summary_html(events) for events in frames if events is not None]:
+        assert not numbers.check_summary(re.sub("<[^>]+>", "", summary)), summary
     first = av.summary_html(t.frame_events(1, None))
     assert "1 round · 1 token" in first and not re.search(r"\b1 (rounds|tokens)", first)
     whole = av.summary_html(list(t.tour_events()))

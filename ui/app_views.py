@@ -27,6 +27,7 @@ from specviz.charts import (
 from specviz.crossvocab import render_tokenisations
 from specviz.drift import drift_meter, lossy_badge
 from specviz.explain import render_explain
+from specviz.history import credit, summary_part
 from specviz.markup import esc
 from specviz.race import live_time, render_race, visible_tokens
 from specviz.replay import events_upto, rounds_of, time_at_round
@@ -281,14 +282,17 @@ def summary_html(events) -> str:
     if run is None:
         return '<div class="specviz sv-summary sv-empty">Type a prompt and press Generate, or load a trace.</div>'
     s = spec_summary(events) if run.mode == "speculative" else {}
-    tps, alpha, mal = run.tokens_per_s(), s.get("alpha"), s.get("mean_accepted_length")
+    tps, alpha = run.tokens_per_s(), s.get("alpha")
+    # counted from the rounds shown: a round caught mid-way (a replay or the tour's frame) has committed nothing yet
+    done = sum(1 for r in run.rounds if r.committed is not None)
+    mal = run.n_tokens() / done if done and run.mode == "speculative" else None
     parts = [
         f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
         f"α = {alpha:.2f} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
         if alpha is not None
         else "",
         f"{mal:.2f} tokens per target forward" if mal else "",
-        f"{len(run.rounds)} round{'s' * (len(run.rounds) != 1)} · "
+        f"{done} round{'s' * (done != 1)} · "
         f"{run.n_tokens()} token{'s' * (run.n_tokens() != 1)}",
     ]
     if run.finished is not None:
@@ -317,6 +321,7 @@ def summary_html(events) -> str:
             f'<span class="sv-racing">racing: speculative {visible_tokens(run, t)}/{target} · '
             f"autoregressive {visible_tokens(ar, t)}/{target} tokens</span>"
         )
+    parts.append(summary_part(credit(run)))  # drafts taken from the session's earlier runs, "" when none
     if s.get("timing_flags"):
         reasons = "; ".join(s["timing_flags"])
         # one short line; the reasons a click away

@@ -35,6 +35,7 @@ from engine.decode.drift import drift_job
 from engine.drafters.heads import heads_pending
 from engine.drafters.suffix import MAX_HISTORY_TOKENS, History
 from engine.events import write_trace
+from engine.figures import plural
 from engine.runtime.models import EMBEDDED
 from engine.specs import check_beams, parse_draft
 from specviz.drift import drift_progress_html, sampled_drift_html
@@ -150,6 +151,19 @@ def session_history() -> History | None:
             f"SPECVIZ_HISTORY_TOKENS must be between 0 and {MAX_HISTORY_TOKENS}, got {HISTORY_TOKENS}"
         )
     return History(max_tokens=HISTORY_TOKENS) if HISTORY_TOKENS else None
+
+
+def forget_history(history) -> History | None:
+    """Forget my history: the session's history emptied (a fresh one), said in a toast with what was dropped."""
+    if not isinstance(history, History) or not history.runs:
+        gr.Info("Your session has no earlier runs to forget.")
+    else:
+        n = len(history.runs)
+        gr.Info(
+            f"Forgot {plural(n, 'earlier run')} ({plural(history.tokens, 'token')}): the next run drafts from its "
+            "own text only."
+        )
+    return session_history()
 
 
 @gpu
