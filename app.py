@@ -22,6 +22,7 @@ from ui import fair_queue as fq
 from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import specbench as sb
 from ui import tour as t
+from ui.app_guard import PARAM_LABEL
 from ui.controls import FIELDS, TRACE_SETS
 from ui.uploads import UploadBound
 from ui.warmup import record_example, warm_queue, warm_up
@@ -31,12 +32,24 @@ OUTPUT_ONLY_JS = "(on) => { const s = document.querySelector('#stream'); if (s) 
 COMPACT_JS = (
     "(on) => { const s = document.querySelector('#stream'); if (s) s.classList.toggle('sv-compact', on); }"
 )
+# a slider's least width: its range input (Gradio's min-width 112 px) and both end labels inside its box, so two
+# never share a row of the 280-px settings column (top-p's track spilled out of the Sampling box)
+SLIDER_WIDTH = 200
 
 
 def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
     """The beam-search tab: width, race, a button and the beam view; it reuses the main controls."""
     with gr.Row():
-        num_beams = gr.Slider(2, 8, value=3, step=1, label="Beams B", elem_id="num-beams", scale=2)
+        num_beams = gr.Slider(
+            2,
+            8,
+            value=3,
+            step=1,
+            label="Beams B",
+            elem_id="num-beams",
+            scale=2,
+            info="with the Drafter and γ beside Generate; beam search drafts with ngram or self",
+        )
         beam_race = gr.Checkbox(
             True, label="Race plain beam search of the same width", elem_id="beam-race", scale=2
         )
@@ -183,11 +196,10 @@ def build_demo() -> gr.Blocks:
                     drafter = gr.Dropdown(
                         av.drafter_choices(), value="ngram", label="Drafter", scale=2, min_width=120
                     )
-                    param = gr.Number(
+                    param = gr.Number(  # no minimum: the run refuses -3 by name (Gradio's own check did not)
                         0,
                         precision=0,
-                        minimum=0,
-                        label="n / L / W / k (0 = default)",
+                        label=PARAM_LABEL,
                         scale=1,
                         min_width=100,
                         info="ngram n, layerskip layers, lookahead window, recycle top-k",
@@ -278,7 +290,8 @@ def build_demo() -> gr.Blocks:
                         explain = gr.HTML(shown["explain"], elem_id="explain")
                         with gr.Row(equal_height=True):
                             drift_btn = gr.Button(
-                                f"Measure the sampled drift ({h.DRIFT_SAMPLES} seeded 2-token runs per rule)",
+                                f"Measure the sampled drift at Temperature > 0 ({h.DRIFT_SAMPLES} seeded 2-token "
+                                "runs per rule)",
                                 size="sm",
                                 scale=0,
                                 min_width=200,
@@ -306,7 +319,7 @@ def build_demo() -> gr.Blocks:
                         step=0.05,
                         label="p_min (confidence)",
                         interactive=False,
-                        min_width=120,
+                        min_width=SLIDER_WIDTH,
                     )
                 max_new.render()
                 race.render()
@@ -315,8 +328,16 @@ def build_demo() -> gr.Blocks:
                         0, 2, value=0, step=0.05, label="Temperature (0 = greedy)", elem_id="temperature"
                     )
                     with gr.Row():
-                        top_k = gr.Number(0, precision=0, minimum=0, label="top-k (0 = off)", min_width=100)
-                        top_p = gr.Slider(0.05, 1, value=1, step=0.05, label="top-p", min_width=120)
+                        top_k = gr.Number(0, precision=0, label="top-k (0 = off)", min_width=100)
+                        top_p = gr.Slider(
+                            0.05,
+                            1,
+                            value=1,
+                            step=0.05,
+                            label="top-p",
+                            elem_id="top-p",
+                            min_width=SLIDER_WIDTH,
+                        )
                     accept = gr.Dropdown(
                         list(av.ACCEPT_CHOICES),
                         value="exact",
@@ -343,7 +364,7 @@ def build_demo() -> gr.Blocks:
                             label="Node budget (0 = chain)",
                             elem_id="tree-budget",
                             info="draft nodes per round; depth at most γ",
-                            min_width=120,
+                            min_width=SLIDER_WIDTH,
                         )
                         tree_branching = gr.Slider(
                             1,
@@ -353,7 +374,7 @@ def build_demo() -> gr.Blocks:
                             label="Branching",
                             elem_id="tree-branching",
                             info="children tried per node",
-                            min_width=120,
+                            min_width=SLIDER_WIDTH,
                         )
                 with gr.Accordion("Trace", open=True):
                     download = gr.DownloadButton(
@@ -455,7 +476,7 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
         h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden
     )
     # a new empty history for the session: suffix and auto draft from the next run's own text only
-    c["forget"].click(h.forget_history, [c["history"]], [c["history"]], queue=False, **hidden)
+    c["forget"].click(h.forget_history, [c["history"]], [c["history"]], **hidden)
     slider.input(h.show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
     c["prev"].click(h.step_back, [events, slider], [slider, *view_outs], **hidden)
     c["next"].click(h.step_on, [events, slider], [slider, *view_outs], api_name="next", **hidden)
@@ -483,6 +504,11 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     c["output_only"].change(None, [c["output_only"]], None, js=OUTPUT_ONLY_JS, api_visibility="private")
     c["compact"].change(None, [c["compact"]], None, js=COMPACT_JS, api_visibility="private")
     c["drift"].click(h.measure_drift, controls, [c["drift_out"]], **hidden, **compute)
+    # a number typed into a slider's box outside its range: Gradio's page clamps it as the box loses focus (γ 0 ran
+    # as γ 1, silently), after sending `release` with the typed value; the input check refuses that by name
+    for block in list(demo.blocks.values()):
+        if isinstance(block, gr.Slider) and block.elem_id not in h.RANGE_SET_BY_RUN:
+            block.release(lambda value: None, block, None, **hidden)
     gr.api(h.api_generate, api_name="generate", **compute)
 
 

@@ -195,7 +195,13 @@
     else if (e.key === "ArrowLeft" || e.key === "ArrowUp") i = i < 0 ? toks.length - 1 : Math.max(0, i - 1);
     else if (e.key === "Home") i = 0;
     else if (e.key === "End") i = toks.length - 1;
-    else if (e.key === "Enter" || e.key === " ") { if (current) select(current.dataset.round); e.preventDefault(); return; }
+    else if (e.key === "Enter" || e.key === " ") {
+      /* the keyboard's token (a pointer resting over the page re-hovers whatever scrolls under it), its round in view */
+      var act = toks.filter(function (t) { return t.classList.contains("is-active"); })[0] || current;
+      if (act) { select(act.dataset.round); if (act.closest("#stream")) revealVerify(act.dataset.round); }
+      e.preventDefault();
+      return;
+    }
     else return;
     e.preventDefault();
     toks.forEach(function (t) { t.classList.remove("is-active"); });
@@ -343,6 +349,12 @@
     tour = null;
     clearLayers();
     if (d) setCaption(handOver ? d.texts[d.frames[d.frames.length - 1].caption] : d.texts[d.empty]);
+    if (handOver) setTimeout(function () {  /* the closing caption, no longer pinned, whole in view */
+      var row = document.querySelector(".sv-tour-row");
+      if (!row) return;
+      var r = row.getBoundingClientRect();
+      if (r.top < 0 || r.bottom > window.innerHeight) row.scrollIntoView({ block: r.height < window.innerHeight ? "center" : "start" });
+    }, 200);
   }
   function startTour() {
     var d = readTour();

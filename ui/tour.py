@@ -27,10 +27,10 @@ TOUR = [
     (
         1,
         None,
-        "The prompt (above) asks the model to copy a passage. Round 1: nothing in the text so far matches the "
-        "prompt yet, so the target makes one plain step (grey).",
+        "Round 1, in the output (outlined): the target makes one plain step (grey), since nothing in the text "
+        "so far matches the prompt yet (the prompt, above, asks the model to copy a passage).",
         4.0,
-        "#prompt",
+        "#stream",
         None,
     ),
     (
