@@ -38,6 +38,19 @@ def generate(page, prompt: str, drafter: str, max_new: int = 32) -> None:
     expect(page.locator("#generate")).to_be_enabled(timeout=15_000)
 
 
+def clip_of(page, first: str, last: str) -> dict:
+    """The page region from the top of `first` to the bottom of `last` (scrolled into view), full width of both."""
+    page.locator(first).scroll_into_view_if_needed()
+    a, b = page.locator(first).bounding_box(), page.locator(last).bounding_box()
+    x, y = min(a["x"], b["x"]), a["y"]
+    return {
+        "x": x,
+        "y": y,
+        "width": max(a["x"] + a["width"], b["x"] + b["width"]) - x,
+        "height": b["y"] + b["height"] - y,
+    }
+
+
 def history_count(page) -> int:
     """The summary's count of accepted drafts taken from the session's earlier runs (0: it says none)."""
     said = page.locator("#summary .sv-history")
@@ -54,13 +67,16 @@ def test_the_second_run_says_what_it_drew_from_the_first(browser, app_url, tmp_p
     summary = page.locator("#summary").inner_text()
     assert re.search(rf"{n} of \d+ accepted drafts? came from your previous run in this session", summary)
     expect(page.locator("#stream .tok-hist")).to_have_count(n)
-    page.locator("#stream").screenshot(path=shot(tmp_path, "session-history.png"))
+    page.screenshot(path=shot(tmp_path, "session-history.png"), clip=clip_of(page, "#summary", "#stream"))
     page.get_by_role("tab", name="Explain").click()
     explain = page.locator("#explain")
     expect(explain.locator(".sv-short")).to_be_visible()
     expect(explain.locator(".sv-history-note")).to_contain_text(f"{n} of this run's")
     expect(explain.locator("details.sv-derivation")).not_to_have_attribute("open", "")
-    explain.locator(".sv-short").screenshot(path=shot(tmp_path, "explain-short.png"))
+    page.screenshot(
+        path=shot(tmp_path, "explain-short.png"),
+        clip=clip_of(page, "#explain .sv-short", "#explain .sv-whatif"),
+    )
     # the control: the same prompt in a fresh session (its own cookies and page state) drew on nothing
     fresh = browser.new_context(viewport={"width": 1440, "height": 900})
     other = fresh.new_page()
