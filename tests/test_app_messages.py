@@ -1,5 +1,7 @@
-"""What the page says when it refuses or waits (ui/handlers.py, ui/app_guard.py): γ as a whole number, a long
-prompt in characters, the trained heads' first load named before it happens, and the busy-machine note in one line."""
+"""What the page says when it refuses or waits (ui/handlers.py, ui/app_guard.py): γ as a whole number, the drafter's
+number by its box and range, beam search's drafter and the drift meter's temperature by where they are set, a long
+prompt in characters, the trained heads' first load named before it happens, the busy-machine note in one line, and a
+count of one in the singular."""
 
 from __future__ import annotations
 
@@ -119,3 +121,69 @@ def test_the_busy_machine_note_is_one_short_line():
     assert len(visible) <= 40 and "\n" not in visible, visible
     assert all(av.esc(f) in note.group(0) for f in flags)  # the reasons, behind the click
     assert all(av.esc(f) not in re.sub(r"<details.*?</details>", "", html, flags=re.S) for f in flags)
+
+
+@pytest.mark.parametrize(
+    "drafter, param, words",
+    [
+        (
+            "ngram",
+            -3,
+            "n / L / W / k (0 = default) must be 0 (ngram's default) or a whole number from 1 to 8",
+        ),
+        ("ngram", 9, "n / L / W / k (0 = default) must be 0 (ngram's default) or a whole number from 1 to 8"),
+        (
+            "layerskip",
+            -1,
+            "n / L / W / k (0 = default) must be 0 (layerskip's default) or a whole number at least 1",
+        ),
+        ("self", -2, "n / L / W / k (0 = default) must be at least 0, got -2"),
+    ],
+)
+def test_the_drafters_number_out_of_range_is_one_warning_naming_its_box(drafter, param, words):
+    """-3 in "n / L / W / k" got Gradio's "Value -3 is less than minimum value 0." (no field named) or the spec parser's
+    "ngram[:N] needs 1 <= N <= 8, got 'ngram:-3'": the run and the Batch and Beam search tabs answer with the box's
+    label and this drafter's range, and start nothing."""
+    with pytest.warns(UserWarning, match=re.escape(words)):
+        frames = list(h.generate(Controls(drafter=drafter, param=param, max_new=4, prompt="hello"), None))
+    assert len(frames) == 1
+    with pytest.warns(UserWarning, match=re.escape(words)):
+        assert list(h.batch_generate(av.EMBEDDED_PAIR, drafter, param, 4, 4, "hello", False)) == [
+            (SKIP, SKIP)
+        ]
+    with pytest.warns(UserWarning, match=re.escape(words)):
+        assert list(h.beam_generate(av.EMBEDDED_PAIR, drafter, param, 4, 4, 2, False, "hello")) == [
+            (SKIP, SKIP)
+        ]
+
+
+def test_beam_search_with_a_drafter_it_cannot_use_says_where_the_drafter_is_set():
+    """Beam search under `auto` said "drafts with 'ngram[:N]' or 'self', got draft 'auto'" while the Drafter control sits
+    beside Generate, far from the Beam search tab: the warning names the control, where it is and what to choose."""
+    with pytest.warns(
+        UserWarning, match="got draft 'auto': choose ngram or self in Drafter, beside Generate"
+    ):
+        assert list(h.beam_generate(av.EMBEDDED_PAIR, "auto", 0, 4, 8, 3, True, "Copy: a b c")) == [
+            (SKIP, SKIP)
+        ]
+
+
+def test_the_drift_meter_at_temperature_0_names_temperature_and_its_range():
+    """The drift meter at T 0 said "needs temperature > 0" in a toast only: it names the Temperature control, where it
+    is and its range (the button's label says so beforehand: tests/test_app_page_browser.py)."""
+    with pytest.warns(UserWarning, match=r"needs Temperature above 0 \(Sampling: from 0\.05 to 2\)"):
+        assert list(h.measure_drift(*Controls(temperature=0.0, prompt="hi").values())) == [SKIP]
+
+
+def test_a_count_of_one_is_singular(monkeypatch):
+    """Explain printed "1 rejections" and the waiting line "1 runs at once": a count of one takes the singular noun
+    (engine.figures.plural)."""
+    from specviz.demo_trace import speculative_events
+    from specviz.explain import render_explain
+    from specviz.replay import events_upto
+
+    explain = render_explain(events_upto(speculative_events(), 1))  # round 1: one rejection
+    assert "1 rejection)" in explain and "1 rejections" not in explain
+    monkeypatch.setattr(h, "CONCURRENCY", 1)
+    line = h.running_buttons("you are 2nd in line")[2]
+    assert "(1 run at once on this server)" in line, line

@@ -150,7 +150,8 @@ def test_every_input_refuses_null_surrogates_and_oversize_values_by_name_in_few_
     "label,value,words",
     [
         ("γ (draft tokens per round)", 99, "must be from 1 to 16"),
-        ("n / L / W / k (0 = default)", -3, "must be at least 0"),
+        ("top-p", 0, "must be from 0.05 to 1"),
+        ("Beams B", 9, "must be from 2 to 8"),
         ("Drafter", "no-such-drafter", "must be one of its choices"),
         (
             "Load a trace to replay (no model needed)",
@@ -174,3 +175,34 @@ def test_out_of_range_and_not_a_choice_are_refused_by_name(demo, label, value, w
                 assert label in message and words in message, message
                 seen += 1
     assert seen >= 1
+
+
+def test_a_number_typed_out_of_a_sliders_range_is_refused_by_name(demo):
+    """Gradio's page clamps a number typed into a slider's box to its range as the box loses focus (γ 0 ran as γ 1,
+    silently), after sending the typed value with `release`: every slider but the replay round (whose range is the
+    run's) has a release listener, whose check refuses a value below or above the range naming the slider and the
+    range, and takes the slider's own value."""
+    sliders = [
+        b for b in demo.blocks.values() if isinstance(b, gr.Slider) and b.elem_id not in h.RANGE_SET_BY_RUN
+    ]
+    released = {
+        fn.inputs[0]._id: fn
+        for fn in endpoints(demo)
+        if len(fn.inputs) == 1 and any(event == "release" for _, event in fn.targets)
+    }
+    assert len(sliders) >= 8  # γ, max new tokens, p_min, temperature, top-p, node budget, branching, beams
+    for s in sliders:
+        fn = released[s._id]
+        for value in (s.minimum - 1, s.maximum + 1):
+            message = refused(demo, fn, [value])
+            assert s.label in message and f"from {s.minimum:g} to {s.maximum:g}" in message, message
+        demo.validate_inputs(fn, [s.value])
+
+
+def test_number_boxes_leave_their_range_to_the_run(demo):
+    """A number box with a Gradio minimum refused -3 in Generate's first, unqueued step, which shows no message: the
+    click did nothing (or Gradio said "Value -3 is less than minimum value 0.", naming no field). The boxes carry no
+    bound of Gradio's; the run refuses out-of-range values with the box's name and range (tests/test_app_messages)."""
+    boxes = [b for b in demo.blocks.values() if isinstance(b, gr.Number)]
+    assert {b.label for b in boxes} >= {"n / L / W / k (0 = default)", "top-k (0 = off)", "Seed"}
+    assert [(b.label, b.minimum, b.maximum) for b in boxes if (b.minimum, b.maximum) != (None, None)] == []

@@ -18,7 +18,9 @@ import zlib
 from pathlib import Path
 
 from engine.events import EVENT_TYPES, MAX_TRACE_BYTES, Finished, write_trace
+from engine.figures import plural
 from engine.metrics import summarize
+from engine.specs import REGISTRY, Family, ModelLoadError, check_beams, parse_draft
 from specviz.replay import rounds_of
 from specviz.runs import ROUND_KINDS, RunSet, as_event, main_run
 
@@ -80,8 +82,7 @@ def check_inputs(endpoint: str, wanted: list[tuple[str, str, dict]], values: lis
     if len(values) != len(wanted):
         takes = ", ".join(label for _, label, _ in wanted) or "nothing"
         raise ValueError(
-            f"/{endpoint} takes {len(wanted)} input{'' if len(wanted) == 1 else 's'} ({takes}), got "
-            f"{len(values)}"[:600]
+            f"/{endpoint} takes {plural(len(wanted), 'input')} ({takes}), got {len(values)}"[:600]
         )
     for (kind, label, spec), value in zip(wanted, values):
         check_input(kind, label, value, max_text, spec)
@@ -194,6 +195,41 @@ def check_gamma(value, high: int) -> int:
         return whole("γ", value, 1, high)
     except ValueError:
         raise ValueError(f"γ must be a whole number from 1 to {high}, got {str(value)[:40]}") from None
+
+
+PARAM_LABEL = "n / L / W / k (0 = default)"  # the drafter's number box, beside Drafter (app.py)
+
+
+def drafter_param(value, family: Family) -> int:
+    """The drafter's number as the page sends it: 0 (the drafter's default) or a whole number in the range of the
+    argument it sets (family.param: ngram's N 1 to 8, layerskip's L from 1); a family without one ignores any
+    number from 0 up. Else a ValueError naming the box and the range for this drafter."""
+    arg = next((a for a in family.args if a.name == family.param), None) if family.param else None
+    if arg is None:
+        return whole(PARAM_LABEL, value or 0, 0)
+    low, high = int(arg.low or 1), None if arg.high is None else int(arg.high)
+    try:
+        n = whole(PARAM_LABEL, value or 0)
+    except ValueError:
+        n = None
+    if n is None or (n != 0 and (n < low or (high is not None and n > high))):
+        span = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ValueError(
+            f"{PARAM_LABEL} must be 0 ({family.name}'s default) or a whole number {span} ({family.name}'s "
+            f"{arg.name}), got {shown(value)}"
+        )
+    return n
+
+
+def beam_drafter(draft: str) -> None:
+    """A drafter beam search can draft with; else the engine's refusal and where the page sets it (the Drafter
+    control sits beside Generate, far from the Beam search tab). A spec that does not parse keeps its own words."""
+    parse_draft(draft)
+    try:
+        check_beams(draft)
+    except ModelLoadError as e:
+        names = " or ".join(f.name for f in REGISTRY.values() if f.beams and f.choice)
+        raise ValueError(f"{e}: choose {names} in Drafter, beside Generate") from None
 
 
 def api_arguments(

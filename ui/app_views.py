@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
+from engine.figures import plural
 from engine.specs import REGISTRY, ModelLoadError, parse_draft, parse_model
 from engine.specs import drafter_choices as registry_choices
 from specviz import beams
@@ -36,7 +37,7 @@ from specviz.tokens import render_stream
 from specviz.tree import render_tree
 from specviz.verify import render_verify
 
-from .app_guard import SEED_MAX, ended, whole
+from .app_guard import SEED_MAX, drafter_param, ended, whole
 
 EMBEDDED_PAIR = "SmolLM2-135M-Instruct (embedded)"
 HUB = "(needs the Hugging Face hub)"
@@ -227,7 +228,7 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
         raise ValueError(
             f"unknown drafter {str(drafter)[:40]!r}: choose one of {', '.join(drafter_choices())}"
         )
-    n = int(param or 0)
+    n = drafter_param(param, family)  # -3 or 2.5 refused naming the box and this drafter's range
     if family.param and n:
         return target, f"{drafter}:{n}"
     return target, drafter
@@ -292,8 +293,7 @@ def summary_html(events) -> str:
         if alpha is not None
         else "",
         f"{mal:.2f} tokens per target forward" if mal else "",
-        f"{done} round{'s' * (done != 1)} · "
-        f"{run.n_tokens()} token{'s' * (run.n_tokens() != 1)}",
+        f"{plural(done, 'round')} · {plural(run.n_tokens(), 'token')}",
     ]
     if run.finished is not None:
         reason = run.finished.stop_reason

@@ -331,7 +331,8 @@ def measure_drift(*controls):
         target, draft, cfg = c.settings(MAX_RUN_S)
         if cfg.greedy:
             raise ValueError(
-                "the sampled drift meter needs temperature > 0 (a greedy run's drift is in the race)"
+                "the sampled drift meter needs Temperature above 0 (Sampling: from 0.05 to 2); at 0 a run is "
+                "greedy, and its drift is in the race"
             )
         if not 1 <= DRIFT_SAMPLES <= 2000:
             raise ValueError(f"SPECVIZ_DRIFT_SAMPLES must be between 1 and 2000, got {DRIFT_SAMPLES}")
@@ -584,7 +585,9 @@ def pair_note_changed(pair):
 def running_buttons(line: str = ""):
     """While a run streams: Generate disabled, Stop live and red; and, when the server is busy, the visitor's place
     in line in the summary's place (`line`: ui/fair_queue.py line_status), until their run's first frame."""
-    waiting = status_line(f"Waiting for a free slot: {line} ({CONCURRENCY} runs at once on this server) …")
+    waiting = status_line(
+        f"Waiting for a free slot: {line} ({plural(CONCURRENCY, 'run')} at once on this server) …"
+    )
     return (
         gr.update(interactive=False, value="Generating …"),
         gr.update(interactive=True, variant="stop"),
@@ -653,6 +656,7 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
     """Stream the beam view once per round (see specviz/beams.py); a bad setting is one warning."""
     try:
         target, draft = av.model_specs(pair, drafter, param)
+        guard.beam_drafter(draft)  # the page's words: where the Drafter control is
         cfg = GenerationConfig(
             gamma=guard.check_gamma(gamma, MAX_GAMMA),
             max_new_tokens=int(max_new),
