@@ -491,7 +491,7 @@ def render_explain(events) -> str:
             "bonus token. α is the chance one tested draft token is kept: accepted ÷ (accepted + rejections), "
             "counting only positions the target tested (those after a rejection never were). This run: "
             f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
-            f"{s.get('rejections', 0)} rejections).",
+            f"{plural(s.get('rejections', 0), 'rejection')}).",
         ),
         (
             "rollback",

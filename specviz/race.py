@@ -7,7 +7,7 @@ finished. Events -> HTML; every token text is escaped.
 
 from __future__ import annotations
 
-from engine.figures import quotient_terms
+from engine.figures import plural, quotient_terms
 from engine.metrics import greedy_drift
 
 from .drift import drift_meter, lossy_badge, lossy_rule
@@ -147,8 +147,7 @@ def render_race(events, t: float | None = None) -> str:
         speed += (
             f'<span class="race-threads" title="Engine.race computes both lanes with the same thread count '
             f"(SPECVIZ_RACE_THREADS) so that an outside load slows them alike; a solo run may use more "
-            f'threads and show more tok/s, not a different ratio.">both lanes on {n} CPU thread'
-            f"{'s' if n != 1 else ''}</span>"
+            f'threads and show more tok/s, not a different ratio.">both lanes on {plural(n, "CPU thread")}</span>'
         )
     if spec is not None and spec.done and ar is not None and ar.done and ar.started is not None:
         speed += bandwidth_line(summary, getattr(ar.started, "host", {}))

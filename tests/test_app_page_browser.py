@@ -439,3 +439,83 @@ def test_compact_mode_folds_long_rejected_tails(page):
     page.locator("#compact input").uncheck()
     expect(page.locator("#stream.sv-compact")).to_have_count(0)
     assert discarded.evaluate_all(visible) == discarded.count()
+
+
+SLIDERS_OUT = """() => [...document.querySelectorAll('input[type=range]')].filter(i => i.getClientRects().length)
+  .flatMap(i => { const box = i.closest('.block').getBoundingClientRect(), r = i.getBoundingClientRect();
+    const fold = i.closest('.gr-accordion'), f = fold ? fold.getBoundingClientRect() : box;
+    const inside = b => r.left >= b.left && r.right <= b.right;
+    return inside(box) && inside(f) ? [] : [i.closest('.block').innerText.split('\\n')[0]]; })"""
+
+
+def test_the_settings_column_holds_its_controls(browser, app_url):
+    """At 1440 × 900 and 1024 × 768, Sampling and Tree speculation open: every slider's track lies inside its own box
+    and its accordion (top-p's spilled out of the Sampling box, the tree's two by a few pixels); the "Load a trace"
+    label does not cover the drop zone's upload icon (it floated over it)."""
+    for width, height in ((1440, 900), (1024, 768)):
+        page = open_page(browser, app_url, width=width, height=height)
+        for fold in ("Sampling", "Tree speculation"):
+            page.get_by_text(fold, exact=True).click()
+        expect(page.get_by_role("slider", name="range slider for top-p")).to_be_visible()
+        expect(page.locator("#tree-branching input[type=range]")).to_be_visible()
+        page.wait_for_timeout(300)  # the accordions' opening
+        spilled = page.evaluate(SLIDERS_OUT)
+        label = page.locator('#trace-upload > label[data-testid="block-label"]').bounding_box()
+        icon = page.locator('#trace-upload [data-testid="upload-icon"]').bounding_box()
+        overlap_x = min(label["x"] + label["width"], icon["x"] + icon["width"]) - max(label["x"], icon["x"])
+        overlap_y = min(label["y"] + label["height"], icon["y"] + icon["height"]) - max(label["y"], icon["y"])
+        covered = overlap_x > 0 and overlap_y > 0
+        assert (spilled, covered) == ([], False), (width, spilled, label, icon)
+        page.close()
+
+
+def test_bold_text_is_drawn_in_one_font(browser, app_url):
+    """ "AR" read "Aʀ" and "GB" "Gʙ" on the race line: Gradio's weight-600 face holds a few glyphs (A, B, the space)
+    and the rest came from another font, letter by letter. The race line's bold spans and the Generate button are
+    each drawn in one font, with no small caps."""
+    page = open_page(browser, app_url)
+    page.get_by_role("tab", name="Race", exact=True).click()
+    expect(page.locator("#race .race-speedup")).to_be_visible()
+    page.evaluate("document.fonts.ready.then(() => true)")
+    page.wait_for_timeout(300)
+    cdp = page.context.new_cdp_session(page)
+    root = cdp.send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    cdp.send("CSS.enable")
+    for sel in ("#race .race-speedup", "#race .race-threads", "#race .race-roofline", "#generate"):
+        if page.locator(sel).count() == 0:
+            continue
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": sel})["nodeId"]
+        fonts = {f["familyName"] for f in cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]}
+        assert len(fonts) == 1, (sel, fonts)
+        assert page.locator(sel).evaluate("e => getComputedStyle(e).fontVariantCaps") == "normal"
+    assert page.locator("#race .race-roofline").count() == 1  # the recorded run's line with "AR" and "GB"
+    page.close()
+
+
+def test_numbers_out_of_range_are_answered_by_name(browser, app_url):
+    """γ 0 typed in its box ran as γ 1 silently; -3 in "n / L / W / k" got Gradio's "Value -3 is less than minimum
+    value 0." (or nothing); beam search under auto named no control; the drift button failed at T 0 with a toast
+    only. Now γ 0 is answered as its box is left, -3 when Generate is pressed, each naming the setting and its range;
+    the Beam search tab and the drift button say what they need beforehand."""
+    page = open_page(browser, app_url)
+    box = page.locator("#gamma input[type=number]")
+    box.fill("0")
+    box.press("Tab")
+    expect(page.get_by_text("γ (draft tokens per round) must be from 1 to 16, got 0")).to_be_visible(
+        timeout=30_000
+    )
+    expect(box).to_have_value("1")  # Gradio's clamp, now said
+    param = page.get_by_label("n / L / W / k (0 = default)", exact=True)
+    param.fill("-3")
+    param.press("Tab")
+    page.click("#generate")
+    expect(
+        page.get_by_text(
+            "n / L / W / k (0 = default) must be 0 (ngram's default) or a whole number from 1 to 8"
+        )
+    ).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    page.get_by_role("tab", name="Explain", exact=True).click()
+    expect(page.locator("#drift-measure")).to_contain_text("at Temperature > 0")
+    page.get_by_role("tab", name="Beam search", exact=True).click()
+    expect(page.get_by_text("beam search drafts with ngram or self", exact=False)).to_be_visible()
+    page.close()
