@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from engine.figures import quotient_terms
+from engine.figures import plural, quotient_terms
 
 from .markup import esc, tip_span
 
@@ -199,7 +199,7 @@ def _head(run) -> str:
     text = (
         f"{mode} beam search, B = {esc(cfg.get('num_beams', '?'))}"
         + (f", γ = {esc(cfg.get('gamma'))}, drafter {esc(started.draft)}" if mode == "speculative" else "")
-        + f": {len(steps)} steps in {forwards} target forwards"
+        + f": {plural(len(steps), 'step')} in {plural(forwards, 'target forward')}"
     )
     return f'<div class="beam-head" data-mode="{mode}">{text}</div>'
 
@@ -240,7 +240,7 @@ def _race(spec, plain) -> str:
         per = quotient_terms(steps, forwards)[0] if forwards else "–"
         rows.append(
             f'<span class="beam-race-lane" data-lane="{name}" data-forwards="{forwards}">{name}: '
-            f"{steps} steps, {forwards} target forwards ({per} steps/forward)"
+            f"{plural(steps, 'step')}, {plural(forwards, 'target forward')} ({per} steps/forward)"
             f"{f', {shown[name]} s' if name in shown else ''}</span>"
         )
     verdict = ""

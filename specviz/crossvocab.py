@@ -9,6 +9,8 @@ reads as one (many → one), and what the target then accepted.
 
 from __future__ import annotations
 
+from engine.figures import plural
+
 from .markup import esc, label_text
 
 MAX_ROUNDS = 8  # the most recent rounds shown; older ones are summarised in one line
@@ -74,8 +76,8 @@ def render_tokenisations(events) -> str:
     proposed = sum(len(e.target_token_ids) for e in retok)
     split = sum(sum(k != "1:1" for k in _pairing(e)) for e in retok)
     head = (
-        f"<summary>Two vocabularies: {drafted} draft tokens became {proposed} target tokens in "
-        f"{len(retok)} rounds ({split} split or merged); last {len(shown)} rounds</summary>"
+        f"<summary>Two vocabularies: {plural(drafted, 'draft token')} became {plural(proposed, 'target token')} in "
+        f"{plural(len(retok), 'round')} ({split} split or merged); last {plural(len(shown), 'round')}</summary>"
     )
     body = "".join(round_rows(e, verdicts.get(e.round)) for e in shown)
     return f'<details class="specviz sv-crossvocab" open>{head}{body}</details>'

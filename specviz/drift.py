@@ -10,6 +10,7 @@ total variation of the first two tokens' law measured by engine/decode/drift.py 
 from __future__ import annotations
 
 from engine.config import typical_params
+from engine.figures import plural
 from engine.metrics import greedy_drift
 
 from .markup import esc, fmt_p
@@ -63,11 +64,12 @@ def drift_meter(spec, ar, speedup: float | None = None, sampled: dict | None = N
         )
     d = greedy_drift(spec.token_ids(), ar.token_ids())
     if d["first"] is None:
-        text = f"drift: none on this run, all {d['tokens']} tokens are the target's greedy output{fast}"
+        said = "its one token is" if d["tokens"] == 1 else f"all {d['tokens']} tokens are"
+        text = f"drift: none on this run, {said} the target's greedy output{fast}"
     else:
         text = (
             f"drift: leaves the target's greedy output at token {d['first'] + 1}; {d['differ']} of "
-            f"{d['tokens']} tokens differ{fast}"
+            f"{plural(d['tokens'], 'token')} {'differs' if d['differ'] == 1 else 'differ'}{fast}"
         )
     first = "" if d["first"] is None else d["first"] + 1
     return (

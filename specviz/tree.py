@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.figures import plural
 from engine.specs import family
 
 from .drift import lossy_badge
@@ -278,7 +279,7 @@ def _tree_round_html(rv, nodes: list[Node], greedy: bool) -> str:
     attrs = {n.id: tree_node_attrs(rv, n, greedy, parents, path) for n in nodes[1:]}
     body = _svg(nodes, attrs, on_path, f"round {rv.round}: {verdict}")
     if len(t.tokens) > len(parents):
-        body += f'<span class="tree-more">+{len(t.tokens) - len(parents)} nodes not drawn</span>'
+        body += f'<span class="tree-more">+{plural(len(t.tokens) - len(parents), "node")} not drawn</span>'
     return (
         f'<div class="tree-round tree-branches" data-round="{rv.round}" data-nodes="{len(t.tokens)}">'
         f'<span class="tree-label" title="{esc(verdict)}">R{rv.round}<small> pos {esc(t.pos)} · '
@@ -379,8 +380,8 @@ def render_tree(events, upto_round: int | None = None, max_rounds: int = 60, max
         committed = sum(len(r.tokens) for r in old)
         text = "".join(stream_text(t, breaks=False) for r in old for t in r.tokens)
         parts.append(
-            f'<details class="tree-older" data-rounds="{hidden}"><summary>{hidden} earlier rounds · '
-            f"{committed} tokens committed · {accepted}/{drafted} drafts accepted</summary>"
+            f'<details class="tree-older" data-rounds="{hidden}"><summary>{plural(hidden, "earlier round")} · '
+            f"{plural(committed, 'token')} committed · {accepted}/{drafted} drafts accepted</summary>"
             f'<div class="tree-older-text">{text}</div></details>'
         )
     greedy = run.greedy

@@ -73,7 +73,7 @@ def _stop_reason(rv, greedy: bool) -> str:
     if rv.committed is not None and len(rv.committed.tokens) <= rv.n_accepted:
         return "The draft was accepted up to an end-of-text token: the run ended there."
     return (
-        f"All {len(d.tokens)} drafts were accepted, so the same target forward gave one more token for free: "
+        f"{'The draft was' if len(d.tokens) == 1 else f'All {len(d.tokens)} drafts were'} accepted, so the same target forward gave one more token for free: "
         f"the bonus <code>{nxt}</code> (p = {fmt_p(v.next_p)})."
     )
 

@@ -365,7 +365,7 @@ class FairQueue:
         if compute and len(line) >= self.limits.waiting:
             raise Refusal(
                 429,
-                f"the server is full: {len(line)} runs are waiting (SPECVIZ_QUEUE_SIZE); you would be "
+                f"the server is full: {len(line)} {'run is' if len(line) == 1 else 'runs are'} waiting (SPECVIZ_QUEUE_SIZE); you would be "
                 f"{self.line_status(len(line))}. Please try again in a minute.",
             )
 
