@@ -11,8 +11,8 @@ import math
 
 import plotly.graph_objects as go
 
-from engine import costmodel
-from engine.figures import derive, quotient_terms
+from engine import metrics
+from engine.figures import Exact, decimals_of, derive, plural, quotient_terms
 from engine.specs import family, parse_contestant
 
 from .charts import COLORS, _figure, empty_fig
@@ -34,8 +34,48 @@ def batch_rows(events) -> list[int]:
     return sorted({e.row for e in events if getattr(e, "row", 0) >= 0 and e.kind == "run_started"})
 
 
-def _finished(events, row: int):
-    return next((e for e in events if e.kind == "finished" and e.row == row), None)
+# how a row's stop reason reads beside its token count ("reached" only when the count is the limit)
+STOPS = {
+    "eos": "ended at end-of-text",
+    "max_new_tokens": "reached max_new_tokens = {limit}",
+    "time_limit": "cut at the time limit",
+}
+
+
+def row_stats(events) -> metrics.RunStats:
+    """One row's counts from its own events: the tokens, drafts and verdicts its lane shows."""
+    stats = metrics.RunStats()
+    for e in events:
+        stats.add(e)
+    return stats
+
+
+def alpha_text(accepted: int, rejections: int) -> str:
+    """ "α = 18/39 = 0.46": α as its counts (accepted over tested drafts) and their quotient (figures.derive)."""
+    tested = accepted + rejections
+    value, _ = derive(lambda a: a, [Exact.ratio(accepted, tested)], 2)
+    return (
+        f"α = {accepted}/{tested} = {value}"  # the counts as counted (Exact's text would reduce 18/36 to 1/2)
+    )
+
+
+def row_head(row: int, stats: metrics.RunStats) -> str:
+    """ "row 2: 48 tokens, reached max_new_tokens = 48 · α = 18/39 = 0.46 (accepted / tested drafts; 5 more never
+    tested)": every figure from the row's own events."""
+    done = stats.finished
+    tokens = f"{stats.new_tokens} tokens" if done is not None else f"{stats.new_tokens} tokens so far"
+    if done is not None:
+        reason = STOPS.get(done.stop_reason, done.stop_reason or "stopped")
+        tokens += ", " + esc(reason.format(limit=stats.max_new_tokens))
+    tested = stats.accepted + stats.rejections
+    if tested:
+        untested = max(stats.drafted - tested, 0)
+        alpha = f"{alpha_text(stats.accepted, stats.rejections)} (accepted / tested drafts" + (
+            f"; {untested} more never tested)" if untested else ")"
+        )
+    else:
+        alpha = "no drafts tested" if stats.mode == "speculative" else "AR"
+    return f"row {row + 1}: {tokens} · {alpha}"
 
 
 def lanes_html(events) -> str:
@@ -46,60 +86,60 @@ def lanes_html(events) -> str:
     out = [f'<div class="batch-lanes" data-rows="{len(rows)}">']
     for row in rows:
         mine = row_events(events, row)
-        done = _finished(events, row)
-        s = (done.summary or {}) if done is not None else {}
-        alpha = s.get("alpha")
-        counts = (
-            costmodel.tested_counts(s.get("accepted", 0), s.get("rejections", 0), s.get("drafted", 0))
-            if done is not None and s.get("drafted")
-            else "no drafts tested"
-        )
-        head = (
-            f"row {row + 1}: {s.get('new_tokens', '…')} tokens, α {alpha:.2f} ({esc(counts)}), "
-            f"{esc(done.stop_reason)}"
-            if done is not None and alpha is not None
-            else f"row {row + 1}: {esc(done.stop_reason) + ', ' if done is not None else 'running, '}{esc(counts)}"
-        )
         out.append(
-            f'<section class="batch-lane" data-row="{row}"><h4 class="batch-lane-head">{head}</h4>'
-            f"{render_stream(mine)}</section>"
+            f'<section class="batch-lane" data-row="{row}"><h4 class="batch-lane-head">'
+            f"{row_head(row, row_stats(mine))}</h4>{render_stream(mine)}</section>"
         )
     out.append("</div>")
     return "".join(out)
 
 
-def batch_line(events) -> str:
-    """The batch's summary: rows, tokens, decode throughput, γ per round, α pooled (batch_finished's numbers)."""
+def batch_line(events, rate_decimals: int = 0) -> str:
+    """The batch's summary: rows, tokens (the rows' sum, its terms printed), forwards by γ, decode throughput
+    (its tokens ÷ seconds printed beside it, at `rate_decimals`), α pooled over the rows as its counts."""
     done = next((e for e in events if e.kind == "batch_finished"), None)
     rounds = [e for e in events if e.kind == "batch_round"]
     if done is None:
         return (
-            f'<p class="batch-line">{len(rounds)} rounds so far, '
+            f'<p class="batch-line">{plural(len(rounds), "round")} so far, '
             f"{sum(sum(e.committed) for e in rounds)} tokens committed.</p>"
             if rounds
             else ""
         )
     s = done.summary
+    rows = s.get("row_tokens") or []
+    tokens = f"{s.get('tokens')} tokens" + (f" ({' + '.join(map(str, rows))})" if len(rows) > 1 else "")
+    if not s.get("decode_tokens_per_s"):
+        return f'<p class="batch-line">{plural(done.rows, "row")}, {tokens}.</p>'
     gammas = ", ".join(f"γ {g} × {n}" for g, n in s.get("round_gammas", []))
-    alpha = s.get("alpha")
-    rate = s.get("decode_tokens_per_s")
     mode = "AR (γ = 0)" if done.mode == "ar" else esc(done.draft)
     return (
-        f'<p class="batch-line" data-rows="{done.rows}"><b>{done.rows} rows</b>, {mode}: {s.get("tokens")} '
-        f"tokens in {s.get('rounds')} forwards ({gammas}); "
-        f"{decode_rate(s)} after the prefill"
-        + (f"; α {alpha:.2f} pooled over the rows" if alpha is not None else "")
+        f'<p class="batch-line" data-rows="{done.rows}"><b>{plural(done.rows, "row")}</b>, {mode}: {tokens} '
+        f"in {s.get('rounds')} forwards ({gammas}); {decode_rate(s, rate_decimals)} after the prefill"
+        + pooled_alpha(s)
         + ".</p>"
-        if rate
-        else f'<p class="batch-line">{done.rows} rows, {s.get("tokens")} tokens.</p>'
     )
 
 
-def decode_rate(s: dict) -> str:
+def pooled_alpha(s: dict) -> str:
+    """ "; α = 37/76 = 0.49 pooled over the rows": the rows' accepted over their tested drafts (a summary without
+    the counts, a trace from before they were kept, prints α alone)."""
+    if s.get("alpha") is None:
+        return ""
+    accepted, rejections = s.get("accepted"), s.get("rejections")
+    alpha = (
+        alpha_text(accepted, rejections)
+        if isinstance(accepted, int) and isinstance(rejections, int) and accepted + rejections
+        else f"α {s['alpha']:.2f}"
+    )
+    return f"; {alpha} pooled over the rows (their accepted / tested drafts)"
+
+
+def decode_rate(s: dict, decimals: int = 0) -> str:
     """ "1,234 tokens/s (512 ÷ 0.415 s)": the decode throughput with the seconds it divides by, printed so that
     they divide to it."""
     tokens, seconds = s.get("tokens"), s["wall_s"] - s["prefill_s"]
-    rate, (_, secs) = derive(lambda n, t: n / t if t > 0 else math.inf, [(tokens, 0), (seconds, 2)], 0)
+    rate, (_, secs) = derive(lambda n, t: n / t if t > 0 else math.inf, [(tokens, 0), (seconds, 2)], decimals)
     return f"{rate} tokens/s ({tokens} ÷ {secs} s)"
 
 
@@ -137,12 +177,49 @@ def gamma_of(contestant: str, default: int) -> int:
     return default if g is None else g
 
 
-def throughput_figure(results: dict | None) -> go.Figure:
-    """Decode tokens/s of the whole batch against B, per contestant and prompt set; the crossover marked."""
-    title = "Batch throughput against B (measured on this machine)"
-    if not results or not results.get("curves"):
+def measured_on(r: dict) -> str:
+    """ "Intel(R) Xeon(R) Processor, 2 threads": the machine a curve was measured on, as its record names it."""
+    threads = r.get("threads")
+    return esc(r.get("cpu") or "an unnamed CPU") + (f", {plural(threads, 'thread')}" if threads else "")
+
+
+def throughput_figure(results: dict | None, live: dict | None = None) -> go.Figure:
+    """Decode tokens/s of the whole batch against B: the committed benchmark's curves per contestant and prompt
+    set (their crossover marked), titled with the machine they were measured on; `live`, this host's own curve
+    (ui/batch_tab.host_curve: AR and the tab's drafter raced at each B), drawn over them with its machine named."""
+    committed = bool(results and results.get("curves"))
+    here = bool(live and live.get("sizes"))
+    # each source on its own line, named by its machine ("this machine" only ever for the one measured here)
+    sources = ([f"lines: {measured_on(results)}"] if committed else []) + (
+        [f"★: this host, {measured_on(live)}"] if here else []
+    )
+    title = "Batch throughput against B" + "".join(f"<br>{s}" for s in sources)
+    if not committed and not here:
         return empty_fig(title, "no batch benchmark yet: python -m benchmarks batch")
-    fig = _figure(title, "batch size B (rows per forward)", "tokens/s after the prefill")
+    fig = _figure(title, "batch size B (rows per forward)", "decode tokens/s")
+    sizes = sorted(set((results or {}).get("sizes", [])) | set((live or {}).get("sizes", [])))
+    if committed:
+        _committed_curves(fig, results)
+    if here:
+        for lane, points in live["curves"].items():
+            name = f"{live['names'][lane]}, this host"
+            fig.add_scatter(
+                x=live["sizes"],
+                y=[p["decode_tokens_per_s"] for p in points],
+                mode="lines+markers",
+                name=name,
+                line=dict(color=COLORS["ar"] if lane == "ar" else COLORS["corrected"], width=3),
+                marker=dict(symbol="star", size=11),
+                hovertemplate=f"{esc(name)}<br>B=%{{x}}: %{{y:.0f}} tokens/s<extra></extra>",
+            )
+    fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
+    # tall: on a phone its twelve legend entries take a row each below the plot
+    fig.update_layout(height=440 + 17 * (len(sources) - 1), meta={"sv_chart": "batch-throughput"})
+    return fig
+
+
+def _committed_curves(fig: go.Figure, results: dict) -> None:
+    """The benchmark's curves, one per contestant and prompt set, and where fixed γ falls below AR."""
     sizes, gamma = results["sizes"], results["gamma"]
     fixed = [n for n in results["contestants"] if parse_contestant(n).gamma is not None]
     for s, curves in results["curves"].items():
@@ -160,41 +237,56 @@ def throughput_figure(results: dict | None) -> go.Figure:
                 line=dict(color=color, dash=DASH.get(s, "dash")),
                 hovertemplate=f"{_name(n, gamma)}, {s}<br>B=%{{x}}: %{{y:.0f}} tokens/s<extra></extra>",
             )
-    for s, by in (results.get("crossover") or {}).items():
+    for i, (s, by) in enumerate((results.get("crossover") or {}).items()):
         b = by.get(f"ngram@{gamma}")
         if b:
             fig.add_vline(x=b, line=dict(color=COLORS["rejected"], dash=DASH.get(s, "dash"), width=1))
             # an annotation on a log axis takes log10(x) (Plotly's rule; x = 16 stretched the axis to 10^16), the
-            # line takes x itself
+            # line takes x itself; one row per set inside the plot, clear of the title and of each other
             fig.add_annotation(
                 x=math.log10(b),
-                y=1,
+                y=1 - 0.08 * i,
                 yref="paper",
+                yanchor="top",
                 text=f"{s}: γ={gamma} below AR from B={b}",
                 showarrow=False,
-                xanchor="left",
+                xanchor="right" if b == max(sizes) else "left",
                 font=dict(size=10, color=COLORS["rejected"]),
             )
-    fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
-    fig.update_layout(height=360, meta={"sv_chart": "batch-throughput"})
-    return fig
 
 
-def roofline_note(results: dict | None) -> str:
-    """Why the curve bends, from the roofline's ridge: tokens per forward B·(γ + 1) against n*."""
-    if not results:
+def ridge_sentence(r: dict, gamma: int, where: str) -> str:
+    """ "On {where} the roofline's ridge is n* ≈ 24.3 tokens per forward (...); a batch at γ = 4 carries B × 5
+    tokens, so it reaches the ridge near B ≈ 4.9", or "" without a measured ridge."""
+    ridge = r.get("ridge_tokens")
+    if not ridge or not math.isfinite(ridge):
         return ""
-    ridge, gamma = results.get("ridge_tokens"), results["gamma"]
-    if not ridge:
-        return ""
-    at, (n_star,) = derive(lambda r: r / (gamma + 1), [(ridge, 0)], 1)
+    at, (n_star,) = derive(lambda x: x / (gamma + 1), [(ridge, 0)], 1)
     return (
-        f'<p class="batch-roof">On this machine ({esc(results.get("cpu", ""))}, {results.get("threads")} threads) '
-        f"the roofline's ridge is n* ≈ {n_star} tokens per forward (at 256 cached tokens): below it a forward "
-        f"costs about its weight reads, whatever it carries; above it, its arithmetic. A batch of B rows at "
-        f"γ = {gamma} carries B × {gamma + 1} tokens, so it reaches the ridge near B ≈ {at}; AR carries only B. "
-        f"Speculation spends the spare compute a batch also spends: once the forward is compute-bound, every "
-        f"rejected draft costs real time, and AR's B rows per forward are the better use of it.</p>"
+        f"On {where} the roofline's ridge is n* ≈ {n_star} tokens per forward (at 256 cached tokens); a batch of B "
+        f"rows at γ = {gamma} carries B × {gamma + 1} tokens, so it reaches the ridge near B ≈ {at}. "
+    )
+
+
+def roofline_note(results: dict | None, live: dict | None = None) -> str:
+    """Why the curves bend, from the roofline's ridge: tokens per forward B·(γ + 1) against n*, on the machine the
+    committed curves were measured on and, once measured, on this host."""
+    parts = []
+    if results:
+        parts.append(
+            ridge_sentence(
+                results, results["gamma"], f"the machine the lines were measured on ({measured_on(results)})"
+            )
+        )
+    if live:
+        parts.append(ridge_sentence(live, live["gamma"], f"this host ({measured_on(live)})"))
+    if not any(parts):
+        return ""
+    return (
+        f'<p class="batch-roof">{"".join(parts)}Below the ridge a forward costs about its weight reads, whatever '
+        f"it carries; above it, its arithmetic. AR carries only B tokens per forward. Speculation spends the spare "
+        f"compute a batch also spends: once the forward is compute-bound, every rejected draft costs real time, "
+        f"and AR's B rows per forward are the better use of it.</p>"
     )
 
 
@@ -273,26 +365,29 @@ def throughput_markdown(results: dict) -> str:
 
 def batch_summary_html(lanes: dict) -> str:
     """The Batch tab's summary: the speculative batch's line, the AR batch's when raced, and their ratio (both
-    measured in one interleaved race, decode throughput after each one's own prefill)."""
+    measured in one interleaved race, decode throughput after each one's own prefill). The lines print their rates
+    as the ratio's terms print them: one text per figure."""
     spec, ar = lanes.get("speculative") or [], lanes.get("ar") or []
-    out = ['<div class="batch-summary">', batch_line(spec)]
+    s, a = (next((e for e in run if e.kind == "batch_finished"), None) for run in (spec, ar))
+    rs = s.summary.get("decode_tokens_per_s") if s is not None else None
+    ra = a.summary.get("decode_tokens_per_s") if a is not None else None
+    verdict, decimals = "", 0
+    if rs and ra:
+        ar_rows = {e.row: e.token_ids for e in ar if e.kind == "finished"}
+        same = sum(e.token_ids == ar_rows.get(e.row) for e in spec if e.kind == "finished")
+        greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
+        # the printed rates reproduce the printed ratio
+        ratio, spec_rate, ar_rate = quotient_terms(rs, ra)
+        decimals = decimals_of(spec_rate)
+        verdict = (
+            f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
+            f"<b>{ratio}×</b> the AR batch ({spec_rate} ÷ {ar_rate} tokens/s, the two raced round by round "
+            f"on one thread)"
+            + (f"; {same} of {s.rows} rows token-identical to AR" if greedy else "")
+            + ".</p>"
+        )
+    out = ['<div class="batch-summary">', batch_line(spec, decimals)]
     if ar:
-        out.append(batch_line(ar))
-        s, a = (next((e for e in run if e.kind == "batch_finished"), None) for run in (spec, ar))
-        rs = s.summary.get("decode_tokens_per_s") if s is not None else None
-        ra = a.summary.get("decode_tokens_per_s") if a is not None else None
-        if rs and ra:
-            ar_rows = {e.row: e.token_ids for e in ar if e.kind == "finished"}
-            same = sum(e.token_ids == ar_rows.get(e.row) for e in spec if e.kind == "finished")
-            greedy = next((e.config.get("temperature") == 0 for e in spec if e.kind == "run_started"), False)
-            # the printed rates reproduce the printed ratio
-            ratio, spec_rate, ar_rate = quotient_terms(rs, ra)
-            out.append(
-                f'<p class="batch-verdict" data-ratio="{rs / ra:.3f}">Batched speculation ran at '
-                f"<b>{ratio}×</b> the AR batch ({spec_rate} ÷ {ar_rate} tokens/s, the two raced round by round "
-                f"on one thread)"
-                + (f"; {same} of {s.rows} rows token-identical to AR" if greedy else "")
-                + ".</p>"
-            )
-    out.append("</div>")
+        out.append(batch_line(ar, decimals))
+    out += [verdict, "</div>"]
     return "".join(out)

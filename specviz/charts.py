@@ -4,6 +4,8 @@ note when the data it needs is not there yet. Knows nothing about HTML or gradio
 
 from __future__ import annotations
 
+import textwrap
+
 import plotly.graph_objects as go
 
 from engine import costmodel, metrics
@@ -25,6 +27,34 @@ COLORS = {
     "measured": "#e16f24",
 }
 ORIGINS = ("accepted", "corrected", "bonus", "ar")
+
+
+# a title line's most characters: at 13 px it fits a phone's chart (a 390 px screen leaves the plot ~340 px)
+TITLE_CHARS = 44
+TITLE_LINE_PX = 17  # the top margin grows by this much per line past the first
+
+
+def title_lines(text: str, width: int = TITLE_CHARS) -> list[str]:
+    """A chart title as the lines it is drawn on (Plotly never wraps a title; a phone clipped it): parts joined by
+    " · " share a line while it fits `width` characters, a part too long for one breaks at spaces, "<br>" always
+    breaks."""
+    lines: list[str] = []
+    for block in text.split("<br>"):
+        start = len(lines)
+        for part in block.split(" · "):
+            pieces = textwrap.wrap(part, width, break_long_words=False, break_on_hyphens=False) or [""]
+            if len(lines) > start and len(pieces) == 1 and len(lines[-1]) + 3 + len(part) <= width:
+                lines[-1] += " · " + part
+            else:
+                lines += pieces
+    return lines
+
+
+def set_title(fig: go.Figure, text: str) -> go.Figure:
+    """Set a figure's title wrapped to title_lines, the top margin grown to hold its lines."""
+    lines = title_lines(text)
+    fig.update_layout(title_text="<br>".join(lines), margin_t=36 + TITLE_LINE_PX * (len(lines) - 1))
+    return fig
 
 
 def _figure(title: str, xtitle: str = "", ytitle: str = "") -> go.Figure:
@@ -55,7 +85,7 @@ def _figure(title: str, xtitle: str = "", ytitle: str = "") -> go.Figure:
         yaxis=dict(title=ytitle, gridcolor="rgba(128,128,128,.22)", zerolinecolor="rgba(128,128,128,.3)"),
         meta={"sv_x": "round"} if xtitle == "round" else None,
     )
-    return fig
+    return set_title(fig, title)
 
 
 def empty_fig(title: str, note: str) -> go.Figure:
@@ -101,12 +131,8 @@ def accepted_length_fig(events) -> go.Figure:
                 )
             )
     total = sum(len(r.tokens) for r in run.rounds)
-    fig.update_layout(
-        barmode="stack",
-        bargap=0.1,
-        title_text=f"{title} · mean {total / len(run.rounds):.2f} per target forward",
-    )
-    return fig
+    fig.update_layout(barmode="stack", bargap=0.1)
+    return set_title(fig, f"{title} · mean {total / len(run.rounds):.2f} per target forward")
 
 
 def position_counts(events) -> tuple[list[int], list[int]]:
@@ -139,10 +165,10 @@ def position_acceptance_fig(events) -> go.Figure:
                 x=x,
                 y=[alpha**i for i in x],
                 mode="lines+markers",
-                name=f"model α^i, α={alpha:.2f}",
+                name=f"model α<sup>i</sup>, α={alpha:.2f}",
                 line=dict(color=COLORS["model"], dash="dot"),
                 marker=dict(size=5),
-                hovertemplate="position %{x}: α^i = %{y:.2f}<extra></extra>",
+                hovertemplate="position %{x}: α<sup>i</sup> = %{y:.2f}<extra></extra>",
             )
         )
     fig.update_yaxes(range=[0, 1.05])
@@ -279,5 +305,4 @@ def speedup_model_fig(events) -> go.Figure:
         )
     best = max(points, key=lambda p: p[2])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#6e7781")
-    fig.update_layout(title_text=f"{title} · best γ={best[0]} ({best[2]:.2f}×)")
-    return fig
+    return set_title(fig, f"{title} · best γ={best[0]} ({best[2]:.2f}×)")

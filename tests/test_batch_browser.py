@@ -67,3 +67,33 @@ def test_browser_batch_throughput_curves_span_the_plot(app_url, browser):
     assert span["curves"] >= 4, span
     assert covered >= 0.6 * width and span["left"] < left + 0.2 * width, span
     page.close()
+
+
+def test_browser_measure_on_this_host_draws_this_hosts_curve_named_by_its_cpu(app_url, browser):
+    """The chart's title names the CPU the committed curves were measured on, not "this machine"; Measure on this
+    host adds this host's own curves (AR and the drafter, B = 1 to 16), its CPU named in the title and the note."""
+    from engine.runtime.kernels import cpu_name
+    from ui import batch_tab as ub
+
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(app_url + "?tour=0")
+    page.wait_for_selector("#prompt textarea")
+    box = page.locator("#max-new input[type=number]").first
+    box.fill("6")
+    box.press("Tab")
+    page.get_by_role("tab", name="Batch").click()
+    page.wait_for_selector("#batch-throughput .gtitle")
+    title = page.locator("#batch-throughput .gtitle").text_content()
+    assert ub.results()["cpu"] in title and "this machine" not in title, title
+    assert f"This host: {cpu_name()}" in page.locator("#batch-note").text_content()
+    page.click("#batch-measure")
+    page.wait_for_selector("#batch-note .batch-host[data-cpu]", timeout=180_000)
+    page.wait_for_function(
+        "() => document.querySelector('#batch-note .batch-host').textContent.includes('B = 1, 2, 4, 8, 16')",
+        timeout=180_000,
+    )
+    title = page.locator("#batch-throughput .gtitle").text_content()
+    names = page.locator("#batch-throughput .legendtext").all_text_contents()
+    assert f"this host, {cpu_name()}" in title and ub.results()["cpu"] in title, title
+    assert "AR, this host" in names and "ngram γ=4, this host" in names, names
+    page.close()

@@ -153,7 +153,9 @@ class BatchRun:
             round_ += 1
             events, gamma = self._round(round_)
             gammas.append(gamma)
-            yield from self._hand_over(events + self._drop_finished(round_))
+            yield from self._hand_over(events)
+            # after the round's events are counted: a row's Finished summary includes its last round
+            yield from self._hand_over(self._drop_finished(round_))
         wall = self.clock() - self.t_start
         yield from self._hand_over(
             [self._finished(b, round_, self.ends.get(b, "time_limit"), wall) for b in self.live]
@@ -465,7 +467,8 @@ def batch_summary(
     stats: list[RunStats], tokens: list[int], wall: float, prefill_s: float, gammas: list[int]
 ) -> dict:
     """The batch's numbers: committed tokens per second of the whole batch (tokens_per_s, prefill included;
-    decode_tokens_per_s, after the prefill: what batching and speculation change), per-row α and tokens."""
+    decode_tokens_per_s, after the prefill: what batching and speculation change), per-row α and tokens, the pooled α
+    with its counts."""
     rows = [s.summary(wall) for s in stats]
     total, decode = sum(tokens), wall - prefill_s
     accepted, rejections = sum(s.accepted for s in stats), sum(s.rejections for s in stats)
@@ -477,6 +480,8 @@ def batch_summary(
         "prefill_s": prefill_s,
         "decode_tokens_per_s": total / decode if decode > 0 else None,
         "alpha": costmodel.alpha(accepted, rejections),
+        "accepted": accepted,  # α's counts, pooled over the rows: accepted / (accepted + rejections)
+        "rejections": rejections,
         "row_tokens": tokens,
         "row_alpha": [r["alpha"] for r in rows],
         "rounds": len(gammas),
