@@ -2,7 +2,7 @@
 projections (fused q/k/v, o, fused gate/up, down) and its LM head, 1 row, fp32, random weights of the real
 shapes, on this CPU.
 
-    .venv/bin/python -m benchmarks.forward.compile_cost [--threads 2] [--passes 5] [--modes default,max-autotune-no-cudagraphs] [--frozen]
+    .venv/bin/python -m benchmarks forward compile [--threads 2] [--passes 5] [--modes default,max-autotune-no-cudagraphs] [--frozen]
 
 Times, interleaved over passes (median of 20 calls each per pass): the native kernel on packed panels (what the
 lean forward runs), torch eager (F.linear: MKL), and the same function through torch.compile in each mode
