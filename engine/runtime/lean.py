@@ -9,7 +9,7 @@ as the weight reads, and transformers' generic forward spends a large share of a
 The fused, pre-transposed matrices are copies the lean forward owns: the transformers module is read
 once and never changed, so it stays usable as is (transformers' generate(), the reference in tests).
 The copy is made only when it fits in a quarter of RAM (else the transformers module runs); measured,
-it did not raise the process's RSS (README, "Measured here"). The embedding and the norm weights are read in place, never written.
+it did not raise the process's RSS (docs/benchmarks.md). The embedding and the norm weights are read in place, never written.
 
 Each projection is one `Weight` that runs the kernel measured fastest on this host per row count
 (kernels.py): specviz's own few-row kernel (native.py, compiled here; at 1-8 rows it streams the weights up
