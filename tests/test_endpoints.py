@@ -6,6 +6,7 @@ or a new kind of input, cannot slip past."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import gradio as gr
 import pytest
@@ -105,16 +106,30 @@ def test_generate_refuses_non_finite_arguments_by_name(demo, args, where):
         list(h.api_generate(*args))
 
 
+# per kind of checked input (h.INPUT_KIND), a value of another type; numbers have their own test above
+WRONG_TYPE = {"bool": "yes", "text": 7, "choice": ["ngram"], "file": 3, "index": "1"}
+
+
 def test_wrong_types_are_refused_by_label(demo):
-    """A checkbox that is not a bool, a text that is not text, a choice that is a list, a file that is a number."""
-    cases = {gr.Checkbox: "yes", gr.Textbox: 7, gr.Dropdown: ["ngram"], gr.File: 3}
+    """A checkbox that is not a bool, a text that is not text, a choice that is a list, a file that is a number, an
+    example index that is text: refused with the input's label. Counts what it checked against the page's inputs of
+    those components, so a kind the checker learns without a case here, or an input it stops classifying, fails."""
+    assert {kind for _, kind in h.INPUT_KIND} == {*WRONG_TYPE, "number"}
+    seen = Counter()
     for fn in endpoints(demo):
         for k, block in enumerate(fn.inputs):
-            bad = next((v for cls, v in cases.items() if isinstance(block, cls)), None)
-            if bad is not None:
+            kind = next((kind for cls, kind in h.INPUT_KIND if isinstance(block, cls)), None)
+            if kind in WRONG_TYPE:
                 values = defaults(fn)
-                values[k] = bad
-                assert h.input_label(block) in refused(demo, fn, values)
+                values[k] = WRONG_TYPE[kind]
+                assert h.input_label(block) in refused(demo, fn, values), (fn.api_name, kind)
+                seen[kind] += 1
+    expected = sum(
+        isinstance(block, (gr.Checkbox, gr.Textbox, gr.Dropdown, gr.File, gr.Dataset))
+        for fn in endpoints(demo)
+        for block in fn.inputs
+    )
+    assert sum(seen.values()) == expected >= 30 and seen.keys() == WRONG_TYPE.keys(), (seen, expected)
 
 
 # one value per hostile case; `null` is refused wherever the page itself never sends it

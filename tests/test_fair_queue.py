@@ -147,16 +147,21 @@ def test_one_compute_job_per_session_runs_at_a_time(server):
 def test_a_job_whose_visitor_left_before_its_start_never_runs(server):
     """A visitor who joins behind a busy slot and closes the page (its stream ends) before the job starts: the job
     is dropped (Gradio ends a closed stream's jobs), never run."""
-    api, ids, _ = server
+    api, ids, demo = server
     assert join(api, ids["work"], "busy", "busy").status_code == 200
     busy = Reader(api, "busy")
     deadline = time.monotonic() + 10
     while CALLS != ["busy"] and time.monotonic() < deadline:  # the slot is taken
         time.sleep(0.05)
     assert join(api, ids["work"], "leaver", "left").status_code == 200
+    queue = fq.GradioQueue(demo)
+    assert [e.session_hash for e in queue.waiting()] == ["leaver"]
     with httpx.stream("GET", f"{api}queue/data", params={"session_hash": "leaver"}, timeout=10) as r:
         next(r.iter_lines())  # the stream is open: the job is confirmed, then the visitor goes
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30  # the server sees the stream end, on however busy a machine
+    while queue.waiting() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not queue.waiting()  # dropped before the slot frees
     GATE.set()
     assert busy.completed()
     time.sleep(1.0)

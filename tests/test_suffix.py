@@ -98,7 +98,8 @@ def test_a_long_session_stays_under_its_memory_bound():
 
 
 def test_the_spec_parses_and_refuses_out_of_range():
-    assert parse_draft("suffix").values == (8, None) or parse_draft("suffix").values == (8, "")
+    """suffix's arguments: N (default 8) and the shape (None: the tree); out of range or unknown: refused by name."""
+    assert parse_draft("suffix").values == (8, None)
     assert parse_draft("suffix:4,chain").values == (4, "chain")
     with pytest.raises(ModelLoadError, match="suffix"):
         parse_draft("suffix:40")
@@ -126,7 +127,8 @@ def test_greedy_is_the_target_own_output_on_a_random_model(target, spec):
 
 def test_the_history_is_what_the_next_run_drafts_from(target):
     """A prompt the run has never seen in its own text: with the history of an earlier run that wrote what
-    follows, the first rounds draft from it; without, they cannot."""
+    follows, the first rounds draft from it; without, no round drafts (the random model's output repeats nothing
+    the run has seen)."""
     engine = Engine(target, "suffix", measure_step=False)
     cfg = GenerationConfig(gamma=4, max_new_tokens=24, raw=True)
     first = list(engine.generate("x y", cfg))[-1]
@@ -137,7 +139,7 @@ def test_the_history_is_what_the_next_run_drafts_from(target):
     ]
     without = [e for e in engine.generate("x y", cfg) if e.kind in ("drafted", "draft_tree")]
     assert with_history and with_history[0].round == 1
-    assert not without or without[0].round > 1
+    assert without == []
 
 
 def primed(engine, ids):
