@@ -9,6 +9,7 @@ import torch
 from engine import costmodel
 from engine.drafters.auto import AutoDrafter, confidence_variant
 from engine.drafters.base import Draft, Drafter, empty_draft
+from tests.rounds import kept
 
 V = 16
 
@@ -24,8 +25,6 @@ class Nothing(Drafter):
 
 class Head(Drafter):
     """A costly drafter whose chain has the given confidences: row i puts `conf[i]` on token `picks[i]`."""
-
-    wants_features = True
 
     def __init__(self, name="eagle"):
         self.name, self.conf, self.picks, self.asked = name, [], [], 0
@@ -100,13 +99,13 @@ def test_acceptance_is_learnt_per_confidence_bin():
     auto = auto_with(head)
     sure, unsure = auto.alpha("eagle@0.8-1.0", 0.9), auto.alpha("eagle@0.0-0.2", 0.1)
     auto.propose([1, 2, 3], 3)
-    auto.learn(0, [1, 2, 3, 4], 1.1)
+    auto.settle(kept(0, [1, 2, 3, 4], 1.1))
     assert auto.alpha("eagle@0.8-1.0", 0.9) < sure
     assert auto.alpha("eagle@0.0-0.2", 0.1) == unsure
     assert auto.trials["eagle@0.8-1.0"] == 1 and auto.hits["eagle@0.8-1.0"] == 0
     assert auto.trials["eagle"] == 1  # the overall α that prices asking counts the same tested position
     auto.propose([1, 2, 3, 4], 3)
-    auto.learn(2, [1, 2, 3, 4, 5, 6, 7], 1.2)  # both kept positions accepted
+    auto.settle(kept(2, [1, 2, 3, 4, 5, 6, 7], 1.2))  # both kept positions accepted
     assert auto.hits["eagle@0.8-1.0"] == pytest.approx(2) and auto.trials["eagle@0.8-1.0"] == pytest.approx(
         2.9
     )
@@ -164,7 +163,7 @@ def test_a_lookup_match_kind_never_verified_is_tried_once_before_it_is_outbid():
     draft = auto.propose([1, 2, 3], 3)
     assert draft.note("decided")["drafter"] == "ngram" and head.asked == 0
     assert draft.note("decided")["reason"].startswith("trying ngram (n=1) once")
-    auto.learn(0, [1, 2, 3, 9], 1.1)  # its first token was rejected: n=1 is measured now
+    auto.settle(kept(0, [1, 2, 3, 9], 1.1))  # its first token was rejected: n=1 is measured now
     assert auto.trials["n=1"] == 1.0 and auto.hits["n=1"] == 0.0
     draft = auto.propose([1, 2, 3, 9], 3)
     assert (

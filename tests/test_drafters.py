@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, ModelLoadError, load_model
+from engine.drafters.base import Factory
 from engine.drafters.ngram import NgramIndex, longest_match
 from tests.test_engine import CHI2_7DF_999, chi_square, first_token_counts, target_first_token_probs
 
@@ -150,7 +151,8 @@ def test_drafts_of_the_target_itself_run_on_its_cache(tiny_dirs, spec, shared):
         made.append((drafter, cache))
         return drafter
 
-    factory, engine.make_drafter = engine.make_drafter, make
+    factory = engine.make_drafter
+    engine.make_drafter = Factory(make, factory.needs)
     cfg = GenerationConfig(gamma=3, max_new_tokens=30)
     prompt = "one two three four one two three"
     assert (

@@ -63,6 +63,40 @@ def test_a_toy_drafter_is_one_file_and_one_registry_line(toy, tiny_dirs):
     assert check_beams("repeat").name == "repeat"
 
 
+def test_a_drafter_gets_what_its_factory_declares_and_nothing_else(toy, tiny_dirs):
+    """The toy declares no Needs: a run with a session history settles it with no features, and its constructor is
+    never handed the history (it takes none). Declaring Needs(features=True) and Needs(history=True) gets both:
+    the prompt's features at round 0, each round's kept positions' after, and the session's History."""
+    from engine.drafters.base import Factory, Needs
+    from engine.drafters.suffix import History
+
+    engine = Engine(load_model(tiny_dirs["target"]), "repeat:3", measure_step=False)
+    plain, made = engine.make_drafter, []
+    engine.make_drafter = Factory(lambda *args: made.append(plain.build(*args)) or made[-1], plain.needs)
+    cfg = GenerationConfig(gamma=3, max_new_tokens=8)
+    list(engine.generate("a b a b a b", cfg, history=History()))
+    (toy_drafter,) = made
+    assert toy_drafter.settled and all(r.features is None for r in toy_drafter.settled)
+    assert [r.round for r in toy_drafter.settled] == list(
+        range(1, len(toy_drafter.settled) + 1)
+    )  # no prefill call
+    history, handed = History(), []
+
+    def wants(cfg_, gen, max_len, cache, session):
+        handed.append(session)
+        return made.append(plain.build(cfg_, gen, max_len, cache)) or made[-1]
+
+    engine.make_drafter = Factory(wants, Needs(features=True, history=True))
+    events = list(engine.generate("a b a b a b", cfg, history=history))
+    settled = made[-1].settled
+    prompt_len = next(e for e in events if e.kind == "run_started").pos
+    assert handed == [history] and settled[0].round == 0
+    assert settled[0].features.shape[0] == prompt_len - 1  # the prompt's positions but its last
+    assert all(r.features is not None and r.features.shape[0] >= 1 for r in settled[1:])
+    hidden = engine.target.model.config.hidden_size
+    assert all(r.features.shape[1] == hidden for r in settled)
+
+
 def test_the_toy_is_unknown_once_removed(tiny_dirs):
     """Negative control for the test above: without its registry line the toy spec is refused everywhere."""
     with pytest.raises(ModelLoadError, match="unknown draft spec 'repeat:3'"):

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from engine import Engine, GenerationConfig, costmodel, load_model
+from engine.drafters.base import Factory
 from engine.drafters.lookahead import LookaheadDrafter
 from engine.drafters.recycle import RecycleDrafter
 from engine.drafters.suffix import History
@@ -125,8 +126,7 @@ def knows(engine, text: list[int]) -> None:
                 drafter.pool.setdefault(text[i], []).insert(0, tuple(text[i + 1 : i + n]))
         return drafter
 
-    primed.rows, primed.takes_history = make.rows, getattr(make, "takes_history", False)
-    engine.make_drafter = primed
+    engine.make_drafter = Factory(primed, make.needs)
 
 
 @pytest.mark.parametrize("spec", SIZED)

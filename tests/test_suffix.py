@@ -9,6 +9,7 @@ import torch
 
 from engine import Engine, GenerationConfig, load_model
 from engine.costmodel import grow_tree
+from engine.drafters.base import Factory, Needs
 from engine.drafters.registry import drafter_factory
 from engine.drafters.suffix import MAX_NODES, History, SuffixDrafter, path_scores
 from engine.events import trace_from_json, trace_to_json
@@ -159,11 +160,10 @@ def primed(engine, ids):
             history.add(ids[-2:] + [x, y])
     real = engine.make_drafter
 
-    def make(cfg, gen, max_len, cache, history_=None):
+    def make(cfg, gen, max_len, cache, _history):
         return real(cfg, gen, max_len, cache, history)
 
-    make.rows, make.takes_history = real.rows, True
-    engine.make_drafter = make
+    engine.make_drafter = Factory(make, real.needs)
     return engine
 
 
@@ -204,7 +204,7 @@ def test_greedy_is_identical_to_ar_on_the_benchmark_prompts(embedded, spec):
 
 def test_a_tree_fits_the_cache_the_factory_sized(target):
     make = drafter_factory("suffix", target)
-    assert make.rows == MAX_NODES and make.takes_history
+    assert make.needs == Needs(rows=MAX_NODES, history=True)
     d = make(GenerationConfig(tree_budget=5), None, 100, None)
     assert isinstance(d, SuffixDrafter) and d.budget == 5
     assert tree.depths([-1, 0, 0, 1]) == [1, 2, 2, 3]
@@ -215,7 +215,7 @@ def test_auto_offers_suffix_with_the_session_history(target):
     wrote what follows, a suffix tree is among its candidates from the first drafted round and auto picks it;
     the output is AR's; the history gains the run, its template positions masked like suffix's own."""
     engine = Engine(target, "auto", measure_step=False)
-    assert engine.make_drafter.takes_history
+    assert engine.make_drafter.needs.history
     built = engine.make_drafter(GenerationConfig(), None, 64, None, History())
     assert set(built.trees) == {"recycle", "suffix"} and built.drafter.name.startswith("ngram")
     free = Engine(target, "auto:free", measure_step=False).make_drafter(GenerationConfig(), None, 64, None)

@@ -8,6 +8,7 @@ import torch
 
 from engine import Engine, GenerationConfig, load_model
 from engine.decode import drift
+from engine.drafters.base import Factory, Needs
 from engine.drafters.lookahead import LookaheadDrafter, window_rows
 from engine.drafters.recycle import TEMPLATES, RecycleDrafter, template_parents
 from engine.drafters.registry import drafter_factory
@@ -18,6 +19,7 @@ from engine.runtime.cache import KVCache
 from engine.sampling import tree
 from engine.sampling.typical import accept_typical, threshold
 from engine.specs import ModelLoadError, parse_draft
+from tests.rounds import saw, timed
 
 PROMPTS = ["a b c a b d a b c a b", "Tell me about the sea", "def fib(n):", "1, 2, 3, 4,"]
 SPECS = [
@@ -130,9 +132,9 @@ def test_recycle_fills_its_template_from_the_forwards_it_saw(target):
     (static: the whole filled template)."""
     make = drafter_factory("recycle:4,small,static", target)
     d = make(GenerationConfig(), None, 64, None)
-    assert make.rows == len(TEMPLATES["small"])
-    d.observe_forward(
-        type("Seen", (), {"inputs": [5, 7], "topk": [[7, 8, 9, 10], [1, 2, 3, 4]], "extra_next": []})()
+    assert make.needs.rows == len(TEMPLATES["small"])
+    d.settle(
+        saw(type("Seen", (), {"inputs": [5, 7], "topk": [[7, 8, 9, 10], [1, 2, 3, 4]], "extra_next": []})())
     )
     draft = d.propose([3, 5], 4)
     tokens, parents = draft.token_ids.tolist(), draft.parents
@@ -243,7 +245,7 @@ def primed(engine, family, ids, cfg):
                 )
             return d
 
-        make.rows = 24 if family == "union" else len(TEMPLATES["small"])
+        make = Factory(make, Needs(rows=24 if family == "union" else len(TEMPLATES["small"])))
     else:
 
         def make(cfg_, gen, max_len, cache):
@@ -251,7 +253,7 @@ def primed(engine, family, ids, cfg):
             d.pool[ids[-1]] = [(x, nxt[-1]) for x, nxt in zip(first[::-1], second[::-1])]
             return d
 
-        make.rows = 2 * 2 + 4 * 2
+        make = Factory(make, Needs(rows=2 * 2 + 4 * 2))
     engine.make_drafter = make
     return engine
 
@@ -410,8 +412,8 @@ def test_union_drafts_from_both_families_and_records_its_sizing(target):
     d.prepare(ids, GenerationConfig())
     for rows in (1, 2, 3, 5, 9):
         for _ in range(3):
-            d.observe_verify(rows, 0.01)  # flat: every node pays
-    d.observe_forward(type("Seen", (), {"inputs": [4, 8], "topk": [[8, 9], [10, 11]], "extra_next": []})())
+            d.settle(timed(rows, 0.01))  # flat: every node pays
+    d.settle(saw(type("Seen", (), {"inputs": [4, 8], "topk": [[8, 9], [10, 11]], "extra_next": []})()))
     draft = d.propose(ids, 4)
     tokens, parents = draft.token_ids.tolist(), draft.parents
     roots = {t for t, p in zip(tokens, parents) if p < 0}
@@ -426,7 +428,7 @@ def test_union_drafts_from_both_families_and_records_its_sizing(target):
     assert (5, 3, 4) in paths and (8, 10) in paths and (9,) in paths  # both families' candidates, merged
     note = draft.note("tree_sized")
     assert note["drafter"] == "union:4,2" and note["pool"] == len(tokens) and note["token_ids"] == tokens
-    assert make.rows >= len(tokens) and draft.topk == 2
+    assert make.needs.rows >= len(tokens) and draft.topk == 2
 
 
 def test_a_union_round_with_nothing_to_draft_still_asks_for_the_top_k(target):
@@ -437,8 +439,8 @@ def test_a_union_round_with_nothing_to_draft_still_asks_for_the_top_k(target):
     d.prepare([7], GenerationConfig())
     draft = d.propose([7], 4)
     assert draft.token_ids.numel() == 0 and draft.topk == 2
-    d.observe_forward(type("Seen", (), {"inputs": [7], "topk": [[12, 13]], "extra_next": []})())
+    d.settle(saw(type("Seen", (), {"inputs": [7], "topk": [[12, 13]], "extra_next": []})()))
     for rows in (1, 2, 3):
         for _ in range(3):
-            d.observe_verify(rows, 0.01)
+            d.settle(timed(rows, 0.01))
     assert 12 in d.propose([7], 4).token_ids.tolist()

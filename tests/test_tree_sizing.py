@@ -11,6 +11,7 @@ from engine import Engine, GenerationConfig, load_model
 from engine.drafters.lookahead import LookaheadDrafter
 from engine.drafters.recycle import TEMPLATES, RecycleDrafter
 from engine.events import trace_from_json, trace_to_json
+from tests.rounds import saw, timed
 
 
 @pytest.fixture(scope="module")
@@ -30,17 +31,17 @@ def test_sized_recycle_drafts_what_pays_on_the_measured_verify_curve():
     """Sized (the default): where verify forwards cost the same at every size the whole filled template is
     drafted; where each row costs a step, none (a plain step); in between, the likelier nodes first."""
     d = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"))
-    d.observe_forward(_seen([5, 7, 8], [[7, 8, 9, 10], [1, 2, 3, 4], [11, 12, 13, 14]]))
+    d.settle(saw(_seen([5, 7, 8], [[7, 8, 9, 10], [1, 2, 3, 4], [11, 12, 13, 14]])))
     static = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"), sized=False)
     static.table = d.table.clone()
     pool = static.propose([3, 5], 4).token_ids.tolist()
     for rows in range(1, 15):  # free: every size timed alike
-        d.observe_verify(rows, 0.02)
+        d.settle(timed(rows, 0.02))
     assert d.propose([3, 5], 4).token_ids.tolist() == pool and len(pool) > 6
     steep = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"))
     steep.table = d.table
     for rows in range(1, 15):  # each position costs a whole step: no guess pays
-        steep.observe_verify(rows, 0.02 * rows)
+        steep.settle(timed(rows, 0.02 * rows))
     assert steep.propose([3, 5], 4).token_ids.numel() == 0
 
 
@@ -91,9 +92,9 @@ def test_recycle_learns_which_template_positions_the_target_takes():
     drafted = {}
     for taken in (8, 7):  # the root's rank-1 guess, then (control) its rank-0 guess
         d = RecycleDrafter(4, TEMPLATES["small"], 100, torch.device("cpu"))
-        d.observe_forward(_seen([5, 7, 8], [[7, 8, 9, 10], [1, 2, 3, 4], [11, 12, 13, 14]]))
+        d.settle(saw(_seen([5, 7, 8], [[7, 8, 9, 10], [1, 2, 3, 4], [11, 12, 13, 14]])))
         for rows in range(1, 15):
-            d.observe_verify(rows, 0.02 * (1 + 0.6 * (rows - 1)))  # a node pays only when likely
+            d.settle(timed(rows, 0.02 * (1 + 0.6 * (rows - 1))))  # a node pays only when likely
         ids = [3, 5]
         for _ in range(12):
             d.propose(ids, 4)
@@ -146,7 +147,7 @@ def test_the_engine_times_each_forward_at_the_rows_it_computed(target, spec, mon
 
     seen = []
     for cls in (LookaheadDrafter, RecycleDrafter, SuffixDrafter):
-        monkeypatch.setattr(cls, "observe_verify", lambda self, rows, s: seen.append((self.name, rows)))
+        monkeypatch.setattr(cls, "settle", lambda self, r: seen.append((self.name, r.rows)))
     engine = Engine(target, spec, measure_step=False)
     events = list(engine.generate("a b c a b d a b c a b", GenerationConfig(gamma=4, max_new_tokens=24)))
     rows = [e.verified for e in events if e.kind == "round_timed"]

@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import torch
 
-from engine.drafters.base import Draft, Drafter, Note
+from engine.drafters.base import Draft, Drafter, Factory, Note
 from engine.events import Decided
 
 
 class RepeatDrafter(Drafter):
-    """Drafts ids[-1] repeated: stateless, so beam search may ask it once per beam (the default propose_beams)."""
+    """Drafts ids[-1] repeated: stateless, so beam search may ask it once per beam (the default propose_beams).
+    It keeps the rounds it was settled with (what the engine handed it: tests/test_registry.py)."""
 
     def __init__(self, times: int, device, name: str):
         self.times, self.device, self.name = times, device, name
+        self.settled = []
+
+    def settle(self, r) -> None:
+        self.settled.append(r)
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         n = min(gamma, self.times)
@@ -33,5 +38,5 @@ def _why(round_: int, pos: int, text, why: dict) -> Decided:
 
 
 def build(spec, target, ctx):
-    """The per-run constructor (engine/drafters/registry.py calls it)."""
-    return lambda cfg, gen, max_len, cache: RepeatDrafter(spec["K"], target.device, spec.text)
+    """The per-run constructor (engine/drafters/registry.py calls it): it declares no Needs."""
+    return Factory(lambda cfg, gen, max_len, cache: RepeatDrafter(spec["K"], target.device, spec.text))

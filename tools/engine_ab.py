@@ -54,6 +54,10 @@ EVERY = CONFIGS + [
     ("ngram+beams", 3, "speculative", {"num_beams": 3}),
     ("self+beams", 3, "speculative", {"num_beams": 2}),
     ("ar+beams", 1, "ar", {"num_beams": 3}),
+    ("suffix", 4, "speculative", {}),
+    ("recycle", 4, "speculative", {}),
+    ("lookahead", 4, "speculative", {}),
+    ("union", 4, "speculative", {}),
 ]
 # rooms, then flat
 LAYOUTS = (

@@ -29,6 +29,7 @@ import torch
 
 from .. import costmodel
 from ..config import MAX_BATCH, MAX_GAMMA, GenerationConfig
+from ..drafters.base import Settled
 from ..drafters.batched import row_drafters
 from ..drafters.registry import drafter_factory
 from ..events import BatchFinished, BatchRound, Decided, Finished, Prefilling, RoundTimed
@@ -108,12 +109,12 @@ class BatchRun:
         self.ids, self.prompt_lens = rows_ids, [len(ids) for ids in rows_ids]
         self.speculative, self.spec = speculative, engine.draft_spec if speculative else ""
         factory = engine.make_drafter if not goodput else ngram_factory(engine)
-        extra = getattr(factory, "rows", 0) if speculative else 0
+        extra = factory.needs.rows if speculative else 0
         max_len = max(cache_slots(n, cfg, extra) for n in self.prompt_lens)
         self.cache = RowsKVCache.for_model(self.target.model, max_len, len(rows_ids))
         generators, self.draws = row_random(cfg, len(rows_ids), self.target.device)
         self.drafters = row_drafters(factory, cfg, generators, max_len, self.cache) if speculative else None
-        self.features = [] if self.drafters is not None and self.drafters.wants_features else None
+        self.features = [] if self.drafters is not None and factory.needs.features else None
         self.chooser = Goodput(cfg) if goodput else None
         self.live = list(range(len(rows_ids)))  # cache row r holds sequence live[r]
         self.ends: dict[int, str] = {}  # sequence -> its stop reason
@@ -141,8 +142,13 @@ class BatchRun:
             yield from self._hand_over([progress])
         prefill_s = self.clock() - self.t_start
         if self.features and not past(self.when):
-            for r, n in enumerate(self.prompt_lens):  # positions 0 .. len − 2 of each row
-                self.drafters.observe(r, torch.cat(self.features, dim=1)[r, : n - 1])
+            for r, n in enumerate(
+                self.prompt_lens
+            ):  # the prefill's settle: positions 0 .. len − 2 of each row
+                prompt = torch.cat(self.features, dim=1)[r, : n - 1]
+                self.drafters.settle(
+                    r, Settled(round=0, n_accepted=0, ids=self.ids[r], verify_s=0.0, rows=0, features=prompt)
+                )
         if self.features:
             self.features.clear()
         round_, gammas = 0, []
@@ -179,7 +185,7 @@ class BatchRun:
         steps, shape = self._verify(drafts, remaining)
         self.sync()
         t2 = self.clock()
-        self._learn(steps, t2 - t1)
+        self._learn(round_, steps, t2 - t1)
         if self.chooser is not None:
             self.chooser.record(self.live, shape[1], t2 - t1, steps, found)
         name = self.drafters.name if self.drafters else ""
@@ -258,16 +264,25 @@ class BatchRun:
             self.ids[b].extend(s.new)
         return steps, tuple(x.shape)
 
-    def _learn(self, steps: list, verify_s: float) -> None:
-        """Each row's drafter sees what its row kept (features, the forward's rows it asked for, the verdict)."""
+    def _learn(self, round_: int, steps: list, verify_s: float) -> None:
+        """Each row's drafter settles its row's round (features, the forward's rows it asked for, the verdict; no
+        rows to time: a batch's forward is not one sequence's)."""
         if self.drafters is None:
             return
         for r, (b, s) in enumerate(zip(self.live, steps)):
-            if self.features:
-                self.drafters.observe(r, self.features[-1][r, s.kept_rows])
-            if s.seen is not None:
-                self.drafters.observe_forward(r, s.seen)
-            self.drafters.learn(r, s.n_accepted, self.ids[b], verify_s)
+            kept = self.features[-1][r, s.kept_rows] if self.features else None
+            self.drafters.settle(
+                r,
+                Settled(
+                    round=round_,
+                    n_accepted=s.n_accepted,
+                    ids=self.ids[b],
+                    verify_s=verify_s,
+                    rows=0,
+                    seen=s.seen,
+                    features=kept,
+                ),
+            )
         if self.features:
             self.features.clear()
 

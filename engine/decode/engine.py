@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from ..config import MAX_GAMMA, GenerationConfig
+from ..drafters.base import Settled
 from ..drafters.registry import drafter_factory
 from ..events import Finished, RoundTimed
 from ..metrics import RunStats, summarize
@@ -199,9 +200,7 @@ class Engine:
     def prefix_cache(self, ids: list[int], cfg: GenerationConfig) -> KVCache:
         """An empty cache sized for cfg's runs of this prompt: once loop.prefill has read the prompt into it (all
         but its last token), `generate(prefix=...)` reuses it."""
-        return KVCache.for_model(
-            self.target.model, cache_slots(len(ids), cfg, getattr(self.make_drafter, "rows", 0))
-        )
+        return KVCache.for_model(self.target.model, cache_slots(len(ids), cfg, self.make_drafter.needs.rows))
 
     def generate_batch(
         self,
@@ -266,10 +265,8 @@ class Engine:
             )
 
     def _drafter(self, cfg: GenerationConfig, generator, cache: KVCache, history=None):
-        """This run's drafter; one that reads a session's history (make_drafter.takes_history) is handed it."""
-        if getattr(self.make_drafter, "takes_history", False):
-            return self.make_drafter(cfg, generator, cache.max_len, cache, history)
-        return self.make_drafter(cfg, generator, cache.max_len, cache)
+        """This run's drafter; one whose family declared Needs.history is handed the session's history."""
+        return self.make_drafter(cfg, generator, cache.max_len, cache, history)
 
     @torch.inference_mode()
     def _events(
@@ -285,7 +282,7 @@ class Engine:
         target, prompt_len = self.target, len(ids)
         generator, draws = self._random(cfg)
         # a drafter's own forward size
-        rows = getattr(self.make_drafter, "rows", 0) if mode == "speculative" else 0
+        rows = self.make_drafter.needs.rows if mode == "speculative" else 0
         reuse = prefix is not None
         cache = prefix if reuse else KVCache.for_model(target.model, cache_slots(prompt_len, cfg, rows))
         if reuse:
@@ -293,7 +290,7 @@ class Engine:
         drafter = self._drafter(cfg, generator, cache, history) if mode == "speculative" else None
         if drafter is not None:
             drafter.prepare(ids, cfg)  # work a drafter does before the clock starts (oracle: its reference)
-        forward, features = self._forward_for(drafter)
+        forward, features = self._forward_for(drafter is not None and self.make_drafter.needs.features)
         # a head drafter reads the prompt's features: the prompt is read again
         if reuse and features is not None:
             cache.truncate(0)
@@ -309,8 +306,11 @@ class Engine:
         # a stop between chunks
         for progress in () if reuse else prefill(forward, ids, cache, when, target.device):
             yield from clock.hand_over([progress], stats)
-        if features and not past(when):
-            drafter.observe(torch.cat(features, dim=1)[0])  # positions 0 .. len(ids) − 2
+        if features and not past(
+            when
+        ):  # the prefill's settle: the prompt's features, positions 0 .. len(ids) − 2
+            prompt = torch.cat(features, dim=1)[0]
+            drafter.settle(Settled(round=0, n_accepted=0, ids=ids, verify_s=0.0, rows=0, features=prompt))
         if features:
             features.clear()
         # γ moves only with adaptive="heuristic"
@@ -336,7 +336,8 @@ class Engine:
                 break
         wall = clock() - t_start
         if history is not None and drafter is not None:  # the session's next runs draft from this one too
-            history.add(drafter.source(ids) if hasattr(drafter, "source") else ids)
+            kept = drafter.history_source(ids)
+            history.add(ids if kept is None else kept)
         step_s = self._target_step_cost(cache, ids[-1]) if drafter is not None and self.measure_step else None
         new_ids = ids[prompt_len:]
         yield Finished(
@@ -349,8 +350,9 @@ class Engine:
         )
 
     def _round(self, run: _Run, round_: int, gamma: int, remaining: int):
-        """1. draft, then the pure step (2.-5.); the drafter learns. Returns the Step and, to be called with the
-        clock once the round's events are built, its RoundTimed."""
+        """One round, top to bottom: 1. draft, 2.-4. the step (verify, accept / resample, roll back), 5. commit,
+        6. the drafter settles. Returns the Step and, to be called with the clock once the round's events are built,
+        its RoundTimed."""
         forward, features, drafter, ids, clock = run.forward, run.features, run.drafter, run.ids, run.clock
         sync = self.sync
         t0 = clock()
@@ -358,7 +360,7 @@ class Engine:
         draft = drafter.propose(ids, gamma) if gamma else None
         sync()
         t1 = clock()
-        # 2. verify  3. accept / resample  4. roll back  5. commit: one pure step
+        # 2. verify  3. accept / resample  4. roll back: one step (it moves the cache pointer; no events, no clock)
         s = step(
             forward,
             ids,
@@ -371,15 +373,24 @@ class Engine:
             device=self.target.device,
         )
         t2 = clock()
-        ids.extend(s.new)
-        if features:  # the features of the positions the cache keeps, for the next draft
-            drafter.observe(features[-1][0, s.kept_rows])
+        ids.extend(s.new)  # 5. commit
+        # 6. feedback: the settled round to the drafter (the features of the positions the cache keeps, for a
+        # drafter that declared them; what the forward computed that the draft asked for; its time and rows)
+        kept = features[-1][0, s.kept_rows] if features else None
+        if features:
             features.clear()
-        if s.seen is not None:  # what the forward computed that the draft asked for (top-k rows, extra rows)
-            drafter.observe_forward(s.seen)
         if drafter is not None:
-            drafter.learn(s.n_accepted, ids, t2 - t1)
-            drafter.observe_verify(forward_rows(s), t2 - t1)  # the forward's own rows, a plain step's too
+            drafter.settle(
+                Settled(
+                    round=round_,
+                    n_accepted=s.n_accepted,
+                    ids=ids,
+                    verify_s=t2 - t1,
+                    rows=forward_rows(s),
+                    seen=s.seen,
+                    features=kept,
+                )
+            )
         return s, lambda t3: RoundTimed(
             round=round_,
             pos=len(ids),
@@ -402,10 +413,10 @@ class Engine:
         generator.manual_seed(seed)
         return generator, Draws(seed)
 
-    def _forward_for(self, drafter):
+    def _forward_for(self, features: bool):
         """The target's forward for this run, and the list its final-norm features land in when the drafter
-        reads them (trained heads), else None."""
-        if not getattr(drafter, "wants_features", False):
+        declared it reads them (Needs.features: the trained heads), else None."""
+        if not features:
             return self.forward, None
         features = []
         return functools.partial(self.forward, hidden_out=features), features

@@ -15,8 +15,8 @@ choice is returned with the numbers behind it, so the UI can explain why.
 
 Tree drafters that are free to ask (`trees`: token recycling, suffix speculation) are asked every round too and
 priced from the accepted drafts per round their trees earned (a prior until tried) over their asking time and the
-verify forward of the tree's size (costmodel.round_rate); they read every round's forward (`observe_forward`) and
-its time (`observe_verify`: suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
+verify forward of the tree's size (costmodel.round_rate); every round's `settle` brings them its forward's rows and
+its time (suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
 history when the run has one.
 
 Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
@@ -25,12 +25,13 @@ of their drafts that were worth verifying; one is asked only when it beats both 
 drafter's best γ. Its chain is then cut by its confidence (max q per position, `_by_confidence`): α per
 confidence bin, starting at the hit rate the heads measured on held-out text. (Offered next to every n-gram
 match at a flat prior α = 0.5, before this pricing, they cost the grounded prompts 10%: README, "Trained draft
-heads".) They see the target's features every round (`observe`), so they stay in step.
+heads".) They see the target's features every round (their `settle`), so they stay in step.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -39,7 +40,7 @@ from ..costmodel import CONFIDENCE_EDGES
 from ..events import Decided
 from ..sampling.tree import depths
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Note, empty_draft
+from .base import Draft, Drafter, Factory, Needs, Note, Settled, empty_draft
 from .heads import heads_fit
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
@@ -84,7 +85,6 @@ class AutoDrafter(Drafter):
             str, float
         ] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
-        self.wants_features = any(d.wants_features for d in costly)
         self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
         self.hits: dict[str, float] = {}  # variant -> decayed accepted tokens
         self.cost: dict[str, float] = {}  # drafter name -> seconds per drafted token (EMA)
@@ -101,14 +101,6 @@ class AutoDrafter(Drafter):
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
         for d in (*self.costly.values(), *self.trees.values()):
             d.prepare(prompt_ids, cfg)
-
-    def observe_forward(self, seen) -> None:
-        for d in self.trees.values():  # recycling learns from every forward, chosen or not
-            d.observe_forward(seen)
-
-    def observe(self, features: torch.Tensor) -> None:
-        for d in self.costly.values():
-            d.observe(features)
 
     # -- estimates ------------------------------------------------------------------------
     def alpha(self, variant: str = "", prior: float = PRIOR_ALPHA) -> float:
@@ -304,8 +296,16 @@ class AutoDrafter(Drafter):
     def _asked(self, d: str, used: bool) -> None:
         self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
+    def settle(self, r: Settled) -> None:
+        """The round to every drafter it holds: the prompt's and each round's features to the heads; to the tree
+        drafters every forward's rows and time, chosen or not (recycling learns from every forward, suffix sizes
+        on every round's time); accepted counts only to the one it chose; its own estimates learn the round."""
+        if r.round == 0:  # the prefill: the prompt's features
+            for d in self.costly.values():
+                d.settle(r)
+            return
         g, variants, chosen = self.last
+        n_accepted, verify_s = r.n_accepted, r.verify_s
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
         old = self.verify.get(g + 1)
@@ -317,15 +317,12 @@ class AutoDrafter(Drafter):
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
-        self.drafter.learn(n_accepted if g and chosen == self.drafter.name else 0, ids, verify_s)
-        for name, d in self.costly.items():
-            d.learn(n_accepted if g and chosen == name else 0, ids, verify_s)
-        self.last = (0, [], "")
-
-    def observe_verify(self, rows: int, verify_s: float) -> None:
-        """The round's forward time at the rows it computed, whichever drafter it was: to every tree drafter."""
         for d in self.trees.values():
-            d.observe_verify(rows, verify_s)
+            d.settle(replace(r, n_accepted=n_accepted if g and chosen == d.name else 0))
+        self.drafter.settle(replace(r, n_accepted=n_accepted if g and chosen == self.drafter.name else 0))
+        for name, d in self.costly.items():
+            d.settle(replace(r, n_accepted=n_accepted if g and chosen == name else 0))
+        self.last = (0, [], "")
 
     def _count(self, variants: list, n_accepted: int) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
@@ -337,12 +334,9 @@ class AutoDrafter(Drafter):
             self.trials[v] += 1
             self.hits[v] += 1 if i < n_accepted else 0
 
-    def source(self, ids: list[int]) -> list[int]:
+    def history_source(self, ids: list[int]) -> list[int] | None:
         """What a session's history keeps of this run: the suffix drafter's view (template positions masked)."""
-        for d in self.trees.values():
-            if hasattr(d, "source"):
-                return d.source(ids)
-        return list(ids)
+        return next((kept for d in self.trees.values() if (kept := d.history_source(ids)) is not None), None)
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
@@ -426,20 +420,17 @@ def build(spec: DraftSpec, target, ctx):
     )
     trees = [ctx.factory("recycle", target), ctx.factory("suffix", target)] if full or offer == "free" else []
 
-    def make(cfg, gen, max_len, cache, history=None):
-        built = (
-            m(cfg, gen, max_len, cache, history)
-            if getattr(m, "takes_history", False)
-            else m(cfg, gen, max_len, cache)
-            for m in trees
-        )
+    def make(cfg, gen, max_len, cache, history):
         return AutoDrafter(
             _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache),
             target.device,
             costly=tuple(m(cfg, gen, max_len, cache) for m in heads),
-            trees=tuple(built),
+            trees=tuple(m(cfg, gen, max_len, cache, history) for m in trees),
         )
 
-    make.rows = max([getattr(m, "rows", 0) for m in trees], default=0)
-    make.takes_history = True
-    return make
+    needs = Needs(
+        rows=max((m.needs.rows for m in trees), default=0),
+        history=True,
+        features=any(m.needs.features for m in heads),
+    )
+    return Factory(make, needs)

@@ -1,8 +1,10 @@
-"""The drafting interface (transformers' candidate generators): one call proposes, one call learns.
+"""The drafting contract (transformers' candidate generators): one call proposes (`propose` -> `Draft`), one call
+learns from the settled round (`settle(Settled)`), and the family's `Factory` declares what its drafters need from
+the engine (`Needs`: cache rows, the session's history, the target's features). Nothing else passes between them.
 
-Every strategy (a draft model, n-gram lookup, layer skip, a tree, auto, the trained heads) implements
-`Drafter` and returns a `Draft`; beam search asks the same object for every beam (`propose_beams`).
-Every drafter module in this room imports this one; the registry (engine/specs.py) names them.
+Every strategy (a draft model, n-gram lookup, layer skip, a tree, auto, the trained heads) implements `Drafter`;
+beam search asks the same object for every beam (`propose_beams`). Every drafter module in this room imports this
+one; the registry (engine/specs.py) names them.
 """
 
 from __future__ import annotations
@@ -75,38 +77,79 @@ class Seen:
     extra_next: list  # per extra row: the target's most likely next token there
 
 
+@dataclass(frozen=True)
+class Needs:
+    """What a drafter family declares it needs from the engine (its Factory's `needs`); a drafter that declares
+    nothing gets nothing: no history, no features, a cache sized for chains and budget trees only."""
+
+    rows: int = (
+        0  # verify rows besides the root its forward can write beyond γ / tree_budget (a template, a window)
+    )
+    history: bool = False  # the session's earlier runs (a History): its constructor takes `history`
+    features: bool = (
+        False  # the target's final-norm feature of every position the cache keeps (Settled.features)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settled:
+    """One settled round, the drafter's one feedback (`Drafter.settle`): what the target kept and what its verify
+    forward cost and computed. Round 0 is the prefill: only `features` is set (the prompt's, for a drafter that
+    declared Needs.features)."""
+
+    round: int  # 0: the prefill
+    n_accepted: (
+        int  # drafted tokens the target accepted (0 for a plain step, or when another drafter drafted)
+    )
+    ids: list  # the committed sequence after the round, prompt included
+    verify_s: float  # the verify forward's time
+    rows: (
+        int  # positions that forward computed for this sequence alone (root, nodes, extra rows); 0 in a batch
+    )
+    seen: Seen | None = None  # what it computed that the draft asked for (Draft.topk, Draft.extra)
+    features: torch.Tensor | None = (
+        None  # (n, H) features of the n positions the cache now keeps (Needs.features)
+    )
+
+
+@dataclass(frozen=True)
+class Factory:
+    """A drafter family's per-run constructor with what its drafters need: `build(cfg, generator, max_len, cache)`,
+    plus `history` when needs.history. The registry's builders return one; the engine reads `needs` (the cache's
+    rows, whether to pass the history, whether to collect features) and calls it once per run."""
+
+    build: Callable  # (cfg, generator, max_len, cache[, history]) -> Drafter
+    needs: Needs = Needs()
+
+    def __call__(self, cfg: GenerationConfig, generator, max_len: int, cache, history=None) -> "Drafter":
+        return self.build(cfg, generator, max_len, cache, *((history,) if self.needs.history else ()))
+
+
 class Drafter:
-    """Interface: propose up to γ tokens after `ids`; learn how the target judged them."""
+    """Interface: propose up to γ tokens after `ids`; settle: learn how the target judged them."""
 
     name = "drafter"
-    wants_features = False  # True: the engine hands it the target's final-norm features through `observe`
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         raise NotImplementedError
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        """`ids` is the committed sequence after the round; verify_s the target forward's cost."""
-
-    def observe(self, features: torch.Tensor) -> None:
-        """(n, H) features of the next n positions the target's cache keeps (only when wants_features)."""
-
-    def observe_forward(self, seen: Seen) -> None:
-        """What the round's verify forward computed that the draft asked for (Draft.topk, Draft.extra)."""
-
-    def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over the `rows` positions it computed (root, nodes, extra rows): the engine
-        hands every round's, plain steps included, for a single sequence (a batch's forward is not one
-        sequence's: batched, tree drafters size on the cost model's prior line); auto passes it on to its tree
-        drafters, chosen or not; the tree drafters size their trees on them (costmodel.VerifyTimes)."""
+    def settle(self, r: Settled) -> None:
+        """The round as the target settled it (Settled): every round, plain steps included, after its commit."""
 
     def prepare(self, prompt_ids: list[int], cfg: GenerationConfig) -> None:
         """Work done once per run before its clock starts (the oracle's reference pass); most need none."""
 
+    def history_source(self, ids: list[int]) -> list[int] | None:
+        """What the session's history keeps of this run (a drafter that declared Needs.history: its own view of
+        the sequence, the chat template's positions masked); None: the sequence as it is."""
+        return None
+
     def propose_beams(self, beams: list[list[int]], gamma: int) -> list[list[int]]:
         """Beam search's drafts: up to γ token ids after each running beam (committed ids, prompt included).
         This default asks `propose` once per beam: right for a drafter whose state follows the ids it is
-        given (n-gram lookup rebuilds its index when a call is not a continuation of the last). One on the target's B-row cache drafts every beam in one batch (ModelDrafter).
-        Only families marked `beams` in engine/specs.py are asked."""
+        given (n-gram lookup rebuilds its index when a call is not a continuation of the last). One on the target's
+        B-row cache drafts every beam in one batch (ModelDrafter). Only families marked `beams` in engine/specs.py
+        are asked."""
         return [self.propose(ids, gamma).token_ids.tolist() for ids in beams]
 
 

@@ -7,8 +7,8 @@ Two ways, chosen by what the spec's drafter is:
   forwards: on the target's per-row cache (self, layer skip: the pointers move back afterwards, as a single run's
   shared-cache draft does) or on its own RowsKVCache. Row b samples from its own q with its own generator, so a row
   draws exactly what it would alone.
-A batched run asks `propose(rows_ids, gammas)` and, after the verify forward, `learn` / `observe` per row; rows
-that finish drop out through `keep`.
+A batched run asks `propose(rows_ids, gammas)` and, after the verify forward, `settle(r, Settled)` per row (its
+`rows` 0: a batch's forward is not one sequence's to time); rows that finish drop out through `keep`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 from ..runtime.rowcache import RowsKVCache, ragged_inputs
 from ..sampling import pick, shape_probs
-from .base import Draft, Drafter
+from .base import Draft, Drafter, Settled
 from .crossvocab import CrossVocabDrafter
 from .model import ModelDrafter
 
@@ -28,7 +28,6 @@ class PerRow:
     def __init__(self, drafters: list[Drafter]):
         self.drafters = drafters
         self.name = drafters[0].name
-        self.wants_features = getattr(drafters[0], "wants_features", False)
 
     def prepare(self, rows_ids: list[list[int]], cfg) -> None:
         for drafter, ids in zip(self.drafters, rows_ids):
@@ -37,14 +36,8 @@ class PerRow:
     def propose(self, rows_ids: list[list[int]], gammas: list[int]) -> list[Draft | None]:
         return [d.propose(ids, g) if g else None for d, ids, g in zip(self.drafters, rows_ids, gammas)]
 
-    def observe(self, r: int, features: torch.Tensor) -> None:
-        self.drafters[r].observe(features)
-
-    def observe_forward(self, r: int, seen) -> None:
-        self.drafters[r].observe_forward(seen)
-
-    def learn(self, r: int, n_accepted: int, ids: list[int], verify_s: float) -> None:
-        self.drafters[r].learn(n_accepted, ids, verify_s)
+    def settle(self, r: int, settled: Settled) -> None:
+        self.drafters[r].settle(settled)
 
     def keep(self, rows: list[int]) -> None:
         self.drafters = [self.drafters[r] for r in rows]
@@ -54,7 +47,7 @@ class RowsModel(PerRow):
     """A ModelDrafter's model drafting all rows at once: γ batched (B, ·) forwards per round."""
 
     def __init__(self, first: ModelDrafter, rows: int, generators: list, max_len: int):
-        self.first, self.name, self.wants_features = first, first.name, False
+        self.first, self.name = first, first.name
         self.forward, self.cfg, self.device = first.forward, first.cfg, first.device
         self.shared = first.shared
         # shared: the target's RowsKVCache (the builder was handed it); else an own one with a row per sequence
@@ -112,10 +105,10 @@ class RowsModel(PerRow):
         q, chain = first.fit_vocab(q), chain.to(first.out_device)
         return first._tree(chain, q) if self.cfg.tree_budget else Draft(chain, q, self.name)
 
-    def learn(self, r: int, n_accepted: int, ids: list[int], verify_s: float) -> None:
+    def settle(self, r: int, settled: Settled) -> None:
         if self.shared:
             return  # the target's cache: the batched loop has already rolled the row back
-        fed, keep = self.fed[r], 0
+        ids, fed, keep = settled.ids, self.fed[r], 0
         limit = min(len(fed), self.cache.lengths[r], len(ids) - 1)
         while keep < limit and fed[keep] == ids[keep]:
             keep += 1

@@ -163,8 +163,8 @@ class CrossVocabDrafter(Drafter):
             notes=[Note("retokenized", view, _retokenized, after_drafted=True)],
         )
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
-        """Nothing to learn: the next propose re-encodes the committed text and keeps the matching cache."""
+    # settle: nothing to learn (Drafter's default): the next propose re-encodes the committed text and keeps the
+    # matching cache
 
 
 def _retokenized(round_: int, pos: int, text, view: dict) -> Retokenized:

@@ -1,7 +1,7 @@
 """Drafters on trained heads (engine/heads/modules.py): `medusa` and `eagle`, chains or trees, through the Drafter interface.
 
 Both read the target's features (final-norm hidden states) from the forwards the engine already runs:
-a drafter with `wants_features` gets, via `observe`, the feature of every position the target's cache
+their factory declares Needs(features=True), so each `settle` brings the feature of every position the target's cache
 keeps (the prompt's after the prefill, then each round's kept rows), so between rounds it holds the
 feature f_j of the last cached position j = len(ids) − 2, whose next token ids[-1] is known.
 
@@ -29,13 +29,11 @@ from ..runtime.models import LoadedModel
 from ..runtime.permodel import PerModel
 from ..sampling import pick, shape_probs
 from ..specs import DraftSpec, ModelLoadError
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Factory, Needs, Settled, empty_draft
 
 
 class HeadDrafter(Drafter):
     """Shared plumbing: features in, draft-vocabulary logits out as full-vocabulary drafts."""
-
-    wants_features = True
 
     def __init__(self, heads, parts, name: str, cfg, generator, vocab: int, device):
         self.heads, self.parts, self.name, self.cfg, self.generator = heads, parts, name, cfg, generator
@@ -44,9 +42,10 @@ class HeadDrafter(Drafter):
         self.pending: list[torch.Tensor] = []  # observed features not yet consumed, each (n, H)
         self.feature: torch.Tensor | None = None  # f_j, the last cached position's feature (H,)
 
-    def observe(self, features: torch.Tensor) -> None:
+    def settle(self, r: Settled) -> None:
         """Features (n, H) of the next n positions the target's cache now keeps, in order."""
-        if len(features):
+        features = r.features
+        if features is not None and len(features):
             features = features.float()
             self.pending.append(features)
             self.feature = features[-1]
@@ -64,9 +63,9 @@ class HeadDrafter(Drafter):
 
 
 class MedusaDrafter(HeadDrafter):
-    def observe(self, features: torch.Tensor) -> None:
-        if len(features):
-            self.feature = features[-1].float()  # Medusa needs only the last feature
+    def settle(self, r: Settled) -> None:
+        if r.features is not None and len(r.features):
+            self.feature = r.features[-1].float()  # Medusa needs only the last feature
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         if self.feature is None or gamma < 1:
@@ -259,6 +258,9 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
     """The per-run constructor of medusa[:PATH] or eagle[:PATH] (registry.py calls it)."""
     heads, parts = load_heads(target, spec["PATH"])
     kind = MedusaDrafter if spec.name == "medusa" else EagleDrafter
-    return lambda cfg, gen, max_len, cache: kind(
-        heads, parts, spec.text, cfg, gen, target.vocab_size, target.device
+    return Factory(
+        lambda cfg, gen, max_len, cache: kind(
+            heads, parts, spec.text, cfg, gen, target.vocab_size, target.device
+        ),
+        Needs(features=True),
     )

@@ -34,7 +34,7 @@ from ..config import WHOLE_SETTINGS
 from ..events import LookaheadWindow
 from ..sampling.tree import trie
 from ..specs import DraftSpec, ModelLoadError
-from .base import Draft, Drafter, Extra, Note, Seen, sized_draft
+from .base import Draft, Drafter, Extra, Factory, Needs, Note, Seen, Settled, sized_draft
 from .suffix import path_scores
 
 # window rows, and verification nodes, per forward (a tree's bound)
@@ -77,7 +77,7 @@ class LookaheadDrafter(Drafter):
         ] = {}  # first token -> the latest N-grams' other N − 1 tokens, newest first
         # the window's first guesses (its own: never the run's)
         self.gen = torch.Generator().manual_seed(seed)
-        self.last: dict | None = None  # the window dict of the round in flight (observe_forward completes it)
+        self.last: dict | None = None  # the window dict of the round in flight (settle completes it)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         """The window starts as guesses drawn from the prompt's tokens (lade does the same)."""
@@ -104,11 +104,14 @@ class LookaheadDrafter(Drafter):
             notes=[Note("lookahead_window", self.last, _window_event)],
         )
 
-    def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions: the root, the nodes and the window's rows."""
-        self.timed.observe(rows, verify_s)
+    def settle(self, r: Settled) -> None:
+        """The verify forward's time over its rows (the root, the nodes and the window's), and its window rows."""
+        if r.rows:
+            self.timed.observe(r.rows, r.verify_s)
+        if r.seen is not None:
+            self.slide(r.seen)
 
-    def observe_forward(self, seen: Seen) -> None:
+    def slide(self, seen: Seen) -> None:
         """Collect each column's N-gram into the pool and move the window up one level."""
         w, top = self.width, self.levels - 1
         nxt = seen.extra_next  # per window row: the target's most likely next token
@@ -133,7 +136,7 @@ class LookaheadDrafter(Drafter):
 
 
 def _window_event(round_: int, pos: int, text, w: dict) -> LookaheadWindow | None:
-    """The round's Jacobi window and what the target made of it (None before observe_forward completed it)."""
+    """The round's Jacobi window and what the target made of it (None before settle completed it)."""
     if "next" not in w:
         return None
     return LookaheadWindow(
@@ -160,7 +163,7 @@ def _fixed(window: list, nxt: list, w: int, lv: int, i: int, root_next: int | No
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of lookahead[:W[,N[,G]]] (registry.py calls it); `rows` sizes the cache."""
+    """The per-run constructor of lookahead[:W[,N[,G]]] (registry.py calls it); its Needs.rows sizes the cache."""
     width, ngram, guesses = spec["W"], spec["N"], spec["G"]
     if width * (ngram - 1) > MAX_ROWS or guesses * (ngram - 1) > MAX_ROWS:
         raise ModelLoadError(
@@ -168,8 +171,9 @@ def build(spec: DraftSpec, target, ctx):
             f"rows and the verification branch's nodes), got {spec.text!r}"
         )
     sized = spec["sizing"] != "static"
-    make = lambda cfg, gen, max_len, cache: LookaheadDrafter(
-        width, ngram, guesses, target.device, spec.text, sized=sized
+    return Factory(
+        lambda cfg, gen, max_len, cache: LookaheadDrafter(
+            width, ngram, guesses, target.device, spec.text, sized=sized
+        ),
+        Needs(rows=width * (ngram - 1) + guesses * (ngram - 1)),  # the window and the largest branch
     )
-    make.rows = width * (ngram - 1) + guesses * (ngram - 1)  # the window and the largest branch
-    return make

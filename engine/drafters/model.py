@@ -22,7 +22,7 @@ from ..runtime.models import LoadedModel, load_derived, load_model
 from ..runtime.permodel import PerModel
 from ..sampling import pick, shape_probs
 from ..specs import DraftSpec, ModelLoadError
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Factory, Settled, empty_draft
 from .crossvocab import CrossVocabDrafter, same_vocab
 
 
@@ -129,12 +129,12 @@ class ModelDrafter(Drafter):
         self.cache.truncate(start)
         return torch.cat(out, dim=1).tolist() if out else [[] for _ in beams]
 
-    def learn(self, n_accepted: int, ids: list[int], verify_s: float = 0.0) -> None:
+    def settle(self, r: Settled) -> None:
         if self.shared:
             return  # the target's cache: the engine has already rolled it back
         # Keep the longest prefix of the draft cache that is still committed (a tree may have
         # accepted a sibling the draft never fed), and leave the last committed token to feed.
-        keep = 0
+        ids, keep = r.ids, 0
         limit = min(len(self.fed), self.cache.length, len(ids) - 1)
         while keep < limit and self.fed[keep] == ids[keep]:
             keep += 1
@@ -202,8 +202,10 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
     dev, vocab = target.device, target.vocab_size
 
     def on(model: torch.nn.Module, device, share_cache: bool = False):
-        return lambda cfg, gen, max_len, cache: ModelDrafter(
-            model, device, spec.text, cfg, gen, max_len, dev, vocab, cache if share_cache else None
+        return Factory(
+            lambda cfg, gen, max_len, cache: ModelDrafter(
+                model, device, spec.text, cfg, gen, max_len, dev, vocab, cache if share_cache else None
+            )
         )
 
     if spec.name == "self":
@@ -220,5 +222,7 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
         trust_remote_code=ctx.trust_remote_code,
     )
     if not same_vocab(target, draft):  # another tokenizer: draft through text, judged one-hot (lossless)
-        return lambda cfg, gen, max_len, cache: CrossVocabDrafter(draft, target, spec.text, cfg, gen, max_len)
+        return Factory(
+            lambda cfg, gen, max_len, cache: CrossVocabDrafter(draft, target, spec.text, cfg, gen, max_len)
+        )
     return on(draft.model, draft.device)

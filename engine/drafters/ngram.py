@@ -15,7 +15,7 @@ import torch
 
 from ..sampling.tree import trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Factory, empty_draft
 
 
 def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
@@ -143,6 +143,10 @@ class NgramDrafter(Drafter):
         n = len(self.mask)
         return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
 
+    def history_source(self, ids: list[int]) -> list[int]:
+        """What the session's history keeps of this run (a later suffix run drafts from it): its masked sequence."""
+        return self.source(ids)
+
     def propose(self, ids: list[int], gamma: int) -> Draft:
         n, found = self.index.match(self.source(ids), gamma)
         if not found:
@@ -167,6 +171,8 @@ def template_reader(tokenizer) -> tuple[frozenset, object]:
 def build(spec: DraftSpec, target, ctx):
     """The per-run constructor of ngram[:N] (registry.py calls it)."""
     special, text_of = template_reader(target.tokenizer)
-    return lambda cfg, gen, max_len, cache: NgramDrafter(
-        spec["N"], target.device, spec.text, cfg.tree_budget, special, text_of
+    return Factory(
+        lambda cfg, gen, max_len, cache: NgramDrafter(
+            spec["N"], target.device, spec.text, cfg.tree_budget, special, text_of
+        )
     )

@@ -17,7 +17,7 @@ from ..runtime.cache import KVCache
 from ..runtime.lean import forward_fn
 from ..runtime.models import LoadedModel
 from ..specs import DraftSpec
-from .base import Draft, Drafter, empty_draft
+from .base import Draft, Drafter, Factory, empty_draft
 
 
 class OracleDrafter(Drafter):
@@ -91,6 +91,8 @@ def build(spec: DraftSpec, target: LoadedModel, ctx):
     """The per-run constructor of oracle:A[:C] (registry.py calls it)."""
     reference = greedy_reference(target)
     alpha, cost = spec["A"], spec["C"]
-    return lambda cfg, gen, max_len, cache: OracleDrafter(
-        alpha, cost, reference, target.device, target.vocab_size, spec.text
+    return Factory(
+        lambda cfg, gen, max_len, cache: OracleDrafter(
+            alpha, cost, reference, target.device, target.vocab_size, spec.text
+        )
     )

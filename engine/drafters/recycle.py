@@ -27,7 +27,7 @@ import torch
 from .. import costmodel
 from ..sampling.tree import depths
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Seen, sized_draft
+from .base import Draft, Drafter, Factory, Needs, Seen, Settled, sized_draft
 from .ngram import template_mask, template_reader
 
 
@@ -145,11 +145,15 @@ class RecycleDrafter(Drafter):
     def propose(self, ids: list[int], gamma: int) -> Draft:
         return sized_draft(self.name, self.device, self.pool(ids, gamma), self.timed, self.k, self.sized)
 
-    def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions (the engine's, or auto's for every round, chosen or not)."""
-        self.timed.observe(rows, verify_s)
+    def settle(self, r: Settled) -> None:
+        """The verify forward's time over its rows (the engine's, or auto's for every round, chosen or not), and
+        its top-k rows (when it asked)."""
+        if r.rows:
+            self.timed.observe(r.rows, r.verify_s)
+        if r.seen is not None:
+            self.learn_rows(r.seen)
 
-    def observe_forward(self, seen: Seen) -> None:
+    def learn_rows(self, seen: Seen) -> None:
         """Every row of the verify forward: M[its input token] = the target's top-k next tokens there."""
         if not seen.topk:
             return
@@ -159,14 +163,15 @@ class RecycleDrafter(Drafter):
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of recycle[:k,TEMPLATE] (registry.py calls it); `rows` sizes the cache."""
+    """The per-run constructor of recycle[:k,TEMPLATE] (registry.py calls it); its Needs.rows sizes the cache."""
     template = TEMPLATES[spec["template"] or DEFAULT_TEMPLATE]
     special, text_of = template_reader(target.tokenizer)
     vocab = target.model.get_output_embeddings().weight.shape[0]
     k = spec["k"]
     sized = spec["sizing"] != "static"
-    make = lambda cfg, gen, max_len, cache: RecycleDrafter(
-        k, template, vocab, target.device, spec.text, special, text_of, sized
+    return Factory(
+        lambda cfg, gen, max_len, cache: RecycleDrafter(
+            k, template, vocab, target.device, spec.text, special, text_of, sized
+        ),
+        Needs(rows=len(template)),
     )
-    make.rows = len(template)
-    return make

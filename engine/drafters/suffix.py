@@ -34,7 +34,7 @@ from .. import costmodel
 from ..events import SuffixMatched
 from ..sampling.tree import depths, trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Note, empty_draft, size_tree
+from .base import Draft, Drafter, Factory, Needs, Note, Settled, empty_draft, size_tree
 from .ngram import NgramIndex, template_mask, template_reader
 
 OCCURRENCES = 64  # latest occurrences of the match whose continuations are counted
@@ -153,6 +153,10 @@ class SuffixDrafter(Drafter):
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else []
 
+    def history_source(self, ids: list[int]) -> list[int]:
+        """What the session's history keeps of this run: its masked sequence (source)."""
+        return self.source(ids)
+
     def source(self, ids: list[int]) -> list[int]:
         """ids with the chat template's positions as distinct negative numbers (nothing matches them)."""
         if not any(self.mask):
@@ -220,10 +224,11 @@ class SuffixDrafter(Drafter):
             notes=[Note("suffix_match", match, _match_event)],
         )
 
-    def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions, the last 32 per size kept (the engine's, or auto's for
-        every round whichever drafter it chose, so the tree is sized on the same curve auto prices with)."""
-        self.timed.observe(rows, verify_s)
+    def settle(self, r: Settled) -> None:
+        """The verify forward's time over its rows, the last 32 per size kept (the engine's, or auto's for every
+        round whichever drafter it chose, so the tree is sized on the same curve auto prices with)."""
+        if r.rows:
+            self.timed.observe(r.rows, r.verify_s)
 
 
 def path_scores(parents: list, counts: list, occurrences: int) -> list[float]:
@@ -246,15 +251,13 @@ def _match_event(round_: int, pos: int, text, m: dict) -> SuffixMatched:
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of suffix[:N,SHAPE] (registry.py calls it); `rows` sizes the cache for its trees.
-    The constructor takes the session's History when the caller has one (Engine.generate(history=...))."""
+    """The per-run constructor of suffix[:N,SHAPE] (registry.py calls it); its Needs: rows for its trees,
+    and the session's History (the engine passes the caller's, Engine.generate(history=...), or None)."""
     special, text_of = template_reader(target.tokenizer)
     chain = spec["shape"] == "chain"
 
-    def make(cfg, gen, max_len, cache, history=None):
+    def make(cfg, gen, max_len, cache, history):
         budget = min(MAX_NODES, cfg.tree_budget) if cfg.tree_budget else MAX_NODES
         return SuffixDrafter(spec["N"], target.device, spec.text, chain, special, text_of, history, budget)
 
-    make.rows = MAX_NODES
-    make.takes_history = True
-    return make
+    return Factory(make, Needs(rows=MAX_NODES, history=True))

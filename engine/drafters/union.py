@@ -21,7 +21,7 @@ import torch
 from .. import costmodel
 from ..sampling.tree import trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Seen, sized_draft
+from .base import Draft, Drafter, Factory, Needs, Settled, sized_draft
 from .ngram import template_reader
 from .recycle import DEFAULT_TEMPLATE, TEMPLATES, RecycleDrafter
 from .suffix import MAX_NODES, SuffixDrafter, path_scores
@@ -60,7 +60,7 @@ class UnionDrafter(Drafter):
         self.suffix.prepare(prompt_ids, cfg)
         self.recycle.prepare(prompt_ids, cfg)
 
-    def source(self, ids: list[int]) -> list[int]:
+    def history_source(self, ids: list[int]) -> list[int]:
         """What a session's history keeps of this run (suffix speculation's masked sequence)."""
         return self.suffix.source(ids)
 
@@ -80,26 +80,26 @@ class UnionDrafter(Drafter):
             self.name, self.device, merge(pools), self.timed, self.recycle.k, budget=self.budget
         )
 
-    def observe_verify(self, rows: int, verify_s: float) -> None:
-        """One verify forward's time over `rows` positions (the engine's, or auto's for every round)."""
-        self.timed.observe(rows, verify_s)
-
-    def observe_forward(self, seen: Seen) -> None:
-        self.recycle.observe_forward(seen)
+    def settle(self, r: Settled) -> None:
+        """The verify forward's time over its rows (the engine's, or auto's for every round); recycling's table
+        learns its top-k rows."""
+        if r.rows:
+            self.timed.observe(r.rows, r.verify_s)
+        if r.seen is not None:
+            self.recycle.learn_rows(r.seen)
 
 
 def build(spec: DraftSpec, target, ctx):
-    """The per-run constructor of union[:N,k] (registry.py calls it); `rows` sizes the cache for its trees."""
+    """The per-run constructor of union[:N,k] (registry.py calls it); its Needs: rows for its trees and
+    the session's history."""
     special, text_of = template_reader(target.tokenizer)
     vocab = target.model.get_output_embeddings().weight.shape[0]
     template = TEMPLATES[DEFAULT_TEMPLATE]
 
-    def make(cfg, gen, max_len, cache, history=None):
+    def make(cfg, gen, max_len, cache, history):
         budget = min(MAX_NODES, cfg.tree_budget) if cfg.tree_budget else MAX_NODES
         suffix = SuffixDrafter(spec["N"], target.device, spec.text, False, special, text_of, history, budget)
         recycle = RecycleDrafter(spec["k"], template, vocab, target.device, spec.text, special, text_of)
         return UnionDrafter(suffix, recycle, target.device, spec.text, budget)
 
-    make.rows = MAX_NODES
-    make.takes_history = True
-    return make
+    return Factory(make, Needs(rows=MAX_NODES, history=True))
