@@ -44,6 +44,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine import Engine, GenerationConfig  # noqa: E402
+from engine.drafters.base import Factory  # noqa: E402
 from engine.metrics import summarize  # noqa: E402
 from engine.runtime import roofline  # noqa: E402
 from engine.runtime.cache import KVCache  # noqa: E402
@@ -166,7 +167,7 @@ def reads_per_round(engine: Engine, ids: list[int], cfg: GenerationConfig) -> di
         drafter.propose = counted
         return drafter
 
-    engine.make_drafter = counting
+    engine.make_drafter = Factory(counting, made.needs)
     try:
         gen = engine.generate(None, cfg, prompt_ids=ids)
         next(gen)  # run_started: prefill done

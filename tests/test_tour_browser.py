@@ -58,7 +58,7 @@ def open_page(browser, url, tour=True, width=1440, height=900):
 def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url, width, height):
     """At 390 × 844 and 1440 × 900, at every tour step the caption (#tour) and the element it outlines
     (.sv-tour-focus) are both inside the viewport, the caption not covering the element (it was 148 to 777 px above
-    the fold on a phone); mid-tour the summary counts "1 token", not "1 tokens"; step ② says the rejected word
+    the fold on a phone); mid-tour the summary counts "1 round · 1 token" (round 2 has committed nothing yet), not "1 tokens"; step ② says the rejected word
     is the target's own choice."""
     page = open_page(browser, app_url, width=width, height=height)
     for step in range(1, STEPS + 1):
@@ -70,9 +70,10 @@ def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url,
                 break
             page.wait_for_timeout(150)
         assert seen["step"] == str(step) and placed(seen), (width, step, seen)
-        if step == 2:  # round 2 drafted, round 1's single token committed
+        if step == 2:  # round 2 drafted, round 1's single token committed: the rounds that committed count
             summary = page.locator("#summary").inner_text()
-            assert "2 rounds · 1 token" in summary and not re.search(r"\b1 tokens", summary), summary
+            assert "1.00 tokens per target forward · 1 round · 1 token" in summary, summary
+            assert not re.search(r"\b1 tokens", summary), summary
         if step == 3:
             text = page.locator("#tour").inner_text()
             assert (
