@@ -32,8 +32,11 @@ $(CHROMIUM):
 run: setup
 	$(PY) app.py
 
+# both cores: TEST_WORKERS pytest workers (each its own app server and browser where a module needs one), tests
+# handed out one at a time to whichever worker is free (worksteal: a long module does not hold one worker alone)
+TEST_WORKERS ?= 2
 test: lint browser
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
 # ruff (settings in pyproject.toml): the lint rules and the formatter's layout; `make format` applies the layout
 lint: dev

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+# the one cache folder (SPECVIZ_CACHE): de-quantized embedded weights, kernel plans, roofline takes, native builds
+CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 MAX_GAMMA = 16
 MAX_BATCH = 16  # sequences in one batched run (engine/decode/batch.py)
 # logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already

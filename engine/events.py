@@ -284,43 +284,6 @@ class Finished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES = {
-    cls.kind: cls
-    for cls in (
-        RunStarted,
-        Prefilling,
-        Decided,
-        Drafted,
-        Retokenized,
-        Verified,
-        DraftTree,
-        LookaheadWindow,
-        SuffixMatched,
-        TreeSized,
-        RolledBack,
-        Committed,
-        RoundTimed,
-        Finished,
-    )
-}
-Event = (
-    RunStarted
-    | Prefilling
-    | Decided
-    | Drafted
-    | Retokenized
-    | Verified
-    | DraftTree
-    | LookaheadWindow
-    | SuffixMatched
-    | TreeSized
-    | RolledBack
-    | Committed
-    | RoundTimed
-    | Finished
-)
-
-
 def event_to_dict(event) -> dict:
     """Plain dict with a "kind" key, ready for json.dumps (a single run's row 0 is left out: it is the default)."""
     out = {"kind": event.kind, **dataclasses.asdict(event)}
@@ -523,9 +486,6 @@ class BeamResult:
     scores: list  # per hypothesis: log-probability ÷ length ** length_penalty
 
 
-EVENT_TYPES.update({cls.kind: cls for cls in (BeamDrafted, BeamStep, BeamVerified, BeamResult)})
-
-
 # -- batched speculation (engine/decode/batch.py) -----------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
 class BatchRound:
@@ -560,4 +520,29 @@ class BatchFinished:
     summary: dict = field(default_factory=dict)
 
 
-EVENT_TYPES.update({cls.kind: cls for cls in (BatchRound, BatchFinished)})
+# every event type by its kind: the trace format's one table (event_from_dict and the renderers read it)
+EVENT_TYPES = {
+    cls.kind: cls
+    for cls in (
+        RunStarted,
+        Prefilling,
+        Decided,
+        Drafted,
+        Retokenized,
+        Verified,
+        DraftTree,
+        LookaheadWindow,
+        SuffixMatched,
+        TreeSized,
+        RolledBack,
+        Committed,
+        RoundTimed,
+        Finished,
+        BeamDrafted,
+        BeamStep,
+        BeamVerified,
+        BeamResult,
+        BatchRound,
+        BatchFinished,
+    )
+}

@@ -172,11 +172,6 @@ def _name(contestant: str, gamma: int = 0) -> str:
     return f"{c.drafter} (γ by goodput)" if family(c.drafter) == "auto" else f"{c.drafter} γ={gamma}"
 
 
-def gamma_of(contestant: str, default: int) -> int:
-    g = parse_contestant(contestant).gamma
-    return default if g is None else g
-
-
 def measured_on(r: dict) -> str:
     """ "Intel(R) Xeon(R) Processor, 2 threads": the machine a curve was measured on, as its record names it."""
     threads = r.get("threads")

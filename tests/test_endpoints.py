@@ -14,9 +14,6 @@ import pytest
 import app
 from ui import handlers as h
 
-# inputs a client cannot set (State) or that api_arguments checks (/generate)
-SERVER_HELD = (gr.State, gr.api)
-
 
 @pytest.fixture(scope="module")
 def demo():

@@ -4,16 +4,14 @@ the other browser modules):
   first and marks them ⟲; a run in a fresh session (another browser context) shows none; Forget my history too;
 - after a mouse click on Generate at 1440 × 900 the first output token is inside the viewport;
 - Enter on a token reached with the arrow keys opens that token's round in the verify view, in view;
-- the tour at 1440 × 900 and 390 × 844: each step's outlined element is the one its caption names, both in view,
-  and the closing caption whole.
+(the tour at 1440 × 900 and 390 × 844, each step's outlined element the one its caption names and the closing
+caption whole: tests/test_tour_browser.py)
 SPECVIZ_SCREENSHOT=1 writes the README's screenshots (assets/session-history.png, assets/explain-short.png).
 """
 
 from __future__ import annotations
 
 import re
-
-import pytest
 
 from tests.app_server import (
     playwright_or_skip,  # noqa: E402  (skips the module without Playwright)
@@ -126,38 +124,4 @@ def test_enter_on_a_token_opens_its_own_round_in_view(browser, app_url):
     page.wait_for_timeout(800)
     box = view.bounding_box()
     assert box and 0 <= box["y"] < page.viewport_size["height"], box
-    page.close()
-
-
-@pytest.mark.parametrize("size", [(1440, 900), (390, 844)], ids=["desktop", "phone"])
-def test_the_tour_outlines_what_each_caption_names(browser, app_url, size):
-    """Every step: the outlined element is the one the caption names (its data-focus), visible above the pinned
-    caption, and the caption inside the viewport; at the end the closing caption is whole in view."""
-    width, height = size
-    page = open_page(browser, app_url, tour=True, width=width, height=height)
-    for step in range(1, 8):
-        page.wait_for_selector(f'#tour .sv-tour[data-step="{step}"]', timeout=60_000)
-        page.wait_for_timeout(700)
-        focus = page.locator("#tour .sv-tour").get_attribute("data-focus")
-        assert page.evaluate(
-            "(sel) => { const m = document.querySelectorAll('.sv-tour-focus'); "
-            "return m.length === 1 && m[0] === document.querySelector(sel); }",
-            focus,
-        ), (step, focus)
-        cap = page.locator(".sv-tour-row").bounding_box()
-        marked = page.locator(".sv-tour-focus").bounding_box()
-        assert 0 <= cap["y"] and cap["y"] + cap["height"] <= height + 1, (step, cap)
-        assert marked["y"] < cap["y"] and marked["y"] + min(marked["height"], 40) > 0, (
-            step,
-            focus,
-            marked,
-            cap,
-        )
-        if step == 1:  # the caption names the grey plain step in the output: it shows above the caption
-            grey = page.locator("#stream .tok-ar").first.bounding_box()
-            assert grey and 0 <= grey["y"] and grey["y"] + grey["height"] <= cap["y"], (grey, cap)
-    page.wait_for_selector('#tour .sv-tour[data-done="1"]', timeout=60_000)
-    page.wait_for_timeout(800)
-    row = page.locator(".sv-tour-row").bounding_box()
-    assert row["y"] >= 0 and row["y"] + row["height"] <= height + 1, row
     page.close()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from engine import costmodel
-from engine.runtime import roofline
+from engine.runtime import loadwatch, roofline
 from engine.runtime.lean import LeanForward
 from tests.tiny import tiny_llama
 
@@ -161,9 +161,9 @@ def test_a_host_measured_under_load_is_measured_again_and_keeps_its_best(tmp_pat
     assert [t["outside_cores"] for t in third["takes"]] == [1.5, 0.9, 0.1]
 
     monkeypatch.setattr(roofline, "outside_cores", lambda fn: (fn(), 3.0))  # never quiet: MAX_TAKES ends it
-    for _ in range(roofline.MAX_TAKES + 2):
+    for _ in range(loadwatch.MAX_TAKES + 2):
         roofline.machine(2)
-    assert calls.count(2) == roofline.MAX_TAKES
+    assert calls.count(2) == loadwatch.MAX_TAKES
 
     monkeypatch.setattr(roofline, "outside_cores", lambda fn: (fn(), 0.0))  # negative control: quiet at once
     roofline.machine(3), roofline.machine(3)

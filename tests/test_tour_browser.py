@@ -58,8 +58,10 @@ def open_page(browser, url, tour=True, width=1440, height=900):
 def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url, width, height):
     """At 390 × 844 and 1440 × 900, at every tour step the caption (#tour) and the element it outlines
     (.sv-tour-focus) are both inside the viewport, the caption not covering the element (it was 148 to 777 px above
-    the fold on a phone); mid-tour the summary counts "1 round · 1 token" (round 2 has committed nothing yet), not "1 tokens"; step ② says the rejected word
-    is the target's own choice."""
+    the fold on a phone) and it is the one the caption names: step 1's grey plain step shows above the caption (the
+    prompt was outlined while the caption spoke of the grey token); the closing caption ends whole in view (it was cut
+    at the top edge); mid-tour the summary counts "1 round · 1 token" (round 2 has committed nothing yet), not
+    "1 tokens"; step ② says the rejected word is the target's own choice."""
     page = open_page(browser, app_url, width=width, height=height)
     for step in range(1, STEPS + 1):
         page.wait_for_selector(f'#tour .sv-tour[data-step="{step}"]', timeout=60_000)
@@ -70,6 +72,10 @@ def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url,
                 break
             page.wait_for_timeout(150)
         assert seen["step"] == str(step) and placed(seen), (width, step, seen)
+        if step == 1:  # the caption names the grey plain step in the output: outlined, and above the caption
+            grey = page.locator("#stream .tok-ar").first.bounding_box()
+            assert seen["want"] == "#stream" and grey, seen
+            assert 0 <= grey["y"] and grey["y"] + grey["height"] <= seen["row"]["top"], (grey, seen["row"])
         if step == 2:  # round 2 drafted, round 1's single token committed: the rounds that committed count
             summary = page.locator("#summary").inner_text()
             assert "1.00 tokens per target forward · 1 round · 1 token" in summary, summary
@@ -79,7 +85,10 @@ def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url,
             assert (
                 "the target's own choice" in text and "exactly what the target alone would write" in text
             ), text
-    page.wait_for_selector(ENDED, state="attached", timeout=60_000)
+    page.wait_for_selector('#tour .sv-tour[data-done="1"]', state="attached", timeout=60_000)
+    page.wait_for_timeout(800)  # the closing caption is scrolled into view 0.2 s after the tour ends
+    row = page.locator(".sv-tour-row").bounding_box()
+    assert row["y"] >= 0 and row["y"] + row["height"] <= height + 1, (width, row)
     page.close()
 
 

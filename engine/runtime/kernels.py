@@ -26,13 +26,13 @@ from pathlib import Path
 
 import torch
 
-from .loadwatch import outside_cores, take
+from ..config import CACHE_DIR
+from .loadwatch import measure_again, outside_cores, take
 from .threads import torch_threads
 
 # the row counts measured; a call uses the plan of the smallest one >= its rows
 ROWS = (1, 2, 3, 5, 9, 17, 33)
 REPEATS = 7  # timed calls per kernel and row count (interleaved), the median kept
-MAX_TAKES = 4  # measurements of one shape at most, while none was quiet
 TAKES = "takes"  # the cached plan's key for each shape's takes (when, under what load)
 UNTRUSTED = {
     "measured": None,
@@ -40,7 +40,6 @@ UNTRUSTED = {
     "quiet": False,
 }  # a take from before loads were recorded
 FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "amx_bf16", "neon", "sve")
-CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
 def cpu_name() -> str:
@@ -153,9 +152,9 @@ def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> di
 
 
 def _measure_again(shape_takes: list | None) -> bool:
-    """A shape measured only while other processes were busy is measured again (at most MAX_TAKES times)."""
-    shape_takes = shape_takes or [{"quiet": False}]
-    return not any(t["quiet"] for t in shape_takes) and len(shape_takes) < MAX_TAKES
+    """A shape measured only while other processes were busy is measured again (loadwatch.measure_again); a
+    plan from before takes were kept counts as one busy take."""
+    return measure_again(shape_takes or [{"quiet": False}])
 
 
 def _best_of(old: dict, new: dict) -> dict:

@@ -103,6 +103,15 @@ def outside_cores(fn):
     return out, round(max((b1 - b0) - (o1 - o0), 0.0) / (t1 - t0), 2)
 
 
+MAX_TAKES = 4  # measurements of one cached figure at most, while none was quiet
+
+
+def measure_again(takes: list) -> bool:
+    """A cached measurement (a kernel shape, the host's rates) taken only while other processes were busy is
+    measured again, at most MAX_TAKES times: the one rule for every measurement cached per host."""
+    return not any(t["quiet"] for t in takes) and len(takes) < MAX_TAKES
+
+
 def take(cores: float | None) -> dict:
     """A measurement's when and load: {"measured": local date and time, "outside_cores", "quiet"} (unknown load
     counts as quiet: there is nothing to wait for)."""

