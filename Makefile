@@ -32,11 +32,12 @@ $(CHROMIUM):
 run: setup
 	$(PY) app.py
 
-# both cores: TEST_WORKERS pytest workers (each its own app server and browser where a module needs one), tests
-# handed out one at a time to whichever worker is free (worksteal: a long module does not hold one worker alone)
+# both cores: TEST_WORKERS pytest workers, a test module each at a time (its fixtures, servers and browser once), and
+# one torch thread per worker and per server it starts: two workers of two threads each on 2 cores took 18-24 min,
+# a sampling test 15x longer than alone (threads spinning for a core); one thread each, 12 min (docs/benchmarks.md)
 TEST_WORKERS ?= 2
 test: lint browser
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # ruff (settings in pyproject.toml): the lint rules and the formatter's layout; `make format` applies the layout
 lint: dev
