@@ -310,7 +310,7 @@ def what_happened(s: dict, spec) -> str:
     if spec is None or not spec.rounds or not spec.done or spec.mode != "speculative":
         return ""
     rounds = [r for r in spec.rounds if r.committed is not None]
-    tokens, forwards = sum(len(r.tokens) for r in rounds), len(rounds)
+    tokens, forwards = spec.n_tokens(), spec.forwards()
     if not forwards:
         return ""
     per = fixed(tokens / forwards, 2)

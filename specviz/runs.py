@@ -172,6 +172,11 @@ class RunView:
     def n_tokens(self) -> int:
         return sum(len(r.tokens) for r in self.rounds)
 
+    def forwards(self) -> int:
+        """Target forwards that committed (one per round; a round caught mid-way, in a replay or a tour frame, has
+        committed nothing yet): what "tokens per target forward" divides by."""
+        return sum(1 for r in self.rounds if r.committed is not None)
+
     def elapsed_s(self) -> float | None:
         """Wall time so far: the last round's elapsed_s, or the Finished summary's wall_s when it is a
         plausible number (not before the last round: a trace's stored numbers are not trusted blindly)."""

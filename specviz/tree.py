@@ -20,7 +20,7 @@ from engine.figures import plural
 from engine.specs import family
 
 from .drift import lossy_badge
-from .history import node_runs_ago
+from .history import node_runs_ago, where
 from .lookahead import window_grid
 from .markup import _at, esc, fmt_p, stream_text, tip_attrs, token_details, topk_block, visible
 from .runs import main_run
@@ -215,17 +215,13 @@ def _suffix_rows(m, t, i: int) -> list:
     if m is None or list(getattr(m, "token_ids", [])) != list(t.token_ids) or i >= len(m.scores):
         return []
     runs_ago, at = m.origins[i]
-    where = (
-        "this run"
-        if runs_ago == 0
-        else ("the session's last run" if runs_ago == 1 else f"the session's run {runs_ago} back")
-    )
+    seen_in = "this run" if runs_ago == 0 else where(runs_ago)
     return [
         (
             "seen",
             f"after {m.counts[i]} of the {m.occurrences} occurrences of the {m.match}-token match «{visible(''.join(m.match_tokens))}»",
         ),
-        ("latest", f"{where}, position {at}"),
+        ("latest", f"{seen_in}, position {at}"),
         ("score", f"{m.scores[i]:.3f} (chance its path is accepted: Π c ÷ (c_parent + 1))"),
     ]
 

@@ -227,7 +227,7 @@ def test_upload_trace_replays_in_a_separate_session(browser, url, page, shared):
 
 def test_a_visitor_drafts_from_their_own_earlier_runs_and_not_from_anothers(browser, url):
     """Suffix speculation in the real app: the second run of a visitor's prompt drafts tree nodes from the first
-    (the Tree tab's tooltips say "the session's last run"); another visitor asking the same has no such node."""
+    (the Tree tab's tooltips say "your previous run"); another visitor asking the same has no such node."""
     prompt = "Name three primary colours, one per line."
 
     def run(pg) -> str:
@@ -241,7 +241,7 @@ def test_a_visitor_drafts_from_their_own_earlier_runs_and_not_from_anothers(brow
         return pg.locator("#tree").inner_html()
 
     def from_last_run(html: str) -> bool:  # a node's tooltip names the session's previous run
-        return "the session's last run" in html.replace("&#39;", "'")
+        return "your previous run" in html.replace("&#39;", "'")
 
     mine, other = (browser.new_page(viewport={"width": 1280, "height": 900}) for _ in range(2))
     for pg in (mine, other):

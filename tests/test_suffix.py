@@ -265,7 +265,7 @@ def test_each_node_says_how_often_and_where_it_was_seen(target):
     assert 1 in sources  # the earlier run supplied some node
     assert trace_from_json(trace_to_json(events)) == events
     html = render_tree(events)
-    assert "the session&#39;s last run, position" in html and "occurrences of the" in html
+    assert "your previous run, position" in html and "occurrences of the" in html
     explain = render_explain(events)
     assert "How suffix sized its trees" in explain
     bad = json.loads(trace_to_json(events))

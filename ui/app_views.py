@@ -284,8 +284,7 @@ def summary_html(events) -> str:
         return '<div class="specviz sv-summary sv-empty">Type a prompt and press Generate, or load a trace.</div>'
     s = spec_summary(events) if run.mode == "speculative" else {}
     tps, alpha = run.tokens_per_s(), s.get("alpha")
-    # counted from the rounds shown: a round caught mid-way (a replay or the tour's frame) has committed nothing yet
-    done = sum(1 for r in run.rounds if r.committed is not None)
+    done = run.forwards()
     mal = run.n_tokens() / done if done and run.mode == "speculative" else None
     parts = [
         f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
