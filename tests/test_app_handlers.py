@@ -198,7 +198,7 @@ def test_a_session_drafts_from_its_own_earlier_runs_and_no_other():
     events = guard.unpack(second.state)
     origins = [o for e in events if e.kind == "suffix_match" for o in e.origins]
     assert any(ago == 1 for ago, _ in origins)
-    assert "the session&#39;s last run" in second.tree
+    assert "your previous run" in second.tree
     assert len(mine.runs) == 2 and not other.runs
     first_alone = guard.unpack(list(h.generate(ask, None, other))[-1].state)
     assert not any(ago for e in first_alone if e.kind == "suffix_match" for ago, _ in e.origins)
