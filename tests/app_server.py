@@ -222,3 +222,9 @@ def open_derivation(page) -> None:
     page.evaluate(
         "() => document.querySelectorAll('#explain details.sv-derivation').forEach(d => { d.open = true; })"
     )
+
+
+def page_top(locator) -> float:
+    """The element's top in page coordinates: unlike a bounding box it does not move while the page scrolls
+    (the tour's hand-over scrolls its caption into view a moment after Skip)."""
+    return locator.evaluate("e => e.getBoundingClientRect().top + window.scrollY")

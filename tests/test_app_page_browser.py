@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, open_derivation, playwright_or_skip, set_number
+from tests.app_server import ROOT, open_derivation, page_top, playwright_or_skip, set_number
 from tests.numbers import check_explain, check_page, check_race
 
 sync_api = playwright_or_skip()
@@ -237,12 +237,11 @@ def test_the_phone_layout_holds(browser, app_url, tmp_path):
     page.click("#tour-skip")
     page.wait_for_selector('#tour .sv-tour[data-done="1"]', timeout=30_000)
     assert (
-        page.get_by_label("Drafter", exact=True).bounding_box()["y"]
-        < page.locator("#tab-verify-button, button[role=tab]").first.bounding_box()["y"]
+        page_top(page.get_by_label("Drafter", exact=True))
+        < page_top(page.locator("#tab-verify-button, button[role=tab]").first)
     )
     assert (
-        page.locator("#gamma").bounding_box()["y"]
-        < page.locator("button[role=tab]").first.bounding_box()["y"]
+        page_top(page.locator("#gamma")) < page_top(page.locator("button[role=tab]").first)
     )
     assert page.evaluate(TAPS) == []
     tab = page.get_by_role("tab", name="Race", exact=True)

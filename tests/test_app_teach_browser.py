@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, playwright_or_skip, set_number
+from tests.app_server import ROOT, page_top, playwright_or_skip, set_number
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
@@ -258,11 +258,10 @@ def test_phone_width_puts_the_prompt_first_and_nothing_overflows(browser, app_ur
     (outside a scrolling panel), on every tab, with the tour's run on screen."""
     page = open_page(browser, app_url, tour=True, width=390, height=844)
     skip_tour(page)
-    prompt_top = page.locator("#prompt").bounding_box()["y"]
     assert (
-        prompt_top
-        < page.locator("#generate").bounding_box()["y"]
-        < page.get_by_label("Drafter", exact=True).bounding_box()["y"]
+        page_top(page.locator("#prompt"))
+        < page_top(page.locator("#generate"))
+        < page_top(page.get_by_label("Drafter", exact=True))
     )
     for tab in ("Verify", "Tree", "Charts", "Race", "Explain"):
         button = page.get_by_role("tab", name=tab, exact=True)
