@@ -41,6 +41,9 @@ class RunStarted:
     threads: int = 0  # CPU torch threads the run computed with (0: not recorded, or not a CPU)
     # the machine and forward measured (engine/runtime/roofline.py); {} if not
     host: dict = field(default_factory=dict)
+    # another engine's run recorded into these events (engine/recorders): {"name", "version", "method", "hook",
+    # "missing"}; {} for specviz's own engine
+    engine: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,10 +288,13 @@ class Finished:
 
 
 def event_to_dict(event) -> dict:
-    """Plain dict with a "kind" key, ready for json.dumps (a single run's row 0 is left out: it is the default)."""
+    """Plain dict with a "kind" key, ready for json.dumps (a single run's row 0 and specviz's own engine {} are left
+    out: they are the defaults)."""
     out = {"kind": event.kind, **dataclasses.asdict(event)}
     if out.get("row") == 0:
         del out["row"]
+    if out.get("engine") == {}:  # specviz's own run: the default
+        del out["engine"]
     return out
 
 

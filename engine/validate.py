@@ -333,6 +333,39 @@ def check_started(e) -> None:
             f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}"
         )
     check_host(e.host)
+    check_engine(getattr(e, "engine", {}))
+
+
+ENGINE_TEXT = ("name", "version", "method", "hook")  # RunStarted.engine: who recorded the run (engine/recorders)
+MAX_ENGINE_TEXT = 120
+
+
+def check_engine(engine) -> None:
+    """RunStarted.engine: {} (specviz's own run) or the recording engine's name, version, method and hook (short
+    strings) and `missing`, what the recording could not see (a list of short strings)."""
+    if not isinstance(engine, dict):
+        raise ValueError(f"run_started.engine must be an object, got {short_repr(engine)}")
+    unknown = set(engine) - set(ENGINE_TEXT) - {"missing"}
+    if unknown:
+        raise ValueError(
+            f"run_started.engine has unknown key {sorted(unknown)[0]!r}; known: {', '.join(ENGINE_TEXT)}, missing"
+        )
+    for key in ENGINE_TEXT:
+        value = engine.get(key, "")
+        if not isinstance(value, str) or len(value) > MAX_ENGINE_TEXT:
+            raise ValueError(
+                f"run_started.engine.{key} must be text of at most {MAX_ENGINE_TEXT} characters, "
+                f"got {short_repr(value)}"
+            )
+    missing = engine.get("missing", [])
+    if not isinstance(missing, list) or len(missing) > 8:
+        raise ValueError(f"run_started.engine.missing must be a list of at most 8 texts, got {short_repr(missing)}")
+    for i, m in enumerate(missing):
+        if not isinstance(m, str) or len(m) > MAX_ENGINE_TEXT:
+            raise ValueError(
+                f"run_started.engine.missing[{i}] must be text of at most {MAX_ENGINE_TEXT} characters, "
+                f"got {short_repr(m)}"
+            )
 
 
 HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
