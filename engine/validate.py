@@ -336,7 +336,12 @@ def check_started(e) -> None:
     check_engine(getattr(e, "engine", {}))
 
 
-ENGINE_TEXT = ("name", "version", "method", "hook")  # RunStarted.engine: who recorded the run (engine/recorders)
+ENGINE_TEXT = (
+    "name",
+    "version",
+    "method",
+    "hook",
+)  # RunStarted.engine: who recorded the run (engine/recorders)
 MAX_ENGINE_TEXT = 120
 
 
@@ -359,7 +364,9 @@ def check_engine(engine) -> None:
             )
     missing = engine.get("missing", [])
     if not isinstance(missing, list) or len(missing) > 8:
-        raise ValueError(f"run_started.engine.missing must be a list of at most 8 texts, got {short_repr(missing)}")
+        raise ValueError(
+            f"run_started.engine.missing must be a list of at most 8 texts, got {short_repr(missing)}"
+        )
     for i, m in enumerate(missing):
         if not isinstance(m, str) or len(m) > MAX_ENGINE_TEXT:
             raise ValueError(

@@ -236,13 +236,10 @@ def test_the_phone_layout_holds(browser, app_url, tmp_path):
     page.screenshot(path=shot(tmp_path, "phone.png"), full_page=False)
     page.click("#tour-skip")
     page.wait_for_selector('#tour .sv-tour[data-done="1"]', timeout=30_000)
-    assert (
-        page_top(page.get_by_label("Drafter", exact=True))
-        < page_top(page.locator("#tab-verify-button, button[role=tab]").first)
+    assert page_top(page.get_by_label("Drafter", exact=True)) < page_top(
+        page.locator("#tab-verify-button, button[role=tab]").first
     )
-    assert (
-        page_top(page.locator("#gamma")) < page_top(page.locator("button[role=tab]").first)
-    )
+    assert page_top(page.locator("#gamma")) < page_top(page.locator("button[role=tab]").first)
     assert page.evaluate(TAPS) == []
     tab = page.get_by_role("tab", name="Race", exact=True)
     if not tab.is_visible():

@@ -29,13 +29,19 @@ class Round:
     next_id: int  # the token the target added after the kept ones (corrected when kept < len(proposal))
     p: list  # the target's probability of each proposed token
     next_p: float  # the target's probability of next_id
-    accept_prob: list  # per proposed token: greedy 1.0 if it is the target's argmax else 0.0; sampled min(1, p/q)
-    q: list | None = None  # the drafter's probability of each proposed token; None: chosen deterministically (1.0)
+    accept_prob: (
+        list  # per proposed token: greedy 1.0 if it is the target's argmax else 0.0; sampled min(1, p/q)
+    )
+    q: list | None = (
+        None  # the drafter's probability of each proposed token; None: chosen deterministically (1.0)
+    )
     draft_s: float = 0.0  # seconds drafting
     verify_s: float = 0.0  # seconds in the target's forward and the acceptance
     total_s: float = 0.0  # the whole round (0: draft_s + verify_s)
     target_topk: list = field(default_factory=list)  # per verified position: [[id, prob], ...] ([] not read)
-    u: list | None = None  # sampled: the uniform draw each proposal was tested with, where the engine exposes it
+    u: list | None = (
+        None  # sampled: the uniform draw each proposal was tested with, where the engine exposes it
+    )
 
 
 class Recording:
