@@ -161,6 +161,45 @@ def _roofline(args) -> int:
     return 0
 
 
+RECORDERS = {"hf": "hf", "llama-cpp": "llama_cpp"}  # `record ENGINE` -> engine/recorders/<module>.py
+
+
+def _record_parser(sub) -> None:
+    """`python -m engine record {hf,llama-cpp}`: one prompt through another engine's speculation, written as a
+    specviz trace (docs/engines.md). The flags are shared; each recorder reads them in its own terms."""
+    rec = sub.add_parser("record", help="record another engine's speculative run as a specviz trace")
+    rec.add_argument(
+        "engine",
+        choices=sorted(RECORDERS),
+        help="hf: transformers' assisted generation; llama-cpp: llama-cpp-python's draft model",
+    )
+    rec.add_argument("--prompt", required=True, help="the user message (chat template applied unless --raw)")
+    rec.add_argument(
+        "--target",
+        default="embedded",
+        help="hf: 'embedded', 'embedded-gemma', a hub id or a directory; llama-cpp: a GGUF file "
+        "(default: the embedded SmolLM2's)",
+    )
+    rec.add_argument(
+        "--draft",
+        default="prompt-lookup",
+        help="hf: prompt-lookup, quant[:int8] (the target's int8 copy as assistant model), "
+        "model:SPEC (an assistant model; another tokenizer: universal assisted generation), "
+        "early-exit:L; llama-cpp: prompt-lookup",
+    )
+    rec.add_argument("--gamma", type=int, default=4, help="tokens proposed per round, 1..16")
+    rec.add_argument("--max-new-tokens", type=int, default=64)
+    rec.add_argument("--raw", action="store_true", help="send the prompt without the chat template")
+    rec.add_argument("--trace", metavar="FILE.json", required=True, help="where to write the trace")
+
+
+def _record(args) -> int:
+    import importlib
+
+    module = importlib.import_module(f"engine.recorders.{RECORDERS[args.engine]}")
+    return module.record_cli(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m engine", description="specviz speculative decoding engine"
@@ -228,9 +267,10 @@ def main(argv=None) -> int:
         action="store_true",
         help="measure the bandwidth and throughput again (not from the cache)",
     )
+    _record_parser(sub)
     args = parser.parse_args(argv)
     try:
-        run = {"kernels": _kernels, "roofline": _roofline}.get(args.command, _generate)
+        run = {"kernels": _kernels, "roofline": _roofline, "record": _record}.get(args.command, _generate)
         return run(args)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
         print(f"error: {e}", file=sys.stderr)
