@@ -14,7 +14,7 @@ from engine.specs import family
 
 from .drift import lossy_badge, lossy_note
 from .history import credit, explain_paragraph
-from .markup import esc
+from .markup import esc, recorded_by
 from .roofline import measured_points, roofline_chart, roofline_text
 from .runs import predicted_terms, spec_summary, view_runs
 
@@ -543,6 +543,7 @@ def render_explain(events) -> str:
             f"c, v(n), E and the prediction)</summary>{derivation}</details>"
         )
     return (
-        f'<div class="specviz specviz-explain">{lossy_badge(spec)}{lossy_note(spec)}'
+        f'<div class="specviz specviz-explain">{recorded_by(spec.started if spec else None)}'
+        f"{lossy_badge(spec)}{lossy_note(spec)}"
         f"{short}{whatif_panel(s)}{derivation}</div>"
     )

@@ -235,3 +235,22 @@ def tip_span(
     shown = stream_text(text, breaks=breaks and not struck)
     inner = f'<del class="tok-text">{shown}</del>' if struck else f'<span class="tok-text">{shown}</span>'
     return f"<span {tip_attrs(round_, pos, origin, head, rows, blocks, cls, extra)}>{inner}</span>"
+
+
+def recorded_by(started) -> str:
+    """The line that labels another engine's recorded run (RunStarted.engine, engine/recorders): who ran it, how,
+    where the recorder hooked in and what it could not see; "" for specviz's own run."""
+    engine = getattr(started, "engine", None) or {}
+    if not engine:
+        return ""
+    who = " ".join(esc(engine.get(k, "")) for k in ("name", "version") if engine.get(k))
+    how = esc(engine.get("method", ""))
+    hook = esc(engine.get("hook", ""))
+    missing = [esc(m) for m in engine.get("missing", []) if m]
+    return (
+        f'<div class="sv-engine" data-engine="{esc(engine.get("name", ""))}">Recorded from <b>{who}</b>'
+        + (f" · {how}" if how else "")
+        + (f" · hooked at <code>{hook}</code>" if hook else "")
+        + (f'<span class="sv-note"> · not seen: {"; ".join(missing)}</span>' if missing else "")
+        + "</div>"
+    )

@@ -29,7 +29,7 @@ from specviz.crossvocab import render_tokenisations
 from specviz.drift import drift_meter, lossy_badge
 from specviz.explain import render_explain
 from specviz.history import credit, summary_part
-from specviz.markup import esc
+from specviz.markup import esc, recorded_by
 from specviz.race import live_time, render_race, visible_tokens
 from specviz.replay import events_upto, rounds_of, time_at_round
 from specviz.runs import main_run, predicted_terms, run_set, spec_summary, view_runs
@@ -336,7 +336,7 @@ def summary_html(events) -> str:
     return (
         f'<div class="specviz sv-summary" data-run="{run_id}" data-rounds="{len(run.rounds)}" '
         f'data-done="{int(run.done)}">'
-        f"{lossy_badge(run)}{body}<small>{who}</small></div>"
+        f"{recorded_by(run.started)}{lossy_badge(run)}{body}<small>{who}</small></div>"
     )
 
 

@@ -173,9 +173,12 @@ class Recording:
             self._add(e)
         return out
 
-    def finish(self, stop_reason: str, text: str, target_step_s: float | None = None) -> Finished:
+    def finish(
+        self, stop_reason: str, text: str, target_step_s: float | None = None, wall_s: float | None = None
+    ) -> Finished:
         """The run's last event: its text (the engine's own decoding of the new ids, special tokens skipped) and
-        the summary of every round (target_step_s: a plain target step's time measured beside the run, if any)."""
+        the summary of every round (target_step_s: a plain target step's time measured beside the run, if any;
+        wall_s: the engine's whole call, prefill and its bookkeeping included; else the rounds' sum)."""
         new = self.ids[self.prompt_len :]
         done = Finished(
             round=self.round,
@@ -183,7 +186,7 @@ class Recording:
             stop_reason=stop_reason,
             token_ids=new,
             text=text,
-            summary=self.stats.summary(self.elapsed, target_step_s),
+            summary=self.stats.summary(max(wall_s or 0.0, self.elapsed) or None, target_step_s),
         )
         self._add(done)
         return done
