@@ -62,19 +62,20 @@ def test_a_recorded_prompt_lookup_run_is_transformers_own_greedy_output():
 def test_greedy_acceptance_is_the_targets_argmax_and_p_its_probability():
     model = tiny_llama(seed=3, vocab=32, max_position_embeddings=128)
     events, _ = recorded(model, PROMPT, 30)
-    ids = list(PROMPT)
+    ids, drafted, checked = list(PROMPT), {e.round: e for e in kinds(events, "drafted")}, 0
     for e in events[1:]:
         if e.kind == "verified":
-            x = torch.tensor([ids + drafted.token_ids])
+            proposal = drafted[e.round].token_ids
             with torch.no_grad():
-                probs = torch.softmax(model(x).logits[0, len(ids) - 1 :].float(), dim=-1)
-            for i, t in enumerate(drafted.token_ids):
+                logits = model(torch.tensor([ids + proposal])).logits[0, len(ids) - 1 :]
+            probs = torch.softmax(logits.float(), dim=-1)
+            for i, t in enumerate(proposal):
                 assert e.p[i] == pytest.approx(float(probs[i, t]), abs=1e-4)
                 assert e.accept_prob[i] == float(int(probs[i].argmax()) == t)
-        if e.kind == "drafted":
-            drafted = e
+                checked += 1
         if e.kind == "committed":
             ids += e.token_ids
+    assert checked
 
 
 def test_the_streamer_fallback_says_what_it_could_not_see_and_keeps_the_output():
