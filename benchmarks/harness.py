@@ -21,12 +21,13 @@ from transformers.utils import logging as hf_logging
 
 from engine.config import GenerationConfig
 from engine.decode.engine import Engine
+from engine.recorders.hf import hf_equivalent
 from engine.runtime.models import EMBEDDED, LoadedModel, load_model
 from engine.specs import parse_contestant
 
 from .bench_stats import AR, HF_GREEDY, tabulate  # noqa: F401
 from .common import host
-from .hf_equiv import hf_equivalent, time_hf
+from .hf_equiv import time_hf
 from .timing import BenchConfig, Sample, measure_overhead, time_ours
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "engine" / "prompts" / "bench.jsonl"

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks import harness as bench
 from benchmarks.__main__ import main
-from benchmarks.hf_equiv import hf_equivalent
+from engine.recorders.hf import hf_equivalent
 from engine.runtime.models import load_model
 from engine.specs import REGISTRY
 

@@ -20,8 +20,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAIN = ("config", "events", "validate", "metrics", "costmodel", "figures", "sizing", "specs", "specbench")
-RANK = {"plain": 0, "runtime": 1, "sampling": 1, "heads": 2, "drafters": 3, "decode": 4, "api": 5}
+PLAIN = (
+    "config",
+    "events",
+    "validate",
+    "metrics",
+    "costmodel",
+    "figures",
+    "sizing",
+    "specs",
+    "specbench",
+    "engine_metrics",
+)
+RANK = {"plain": 0, "runtime": 1, "sampling": 1, "heads": 2, "drafters": 3, "decode": 4, "recorders": 5, "api": 5}
 MAX_FUNCTION_LINES = 60
 
 

@@ -26,6 +26,8 @@ import torch
 
 from ..config import GenerationConfig
 from ..events import write_trace
+from ..runtime.models import LoadedModel, load_model
+from ..specs import ModelLoadError, parse_draft
 from .trace import Recording, Round
 
 SUPPORTED = (
@@ -312,30 +314,88 @@ def _from_counts(rec: Recorder) -> None:
 # -- on specviz's models: the command and the tests ------------------------------------------------------------
 
 
-def assisted_kwargs(target, draft: str, gamma: int) -> dict:
-    """generate()'s arguments for `draft`: prompt-lookup, quant[:int8] (the target's int8 copy as assistant
-    model), model:SPEC (another model: another tokenizer makes it universal assisted generation), early-exit:L.
-    An assistant model drafts a constant γ (transformers' default schedule moves it)."""
-    from ..drafters.model import quantized_model
-    from ..runtime.models import load_model
+def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dict] | None:
+    """generate() kwargs (and a JSON-safe copy) matching our drafter spec at γ; None when none exists. The spec
+    is read by the engine's one parser (engine/specs.py), defaults included (`ngram` is ngram:3; transformers'
+    own default is 2)."""
+    try:
+        parsed = parse_draft(spec)
+    except ModelLoadError:
+        return None
+    # a fixed γ: no schedule, no confidence cut-off
+    fixed = {
+        "num_assistant_tokens": gamma,
+        "num_assistant_tokens_schedule": "constant",
+        "assistant_confidence_threshold": 0.0,
+    }
+    if parsed.name in ("self", "model"):
+        draft = (
+            target
+            if parsed.name == "self"
+            else load_model(parsed.model, str(target.device), str(target.dtype).replace("torch.", ""))
+        )
+        return {"assistant_model": draft.model, **fixed}, {"assistant_model": draft.name, **fixed}
+    if parsed.name == "ngram":
+        kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": parsed["N"]}
+        return kw, dict(kw)
+    if parsed.name == "layerskip":
+        layers = parsed["L"] or max(1, target.model.config.get_text_config().num_hidden_layers // 4)
+        # drafters/model.py's default L: a quarter of the layers
+        kw = {"assistant_early_exit": layers, **fixed}
+        return kw, dict(kw)
+    return None
 
+
+@contextlib.contextmanager
+def fixed_assistant(models: list, kwargs: dict):
+    """transformers 5.23 reads γ, its schedule and the confidence threshold from the *assistant's*
+    generation_config, ignoring the generate() kwargs: set them there for one call, then restore."""
+    keys = [
+        k
+        for k in ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
+        if k in kwargs
+    ]
+    saved = [(m.generation_config, k, getattr(m.generation_config, k, None)) for m in models for k in keys]
+    try:
+        for gc, k, _ in saved:
+            setattr(gc, k, kwargs[k])
+        yield
+    finally:
+        for gc, k, old in saved:
+            setattr(gc, k, old)
+
+
+def assisted_kwargs(target, draft: str, gamma: int) -> dict:
+    """generate()'s arguments for `draft`: a specviz drafter spec with a transformers counterpart (hf_equivalent),
+    prompt-lookup (transformers' own default, max_matching_ngram_size 2) or quant[:int8] (the target's int8 copy
+    as assistant model); an assistant model with another tokenizer makes it universal assisted generation."""
+    from ..drafters.model import quantized_model
+
+    fixed = {
+        "num_assistant_tokens": gamma,
+        "num_assistant_tokens_schedule": "constant",
+        "assistant_confidence_threshold": 0.0,
+    }
     name, _, arg = draft.partition(":")
-    fixed = {"num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant"}
     if name == "prompt-lookup":
         return {"prompt_lookup_num_tokens": gamma}
-    if name == "early-exit":
-        return {"assistant_early_exit": int(arg or 4), **fixed}
     if name == "quant":
         return {"assistant_model": quantized_model(target, arg or "int8"), **fixed}
-    if name == "model" and arg:
-        other = load_model(arg, device=str(target.device), dtype=str(target.dtype).replace("torch.", ""))
-        out = {"assistant_model": other.model, **fixed}
-        if other.tokenizer.get_vocab() != target.tokenizer.get_vocab():
-            out.update(tokenizer=target.tokenizer, assistant_tokenizer=other.tokenizer)
-        return out
-    raise ValueError(
-        f"draft {draft!r}: use prompt-lookup, quant[:int8], model:SPEC or early-exit:L for transformers"
-    )
+    found = hf_equivalent(draft, gamma, target)
+    if found is None:
+        raise ValueError(
+            f"draft {draft!r} has no transformers counterpart: use prompt-lookup, ngram[:N], self, layerskip:L, "
+            "model:SPEC or quant[:int8]"
+        )
+    kwargs = found[0]
+    other = kwargs.get("assistant_model")
+    if other is not None and draft.startswith("model:"):
+        tok = load_model(
+            draft.partition(":")[2], str(target.device), str(target.dtype).replace("torch.", "")
+        ).tokenizer
+        if tok.get_vocab() != target.tokenizer.get_vocab():
+            kwargs = {**kwargs, "tokenizer": target.tokenizer, "assistant_tokenizer": tok}
+    return kwargs
 
 
 class ForwardTimer:
@@ -414,7 +474,8 @@ def run(
     with record(model, tok, ids, draft, hook, max_new_tokens, gamma, target_spec) as rec:
         extra = {"streamer": rec.streamer} if hook == "streamer" else {}
         t0 = time.perf_counter()
-        with torch.no_grad():
+        assistants = [model] + ([kwargs["assistant_model"]] if "assistant_model" in kwargs else [])
+        with torch.no_grad(), fixed_assistant(assistants, kwargs):
             model.generate(x, **plain_kwargs(target, max_new_tokens), **kwargs, **extra)
         assisted_s = time.perf_counter() - t0
     timer.close()
