@@ -78,6 +78,13 @@ def predicted_speedup(alpha: float, gamma: float, c: float, v: float) -> float |
     return predicted_speedup_asked(alpha, gamma, c, v, 1.0)
 
 
+def predicted_speedup_each(alphas, c: float, v: float) -> float | None:
+    """predicted_speedup for a chain whose i-th draft is accepted with probability alphas[i] once the ones before it
+    were: expected_tokens_each(alphas) / (γc + v), γ = len(alphas) (equal alphas give predicted_speedup)."""
+    cost = len(alphas) * float(c) + float(v)
+    return expected_tokens_each(alphas) / cost if cost > 0 else None
+
+
 def predicted_speedup_asked(alpha: float, gamma: float, c: float, v: float, used: float) -> float | None:
     """predicted_speedup for a drafter asked before it is known whether its draft is worth verifying: with
     probability `used` it is (E tokens for γc + v), else the round decodes plainly after paying the drafting
