@@ -174,6 +174,10 @@ def main(argv=None) -> int:
             from .classroom import main as classroom_main  # 50 visitors at once and a flood, on a live server
 
             return classroom_main(argv[1:])
+        if argv[:1] == ["sidebyside"]:
+            from .sidebyside import main as side_main  # transformers' assisted generation against our engine
+
+            return side_main(argv[1:])
         if argv[:1] == ["peer"]:
             from .llama_cpp_peer import main as peer_main  # llama.cpp on the same weights (make peer)
 
