@@ -172,6 +172,17 @@ class Recorder:
     def start(self, generation_config, assistant, other_tokenizer: bool = False) -> None:
         text, _ = _version()
         self.method = _method(generation_config, assistant, other_tokenizer)
+        if generation_config is not None:  # γ and the length limit as generate() was given them
+            limit = getattr(generation_config, "max_length", None)
+            source = assistant.generation_config if assistant is not None else generation_config
+            gamma = getattr(generation_config, "prompt_lookup_num_tokens", None) or getattr(
+                source, "num_assistant_tokens", None
+            )
+            self.cfg = GenerationConfig(
+                gamma=min(max(int(gamma or self.cfg.gamma), 1), 16),
+                max_new_tokens=max(limit - len(self.prompt_ids), 1) if limit else self.cfg.max_new_tokens,
+                record_topk=TOPK,
+            )
         missing = ["the prompt's prefill is timed with round 1 (transformers verifies round 1 with it)"]
         if self.hook == "streamer":
             missing = [
@@ -189,7 +200,7 @@ class Recorder:
                 "missing": missing,
             },
             target=self.target or getattr(self.model, "name_or_path", "") or type(self.model).__name__,
-            draft=self.draft,
+            draft=self.draft or self.method,
             tokenizer=self.tokenizer,
             prompt_ids=self.prompt_ids,
             cfg=self.cfg,
@@ -204,12 +215,21 @@ class Recorder:
         probs = torch.softmax(scores, dim=-1)
         self.recording.add(_round(now, valid, probs, verify_s, greedy))
 
-    def finish(self, eos_ids, max_new_tokens: int, target_step_s: float | None = None) -> list:
+    def finish(self, target_step_s: float | None = None) -> list:
+        """The run's finished event (its stop reason read from the output), once the recorded call returned."""
+        from ..runtime.models import eos_ids
+
         rec = self.recording
+        if rec is None:
+            raise RuntimeError(
+                "no assisted generate() ran inside record(...): pass an assistant_model, prompt_lookup_num_tokens "
+                "or assistant_early_exit to generate (hook='candidates'), or streamer=rec.streamer (hook='streamer')"
+            )
         new = rec.new_ids
-        reason = "eos" if new and new[-1] in eos_ids else "max_new_tokens"
-        if reason != "eos" and len(new) < max_new_tokens:
-            reason = "eos"  # a stopping criterion of transformers' own (a stop string, a custom criterion)
+        if new and new[-1] in eos_ids(self.model, self.tokenizer):
+            reason = "eos"
+        else:  # transformers' own stopping criteria (a stop string, a custom one) end a run short of the limit
+            reason = "max_new_tokens" if len(new) >= self.cfg.max_new_tokens else "stopping_criteria"
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         rec.finish(reason, text, target_step_s, self.wall_s)
         self.events = rec.events
@@ -241,6 +261,7 @@ def record(
     max_new_tokens: int = 64,
     gamma: int = 4,
     target: str = "",
+    target_step_s: float | None = None,
 ):
     """Record the assisted `generate` calls made inside the block (one per block) on `model`:
 
@@ -278,6 +299,7 @@ def record(
             rec.forwards.close()
     if hook == "streamer":
         _from_counts(rec)
+    rec.finish(target_step_s)
 
 
 def _from_counts(rec: Recorder) -> None:
@@ -471,7 +493,7 @@ def run(
     plain.close()
     kwargs = assisted_kwargs(target, draft, gamma)
     timer = ForwardTimer(model)
-    with record(model, tok, ids, draft, hook, max_new_tokens, gamma, target_spec) as rec:
+    with record(model, tok, ids, draft, hook, max_new_tokens, gamma, target_spec, plain.step_s()) as rec:
         extra = {"streamer": rec.streamer} if hook == "streamer" else {}
         t0 = time.perf_counter()
         assistants = [model] + ([kwargs["assistant_model"]] if "assistant_model" in kwargs else [])
@@ -480,7 +502,7 @@ def run(
         assisted_s = time.perf_counter() - t0
     timer.close()
     forwards = len(timer.calls) - (1 if hook == "streamer" else 0)  # the fallback's own forward after the run
-    events = rec.finish(target.eos_ids, max_new_tokens, plain.step_s())
+    events = rec.events
     return {
         "events": events,
         "reference": ref,
