@@ -309,6 +309,22 @@ BAD = [  # (what, change to the sample trace, the start of the message)
     ("tree p", bad_tree(p=[0.9, 7.0, 0.1]), "draft_tree.p[1] must be a probability"),
     ("tree path", bad_tree(path=[0, 9]), "draft_tree.path[1] must be a whole number in 0..2"),
     ("tree lengths", bad_tree(q=[1.0]), "draft_tree.q must have one entry per token"),
+    ("engine not an object", edit("run_started", "engine", "vllm"), "run_started.engine must be dict"),
+    (
+        "engine unknown key",
+        edit("run_started", "engine", {"name": "x", "speed": 3}),
+        "run_started.engine has unknown key 'speed'",
+    ),
+    (
+        "engine long name",
+        edit("run_started", "engine", {"name": "x" * 500}),
+        "run_started.engine.name must be text of at most 120 characters",
+    ),
+    (
+        "engine missing not a list",
+        edit("run_started", "engine", {"name": "x", "missing": "p"}),
+        "run_started.engine.missing must be a list",
+    ),
     (
         "tree too big",
         bad_tree(**{k: [v[0]] * 65 for k, v in TREE.items() if isinstance(v, list) and k != "path"}),
