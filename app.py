@@ -18,6 +18,7 @@ from starlette.middleware import Middleware
 import specviz
 from ui import app_views as av
 from ui import batch_tab as ub
+from ui import engine_tab as et
 from ui import fair_queue as fq
 from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import specbench as sb
@@ -304,6 +305,8 @@ def build_demo() -> gr.Blocks:
                         beam_section(pair, drafter, param, gamma, max_new, prompt, summary)
                     with gr.Tab("Batch", elem_id="tab-batch"):
                         batch_section(pair, drafter, param, gamma, max_new)
+                    with gr.Tab("Your engine", elem_id="tab-engine"):
+                        engine_trace = et.engine_section()  # its metrics views wire themselves
 
             with gr.Column(scale=1, min_width=280, elem_classes="sv-controls"):
                 pair.render()
@@ -442,6 +445,7 @@ def build_demo() -> gr.Blocks:
                 drift_out=drift_out,
                 history=history,
                 forget=forget,
+                engine_trace=engine_trace,
             ),
         )
     return demo
@@ -494,6 +498,15 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
         [upload],
         [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
         api_name="load_trace",
+        api_visibility="private",
+        **compute,
+    )
+    # another engine's recorded trace (the Your engine tab): the same loader, so every view renders it
+    c["engine_trace"].upload(
+        h.load_trace,
+        [c["engine_trace"]],
+        [*run_outs, c["engine_trace"], *[ui[name] for name in TRACE_SETS]],
+        api_name="load_engine_trace",
         api_visibility="private",
         **compute,
     )

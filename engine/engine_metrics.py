@@ -40,7 +40,8 @@ from . import costmodel
 from .config import MAX_GAMMA
 from .figures import Exact
 
-MAX_METRICS_BYTES = 1024 * 1024  # a metrics file or pasted text larger than this is refused unread
+# a metrics file or pasted text larger than this is refused unread (the app's text box takes as many characters)
+MAX_METRICS_BYTES = 512 * 1024
 MAX_LINES = 50_000  # lines of Prometheus text (a full vLLM scrape is a few thousand)
 MAX_POSITIONS = 64  # draft positions (and histogram buckets) a file may report
 MAX_STEPS = 200_000  # entries of vLLM's per-step arrays
@@ -820,7 +821,7 @@ def read_metrics(text: str, kind: str = "auto") -> MetricsRun:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_METRICS_BYTES:
         raise ValueError(
-            f"metrics are {size / 2**20:.1f} MiB; the limit is {MAX_METRICS_BYTES / 2**20:.0f} MiB"
+            f"metrics are {size / 2**10:,.0f} KiB; the limit is {MAX_METRICS_BYTES / 2**10:,.0f} KiB"
         )
     if kind != "auto" and kind not in READERS:
         raise ValueError(f"metrics kind must be auto or one of {', '.join(READERS)}, got {shown(kind)}")

@@ -307,7 +307,7 @@ def test_a_malformed_report_is_refused_in_one_line_naming_the_field(text, words)
             "# HELP vllm:num_requests_running x\nvllm:num_requests_running 0\n",
             "no vllm:spec_decode_num_drafts counters",
         ),
-        ("x" * (em.MAX_METRICS_BYTES + 1), "the limit is 1 MiB"),
+        ("x" * (em.MAX_METRICS_BYTES + 1), "the limit is 512 KiB"),
         ("vllm:x 1\n" * (em.MAX_LINES + 1), f"at most {em.MAX_LINES:,} are read"),
     ],
 )
