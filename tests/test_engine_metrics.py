@@ -229,6 +229,10 @@ MALFORMED = [
         "per_step_accepted and per_step_drafted must add up",
     ),
     (
+        json_with("vllm-request-detailed.json", (*VLLM_SPEC, "acceptance_histogram"), {"0": 5, "x": 4}),
+        "acceptance_histogram key must be a whole number ≥ 0, got 'x'",
+    ),
+    (
         json_with("vllm-request-detailed.json", ("metrics", "speculative_decoding"), None),
         "--per-request-spec-decode-metrics",
     ),
