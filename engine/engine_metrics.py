@@ -235,7 +235,7 @@ def histogram(where: str, name: str, value) -> tuple:
     if isinstance(value, dict):
         dense = {}
         for key, count in value.items():
-            j = whole(where, f"{name} key", int(key) if str(key).isdigit() else key)
+            j = whole(where, f"{name} key", int(key) if str(key).isdigit() and len(str(key)) <= 6 else key)
             dense[j] = whole(where, f"{name}[{shown(key)}]", count)
         if dense and max(dense) >= MAX_POSITIONS:
             raise ValueError(f"{where}{name} has a bucket {max(dense)}; at most {MAX_POSITIONS - 1} is read")
