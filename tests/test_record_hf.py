@@ -8,6 +8,7 @@ import torch
 
 from engine.events import trace_from_json, trace_to_json
 from engine.recorders import hf
+from tests.recorded_prompts import PROMPTS
 from tests.tiny import tiny_llama
 
 
@@ -120,20 +121,6 @@ def test_an_off_by_one_reading_of_the_kept_tokens_fails_the_identity_check(monke
 
 # -- the embedded models -------------------------------------------------------------------------------------
 
-PROMPTS = [
-    "Repeat this list twice: apple, pear, plum, fig.",
-    "Write the numbers from one to ten in words, separated by commas.",
-    "Name three colours of the rainbow.",
-    "Copy this sentence exactly: The cat sat on the mat.",
-    "What is the capital of France? Answer in one sentence.",
-    "Spell the word banana letter by letter.",
-    "List the days of the week.",
-    "Say hello in French, Spanish and German.",
-    "Finish the phrase: once upon a",
-    "Translate 'good morning' into Spanish.",
-    "Write a haiku about the sea.",
-    "Repeat after me: red green blue, red green blue.",
-]
 CASES = [
     ("embedded", "prompt-lookup", False, PROMPTS),
     ("embedded", "quant:int8", False, PROMPTS),

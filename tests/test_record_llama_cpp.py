@@ -18,6 +18,7 @@ from engine.config import GenerationConfig
 from engine.events import trace_from_json, trace_to_json
 from engine.recorders import llama_cpp as rec
 from engine.recorders.trace import Recording, Round
+from tests.recorded_prompts import PROMPTS
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 FIXTURE = Path(__file__).parent / "fixtures" / "engines" / "llama-cpp-prompt-lookup.trace.json"
@@ -321,20 +322,6 @@ needs_llama = pytest.mark.skipif(
     not HAVE_LLAMA, reason="llama-cpp-python is not installed (an extra: `make peer` builds it)"
 )
 
-PROMPTS = [
-    "Repeat this sentence twice: the quick brown fox jumps over the lazy dog.",
-    "Write the numbers from one to twenty in words, separated by commas.",
-    "Copy this list exactly: apples, pears, plums, apples, pears, plums.",
-    "Say 'hello world' five times.",
-    "What is the capital of France?",
-    "def add(a, b):\n    return a + b\n\nRewrite the function above with type hints.",
-    "Translate to French: I like cats. I like dogs. I like birds.",
-    "List the days of the week.",
-    "Spell the word 'banana' letter by letter.",
-    "Continue the pattern: red, green, blue, red, green, blue,",
-    "Explain what a cache is in one sentence.",
-    "Repeat after me: to be or not to be, that is the question.",
-]
 MAX_NEW = 32
 NEAR_TIE = 0.2  # logits: a top-2 gap this small can flip between llama.cpp's 1-token and multi-token forwards
 
