@@ -32,7 +32,16 @@ PLAIN = (
     "specbench",
     "engine_metrics",
 )
-RANK = {"plain": 0, "runtime": 1, "sampling": 1, "heads": 2, "drafters": 3, "decode": 4, "recorders": 5, "api": 5}
+RANK = {
+    "plain": 0,
+    "runtime": 1,
+    "sampling": 1,
+    "heads": 2,
+    "drafters": 3,
+    "decode": 4,
+    "recorders": 5,
+    "api": 5,
+}
 MAX_FUNCTION_LINES = 60
 
 
