@@ -400,7 +400,7 @@ def read_prometheus(kind: str, text: str) -> MetricsRun:
     """vLLM's or llama.cpp's /metrics: the counters summed over their series, per position where exported."""
     reader = READERS[kind]
     where, names = f"{reader.engine} metrics: ", reader.names
-    samples = prometheus_samples(text, names["accepted"].split(":")[0] + ":", where)
+    samples = prometheus_samples(text, PROM_PREFIX[kind], where)
     if not samples:
         raise ValueError(f"{where}no {names['steps']} counters: was speculative decoding on?")
     steps, n1 = summed(samples, names["steps"], where)
@@ -625,6 +625,10 @@ VLLM_DOCS = (
     "mean acceptance length and the per-position rate) and docs/features/speculative_decoding/acceptance_metrics.md "
     "(docs.vllm.ai, stable and v0.32.0)"
 )
+PROM_PREFIX = {
+    "vllm-prometheus": "vllm:",
+    "llamacpp-prometheus": "llamacpp:",
+}  # whose counters a scrape holds
 READERS = {
     "vllm-prometheus": Reader(
         kind="vllm-prometheus",
@@ -802,7 +806,7 @@ def json_kind(data) -> str:
 def text_kind(text: str) -> str:
     """Prometheus text: whose counters it holds."""
     for kind in ("vllm-prometheus", "llamacpp-prometheus"):
-        prefix = READERS[kind].names["accepted"].split(":")[0] + ":"
+        prefix = PROM_PREFIX[kind]
         if re.search(rf"^\s*{re.escape(prefix)}", text, re.M):
             return kind
     raise ValueError(UNRECOGNISED)

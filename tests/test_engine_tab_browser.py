@@ -39,15 +39,24 @@ def summary_kind(page) -> str | None:
     return page.locator("#metrics-summary .sv-metrics").first.get_attribute("data-kind")
 
 
-def plotted(page, elem_id: str) -> dict:
-    """The first trace of a plotly figure as the page drew it: its x and y, and the figure's note if empty."""
-    return page.evaluate(
-        """(id) => { const p = document.querySelector('#' + id + ' .js-plotly-plot');
-        if (!p || !p.data) return null;
-        const t = p.data[0] || {}; const notes = (p.layout.annotations || []).map(a => a.text);
-        return {x: Array.from(t.x || []), y: Array.from(t.y || []), notes: notes}; }""",
-        elem_id,
-    )
+PLOTTED = """(id) => { const p = document.querySelector('#' + id + ' .js-plotly-plot');
+    if (!p || !p.data) return null;
+    const t = p.data[0] || {}; const notes = (p.layout.annotations || []).map(a => a.text);
+    return {x: Array.from(t.x || []), y: Array.from(t.y || []), notes: notes}; }"""
+
+
+def plotted(page, elem_id: str, ok=lambda drawn: True) -> dict | None:
+    """The first trace of a plotly figure as the page drew it: its x and y, and the figure's note if empty. Polls
+    until `ok(drawn)` or VIEW_MS: the summary's HTML can arrive before plotly has drawn (or redrawn) the figure,
+    and the module's one page still shows the last file's; returns the last drawing seen."""
+    drawn, waited = None, 0
+    while waited < VIEW_MS:
+        drawn = page.evaluate(PLOTTED, elem_id)
+        if drawn is not None and ok(drawn):
+            return drawn
+        page.wait_for_timeout(100)
+        waited += 100
+    return drawn
 
 
 def choose(page, label: str, option: str) -> None:
@@ -68,12 +77,16 @@ def test_a_metrics_file_of_each_kind_shows_its_views(page, name):
     for expr, value in formulas:
         assert f"{float(calc(expr.replace('&amp;', '&'))):.3f}" == value
     expect(page.locator("#metrics-summary .sv-metrics-speedup")).to_have_count(1)
-    positions = plotted(page, "metrics-positions")
     steps = EXPECTED[name][3]
     counts = [int(n) for n in re.findall(r'<tr data-pos="\d+"><td>\d+</td><td>([\d,]+)</td>', html)]
+    want = [round(n / steps, 6) for n in counts]
     if counts:
-        assert [round(y, 6) for y in positions["y"]] == [round(n / steps, 6) for n in counts]
+        positions = plotted(page, "metrics-positions", lambda d: [round(y, 6) for y in d["y"]] == want)
+        assert [round(y, 6) for y in positions["y"]] == want
     else:
+        positions = plotted(
+            page, "metrics-positions", lambda d: any("no per-position" in n for n in d["notes"])
+        )
         assert any("no per-position counts" in n for n in positions["notes"])
     by_gamma = plotted(page, "metrics-whatif-gamma")
     assert by_gamma["x"] == list(range(1, 17)) and all(y > 0 for y in by_gamma["y"])
