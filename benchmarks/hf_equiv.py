@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from engine.recorders.hf import fixed_assistant
+from engine.recorders.hf import fixed_assistant, plain_kwargs
 from engine.runtime.models import LoadedModel
 
 from .timing import BenchConfig, Sample
@@ -20,8 +20,6 @@ def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchCo
     """transformers' generate() on the same loaded model the engine uses (it never changes the module's
     weights), greedy, our EOS ids; timed around the call."""
     model, device = target.model, target.device
-    eos = sorted(target.eos_ids)
-    pad = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else eos[0]
     x = torch.tensor([ids], device=device)
     models = [model] + (
         [config.hf_kwargs["assistant_model"]] if "assistant_model" in config.hf_kwargs else []
@@ -29,15 +27,7 @@ def time_hf(target: LoadedModel, ids: list, max_new_tokens: int, config: BenchCo
     with fixed_assistant(models, config.hf_kwargs), torch.inference_mode():
         t0 = time.perf_counter()
         out = model.generate(
-            x,
-            attention_mask=torch.ones_like(x),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            num_beams=1,
-            repetition_penalty=1.0,
-            eos_token_id=eos,
-            pad_token_id=pad,
-            **config.hf_kwargs,
+            x, attention_mask=torch.ones_like(x), **plain_kwargs(target, max_new_tokens), **config.hf_kwargs
         )
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -449,16 +449,20 @@ class ForwardTimer:
 
 
 def plain_kwargs(target, max_new_tokens: int) -> dict:
-    """generate()'s greedy arguments (the model's own sampling defaults switched off)."""
-    tok = target.tokenizer
-    pad = tok.pad_token_id if tok.pad_token_id is not None else min(target.eos_ids)
+    """generate()'s greedy arguments as our engine decodes: the model's own sampling defaults switched off, every
+    end-of-text id of ours (engine/runtime/models.py eos_ids) ending the run."""
+    eos = sorted(target.eos_ids)
+    pad = target.tokenizer.pad_token_id
     return dict(
         max_new_tokens=max_new_tokens,
         do_sample=False,
+        num_beams=1,
         temperature=None,
         top_p=None,
         top_k=None,
-        pad_token_id=pad,
+        repetition_penalty=1.0,
+        eos_token_id=eos,
+        pad_token_id=pad if pad is not None else eos[0],
     )
 
 
