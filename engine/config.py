@@ -11,6 +11,7 @@ from pathlib import Path
 # the one cache folder (SPECVIZ_CACHE): de-quantized embedded weights, kernel plans, roofline takes, native builds
 CACHE_DIR = Path(os.environ.get("SPECVIZ_CACHE", Path.home() / ".cache" / "specviz"))
 MAX_GAMMA = 16
+MODES = ("speculative", "ar")  # a run drafts and verifies, or is the plain autoregressive baseline
 MAX_BATCH = 16  # sequences in one batched run (engine/decode/batch.py)
 # logits / 1e-300 overflow to inf / nan; 0.01 is near-greedy already
 MIN_TEMPERATURE, MAX_TEMPERATURE = (0.01, 100.0)
@@ -86,6 +87,12 @@ def _number(name: str, value, allowed: str) -> None:
     """A real number, not a bool, a string or NaN; the message names the setting and its range."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ValueError(f"{name} must be a number {allowed}, got {short_repr(value)}")
+
+
+def check_mode(mode) -> None:
+    """A run's mode is one of MODES (a ValueError naming both otherwise)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
 
 
 @dataclass(frozen=True)

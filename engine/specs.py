@@ -8,7 +8,7 @@ controls, sizing and the model allowlist, and every error message about a spec.
 Each `Family` names the module that builds it (`builder`, a dotted path resolved only when a drafter is
 built, as transformers' auto mappings name their classes), so this table stays torch-free for the renderers.
 Adding a drafter is one file in engine/drafters/ with a `build(spec, target, ctx)` and one line in
-`REGISTRY` (or a `register(Family(...))` call: tests/test_registry.py registers a toy one).
+`FAMILIES` (or a `register(Family(...))` call: tests/test_registry.py registers a toy one).
 """
 
 from __future__ import annotations
@@ -80,12 +80,12 @@ class DraftSpec:
 
 
 _MODEL = "engine.drafters.model"
-REGISTRY: dict[str, Family] = {}  # name -> Family, in the order the app offers them
+FAMILIES: dict[str, Family] = {}  # name -> Family, in the order the app offers them
 
 
 def register(family: Family) -> Family:
     """Add (or replace) a family; returns it."""
-    REGISTRY[family.name] = family
+    FAMILIES[family.name] = family
     return family
 
 
@@ -248,7 +248,7 @@ for _family in (
 
 def usages() -> str:
     """Every family's grammar, for an error message: "ngram[:N], self, ..."."""
-    return ", ".join(f.usage for f in REGISTRY.values())
+    return ", ".join(f.usage for f in FAMILIES.values())
 
 
 def parse_draft(text: str | DraftSpec) -> DraftSpec:
@@ -260,7 +260,7 @@ def parse_draft(text: str | DraftSpec) -> DraftSpec:
         raise ModelLoadError(f"a draft spec is text such as 'ngram', got {type(text).__name__}")
     text = text.strip()
     name, colon, rest = text.partition(":")
-    family = REGISTRY.get(name.strip().lower())  # "NGRAM", " ngram " and "ngram" are one family
+    family = FAMILIES.get(name.strip().lower())  # "NGRAM", " ngram " and "ngram" are one family
     if family is None:
         raise ModelLoadError(f"unknown draft spec {text[:80]!r}: use {usages()}")
     if colon and not family.args:
@@ -284,7 +284,7 @@ def family(text) -> str:
         return parse_draft(text).name
     except ModelLoadError:
         name = str(text or "").strip().partition(":")[0].strip().lower()
-        return name if name in REGISTRY else ""
+        return name if name in FAMILIES else ""
 
 
 CONTESTANT_USAGE = "ar, or SPEC[@γ][+tree=BxW] (ngram@4, eagle+tree=16x4, ngram@4+tree=12x3)"
@@ -423,7 +423,7 @@ def _range(family: Family) -> str:
 
 def beam_usages() -> str:
     """The families beam search can draft with, as a user writes them: "'ngram[:N]' or 'self'"."""
-    return " or ".join(f"'{f.usage}'" for f in REGISTRY.values() if f.beams)
+    return " or ".join(f"'{f.usage}'" for f in FAMILIES.values() if f.beams)
 
 
 def check_beams(text: str) -> DraftSpec:
@@ -436,4 +436,4 @@ def check_beams(text: str) -> DraftSpec:
 
 def drafter_choices() -> list[str]:
     """The families the app offers in its drafter dropdown, in registry order."""
-    return [f.name for f in REGISTRY.values() if f.choice]
+    return [f.name for f in FAMILIES.values() if f.choice]

@@ -12,17 +12,17 @@ from __future__ import annotations
 import math
 import re
 
-from .config import MAX_BATCH, MAX_GAMMA, WHOLE_SETTINGS, GenerationConfig, short_repr
-from .specs import REGISTRY
+from .config import MAX_BATCH, MAX_GAMMA, MODES, WHOLE_SETTINGS, GenerationConfig, short_repr
+from .specs import FAMILIES
 
 RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
 # rows of one verify forward: the root, its nodes, a drafter's own rows
 MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1
 # W, N − 1
-MAX_MATCH = int(REGISTRY["suffix"].args[0].high)  # suffix's longest match, its N
+MAX_MATCH = int(FAMILIES["suffix"].args[0].high)  # suffix's longest match, its N
 MAX_OCCURRENCES = 64  # engine/drafters/suffix.py's OCCURRENCES (its test pins the two together)
-MAX_WINDOW = (int(REGISTRY["lookahead"].args[0].high), int(REGISTRY["lookahead"].args[1].high) - 1)
+MAX_WINDOW = (int(FAMILIES["lookahead"].args[0].high), int(FAMILIES["lookahead"].args[1].high) - 1)
 MAX_BEAMS = WHOLE_SETTINGS["num_beams"][1]
 MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
 PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
@@ -323,7 +323,7 @@ def check_started(e) -> None:
         raise ValueError(
             f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}"
         )
-    one_of("run_started.mode", e.mode, ("speculative", "ar"))
+    one_of("run_started.mode", e.mode, MODES)
     check_config(e.config)
     same_length("run_started", e, ["prompt_ids", "prompt_tokens"])
     each("run_started.prompt_ids", e.prompt_ids, whole, 0)

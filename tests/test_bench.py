@@ -10,7 +10,7 @@ from benchmarks import harness as bench
 from benchmarks.__main__ import main
 from engine.recorders.hf import hf_equivalent
 from engine.runtime.models import load_model
-from engine.specs import REGISTRY
+from engine.specs import FAMILIES
 
 PROMPTS = [{"category": "chat", "prompt": "Say hello."}, {"category": "code", "prompt": "Write a loop."}]
 
@@ -27,7 +27,7 @@ def test_hf_equivalent_maps_specs(tiny_dirs):
     assert kw["assistant_model"] is load_model(tiny_dirs["sharp"]).model
     assert hf_equivalent("ngram", 4, target)[1] == {
         "prompt_lookup_num_tokens": 4,
-        "max_matching_ngram_size": REGISTRY["ngram"].args[0].default,
+        "max_matching_ngram_size": FAMILIES["ngram"].args[0].default,
     }
     assert hf_equivalent("ngram:2", 4, target)[1]["max_matching_ngram_size"] == 2
     assert hf_equivalent("layerskip:1", 2, target)[1]["assistant_early_exit"] == 1

@@ -9,7 +9,7 @@ import importlib
 import pytest
 
 from engine import Engine, GenerationConfig, load_model
-from engine.specs import REGISTRY, Arg, Family, ModelLoadError, check_beams, parse_draft, register
+from engine.specs import FAMILIES, Arg, Family, ModelLoadError, check_beams, parse_draft, register
 from specviz.demo_trace import sample_events
 from ui import app_views as av
 
@@ -30,12 +30,12 @@ def toy():
         )
     )
     yield family
-    REGISTRY.pop("repeat")
+    FAMILIES.pop("repeat")
 
 
 def test_every_family_names_a_module_with_a_builder():
     """Each registry line points to a drafter module that exists and has build(spec, target, ctx)."""
-    for family in REGISTRY.values():
+    for family in FAMILIES.values():
         assert callable(importlib.import_module(family.builder).build), family.name
 
 

@@ -125,8 +125,8 @@ def test_one_step_type_for_chain_tree_and_plain_rounds(tiny_dirs):
             remaining=8,
             device=target.device,
         )
-        assert isinstance(s, Step) and cache.length == s.cache_after == len(ids) + s.n_accepted
-        assert s.new == ar[: len(s.new)] and s.new[: s.n_accepted] == s.drafted[: s.n_accepted]
-        assert len(s.p_rows) == s.n_accepted + 1 if kind == "tree" else len(s.p_rows) == len(s.drafted) + 1
+        assert isinstance(s, Step) and cache.length == s.cache_kept == len(ids) + s.n_accepted
+        assert s.new == ar[: len(s.new)] and s.new[: s.n_accepted] == s.judged[: s.n_accepted]
+        assert len(s.p_rows) == s.n_accepted + 1 if kind == "tree" else len(s.p_rows) == len(s.judged) + 1
         assert (s.tree is not None) == (kind == "tree")
-    assert s.tree.path == [0, 2] and s.drafted == [ar[0], ar[1]] and s.n_accepted == 2 and s.new == ar[:3]
+    assert s.tree.path == [0, 2] and s.judged == [ar[0], ar[1]] and s.n_accepted == 2 and s.new == ar[:3]

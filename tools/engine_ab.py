@@ -75,10 +75,11 @@ def load(package: str):
     ]
     if (root / "specs.py").exists():  # the registry names builders by dotted path: the base's must be its own
         specs = importlib.import_module(f"{package}.specs")
-        for name, family in list(specs.REGISTRY.items()):
+        families = getattr(specs, "FAMILIES", None) or specs.REGISTRY  # an older checkout names it REGISTRY
+        for name, family in list(families.items()):
             if family.builder.startswith("engine."):
                 builder = package + family.builder[len("engine") :]
-                specs.REGISTRY[name] = dataclasses.replace(family, builder=builder)
+                families[name] = dataclasses.replace(family, builder=builder)
     return mods[0].Engine, mods[1].GenerationConfig, mods[2].KVCache, mods[3].load_model
 
 

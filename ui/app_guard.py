@@ -20,7 +20,7 @@ from pathlib import Path
 from engine.events import EVENT_TYPES, MAX_TRACE_BYTES, Finished, write_trace
 from engine.figures import plural
 from engine.metrics import summarize
-from engine.specs import REGISTRY, Family, ModelLoadError, check_beams, parse_draft
+from engine.specs import FAMILIES, Family, ModelLoadError, check_beams, parse_draft
 from specviz.replay import rounds_of
 from specviz.runs import ROUND_KINDS, RunSet, as_event, main_run
 
@@ -228,7 +228,7 @@ def beam_drafter(draft: str) -> None:
     try:
         check_beams(draft)
     except ModelLoadError as e:
-        names = " or ".join(f.name for f in REGISTRY.values() if f.beams and f.choice)
+        names = " or ".join(f.name for f in FAMILIES.values() if f.beams and f.choice)
         raise ValueError(f"{e}: choose {names} in Drafter, beside Generate") from None
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from engine import costmodel, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
 from engine.figures import plural
-from engine.specs import REGISTRY, ModelLoadError, parse_draft, parse_model
+from engine.specs import FAMILIES, ModelLoadError, parse_draft, parse_model
 from engine.specs import drafter_choices as registry_choices
 from specviz import beams
 from specviz.charts import (
@@ -223,7 +223,7 @@ def model_specs(pair: str, drafter: str, param) -> tuple[str, str]:
                 f"{', '.join(registry_choices())}"
             )
         return target, preset
-    family = REGISTRY.get(drafter) if isinstance(drafter, str) else None
+    family = FAMILIES.get(drafter) if isinstance(drafter, str) else None
     if family is None or not family.choice:
         raise ValueError(
             f"unknown drafter {str(drafter)[:40]!r}: choose one of {', '.join(drafter_choices())}"

@@ -80,7 +80,7 @@ def row_random(cfg: GenerationConfig, rows: int, device) -> tuple[list, list]:
 
 
 def batch_run(
-    engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculative: bool, when: float | None
+    engine, rows_ids: list[list[int]], cfg: GenerationConfig, speculative: bool, deadline: float | None
 ) -> Iterator:
     """The events of one batched run (module docstring); rows_ids: each row's prompt ids."""
     check_batch(rows_ids)
@@ -98,14 +98,14 @@ def batch_run(
             f"({cfg.max_new_tokens}) + {MAX_GAMMA} draft slots is {longest}"
         )
     goodput = speculative and engine.draft_spec in AUTO_SPECS
-    return BatchRun(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, when).events()
+    return BatchRun(engine, [list(ids) for ids in rows_ids], cfg, speculative, goodput, deadline).events()
 
 
 class BatchRun:
     """One batched run's state (its cache, drafters, rows still running) and its loop as named steps."""
 
-    def __init__(self, engine, rows_ids, cfg: GenerationConfig, speculative: bool, goodput: bool, when):
-        self.engine, self.target, self.cfg, self.when = engine, engine.target, cfg, when
+    def __init__(self, engine, rows_ids, cfg: GenerationConfig, speculative: bool, goodput: bool, deadline):
+        self.engine, self.target, self.cfg, self.deadline = engine, engine.target, cfg, deadline
         self.ids, self.prompt_lens = rows_ids, [len(ids) for ids in rows_ids]
         self.speculative, self.spec = speculative, engine.draft_spec if speculative else ""
         factory = engine.make_drafter if not goodput else ngram_factory(engine)
@@ -137,11 +137,11 @@ class BatchRun:
             ]
         )
         for progress in _prefill(
-            self.engine.forward, self.ids, self.cache, self.when, self.target.device, self.features
+            self.engine.forward, self.ids, self.cache, self.deadline, self.target.device, self.features
         ):
             yield from self._hand_over([progress])
         prefill_s = self.clock() - self.t_start
-        if self.features and not past(self.when):
+        if self.features and not past(self.deadline):
             for r, n in enumerate(
                 self.prompt_lens
             ):  # the prefill's settle: positions 0 .. len − 2 of each row
@@ -153,7 +153,7 @@ class BatchRun:
             self.features.clear()
         round_, gammas = 0, []
         while self.live:
-            if past(self.when):
+            if past(self.deadline):
                 self.ends.update(dict.fromkeys(self.live, "time_limit"))
                 break
             round_ += 1
@@ -201,7 +201,7 @@ class BatchRun:
         times = dict(draft_s=t1 - t0, verify_s=t2 - t1, total_s=t3 - t0, elapsed_s=t3 - self.t_start)
         events += [
             RoundTimed(
-                round=round_, row=b, pos=len(self.ids[b]), gamma=len(s.drafted), verified=shape[1], **times
+                round=round_, row=b, pos=len(self.ids[b]), gamma=len(s.judged), verified=shape[1], **times
             )
             for b, s in zip(self.live, steps)
         ]
@@ -210,7 +210,7 @@ class BatchRun:
                 round=round_,
                 rows=list(self.live),
                 gamma=gamma,
-                drafted=[len(s.drafted) for s in steps],
+                drafted=[len(s.judged) for s in steps],
                 accepted=[s.n_accepted for s in steps],
                 committed=[len(s.new) for s in steps],
                 forward_shape=list(shape),
@@ -328,7 +328,7 @@ class BatchRun:
 
 
 @torch.inference_mode()  # per step of the generator
-def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> Iterator[Prefilling]:
+def _prefill(forward, rows_ids, cache: RowsKVCache, deadline, device, features) -> Iterator[Prefilling]:
     """Every row's prompt but its last token, right-padded into one (B, ·) forward per chunk of about PREFILL_CHUNK
     tokens in all; each row then keeps its own prompt's slots (a padding token comes after its row's tokens, so no
     real token ever sees one). Between chunks: stop at the deadline (the rows' lengths are then left as they are:
@@ -337,7 +337,7 @@ def _prefill(forward, rows_ids, cache: RowsKVCache, when, device, features) -> I
     width = max(map(len, feeds))
     step = max(1, PREFILL_CHUNK // len(feeds))  # positions per row per forward: ~PREFILL_CHUNK tokens in all
     for start in range(0, width, step):
-        if past(when):
+        if past(deadline):
             return
         if start:
             yield Prefilling(round=0, row=-1, pos=start, total=width)

@@ -148,7 +148,7 @@ def beam_run(
     ids: list[int],
     cfg: GenerationConfig,
     speculative: bool,
-    when: float | None,
+    deadline: float | None,
     cache_len: int,
     drafter=None,
 ):
@@ -156,7 +156,7 @@ def beam_run(
     cache_slots; drafter: any Drafter, by default the one for the engine's draft spec, checked now)."""
     if speculative and drafter is None:
         check_beams(engine.draft_spec)
-    return _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter)
+    return _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter)
 
 
 def make_beam_drafter(engine, cfg: GenerationConfig, cache: KVCache):
@@ -205,7 +205,7 @@ def _hypotheses(state) -> list:
     return hyps
 
 
-def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
+def _beam_events(engine, ids, cfg, speculative, deadline, cache_len, drafter):
     target = engine.target
     with torch.inference_mode():
         cache = KVCache.for_model(target.model, cache_len)
@@ -230,7 +230,7 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
             )
         ]
     )
-    for progress in prefill(engine.forward, ids, cache, when, target.device):  # one row
+    for progress in prefill(engine.forward, ids, cache, deadline, target.device):  # one row
         yield from clock.hand_over([progress])
     with torch.inference_mode():
         # (a one-token prompt caches nothing: the first forward allocates B rows)
@@ -241,7 +241,7 @@ def _beam_events(engine, ids, cfg, speculative, when, cache_len, drafter):
     round_s = 0.0  # the last round's wall time: a round that would end past the deadline is not started
     try:
         while go_on:
-            if past(when) or (when is not None and time.monotonic() + round_s > when):
+            if past(deadline) or (deadline is not None and time.monotonic() + round_s > deadline):
                 stop_reason = "time_limit"
                 break
             round_start = time.monotonic()

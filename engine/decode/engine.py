@@ -5,7 +5,7 @@ over [last committed token, d1..dγ]; 3. accept / resample; 4. roll back the rej
 moving the cache pointer; 5. commit. The AR baseline is the same loop with γ = 0: the same
 cache, the same forward, the same sampling code, so the two can be raced fairly (race.py).
 Invariant between rounds: the target cache holds every committed token but the last one (runtime/cache.py).
-Phases 2-5 are one pure step (step.py, returning a Step); this module drafts, times the step around it
+Phases 2-5 are one step (step.py: the verify forward and what follows it, returning a Step); this module drafts, times the step around it
 and hands its events (built in record.py) to the consumer. Beam search (beam.py) shares the scaffolding
 (loop.py) and the race.
 """
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import MAX_GAMMA, GenerationConfig
+from ..config import MAX_GAMMA, MODES, GenerationConfig, check_mode
 from ..drafters.base import Settled
 from ..drafters.registry import drafter_factory
 from ..events import Finished, RoundTimed
@@ -50,7 +50,7 @@ def forward_rows(s) -> int:
     """Rows the round's verify forward computed (what it costs): the root, the chain or the tree's nodes, and a
     drafter's extra rows (lookahead's window)."""
     extra = len(s.draft.extra.token_ids) if s.draft is not None and s.draft.extra is not None else 0
-    nodes = len(s.tree.token_ids) if s.tree is not None else len(s.drafted)
+    nodes = len(s.tree.token_ids) if s.tree is not None else len(s.judged)
     return 1 + nodes + extra
 
 
@@ -159,16 +159,13 @@ class Engine:
         the caller's; ignored off the CPU).
         """
         cfg = cfg or GenerationConfig()
-        check_threads(threads)
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
-        when = deadline_of(cfg)
-        lanes = {
-            "speculative": self.generate(prompt, cfg, prompt_ids=ids, deadline=when, history=history),
-            "ar": self.generate(prompt, cfg, "ar", prompt_ids=ids, deadline=when),
-        }
-        cpu = self.target.device.type == "cpu"
-        yield from interleave(
-            lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu)
+        yield from self._raced(
+            lambda mode, deadline: self.generate(
+                prompt, cfg, mode, prompt_ids=ids, deadline=deadline, history=history
+            ),
+            cfg,
+            threads,
         )
 
     def generate(
@@ -188,8 +185,7 @@ class Engine:
         history: a session's earlier runs (drafters.suffix.History) for a drafter that reads them; a finished
         speculative run adds its prompt and output to it."""
         cfg = cfg or GenerationConfig()
-        if mode not in ("speculative", "ar"):
-            raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
+        check_mode(mode)
         ids = list(prompt_ids) if prompt_ids is not None else self.encode(prompt, cfg.raw)
         self._check_context(ids, cfg)
         deadline = deadline if deadline is not None else deadline_of(cfg)
@@ -213,8 +209,7 @@ class Engine:
         """Yield the events of one batched run of B = len(prompts) sequences (1..batch.MAX_BATCH; decode/batch.py):
         one target forward per round over every running row, each row's events carrying its `row`."""
         cfg = cfg or GenerationConfig()
-        if mode not in ("speculative", "ar"):
-            raise ValueError(f"mode must be 'speculative' or 'ar', got {mode!r}")
+        check_mode(mode)
         if prompt_ids is None:
             if not isinstance(prompts, (list, tuple)):
                 raise ValueError(f"prompts must be a list of strings, got {type(prompts).__name__}")
@@ -244,12 +239,20 @@ class Engine:
         """The batched speculative run and the AR batch of the same prompts, interleaved like `race` (race.py), one
         deadline for both. Yields (lane, event), lane "speculative" or "ar"."""
         cfg = cfg or GenerationConfig()
+        yield from self._raced(
+            lambda mode, deadline: self.generate_batch(
+                None, cfg, mode, prompt_ids=prompt_ids, deadline=deadline
+            ),
+            cfg,
+            threads,
+        )
+
+    def _raced(self, lane, cfg: GenerationConfig, threads: int | None) -> Iterator[tuple[str, object]]:
+        """Both lanes, lane(mode, deadline) for each of MODES, interleaved (race.py) under one deadline; on a CPU
+        with `threads` torch threads and the outside load watched."""
         check_threads(threads)
-        when = deadline_of(cfg)
-        lanes = {
-            "speculative": self.generate_batch(None, cfg, prompt_ids=prompt_ids, deadline=when),
-            "ar": self.generate_batch(None, cfg, "ar", prompt_ids=prompt_ids, deadline=when),
-        }
+        deadline = deadline_of(cfg)
+        lanes = {mode: lane(mode, deadline) for mode in MODES}
         cpu = self.target.device.type == "cpu"
         yield from interleave(
             lanes, threads if cpu else None, LoadWatch(threads if cpu else None, enabled=cpu)
@@ -274,11 +277,11 @@ class Engine:
         ids: list[int],
         cfg: GenerationConfig,
         mode: str,
-        when: float | None,
+        deadline: float | None,
         prefix: KVCache | None = None,
         history=None,
     ) -> Iterator:
-        """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the pure step), as events."""
+        """One run: prefill (or a prefix cache reused), then rounds of (1. draft, 2.-5. the step), as events."""
         target, prompt_len = self.target, len(ids)
         generator, draws = self._random(cfg)
         # a drafter's own forward size
@@ -304,10 +307,10 @@ class Engine:
             [started(target, self.text, ids, cfg, mode, self.draft_spec if drafter else "", host)], stats
         )
         # a stop between chunks
-        for progress in () if reuse else prefill(forward, ids, cache, when, target.device):
+        for progress in () if reuse else prefill(forward, ids, cache, deadline, target.device):
             yield from clock.hand_over([progress], stats)
         if features and not past(
-            when
+            deadline
         ):  # the prefill's settle: the prompt's features, positions 0 .. len(ids) − 2
             prompt = torch.cat(features, dim=1)[0]
             drafter.settle(Settled(round=0, n_accepted=0, ids=ids, verify_s=0.0, rows=0, features=prompt))
@@ -316,7 +319,7 @@ class Engine:
         # γ moves only with adaptive="heuristic"
         gamma_now, round_, stop_reason = (cfg.gamma, 0, "max_new_tokens")
         while len(ids) - prompt_len < cfg.max_new_tokens:
-            if past(when):
+            if past(deadline):
                 stop_reason = "time_limit"
                 break
             round_ += 1
@@ -325,7 +328,7 @@ class Engine:
                 run, round_, min(gamma_now, remaining - 1) if drafter is not None else 0, remaining
             )
             if drafter is not None:
-                gamma_now = next_gamma(cfg, gamma_now, len(s.drafted), s.n_accepted)
+                gamma_now = next_gamma(cfg, gamma_now, len(s.judged), s.n_accepted)
             events = round_events(
                 s, round_, self.text, cfg.record_topk, cfg.greedy, drafter.name if drafter else ""
             )
@@ -398,7 +401,7 @@ class Engine:
             verify_s=t2 - t1,
             total_s=t3 - t0,
             elapsed_s=t3 - run.t_start,
-            gamma=len(s.drafted),
+            gamma=len(s.judged),
             verified=forward_rows(s),
         )
 

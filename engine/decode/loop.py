@@ -37,18 +37,18 @@ def deadline_of(cfg: GenerationConfig) -> float | None:
     return None if cfg.time_limit_s is None else time.monotonic() + cfg.time_limit_s
 
 
-def past(when: float | None) -> bool:
+def past(deadline: float | None) -> bool:
     """The deadline has passed (never without one)."""
-    return when is not None and time.monotonic() > when
+    return deadline is not None and time.monotonic() > deadline
 
 
 @torch.inference_mode()  # per step of the generator: no grad mode is left set while it is suspended
-def prefill(forward, ids: list[int], cache: KVCache, when: float | None, device) -> Iterator[Prefilling]:
+def prefill(forward, ids: list[int], cache: KVCache, deadline: float | None, device) -> Iterator[Prefilling]:
     """All but the last prompt token (round 1's input), in chunks. Between chunks: stop at the deadline, and yield a
     Prefilling (so a consumer that closes the run stops it there). A prompt of one chunk yields nothing."""
     total = len(ids) - 1
     for start in range(0, total, PREFILL_CHUNK):
-        if past(when):
+        if past(deadline):
             return
         if start:
             yield Prefilling(round=0, pos=start, total=total)

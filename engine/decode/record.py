@@ -1,6 +1,6 @@
 """Steps -> events: the one place where a round's outcome becomes plain data for renderers and traces.
 
-The pure step (step.py) returns tensors and ids; here they become the frozen events of events.py,
+The step (step.py) returns tensors and ids; here they become the frozen events of events.py,
 with token texts and the top-k alternatives the config asks to record. Nothing here runs a model.
 """
 
@@ -58,7 +58,7 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
                 parents=t.parents,
                 q=t.q,
                 p=t.p,
-                accept_prob=t.tried,
+                accept_prob=t.accept_prob,
                 status=t.status,
                 path=t.path,
                 next_id=s.verdict.next_id,
@@ -66,16 +66,16 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
                 next_kind="corrected" if t.corrected else "bonus",
             )
         )
-    if s.drafted:
+    if s.judged:
         v, n = s.verdict, s.n_accepted
         draft_rows = d.q if s.tree is None else None  # a tree's chain view has no q rows
         out.append(
             Drafted(
                 round=round_,
                 pos=s.pos,
-                token_ids=s.drafted,
-                tokens=text.many(s.drafted),
-                q=s.q,
+                token_ids=s.judged,
+                tokens=text.many(s.judged),
+                q=s.q_judged,
                 draft_topk=text.topk(draft_rows, record_topk),
                 drafter=d.drafter or drafter,
             )
@@ -92,7 +92,7 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
                 pos=s.pos,
                 p=v.p_draft,
                 accept_prob=v.accept_prob,
-                accepted=[i < n for i in range(len(s.drafted))],
+                accepted=[i < n for i in range(len(s.judged))],
                 first_rejected=n if s.rejected else None,
                 next_id=v.next_id,
                 next_token=text(v.next_id),
@@ -104,13 +104,13 @@ def round_events(s: Step, round_: int, text: TokenText, record_topk: int, greedy
                 residual_topk=residual,
             )
         )
-    if s.cache_after != s.cache_before:  # the rollback: a pointer move (a tree also compacted its path)
+    if s.cache_kept != s.cache_verified:  # the rollback: a pointer move (a tree also compacted its path)
         out.append(
             RolledBack(
                 round=round_,
-                positions=list(range(s.cache_after, s.cache_before)),
-                cache_before=s.cache_before,
-                cache_after=s.cache_after,
+                positions=list(range(s.cache_kept, s.cache_verified)),
+                cache_before=s.cache_verified,
+                cache_after=s.cache_kept,
             )
         )
     out.append(

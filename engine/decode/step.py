@@ -1,12 +1,12 @@
-"""One round of speculative decoding as a pure step: verify, accept, roll back, commit.
+"""One round's verify, accept, roll back and commit: the step after the draft.
 
 `step(...)` takes the committed ids, the target's cache and a draft (a chain, a tree, or None for a
-plain target step) and returns a `Step`: the tokens the target judged, its verdict, what the cache
-keeps and what is committed. No events and no clocks in here: engine.py times the step around it and
-record.py turns the Step into events. Chains and trees return the same Step; a tree's *chain view*
-(its accepted path, then the first child rejected after it) fills the chain fields, and the whole
-tree rides along in `Step.tree` for the tree view.
-"""
+plain target step), runs the target's verify forward (it writes the cache), judges the draft, moves the
+cache's length pointer back past what was rejected, and returns a `Step`: the tokens the target judged,
+its verdict, what the cache keeps and what is committed. No events and no clocks in here: engine.py times
+the step around it and record.py turns the Step into events. Chains and trees return the same Step; a
+tree's *chain view* (its accepted path, then the first child rejected after it) fills the chain fields,
+and the whole tree rides along in `Step.tree` for the tree view."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class TreeStep:
     parents: list  # parent index per node (-1 = the last committed token)
     q: list  # draft probability of each node's token (1.0 when chosen deterministically)
     p: list  # target probability of each node's token given its ancestors
-    tried: list  # per node: the acceptance probability it was tested with, None if never reached
+    accept_prob: list  # per node: the acceptance probability it was tested with, None if never reached
     status: list  # per node: "accepted", "rejected" or "unvisited"
     path: list  # accepted node indices, root to leaf
     corrected: bool  # the next token replaces rejected children (False: a bonus after a leaf)
@@ -38,19 +38,23 @@ class TreeStep:
 
 @dataclass
 class Step:
-    """What one round did. `drafted` is what the target judged, in order (a tree's chain view)."""
+    """What one round did. `judged` is what the target judged, in order (a tree's chain view)."""
 
     pos: int  # position of the first token this round can add
     draft: Draft | None  # the drafter's proposal as made, maybe empty (None: no drafter asked)
-    drafted: list  # ids judged left to right; [] for a plain step
-    q: list  # draft probability of each drafted token (1.0: one-hot)
-    verdict: Verdict  # the target's judgement of `drafted` and the next token
+    judged: (
+        list  # the drafted ids the target judged, left to right (a tree: its chain view); [] for a plain step
+    )
+    q_judged: (
+        list  # the draft's probability of each judged token (1.0: one-hot); Draft.q holds its whole rows
+    )
+    verdict: Verdict  # the target's judgement of `judged` and the next token
     n_accepted: int  # drafted tokens kept: the verdict's, cut just after an accepted end-of-text
     eos_accepted: bool  # an accepted draft was an end-of-text: the drafts after it were never tested
-    p_rows: torch.Tensor  # (len(drafted)+1, V): the target probabilities each drafted token was judged with
+    p_rows: torch.Tensor  # (len(judged)+1, V): the target probabilities each judged token was judged with
     tree: TreeStep | None  # tree speculation: the whole tree; None for a chain
-    cache_before: int  # target cache length after the verify forward
-    cache_after: int  # ... after the rollback: pos + n_accepted
+    cache_verified: int  # the target cache's length after the verify forward (before the rollback)
+    cache_kept: int  # ... after the rollback: pos + n_accepted
     new: list  # committed ids: accepted drafts + the corrected / bonus / plain token, cut at EOS and budget
     origins: list  # per committed id: "accepted", "corrected", "bonus" or "ar"
     p_new: list  # target probability of each committed id
@@ -59,7 +63,7 @@ class Step:
     @property
     def rejected(self) -> bool:
         """The target rejected a drafted token (after an accepted end-of-text nothing was tested)."""
-        return self.n_accepted < len(self.drafted) and not self.eos_accepted
+        return self.n_accepted < len(self.judged) and not self.eos_accepted
 
     @property
     def kept_rows(self) -> list[int]:
@@ -71,7 +75,18 @@ class Step:
     @property
     def next_kind(self) -> str:
         """The token after the kept drafts: "corrected" (it replaces a draft) or "bonus"."""
-        return "corrected" if self.n_accepted < len(self.drafted) else "bonus"
+        return next_kind(len(self.judged), self.n_accepted)
+
+
+def parents_of(draft: Draft) -> list:
+    """Each drafted node's parent (-1: the last committed token); a chain's are its predecessors."""
+    return draft.parents if draft.parents is not None else list(range(-1, len(draft.token_ids) - 1))
+
+
+def next_kind(judged: int, kept: int) -> str:
+    """The token a round adds after the drafts it kept: "corrected" when it replaces a rejected one, "bonus" when
+    every judged draft was kept (a plain step's token is "ar": its caller knows nothing was drafted)."""
+    return "corrected" if kept < judged else "bonus"
 
 
 def step(
@@ -121,7 +136,7 @@ def verify_rows(
     nodes = draft.token_ids.tolist()
     if draft.parents is None and draft.extra is None:
         return [ids[-1]] + nodes, None, None
-    parents = draft.parents if draft.parents is not None else list(range(-1, len(nodes) - 1))  # a chain
+    parents = parents_of(draft)
     mask, offsets = tree.tree_inputs(parents, 0, device)
     extra = draft.extra.token_ids if draft.extra is not None else []
     if extra:
@@ -165,7 +180,7 @@ def settle(
         cache.compact(pos - 1, tree_step.path)
     cache.truncate(pos + n)
     # 5. commit: accepted drafts + the corrected / bonus token, cut at EOS and at the token budget
-    kind = "ar" if not drafted and tree_step is None else ("corrected" if n < len(drafted) else "bonus")
+    kind = "ar" if not drafted and tree_step is None else next_kind(len(drafted), n)
     new = drafted[:n] + [verdict.next_id]
     origins = ["accepted"] * n + [kind]
     p_new = verdict.p_draft[:n] + [verdict.next_p]
@@ -173,15 +188,15 @@ def settle(
     return Step(
         pos=pos,
         draft=proposal,
-        drafted=drafted,
-        q=q,
+        judged=drafted,
+        q_judged=q,
         verdict=verdict,
         n_accepted=n,
         eos_accepted=ended is not None,
         p_rows=p_rows,
         tree=tree_step,
-        cache_before=before,
-        cache_after=cache.length,
+        cache_verified=before,
+        cache_kept=cache.length,
         new=new[:cut],
         origins=origins[:cut],
         p_new=p_new[:cut],
@@ -220,7 +235,7 @@ def _judge_tree(logits, ids, draft, cfg, draws):
     """Walk the tree on the verify forward's rows over [root, nodes..., extra rows...]; return its chain view (a
     draft of no nodes with extra rows is a plain step whose forward also computed those rows)."""
     tokens = draft.token_ids.tolist()
-    parents = draft.parents if draft.parents is not None else list(range(-1, len(tokens) - 1))  # a chain
+    parents = parents_of(draft)
     p = sampling.shape_probs(logits[: len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
     node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance on the tree
@@ -230,21 +245,23 @@ def _judge_tree(logits, ids, draft, cfg, draws):
     else:
         tv = tree.accept_tree_sample(tokens, parents, node_q, p, draws)
     q_of = [float(q[tok]) if q is not None else 1.0 for tok, q in zip(tokens, node_q)]
-    rejected = [c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.tried]
+    rejected = [
+        c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.accept_prob
+    ]
     chain = tv.path + rejected[:1]  # the chain view: the path, then the first child rejected after it
     rows = [0] + [i + 1 for i in tv.path]  # the p row each chain-view token was judged with
     p_chain = [float(p[rows[k], tokens[i]]) for k, i in enumerate(chain)]
     verdict = Verdict(
         len(tv.path),
         tv.next_id,
-        [tv.tried[i] for i in chain],
+        [tv.accept_prob[i] for i in chain],
         p_chain,
         tv.next_p,
         u=[tv.u[i] for i in chain] if tv.u is not None else None,
         dist=tv.dist,
     )
     status = [
-        "accepted" if i in tv.path else ("rejected" if i in tv.tried else "unvisited")
+        "accepted" if i in tv.path else ("rejected" if i in tv.accept_prob else "unvisited")
         for i in range(len(tokens))
     ]
     whole = (
@@ -253,7 +270,7 @@ def _judge_tree(logits, ids, draft, cfg, draws):
             parents,
             q_of,
             [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
-            [tv.tried.get(i) for i in range(len(tokens))],
+            [tv.accept_prob.get(i) for i in range(len(tokens))],
             status,
             tv.path,
             tv.corrected,

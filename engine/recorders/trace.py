@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..config import GenerationConfig
 from ..decode.record import TokenText
+from ..decode.step import next_kind
 from ..events import Committed, Drafted, Finished, RolledBack, RoundTimed, RunStarted, Verified
 from ..metrics import RunStats
 
@@ -103,7 +104,7 @@ class Recording:
             raise ValueError("a round's p, accept_prob and q must hold one value per proposed token")
         self.round += 1
         pos, proposal = len(self.ids), [int(i) for i in r.proposal]
-        kind = "ar" if not g else ("corrected" if k < g else "bonus")
+        kind = next_kind(g, k) if g else "ar"
         out: list = []
         if g:
             out.append(

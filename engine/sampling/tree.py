@@ -77,7 +77,7 @@ class TreeVerdict:
     path: list[int]  # accepted node indices, root to leaf
     next_id: int  # corrected (some child was rejected) or bonus (leaf reached) token
     next_p: float  # its target probability at the position it was emitted
-    tried: dict  # node index -> acceptance probability it was tested with (unvisited nodes absent)
+    accept_prob: dict  # node index -> acceptance probability it was tested with (unvisited nodes absent)
     corrected: bool  # next_id replaces rejected children (False: bonus after a leaf)
     u: dict | None = None  # sampling: node index -> the uniform draw it was tested with
     dist: torch.Tensor | None = None  # sampling: the distribution next_id was drawn from, (V,)
