@@ -137,8 +137,8 @@ def head_to_head_table(results: dict) -> tuple[list, list]:
     ], rows
 
 
-def markdown(results: dict) -> str:
-    """results.md: overall, per category, per prompt, acceptance by position, prediction, overhead, flags."""
+def _md_overall(results: dict) -> list[str]:
+    """Title, command, machine, the identity verdict, the overall table and ours vs transformers."""
     s = results["settings"]
     out = ["# specviz benchmark", "", f"`{results['command']}`", "", _machine_line(results), ""]
     n = results["mismatches"]
@@ -164,7 +164,12 @@ def markdown(results: dict) -> str:
             "",
             md_table(*head_to_head_table(results)),
         ]
-    out += ["", "## By category"]
+    return out
+
+
+def _md_breakdown(results: dict) -> list[str]:
+    """By category, per prompt (the prompts, then one table row per prompt and config), by draft position."""
+    out = ["", "## By category"]
     for cat, rows in results["categories"].items():
         out += ["", f"### {cat}", "", md_table(*config_table(results, rows))]
     out += ["", "## Per prompt", ""]
@@ -183,40 +188,56 @@ def markdown(results: dict) -> str:
     out += ["", md_table(["#", "category"] + header, rows)]
     if any(c["runner"] == "ours" and c["gamma"] for c in results["configs"]):
         out += ["", "## Acceptance by draft position (all prompts)", "", md_table(*position_table(results))]
-    if results["predicted"]:
-        out += [
-            "",
-            "## Predicted speedup E/(γc + v(γ+1)) and its best γ",
-            "",
-            "α = per-token acceptance, accepted / tested positions (pooled over γ), c = median measured draft "
-            "cost, v(n) the cost model's curve through the measured points (engine/costmodel.py).",
-            "",
+    return out
+
+
+def _md_predicted(results: dict) -> list[str]:
+    """The formula's predicted speedup and best γ per drafter (nothing when no drafter was predicted)."""
+    if not results["predicted"]:
+        return []
+    out = [
+        "",
+        "## Predicted speedup E/(γc + v(γ+1)) and its best γ",
+        "",
+        "α = per-token acceptance, accepted / tested positions (pooled over γ), c = median measured draft "
+        "cost, v(n) the cost model's curve through the measured points (engine/costmodel.py).",
+        "",
+    ]
+    rows = [
+        [
+            d,
+            _f(p["alpha"], ".0%"),
+            _f(p["c"], ".3f"),
+            str(p["best_gamma"]),
+            _f(p["best_predicted_speedup"], ".2f", "×"),
         ]
-        rows = [
-            [
-                d,
-                _f(p["alpha"], ".0%"),
-                _f(p["c"], ".3f"),
-                str(p["best_gamma"]),
-                _f(p["best_predicted_speedup"], ".2f", "×"),
-            ]
-            for d, p in results["predicted"].items()
-        ]
-        out.append(md_table(["drafter", "α", "c", "best γ", "predicted × at best γ"], rows))
+        for d, p in results["predicted"].items()
+    ]
+    out.append(md_table(["drafter", "α", "c", "best γ", "predicted × at best γ"], rows))
+    return out
+
+
+def _md_overhead(results: dict) -> list[str]:
+    """The event stream's measured cost (nothing when the run did not measure it)."""
     o = results.get("overhead")
-    if o:
-        verdict = "within" if o["within_target"] else "OVER"
-        out += [
-            "",
-            "## Event-stream overhead",
-            "",
-            f"`{o['drafter']}` γ={o['gamma']}, {o['max_new_tokens']} tokens, {o['pairs']} interleaved pairs: "
-            f"events consumed normally (record_topk=5, kept in a list) vs record_topk=0 drained by "
-            f"`deque(maxlen=0)`. Time ratio (fastest of each) {_f(o['ratio'], '.3f')} "
-            f"({_f(o['overhead_pct'], '+.1f', '%')}; median of pairs {_f(o.get('median_pair_ratio'), '.3f')}; "
-            f"raw incl. calibration {_f(o['raw_ratio'], '.3f')}): "
-            f"{verdict} the {o['target_pct']:.0f}% target.",
-        ]
+    if not o:
+        return []
+    verdict = "within" if o["within_target"] else "OVER"
+    return [
+        "",
+        "## Event-stream overhead",
+        "",
+        f"`{o['drafter']}` γ={o['gamma']}, {o['max_new_tokens']} tokens, {o['pairs']} interleaved pairs: "
+        f"events consumed normally (record_topk=5, kept in a list) vs record_topk=0 drained by "
+        f"`deque(maxlen=0)`. Time ratio (fastest of each) {_f(o['ratio'], '.3f')} "
+        f"({_f(o['overhead_pct'], '+.1f', '%')}; median of pairs {_f(o.get('median_pair_ratio'), '.3f')}; "
+        f"raw incl. calibration {_f(o['raw_ratio'], '.3f')}): "
+        f"{verdict} the {o['target_pct']:.0f}% target.",
+    ]
+
+
+def _md_notes(results: dict) -> list[str]:
+    """Drafters transformers cannot run, its failures and every identity mismatch, as a list of flags."""
     notes = []
     if results["hf_unsupported"]:
         notes.append(
@@ -229,8 +250,15 @@ def markdown(results: dict) -> str:
             f"**MISMATCH**: `{m['config']}` on prompt {m['prompt']} ({m['category']}) differs from our AR "
             f"output at generated token {m['first_diff']}"
         )
-    if notes:
-        out += ["", "## Notes and flags", ""] + [f"- {x}" for x in notes]
+    if not notes:
+        return []
+    return ["", "## Notes and flags", ""] + [f"- {x}" for x in notes]
+
+
+def markdown(results: dict) -> str:
+    """results.md: overall, per category, per prompt, acceptance by position, prediction, overhead, flags."""
+    out = _md_overall(results) + _md_breakdown(results)
+    out += _md_predicted(results) + _md_overhead(results) + _md_notes(results)
     return "\n".join(out) + "\n"
 
 
