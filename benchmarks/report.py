@@ -277,13 +277,60 @@ def _html_table(header: list, rows: list) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def figures(results: dict) -> list:
-    """The report's plotly figures: speedup vs γ, acceptance by position, tokens/s by category."""
+def _measured(configs: list, overall: dict, runner: str, drafter: str) -> list[tuple]:
+    """(γ, overall row) of one runner's configs of this drafter, those that produced a row."""
+    rows = [
+        (c["gamma"], overall.get(c["name"]))
+        for c in configs
+        if c["runner"] == runner and c["drafter"] == drafter
+    ]
+    return [(g, r) for g, r in rows if r]
 
+
+def _add_drafter_speed(speed, results: dict, d: str, color: str) -> None:
+    """One drafter's traces on the speedup figure: ours measured and predicted, the formula's curve, HF assisted."""
+    configs, overall = results["configs"], results["overall"]
+    ours = _measured(configs, overall, "ours", d)
+    speed.add_scatter(
+        x=[g for g, _ in ours],
+        y=[r["speedup_vs_ar"] for _, r in ours],
+        mode="lines+markers",
+        name=f"ours {d} (measured)",
+        line_color=color,
+    )
+    speed.add_scatter(
+        x=[g for g, _ in ours],
+        y=[r.get("predicted_speedup") for _, r in ours],
+        mode="markers",
+        name=f"ours {d} (predicted, engine α)",
+        marker=dict(color=color, symbol="circle-open", size=10),
+    )
+    pred = results["predicted"].get(d)
+    if pred:
+        speed.add_scatter(
+            x=[g for g, _ in pred["curve"]],
+            y=[v for _, v in pred["curve"]],
+            mode="lines",
+            name=f"E/(γc+v) {d}: α={pred['alpha']:.2f}, c={pred['c']:.2f}",
+            line=dict(color=color, dash="dot"),
+        )
+    hf = _measured(configs, overall, "hf", d)
+    if hf:
+        speed.add_scatter(
+            x=[g for g, _ in hf],
+            y=[r["speedup_vs_ar"] for _, r in hf],
+            mode="lines+markers",
+            name=f"HF assisted {d}",
+            line=dict(color=color, dash="dash"),
+            marker_symbol="square",
+        )
+
+
+def _speed_figure(results: dict) -> go.Figure:
+    """Speedup over our AR vs γ, one colour per drafter, with HF greedy as a reference line."""
     palette = qualitative.Plotly
     configs, overall = results["configs"], results["overall"]
     drafters = list(dict.fromkeys(c["drafter"] for c in configs if c["drafter"]))
-
     speed = go.Figure()
     speed.add_hline(y=1.0, line_dash="dot", line_color="grey", annotation_text="our AR")
     if overall.get("hf/greedy"):
@@ -295,56 +342,19 @@ def figures(results: dict) -> list:
             annotation_position="bottom right",
         )
     for k, d in enumerate(drafters):
-        color = palette[k % len(palette)]
-        ours = [
-            (c["gamma"], overall.get(c["name"]))
-            for c in configs
-            if c["runner"] == "ours" and c["drafter"] == d
-        ]
-        ours = [(g, r) for g, r in ours if r]
-        speed.add_scatter(
-            x=[g for g, _ in ours],
-            y=[r["speedup_vs_ar"] for _, r in ours],
-            mode="lines+markers",
-            name=f"ours {d} (measured)",
-            line_color=color,
-        )
-        speed.add_scatter(
-            x=[g for g, _ in ours],
-            y=[r.get("predicted_speedup") for _, r in ours],
-            mode="markers",
-            name=f"ours {d} (predicted, engine α)",
-            marker=dict(color=color, symbol="circle-open", size=10),
-        )
-        pred = results["predicted"].get(d)
-        if pred:
-            speed.add_scatter(
-                x=[g for g, _ in pred["curve"]],
-                y=[v for _, v in pred["curve"]],
-                mode="lines",
-                name=f"E/(γc+v) {d}: α={pred['alpha']:.2f}, c={pred['c']:.2f}",
-                line=dict(color=color, dash="dot"),
-            )
-        hf = [
-            (c["gamma"], overall.get(c["name"])) for c in configs if c["runner"] == "hf" and c["drafter"] == d
-        ]
-        hf = [(g, r) for g, r in hf if r]
-        if hf:
-            speed.add_scatter(
-                x=[g for g, _ in hf],
-                y=[r["speedup_vs_ar"] for _, r in hf],
-                mode="lines+markers",
-                name=f"HF assisted {d}",
-                line=dict(color=color, dash="dash"),
-                marker_symbol="square",
-            )
+        _add_drafter_speed(speed, results, d, palette[k % len(palette)])
     speed.update_layout(
         title="Speedup vs γ (over our AR baseline, all prompts)",
         xaxis_title="γ (draft tokens)",
         yaxis_title="speedup ×",
         template="plotly_white",
     )
+    return speed
 
+
+def _acceptance_figure(results: dict) -> go.Figure:
+    """Acceptance by draft position, one line per drafting config of ours."""
+    configs, overall = results["configs"], results["overall"]
     accept = go.Figure()
     for c in configs:
         row = overall.get(c["name"]) if c["runner"] == "ours" and c["gamma"] else None
@@ -360,10 +370,14 @@ def figures(results: dict) -> list:
         yaxis_range=[0, 1.05],
         template="plotly_white",
     )
+    return accept
 
+
+def _category_figure(results: dict) -> go.Figure:
+    """Tokens/s per category, one bar per config."""
     cats = list(results["categories"])
     bars = go.Figure()
-    for c in configs:
+    for c in results["configs"]:
         bars.add_bar(
             x=cats,
             y=[(results["categories"][k].get(c["name"]) or {}).get("tokens_per_s") for k in cats],
@@ -372,7 +386,12 @@ def figures(results: dict) -> list:
     bars.update_layout(
         title="Tokens/s by category", barmode="group", yaxis_title="tokens/s", template="plotly_white"
     )
-    return [speed, accept, bars]
+    return bars
+
+
+def figures(results: dict) -> list:
+    """The report's plotly figures: speedup vs γ, acceptance by position, tokens/s by category."""
+    return [_speed_figure(results), _acceptance_figure(results), _category_figure(results)]
 
 
 def html(results: dict) -> str:
