@@ -31,6 +31,10 @@ PLAIN = (
     "specs",
     "specbench",
     "engine_metrics",
+    "engine_metrics_run",
+    "engine_metrics_checks",
+    "engine_metrics_readers",
+    "engine_metrics_predict",
 )
 RANK = {
     "plain": 0,
