@@ -11,7 +11,7 @@
           W: a SwiGLU-free MLP h + W2 SiLU(W1 h) with W hidden units).
 
 Each prints one JSON line: held-out top-1 per drafting step (Medusa: per head) on the first N held-out sequences
-of the ShareGPT source and on the run's Spec-Bench evaluation answers (training/train.py eagle_accuracy,
+of the ShareGPT source and on the run's Spec-Bench evaluation answers (training/accuracy.py eagle_accuracy,
 medusa_accuracy).
 
     .venv/bin/python training/heads_probe.py --corpus-cache CACHE batch --tokens 300000 --batch 2 -- ARGS
