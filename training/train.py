@@ -187,6 +187,54 @@ def train_eagle(
         log(f"eagle epoch {epoch + 1}/{epochs}: token loss {total / max(count, 1):.3f}")
 
 
+def _fit_heads(
+    heads: Heads,
+    parts,
+    index: torch.Tensor,
+    seqs: list[dict],
+    gen: torch.Generator,
+    log,
+    *,
+    medusa_epochs: int,
+    eagle_epochs: int,
+    eagle_batch: int,
+    eagle_lr: float,
+    eagle_ce: float,
+    eagle_passes: int,
+) -> None:
+    """Steps 3 and 4: the Medusa heads (batches of 256 rows, peak rate 2e-3), then the EAGLE layer (noise 0.1)."""
+    train_medusa(heads, parts.lm_head, index, seqs, medusa_epochs, 256, 2e-3, gen, log)
+    train_eagle(
+        heads,
+        parts,
+        index,
+        seqs,
+        eagle_epochs,
+        eagle_batch,
+        eagle_lr,
+        0.1,
+        gen,
+        log,
+        ce_weight=eagle_ce,
+        passes=eagle_passes,
+    )
+
+
+def _held_out(heads: Heads, parts, vocab_ids, held: list, evaluation: list, seen_medusa, seen_eagle) -> dict:
+    """Step 5: held-out top-1 per Medusa head and EAGLE step (their guesses collected in the seen lists), per
+    source over the held-out and evaluation sequences, and the draft vocabulary's share of each source."""
+    steps = heads.cfg.medusa_heads
+    return {
+        "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),
+        "eagle_top1": eagle_accuracy(heads, parts, held, steps=steps, seen=seen_eagle),
+        "by_source": by_source(heads, parts, held + evaluation, steps),
+        "coverage_by_source": {
+            src: round(draft_vocab_share(vocab_ids, [s for s in held if s["source"] == src]), 4)
+            for src in sorted({s["source"] for s in held})
+        },
+    }
+
+
 def train(
     model,
     tokenizer,
@@ -236,21 +284,9 @@ def train(
     heads = Heads(cfg, model.config, vocab_ids)
     parts = frozen_parts(model, vocab_ids)
     index = _index_map(vocab_ids, model.config.vocab_size)
-    train_medusa(heads, parts.lm_head, index, train_seqs, medusa_epochs, 256, 2e-3, gen, log)
-    train_eagle(
-        heads,
-        parts,
-        index,
-        train_seqs,
-        eagle_epochs,
-        eagle_batch,
-        eagle_lr,
-        0.1,
-        gen,
-        log,
-        ce_weight=eagle_ce,
-        passes=eagle_passes,
-    )
+    epochs = dict(medusa_epochs=medusa_epochs, eagle_epochs=eagle_epochs)
+    eagle = dict(eagle_passes=eagle_passes, eagle_ce=eagle_ce, eagle_lr=eagle_lr, eagle_batch=eagle_batch)
+    _fit_heads(heads, parts, index, train_seqs, gen, log, **epochs, **eagle)
     heads.eval()
     seen_medusa, seen_eagle = [], []
     record = {
@@ -260,23 +296,13 @@ def train(
         "train_tokens": labels(train_seqs),
         "draft_vocab": len(vocab_ids),
         "draft_vocab_coverage": round(coverage, 4),
-        "medusa_top1": medusa_accuracy(heads, parts.lm_head, held, seen_medusa),
-        "eagle_top1": eagle_accuracy(heads, parts, held, steps=cfg.medusa_heads, seen=seen_eagle),
-        "by_source": by_source(heads, parts, held + evaluation, cfg.medusa_heads),
-        "coverage_by_source": {
-            src: round(draft_vocab_share(vocab_ids, [s for s in held if s["source"] == src]), 4)
-            for src in sorted({s["source"] for s in held})
-        },
+        **_held_out(heads, parts, vocab_ids, held, evaluation, seen_medusa, seen_eagle),
         "corpus_s": round(t_corpus),
         "total_s": round(time.time() - t0),
         "threads": torch.get_num_threads(),
         "max_new": max_new,
-        "medusa_epochs": medusa_epochs,
-        "eagle_epochs": eagle_epochs,
-        "eagle_passes": eagle_passes,
-        "eagle_ce": eagle_ce,
-        "eagle_lr": eagle_lr,
-        "eagle_batch": eagle_batch,
+        **epochs,
+        **eagle,
     }
     record["medusa_calibration"], record["eagle_calibration"] = (
         calibration(seen_medusa),
