@@ -74,6 +74,53 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int, history
     return out
 
 
+def _contestants(target: str, drafts, gamma: int, hf: bool, hf_drafts: tuple | None) -> tuple:
+    """The loaded target, an engine per drafter spec (and our AR), the configs raced and the drafters transformers
+    has no counterpart for."""
+    loaded = load_model(target)
+    engines = {
+        "ar": Engine(loaded, "self"),
+        **{d: Engine(loaded, parse_contestant(d).drafter) for d in drafts},
+    }
+    configs, unsupported = build_configs(list(drafts), [gamma], loaded, hf)
+    if hf_drafts is not None:  # transformers' rows: greedy and the equivalents of these drafters only
+        configs = [c for c in configs if c.runner != "hf" or not c.drafter or c.drafter in hf_drafts]
+    return loaded, engines, configs, unsupported
+
+
+def _race(
+    configs, engines, loaded, chosen: list, max_new_tokens: int, base: list, session: bool, bar
+) -> dict:
+    """Config name -> question id -> answer: every question run by every contestant in turn (interleaved per
+    question). A speculative contestant's history starts with the datastore's sequences `base`: one history for
+    the whole sample with session, else a fresh one per question (none without a datastore)."""
+    answers = {c.name: {} for c in configs}
+
+    def fresh() -> History:
+        h = History(max_tokens=sum(map(len, base)) + MAX_HISTORY_TOKENS)
+        for seq in base:
+            h.add(seq)
+        return h
+
+    speculative = [c.name for c in configs if c.runner == "ours" and c.gamma]
+    histories = {name: fresh() for name in speculative} if session else {}
+    for q in chosen:
+        for c in configs:  # interleaved per question
+            history = histories.get(c.name) or (fresh() if base and c.name in speculative else None)
+            answers[c.name][q["question_id"]] = answer(c, engines, loaded, q, max_new_tokens, history)
+            bar.update(len(q["turns"]))
+    return answers
+
+
+def _write(results: dict, out) -> None:
+    """results.json, results.md and report.html in folder `out` (made if missing)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
+    (out / "results.md").write_text(markdown(results), encoding="utf-8")
+    (out / "report.html").write_text(html(results), encoding="utf-8")
+
+
 def run_specbench(
     target: str = EMBEDDED,
     drafts=("ngram",),
@@ -97,19 +144,11 @@ def run_specbench(
     with it, a fresh copy per question (one for the whole sample with session)."""
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
-    loaded = load_model(target)
-    engines = {
-        "ar": Engine(loaded, "self"),
-        **{d: Engine(loaded, parse_contestant(d).drafter) for d in drafts},
-    }
-    configs, unsupported = build_configs(list(drafts), [gamma], loaded, hf)
-    if hf_drafts is not None:  # transformers' rows: greedy and the equivalents of these drafters only
-        configs = [c for c in configs if c.runner != "hf" or not c.drafter or c.drafter in hf_drafts]
+    loaded, engines, configs, unsupported = _contestants(target, drafts, gamma, hf, hf_drafts)
     runs = sum(len(q["turns"]) for q in chosen) * len(configs)
     bar = tqdm(
         total=runs, desc="specbench", unit="turn", file=sys.stderr, disable=not progress, dynamic_ncols=True
     )
-    answers = {c.name: {} for c in configs}
     t0 = time.perf_counter()
     for c in configs:  # warm-up, untimed
         run_config(
@@ -120,20 +159,7 @@ def run_specbench(
             min(max_new_tokens, WARMUP_TOKENS),
         )
     base = load_corpus(corpus) if corpus else []
-
-    def fresh() -> History:
-        h = History(max_tokens=sum(map(len, base)) + MAX_HISTORY_TOKENS)
-        for seq in base:
-            h.add(seq)
-        return h
-
-    speculative = [c.name for c in configs if c.runner == "ours" and c.gamma]
-    histories = {name: fresh() for name in speculative} if session else {}
-    for q in chosen:
-        for c in configs:  # interleaved per question
-            history = histories.get(c.name) or (fresh() if base and c.name in speculative else None)
-            answers[c.name][q["question_id"]] = answer(c, engines, loaded, q, max_new_tokens, history)
-            bar.update(len(q["turns"]))
+    answers = _race(configs, engines, loaded, chosen, max_new_tokens, base, session, bar)
     bar.close()
     results = {
         "format": "specviz-specbench",
@@ -162,11 +188,7 @@ def run_specbench(
         "answers": answers,
         "leaderboard": leaderboard(configs, answers, chosen),
     }
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
-    (out / "results.md").write_text(markdown(results), encoding="utf-8")
-    (out / "report.html").write_text(html(results), encoding="utf-8")
+    _write(results, out)
     return results
 
 
