@@ -1,7 +1,8 @@
 """specviz app: a Gradio UI that streams a speculative decoding run round by round, replays it, and
 saves / loads its trace. This file lays the page out and wires components to handlers by name:
-ui/handlers.py holds what each control does, ui/tour.py the guided first minute, ui/warmup.py the
-start-up warm-up; the engine makes events, specviz turns them into view outputs.
+ui/run.py, ui/replay.py, ui/session.py, ui/tab_runs.py and ui/endpoints.py hold what each control does,
+ui/tour.py the guided first minute, ui/warmup.py the start-up warm-up; the engine makes events, specviz turns them
+into view outputs.
 
     python app.py   # serves on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860)
 """
@@ -16,11 +17,12 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 import specviz
+import ui.server as server  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import app_views as av
 from ui import batch_tab as ub
+from ui import endpoints, outputs, replay, run, session, tab_runs
 from ui import engine_tab as et
 from ui import fair_queue as fq
-from ui import handlers as h  # first: it imports ZeroGPU's `spaces` (when present) before torch
 from ui import specbench as sb
 from ui import tour as t
 from ui.app_guard import PARAM_LABEL
@@ -62,13 +64,13 @@ def beam_section(pair, drafter, param, gamma, max_new, prompt, summary) -> None:
     )
     view = gr.HTML(specviz.render_beams([]), elem_id="beams")
     beam_btn.click(
-        h.beam_generate,
+        tab_runs.beam_generate,
         [pair, drafter, param, gamma, max_new, num_beams, beam_race, prompt],
         [view, summary],
         show_progress="minimal",
         api_name="beam",
         api_visibility="private",
-        **h.COMPUTE,
+        **server.COMPUTE,
     )
 
 
@@ -78,10 +80,10 @@ def batch_section(pair, drafter, param, gamma, max_new) -> None:
     the machine it was measured on, and this host's own on demand."""
     with gr.Row():
         prompts = gr.Textbox(
-            h.BATCH_EXAMPLE,
+            tab_runs.BATCH_EXAMPLE,
             lines=4,
             max_lines=16,
-            label=f"Prompts, one per line (B = the number of lines, 1 to {h.MAX_BATCH})",
+            label=f"Prompts, one per line (B = the number of lines, 1 to {tab_runs.MAX_BATCH})",
             elem_id="batch-prompts",
             scale=4,
         )
@@ -106,16 +108,16 @@ def batch_section(pair, drafter, param, gamma, max_new) -> None:
         show_progress="minimal",
         api_name="batch_host",
         api_visibility="private",
-        **h.COMPUTE,
+        **server.COMPUTE,
     )
     batch_btn.click(
-        h.batch_generate,
+        tab_runs.batch_generate,
         [pair, drafter, param, gamma, max_new, prompts, batch_race],
         [lanes, summary],
         show_progress="minimal",
         api_name="batch",
         api_visibility="private",
-        **h.COMPUTE,
+        **server.COMPUTE,
     )
 
 
@@ -143,8 +145,8 @@ class Page(gr.Blocks):
 
     def validate_inputs(self, block_fn, inputs):
         if block_fn.api_name == "generate":
-            h.fill_api_defaults(inputs)
-        h.check_endpoint_inputs(block_fn, inputs)
+            endpoints.fill_api_defaults(inputs)
+        endpoints.check_endpoint_inputs(block_fn, inputs)
         super().validate_inputs(block_fn, inputs)
 
 
@@ -154,11 +156,11 @@ def build_demo() -> gr.Blocks:
     shown = first["views"]
     with Page(title="specviz: speculative decoding debugger", delete_cache=(3600, 3600)) as demo:
         # the session's run: a RunSet while streaming, packed bytes once settled; first the tour's recorded run
-        events = gr.State(first["state"], time_to_live=h.STATE_TTL_S)
+        events = gr.State(first["state"], time_to_live=server.STATE_TTL_S)
         # the session's earlier prompts and outputs, which suffix speculation drafts from (never shared): each
         # session gets its own deep copy of an empty one, with no load call to the server; its bound
         # SPECVIZ_HISTORY_TOKENS is checked here, at start-up
-        history = gr.State(h.session_history(), time_to_live=h.STATE_TTL_S)
+        history = gr.State(session.session_history(), time_to_live=server.STATE_TTL_S)
         gr.Markdown(
             "# specviz\nWatch speculative decoding round by round: the draft proposes γ tokens, "
             "the target verifies them in one forward, and you see what was accepted, rejected and why.",
@@ -291,7 +293,7 @@ def build_demo() -> gr.Blocks:
                         explain = gr.HTML(shown["explain"], elem_id="explain")
                         with gr.Row(equal_height=True):
                             drift_btn = gr.Button(
-                                f"Measure the sampled drift at Temperature > 0 ({h.DRIFT_SAMPLES} seeded 2-token "
+                                f"Measure the sampled drift at Temperature > 0 ({tab_runs.DRIFT_SAMPLES} seeded 2-token "
                                 "runs per rule)",
                                 size="sm",
                                 scale=0,
@@ -454,39 +456,44 @@ def build_demo() -> gr.Blocks:
 def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: dict) -> None:
     """Every event of the page: components addressed by name (ui: one per Controls field; c: the buttons)."""
     controls = [ui[name] for name in FIELDS]  # the Controls order, the one there is
-    run_outs = [events, slider, download, *view_outs]  # handlers.RunOutputs, by the same names
-    hidden, compute = dict(show_progress="hidden", api_visibility="private"), h.COMPUTE
+    run_outs = [events, slider, download, *view_outs]  # outputs.RunOutputs, by the same names
+    hidden, compute = dict(show_progress="hidden", api_visibility="private"), server.COMPUTE
     served = gr.State(False)  # whether Generate's first step showed the start-up recording
     run_event = (
         c["run"]
         .click(
-            lambda *values: h.start_run(fq.place_of(demo), *values),  # its place in line, said at once
+            lambda *values: run.start_run(fq.place_of(demo), *values),  # its place in line, said at once
             controls + [events],
             [c["run"], c["stop"], served, *run_outs],
             queue=False,
             **hidden,
         )
-        .then(h.live_or_served, served, None, queue=False, **hidden)
+        .then(run.live_or_served, served, None, queue=False, **hidden)
         .success(
-            h.generate_from, controls + [events, c["history"]], run_outs, api_name="run", **hidden, **compute
+            run.generate_from,
+            controls + [events, c["history"]],
+            run_outs,
+            api_name="run",
+            **hidden,
+            **compute,
         )
     )
-    run_event.then(h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
+    run_event.then(run.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden)
     # Stop cancels the run first, then settles what it generated: settling in the same click would race
     # the run's last frames, which then overwrite the "stopped" views.
     c["stop"].click(
         lambda: None, None, None, cancels=[run_event], queue=False, api_visibility="private"
-    ).then(h.settled, [events], run_outs, api_name="stop", **hidden).then(
-        h.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden
+    ).then(outputs.settled, [events], run_outs, api_name="stop", **hidden).then(
+        run.idle_buttons, None, [c["run"], c["stop"]], queue=False, **hidden
     )
     # a new empty history for the session: suffix and auto draft from the next run's own text only
-    c["forget"].click(h.forget_history, [c["history"]], [c["history"]], **hidden)
-    slider.input(h.show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
-    c["prev"].click(h.step_back, [events, slider], [slider, *view_outs], **hidden)
-    c["next"].click(h.step_on, [events, slider], [slider, *view_outs], api_name="next", **hidden)
+    c["forget"].click(session.forget_history, [c["history"]], [c["history"]], **hidden)
+    slider.input(replay.show_round, [events, slider], view_outs, trigger_mode="always_last", **hidden)
+    c["prev"].click(replay.step_back, [events, slider], [slider, *view_outs], **hidden)
+    c["next"].click(replay.step_on, [events, slider], [slider, *view_outs], api_name="next", **hidden)
     # ▶ Play and Pause: assets/specviz.js steps Next ▶ at each round's measured pace, in the browser
     c["selected"].change(
-        h.select_round,
+        replay.select_round,
         [events, c["selected"], slider],
         [ui_view(view_outs, "verify")],
         trigger_mode="always_last",
@@ -494,7 +501,7 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     )
     # the tour plays in the browser (assets/specviz.js): any server update of a view it covers ends it first
     upload.upload(
-        h.load_trace,
+        replay.load_trace,
         [upload],
         [*run_outs, upload, *[ui[name] for name in TRACE_SETS]],
         api_name="load_trace",
@@ -503,26 +510,26 @@ def wire(demo, ui: dict, view_outs: list, events, slider, download, upload, c: d
     )
     # another engine's recorded trace (the Your engine tab): the same loader, so every view renders it
     c["engine_trace"].upload(
-        h.load_trace,
+        replay.load_trace,
         [c["engine_trace"]],
         [*run_outs, c["engine_trace"], *[ui[name] for name in TRACE_SETS]],
         api_name="load_engine_trace",
         api_visibility="private",
         **compute,
     )
-    ui["pair"].change(h.pair_changed, [ui["pair"]], [ui["drafter"]], api_visibility="private")
-    ui["drafter"].change(h.drafter_changed, [ui["drafter"]], [ui["gamma"]], api_visibility="private")
-    ui["pair"].change(h.pair_note_changed, [ui["pair"]], [c["pair_note"]], api_visibility="private")
-    ui["adaptive"].change(h.adaptive_changed, [ui["adaptive"]], [ui["p_min"]], api_visibility="private")
+    ui["pair"].change(session.pair_changed, [ui["pair"]], [ui["drafter"]], api_visibility="private")
+    ui["drafter"].change(session.drafter_changed, [ui["drafter"]], [ui["gamma"]], api_visibility="private")
+    ui["pair"].change(session.pair_note_changed, [ui["pair"]], [c["pair_note"]], api_visibility="private")
+    ui["adaptive"].change(session.adaptive_changed, [ui["adaptive"]], [ui["p_min"]], api_visibility="private")
     c["output_only"].change(None, [c["output_only"]], None, js=OUTPUT_ONLY_JS, api_visibility="private")
     c["compact"].change(None, [c["compact"]], None, js=COMPACT_JS, api_visibility="private")
-    c["drift"].click(h.measure_drift, controls, [c["drift_out"]], **hidden, **compute)
+    c["drift"].click(tab_runs.measure_drift, controls, [c["drift_out"]], **hidden, **compute)
     # a number typed into a slider's box outside its range: Gradio's page clamps it as the box loses focus (γ 0 ran
     # as γ 1, silently), after sending `release` with the typed value; the input check refuses that by name
     for block in list(demo.blocks.values()):
-        if isinstance(block, gr.Slider) and block.elem_id not in h.RANGE_SET_BY_RUN:
+        if isinstance(block, gr.Slider) and block.elem_id not in endpoints.RANGE_SET_BY_RUN:
             block.release(lambda value: None, block, None, **hidden)
-    gr.api(h.api_generate, api_name="generate", **compute)
+    gr.api(endpoints.api_generate, api_name="generate", **compute)
 
 
 def ui_view(view_outs: list, name: str):
@@ -533,31 +540,31 @@ def ui_view(view_outs: list, name: str):
 def main() -> None:
     # 0: skip it (benchmarks/first_token.py compares both)
     warm = os.environ.get("SPECVIZ_WARM_UP", "1") != "0"
-    h.return_large_blocks()  # freed large blocks go back to the OS (a beam search's cache rows stayed before)
+    server.return_large_blocks()  # freed large blocks go back to the OS (a beam search's cache rows stayed before)
     if warm:
         warm_up()
-        record_example()  # the default example, shown without a queue place (handlers.RECORDED)
+        record_example()  # the default example, shown without a queue place (run.RECORDED)
     demo = build_demo()
     limits = fq.QueueLimits()
     # direct routes closed (api_open): every call goes through the queue, whose joins FairQueue admits; Gradio's own
     # bound stays as a backstop above the fair queue's
-    demo.queue(default_concurrency_limit=h.CONCURRENCY, max_size=4 * limits.waiting, api_open=False)
+    demo.queue(default_concurrency_limit=server.CONCURRENCY, max_size=4 * limits.waiting, api_open=False)
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
-        max_file_size=h.UPLOAD_LIMITS.file_bytes,
-        state_session_capacity=h.MAX_SESSIONS,
+        max_file_size=server.UPLOAD_LIMITS.file_bytes,
+        state_session_capacity=server.MAX_SESSIONS,
         css_paths=[specviz.CSS_PATH, APP_CSS],
         js=f"() => {{\n{specviz.JS_PATH.read_text()}\n}}",
         prevent_thread_lock=True,
         app_kwargs={
             "middleware": [
-                Middleware(UploadBound, folder=h.upload_folder, limits=h.UPLOAD_LIMITS),
-                Middleware(fq.FairQueue, blocks=demo, limits=limits, identity=h.client_of),
+                Middleware(UploadBound, folder=server.upload_folder, limits=server.UPLOAD_LIMITS),
+                Middleware(fq.FairQueue, blocks=demo, limits=limits, identity=server.client_of),
             ]
         },
     )
-    if warm and h.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
+    if warm and server.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)
     if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later
         gc.collect()  # ones (each ~0.3 s on this 2-core box), so no full collection lands in the first visitor's run

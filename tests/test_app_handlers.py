@@ -1,5 +1,5 @@
-"""The app's handlers (ui/handlers.py, ui/tour.py) called in-process (no server, no model): queues, refusals,
-bounded replay, and the controls and outputs addressed by name."""
+"""The app's handlers (ui/run.py, ui/replay.py, ui/session.py, ui/tour.py) called in-process (no server, no
+model): queues, refusals, bounded replay, and the controls and outputs addressed by name."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import app
 from engine.events import trace_to_json
 from specviz.demo_trace import sample_events, speculative_events
 from ui import app_guard as guard
-from ui import handlers as h
-from ui import tour
+from ui import app_views as av
+from ui import outputs, replay, run, server, session, tour
 from ui.app_views import VIEWS
 from ui.controls import FIELDS, TRACE_SETS, Controls
 from ui.warmup import WARM_DATA, WARM_RUN
@@ -35,7 +35,7 @@ def test_every_compute_handler_shares_one_queue():
     assert "play" not in fns
     compute = {"run", "generate", "load_trace"}
     assert {fns[name].concurrency_id for name in compute} == {"compute"}
-    assert {fns[name].concurrency_limit for name in compute} == {h.CONCURRENCY}
+    assert {fns[name].concurrency_limit for name in compute} == {server.CONCURRENCY}
     assert all(fns[name].concurrency_id != "compute" for name in ("stop", "next", "show_round"))
 
 
@@ -45,10 +45,10 @@ def test_stepping_and_the_slider_are_bounded_by_the_rounds_present():
     state = guard.pack(hostile_events())
     seen, r = [], 0
     for _ in range(6):
-        r = h.step_on(state, r)[0]
+        r = replay.step_on(state, r)[0]
         seen.append(r)
     assert seen == [1, 2, 3, 4, 4, 4]
-    slider = h.settled(state, cut_reason=None)[1]
+    slider = outputs.settled(state, cut_reason=None)[1]
     assert slider["maximum"] == 4
 
 
@@ -57,22 +57,22 @@ def test_bad_upload_is_one_warning_and_leaves_every_output_untouched(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something else"}', encoding="utf-8")
     with pytest.warns(UserWarning, match="cannot load trace: not a specviz trace"):
-        out = h.loaded(str(bad))
-    n = h.RUN_OUTPUTS
+        out = replay.loaded(str(bad))
+    n = outputs.RUN_OUTPUTS
     assert list(out[:n]) == [SKIP] * n and out[n] is None  # only the drop zone is emptied
     assert list(out[n + 1 :]) == [SKIP] * len(TRACE_SETS)  # the controls stay
     # a file the app did not write is never deleted by it (Gradio's cache bound covers copies)
     assert bad.exists()
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(sample_events()), encoding="utf-8")
-    state = h.loaded(str(good))[0]
+    state = replay.loaded(str(good))[0]
     assert guard.unpack(state) == sample_events() and good.exists()
 
 
 def test_bad_controls_are_one_warning_and_no_run():
     """γ out of range in the UI is a warning naming the setting; the generator yields only untouched outputs."""
     with pytest.warns(UserWarning, match="γ must be a whole number from 1 to 16, got 40"):
-        frames = list(h.generate(Controls(gamma=40, max_new=8, prompt="hello"), None))
+        frames = list(run.generate(Controls(gamma=40, max_new=8, prompt="hello"), None))
     assert len(frames) == 1 and all(v == SKIP for name, v in frames[0]._asdict().items() if name != "summary")
     assert "sv-empty" in frames[0].summary  # the summary line of the last run (none) back in place
 
@@ -80,7 +80,7 @@ def test_bad_controls_are_one_warning_and_no_run():
 def test_stop_says_the_run_was_stopped():
     """Stop settles the run so far with stop reason "cancelled", and keeps its tokens."""
     live = speculative_events(finished=False)
-    out = h.settled(live)  # RunOutputs: state, slider, download, then the views by name
+    out = outputs.settled(live)  # RunOutputs: state, slider, download, then the views by name
     assert "stopped (Stop pressed)" in out.summary and 'data-rounds="4"' in out.stream
     assert guard.unpack(out[0])[-1].stop_reason == "cancelled"
 
@@ -91,11 +91,11 @@ def test_a_loaded_trace_sets_the_controls_it_ran_with(tmp_path):
     events[0] = dataclasses.replace(events[0], draft="layerskip:8", target="embedded")
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
-    out = h.loaded(str(good))
-    controls = dict(zip(TRACE_SETS, out[h.RUN_OUTPUTS + 1 :]))
+    out = replay.loaded(str(good))
+    controls = dict(zip(TRACE_SETS, out[outputs.RUN_OUTPUTS + 1 :]))
     assert controls["drafter"]["value"] == "layerskip" and controls["param"]["value"] == 8
     assert controls["gamma"]["value"] == 3 and controls["max_new"]["value"] == 9
-    assert controls["pair"]["value"] == h.av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
+    assert controls["pair"]["value"] == av.EMBEDDED_PAIR and controls["temperature"]["value"] == 0
 
 
 def test_the_tour_builds_a_round_up_step_by_step_and_ends_in_the_race():
@@ -106,7 +106,7 @@ def test_the_tour_builds_a_round_up_step_by_step_and_ends_in_the_race():
     captions, prompts = [f[-2] for f in frames], [f[-1] for f in frames]
     assert all(p == tour.TOUR_PROMPT and p.strip() for p in prompts)
     assert all("sv-tour" in c for c in captions) and "Now try your own prompt" in captions[-1]
-    field = h.RunOutputs._fields.index
+    field = outputs.RunOutputs._fields.index
     steps = frames[:5]  # round 1, then round 2: drafted, verified (its rejection), rolled back, committed
     streams = [f[field("stream")] for f in steps]
     views = [(f[field("stream")], f[field("verify")]) for f in steps]
@@ -128,28 +128,25 @@ def test_gemma_pair_runs_in_the_app_and_shows_both_tokenisations():
     """The SmolLM2 -> Gemma-3 preset runs through the UI handler offline; the stream carries the two-row panel,
     and the pair's note (what to expect, measured) shows when the pair is chosen."""
     frames = list(
-        h.generate(
+        run.generate(
             Controls(
-                pair=h.av.GEMMA_PAIR,
-                drafter=h.av.PRESET_DRAFT,
-                max_new=12,
-                prompt="Monday, Tuesday, Wednesday,",
+                pair=av.GEMMA_PAIR, drafter=av.PRESET_DRAFT, max_new=12, prompt="Monday, Tuesday, Wednesday,"
             )
         )
     )
     stream = frames[-1].stream
     assert "sv-crossvocab" in stream and "draft tokens became" in stream
-    note = h.pair_note_changed(h.av.GEMMA_PAIR)
+    note = session.pair_note_changed(av.GEMMA_PAIR)
     assert note["visible"] and "c ≈ 0.7" in note["value"]
-    assert not h.pair_note_changed(h.av.EMBEDDED_PAIR)["visible"]
+    assert not session.pair_note_changed(av.EMBEDDED_PAIR)["visible"]
 
 
 def test_the_first_update_carries_tokens_before_any_chart(monkeypatch):
     """The first streamed update shows the first round's tokens without waiting for five plotly figures to be
     built (first-token latency); the finished run brings the charts."""
-    monkeypatch.setattr(h, "prepare", lambda target, draft, *args: (target, draft))
-    monkeypatch.setattr(h, "stream_events", lambda *args: (("speculative", e) for e in sample_events()))
-    frames = list(h.generate(Controls(max_new=8, prompt="hello"), None))
+    monkeypatch.setattr(run, "prepare", lambda target, draft, *args: (target, draft))
+    monkeypatch.setattr(run, "stream_events", lambda *args: (("speculative", e) for e in sample_events()))
+    frames = list(run.generate(Controls(max_new=8, prompt="hello"), None))
     first, last = frames[0], frames[-1]
     assert 'class="tok ' in first.stream
     assert list(first[-5:]) == [{"__type__": "update"}] * 5  # the charts keep their place until later
@@ -170,8 +167,8 @@ def test_the_run_button_is_wired_by_the_controls_names():
     ]
     assert labels[run["inputs"][FIELDS.index("prompt")]] == "Prompt"
     assert (
-        h.RunOutputs._fields == ("state", "slider", "download", *VIEWS)
-        and len(run["outputs"]) == h.RUN_OUTPUTS
+        outputs.RunOutputs._fields == ("state", "slider", "download", *VIEWS)
+        and len(run["outputs"]) == outputs.RUN_OUTPUTS
     )
     assert Controls.of(WARM_RUN.values()) == WARM_RUN and WARM_RUN.max_new == 8
 
@@ -182,7 +179,7 @@ def test_a_loaded_trace_restores_its_confidence_threshold(tmp_path):
     events[0] = dataclasses.replace(events[0], config={**events[0].config, "adaptive": "fixed", "p_min": 0.6})
     good = tmp_path / "good.json"
     good.write_text(trace_to_json(events), encoding="utf-8")
-    controls = dict(zip(TRACE_SETS, h.loaded(str(good))[h.RUN_OUTPUTS + 1 :]))
+    controls = dict(zip(TRACE_SETS, replay.loaded(str(good))[outputs.RUN_OUTPUTS + 1 :]))
     assert controls["adaptive"]["value"] == "confidence (p_min)" and controls["p_min"]["value"] == 0.6
 
 
@@ -191,22 +188,22 @@ def test_a_session_drafts_from_its_own_earlier_runs_and_no_other():
     """Two runs of suffix speculation in one session: the second drafts nodes from the first (its tooltip says so)
     and the history holds both; another session's history is its own. The bound is checked at start-up."""
     ask = Controls(drafter="suffix", max_new=24, prompt="List three primary colours.")
-    mine, other = h.session_history(), h.session_history()
-    assert mine is not other and mine.max_tokens == h.HISTORY_TOKENS
-    list(h.generate(ask, None, mine))
-    second = list(h.generate(ask, None, mine))[-1]
+    mine, other = session.session_history(), session.session_history()
+    assert mine is not other and mine.max_tokens == server.HISTORY_TOKENS
+    list(run.generate(ask, None, mine))
+    second = list(run.generate(ask, None, mine))[-1]
     events = guard.unpack(second.state)
     origins = [o for e in events if e.kind == "suffix_match" for o in e.origins]
     assert any(ago == 1 for ago, _ in origins)
     assert "your previous run" in second.tree
     assert len(mine.runs) == 2 and not other.runs
-    first_alone = guard.unpack(list(h.generate(ask, None, other))[-1].state)
+    first_alone = guard.unpack(list(run.generate(ask, None, other))[-1].state)
     assert not any(ago for e in first_alone if e.kind == "suffix_match" for ago, _ in e.origins)
 
 
 def test_the_history_bound_is_checked_with_its_name_and_range(monkeypatch):
-    monkeypatch.setattr(h, "HISTORY_TOKENS", 10**9)
+    monkeypatch.setattr(session, "HISTORY_TOKENS", 10**9)
     with pytest.raises(ValueError, match="SPECVIZ_HISTORY_TOKENS must be between 0 and 16384"):
-        h.session_history()
-    monkeypatch.setattr(h, "HISTORY_TOKENS", 0)
-    assert h.session_history() is None
+        session.session_history()
+    monkeypatch.setattr(session, "HISTORY_TOKENS", 0)
+    assert session.session_history() is None

@@ -1,7 +1,7 @@
-"""What the page says when it refuses or waits (ui/handlers.py, ui/app_guard.py): γ as a whole number, the drafter's
-number by its box and range, beam search's drafter and the drift meter's temperature by where they are set, a long
-prompt in characters, the trained heads' first load named before it happens, the busy-machine note in one line, and a
-count of one in the singular."""
+"""What the page says when it refuses or waits (ui/run.py, ui/tab_runs.py, ui/app_guard.py): γ as a whole
+number, the drafter's number by its box and range, beam search's drafter and the drift meter's temperature by where
+they are set, a long prompt in characters, the trained heads' first load named before it happens, the busy-machine
+note in one line, and a count of one in the singular."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from ui import app_guard as guard
 from ui import app_views as av
-from ui import handlers as h
+from ui import run, tab_runs
 from ui.controls import Controls
 
 SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
@@ -21,11 +21,14 @@ SKIP = {"__type__": "update"}  # gr.skip(): the output keeps its value
 def test_a_fractional_or_out_of_range_gamma_is_refused_in_the_pages_words(gamma):
     """γ = 2.5 from the page's box is one warning naming γ's whole-number range, and no run starts."""
     with pytest.warns(UserWarning, match="γ must be a whole number from 1 to 16"):
-        frames = list(h.generate(Controls(gamma=gamma, max_new=4, prompt="hello"), None))
+        frames = list(run.generate(Controls(gamma=gamma, max_new=4, prompt="hello"), None))
     assert len(frames) == 1 and all(v == SKIP for name, v in frames[0]._asdict().items() if name != "summary")
-    for handler in (h.batch_generate, h.beam_generate):  # the Batch and Beam search tabs read the same γ
+    for handler in (
+        tab_runs.batch_generate,
+        tab_runs.beam_generate,
+    ):  # the Batch and Beam search tabs read the same γ
         args = (av.EMBEDDED_PAIR, "ngram", 0, gamma, 4, "hello", False)
-        if handler is h.beam_generate:
+        if handler is tab_runs.beam_generate:
             args = (av.EMBEDDED_PAIR, "ngram", 0, gamma, 4, 2, False, "hello")
         with pytest.warns(UserWarning, match="γ must be a whole number from 1 to 16"):
             assert list(handler(*args)) == [(SKIP, SKIP)]
@@ -69,7 +72,7 @@ def test_a_long_prompt_in_the_page_is_refused_in_characters():
     """Through the handler: a 20,000-character prompt over the token cap is one warning in characters."""
     prompt = " ".join(f"w{i}" for i in range(5000))[:20_000]
     with pytest.warns(UserWarning) as caught:
-        frames = list(h.generate(Controls(max_new=4, prompt=prompt), None))
+        frames = list(run.generate(Controls(max_new=4, prompt=prompt), None))
     message = str(caught[0].message)
     assert f"prompt is {len(prompt):,} characters" in message and "characters of text like it" in message
     assert "SPECVIZ" not in message and len(frames) == 1
@@ -83,14 +86,16 @@ def test_the_first_heads_run_says_it_is_loading_them_before_its_first_token():
 
     heads._HEADS.drop(load_model("embedded").model)  # as on a fresh server: no heads loaded yet
     summaries = []
-    for frame in h.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None):
+    for frame in run.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None):
         summaries.append(str(frame.summary))
         if "tok" in str(frame.stream) and "data-round" in str(frame.stream):
             break
     first = next(i for i, s in enumerate(summaries) if "draft heads" in s)
     assert re.search(r"loading the trained draft heads \(\d+ MB\)", summaries[first])
     assert first == 0 and len(summaries) > 1  # before anything else, the run's frames after it
-    again = [str(f.summary) for f in h.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None)]
+    again = [
+        str(f.summary) for f in run.generate(Controls(drafter="eagle", max_new=4, prompt="Say hi."), None)
+    ]
     assert not any("draft heads" in s for s in again)
 
 
@@ -145,14 +150,14 @@ def test_the_drafters_number_out_of_range_is_one_warning_naming_its_box(drafter,
     "ngram[:N] needs 1 <= N <= 8, got 'ngram:-3'": the run and the Batch and Beam search tabs answer with the box's
     label and this drafter's range, and start nothing."""
     with pytest.warns(UserWarning, match=re.escape(words)):
-        frames = list(h.generate(Controls(drafter=drafter, param=param, max_new=4, prompt="hello"), None))
+        frames = list(run.generate(Controls(drafter=drafter, param=param, max_new=4, prompt="hello"), None))
     assert len(frames) == 1
     with pytest.warns(UserWarning, match=re.escape(words)):
-        assert list(h.batch_generate(av.EMBEDDED_PAIR, drafter, param, 4, 4, "hello", False)) == [
+        assert list(tab_runs.batch_generate(av.EMBEDDED_PAIR, drafter, param, 4, 4, "hello", False)) == [
             (SKIP, SKIP)
         ]
     with pytest.warns(UserWarning, match=re.escape(words)):
-        assert list(h.beam_generate(av.EMBEDDED_PAIR, drafter, param, 4, 4, 2, False, "hello")) == [
+        assert list(tab_runs.beam_generate(av.EMBEDDED_PAIR, drafter, param, 4, 4, 2, False, "hello")) == [
             (SKIP, SKIP)
         ]
 
@@ -163,7 +168,7 @@ def test_beam_search_with_a_drafter_it_cannot_use_says_where_the_drafter_is_set(
     with pytest.warns(
         UserWarning, match="got draft 'auto': choose ngram or self in Drafter, beside Generate"
     ):
-        assert list(h.beam_generate(av.EMBEDDED_PAIR, "auto", 0, 4, 8, 3, True, "Copy: a b c")) == [
+        assert list(tab_runs.beam_generate(av.EMBEDDED_PAIR, "auto", 0, 4, 8, 3, True, "Copy: a b c")) == [
             (SKIP, SKIP)
         ]
 
@@ -172,7 +177,7 @@ def test_the_drift_meter_at_temperature_0_names_temperature_and_its_range():
     """The drift meter at T 0 said "needs temperature > 0" in a toast only: it names the Temperature control, where it
     is and its range (the button's label says so beforehand: tests/test_app_page_browser.py)."""
     with pytest.warns(UserWarning, match=r"needs Temperature above 0 \(Sampling: from 0\.05 to 2\)"):
-        assert list(h.measure_drift(*Controls(temperature=0.0, prompt="hi").values())) == [SKIP]
+        assert list(tab_runs.measure_drift(*Controls(temperature=0.0, prompt="hi").values())) == [SKIP]
 
 
 def test_a_count_of_one_is_singular(monkeypatch):
@@ -184,6 +189,6 @@ def test_a_count_of_one_is_singular(monkeypatch):
 
     explain = render_explain(events_upto(speculative_events(), 1))  # round 1: one rejection
     assert "1 rejection)" in explain and "1 rejections" not in explain
-    monkeypatch.setattr(h, "CONCURRENCY", 1)
-    line = h.running_buttons("you are 2nd in line")[2]
+    monkeypatch.setattr(run, "CONCURRENCY", 1)
+    line = run.running_buttons("you are 2nd in line")[2]
     assert "(1 run at once on this server)" in line, line

@@ -336,13 +336,13 @@ def test_lanes_and_summary_render_each_row_and_the_race_ratio(target):
 
 
 def test_the_batch_tab_refuses_a_bad_prompt_list_naming_the_range():
-    from ui import handlers as h
+    from ui import tab_runs
 
     with pytest.raises(ValueError, match="write 1 to 16 prompts, one per line.*got 0"):
-        h.batch_prompts("\n  \n")
+        tab_runs.batch_prompts("\n  \n")
     with pytest.raises(ValueError, match="got 17"):
-        h.batch_prompts("\n".join("x" * (i + 1) for i in range(17)))
-    assert h.batch_prompts(" a \n\n b ") == ["a", "b"]
+        tab_runs.batch_prompts("\n".join("x" * (i + 1) for i in range(17)))
+    assert tab_runs.batch_prompts(" a \n\n b ") == ["a", "b"]
 
 
 def test_a_batched_trace_loads_into_the_single_run_views_as_its_first_row(target, tmp_path):

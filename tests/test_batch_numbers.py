@@ -20,7 +20,7 @@ from specviz.charts import TITLE_CHARS, title_lines
 from specviz.demo_trace import sample_events
 from tests.numbers import NUM, agrees
 
-# the Batch tab's example (ui/handlers.BATCH_EXAMPLE: a copy that ends early, three that run to the limit), and
+# the Batch tab's example (ui/tab_runs.BATCH_EXAMPLE: a copy that ends early, three that run to the limit), and
 # sixteen short ones, some answered in a few tokens
 FOUR = [
     "Copy this sentence exactly: the quick brown fox jumps over the lazy dog.",
@@ -143,7 +143,7 @@ def batch_figures(lanes_html: str, summary_html: str, max_new: int) -> list[str]
 
 
 def race(engine: Engine, prompts: list[str], max_new: int = MAX_NEW) -> dict:
-    """The Batch tab's race, its events kept per lane as ui/handlers.batch_generate keeps them."""
+    """The Batch tab's race, its events kept per lane as ui/tab_runs.batch_generate keeps them."""
     lanes = {"speculative": [], "ar": []}
     ids = [engine.encode(p) for p in prompts]
     for lane, event in engine.race_batch(ids, GenerationConfig(gamma=4, max_new_tokens=max_new)):

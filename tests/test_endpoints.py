@@ -12,7 +12,7 @@ import gradio as gr
 import pytest
 
 import app
-from ui import handlers as h
+from ui import endpoints as ui_endpoints
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_every_input_of_every_endpoint_has_a_checked_kind(demo):
         (fn.api_name, type(block).__name__)
         for fn in endpoints(demo)
         for block in fn.inputs
-        if not any(isinstance(block, cls) for cls, _ in h.INPUT_KIND)
+        if not any(isinstance(block, cls) for cls, _ in ui_endpoints.INPUT_KIND)
         and type(block).__name__ not in ("State", "Api")
     ]
     assert not unknown
@@ -81,7 +81,7 @@ def test_every_number_of_every_endpoint_refuses_a_non_number_by_its_label(demo, 
             if isinstance(block, (gr.Slider, gr.Number)):
                 values = defaults(fn)
                 values[k] = bad
-                assert h.input_label(block) in refused(demo, fn, values)
+                assert ui_endpoints.input_label(block) in refused(demo, fn, values)
                 seen += 1
     assert seen >= 20  # the run, the drift meter, beams, batch, replay
 
@@ -100,10 +100,10 @@ def test_generate_refuses_non_finite_arguments_by_name(demo, args, where):
     fn = next(f for f in endpoints(demo) if f.api_name == "generate")
     demo.validate_inputs(fn, args)  # the checker fills the defaults; the handler names the argument
     with pytest.raises(gr.Error, match=where):
-        list(h.api_generate(*args))
+        list(ui_endpoints.api_generate(*args))
 
 
-# per kind of checked input (h.INPUT_KIND), a value of another type; numbers have their own test above
+# per kind of checked input (ui_endpoints.INPUT_KIND), a value of another type; numbers have their own test above
 WRONG_TYPE = {"bool": "yes", "text": 7, "choice": ["ngram"], "file": 3, "index": "1"}
 
 
@@ -111,15 +111,15 @@ def test_wrong_types_are_refused_by_label(demo):
     """A checkbox that is not a bool, a text that is not text, a choice that is a list, a file that is a number, an
     example index that is text: refused with the input's label. Counts what it checked against the page's inputs of
     those components, so a kind the checker learns without a case here, or an input it stops classifying, fails."""
-    assert {kind for _, kind in h.INPUT_KIND} == {*WRONG_TYPE, "number"}
+    assert {kind for _, kind in ui_endpoints.INPUT_KIND} == {*WRONG_TYPE, "number"}
     seen = Counter()
     for fn in endpoints(demo):
         for k, block in enumerate(fn.inputs):
-            kind = next((kind for cls, kind in h.INPUT_KIND if isinstance(block, cls)), None)
+            kind = next((kind for cls, kind in ui_endpoints.INPUT_KIND if isinstance(block, cls)), None)
             if kind in WRONG_TYPE:
                 values = defaults(fn)
                 values[k] = WRONG_TYPE[kind]
-                assert h.input_label(block) in refused(demo, fn, values), (fn.api_name, kind)
+                assert ui_endpoints.input_label(block) in refused(demo, fn, values), (fn.api_name, kind)
                 seen[kind] += 1
     expected = sum(
         isinstance(block, (gr.Checkbox, gr.Textbox, gr.Dropdown, gr.File, gr.Dataset))
@@ -143,16 +143,19 @@ def test_every_input_refuses_null_surrogates_and_oversize_values_by_name_in_few_
     bad, seen, kinds = HOSTILE[case], 0, set()
     for fn in endpoints(demo):
         for k, block in enumerate(fn.inputs):
-            kind = next((kind for cls, kind in h.INPUT_KIND if isinstance(block, cls)), None)
+            kind = next((kind for cls, kind in ui_endpoints.INPUT_KIND if isinstance(block, cls)), None)
             if kind is None:
                 continue
             values = defaults(fn)
             values[k] = bad
-            if bad is None and h.input_spec(block).get("null", kind in ("number", "file")):
+            if bad is None and ui_endpoints.input_spec(block).get("null", kind in ("number", "file")):
                 demo.validate_inputs(fn, values)  # the page's own value: accepted
                 continue
             message = refused(demo, fn, values)
-            assert h.input_label(block) in message and len(message) <= 300, (fn.api_name, message[:400])
+            assert ui_endpoints.input_label(block) in message and len(message) <= 300, (
+                fn.api_name,
+                message[:400],
+            )
             seen, kinds = seen + 1, kinds | {type(block).__name__}
     assert seen >= 40, seen
     assert {"Slider", "Dropdown", "Textbox", "Checkbox"} <= kinds, kinds
@@ -180,7 +183,7 @@ def test_out_of_range_and_not_a_choice_are_refused_by_name(demo, label, value, w
     seen = 0
     for fn in endpoints(demo):
         for k, block in enumerate(fn.inputs):
-            if h.input_label(block) == label:
+            if ui_endpoints.input_label(block) == label:
                 values = defaults(fn)
                 values[k] = value
                 message = refused(demo, fn, values)
@@ -195,7 +198,9 @@ def test_a_number_typed_out_of_a_sliders_range_is_refused_by_name(demo):
     run's) has a release listener, whose check refuses a value below or above the range naming the slider and the
     range, and takes the slider's own value."""
     sliders = [
-        b for b in demo.blocks.values() if isinstance(b, gr.Slider) and b.elem_id not in h.RANGE_SET_BY_RUN
+        b
+        for b in demo.blocks.values()
+        if isinstance(b, gr.Slider) and b.elem_id not in ui_endpoints.RANGE_SET_BY_RUN
     ]
     released = {
         fn.inputs[0]._id: fn

@@ -16,7 +16,7 @@ from engine.runtime import models
 from specviz.demo_trace import long_events
 from ui import app_guard as guard
 from ui import app_views as av
-from ui import handlers as h
+from ui import endpoints, outputs
 
 
 @pytest.fixture
@@ -36,14 +36,14 @@ def no_loads(monkeypatch):
 def test_no_spelling_of_a_draft_model_passes_the_allowlist(draft, no_loads):
     """The allowlist reads the parsed spec: leading whitespace, tabs and capitals name the same family."""
     with pytest.raises(ValueError, match="is not allowed here"):
-        h.prepare("embedded", draft, "hello", False)
+        outputs.prepare("embedded", draft, "hello", False)
 
 
 @pytest.mark.parametrize("target", [" /etc", "\t./", "Qwen/Qwen2.5-7B-Instruct\u0000", "gpt2 "])
 def test_no_spelling_of_a_target_passes_the_allowlist(target, no_loads):
     """Targets go through the one model-spec parser too (stripped; control characters refused)."""
     with pytest.raises(ValueError, match="not allowed here|control character"):
-        h.prepare(target, "ngram", "hello", False)
+        outputs.prepare(target, "ngram", "hello", False)
 
 
 def test_spellings_of_allowed_specs_are_normalised():
@@ -94,7 +94,7 @@ def test_the_api_refuses_a_pair_this_machine_cannot_hold(monkeypatch, no_loads):
     """The sizing refusal covers /generate too (it reached the hub before): a 7B target on an 8 GiB machine."""
     monkeypatch.setenv("SPECVIZ_DEVICE_MEMORY_GB", "8")
     with pytest.raises(gr.Error, match=r"needs about \d+ GiB here"):
-        next(h.api_generate("hi", draft="ngram", target="Qwen/Qwen2.5-7B-Instruct"))
+        next(endpoints.api_generate("hi", draft="ngram", target="Qwen/Qwen2.5-7B-Instruct"))
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**400)])
@@ -135,7 +135,7 @@ def test_a_large_loaded_trace_round_trips(tmp_path):
     src.write_text(trace_to_json(events), encoding="utf-8")
     assert 4.4 * 2**20 < src.stat().st_size < MAX_TRACE_BYTES
     loaded = av.load_trace(src)
-    out = h.settled(loaded, cut_reason=None)
+    out = outputs.settled(loaded, cut_reason=None)
     path = out.download["value"]
     assert os.path.getsize(path) <= MAX_TRACE_BYTES
     assert av.load_trace(path) == loaded
@@ -164,8 +164,10 @@ def test_streamed_text_leaves_out_the_special_tokens_the_final_text_drops():
             p=[0.9, 0.9, 0.9],
         )
     ]
-    assert h.text_so_far(events, frozenset({2})) == "Hi there"
-    assert h.text_so_far(events, frozenset()) == "Hi there<|im_end|>"  # the control: without the ids it shows
+    assert endpoints.text_so_far(events, frozenset({2})) == "Hi there"
+    assert (
+        endpoints.text_so_far(events, frozenset()) == "Hi there<|im_end|>"
+    )  # the control: without the ids it shows
 
 
 def test_quantized_copies_count_against_the_models_limit(tiny_dirs, monkeypatch):
@@ -186,7 +188,7 @@ def test_quantized_copies_count_against_the_models_limit(tiny_dirs, monkeypatch)
 def test_an_api_refusal_is_one_log_line(capsys, no_loads):
     """A refused /generate call logs one line and asks Gradio not to print its traceback."""
     with pytest.raises(gr.Error) as e:
-        next(h.api_generate("hi", draft=" model:/etc"))
+        next(endpoints.api_generate("hi", draft=" model:/etc"))
     assert e.value.print_exception is False
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "refused an API call" in err[0] and "not allowed here" in err[0]
@@ -255,7 +257,7 @@ def test_a_load_from_an_unreachable_hub_is_bounded(monkeypatch):
 def test_a_beam_run_with_a_drafter_beams_cannot_use_is_refused_before_it_is_built(no_loads):
     """quant (a deep copy) for beams is refused by the registry's check before any drafter is built."""
     with pytest.raises(ValueError, match="beam search .* drafts with"):
-        h.prepare("embedded", "quant", "hello", False, num_beams=3)
+        outputs.prepare("embedded", "quant", "hello", False, num_beams=3)
 
 
 def test_spec_arguments_are_normalised_too():

@@ -1,7 +1,7 @@
 """The Batch tab's throughput against B: the committed benchmark's curves (benchmarks/results/batch-cpu.json, written
 by `python -m benchmarks batch` on the machine it names), read once, and this host's own, measured on demand
 (`measure`: the tab's prompts, drafter and γ raced like the live batch at B = 1, 2, 4, 8, 16 within the run limit).
-The live batch itself runs through ui/handlers.batch_generate."""
+The live batch itself runs through ui/tab_runs.batch_generate."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 
 import specviz
-import ui.handlers as h  # before engine: it imports ZeroGPU's `spaces` ahead of torch
+import ui.server as server  # before engine: it imports ZeroGPU's `spaces` ahead of torch
 from engine import Engine, GenerationConfig, costmodel, load_model
 from engine.config import MAX_GAMMA
 from engine.decode.batch import AUTO_SPECS
@@ -26,6 +26,8 @@ from specviz.batch_view import crossover, measured_on
 from specviz.markup import esc
 from ui import app_guard as guard
 from ui import app_views as av
+from ui.outputs import failure, prepare
+from ui.tab_runs import batch_prompts
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "batch-cpu.json"
 MEASURE_SIZES = (1, 2, 4, 8, 16)  # the committed benchmark's B
@@ -62,7 +64,7 @@ def host_note(live: dict | None) -> str:
         return (
             f'<p class="batch-host">This host: {esc(cpu_name())}. <b>Measure on this host</b> races AR against the '
             f"drafter and γ beside Generate at B = {', '.join(map(str, MEASURE_SIZES))} on the prompts above "
-            f"(repeated to fill B), within the {h.MAX_RUN_S:.0f} s run limit.</p>"
+            f"(repeated to fill B), within the {server.MAX_RUN_S:.0f} s run limit.</p>"
         )
     cut = live.get("cut")
     cross = crossover(live["sizes"], live["curves"]["ar"], live["curves"]["speculative"])
@@ -94,7 +96,7 @@ def host_curve(
     live.update(gamma=cfg.gamma, max_new_tokens=cfg.max_new_tokens, prompts=len(rows_ids), cut=None)
     for b in sizes:
         left = deadline - time.monotonic()
-        cut = f"B = {b} and above not measured: past the {h.MAX_RUN_S:.0f} s limit per request"
+        cut = f"B = {b} and above not measured: past the {server.MAX_RUN_S:.0f} s limit per request"
         if left <= 0:
             live["cut"] = cut
             break
@@ -122,14 +124,14 @@ def host_curve(
         yield live  # the curve as it stood, now saying where it was cut
 
 
-@h.gpu
+@server.gpu
 def measured_curve(target: str, draft: str, cfg: GenerationConfig, prompts: list) -> Iterator[dict]:
     """host_curve on the tab's prompts, as a job of plain data (on ZeroGPU: the GPU worker's part)."""
-    deadline = time.monotonic() + h.MAX_RUN_S
+    deadline = time.monotonic() + server.MAX_RUN_S
     engine = Engine(load_model(target), draft)
     ids = [engine.encode(p, cfg.raw) for p in prompts]
     for row, prompt in zip(ids, prompts):
-        guard.check_prompt_tokens(len(row), h.MAX_PROMPT_TOKENS, chars=len(prompt))
+        guard.check_prompt_tokens(len(row), server.MAX_PROMPT_TOKENS, chars=len(prompt))
     yield from host_curve(engine, ids, cfg, MEASURE_SIZES, deadline)
 
 
@@ -137,25 +139,25 @@ def measure(pair, drafter, param, gamma, max_new, prompts_text):
     """Measure on this host: the curve grows one B at a time (the chart and its note redrawn after each); a bad
     setting is one warning and the chart stays."""
     try:
-        prompts = h.batch_prompts(prompts_text)
+        prompts = batch_prompts(prompts_text)
         target, draft = av.model_specs(pair, drafter, param)
         cfg = GenerationConfig(
             gamma=guard.check_gamma(gamma, MAX_GAMMA),
             max_new_tokens=int(max_new),
-            time_limit_s=h.MAX_RUN_S,
+            time_limit_s=server.MAX_RUN_S,
             record_topk=0,
         )
-        target, draft = h.prepare(target, draft, prompts[0], cfg.raw)
+        target, draft = prepare(target, draft, prompts[0], cfg.raw)
         measured = False
         for live in measured_curve(target, draft, cfg, prompts):
             measured = True
             yield figure(live), note(live)
         if not measured:
             gr.Warning(
-                f"Measure on this host: not even B = 1 fitted the {h.MAX_RUN_S:.0f} s limit per request"
+                f"Measure on this host: not even B = 1 fitted the {server.MAX_RUN_S:.0f} s limit per request"
             )
     except (ValueError, RuntimeError) as e:
-        gr.Warning(h.failure(e) if isinstance(e, RuntimeError) else str(e))
+        gr.Warning(failure(e) if isinstance(e, RuntimeError) else str(e))
         yield gr.skip(), gr.skip()
     finally:
-        h.release_memory()
+        server.release_memory()

@@ -1,5 +1,5 @@
 """The "Your engine" tab: another engine's run on this page, two ways. A trace recorded from it (`python -m engine
-record …`, docs/engines.md) loads through the trace loader (ui.handlers.load_trace, wired in app.py), so every view
+record …`, docs/engines.md) loads through the trace loader (ui.replay.load_trace, wired in app.py), so every view
 renders it. A metrics file or pasted metrics text (vLLM, SGLang, llama.cpp's server, TensorRT-LLM:
 engine/engine_metrics.py) shows its metrics views (specviz/engine_metrics.py) and the cost model's prediction for the
 visitor's γ and costs, typed or from a GPU preset. A dropped metrics file's text goes into the text box, which is
@@ -18,7 +18,7 @@ from engine.config import MAX_GAMMA
 from specviz import empty_fig
 from specviz import engine_metrics as ev
 from ui import app_guard as guard
-from ui import handlers as h
+from ui.outputs import refused
 
 TYPED = "typed"  # the costs choice that takes c and v as typed
 KINDS = [("detect the engine", "auto")] + [
@@ -119,7 +119,7 @@ def show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b):
         gamma = guard.check_gamma(gamma, MAX_GAMMA)
         views = ev.render(run, gamma, costs_of(costs, gamma, c, v, points, target_b, draft_b))
     except (ValueError, OSError) as e:
-        return h.refused(f"cannot read metrics: {guard.public_error(e)}", len(ev.VIEWS))
+        return refused(f"cannot read metrics: {guard.public_error(e)}", len(ev.VIEWS))
     return tuple(views[name] for name in ev.VIEWS)
 
 
@@ -129,7 +129,7 @@ def show_upload(path, kind, gamma, costs, c, v, points, target_b, draft_b):
     try:
         text = file_text(path)
     except (ValueError, OSError) as e:
-        return (None, gr.skip(), *h.refused(f"cannot read metrics: {guard.public_error(e)}", len(ev.VIEWS)))
+        return (None, gr.skip(), *refused(f"cannot read metrics: {guard.public_error(e)}", len(ev.VIEWS)))
     return (None, text, *show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b))
 
 

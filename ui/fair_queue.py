@@ -35,7 +35,7 @@ from urllib.parse import parse_qs
 
 from gradio.server_messages import ProcessCompletedMessage
 
-COMPUTE_ID = "compute"  # the concurrency id every compute handler shares (ui/handlers.py COMPUTE)
+COMPUTE_ID = "compute"  # the concurrency id every compute handler shares (ui/server.py COMPUTE)
 MAX_JOIN_BYTES = (
     8 * 2**20
 )  # a join's body: the page's largest (16 prompts of 32,768 characters) fits many times

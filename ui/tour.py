@@ -16,7 +16,7 @@ from specviz.runs import split_runs
 from ui import app_guard as guard
 from ui import app_views as av
 
-from .handlers import RUN_OUTPUTS, RunOutputs
+from .outputs import RUN_OUTPUTS, RunOutputs
 
 TOUR_TRACE = Path(__file__).resolve().parent.parent / "assets" / "tour-trace.json"  # python -m ui.make_tour
 TOUR_PROMPT = av.EXAMPLES[0][1]  # the first example: copy a passage (what the tour's run was asked)

@@ -3,7 +3,7 @@
 Each upload request carries at most one file's bytes (SPECVIZ_MAX_UPLOAD_MB, plus the form's overhead) and at most
 FILES_PER_REQUEST files; each client may upload at most SPECVIZ_CLIENT_UPLOADS files and SPECVIZ_CLIENT_UPLOAD_MB per
 UPLOAD_WINDOW_S, and holds at most as much on disk; after every upload the folder the files land in (the app's own
-Gradio cache, ui/handlers.py) is pruned to SPECVIZ_UPLOAD_FILES files and SPECVIZ_UPLOAD_TOTAL_MB in all, taking from
+Gradio cache, ui/server.py) is pruned to SPECVIZ_UPLOAD_FILES files and SPECVIZ_UPLOAD_TOTAL_MB in all, taking from
 the largest holder first (prune_folder), so a client's flood evicts its own files before anyone else's.
 A refusal is a 413 or 429 whose text names the limit and its variable.
 

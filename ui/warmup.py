@@ -14,7 +14,7 @@ from engine import Engine, GenerationConfig, load_model
 from engine.runtime.models import EMBEDDED
 from specviz.runs import RunSet
 from ui import app_views as av
-from ui import handlers as h
+from ui import run
 from ui.app_guard import runs as guard_runs
 from ui.controls import Controls
 
@@ -39,17 +39,17 @@ WARM_DATA = [*WARM_RUN.values(), None, None]
 
 def record_example() -> None:
     """Run the default example (the first, raced against AR) once on this host and keep its outputs for the page
-    (handlers.RECORDED): a Generate with its controls shows them without a queue place, flagged as recorded."""
+    (run.RECORDED): a Generate with its controls shows them without a queue place, flagged as recorded."""
     label, prompt, drafter, _ = av.EXAMPLES[0]
     controls = Controls(drafter=drafter, race=True, prompt=prompt)
-    *_, last = h.generate(controls)
+    *_, last = run.generate(controls)
     runs = guard_runs(last.state)
     spec = av.view_runs(runs).get("speculative")
     cpu = (
         ((getattr(spec.started, "host", {}) or {}).get("cpu") or "this CPU") if spec and spec.started else ""
     )
-    note = h.recorded_note(cpu, time.strftime("%H:%M UTC", time.gmtime()))
-    h.RECORDED.update(controls=controls, outputs=last._replace(summary=note + last.summary))
+    note = run.recorded_note(cpu, time.strftime("%H:%M UTC", time.gmtime()))
+    run.RECORDED.update(controls=controls, outputs=last._replace(summary=note + last.summary))
 
 
 def warm_queue(demo: gr.Blocks) -> None:
