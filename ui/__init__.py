@@ -1,1 +1,1 @@
-"""The app's Gradio side beside app.py's layout: handlers, the guided tour, the start-up warm-up."""
+"""The app's Gradio side beside app.py: the page's sections, the handlers, the guided tour, the start-up warm-up."""
