@@ -34,6 +34,8 @@ from specviz.batch_view import crossover, throughput_figure, throughput_markdown
 from .common import host
 
 SETS = {"grounded": ("translation", "summarization", "rag"), "open": ("mt_bench", "qa", "math_reasoning")}
+# the numbers kept from each run of a contestant
+SAMPLED = ("decode_tokens_per_s", "tokens_per_s", "tokens", "alpha", "round_gammas", "prefill_s", "wall_s")
 
 
 def prompt_sets(engine: Engine, size: int, max_tokens: int, seed: int = 0) -> dict:
@@ -65,6 +67,38 @@ def contestants(drafts: list, gammas: list) -> list[str]:
     return out
 
 
+def _measure(engines: dict, sets: dict, sizes: list, names: list, configs: dict, repeats: int) -> tuple:
+    """After one AR warm-up batch: for every repeat, B and set, each contestant in turn (the order rotated per
+    repeat) on the same B prompts, a line per set and B on stderr. Returns (samples: set -> B -> name -> a list
+    of each run's SAMPLED numbers, the count of contestants' outputs that differ from AR's, the first host)."""
+    samples = {s: {b: {n: [] for n in names} for b in sizes} for s in sets}
+    mismatches, recorded = 0, {}
+    with torch.inference_mode():
+        one_batch(engines["ar"], sets["open"][:2], configs["ar"], "ar")  # warm-up: kernels, caches
+        for rep in range(repeats):
+            for b in sizes:
+                for s, prompts in sets.items():
+                    order = names[rep % len(names) :] + names[: rep % len(names)]
+                    outs = {}
+                    for n in order:
+                        r = one_batch(
+                            engines[parse_contestant(n).drafter],
+                            prompts[:b],
+                            configs[n],
+                            "ar" if n == "ar" else "speculative",
+                        )
+                        recorded = recorded or r["host"]
+                        outs[n] = r["outputs"]
+                        samples[s][b][n].append({k: r[k] for k in SAMPLED})
+                    mismatches += sum(outs[n] != outs["ar"] for n in names if n != "ar")
+                    print(
+                        f"rep {rep + 1} B={b} {s}: "
+                        + ", ".join(f"{n} {samples[s][b][n][-1]['decode_tokens_per_s']:.0f}" for n in names),
+                        file=sys.stderr,
+                    )
+    return samples, mismatches, recorded
+
+
 def run(
     target: str,
     drafts: list,
@@ -92,44 +126,8 @@ def run(
         )
         for n in names
     }
-    samples = {s: {b: {n: [] for n in names} for b in sizes} for s in sets}
-    mismatches, recorded, t0 = 0, {}, time.time()
-    with torch.inference_mode():
-        one_batch(engines["ar"], sets["open"][:2], configs["ar"], "ar")  # warm-up: kernels, caches
-        for rep in range(repeats):
-            for b in sizes:
-                for s, prompts in sets.items():
-                    order = names[rep % len(names) :] + names[: rep % len(names)]
-                    outs = {}
-                    for n in order:
-                        r = one_batch(
-                            engines[parse_contestant(n).drafter],
-                            prompts[:b],
-                            configs[n],
-                            "ar" if n == "ar" else "speculative",
-                        )
-                        recorded = recorded or r["host"]
-                        outs[n] = r["outputs"]
-                        samples[s][b][n].append(
-                            {
-                                k: r[k]
-                                for k in (
-                                    "decode_tokens_per_s",
-                                    "tokens_per_s",
-                                    "tokens",
-                                    "alpha",
-                                    "round_gammas",
-                                    "prefill_s",
-                                    "wall_s",
-                                )
-                            }
-                        )
-                    mismatches += sum(outs[n] != outs["ar"] for n in names if n != "ar")
-                    print(
-                        f"rep {rep + 1} B={b} {s}: "
-                        + ", ".join(f"{n} {samples[s][b][n][-1]['decode_tokens_per_s']:.0f}" for n in names),
-                        file=sys.stderr,
-                    )
+    t0 = time.time()
+    samples, mismatches, recorded = _measure(engines, sets, sizes, names, configs, repeats)
     curves = {s: {n: [summarise(samples[s][b][n]) for b in sizes] for n in names} for s in sets}
     r = costmodel.roof(recorded)
     return {
