@@ -9,170 +9,97 @@ allowed range. This module knows nothing about JSON, HTML or torch.
 
 from __future__ import annotations
 
-import math
-import re
+from .config import MAX_BATCH, MAX_GAMMA, short_repr
+from .validate_fields import (
+    CONFIG_KEYS,
+    MAX_BEAMS,
+    MAX_FORWARD_ROWS,
+    MAX_MATCH,
+    MAX_OCCURRENCES,
+    MAX_TOPK,
+    MAX_TREE_NODES,
+    MAX_WINDOW,
+    NEXT_KINDS,
+    PROB_SLACK,
+    RUN_ID,
+    TREE_STATUS,
+    each,
+    one_of,
+    positive,
+    prob,
+    real_number,
+    same_length,
+    texts,
+    topk_per_position,
+    topk_rows,
+    whole,
+)
+from .validate_started import (
+    ENGINE_TEXT,
+    HOST_NUMBERS,
+    HOST_TEXT,
+    KERNEL_NAMES,
+    MAX_ENGINE_TEXT,
+    check_config,
+    check_engine,
+    check_host,
+    check_started,
+    check_summary,
+)
 
-from .config import MAX_BATCH, MAX_GAMMA, MODES, WHOLE_SETTINGS, GenerationConfig, short_repr
-from .specs import FAMILIES
-
-RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-MAX_TREE_NODES = WHOLE_SETTINGS["tree_budget"][1]  # draft nodes of one tree round
-# rows of one verify forward: the root, its nodes, a drafter's own rows
-MAX_FORWARD_ROWS = 2 * MAX_TREE_NODES + 1
-# W, N − 1
-MAX_MATCH = int(FAMILIES["suffix"].args[0].high)  # suffix's longest match, its N
-MAX_OCCURRENCES = 64  # engine/drafters/suffix.py's OCCURRENCES (its test pins the two together)
-MAX_WINDOW = (int(FAMILIES["lookahead"].args[0].high), int(FAMILIES["lookahead"].args[1].high) - 1)
-MAX_BEAMS = WHOLE_SETTINGS["num_beams"][1]
-MAX_TOPK = WHOLE_SETTINGS["record_topk"][1]  # alternatives a top-k list may hold
-PROB_SLACK = 1e-6  # float32 rounding may put a probability a hair above 1
-NEXT_KINDS = ("corrected", "bonus")
-TREE_STATUS = ("accepted", "rejected", "unvisited")
-CONFIG_KEYS = set(GenerationConfig.__dataclass_fields__)
-
-
-def real_number(value) -> bool:
-    """A finite int or float, not a bool."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def prob(where: str, value, none_ok: bool = False, below_one: bool = False) -> None:
-    """A probability in [0, 1] (in [0, 1) when `below_one`: a uniform draw)."""
-    if value is None and none_ok:
-        return
-    high = 1.0 if below_one else 1.0 + PROB_SLACK
-    if not (real_number(value) and 0.0 <= value and (value < high if below_one else value <= high)):
-        allowed = "a probability in [0, 1)" if below_one else "a probability in [0, 1]"
-        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {short_repr(value)}")
-
-
-def positive(where: str, value, none_ok: bool = True, zero_ok: bool = False) -> None:
-    """A cost or rate: > 0 (>= 0 when `zero_ok`), or None."""
-    if value is None and none_ok:
-        return
-    if not (real_number(value) and (value >= 0 if zero_ok else value > 0)):
-        allowed = "a number >= 0" if zero_ok else "a number > 0"
-        raise ValueError(f"{where} must be {allowed}{' or null' if none_ok else ''}, got {short_repr(value)}")
-
-
-def whole(where: str, value, low: int, high: int | None = None) -> None:
-    """An int (not a bool, not a float) in low..high."""
-    if not (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and low <= value
-        and (high is None or value <= high)
-    ):
-        allowed = f"a whole number in {low}..{high}" if high is not None else f"a whole number >= {low}"
-        raise ValueError(f"{where} must be {allowed}, got {short_repr(value)}")
-
-
-def each(where: str, values: list, check, *args, **kwargs) -> None:
-    for i, value in enumerate(values):
-        check(f"{where}[{i}]", value, *args, **kwargs)
-
-
-def texts(where: str, values: list) -> None:
-    for i, value in enumerate(values):
-        if not isinstance(value, str):
-            raise ValueError(f"{where}[{i}] must be a string, got {short_repr(value)}")
-
-
-def topk_rows(where: str, rows) -> None:
-    """A top-k list as the renderers read it: at most MAX_TOPK rows of [id, text, prob]."""
-    if not isinstance(rows, list) or len(rows) > MAX_TOPK:
-        raise ValueError(
-            f"{where} must be a list of at most {MAX_TOPK} [id, text, prob] rows, got {short_repr(rows)}"
-        )
-    for i, row in enumerate(rows):
-        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[1], str)):
-            raise ValueError(f"{where}[{i}] must be [id, text, prob], got {short_repr(row)}")
-        whole(f"{where}[{i}][0]", row[0], 0)
-        prob(f"{where}[{i}][2]", row[2])
-
-
-def topk_per_position(where: str, value, at_most: int) -> None:
-    """One top-k list per position ([] when none was recorded), at most `at_most` positions."""
-    if not isinstance(value, list) or len(value) > at_most:
-        raise ValueError(f"{where} must be a list of at most {at_most} top-k lists, got {short_repr(value)}")
-    for i, rows in enumerate(value):
-        topk_rows(f"{where}[{i}]", rows)
-
-
-def one_of(where: str, value, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{where} must be one of {', '.join(allowed)}, got {short_repr(value)}")
-
-
-def same_length(kind: str, event, names: list[str], at_most: int | None = None) -> None:
-    """Parallel lists of an event (one entry per token) have one length, at most `at_most`."""
-    lengths = {name: len(getattr(event, name)) for name in names}
-    n = lengths[names[0]]
-    for name, length in lengths.items():
-        if length != n:
-            raise ValueError(
-                f"{kind}.{name} must have one entry per token ({n}, like {kind}.{names[0]}), got {length}"
-            )
-    if at_most is not None and n > at_most:
-        raise ValueError(f"{kind}.{names[0]} must hold at most {at_most} tokens, got {n}")
-
-
-def check_config(config: dict) -> None:
-    """The known keys of RunStarted.config, checked by GenerationConfig itself (unknown keys are kept as data)."""
-    known = {k: v for k, v in config.items() if k in CONFIG_KEYS}
-    try:
-        GenerationConfig(**known)
-    except ValueError as e:
-        raise ValueError(f"run_started.config.{e}") from None
-
-
-def check_summary(summary: dict, ar: bool, n_events: int) -> None:
-    """The known keys of Finished.summary (engine/metrics.py writes them); unknown keys are kept as data."""
-    where = "finished.summary."
-    for key, value in summary.items():
-        if key in ("acceptance_rate", "alpha", "contended_share"):
-            prob(where + key, value, none_ok=True)
-        elif key == "per_position_acceptance":
-            if not isinstance(value, list):
-                raise ValueError(f"{where}{key} must be a list of probabilities, got {short_repr(value)}")
-            each(where + key, value, prob, none_ok=True)
-        elif key == "gamma":
-            whole(where + key, value, 0 if ar else 1, MAX_GAMMA)
-        elif key == "rounds":
-            whole(where + key, value, 0, n_events)
-        elif key == "v_n" and value is not None:
-            whole(where + key, value, 1, MAX_FORWARD_ROWS)
-        elif key in ("new_tokens", "drafted", "accepted", "rejections", "max_new_tokens", "tree_rounds"):
-            whole(where + key, value, 0)
-        elif key in ("wall_s", "target_step_s", "c", "v", "ar_wall_s"):
-            positive(where + key, value)
-        elif key in (
-            "tokens_per_s",
-            "draft_s",
-            "verify_s",
-            "predicted_speedup",
-            "ar_tokens_per_s",
-            "speedup",
-            "mean_accepted_length",
-            "expected_tokens",
-            "model_tokens",
-            "model_steps",
-            "c_spread",
-            "v_spread",
-            "step_spread",
-            "probe_step_s",
-            "outside_cores",
-            "free_cores",
-        ):
-            positive(where + key, value, zero_ok=True)
-        elif key == "ar_token_ids":
-            if not isinstance(value, list):
-                raise ValueError(f"{where}{key} must be a list of token ids, got {short_repr(value)}")
-            each(where + key, value, whole, 0)
-        elif key == "identical_to_ar" and not isinstance(value, bool):
-            raise ValueError(f"{where}{key} must be true or false, got {short_repr(value)}")
-        elif key == "mode" and not isinstance(value, str):
-            raise ValueError(f"{where}{key} must be a string, got {short_repr(value)}")
+# the field checks (validate_fields.py) and run_started's and the summary's (validate_started.py), re-exported
+__all__ = [
+    "RUN_ID",
+    "MAX_TREE_NODES",
+    "MAX_FORWARD_ROWS",
+    "MAX_MATCH",
+    "MAX_OCCURRENCES",
+    "MAX_WINDOW",
+    "MAX_BEAMS",
+    "MAX_TOPK",
+    "PROB_SLACK",
+    "NEXT_KINDS",
+    "TREE_STATUS",
+    "CONFIG_KEYS",
+    "real_number",
+    "prob",
+    "positive",
+    "whole",
+    "each",
+    "texts",
+    "topk_rows",
+    "topk_per_position",
+    "one_of",
+    "same_length",
+    "check_config",
+    "check_summary",
+    "check_decided",
+    "check_drafted",
+    "check_verified",
+    "check_tree",
+    "check_tree_sized",
+    "check_suffix_match",
+    "check_committed",
+    "check_timed",
+    "check_prefilling",
+    "check_beam_verified",
+    "check_started",
+    "ENGINE_TEXT",
+    "MAX_ENGINE_TEXT",
+    "check_engine",
+    "HOST_TEXT",
+    "HOST_NUMBERS",
+    "KERNEL_NAMES",
+    "check_host",
+    "check_retokenized",
+    "check_window",
+    "check_batch_round",
+    "check_row",
+    "CHECKS",
+    "positions",
+    "check_run",
+    "validate_events",
+]
 
 
 def check_decided(e) -> None:
@@ -316,129 +243,6 @@ def check_beam_verified(e) -> None:
     whole("beam_verified.positions", e.positions, 1, MAX_BEAMS * (MAX_GAMMA + 1))
     whole("beam_verified.cache_before", e.cache_before, 0)
     whole("beam_verified.cache_after", e.cache_after, 0, e.cache_before)
-
-
-def check_started(e) -> None:
-    if not (isinstance(e.run_id, str) and RUN_ID.fullmatch(e.run_id)):
-        raise ValueError(
-            f"run_started.run_id must be 1 to 64 characters of A-Z a-z 0-9 _ -, got {short_repr(e.run_id)}"
-        )
-    one_of("run_started.mode", e.mode, MODES)
-    check_config(e.config)
-    same_length("run_started", e, ["prompt_ids", "prompt_tokens"])
-    each("run_started.prompt_ids", e.prompt_ids, whole, 0)
-    texts("run_started.prompt_tokens", e.prompt_tokens)
-    if e.pos != len(e.prompt_ids):
-        raise ValueError(
-            f"run_started.pos must be the prompt length ({len(e.prompt_ids)}), got {short_repr(e.pos)}"
-        )
-    check_host(e.host)
-    check_engine(getattr(e, "engine", {}))
-
-
-ENGINE_TEXT = (
-    "name",
-    "version",
-    "method",
-    "hook",
-)  # RunStarted.engine: who recorded the run (engine/recorders)
-MAX_ENGINE_TEXT = 120
-
-
-def check_engine(engine) -> None:
-    """RunStarted.engine: {} (specviz's own run) or the recording engine's name, version, method and hook (short
-    strings) and `missing`, what the recording could not see (a list of short strings)."""
-    if not isinstance(engine, dict):
-        raise ValueError(f"run_started.engine must be an object, got {short_repr(engine)}")
-    unknown = set(engine) - set(ENGINE_TEXT) - {"missing"}
-    if unknown:
-        raise ValueError(
-            f"run_started.engine has unknown key {sorted(unknown)[0]!r}; known: {', '.join(ENGINE_TEXT)}, missing"
-        )
-    for key in ENGINE_TEXT:
-        value = engine.get(key, "")
-        if not isinstance(value, str) or len(value) > MAX_ENGINE_TEXT:
-            raise ValueError(
-                f"run_started.engine.{key} must be text of at most {MAX_ENGINE_TEXT} characters, "
-                f"got {short_repr(value)}"
-            )
-    missing = engine.get("missing", [])
-    if not isinstance(missing, list) or len(missing) > 8:
-        raise ValueError(
-            f"run_started.engine.missing must be a list of at most 8 texts, got {short_repr(missing)}"
-        )
-    for i, m in enumerate(missing):
-        if not isinstance(m, str) or len(m) > MAX_ENGINE_TEXT:
-            raise ValueError(
-                f"run_started.engine.missing[{i}] must be text of at most {MAX_ENGINE_TEXT} characters, "
-                f"got {short_repr(m)}"
-            )
-
-
-HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
-HOST_NUMBERS = (
-    "threads",
-    "bandwidth",
-    "bandwidth_best",
-    "copy_bandwidth",
-    "flops",
-    "weight_bytes",
-    "flops_per_token",
-    "kv_bytes_per_position",
-    "attn_flops_per_position",
-    "outside_cores",
-)
-KERNEL_NAMES = ("native", "mkl", "onednn")
-
-
-def check_host(host) -> None:
-    """RunStarted.host: the measured machine (engine/runtime/roofline.py). Known keys only, numbers >= 0,
-    short strings, kernels {projection: {rows: "native" | "mkl" | "onednn"}}."""
-    if not isinstance(host, dict):
-        raise ValueError(f"run_started.host must be an object, got {short_repr(host)}")
-    unknown = set(host) - set(HOST_TEXT) - set(HOST_NUMBERS) - {"flags", "kernels"}
-    if unknown:
-        raise ValueError(
-            f"run_started.host has unknown keys {short_repr(sorted(unknown))}; known: "
-            f"{', '.join(HOST_TEXT + HOST_NUMBERS + ('flags', 'kernels'))}"
-        )
-    for k in HOST_NUMBERS:
-        positive(f"run_started.host.{k}", host.get(k), zero_ok=True)
-    for k in HOST_TEXT:
-        if k in host and not (isinstance(host[k], str) and len(host[k]) <= 200):
-            raise ValueError(
-                f"run_started.host.{k} must be a string of at most 200 characters, got {short_repr(host[k])}"
-            )
-    flags = host.get("flags", [])
-    if not (
-        isinstance(flags, list)
-        and len(flags) <= 32
-        and all(isinstance(f, str) and len(f) <= 32 for f in flags)
-    ):
-        raise ValueError(
-            f"run_started.host.flags must be a list of at most 32 short strings, got {short_repr(flags)}"
-        )
-    plan = host.get("kernels", {})
-    ok = (
-        isinstance(plan, dict)
-        and len(plan) <= 16
-        and all(
-            isinstance(name, str)
-            and len(name) <= 32
-            and isinstance(rows, dict)
-            and len(rows) <= 64
-            and all(
-                isinstance(r, str) and r.isdigit() and len(r) <= 4 and k in KERNEL_NAMES
-                for r, k in rows.items()
-            )
-            for name, rows in plan.items()
-        )
-    )
-    if not ok:
-        raise ValueError(
-            'run_started.host.kernels must map at most 16 projections to {rows: "native", "mkl" or "onednn"}, '
-            f"got {short_repr(plan)}"
-        )
 
 
 def check_retokenized(e) -> None:

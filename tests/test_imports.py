@@ -35,6 +35,8 @@ PLAIN = (
     "engine_metrics_checks",
     "engine_metrics_readers",
     "engine_metrics_predict",
+    "validate_fields",
+    "validate_started",
 )
 RANK = {
     "plain": 0,
