@@ -37,6 +37,7 @@ PLAIN = (
     "engine_metrics_predict",
     "validate_fields",
     "validate_started",
+    "event_types",
 )
 RANK = {
     "plain": 0,
