@@ -116,6 +116,34 @@ def _tree_line(rv, greedy: bool) -> str:
     )
 
 
+def _row(i: int, text, d, v, greedy: bool) -> str:
+    """One drafted token's row of the verify table: q, p and the test, the verdict, both top-k lists."""
+    q, p, acc = _at(d.q, i), _at(v.p, i), _at(v.accept_prob, i)
+    u = _at(v.u, i) if v.u else None
+    chosen = _at(d.token_ids, i)
+    tested = v.first_rejected is None or i <= v.first_rejected
+    ok = bool(_at(v.accepted, i))
+    verdict = "accepted" if ok else ("rejected" if tested and i == v.first_rejected else "not tested")
+    target_rows = _at(v.target_topk, i)
+    if greedy:
+        top = _at(target_rows, 0) if target_rows else None
+        argmax = label_text(top[1]) if top else "–"
+        test = f'<span class="vf-rule">argmax p = <code>{argmax}</code> {"=" if ok else "≠"} draft</span>'
+        if not tested:
+            test = '<span class="vf-rule">not tested: after the rejection</span>'
+    else:
+        test = _bar("acc", acc, "min(1, p/q)", u) if tested else '<span class="vf-rule">not tested</span>'
+    return (
+        f'<tr class="vf-row vf-{verdict.replace(" ", "-")}" data-i="{i}">'
+        f'<td class="vf-pos">{i + 1}<small>pos {esc(d.pos + i if isinstance(d.pos, int) else "")}</small></td>'
+        f'<td class="vf-tok"><code>{label_text(text)}</code></td>'
+        f'<td class="vf-bars">{_bar("q", q, "q")}{_bar("p", p if tested else None, "p")}{test}</td>'
+        f'<td class="vf-verdict">{esc(verdict)}</td>'
+        f"<td>{_topk(_at(d.draft_topk, i), chosen)}</td><td>{_topk(target_rows, chosen) if tested else UNTESTED}"
+        "</td></tr>"
+    )
+
+
 def render_verify(events, round_: int | None = None) -> str:
     """HTML of the verify view of round `round_` (None: the last verified round) of the speculative run."""
     run = main_run(events)
@@ -147,32 +175,7 @@ def render_verify(events, round_: int | None = None) -> str:
         )
         if r is not None
     )
-    rows = []
-    for i, text in enumerate(d.tokens):
-        q, p, acc = _at(d.q, i), _at(v.p, i), _at(v.accept_prob, i)
-        u = _at(v.u, i) if v.u else None
-        chosen = _at(d.token_ids, i)
-        tested = v.first_rejected is None or i <= v.first_rejected
-        ok = bool(_at(v.accepted, i))
-        verdict = "accepted" if ok else ("rejected" if tested and i == v.first_rejected else "not tested")
-        target_rows = _at(v.target_topk, i)
-        if greedy:
-            top = _at(target_rows, 0) if target_rows else None
-            argmax = label_text(top[1]) if top else "–"
-            test = f'<span class="vf-rule">argmax p = <code>{argmax}</code> {"=" if ok else "≠"} draft</span>'
-            if not tested:
-                test = '<span class="vf-rule">not tested: after the rejection</span>'
-        else:
-            test = _bar("acc", acc, "min(1, p/q)", u) if tested else '<span class="vf-rule">not tested</span>'
-        rows.append(
-            f'<tr class="vf-row vf-{verdict.replace(" ", "-")}" data-i="{i}">'
-            f'<td class="vf-pos">{i + 1}<small>pos {esc(d.pos + i if isinstance(d.pos, int) else "")}</small></td>'
-            f'<td class="vf-tok"><code>{label_text(text)}</code></td>'
-            f'<td class="vf-bars">{_bar("q", q, "q")}{_bar("p", p if tested else None, "p")}{test}</td>'
-            f'<td class="vf-verdict">{esc(verdict)}</td>'
-            f"<td>{_topk(_at(d.draft_topk, i), chosen)}</td><td>{_topk(target_rows, chosen) if tested else UNTESTED}"
-            "</td></tr>"
-        )
+    rows = [_row(i, text, d, v, greedy) for i, text in enumerate(d.tokens)]
     rb = rv.rolled_back
     rollback = (
         f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
