@@ -167,7 +167,7 @@ def run(url: str, pid: int | None, visitors: int, arrivals_s: float, flood: int,
 
 
 def start_index(url: str) -> int:
-    """The index of Generate's first step (handlers.start_run: a queue=False event of the run button)."""
+    """The index of Generate's first step (run.start_run: a queue=False event of the run button)."""
     config = httpx.get(f"{url}config", timeout=30).json()
     run = fn_index(url, "run")
     chain = {d["id"]: d for d in config["dependencies"]}
