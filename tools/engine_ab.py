@@ -83,6 +83,18 @@ def load(package: str):
     return mods[0].Engine, mods[1].GenerationConfig, mods[2].KVCache, mods[3].load_model
 
 
+def prompts_of(which: str) -> list[str]:
+    """The A/B's prompts: the 4 built in, engine/prompts/bench.jsonl ("bench") or Spec-Bench's ("specbench")."""
+    if which == "bench":
+        lines = (ROOT / "engine" / "prompts" / "bench.jsonl").read_text().splitlines()
+        return [json.loads(line)["prompt"] for line in lines]
+    if which == "specbench":
+        from engine import specbench as sb
+
+        return [q["turns"][0] for q in sb.sample(sb.load_questions(), 1)]
+    return PROMPTS
+
+
 def spec_of(name: str) -> str:
     """The drafter spec of a config name ("ngram+tree" drafts with ngram; "ar" builds a `self` engine)."""
     spec = name.partition("+")[0]
@@ -111,7 +123,10 @@ def main() -> None:
         help="comma list of config names (" + ",".join(c[0] for c in EVERY) + ") or 'all'",
     )
     ap.add_argument(
-        "--prompts", default="", help="'bench': engine/prompts/bench.jsonl instead of the 4 built in"
+        "--prompts",
+        default="",
+        help="'bench': engine/prompts/bench.jsonl; 'specbench': the first turn of Spec-Bench's seeded sample, one "
+        "question per column (engine/specbench.py); default: the 4 built in",
     )
     ap.add_argument("--forward-pairs", type=int, default=15)
     args = ap.parse_args()
@@ -151,14 +166,7 @@ def main() -> None:
             )
 
     # 2. whole runs, old and new alternating
-    prompts = (
-        PROMPTS
-        if args.prompts != "bench"
-        else [
-            json.loads(line)["prompt"]
-            for line in (ROOT / "engine" / "prompts" / "bench.jsonl").read_text().splitlines()
-        ]
-    )
+    prompts = prompts_of(args.prompts)
     encoded = [engines["new"]["ar"].encode(p) for p in prompts]
     totals = {(side, d, g): 0.0 for side in sides for d, g, _, _ in configs}
     # rounds, drafted, draft s
