@@ -536,6 +536,18 @@
     var t = e.target;
     if (e.key === "Tab" && t && t.getAttribute && t.getAttribute("aria-expanded") !== null) e.stopPropagation();
   }, true);
+  /* On a busy machine a dropdown's menu can open a moment after the focus has already moved on (its blur came
+     first), and then nothing closes it: once the focus has left, a menu still open is closed as Escape would. */
+  document.addEventListener("focusout", function (e) {
+    var box = e.target;
+    if (!box || !box.getAttribute || box.getAttribute("aria-expanded") === null) return;
+    [150, 600, 1500].forEach(function (ms) {
+      setTimeout(function () {
+        if (document.activeElement !== box && box.getAttribute("aria-expanded") === "true")
+          box.dispatchEvent(new KeyboardEvent("keydown", { key: "Escape", bubbles: true }));
+      }, ms);
+    });
+  });
   /* After Generate the focus goes to the output (the stream), and stays there while the stream re-renders,
      until the user moves it. A run started from the keyboard (Enter on Generate: a click of detail 0) also keeps
      the focused output in view until that run's summary says done: a keyboard user has no pointer to follow it
