@@ -4,9 +4,10 @@ both against their own plain greedy decoding, token identity, rounds, tokens per
 one HTML page with both streams of every prompt.
 
 Definitions, one for both engines: tokens per forward = new tokens ÷ the rounds that committed them (transformers
-reads the prompt in round 1's forward; ours in a prefill before round 1, not counted); speedup = the engine's plain
-greedy wall time ÷ its speculative wall time, each timed call -> last token with the prompt's prefill, the four
-runs of a prompt back to back (ours AR, transformers greedy, ours speculative, transformers assisted).
+reads the prompt in round 1's forward; ours in a prefill before round 1, not counted); speedup = Spec-Bench's
+(engine/specbench.py): per question the engine's speculative tokens/s ÷ its plain greedy tokens/s, overall the mean
+speed ÷ the mean plain speed; each run timed call -> last token with the prompt's prefill, the four runs of a prompt
+back to back (ours AR, transformers greedy, ours speculative, transformers assisted).
 """
 
 from __future__ import annotations
@@ -53,28 +54,51 @@ def one(engine: Engine, draft: str, gamma: int, question: dict, new: int) -> dic
     return {
         "question_id": question["question_id"],
         "category": question["category"],
-        "ours": {
-            "identical": spec.token_ids == ar.token_ids,
-            "rounds": spec.summary["rounds"],
-            "new_tokens": len(spec.token_ids),
-            "speedup": ar.wall_s / spec.wall_s,
-            "wall_s": spec.wall_s,
-        },
+        "group": question["group"],
+        "ours": side(spec.summary, spec.token_ids == ar.token_ids, spec.wall_s, len(ar.token_ids), ar.wall_s),
         "transformers": {
-            "identical": done.token_ids == theirs["reference"],
-            "rounds": done.round,
+            **side(
+                done.summary,
+                done.token_ids == theirs["reference"],
+                theirs["assisted_s"],
+                len(theirs["reference"]),
+                theirs["plain_s"],
+            ),
             "forwards": theirs["forwards"],
-            "new_tokens": len(done.token_ids),
-            "speedup": theirs["plain_s"] / theirs["assisted_s"],
-            "wall_s": theirs["assisted_s"],
         },
         "same_text": spec.token_ids == done.token_ids,
         "streams": (render_stream(events), render_stream(theirs["events"])),
     }
 
 
-def per_forward(side: dict) -> float:
-    return side["new_tokens"] / side["rounds"] if side["rounds"] else 0.0
+def side(summary: dict, identical: bool, wall_s: float, plain_tokens: int, plain_s: float) -> dict:
+    """One engine's figures for a question: from its run summary (engine/metrics.py) and Spec-Bench's speed
+    (engine/specbench.py question_speed) of its speculative and its plain run."""
+    speed = sb.question_speed([summary["new_tokens"]], [wall_s])
+    plain = sb.question_speed([plain_tokens], [plain_s])
+    return {
+        "identical": identical,
+        "rounds": summary["rounds"],
+        "new_tokens": summary["new_tokens"],
+        "tokens_per_forward": summary["mean_accepted_length"],
+        "speed": speed,
+        "plain_speed": plain,
+        "speedup": speed / plain,
+        "wall_s": wall_s,
+    }
+
+
+def per_forward(side_: dict) -> float:
+    return side_["tokens_per_forward"] or 0.0
+
+
+def overall(rows: list, engine: str) -> dict:
+    """Spec-Bench's overall speedup (mean speed ÷ mean plain speed) and median per-question ratio, engine/specbench.py."""
+    return sb.speedups(
+        {r["question_id"]: r[engine]["speed"] for r in rows},
+        {r["question_id"]: r[engine]["plain_speed"] for r in rows},
+        {r["question_id"]: r["group"] for r in rows},
+    )["overall"]
 
 
 def table(rows: list) -> str:
@@ -98,7 +122,10 @@ def table(rows: list) -> str:
             f"{sum(r[s]['new_tokens'] for r in rows) / max(sum(r[s]['rounds'] for r in rows), 1):.2f}"
             for s in ("ours", "transformers")
         ),
-        *(f"{sum(r[s]['speedup'] for r in rows) / len(rows):.2f}× (mean)" for s in ("ours", "transformers")),
+        *(
+            f"{o['speedup']:.2f}× (median {o['median_ratio']:.2f})"
+            for o in (overall(rows, e) for e in ("ours", "transformers"))
+        ),
         f"{sum(r['ours']['identical'] and r['transformers']['identical'] for r in rows)}/{len(rows)}",
         f"{sum(r['same_text'] for r in rows)}/{len(rows)}",
     ]
