@@ -132,6 +132,7 @@ FORWARD = {
     "layouts": "layouts",
     "native": "native_cost",
     "levels": "levels",
+    "prefetch": "prefetch",
     "compile": "compile_cost",
 }
 

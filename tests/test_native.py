@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from engine.runtime import lean, native
 from engine.runtime.threads import torch_threads
@@ -316,6 +317,36 @@ def test_a_query_with_every_key_masked_gets_zeros_not_nan():
     mask[1] = 0
     out = native.attention(torch.randn(2, 16), keys, values, mask, 0, 4)
     assert torch.isfinite(out).all() and torch.equal(out[1], torch.zeros(16)) and out[0].abs().sum() > 0
+
+
+@built
+@pytest.mark.parametrize("hd", [64, 10, 272])  # the vector path, the scalar one, a head wider than MAX_HD
+def test_attention_matches_torch_and_a_row_alone_equals_its_row_in_a_block(hd):
+    """Grouped-query attention over 1..1001 keys (lengths that do and do not fill the last vector) within fp32
+    rounding of torch's SDPA; a mask hiding exactly the later keys gives the causal call's bits; each query alone
+    (an AR step over its own keys) gives its row of the block bitwise. Negative control: one key moved fails."""
+    g = torch.Generator().manual_seed(hd)
+    heads, kv_heads = 6, 2
+    for length in (1, 5, 17, 300, 1001):
+        t = min(4, length)
+        keys, values = (torch.randn(1, kv_heads, length, hd, generator=g) * 2 for _ in range(2))
+        q = torch.randn(t, heads * hd, generator=g) * 2
+        start = length - t
+        got = native.attention(q, keys, values, None, start, heads)
+        causal = torch.arange(length)[None] <= (start + torch.arange(t))[:, None]  # (T, L)
+        qh = q.view(t, heads, hd).transpose(0, 1)[None]  # (1, NH, T, D)
+        ref = F.scaled_dot_product_attention(qh, keys, values, attn_mask=causal, enable_gqa=True)
+        ref = ref[0].transpose(0, 1).reshape(t, heads * hd)
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+        assert torch.equal(native.attention(q, keys, values, causal.to(torch.uint8), start, heads), got)
+        for r in range(t):
+            live = start + r + 1
+            alone = native.attention(q[r : r + 1], keys[:, :, :live], values[:, :, :live], None, live - 1, heads)
+            assert torch.equal(alone[0], got[r])
+    moved = keys.clone()
+    moved[0, 0, 3] += 1.0
+    with pytest.raises(AssertionError):
+        torch.testing.assert_close(native.attention(q, moved, values, None, start, heads), ref, rtol=1e-5, atol=1e-5)
 
 
 def check_binary(compiler: str, flags: list, out: Path) -> None:

@@ -68,6 +68,25 @@ static inline float hsum(vf v) {
 
 #define PW (2 * VW) /* outputs per panel: two vectors */
 
+/* The weights SPECVIZ_PREFETCH bytes ahead of the loads are asked for now (a panel's PW floats a cache line or two;
+   the panels of a thread lie one after another, so the distance runs on into its next panel). Without it a pass of
+   6-8 rows waits on memory: the loads in flight are only those the core's reorder window holds (~1 KiB ahead at 6
+   rows), and the time of the FMAs adds to the time of the reads instead of hiding under it (AMD EPYC, 1 thread: 6
+   rows 2.3x the memory floor at AVX2 without, 1.2x with 8 KiB; benchmarks/results/native-prefetch.md, where
+   `python -m benchmarks forward prefetch` measures the distances side by side). 0: no prefetch. */
+#ifndef SPECVIZ_PREFETCH
+#define SPECVIZ_PREFETCH 8192
+#endif
+#if SPECVIZ_PREFETCH == 0
+#define PREFETCH(a) ((void)0)
+#elif PW * 4 > 64 /* a panel row spans two 64-byte lines */
+#define PREFETCH(a)                                                    \
+  (__builtin_prefetch((const char *)(a) + SPECVIZ_PREFETCH, 0, 3),    \
+   __builtin_prefetch((const char *)(a) + SPECVIZ_PREFETCH + 64, 0, 3))
+#else
+#define PREFETCH(a) __builtin_prefetch((const char *)(a) + SPECVIZ_PREFETCH, 0, 3)
+#endif
+
 /* One panel p (in, PW) against R <= RMAX input rows (stride in): y[r * out + k] (=, or += when acc) for the
    panel's nvalid outputs k. Each accumulator its own variable (an array lives on the stack: a store per FMA). */
 #define PANEL_ROWS(R)                                                                                 \
@@ -76,6 +95,7 @@ static inline float hsum(vf v) {
     vf a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};                \
     vf a4 = {0}, b4 = {0}, a5 = {0}, b5 = {0}, a6 = {0}, b6 = {0}, a7 = {0}, b7 = {0};                \
     for (long i = 0; i < in; i++) {                                                                   \
+      PREFETCH(p + i * PW);                                                                           \
       vf wa = *(const vf *)(p + i * PW), wb = *(const vf *)(p + i * PW + VW);                         \
       KEEP(wa, wb);                                                                                   \
       float s = x[i];                                                                                 \
@@ -192,10 +212,51 @@ static void silu_mul_team(const float *gu, float *y, long rows, long inter) {
   }
 }
 
+/* e^x of each lane (the exponent of 2 split off, a degree-6 polynomial on what is left: within 2 ulp of expf on
+   [-87, 0], the range a softmax feeds it), 0 for x < -87 (a masked key's -inf among them). One call site per use,
+   so every lane of every call runs the same instructions: a score's weight does not depend on its neighbours. */
+typedef int vi __attribute__((vector_size(VW * 4)));
+static inline vf exp_lanes(vf x) {
+  const vf log2e = (vf){0} + 1.44269504088896341f, ln2_hi = (vf){0} + 0.693359375f,
+           ln2_lo = (vf){0} + -2.12194440e-4f, shifter = (vf){0} + 12582912.0f; /* 1.5 * 2^23: rounds */
+  vi live = x >= -87.0f;
+  x = (vf)((vi)x & live); /* masked lanes: 0 here (finite), zeroed at the end */
+  vf n = (x * log2e + shifter) - shifter; /* round(x / ln 2) */
+  vf r = (x - n * ln2_hi) - n * ln2_lo;   /* x - n ln 2, |r| <= ln 2 / 2 */
+  vf poly = (vf){0} + 1.9875691500e-4f;
+  poly = poly * r + 1.3981999507e-3f;
+  poly = poly * r + 8.3334519073e-3f;
+  poly = poly * r + 4.1665795894e-2f;
+  poly = poly * r + 1.6666665459e-1f;
+  poly = poly * r + 5.0000001201e-1f;
+  poly = poly * r * r + r + 1.0f; /* e^r */
+  vi scale = (__builtin_convertvector(n, vi) + 127) << 23; /* 2^n */
+  return (vf)((vi)(poly * (vf)scale) & live);
+}
+
 /* Attention of T queries over L cached keys (the new tokens' included), grouped-query heads, softmax in fp32.
    q: query t, head h at q + t * q_stride + h * hd. k, v: key j of kv head g at k + g * kv_stride + j * hd.
    mask (T, L) bytes, nonzero = may attend; NULL = causal with the new tokens at slots start..start+T-1.
-   out (T, nh * hd): what the o projection reads. scratch: threads * L floats (the scores). */
+   out (T, nh * hd): what the o projection reads. scratch: threads * (L + VW) floats (the scores).
+   Per (query, head), in three passes over its keys: the scores (four keys at a time, each key's dot product
+   summed in the same order whatever its neighbours), their weights e^(s - max) (exp_lanes, VW at a time), and
+   the weighted sum of the values, in order of j (hd <= MAX_HD: held in registers; wider heads in memory). A
+   query's result depends on its own keys only, so an AR step and the same row of a verification agree bitwise. */
+#define MAX_HD 256
+/* Ask for the floats SPECVIZ_PREFETCH bytes past [p, p + n) (a key or value row's worth, one line at a time). */
+static inline void prefetch_span(const float *p, long n) {
+#if SPECVIZ_PREFETCH
+  for (long c = 0; c < n; c += 16) __builtin_prefetch((const char *)(p + c) + SPECVIZ_PREFETCH, 0, 3);
+#else
+  (void)p, (void)n;
+#endif
+}
+static inline float dot_hd(const float *a, const float *b, long hd) {
+  vf acc = (vf){0};
+  for (long i = 0; i < hd; i += VW) acc += *(const vf *)(a + i) * *(const vf *)(b + i);
+  return hsum(acc);
+}
+
 static void attention_team(const float *q, long q_stride, const float *k, const float *v, long kv_stride,
                            const unsigned char *mask, long start, float *out, float *scratch, long T, long L,
                            long nh, long nkv, long hd, float scale) {
@@ -206,39 +267,77 @@ static void attention_team(const float *q, long q_stride, const float *k, const 
     const float *qv = q + t * q_stride + h * hd;
     const float *K = k + (h / group) * kv_stride, *V = v + (h / group) * kv_stride;
 #ifdef _OPENMP
-    float *s = scratch + (long)omp_get_thread_num() * L;
+    float *s = scratch + (long)omp_get_thread_num() * (L + VW);
 #else
     float *s = scratch;
 #endif
     long limit = mask ? L : start + t + 1;
+    const unsigned char *mrow = mask ? mask + t * L : 0;
     float m = -INFINITY;
+    /* 1. the scores, -inf where the mask hides a key */
+    if (hd % VW == 0) {
+      long j = 0;
+      for (; j + 4 <= limit; j += 4) {
+        const float *k0 = K + j * hd;
+        prefetch_span(k0, 4 * hd); /* the keys SPECVIZ_PREFETCH bytes ahead of these four */
+        vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (long i = 0; i < hd; i += VW) {
+          vf x = *(const vf *)(qv + i);
+          a0 += x * *(const vf *)(k0 + i), a1 += x * *(const vf *)(k0 + hd + i);
+          a2 += x * *(const vf *)(k0 + 2 * hd + i), a3 += x * *(const vf *)(k0 + 3 * hd + i);
+        }
+        s[j] = hsum(a0) * scale, s[j + 1] = hsum(a1) * scale;
+        s[j + 2] = hsum(a2) * scale, s[j + 3] = hsum(a3) * scale;
+      }
+      for (; j < limit; j++) s[j] = dot_hd(qv, K + j * hd, hd) * scale;
+    } else
+      for (long j = 0; j < limit; j++) {
+        float d = 0;
+        for (long i = 0; i < hd; i++) d += qv[i] * K[j * hd + i];
+        s[j] = d * scale;
+      }
     for (long j = 0; j < limit; j++) {
-      if (mask && !mask[t * L + j]) {
-        s[j] = -INFINITY;
-        continue;
-      }
-      const float *kj = K + j * hd;
-      float d = 0;
-      long i = 0;
-      if (hd % VW == 0) {
-        vf acc = (vf){0};
-        for (; i < hd; i += VW) acc += *(const vf *)(qv + i) * *(const vf *)(kj + i);
-        d = hsum(acc);
-      }
-      for (; i < hd; i++) d += qv[i] * kj[i];
-      s[j] = d * scale;
+      if (mrow && !mrow[j]) s[j] = -INFINITY;
       if (s[j] > m) m = s[j];
     }
     float *o = out + t * nh * hd + h * hd, sum = 0;
-    for (long i = 0; i < hd; i++) o[i] = 0;
-    for (long j = 0; j < limit; j++) {
-      if (s[j] == -INFINITY) continue;
-      float p = expf(s[j] - m);
-      sum += p;
-      const float *vj = V + j * hd;
-      for (long i = 0; i < hd; i++) o[i] += p * vj[i];
+    if (m == -INFINITY) { /* every key masked: zeros, not NaN */
+      for (long i = 0; i < hd; i++) o[i] = 0;
+      continue;
     }
-    for (long i = 0; i < hd; i++) o[i] = sum > 0 ? o[i] / sum : 0.0f; /* every key masked: zeros, not NaN */
+    /* 2. the weights e^(s - max): VW at a time, the last few through the same call (padded with masked keys) */
+    for (long j = limit; j < limit + VW; j++) s[j] = -INFINITY;
+    for (long j = 0; j < limit; j += VW) {
+      vf x;
+      for (int l = 0; l < VW; l++) x[l] = s[j + l] - m;
+      vf w = exp_lanes(x);
+      for (int l = 0; l < VW; l++) s[j + l] = w[l];
+    }
+    /* 3. the weighted sum of the values, in order of j */
+    if (hd % VW == 0 && hd <= MAX_HD) {
+      vf acc[MAX_HD / VW];
+      long nv = hd / VW;
+      for (long i = 0; i < nv; i++) acc[i] = (vf){0};
+      for (long j = 0; j < limit; j++) {
+        float p = s[j];
+        if (p == 0) continue; /* a masked key (or one e^-87 below the max) */
+        sum += p;
+        const float *vj = V + j * hd;
+        prefetch_span(vj, hd);
+        for (long i = 0; i < nv; i++) acc[i] += p * *(const vf *)(vj + i * VW);
+      }
+      for (long i = 0; i < nv; i++)
+        for (int l = 0; l < VW; l++) o[i * VW + l] = acc[i][l] / sum;
+    } else {
+      for (long i = 0; i < hd; i++) o[i] = 0;
+      for (long j = 0; j < limit; j++) {
+        float p = s[j];
+        if (p == 0) continue;
+        sum += p;
+        for (long i = 0; i < hd; i++) o[i] += p * V[j * hd + i];
+      }
+      for (long i = 0; i < hd; i++) o[i] /= sum;
+    }
   }
 }
 
@@ -290,7 +389,7 @@ void specviz_layer_qkv(const float *x, float *h, float *qkv, long T, long H, lon
 
 /* The rest of the layer, in one parallel region, x (T, H) updated in place: att = attention(q over the
    cache's L keys); x += att @ W_o.T; h = RMSNorm(x); gu = h @ W_gu.T; act = silu(gate) * up;
-   x += act @ W_down.T. ws: T (nh hd + H + 3 inter) + threads L floats. */
+   x += act @ W_down.T. ws: T (nh hd + H + 3 inter) + threads (L + VW) floats. */
 void specviz_layer_rest(float *x, const float *qkv, long width, const float *k, const float *v, long kv_stride,
                         long L, const unsigned char *mask, long start, long T, long H, long nh, long nkv, long hd,
                         long inter, const float *w_o, const float *w_post, float eps, const float *w_gu,

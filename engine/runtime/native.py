@@ -241,7 +241,7 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
     _check_queries("attention", q, heads, kv_heads, hd, mask, start, length)
     t, threads = q.shape[0], torch.get_num_threads()
     out = torch.empty(t, heads * hd, dtype=q.dtype)
-    scratch = torch.empty(threads * length, dtype=torch.float32)
+    scratch = torch.empty(threads * (length + panel()), dtype=torch.float32)  # scores, the last vector padded
     library().specviz_attention(
         q.data_ptr(), q.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1),
         None if mask is None else mask.data_ptr(), start, out.data_ptr(), scratch.data_ptr(),
@@ -329,7 +329,9 @@ def layer_rest(
         w_o.bias is None and w_gu.bias is None and w_down.bias is None,
         lambda: "w_o, w_gu, w_down must have no bias",
     )
-    ws = torch.empty(t * (heads * hd + hidden + 3 * inter) + threads * length, dtype=torch.float32)
+    ws = torch.empty(
+        t * (heads * hd + hidden + 3 * inter) + threads * (length + panel()), dtype=torch.float32
+    )
     library().specviz_layer_rest(
         x.data_ptr(), qkv.data_ptr(), qkv.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1), length,
         None if mask is None else mask.data_ptr(), start, t, hidden, heads, kv_heads, hd, inter,
