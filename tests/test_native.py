@@ -297,16 +297,35 @@ def kv(heads: int, length: int, hd: int) -> tuple:
 
 
 @built
-def test_the_fused_layer_refuses_a_slot_outside_its_cache():
-    """layer_qkv writing keys past the cache's slots is refused (it was 'not checked here')."""
-    model_w = lean.Weight(torch.randn(4 * 8 + 2 * 2 * 8, 16), pack=True)
-    if model_w.native is None:
-        pytest.skip("the Weight did not take the native layout")
-    cache = (torch.zeros(1, 2, 10, 8), torch.zeros(1, 2, 10, 8))
-    x, w_in, cs = torch.randn(3, 16), torch.ones(16), torch.randn(3, 8)
-    with pytest.raises(ValueError, match="slots 8..10 are outside the cache's 10"):
-        native.layer_qkv(x, w_in, 1e-6, model_w, 6, 8, cs, cs, cache, slot=8)
-    native.layer_qkv(x, w_in, 1e-6, model_w, 6, 8, cs, cs, cache, slot=7)  # the last slots that fit
+def test_the_layers_call_refuses_what_does_not_fit_by_name():
+    """native.layers (every layer in one call, writing the keys into the cache): slots past the cache, a cache
+    per layer missing, caches of two shapes, a mask of the wrong shape, cos of the wrong width: each a ValueError
+    naming it, before the call; the last slots that fit are written."""
+    from tests.tiny import tiny_llama
+
+    forward = lean.LeanForward(tiny_llama(hidden=64, max_position_embeddings=128))
+    if not forward.fused:
+        pytest.skip("the tiny model did not take the native layout")
+    heads, kv_heads, hd = forward.heads, forward.kv_heads, forward.head_dim
+    stack = native.Stack(forward.layers, heads, hd, forward.eps)
+    n = len(forward.layers)
+    caches = [(torch.zeros(1, kv_heads, 10, hd), torch.zeros(1, kv_heads, 10, hd)) for _ in range(n)]
+    x, cs = torch.randn(3, 64), torch.randn(3, hd)
+    odd = caches[:-1] + [(torch.zeros(1, kv_heads, 12, hd), torch.zeros(1, kv_heads, 12, hd))]
+    for call, named in (
+        (lambda: native.layers(x, stack, caches, 8, cs, cs), "slots 8..10 are outside the cache's 10"),
+        (lambda: native.layers(x, stack, caches[:-1], 0, cs, cs), f"{n - 1} caches for {n} layers"),
+        (lambda: native.layers(x, stack, odd, 0, cs, cs), "every cache must be"),
+        (
+            lambda: native.layers(x, stack, caches, 0, cs, cs, torch.ones(3, 4, dtype=torch.uint8)),
+            "mask must be",
+        ),
+        (lambda: native.layers(x, stack, caches, 0, cs[:, :4].contiguous(), cs), "cos must be"),
+    ):
+        with pytest.raises(ValueError, match=named):
+            call()
+    native.layers(x, stack, caches, 7, cs, cs)  # the last slots that fit
+    assert all(k[:, :, 7:].abs().sum() > 0 and k[:, :, :7].abs().sum() == 0 for k, _ in caches)
 
 
 @built
@@ -341,12 +360,16 @@ def test_attention_matches_torch_and_a_row_alone_equals_its_row_in_a_block(hd):
         assert torch.equal(native.attention(q, keys, values, causal.to(torch.uint8), start, heads), got)
         for r in range(t):
             live = start + r + 1
-            alone = native.attention(q[r : r + 1], keys[:, :, :live], values[:, :, :live], None, live - 1, heads)
+            alone = native.attention(
+                q[r : r + 1], keys[:, :, :live], values[:, :, :live], None, live - 1, heads
+            )
             assert torch.equal(alone[0], got[r])
     moved = keys.clone()
     moved[0, 0, 3] += 1.0
     with pytest.raises(AssertionError):
-        torch.testing.assert_close(native.attention(q, moved, values, None, start, heads), ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            native.attention(q, moved, values, None, start, heads), ref, rtol=1e-5, atol=1e-5
+        )
 
 
 def check_binary(compiler: str, flags: list, out: Path) -> None:

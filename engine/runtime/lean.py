@@ -198,6 +198,7 @@ class LeanForward:
         self.config = cfg
         # native.c's fused norm/RoPE/attention/SiLU steps for fp32 CPU weights (SPECVIZ_NATIVE=0: torch's ops)
         self.fused = bool(self.head.native)
+        self._stacks: dict[int, native.Stack] = {}  # depth -> the layers as one native call reads them
         if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
             self.measure_kernels()
 
@@ -239,28 +240,36 @@ class LeanForward:
         gate, up = w_gu(rms_norm(x, w_post, eps)).chunk(2, dim=-1)
         x.add_(w_down(F.silu(gate).mul_(up)))
 
-    def _native_layer(self, x, layer, weights, cos, sin, mask, start: int, whole: bool) -> None:
-        """One decoder layer on x (T, H) in place, of one sequence, through native.c: the same math as
-        _torch_layer (tests/test_native.py pins them together). whole: every projection runs the native kernel
-        at this row count (the plan's choice), so the layer is two native calls, the first writing the new keys
-        and values into the pointer cache's buffers itself (another cache: its own update between them); else
-        one native call per step, each projection on its planned kernel."""
-        w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
-        nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
-        t = x.shape[0]
-        if whole and type(layer) is PointerLayer:  # the cache write in native.c too: no views, no copies here
+    def _native_stack(self, x, cache, cos, sin, mask, start: int) -> None:
+        """Every layer on x (T, H) in place in one native call (native.layers), the new keys and values written
+        into the pointer cache's buffers by native.c: the same math as _native_layer's two calls a layer."""
+        t, nkv, hd = x.shape[0], self.kv_heads, self.head_dim
+        stack = self._stacks.get(len(self.layers))
+        if stack is None:  # checked once per forward (a truncated view shares the dict: keyed by depth)
+            stack = self._stacks[len(self.layers)] = native.Stack(self.layers, self.heads, hd, self.eps)
+        layers = cache.layers[: len(self.layers)]
+        for layer in layers:
             if not layer.is_initialized:
                 empty = x.new_empty(1, nkv, 0, hd)
                 layer.lazy_initialization(empty, empty)
-            slot = layer.length
-            end = room(slot, t, layer.max_len)
-            buffers = (layer.keys, layer.values)
-            qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, nh + nkv, hd, cos, sin, buffers, slot)
+            if layer.length != start:
+                raise RuntimeError(
+                    f"a cache layer holds {layer.length} tokens, the forward's pointer {start}"
+                )
+        end = room(start, t, layers[0].max_len)
+        native.layers(x, stack, [(layer.keys, layer.values) for layer in layers], start, cos, sin, mask)
+        for layer in layers:
             layer.length = end
-            native.layer_rest(
-                x, qkv, layer.keys, layer.values, mask, start, nh, w_o, w_post, self.eps, w_gu, w_down, end
-            )
-            return
+
+    def _native_layer(self, x, layer, weights, cos, sin, mask, start: int, whole: bool) -> None:
+        """One decoder layer on x (T, H) in place, of one sequence, through native.c: the same math as
+        _torch_layer (tests/test_native.py pins them together). whole: every projection runs the native kernel
+        at this row count (the plan's choice), so the layer is two native calls with the cache's own update
+        between them (a pointer cache takes _native_stack instead: every layer in one call); else one native
+        call per step, each projection on its planned kernel."""
+        w_in, w_qkv, w_o, w_post, w_gu, w_down = weights
+        nh, nkv, hd = self.heads, self.kv_heads, self.head_dim
+        t = x.shape[0]
         if whole:
             qkv = native.layer_qkv(x, w_in, self.eps, w_qkv, nh + nkv, hd, cos, sin)
         else:
@@ -310,8 +319,11 @@ class LeanForward:
             cos, sin = cos[0].contiguous(), sin[0].contiguous()  # (T, D)
             mask = None if attention_mask is None else attention_mask[0, 0].to(torch.uint8).contiguous()
             whole = all(self.layers[0][slot].kernel(t) == "native" for slot in self.SLOTS.values())
-            for layer, weights in zip(cache.layers, self.layers):
-                self._native_layer(x, layer, weights, cos, sin, mask, start, whole)
+            if whole and all(type(layer) is PointerLayer for layer in cache.layers):
+                self._native_stack(x, cache, cos, sin, mask, start)
+            else:
+                for layer, weights in zip(cache.layers, self.layers):
+                    self._native_layer(x, layer, weights, cos, sin, mask, start, whole)
         else:
             mask = attention_mask
             if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i

@@ -361,48 +361,80 @@ void specviz_attention(const float *q, long q_stride, const float *k, const floa
   attention_team(q, q_stride, k, v, kv_stride, mask, start, out, scratch, T, L, nh, nkv, hd, scale);
 }
 
-/* A decoder layer's first half, in one parallel region: h = RMSNorm(x); qkv = h @ W_qkv.T (+ b); RoPE on its
+/* A decoder layer's first half, inside a parallel region: h = RMSNorm(x); qkv = h @ W_qkv.T (+ b); RoPE on its
    q and k heads (`rotated` heads of hd at the start of each row); then, when kc is not NULL, each row's nkv key
    and value heads (the last 2 nkv heads of the row, keys first) written into the cache at slot + t: head g of
    key t at kc + g * kv_stride + (slot + t) * hd, values alike in vc. */
+static void layer_qkv_team(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
+                           float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd,
+                           const float *cos, const float *sin, float *kc, float *vc, long kv_stride, long slot,
+                           long nkv) {
+#pragma omp single
+  rmsnorm(x, w_in, h, T, H, eps);
+  matvec_team(w_qkv, b_qkv, h, qkv, H, width, T, 0);
+#pragma omp single
+  {
+    rope(qkv, T, width, rotated, hd, cos, sin);
+    if (kc)
+      for (long t = 0; t < T; t++)
+        for (long g = 0; g < nkv; g++) {
+          const float *k = qkv + t * width + (rotated - nkv + g) * hd, *v = k + nkv * hd;
+          float *kd = kc + g * kv_stride + (slot + t) * hd, *vd = vc + g * kv_stride + (slot + t) * hd;
+          for (long i = 0; i < hd; i++) kd[i] = k[i], vd[i] = v[i];
+        }
+  }
+}
+
+/* The rest of the layer, inside a parallel region, x (T, H) updated in place: att = attention(q over the
+   cache's L keys); x += att @ W_o.T; h = RMSNorm(x); gu = h @ W_gu.T; act = silu(gate) * up;
+   x += act @ W_down.T. ws: T (nh hd + H + 3 inter) + threads (L + VW) floats. */
+static void layer_rest_team(float *x, const float *qkv, long width, const float *k, const float *v,
+                            long kv_stride, long L, const unsigned char *mask, long start, long T, long H, long nh,
+                            long nkv, long hd, long inter, const float *w_o, const float *w_post, float eps,
+                            const float *w_gu, const float *w_down, float *ws, float scale) {
+  float *att = ws, *h = att + T * nh * hd, *gu = h + T * H, *act = gu + T * 2 * inter, *scores = act + T * inter;
+  attention_team(qkv, width, k, v, kv_stride, mask, start, att, scores, T, L, nh, nkv, hd, scale);
+  matvec_team(w_o, 0, att, x, nh * hd, H, T, 1);
+#pragma omp single
+  rmsnorm(x, w_post, h, T, H, eps);
+  matvec_team(w_gu, 0, h, gu, H, 2 * inter, T, 0);
+  silu_mul_team(gu, act, T, inter);
+  matvec_team(w_down, 0, act, x, inter, H, T, 1);
+}
+
 void specviz_layer_qkv(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
                        float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd, const float *cos,
                        const float *sin, float *kc, float *vc, long kv_stride, long slot, long nkv, int threads) {
 #pragma omp parallel num_threads(threads)
-  {
-#pragma omp single
-    rmsnorm(x, w_in, h, T, H, eps);
-    matvec_team(w_qkv, b_qkv, h, qkv, H, width, T, 0);
-#pragma omp single
-    {
-      rope(qkv, T, width, rotated, hd, cos, sin);
-      if (kc)
-        for (long t = 0; t < T; t++)
-          for (long g = 0; g < nkv; g++) {
-            const float *k = qkv + t * width + (rotated - nkv + g) * hd, *v = k + nkv * hd;
-            float *kd = kc + g * kv_stride + (slot + t) * hd, *vd = vc + g * kv_stride + (slot + t) * hd;
-            for (long i = 0; i < hd; i++) kd[i] = k[i], vd[i] = v[i];
-          }
-    }
-  }
+  layer_qkv_team(x, h, qkv, T, H, width, w_in, eps, w_qkv, b_qkv, rotated, hd, cos, sin, kc, vc, kv_stride, slot,
+                 nkv);
 }
 
-/* The rest of the layer, in one parallel region, x (T, H) updated in place: att = attention(q over the
-   cache's L keys); x += att @ W_o.T; h = RMSNorm(x); gu = h @ W_gu.T; act = silu(gate) * up;
-   x += act @ W_down.T. ws: T (nh hd + H + 3 inter) + threads (L + VW) floats. */
 void specviz_layer_rest(float *x, const float *qkv, long width, const float *k, const float *v, long kv_stride,
                         long L, const unsigned char *mask, long start, long T, long H, long nh, long nkv, long hd,
                         long inter, const float *w_o, const float *w_post, float eps, const float *w_gu,
                         const float *w_down, float *ws, float scale, int threads) {
-  float *att = ws, *h = att + T * nh * hd, *gu = h + T * H, *act = gu + T * 2 * inter, *scores = act + T * inter;
 #pragma omp parallel num_threads(threads)
-  {
-    attention_team(qkv, width, k, v, kv_stride, mask, start, att, scores, T, L, nh, nkv, hd, scale);
-    matvec_team(w_o, 0, att, x, nh * hd, H, T, 1);
-#pragma omp single
-    rmsnorm(x, w_post, h, T, H, eps);
-    matvec_team(w_gu, 0, h, gu, H, 2 * inter, T, 0);
-    silu_mul_team(gu, act, T, inter);
-    matvec_team(w_down, 0, act, x, inter, H, T, 1);
+  layer_rest_team(x, qkv, width, k, v, kv_stride, L, mask, start, T, H, nh, nkv, hd, inter, w_o, w_post, eps, w_gu,
+                  w_down, ws, scale);
+}
+
+/* Every decoder layer of one sequence, in one parallel region (one call a forward, not two a layer): layer l
+   is layer_qkv (its T new keys and values written into kc[l], vc[l] at slots start..start+T-1) then layer_rest
+   over the cache's start + T keys (mask as in attention, or NULL: causal). Per layer l the weights
+   w[l * 7 + 0..6]: w_in, w_qkv, b_qkv (or NULL), w_o, w_post, w_gu, w_down. ws: T (width + nh hd + 2 H +
+   3 inter) + threads (start + T + VW) floats. */
+void specviz_layers(float *x, long layers, const float *const *w, float *const *kc, float *const *vc,
+                    long kv_stride, long start, long T, long H, long width, long nh, long nkv, long hd, long inter,
+                    float eps, const float *cos, const float *sin, const unsigned char *mask, float *ws,
+                    float scale, int threads) {
+  float *qkv = ws, *h = qkv + T * width, *rest = h + T * H;
+#pragma omp parallel num_threads(threads)
+  for (long l = 0; l < layers; l++) {
+    const float *const *lw = w + l * 7;
+    layer_qkv_team(x, h, qkv, T, H, width, lw[0], eps, lw[1], lw[2], nh + nkv, hd, cos, sin, kc[l], vc[l],
+                   kv_stride, start, nkv);
+    layer_rest_team(x, qkv, width, kc[l], vc[l], kv_stride, start + T, mask, start, T, H, nh, nkv, hd, inter,
+                    lw[3], lw[4], eps, lw[5], lw[6], rest, scale);
   }
 }

@@ -250,14 +250,11 @@ def attention(q, keys, values, mask, start: int, heads: int) -> torch.Tensor:
     return out
 
 
-def layer_qkv(
-    x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin, cache=None, slot: int = 0
-) -> torch.Tensor:
+def layer_qkv(x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin) -> torch.Tensor:
     """A layer's first half in one call: RMSNorm, the qkv product (w_qkv a Weight in the native layout, with its
     bias if it has one), RoPE on the first `rotated` heads. x (T, H); cos, sin (T, D) -> qkv (T, width), the
-    last 2 KV heads of each row its key then value heads. cache: None, or the (1, KV, max_len, D) key and value
-    buffers the T keys and values are written into at slots slot..slot+T-1 (the caller checked the room; contiguous
-    fp32 of one sequence, as PointerLayer allocates them)."""
+    last 2 KV heads of each row its key then value heads (a pointer cache's layers take layers() instead, which
+    writes them into the cache itself)."""
     _f32("layer_qkv", "x", x, 2)
     t, hidden = x.shape
     _vector("layer_qkv", "w_in", w_in, hidden)
@@ -275,28 +272,11 @@ def layer_qkv(
         0 < rotated and rotated * head_dim <= w_qkv.out_features and head_dim % 2 == 0,
         lambda: f"{rotated} rotated heads of {head_dim} do not fit a row of {w_qkv.out_features}",
     )
-    if cache is not None:
-        _, nkv, max_len, hd = _check_cache("layer_qkv", *cache)
-        _want("layer_qkv", hd == head_dim, lambda: f"the cache's head_dim is {hd}, not {head_dim}")
-        _want(
-            "layer_qkv",
-            isinstance(slot, int) and 0 <= slot and slot + t <= max_len,
-            lambda: f"slots {slot}..{slot + t - 1} are outside the cache's {max_len}",
-        )
-        _want(
-            "layer_qkv",
-            nkv <= rotated and (rotated + nkv) * head_dim <= w_qkv.out_features,
-            lambda: (
-                f"a row of {w_qkv.out_features} holds no {nkv} key and value heads after {rotated - nkv} query heads"
-            ),
-        )
     qkv, h = torch.empty(t, w_qkv.out_features, dtype=x.dtype), torch.empty_like(x)  # h: the normed x
-    kc, vc = cache if cache is not None else (None, None)
     library().specviz_layer_qkv(
         x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
         w_qkv.w.data_ptr(), None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
-        cos.data_ptr(), sin.data_ptr(), None if kc is None else kc.data_ptr(), None if vc is None else vc.data_ptr(),
-        0 if kc is None else kc.stride(1), slot, 0 if kc is None else kc.shape[1], torch.get_num_threads(),
+        cos.data_ptr(), sin.data_ptr(), None, None, 0, 0, 0, torch.get_num_threads(),
     )  # fmt: skip
     return qkv
 
@@ -337,6 +317,106 @@ def layer_rest(
         None if mask is None else mask.data_ptr(), start, t, hidden, heads, kv_heads, hd, inter,
         w_o.w.data_ptr(), w_post.data_ptr(), eps, w_gu.w.data_ptr(), w_down.w.data_ptr(), ws.data_ptr(),
         ctypes.c_float(hd**-0.5), threads,
+    )  # fmt: skip
+
+
+class Stack:
+    """A forward's decoder layers as specviz_layers reads them: per layer the pointers of w_in, w_qkv, its bias,
+    w_o, w_post, w_gu, w_down, checked once when the stack is built (weights do not change), and the shapes they
+    share. layers: (w_in, w_qkv, w_o, w_post, w_gu, w_down) tuples, the projections Weights in the native layout;
+    the stack holds them, so the pointers live as long as it does."""
+
+    def __init__(self, layers: list, heads: int, head_dim: int, eps: float):
+        where = "layers"
+        first = layers[0]
+        self.hidden, self.width, self.inter = (
+            first[2].out_features,
+            first[1].out_features,
+            first[5].in_features,
+        )
+        self.heads, self.head_dim, self.eps, self.layers = heads, head_dim, eps, layers
+        _want(where, head_dim % 2 == 0, lambda: f"head_dim must be even, got {head_dim}")
+        pointers = []
+        for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(layers):
+            hidden, inter = self.hidden, self.inter
+            _vector(where, f"layer {i} w_in", w_in, hidden)
+            _vector(where, f"layer {i} w_post", w_post, hidden)
+            _packed(where, f"layer {i} w_qkv", w_qkv.w, hidden, self.width)
+            _bias(where, w_qkv.bias, self.width)
+            _packed(where, f"layer {i} w_o", w_o.w, heads * head_dim, hidden)
+            _packed(where, f"layer {i} w_gu", w_gu.w, hidden, 2 * inter)
+            _packed(where, f"layer {i} w_down", w_down.w, inter, hidden)
+            _want(
+                where,
+                w_o.bias is None and w_gu.bias is None and w_down.bias is None,
+                lambda i=i: f"layer {i}: w_o, w_gu, w_down must have no bias",
+            )
+            bias = None if w_qkv.bias is None else w_qkv.bias.data_ptr()
+            pointers += [w_in.data_ptr(), w_qkv.w.data_ptr(), bias, w_o.w.data_ptr(), w_post.data_ptr()]
+            pointers += [w_gu.w.data_ptr(), w_down.w.data_ptr()]
+        self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
+
+
+def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> None:
+    """Every decoder layer of one sequence in one native call, x (T, H) updated in place: per layer, layer_qkv
+    (its T keys and values written into the cache at slots start..start+T-1) then layer_rest over the cache's
+    start + T keys. caches: per layer the (1, KV, max_len, D) key and value buffers (contiguous fp32, as
+    PointerLayer allocates them; the caller claimed the slots); cos, sin (T, D); mask None (causal) or a
+    contiguous uint8 (T, start + T)."""
+    where, hd, heads = "layers", stack.head_dim, stack.heads
+    _f32(where, "x", x, 2)
+    t, hidden = x.shape
+    _want(where, hidden == stack.hidden, lambda: f"x rows hold {hidden} values, the layers {stack.hidden}")
+    _want(
+        where,
+        len(caches) == len(stack.layers),
+        lambda: f"{len(caches)} caches for {len(stack.layers)} layers",
+    )
+    for name, c in (("cos", cos), ("sin", sin)):
+        _f32(where, name, c, 2)
+        _want(
+            where,
+            c.shape == (t, hd),
+            lambda name=name, c=c: f"{name} must be ({t}, {hd}), got {tuple(c.shape)}",
+        )
+    shape = _check_cache(where, *caches[0])
+    _, kv_heads, max_len, cache_hd = shape
+    _want(where, cache_hd == hd, lambda: f"the cache's head_dim is {cache_hd}, not {hd}")
+    _want(
+        where,
+        isinstance(start, int) and 0 <= start and start + t <= max_len,
+        lambda: f"slots {start}..{start + t - 1} are outside the cache's {max_len}",
+    )
+    _want(
+        where,
+        heads % kv_heads == 0 and (heads + 2 * kv_heads) * hd <= stack.width,
+        lambda: f"a row of {stack.width} holds no {heads} query and {kv_heads} key and value heads of {hd}",
+    )
+    for keys, values in caches[1:]:  # each checked as the first, and of its shape and strides
+        _want(
+            where,
+            keys.shape == shape and values.shape == shape and keys.stride() == caches[0][0].stride(),
+            lambda keys=keys: f"every cache must be {tuple(shape)} as the first, got {tuple(keys.shape)}",
+        )
+        _check_cache(where, keys, values)
+    if mask is not None:
+        _f32(where, "mask", mask, 2, dtype=torch.uint8)
+        _want(
+            where,
+            tuple(mask.shape) == (t, start + t),
+            lambda: f"mask must be ({t}, {start + t}), got {tuple(mask.shape)}",
+        )
+    threads, n = torch.get_num_threads(), len(caches)
+    ws = torch.empty(
+        t * (stack.width + heads * hd + 2 * hidden + 3 * stack.inter) + threads * (start + t + panel()),
+        dtype=torch.float32,
+    )
+    kc = (ctypes.c_void_p * n)(*[k.data_ptr() for k, _ in caches])
+    vc = (ctypes.c_void_p * n)(*[v.data_ptr() for _, v in caches])
+    library().specviz_layers(
+        x.data_ptr(), n, stack.pointers, kc, vc, caches[0][0].stride(1), start, t, hidden, stack.width, heads,
+        kv_heads, hd, stack.inter, stack.eps, cos.data_ptr(), sin.data_ptr(), None if mask is None else mask.data_ptr(),
+        ws.data_ptr(), ctypes.c_float(hd**-0.5), threads,
     )  # fmt: skip
 
 
@@ -421,6 +501,9 @@ def _load():
         "specviz_layer_rest": [ptr, ptr, long, ptr, ptr, long, long, ptr]
         + [long] * 7
         + [ptr, ptr, f32, ptr, ptr, ptr, f32, ctypes.c_int],
+        "specviz_layers": [ptr, long, ptr, ptr, ptr]
+        + [long] * 9
+        + [f32, ptr, ptr, ptr, ptr, f32, ctypes.c_int],
         "specviz_attention": [ptr, long, ptr, ptr, long, ptr, long, ptr, ptr]
         + [long] * 5
         + [f32, ctypes.c_int],
