@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from engine.runtime import lean, native
+from engine.runtime import kernels, lean, native
 from engine.runtime.cache import KVCache
 from engine.runtime.threads import torch_threads
 from tests.tiny import tiny_llama
@@ -36,8 +36,7 @@ def layers_and_identity() -> None:
     for weights in forward.weights().values():
         for w in weights:
             w.use_plan(
-                torch.get_num_threads(),
-                {r: {"native": 0.0, "kernel": "native"} for r in (1, 2, 3, 5, 9, 17, 33)},
+                torch.get_num_threads(), {r: {"native": 0.0, "kernel": "native"} for r in kernels.ROWS}
             )
     ids = torch.randint(0, 512, (1, 30), generator=torch.Generator().manual_seed(1))
     with torch.inference_mode():

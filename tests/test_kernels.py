@@ -43,7 +43,7 @@ def test_every_projection_uses_the_kernel_measured_faster_here(cache_dir):
                 with torch.inference_mode():
                     torch.set_num_threads(threads)
                     assert weight.kernel(1) == by_rows[1]["kernel"]
-                    assert weight.kernel(4) == by_rows[5]["kernel"]  # 4 rows use the 5-row plan
+                    assert weight.kernel(5) == by_rows[6]["kernel"]  # 5 rows use the 6-row plan
 
 
 def test_every_kernel_computes_the_same_logits(cache_dir):

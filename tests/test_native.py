@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.runtime import lean, native
+from engine.runtime import kernels, lean, native
 from engine.runtime.threads import torch_threads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +92,6 @@ def test_no_compiler_or_switched_off_keeps_mkl_and_onednn(monkeypatch):
 @built
 def test_the_build_is_cached_per_host(tmp_path, monkeypatch):
     """A second build with the same source, compiler and CPU compiles nothing: the cached library is reused."""
-    from engine.runtime import kernels
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     compiler = native.shutil.which("cc") or native.shutil.which("gcc")
@@ -131,7 +130,7 @@ def test_the_fused_layer_steps_match_the_torch_path_and_transformers(hidden):
     for threads, kernel in ((1, "native"), (2, "native"), (1, "mkl"), (2, "mkl")):
         for weights in forward.weights().values():  # native: a layer is two calls; mkl: one call per step
             for w in weights:
-                w.use_plan(threads, {r: {kernel: 0.0, "kernel": kernel} for r in (1, 2, 3, 5, 9, 17, 33)})
+                w.use_plan(threads, {r: {kernel: 0.0, "kernel": kernel} for r in kernels.ROWS})
         with torch_threads(threads), torch.inference_mode():
             for call in calls:
                 out, kv = {}, {}
@@ -184,7 +183,6 @@ def test_a_wrong_mask_is_caught():
 def test_a_build_never_deletes_another_checkouts_and_prunes_only_the_long_unused(tmp_path, monkeypatch):
     """Two checkouts share the cache: building here leaves another source's fresh build in place (it was deleted,
     and the two checkouts rebuilt and re-measured in turn); a build no process loaded for 30 days goes."""
-    from engine.runtime import kernels
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     other, stale = tmp_path / "native-0123456789abcdef.so", tmp_path / "native-fedcba9876543210.so"
@@ -212,7 +210,6 @@ def test_two_hosts_flag_lines_give_two_cache_keys():
 def test_a_level_that_fails_to_build_is_remembered_and_the_next_is_tried(tmp_path, monkeypatch):
     """The best level does not build: the next one down is built, and the failure is kept under its key, so the
     next process start does not try it again."""
-    from engine.runtime import kernels
 
     monkeypatch.setattr(kernels, "CACHE_DIR", tmp_path)
     monkeypatch.setattr(native, "candidates", lambda machine=None: (("-march=no-such-level",), ()))

@@ -30,8 +30,10 @@ from ..config import CACHE_DIR
 from .loadwatch import measure_again, outside_cores, take
 from .threads import torch_threads
 
-# the row counts measured; a call uses the plan of the smallest one >= its rows
-ROWS = (1, 2, 3, 5, 9, 17, 33)
+# the row counts measured; a call uses the plan of the smallest one >= its rows. The native kernel takes its rows
+# 6 (AVX2) or 8 (AVX-512) at a time, its cost rising at each multiple: measured at the multiples, a bucket's plan
+# is not the plan of its worst row count (with 5 and 9, an AVX2 build's 6-row call took the 9-row plan: oneDNN)
+ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 17, 33)
 REPEATS = 7  # timed calls per kernel and row count (interleaved), the median kept
 TAKES = "takes"  # the cached plan's key for each shape's takes (when, under what load)
 UNTRUSTED = {
@@ -134,6 +136,9 @@ def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> di
     (lean.py) of one shape."""
     # a plan is of one build of the native kernel, or of none (Weight.native): another build is timed anew
     key = {**host_key(threads), "native": next((g[0].native for g in shapes.values() if g[0].native), None)}
+    # and of the kernels a Weight offers at each row count (lean.NATIVE_ROWS moves them)
+    first = next((g[0] for g in shapes.values()), None)
+    key["offered"] = {str(r): sorted(first.kernels(r)) for r in ROWS} if first else {}
     cached = {} if refresh else dict(read_cached("kernels", key) or {})
     takes = dict(
         cached.pop(TAKES, {})

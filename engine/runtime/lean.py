@@ -36,8 +36,11 @@ from .sliding import layer_masks
 
 # native.c's fused layer steps for up to FUSED_ROWS new tokens and FUSED_WORK query-key pairs; beyond, SDPA's
 # blocked attention is faster (AMD EPYC, 2 threads: n = 8 after 2,000 cached tokens 96 ms fused vs 83 ms)
-FUSED_ROWS, FUSED_WORK = 8, 8192
-NATIVE_ROWS = 9  # the native kernel is a candidate up to this many rows (beyond, it is compute-bound)
+FUSED_ROWS, FUSED_WORK = 17, 8192
+# the native kernel is a candidate up to this many rows, every verification of γ <= 16 (the kernel plan times it
+# against oneDNN: with its weights prefetched it kept up to 17 rows on the AMD EPYC, AVX-512;
+# benchmarks/results/native-prefetch.md); the same kernel at every n keeps t(n) from falling as n grows
+NATIVE_ROWS = 17
 ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
 
 
@@ -198,7 +201,6 @@ class LeanForward:
         self.config = cfg
         # native.c's fused norm/RoPE/attention/SiLU steps for fp32 CPU weights (SPECVIZ_NATIVE=0: torch's ops)
         self.fused = bool(self.head.native)
-        self._stacks: dict[int, native.Stack] = {}  # depth -> the layers as one native call reads them
         if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
             self.measure_kernels()
 
@@ -244,9 +246,9 @@ class LeanForward:
         """Every layer on x (T, H) in place in one native call (native.layers), the new keys and values written
         into the pointer cache's buffers by native.c: the same math as _native_layer's two calls a layer."""
         t, nkv, hd = x.shape[0], self.kv_heads, self.head_dim
-        stack = self._stacks.get(len(self.layers))
-        if stack is None:  # checked once per forward (a truncated view shares the dict: keyed by depth)
-            stack = self._stacks[len(self.layers)] = native.Stack(self.layers, self.heads, hd, self.eps)
+        # gathered every call (~80 us, each tensor's checks cached on it): a Weight whose matrix or bias was
+        # replaced since is read as it is now, never through a stale pointer
+        stack = native.Stack(self.layers, self.heads, hd, self.eps)
         layers = cache.layers[: len(self.layers)]
         for layer in layers:
             if not layer.is_initialized:

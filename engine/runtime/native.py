@@ -322,9 +322,10 @@ def layer_rest(
 
 class Stack:
     """A forward's decoder layers as specviz_layers reads them: per layer the pointers of w_in, w_qkv, its bias,
-    w_o, w_post, w_gu, w_down, checked once when the stack is built (weights do not change), and the shapes they
-    share. layers: (w_in, w_qkv, w_o, w_post, w_gu, w_down) tuples, the projections Weights in the native layout;
-    the stack holds them, so the pointers live as long as it does."""
+    w_o, w_post, w_gu, w_down (each tensor checked once in its life, as every entry point's weights are), and the
+    shapes they share. layers: (w_in, w_qkv, w_o, w_post, w_gu, w_down) tuples, the projections Weights in the
+    native layout; the stack holds them, so the pointers live as long as it does. Built for each call: a Weight's
+    matrix or bias replaced since is read as it is then."""
 
     def __init__(self, layers: list, heads: int, head_dim: int, eps: float):
         where = "layers"
