@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast test-peer lint format bench peer browser heads-data clean
+.PHONY: setup dev run test test-fast test-peer lint format bench peer peer-avx2 browser heads-data clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -59,10 +59,18 @@ bench: dev
 # (about 4 minutes on 2 cores; dev only: neither the app, the Space nor `make test` needs it)
 PEER_STAMP := $(VENV)/.peer-installed-stamp
 $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
-	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) tools/peer_cmake_args.py)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python -r requirements-peer.txt
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) tools/peer_cmake_args.py)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python --no-cache-dir -r requirements-peer.txt
 	touch $(PEER_STAMP)
 peer: $(PEER_STAMP)
 	$(PY) -m benchmarks peer
+# the same at the AVX2 level an AVX2-only host runs (x86-64-v3), on any host that runs it: llama-cpp-python built
+# without AVX-512 into its own folder, beside native.c's x86-64-v3 build (SPECVIZ_NATIVE_ARCH)
+PEER_V3 := $(VENV)/peer-x86-64-v3
+$(PEER_V3)/.stamp: $(DEV_STAMP) requirements-peer.txt
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) tools/peer_cmake_args.py --level x86-64-v3)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python --no-cache-dir --no-deps --target $(PEER_V3) llama-cpp-python==$$(sed -n 's/^llama-cpp-python==//p' requirements-peer.txt)
+	touch $@
+peer-avx2: $(PEER_V3)/.stamp $(PEER_STAMP)
+	SPECVIZ_NATIVE_ARCH=x86-64-v3 PYTHONPATH=$(PEER_V3) $(PY) -m benchmarks peer
 # the llama.cpp recorder on real llama.cpp (tests/test_record_llama_cpp.py: `make test` runs its unit tests and
 # skips these without llama-cpp-python, which it does not build)
 test-peer: $(PEER_STAMP)

@@ -2,6 +2,7 @@
 interleaved prompt by prompt with our AR and our n-gram lane.
 
     make peer                                   # builds llama-cpp-python from its PyPI source (dev only)
+    make peer-avx2                              # both sides at x86-64-v3 (AVX2/FMA), on any host that runs it
     python -m benchmarks peer [--threads 2] [--gamma 4] [--max-new-tokens 64] [--repeats 2]
 
 Contestants, each warmed once per prompt, then run in a fixed interleaved order every repeat:
@@ -31,7 +32,7 @@ from benchmarks.harness import load_prompts  # noqa: E402
 from benchmarks.timing import time_ours  # noqa: E402
 from engine.config import GenerationConfig  # noqa: E402
 from engine.decode.engine import Engine  # noqa: E402
-from engine.runtime import kernels  # noqa: E402
+from engine.runtime import kernels, native  # noqa: E402
 from engine.runtime.models import CACHE_DIR, embedded_gguf_dir, load_model  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent.parent / "engine" / "prompts"
@@ -64,6 +65,14 @@ def f32_gguf(src: Path, dst: Path) -> Path:
     writer.close()
     tmp.replace(dst)
     return dst
+
+
+def build_info() -> str:
+    """Where llama-cpp-python was loaded from and the CPU features its build uses (llama_print_system_info)."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode().strip().strip("|").strip()
+    return f"{llama_cpp.__version__} from {Path(llama_cpp.__file__).parent.parent}, {info}"
 
 
 def llama_runner(path: Path, threads: int, gamma: int | None, repack: bool = True):
@@ -165,6 +174,7 @@ def main(argv=None) -> None:
         f"{torch.__version__}; {len(prompts)} prompts ({args.prompts}), {args.max_new_tokens} new tokens, greedy, "
         f"{args.repeats} repeats interleaved"
     )
+    print(f"ours: {native.status()}; llama.cpp: {build_info()}")
     for i, p in enumerate(prompts):
         ids = tok.apply_chat_template(
             [{"role": "user", "content": p["prompt"]}],

@@ -1,12 +1,13 @@
 """native.c at each vector level on this host, side by side: t(n) against the memory floor and greedy AR through
 Engine.generate, one process per level (a process loads one build), the levels alternating round after round.
 
-    python -m benchmarks forward levels [--levels native,x86-64-v3] [--rounds 3] [--threads 1,2]
+    python -m benchmarks forward levels [--levels native,x86-64-v3] [--rounds 3] [--threads 1,2] [--passes 5]
 
 Each child builds native.c at its level (SPECVIZ_NATIVE_ARCH), loads the embedded target's lean forward (its kernel
 plan measured for that build), then per thread count: t(n) for n = 1..17 new tokens after --context cached ones
-(median of 3), each divided by the floor at the read rate measured just before it (a stream over as many bytes as
-the weights, best of 3: the memory floor of that moment), and AR through Engine.generate (greedy, --tokens new
+(--passes passes, every n once a pass, the order reversed every other pass; the median), each divided by the floor
+at the read rate measured just before it (a stream over as many bytes as the weights, best of 2: the memory floor
+of that moment; the median ratio), whether t(n) never falls as n grows, and AR through Engine.generate (greedy, --tokens new
 tokens, best of 2): tokens/s of the whole run, and the share of the bandwidth bound a decode step reached (one read
 of the weights at the read rate measured after the t(n) ÷ the run's measured step time). The table: per level and thread count, the median
 over rounds of each figure; the AR tokens must be identical across levels.
@@ -22,11 +23,11 @@ import subprocess
 import sys
 import time
 
-NS = (1, 2, 3, 4, 5, 9, 17)
+NS = tuple(range(1, 18))  # new tokens per forward: AR (1) and every verification up to γ 16
 PROMPT = "Write a short story about a lighthouse keeper and a storm, in five sentences."
 
 
-def child(threads: list[int], context: int, tokens: int) -> dict:
+def child(threads: list[int], context: int, tokens: int, passes: int) -> dict:
     """This process's level: {"level", "status", threads: {"t": {n: ms}, "ratio": {n: t ÷ floor}, "ar": tok/s,
     "bound": tok/s at the read rate, "ids": the AR tokens}}."""
     import torch
@@ -48,18 +49,18 @@ def child(threads: list[int], context: int, tokens: int) -> dict:
             blob = torch.rand(int(costs["weight_bytes"]) // 4)
             cache = KVCache.for_model(target.model, context + max(NS) + 1)
             forward(ids[:, :context], cache, logits_to_keep=1)
-            t_ms, ratio = {}, {}
-            for n in NS:
-                rate = roofline.read_rate(blob, reps=3)
-                times = []
-                for _ in range(3):
+            times, ratios = {n: [] for n in NS}, {n: [] for n in NS}
+            for p in range(passes):  # every n once a pass, the order reversed every other pass
+                for n in NS if p % 2 == 0 else NS[::-1]:
+                    rate = roofline.read_rate(blob, reps=2)
                     t = time.perf_counter()
                     forward(ids[:, context : context + n], cache, logits_to_keep=n)
-                    times.append(time.perf_counter() - t)
+                    times[n].append(time.perf_counter() - t)
                     cache.truncate(context)
-                t_ms[n] = statistics.median(times) * 1e3
-                floor = max(costmodel.floors(n, context, {**host, "bandwidth": rate})) * 1e3
-                ratio[n] = t_ms[n] / floor
+                    floor = max(costmodel.floors(n, context, {**host, "bandwidth": rate}))
+                    ratios[n].append(times[n][-1] / floor)
+            t_ms = {n: statistics.median(v) * 1e3 for n, v in times.items()}
+            ratio = {n: statistics.median(v) for n, v in ratios.items()}
             rate = roofline.read_rate(blob, reps=3)
             del blob
             cfg = GenerationConfig(gamma=4, max_new_tokens=tokens)
@@ -75,6 +76,12 @@ def child(threads: list[int], context: int, tokens: int) -> dict:
     return out
 
 
+def falls(t_ms: list[float]) -> str:
+    """ "yes" when t(n) never falls as n grows (NS in order), else where it does."""
+    drops = [f"t({NS[i + 1]}) < t({NS[i]})" for i in range(len(t_ms) - 1) if t_ms[i + 1] < t_ms[i]]
+    return "yes" if not drops else "no: " + ", ".join(drops)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="native,x86-64-v3", help="-march values ('native': the host's own)")
@@ -82,11 +89,14 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument(
+        "--passes", type=int, default=5, help="forwards per n in each child (every n once a pass)"
+    )
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     if args.child:
-        print(json.dumps(child(threads, args.context, args.tokens)))
+        print(json.dumps(child(threads, args.context, args.tokens, args.passes)))
         return 0
     levels = [lv.strip() for lv in args.levels.split(",")]
     results: dict = {lv: [] for lv in levels}
@@ -94,7 +104,7 @@ def main(argv=None) -> int:
         for lv in levels if r % 2 == 0 else levels[::-1]:
             env = dict(os.environ, SPECVIZ_NATIVE_ARCH="" if lv == "native" else lv)
             cmd = [sys.executable, "-m", "benchmarks", "forward", "levels", "--child", "--threads", args.threads,
-                   "--context", str(args.context), "--tokens", str(args.tokens)]  # fmt: skip
+                   "--context", str(args.context), "--tokens", str(args.tokens), "--passes", str(args.passes)]  # fmt: skip
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
             if done.returncode:
                 print(done.stderr[-3000:], file=sys.stderr)
@@ -108,18 +118,22 @@ def main(argv=None) -> int:
     )
     ns = ", ".join(map(str, NS))
     print(
-        f"| level | threads | t(n) ms, n = {ns} | t(n) ÷ its floor | AR tok/s | AR step: share of the bound |"
+        f"| level | threads | t(1) ÷ its floor | t(n) ms, n = {ns} | t(n) ÷ its floor | t(n) non-decreasing "
+        "| AR tok/s | AR step: share of the bound |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     ids = set()
     for lv, runs in results.items():
         for th in threads:
             key = str(th)
             med = lambda f, key=key, runs=runs: statistics.median(f(run[key]) for run in runs)  # noqa: E731
-            times = ", ".join(f"{med(lambda x, n=n: x['t'][str(n)]):.1f}" for n in NS)
-            ratios = ", ".join(f"{med(lambda x, n=n: x['ratio'][str(n)]):.2f}" for n in NS)
+            t_ms = [med(lambda x, n=n: x["t"][str(n)]) for n in NS]
+            ratios = [med(lambda x, n=n: x["ratio"][str(n)]) for n in NS]
             ar, share = med(lambda x: x["ar"]), med(lambda x: x["share"])
-            print(f"| {runs[0]['level']} ({lv}) | {th} | {times} | {ratios} | {ar:.1f} | {share:.0%} |")
+            print(
+                f"| {runs[0]['level']} ({lv}) | {th} | {ratios[0]:.2f} | {', '.join(f'{t:.1f}' for t in t_ms)} | "
+                f"{', '.join(f'{r:.2f}' for r in ratios)} | {falls(t_ms)} | {ar:.1f} | {share:.0%} |"
+            )
             ids |= {tuple(run[key]["ids"]) for run in runs}
     print(f"\nAR outputs identical across levels, threads and rounds: {len(ids) == 1}")
     return 0 if len(ids) == 1 else 1
