@@ -64,13 +64,15 @@ $(PEER_STAMP): $(DEV_STAMP) requirements-peer.txt
 peer: $(PEER_STAMP)
 	$(PY) -m benchmarks peer
 # the same at the AVX2 level an AVX2-only host runs (x86-64-v3), on any host that runs it: llama-cpp-python built
-# without AVX-512 into its own folder, beside native.c's x86-64-v3 build (SPECVIZ_NATIVE_ARCH)
+# without AVX-512 into its own folder, beside native.c's x86-64-v3 build with torch's own kernels, oneDNN and MKL
+# held to AVX2 (benchmarks/common.py AVX2_HOST)
 PEER_V3 := $(VENV)/peer-x86-64-v3
 $(PEER_V3)/.stamp: $(DEV_STAMP) requirements-peer.txt
 	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$$($(PY) tools/peer_cmake_args.py --level x86-64-v3)" $(PY) -m pip install -q --disable-pip-version-check --no-binary llama-cpp-python --no-cache-dir --no-deps --target $(PEER_V3) llama-cpp-python==$$(sed -n 's/^llama-cpp-python==//p' requirements-peer.txt)
 	touch $@
 peer-avx2: $(PEER_V3)/.stamp $(PEER_STAMP)
-	SPECVIZ_NATIVE_ARCH=x86-64-v3 PYTHONPATH=$(PEER_V3) $(PY) -m benchmarks peer
+	SPECVIZ_NATIVE_ARCH=x86-64-v3 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 \
+	  PYTHONPATH=$(PEER_V3) $(PY) -m benchmarks peer
 # the llama.cpp recorder on real llama.cpp (tests/test_record_llama_cpp.py: `make test` runs its unit tests and
 # skips these without llama-cpp-python, which it does not build)
 test-peer: $(PEER_STAMP)

@@ -11,7 +11,17 @@ import statistics
 
 import torch
 
-from engine.runtime.kernels import cpu_flags, cpu_name
+from engine.runtime.kernels import ISA_SETTINGS, cpu_flags, cpu_name
+
+# an AVX2-only host (x86-64-v3) on a host with more: native.c built at that level, and torch's own kernels, oneDNN
+# and MKL held to AVX2, as they would run there (the kernel plan, prefill, the floor's stream all at that level;
+# the Makefile's peer-avx2 sets the same)
+AVX2_HOST = {
+    "SPECVIZ_NATIVE_ARCH": "x86-64-v3",
+    "ATEN_CPU_CAPABILITY": "avx2",
+    "ONEDNN_MAX_CPU_ISA": "AVX2",
+    "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+}
 
 
 def host() -> dict:
@@ -30,6 +40,7 @@ def host() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
+        "held": {k: os.environ[k] for k in ISA_SETTINGS if os.environ.get(k)},
     }
 
 
@@ -39,7 +50,8 @@ def host_line(h: dict | None = None) -> str:
     flags = f" ({', '.join(h['flags'])})" if h.get("flags") else ""
     load = f", load {h['load_1min']:.2f}" if h.get("load_1min") is not None else ""
     threads = f"{h['threads']} thread{'s' if h['threads'] != 1 else ''}"
-    return f"{h['cpu']}{flags}, {threads} of {h['cpu_count']} CPUs{load}, torch {h['torch']}"
+    held = f", held: {' '.join(f'{k}={v}' for k, v in h['held'].items())}" if h.get("held") else ""
+    return f"{h['cpu']}{flags}, {threads} of {h['cpu_count']} CPUs{load}, torch {h['torch']}{held}"
 
 
 def median(values) -> float:

@@ -66,9 +66,17 @@ def cpu_flags() -> list[str]:
     return [f for f in FLAGS if f in have]
 
 
+# settings that hold torch's, oneDNN's or MKL's kernels below what the CPU runs (an AVX2 host's, on a host with
+# AVX-512: benchmarks/common.py AVX2_HOST); a plan timed under them is not this host's own plan
+ISA_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
 def host_key(threads: int) -> dict:
-    """What a plan is valid for: this CPU, its flags, this torch build, this many threads."""
-    return {"cpu": cpu_name(), "flags": cpu_flags(), "torch": torch.__version__, "threads": threads}
+    """What a plan is valid for: this CPU, its flags, this torch build (and the vector level its kernels were held
+    to, where a setting holds them), this many threads."""
+    key = {"cpu": cpu_name(), "flags": cpu_flags(), "torch": torch.__version__, "threads": threads}
+    held = {k: os.environ[k] for k in ISA_SETTINGS if os.environ.get(k)}
+    return {**key, "held": held} if held else key  # unheld: the key every earlier plan was cached under
 
 
 def bucket(rows: int) -> int:
