@@ -19,6 +19,7 @@ head over the prompt: that is the peer as shipped, and the report says so.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -174,7 +175,8 @@ def main(argv=None) -> None:
         f"{torch.__version__}; {len(prompts)} prompts ({args.prompts}), {args.max_new_tokens} new tokens, greedy, "
         f"{args.repeats} repeats interleaved"
     )
-    print(f"ours: {native.status()}; llama.cpp: {build_info()}")
+    held = " ".join(f"{k}={os.environ[k]}" for k in kernels.ISA_SETTINGS if os.environ.get(k))
+    print(f"ours: {native.status()}{f', held: {held}' if held else ''}; llama.cpp: {build_info()}")
     for i, p in enumerate(prompts):
         ids = tok.apply_chat_template(
             [{"role": "user", "content": p["prompt"]}],

@@ -3,7 +3,9 @@
 At 1-8 rows, the steps that decoding is made of, MKL's and oneDNN's fp32 kernels read the weights of a
 135M-parameter model at half the rate this machine can stream them (benchmarks/results/gemv-layouts.md);
 llama.cpp's vector-dot kernels reach ~78% of it. native.c streams the weights once, in panels of two vectors'
-width, against up to 6-8 input rows; around it, a decoder layer's small steps are fused into two calls.
+width, against up to 6-8 input rows a pass, the weights prefetched 8 KiB ahead (up to 17 rows keep near the memory
+floor: benchmarks/results/native-prefetch.md); around it, a decoder layer's small steps are fused, and a forward's
+layers run in one call (layers()).
 
 The C file is compiled once per host with the system C compiler into the specviz cache, at the first model load
 (~0.3 s, never in a visitor's run): the host's best level first (`-march=native`; `-mcpu=native` on Arm), then
