@@ -5,6 +5,7 @@ keyed by the whole flags line; and a machine without a compiler keeps MKL and on
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -323,6 +324,26 @@ def test_the_layers_call_refuses_what_does_not_fit_by_name():
             call()
     native.layers(x, stack, caches, 7, cs, cs)  # the last slots that fit
     assert all(k[:, :, 7:].abs().sum() > 0 and k[:, :, :7].abs().sum() == 0 for k, _ in caches)
+
+
+@built
+def test_attention_weighs_keys_by_e_to_the_score_gap_within_float_rounding():
+    """Two keys, scores 0 and d: the second value's weight over the first's is e^d (native.c's exp_lanes) within a
+    few float ulps for d in [-86, 0], and exactly 0 below -87 (underflow, as a masked key)."""
+    hd, scale = 16, 16**-0.5
+    gaps = torch.cat([torch.linspace(-86.0, 0.0, 301), torch.tensor([-87.5, -100.0])])
+    for d in gaps.tolist():
+        q = torch.zeros(1, hd)
+        q[0, 0] = 1.0
+        keys, values = torch.zeros(1, 1, 2, hd), torch.zeros(1, 1, 2, hd)
+        keys[0, 0, 1, 0] = d / scale
+        values[0, 0, 0, 0] = values[0, 0, 1, 1] = 1.0
+        out = native.attention(q, keys, values, None, 1, 1)[0].double()
+        if d < -87:
+            assert out[1] == 0 and out[0] == 1
+            continue
+        got, want = (out[1] / out[0]).item(), math.exp(float(torch.tensor(d / scale) * scale))
+        assert abs(got - want) <= 4e-7 * want, (d, got, want)
 
 
 @built
