@@ -72,7 +72,7 @@ static inline float hsum(vf v) {
    the panels of a thread lie one after another, so the distance runs on into its next panel). Without it a pass of
    6-8 rows waits on memory: the loads in flight are only those the core's reorder window holds (~1 KiB ahead at 6
    rows), and the time of the FMAs adds to the time of the reads instead of hiding under it (AMD EPYC, 1 thread: 6
-   rows 2.3x the memory floor at AVX2 without, 1.2x with 8 KiB; benchmarks/results/native-prefetch.md, where
+   rows 2.25x the memory floor at AVX2 without, 1.12x with 8 KiB; benchmarks/results/native-prefetch.md, where
    `python -m benchmarks forward prefetch` measures the distances side by side). 0: no prefetch. */
 #ifndef SPECVIZ_PREFETCH
 #define SPECVIZ_PREFETCH 8192
