@@ -11,7 +11,7 @@ import statistics
 
 import torch
 
-from engine.runtime.kernels import ISA_SETTINGS, cpu_flags, cpu_name
+from engine.runtime.kernels import cpu_flags, cpu_name, held
 
 # an AVX2-only host (x86-64-v3) on a host with more: native.c built at that level, and torch's own kernels, oneDNN
 # and MKL held to AVX2, as they would run there (the kernel plan, prefill, the floor's stream all at that level;
@@ -40,7 +40,7 @@ def host() -> dict:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "held": {k: os.environ[k] for k in ISA_SETTINGS if os.environ.get(k)},
+        "held": held(),
     }
 
 

@@ -19,7 +19,6 @@ head over the prompt: that is the peer as shipped, and the report says so.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -175,7 +174,7 @@ def main(argv=None) -> None:
         f"{torch.__version__}; {len(prompts)} prompts ({args.prompts}), {args.max_new_tokens} new tokens, greedy, "
         f"{args.repeats} repeats interleaved"
     )
-    held = " ".join(f"{k}={os.environ[k]}" for k in kernels.ISA_SETTINGS if os.environ.get(k))
+    held = " ".join(f"{k}={v}" for k, v in kernels.held().items())
     print(f"ours: {native.status()}{f', held: {held}' if held else ''}; llama.cpp: {build_info()}")
     for i, p in enumerate(prompts):
         ids = tok.apply_chat_template(

@@ -55,15 +55,6 @@ def build(folder: Path, level: str, distance: int) -> ctypes.CDLL:
     return lib
 
 
-def pack(w: torch.Tensor, width: int) -> torch.Tensor:
-    """native.pack's layout at a given panel width (each build has its own)."""
-    out, inner = w.shape
-    panels = -(-out // width)
-    padded = torch.zeros(panels * width, inner)
-    padded[:out] = w
-    return padded.view(panels, width, inner).transpose(1, 2).contiguous()
-
-
 def one_pass(lib, weights, shapes, xs, rows: int, threads: int) -> tuple[float, list]:
     ys = [torch.empty(rows, out) for _, out in shapes]
     t = time.perf_counter()
@@ -93,7 +84,7 @@ def main(argv=None) -> int:
         packed = {}
         for lib in builds.values():
             width = lib.specviz_panel_width()
-            packed.setdefault(width, [pack(w, width) for w in raw])
+            packed.setdefault(width, [native.pack(w, width) for w in raw])
         names = {key: f"{lib.specviz_level().decode()} ({key[0]}), {key[1]} B" for key, lib in builds.items()}
         for threads in ints(args.threads):
             torch.set_num_threads(threads)

@@ -99,6 +99,28 @@ class KVCache(Cache):
         for layer in self.layers:
             layer.length = length
 
+    def claim(self, n: int, depth: int, like: torch.Tensor) -> list[tuple]:
+        """The first `depth` layers' (keys, values) buffers for a write of n tokens at the pointer that is made
+        outside the cache (native.layers writes them in C): allocated on first use (`like`: an empty
+        (1, KV, 0, D) of their dtype), the room checked; `advance(n, depth)` once they are written."""
+        room(self.length, n, self.max_len)
+        out = []
+        for layer in self.layers[:depth]:
+            if not layer.is_initialized:
+                layer.lazy_initialization(like, like)
+            if (
+                layer.length != self.length
+            ):  # a layer-skip draft moved its first layers and did not move them back
+                raise RuntimeError(f"a cache layer holds {layer.length} tokens, the pointer {self.length}")
+            out.append((layer.keys, layer.values))
+        return out
+
+    def advance(self, n: int, depth: int) -> None:
+        """The first `depth` layers hold n more tokens: claim()'s buffers were written."""
+        end = room(self.length, n, self.max_len)
+        for layer in self.layers[:depth]:
+            layer.length = end
+
     def compact(self, start: int, path: list[int]) -> None:
         """A tree round's rollback: keep the accepted path's entries, moving slot start+1+node to start+1+depth,
         then the pointer. `start` is the root's slot; at most len(path) entries move, a chain's path none."""

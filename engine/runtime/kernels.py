@@ -71,12 +71,16 @@ def cpu_flags() -> list[str]:
 ISA_SETTINGS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
+def held() -> dict[str, str]:
+    """The ISA_SETTINGS this process runs under (empty: every library at the CPU's own level)."""
+    return {k: os.environ[k] for k in ISA_SETTINGS if os.environ.get(k)}
+
+
 def host_key(threads: int) -> dict:
     """What a plan is valid for: this CPU, its flags, this torch build (and the vector level its kernels were held
     to, where a setting holds them), this many threads."""
     key = {"cpu": cpu_name(), "flags": cpu_flags(), "torch": torch.__version__, "threads": threads}
-    held = {k: os.environ[k] for k in ISA_SETTINGS if os.environ.get(k)}
-    return {**key, "held": held} if held else key  # unheld: the key every earlier plan was cached under
+    return {**key, "held": held()} if held() else key  # unheld: the key every earlier plan was cached under
 
 
 def bucket(rows: int) -> int:

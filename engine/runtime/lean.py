@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels, native
-from .cache import KVCache, PointerLayer, room
+from .cache import KVCache, room
 from .permodel import PerModel
 from .sliding import layer_masks
 
@@ -245,23 +245,13 @@ class LeanForward:
     def _native_stack(self, x, cache, cos, sin, mask, start: int) -> None:
         """Every layer on x (T, H) in place in one native call (native.layers), the new keys and values written
         into the pointer cache's buffers by native.c: the same math as _native_layer's two calls a layer."""
-        t, nkv, hd = x.shape[0], self.kv_heads, self.head_dim
+        t, depth = x.shape[0], len(self.layers)
         # gathered every call (~80 us, each tensor's checks cached on it): a Weight whose matrix or bias was
         # replaced since is read as it is now, never through a stale pointer
-        stack = native.Stack(self.layers, self.heads, hd, self.eps)
-        layers = cache.layers[: len(self.layers)]
-        for layer in layers:
-            if not layer.is_initialized:
-                empty = x.new_empty(1, nkv, 0, hd)
-                layer.lazy_initialization(empty, empty)
-            if layer.length != start:
-                raise RuntimeError(
-                    f"a cache layer holds {layer.length} tokens, the forward's pointer {start}"
-                )
-        end = room(start, t, layers[0].max_len)
-        native.layers(x, stack, [(layer.keys, layer.values) for layer in layers], start, cos, sin, mask)
-        for layer in layers:
-            layer.length = end
+        stack = native.Stack(self.layers, self.heads, self.head_dim, self.eps)
+        buffers = cache.claim(t, depth, x.new_empty(1, self.kv_heads, 0, self.head_dim))
+        native.layers(x, stack, buffers, start, cos, sin, mask)
+        cache.advance(t, depth)
 
     def _native_layer(self, x, layer, weights, cos, sin, mask, start: int, whole: bool) -> None:
         """One decoder layer on x (T, H) in place, of one sequence, through native.c: the same math as
@@ -321,7 +311,7 @@ class LeanForward:
             cos, sin = cos[0].contiguous(), sin[0].contiguous()  # (T, D)
             mask = None if attention_mask is None else attention_mask[0, 0].to(torch.uint8).contiguous()
             whole = all(self.layers[0][slot].kernel(t) == "native" for slot in self.SLOTS.values())
-            if whole and all(type(layer) is PointerLayer for layer in cache.layers):
+            if whole and isinstance(cache, KVCache):
                 self._native_stack(x, cache, cos, sin, mask, start)
             else:
                 for layer, weights in zip(cache.layers, self.layers):

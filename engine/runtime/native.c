@@ -402,12 +402,13 @@ static void layer_rest_team(float *x, const float *qkv, long width, const float 
   matvec_team(w_down, 0, act, x, inter, H, T, 1);
 }
 
+/* layer_qkv_team alone, the keys and values left in qkv (another cache's update takes them: specviz_layers
+   writes a pointer cache's itself). */
 void specviz_layer_qkv(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
                        float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd, const float *cos,
-                       const float *sin, float *kc, float *vc, long kv_stride, long slot, long nkv, int threads) {
+                       const float *sin, int threads) {
 #pragma omp parallel num_threads(threads)
-  layer_qkv_team(x, h, qkv, T, H, width, w_in, eps, w_qkv, b_qkv, rotated, hd, cos, sin, kc, vc, kv_stride, slot,
-                 nkv);
+  layer_qkv_team(x, h, qkv, T, H, width, w_in, eps, w_qkv, b_qkv, rotated, hd, cos, sin, 0, 0, 0, 0, 0);
 }
 
 void specviz_layer_rest(float *x, const float *qkv, long width, const float *k, const float *v, long kv_stride,

@@ -87,11 +87,11 @@ def panel() -> int:
     return library().specviz_panel_width()
 
 
-def pack(w: torch.Tensor) -> torch.Tensor:
-    """The native kernel's layout of an (out, in) weight: (panels, in, P), P = panel(), panel p holding rows
-    p·P .. p·P + P - 1 transposed, the last panel zero-padded; a new tensor (w is only read)."""
+def pack(w: torch.Tensor, width: int | None = None) -> torch.Tensor:
+    """The native kernel's layout of an (out, in) weight: (panels, in, P), P = width or this build's panel(),
+    panel p holding rows p·P .. p·P + P - 1 transposed, the last panel zero-padded; a new tensor (w is only read)."""
     out, inner = w.shape
-    width = panel()
+    width = width or panel()
     panels = -(-out // width)
     padded = torch.zeros(panels * width, inner, dtype=w.dtype)
     padded[:out] = w
@@ -278,7 +278,7 @@ def layer_qkv(x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin)
     library().specviz_layer_qkv(
         x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
         w_qkv.w.data_ptr(), None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
-        cos.data_ptr(), sin.data_ptr(), None, None, 0, 0, 0, torch.get_num_threads(),
+        cos.data_ptr(), sin.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     return qkv
 
@@ -500,7 +500,7 @@ def _load():
         "specviz_silu_mul": [ptr, ptr, long, long, ctypes.c_int],
         "specviz_layer_qkv": [ptr] * 3
         + [long] * 3
-        + [ptr, f32, ptr, ptr, long, long, ptr, ptr, ptr, ptr, long, long, long, ctypes.c_int],
+        + [ptr, f32, ptr, ptr, long, long, ptr, ptr, ctypes.c_int],
         "specviz_layer_rest": [ptr, ptr, long, ptr, ptr, long, long, ptr]
         + [long] * 7
         + [ptr, ptr, f32, ptr, ptr, ptr, f32, ctypes.c_int],
