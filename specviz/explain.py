@@ -101,7 +101,8 @@ def tree_costs(s: dict) -> list[str]:
 def one_round(s: dict, gamma: int) -> dict | None:
     """One round at this run's α (its exact counts, accepted/tested), c and v(γ + 1): the printed texts of
     α, c, v, the cost γ·c + v, E and the ratio E ÷ cost, each reproducing from the ones printed beside it
-    (engine.figures). Explain and the what-if panel print these same texts. None before c and v are measured."""
+    (engine.figures). Explain and the what-if panel print these same texts. None before c and v are measured, and
+    where the cost prints as 0 (no ratio follows from the printed figures)."""
     tested = s.get("accepted", 0) + s.get("rejections", 0)
     c, v = s.get("c"), s.get("v")
     if not tested or c is None or v is None:
@@ -112,6 +113,8 @@ def one_round(s: dict, gamma: int) -> dict | None:
     e = fixed(e_true, decimals_of(e))  # from the exact α: reproduces at any number of decimals
     _, (c_text, v_text) = derive(lambda x, y: gamma * x + y, [(c, 3), (v, 2)], decimals_of(cost))
     cost = fixed(gamma * parse(c_text) + parse(v_text), decimals_of(cost))
+    if parse(cost) <= 0:
+        return None
     ratio = fixed(parse(e) / parse(cost), 2)
     return {
         "gamma": gamma,

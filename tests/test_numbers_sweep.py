@@ -267,3 +267,15 @@ def test_the_tree_sizing_line_reproduces_on_every_tree_size(drafter):
         else last.replace("it would have paid, but the tree was at its node budget", "it did not pay")
     )
     assert flipped != last and check_suffix_sizing(flipped)  # the verdict flipped
+
+
+def test_a_round_whose_cost_prints_as_zero_prints_no_ratio():
+    """A replay cut at a round timed 0 s (a trace may say so): c and v are 0, the cost prints 0.00 and no E ÷ cost
+    follows from the printed figures, so the one-round line is left out (it divided by zero); a cost above 0 keeps
+    it."""
+    from specviz.explain import one_round
+
+    run = {"accepted": 3, "rejections": 1}
+    assert one_round({**run, "c": 0.0, "v": 0.0}, 3) is None
+    r = one_round({**run, "c": 0.05, "v": 1.1}, 3)
+    assert r is not None and r["ratio"] == f"{float(r['e']) / float(r['cost']):.2f}"
