@@ -14,6 +14,9 @@
    depend on which other rows share the call (tests/test_native.py). */
 #include <math.h>
 #include <stddef.h>
+#if !defined(SPECVIZ_PLAIN_C) && (defined(__AVX512F__) || defined(__F16C__))
+#include <immintrin.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -56,6 +59,7 @@
 #endif
 
 typedef float vf __attribute__((vector_size(VW * 4), aligned(4)));
+typedef int vi __attribute__((vector_size(VW * 4)));
 
 /* The lanes' sum, halving: (v[i] + v[i + VW/2]) and so on down to one (the same order at every width). */
 static inline float hsum(vf v) {
@@ -138,21 +142,255 @@ static const panel_fn PANEL[RMAX + 1] = {0, panel1, panel2, panel3, panel4,
 #endif
 };
 
+
+/* ---- GGUF blocks: the weights as the model file ships them, rebuilt in registers ------------------------------
+
+   The block formats of the embedded models (ggml's; gguf-py's de-quantizer is the reference): Q8_0 (w = d q),
+   Q4_1 (w = d q + m), Q4_K (w = (d sc) q - dmin m) and Q6_K (w = (d sc) q, q - 32 signed). Each weight is rebuilt
+   with the de-quantizer's own arithmetic in the order it does it, rounding where it rounds (d q is exact in fp32
+   for Q8_0, Q4_1 and Q4_K, so their one rounding is the sum's, the same value as an fma; Q6_K's (d sc) q rounds
+   once, as gguf-py's product does), then multiplied into the accumulators exactly as the fp32 panels' weights
+   are: every product and every sum equals the fp32 kernel's on the de-quantized matrix, bit for bit.
+
+   The blocks are regrouped by panel (native_blocks.py packs them; no weight changes): a panel's PW outputs and a
+   block's inputs, the scales of the PW outputs first (fp16 as shipped), then per input the PW outputs' quants, so
+   one input's PW weights are one load. Per block of 32 inputs (Q8_0, Q4_1) or super-block of 256 (Q4_K, Q6_K):
+     Q8_0  d[PW] fp16 | 32 x PW int8 q                                              34 PW bytes
+     Q4_1  d[PW] m[PW] fp16 | 32 x VW bytes: output j in the low nibble, j + VW high  20 PW bytes
+     Q4_K  d[PW] dmin[PW] fp16 | sc[8][PW] m[8][PW] (6-bit, unpacked) | 256 x VW nibbles  148 PW bytes
+     Q6_K  d[PW] fp16 | sc[16][PW] int8 | per 16 inputs: 16 x VW nibbles (low 4 bits), 8 x VW bytes of the high
+           2 bits (byte j of pair k: output j of input 2k, j + VW of 2k, j of 2k + 1, j + VW of 2k + 1, 2 bits each)
+                                                                                     210 PW bytes
+   The same bytes as the file's blocks (Q4_K: 4 more per 256 weights, its scales unpacked from 6 bits). */
+enum { FMT_F32 = 0, FMT_Q8_0 = 1, FMT_Q4_1 = 2, FMT_Q4_K = 3, FMT_Q6_K = 4 };
+
+/* A panel's bytes for `in` inputs, and the inputs a block of the format spans (in is a multiple of it). */
+static long fmt_block(int fmt) { return fmt == FMT_Q4_K || fmt == FMT_Q6_K ? 256 : fmt == FMT_F32 ? 1 : 32; }
+static long fmt_block_bytes(int fmt) {
+  switch (fmt) {
+  case FMT_Q8_0: return 34 * PW;
+  case FMT_Q4_1: return 20 * PW;
+  case FMT_Q4_K: return 148 * PW;
+  case FMT_Q6_K: return 210 * PW;
+  default: return 4 * PW;
+  }
+}
+static long panel_bytes(int fmt, long in) { return in / fmt_block(fmt) * fmt_block_bytes(fmt); }
+
+typedef unsigned char vb __attribute__((vector_size(VW)));
+typedef signed char vsb __attribute__((vector_size(VW)));
+
+/* fp16 -> fp32, exact (every fp16 is a float): the CPU's conversion where it has one, else by the bits. */
+static inline float half_to_float(unsigned short h) {
+  unsigned int sign = (unsigned int)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  float f;
+  if (e == 0) { /* zero or subnormal: man 2^-24, exact */
+    f = (float)man * 0x1p-24f;
+    return sign ? -f : f;
+  }
+  bits = sign | (e == 31 ? 0x7f800000 | (man << 13) : ((e + 112) << 23) | (man << 13));
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+static inline vf load_half(const unsigned short *p) {
+#if defined(SPECVIZ_PLAIN_C)
+  vf v;
+  for (int i = 0; i < VW; i++) v[i] = half_to_float(p[i]);
+  return v;
+#elif defined(__AVX512F__)
+  return (vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+#elif defined(__AVX2__) && defined(__F16C__)
+  return (vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+  vf v;
+  for (int i = 0; i < VW; i++) v[i] = half_to_float(p[i]);
+  return v;
+#endif
+}
+static inline vi load_u8(const unsigned char *p) {
+  vb b;
+  __builtin_memcpy(&b, p, VW);
+  return __builtin_convertvector(b, vi);
+}
+static inline vi load_s8(const unsigned char *p) {
+  vsb b;
+  __builtin_memcpy(&b, p, VW);
+  return __builtin_convertvector(b, vi);
+}
+#define TOF(v) __builtin_convertvector((v), vf)
+
+/* Ask for the `bytes` of a block SPECVIZ_PREFETCH bytes ahead, a line at a time. */
+static inline void prefetch_block(const unsigned char *p, long bytes) {
+#if SPECVIZ_PREFETCH
+  for (long c = 0; c < bytes; c += 64) __builtin_prefetch(p + c + SPECVIZ_PREFETCH, 0, 3);
+#else
+  (void)p, (void)bytes;
+#endif
+}
+
+/* The accumulators of R rows against one panel, as PANEL_ROWS keeps them, and the same store. */
+#define ACC_DECL                                                                                        \
+  vf a0 = {0}, b0 = {0}, a1 = {0}, b1 = {0}, a2 = {0}, b2 = {0}, a3 = {0}, b3 = {0};                    \
+  vf a4 = {0}, b4 = {0}, a5 = {0}, b5 = {0}, a6 = {0}, b6 = {0}, a7 = {0}, b7 = {0};
+#define ACC_INPUT(R, wa, wb, i)                                                                         \
+  do {                                                                                                  \
+    KEEP(wa, wb);                                                                                       \
+    float s = x[i];                                                                                     \
+    a0 += wa * s, b0 += wb * s;                                                                         \
+    if (R > 1) s = x[in + (i)], a1 += wa * s, b1 += wb * s;                                             \
+    if (R > 2) s = x[2 * in + (i)], a2 += wa * s, b2 += wb * s;                                         \
+    if (R > 3) s = x[3 * in + (i)], a3 += wa * s, b3 += wb * s;                                         \
+    if (R > 4) s = x[4 * in + (i)], a4 += wa * s, b4 += wb * s;                                         \
+    if (R > 5) s = x[5 * in + (i)], a5 += wa * s, b5 += wb * s;                                         \
+    if (R > 6) s = x[6 * in + (i)], a6 += wa * s, b6 += wb * s;                                         \
+    if (R > 7) s = x[7 * in + (i)], a7 += wa * s, b7 += wb * s;                                         \
+  } while (0)
+#define ACC_STORE(R)                                                                                    \
+  vf res[16] = {a0, b0, a1, b1, a2, b2, a3, b3, a4, b4, a5, b5, a6, b6, a7, b7};                        \
+  for (int r = 0; r < R; r++)                                                                           \
+    for (long k = 0; k < nvalid; k++) {                                                                 \
+      float v = res[2 * r + k / VW][k % VW];                                                            \
+      y[r * out + k] = acc ? y[r * out + k] + v : v;                                                    \
+    }
+
+/* Each format's walk over one panel's bytes p (in inputs): per input ii, its PW weights rebuilt as wa (outputs 0..VW-1)
+   and wb (VW..PW-1), then BODY. The one place each format's arithmetic is written: the kernels and the
+   de-quantizer (specviz_dequant) both walk with it. */
+#define WALK_Q8_0(p, in, BODY)                                                                          \
+  for (long i0 = 0; i0 < in; i0 += 32, p += 34 * PW) {                                                  \
+    prefetch_block(p, 34 * PW);                                                                         \
+    vf da = load_half((const unsigned short *)p), db = load_half((const unsigned short *)p + VW);       \
+    const unsigned char *q = p + 2 * PW;                                                                \
+    for (long j = 0; j < 32; j++) {                                                                     \
+      long ii = i0 + j;                                                                                 \
+      vf wa = TOF(load_s8(q + j * PW)) * da, wb = TOF(load_s8(q + j * PW + VW)) * db; /* exact */       \
+      BODY;                                                                                             \
+    }                                                                                                   \
+  }
+#define WALK_Q4_1(p, in, BODY)                                                                          \
+  for (long i0 = 0; i0 < in; i0 += 32, p += 20 * PW) {                                                  \
+    prefetch_block(p, 20 * PW);                                                                         \
+    const unsigned short *h = (const unsigned short *)p;                                                \
+    vf da = load_half(h), db = load_half(h + VW), ma = load_half(h + PW), mb = load_half(h + PW + VW);  \
+    const unsigned char *q = p + 4 * PW;                                                                \
+    for (long j = 0; j < 32; j++) {                                                                     \
+      long ii = i0 + j;                                                                                 \
+      vi n = load_u8(q + j * VW);                                                                       \
+      vf wa = TOF(n & 15) * da + ma, wb = TOF(n >> 4) * db + mb; /* d q exact: one rounding */          \
+      BODY;                                                                                             \
+    }                                                                                                   \
+  }
+#define WALK_Q4_K(p, in, BODY)                                                                          \
+  for (long i0 = 0; i0 < in; i0 += 256, p += 148 * PW) {                                                \
+    const unsigned short *h = (const unsigned short *)p;                                                \
+    vf da = load_half(h), db = load_half(h + VW), na = load_half(h + PW), nb = load_half(h + PW + VW);  \
+    const unsigned char *sc = p + 4 * PW, *mn = sc + 8 * PW, *q = mn + 8 * PW;                           \
+    for (long s = 0; s < 8; s++) {                                                                      \
+      prefetch_block(q + s * 32 * VW, 32 * VW);                                                         \
+      /* gguf-py: d sc and dmin m (exact), then (d sc) q - dmin m: one rounding */                      \
+      vf sa = da * TOF(load_u8(sc + s * PW)), sb = db * TOF(load_u8(sc + s * PW + VW));                 \
+      vf ma = na * TOF(load_u8(mn + s * PW)), mb = nb * TOF(load_u8(mn + s * PW + VW));                 \
+      for (long j = 0; j < 32; j++) {                                                                   \
+        long ii = i0 + s * 32 + j;                                                                      \
+        vi n = load_u8(q + (s * 32 + j) * VW);                                                          \
+        vf wa = TOF(n & 15) * sa - ma, wb = TOF(n >> 4) * sb - mb;                                      \
+        BODY;                                                                                           \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+#define WALK_Q6_K(p, in, BODY)                                                                          \
+  for (long i0 = 0; i0 < in; i0 += 256, p += 210 * PW) {                                                \
+    const unsigned short *h = (const unsigned short *)p;                                                \
+    vf da = load_half(h), db = load_half(h + VW);                                                       \
+    const unsigned char *sc = p + 2 * PW, *q = sc + 16 * PW;                                            \
+    for (long s = 0; s < 16; s++, q += 24 * VW) {                                                       \
+      prefetch_block(q, 24 * VW);                                                                       \
+      /* gguf-py: d sc (exact), then (d sc) q: one rounding */                                          \
+      vf sa = da * TOF(load_s8(sc + s * PW)), sb = db * TOF(load_s8(sc + s * PW + VW));                 \
+      for (long j = 0; j < 16; j++) {                                                                   \
+        long ii = i0 + s * 16 + j;                                                                      \
+        vi n = load_u8(q + j * VW), hi = load_u8(q + 16 * VW + j / 2 * VW) >> (j % 2 * 4);              \
+        vf wa = TOF(((n & 15) | ((hi & 3) << 4)) - 32) * sa;                                            \
+        vf wb = TOF(((n >> 4) | ((hi >> 2 & 3) << 4)) - 32) * sb;                                       \
+        BODY;                                                                                           \
+      }                                                                                                 \
+    }                                                                                                   \
+  }
+
+/* One panel of each format against R rows: the same signature as panel##R, pf the panel's bytes. */
+#define QPANEL(NAME, WALK, R)                                                                           \
+  static void NAME##R(const float *restrict pf, const float *restrict x, float *restrict y, long in,    \
+                      long out, long nvalid, int acc) {                                                 \
+    const unsigned char *p = (const unsigned char *)pf;                                                 \
+    ACC_DECL                                                                                            \
+    WALK(p, in, ACC_INPUT(R, wa, wb, ii));                                                              \
+    ACC_STORE(R)                                                                                        \
+  }
+#define QPANELS(R)                                                                                      \
+  QPANEL(q8_0_, WALK_Q8_0, R)                                                                           \
+  QPANEL(q4_1_, WALK_Q4_1, R)                                                                           \
+  QPANEL(q4_k_, WALK_Q4_K, R)                                                                           \
+  QPANEL(q6_k_, WALK_Q6_K, R)
+
+/* One panel de-quantized into rows (PW, in), row-major: the weights the walk builds, stored. */
+#define STORE_COLUMN(wa, wb, ii)                                                                        \
+  for (int l = 0; l < VW; l++) rows[l * in + ii] = wa[l], rows[(VW + l) * in + ii] = wb[l]
+static void dequant_panel(const void *pf, int fmt, long in, float *rows) {
+  const unsigned char *p = (const unsigned char *)pf;
+  switch (fmt) {
+  case FMT_Q8_0: WALK_Q8_0(p, in, STORE_COLUMN(wa, wb, ii)); break;
+  case FMT_Q4_1: WALK_Q4_1(p, in, STORE_COLUMN(wa, wb, ii)); break;
+  case FMT_Q4_K: WALK_Q4_K(p, in, STORE_COLUMN(wa, wb, ii)); break;
+  case FMT_Q6_K: WALK_Q6_K(p, in, STORE_COLUMN(wa, wb, ii)); break;
+  default: {
+    const float *w = (const float *)pf;
+    for (long ii = 0; ii < in; ii++)
+      for (int l = 0; l < PW; l++) rows[l * in + ii] = w[ii * PW + l];
+  }
+  }
+}
+
+QPANELS(1)
+QPANELS(2)
+QPANELS(3)
+QPANELS(4)
+#if RMAX >= 6
+QPANELS(5)
+QPANELS(6)
+#endif
+#if RMAX >= 8
+QPANELS(7)
+QPANELS(8)
+#endif
+#if RMAX >= 8
+#define ROW_FNS(f) {0, f##1, f##2, f##3, f##4, f##5, f##6, f##7, f##8}
+#elif RMAX >= 6
+#define ROW_FNS(f) {0, f##1, f##2, f##3, f##4, f##5, f##6}
+#else
+#define ROW_FNS(f) {0, f##1, f##2, f##3, f##4}
+#endif
+/* Per format (FMT_*), the panel kernel for 1..RMAX rows. */
+static const panel_fn FMT_PANEL[5][RMAX + 1] = {ROW_FNS(panel), ROW_FNS(q8_0_), ROW_FNS(q4_1_), ROW_FNS(q4_k_),
+                                                ROW_FNS(q6_k_)};
+
 /* What native.py reads of the build: its panel width (the weights' packed layout) and its level. */
 int specviz_panel_width(void) { return PW; }
 const char *specviz_level(void) { return LEVEL; }
 
 /* Inside a parallel region, the panels split between the team: y[r, o] (=, or += when acc) W[o] . x[r]
-   (+ bias[o]) for every row r and output o < out. */
-static void matvec_team(const float *w, const float *bias, const float *x, float *y, long in, long out, long rows,
-                        int acc) {
-  long panels = (out + PW - 1) / PW;
+   (+ bias[o]) for every row r and output o < out; w in panels of format fmt (FMT_F32: fp32 panels; else the
+   GGUF blocks regrouped by panel, above). */
+static void matvec_team(const void *w, int fmt, const float *bias, const float *x, float *y, long in, long out,
+                        long rows, int acc) {
+  long panels = (out + PW - 1) / PW, bytes = panel_bytes(fmt, in);
+  const panel_fn *fns = FMT_PANEL[fmt];
 #pragma omp for schedule(static)
   for (long p = 0; p < panels; p++) {
     long o = p * PW, nvalid = out - o < PW ? out - o : PW;
+    const float *wp = (const float *)((const char *)w + p * bytes);
     for (long r0 = 0; r0 < rows; r0 += RMAX) {
       long n = rows - r0 < RMAX ? rows - r0 : RMAX;
-      PANEL[n](w + o * in, x + r0 * in, y + r0 * out + o, in, out, nvalid, acc);
+      fns[n](wp, x + r0 * in, y + r0 * out + o, in, out, nvalid, acc);
     }
     if (bias)
       for (long r = 0; r < rows; r++)
@@ -163,7 +401,27 @@ static void matvec_team(const float *w, const float *bias, const float *x, float
 void specviz_gemv(const float *w, const float *x, const float *bias, float *y, long in, long out, long rows,
                   int threads) {
 #pragma omp parallel num_threads(threads)
-  matvec_team(w, bias, x, y, in, out, rows, 0);
+  matvec_team(w, FMT_F32, bias, x, y, in, out, rows, 0);
+}
+
+/* specviz_gemv on weights in format fmt (FMT_*); in a multiple of the format's block. */
+void specviz_gemv_q(const void *w, int fmt, const float *x, const float *bias, float *y, long in, long out,
+                    long rows, int threads) {
+#pragma omp parallel num_threads(threads)
+  matvec_team(w, fmt, bias, x, y, in, out, rows, 0);
+}
+
+/* The panels p0..p1-1 of weights in format fmt, de-quantized into dst as rows of the matrix ((p1 - p0) PW, in),
+   row-major (the last panel's padding rows included, zeros): the same value of every weight the kernels build
+   (for the many-row products, prefill, through a matmul library). */
+void specviz_dequant(const void *w, int fmt, long in, long p0, long p1, float *dst, int threads) {
+  long bytes = panel_bytes(fmt, in);
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (long p = p0; p < p1; p++) {
+    float *rows = dst + (p - p0) * PW * in;
+    const float *wp = (const float *)((const char *)w + p * bytes);
+    dequant_panel(wp, fmt, in, rows);
+  }
 }
 
 /* RMSNorm as transformers' LlamaRMSNorm in fp32: y = w * (x * rsqrt(mean(x^2) + eps)), per row of `dim`. */
@@ -215,7 +473,6 @@ static void silu_mul_team(const float *gu, float *y, long rows, long inter) {
 /* e^x of each lane (the exponent of 2 split off, Cephes' polynomial on what is left: at most 8.3e-8 from e^x,
    under one float ulp, over [-87, 0], the range a softmax feeds it), 0 for x < -87 (a masked key's -inf too). One call site per use,
    so every lane of every call runs the same instructions: a score's weight does not depend on its neighbours. */
-typedef int vi __attribute__((vector_size(VW * 4)));
 static inline vf exp_lanes(vf x) {
   const vf log2e = (vf){0} + 1.44269504088896341f, ln2_hi = (vf){0} + 0.693359375f,
            ln2_lo = (vf){0} + -2.12194440e-4f, shifter = (vf){0} + 12582912.0f; /* 1.5 * 2^23: rounds */
@@ -366,12 +623,12 @@ void specviz_attention(const float *q, long q_stride, const float *k, const floa
    and value heads (the last 2 nkv heads of the row, keys first) written into the cache at slot + t: head g of
    key t at kc + g * kv_stride + (slot + t) * hd, values alike in vc. */
 static void layer_qkv_team(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
-                           float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd,
+                           float eps, const void *w_qkv, int f_qkv, const float *b_qkv, long rotated, long hd,
                            const float *cos, const float *sin, float *kc, float *vc, long kv_stride, long slot,
                            long nkv) {
 #pragma omp single
   rmsnorm(x, w_in, h, T, H, eps);
-  matvec_team(w_qkv, b_qkv, h, qkv, H, width, T, 0);
+  matvec_team(w_qkv, f_qkv, b_qkv, h, qkv, H, width, T, 0);
 #pragma omp single
   {
     rope(qkv, T, width, rotated, hd, cos, sin);
@@ -390,52 +647,54 @@ static void layer_qkv_team(const float *x, float *h, float *qkv, long T, long H,
    x += act @ W_down.T. ws: T (nh hd + H + 3 inter) + threads (L + VW) floats. */
 static void layer_rest_team(float *x, const float *qkv, long width, const float *k, const float *v,
                             long kv_stride, long L, const unsigned char *mask, long start, long T, long H, long nh,
-                            long nkv, long hd, long inter, const float *w_o, const float *w_post, float eps,
-                            const float *w_gu, const float *w_down, float *ws, float scale) {
+                            long nkv, long hd, long inter, const void *w_o, const float *w_post, float eps,
+                            const void *w_gu, const void *w_down, const int *fmt, float *ws, float scale) {
   float *att = ws, *h = att + T * nh * hd, *gu = h + T * H, *act = gu + T * 2 * inter, *scores = act + T * inter;
   attention_team(qkv, width, k, v, kv_stride, mask, start, att, scores, T, L, nh, nkv, hd, scale);
-  matvec_team(w_o, 0, att, x, nh * hd, H, T, 1);
+  matvec_team(w_o, fmt[0], 0, att, x, nh * hd, H, T, 1);
 #pragma omp single
   rmsnorm(x, w_post, h, T, H, eps);
-  matvec_team(w_gu, 0, h, gu, H, 2 * inter, T, 0);
+  matvec_team(w_gu, fmt[1], 0, h, gu, H, 2 * inter, T, 0);
   silu_mul_team(gu, act, T, inter);
-  matvec_team(w_down, 0, act, x, inter, H, T, 1);
+  matvec_team(w_down, fmt[2], 0, act, x, inter, H, T, 1);
 }
 
 /* layer_qkv_team alone, the keys and values left in qkv (another cache's update takes them: specviz_layers
    writes a pointer cache's itself). */
 void specviz_layer_qkv(const float *x, float *h, float *qkv, long T, long H, long width, const float *w_in,
-                       float eps, const float *w_qkv, const float *b_qkv, long rotated, long hd, const float *cos,
-                       const float *sin, int threads) {
+                       float eps, const void *w_qkv, int f_qkv, const float *b_qkv, long rotated, long hd,
+                       const float *cos, const float *sin, int threads) {
 #pragma omp parallel num_threads(threads)
-  layer_qkv_team(x, h, qkv, T, H, width, w_in, eps, w_qkv, b_qkv, rotated, hd, cos, sin, 0, 0, 0, 0, 0);
+  layer_qkv_team(x, h, qkv, T, H, width, w_in, eps, w_qkv, f_qkv, b_qkv, rotated, hd, cos, sin, 0, 0, 0, 0, 0);
 }
 
 void specviz_layer_rest(float *x, const float *qkv, long width, const float *k, const float *v, long kv_stride,
                         long L, const unsigned char *mask, long start, long T, long H, long nh, long nkv, long hd,
-                        long inter, const float *w_o, const float *w_post, float eps, const float *w_gu,
-                        const float *w_down, float *ws, float scale, int threads) {
+                        long inter, const void *w_o, const float *w_post, float eps, const void *w_gu,
+                        const void *w_down, const int *fmt, float *ws, float scale, int threads) {
 #pragma omp parallel num_threads(threads)
   layer_rest_team(x, qkv, width, k, v, kv_stride, L, mask, start, T, H, nh, nkv, hd, inter, w_o, w_post, eps, w_gu,
-                  w_down, ws, scale);
+                  w_down, fmt, ws, scale);
 }
 
 /* Every decoder layer of one sequence, in one parallel region (one call a forward, not two a layer): layer l
    is layer_qkv (its T new keys and values written into kc[l], vc[l] at slots start..start+T-1) then layer_rest
    over the cache's start + T keys (mask as in attention, or NULL: causal). Per layer l the weights
-   w[l * 7 + 0..6]: w_in, w_qkv, b_qkv (or NULL), w_o, w_post, w_gu, w_down. ws: T (width + nh hd + 2 H +
-   3 inter) + threads (start + T + VW) floats. */
-void specviz_layers(float *x, long layers, const float *const *w, float *const *kc, float *const *vc,
+   w[l * 7 + 0..6]: w_in, w_qkv, b_qkv (or NULL), w_o, w_post, w_gu, w_down, and the formats of its four
+   projections fmt[l * 4 + 0..3]: qkv, o, gu, down (FMT_*). ws: T (width + nh hd + 2 H + 3 inter) + threads
+   (start + T + VW) floats. */
+void specviz_layers(float *x, long layers, const void *const *w, const int *fmt, float *const *kc, float *const *vc,
                     long kv_stride, long start, long T, long H, long width, long nh, long nkv, long hd, long inter,
                     float eps, const float *cos, const float *sin, const unsigned char *mask, float *ws,
                     float scale, int threads) {
   float *qkv = ws, *h = qkv + T * width, *rest = h + T * H;
 #pragma omp parallel num_threads(threads)
   for (long l = 0; l < layers; l++) {
-    const float *const *lw = w + l * 7;
-    layer_qkv_team(x, h, qkv, T, H, width, lw[0], eps, lw[1], lw[2], nh + nkv, hd, cos, sin, kc[l], vc[l],
+    const void *const *lw = w + l * 7;
+    const int *lf = fmt + l * 4;
+    layer_qkv_team(x, h, qkv, T, H, width, lw[0], eps, lw[1], lf[0], lw[2], nh + nkv, hd, cos, sin, kc[l], vc[l],
                    kv_stride, start, nkv);
     layer_rest_team(x, qkv, width, kc[l], vc[l], kv_stride, start + T, mask, start, T, H, nh, nkv, hd, inter,
-                    lw[3], lw[4], eps, lw[5], lw[6], rest, scale);
+                    lw[3], lw[4], eps, lw[5], lw[6], lf + 1, rest, scale);
   }
 }

@@ -152,6 +152,40 @@ def _packed(where: str, name: str, w, inner: int, out: int) -> None:
     setattr(w, CHECKED, (inner, out))
 
 
+def _weight(where: str, name: str, weight, inner: int, out: int) -> int:
+    """A projection the kernels read, fp32 panels (lean.Weight: pack()) or GGUF blocks regrouped by panel
+    (blocks.BlockWeight: its fmt, (panels, panel bytes) uint8); its native.c format (FMT_*)."""
+    fmt = getattr(weight, "fmt", 0)
+    if not fmt:
+        _packed(where, name, weight.w, inner, out)
+        return 0
+    w = weight.w
+    if getattr(w, CHECKED, None) == (inner, out, fmt):
+        return fmt
+    _f32(where, name, w, 2, dtype=torch.uint8)
+    width = panel()
+    block, per = BLOCK_SHAPES[fmt]
+    want = (-(-out // width), inner // block * per * width)
+    _want(
+        where,
+        inner % block == 0 and tuple(w.shape) == want,
+        lambda: f"{name} must be the block layout {want} for {out} x {inner}, got {tuple(w.shape)}",
+    )
+    setattr(w, CHECKED, (inner, out, fmt))
+    return fmt
+
+
+# native.c's block formats (FMT_*): inputs a block spans, bytes per block per panel output
+BLOCK_SHAPES = {1: (32, 34), 2: (32, 20), 3: (256, 148), 4: (256, 210)}
+
+
+def check_rows(where: str, x, inner: int) -> torch.Tensor:
+    """x: (rows, inner) fp32 on the CPU; a contiguous copy if it is not."""
+    _f32(where, "x", x, 2, contiguous=False)
+    _want(where, x.shape[1] == inner, lambda: f"x rows hold {x.shape[1]} values, the weight reads {inner}")
+    return x.contiguous()
+
+
 def _vector(where: str, name: str, v, n: int) -> None:
     """v is an (n,) fp32 vector (a norm's weight, a bias): checked once per n, as weights are."""
     if getattr(v, CHECKED, None) == (n,):
@@ -260,7 +294,7 @@ def layer_qkv(x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin)
     _f32("layer_qkv", "x", x, 2)
     t, hidden = x.shape
     _vector("layer_qkv", "w_in", w_in, hidden)
-    _packed("layer_qkv", "w_qkv", w_qkv.w, hidden, w_qkv.out_features)
+    f_qkv = _weight("layer_qkv", "w_qkv", w_qkv, hidden, w_qkv.out_features)
     _bias("layer_qkv", w_qkv.bias, w_qkv.out_features)
     for name, c in (("cos", cos), ("sin", sin)):
         _f32("layer_qkv", name, c, 2)
@@ -277,7 +311,7 @@ def layer_qkv(x, w_in, eps: float, w_qkv, rotated: int, head_dim: int, cos, sin)
     qkv, h = torch.empty(t, w_qkv.out_features, dtype=x.dtype), torch.empty_like(x)  # h: the normed x
     library().specviz_layer_qkv(
         x.data_ptr(), h.data_ptr(), qkv.data_ptr(), t, hidden, w_qkv.out_features, w_in.data_ptr(), eps,
-        w_qkv.w.data_ptr(), None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
+        w_qkv.w.data_ptr(), f_qkv, None if w_qkv.bias is None else w_qkv.bias.data_ptr(), rotated, head_dim,
         cos.data_ptr(), sin.data_ptr(), torch.get_num_threads(),
     )  # fmt: skip
     return qkv
@@ -302,9 +336,11 @@ def layer_rest(
     _check_queries("layer_rest", qkv, heads, kv_heads, hd, mask, start, length)
     _want("layer_rest", qkv.shape[0] == t, lambda: f"qkv has {qkv.shape[0]} rows, x {t}")
     inter, threads = w_down.in_features, torch.get_num_threads()
-    _packed("layer_rest", "w_o", w_o.w, heads * hd, hidden)
-    _packed("layer_rest", "w_gu", w_gu.w, hidden, 2 * inter)
-    _packed("layer_rest", "w_down", w_down.w, inter, hidden)
+    fmt = (ctypes.c_int * 3)(
+        _weight("layer_rest", "w_o", w_o, heads * hd, hidden),
+        _weight("layer_rest", "w_gu", w_gu, hidden, 2 * inter),
+        _weight("layer_rest", "w_down", w_down, inter, hidden),
+    )
     _vector("layer_rest", "w_post", w_post, hidden)
     _want(
         "layer_rest",
@@ -317,7 +353,7 @@ def layer_rest(
     library().specviz_layer_rest(
         x.data_ptr(), qkv.data_ptr(), qkv.stride(0), keys.data_ptr(), values.data_ptr(), keys.stride(1), length,
         None if mask is None else mask.data_ptr(), start, t, hidden, heads, kv_heads, hd, inter,
-        w_o.w.data_ptr(), w_post.data_ptr(), eps, w_gu.w.data_ptr(), w_down.w.data_ptr(), ws.data_ptr(),
+        w_o.w.data_ptr(), w_post.data_ptr(), eps, w_gu.w.data_ptr(), w_down.w.data_ptr(), fmt, ws.data_ptr(),
         ctypes.c_float(hd**-0.5), threads,
     )  # fmt: skip
 
@@ -339,16 +375,18 @@ class Stack:
         )
         self.heads, self.head_dim, self.eps, self.layers = heads, head_dim, eps, layers
         _want(where, head_dim % 2 == 0, lambda: f"head_dim must be even, got {head_dim}")
-        pointers = []
+        pointers, formats = [], []
         for i, (w_in, w_qkv, w_o, w_post, w_gu, w_down) in enumerate(layers):
             hidden, inter = self.hidden, self.inter
             _vector(where, f"layer {i} w_in", w_in, hidden)
             _vector(where, f"layer {i} w_post", w_post, hidden)
-            _packed(where, f"layer {i} w_qkv", w_qkv.w, hidden, self.width)
+            formats += [
+                _weight(where, f"layer {i} w_qkv", w_qkv, hidden, self.width),
+                _weight(where, f"layer {i} w_o", w_o, heads * head_dim, hidden),
+                _weight(where, f"layer {i} w_gu", w_gu, hidden, 2 * inter),
+                _weight(where, f"layer {i} w_down", w_down, inter, hidden),
+            ]
             _bias(where, w_qkv.bias, self.width)
-            _packed(where, f"layer {i} w_o", w_o.w, heads * head_dim, hidden)
-            _packed(where, f"layer {i} w_gu", w_gu.w, hidden, 2 * inter)
-            _packed(where, f"layer {i} w_down", w_down.w, inter, hidden)
             _want(
                 where,
                 w_o.bias is None and w_gu.bias is None and w_down.bias is None,
@@ -358,6 +396,7 @@ class Stack:
             pointers += [w_in.data_ptr(), w_qkv.w.data_ptr(), bias, w_o.w.data_ptr(), w_post.data_ptr()]
             pointers += [w_gu.w.data_ptr(), w_down.w.data_ptr()]
         self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
+        self.formats = (ctypes.c_int * len(formats))(*formats)
 
 
 def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> None:
@@ -417,7 +456,7 @@ def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> No
     kc = (ctypes.c_void_p * n)(*[k.data_ptr() for k, _ in caches])
     vc = (ctypes.c_void_p * n)(*[v.data_ptr() for _, v in caches])
     library().specviz_layers(
-        x.data_ptr(), n, stack.pointers, kc, vc, caches[0][0].stride(1), start, t, hidden, stack.width, heads,
+        x.data_ptr(), n, stack.pointers, stack.formats, kc, vc, caches[0][0].stride(1), start, t, hidden, stack.width, heads,
         kv_heads, hd, stack.inter, stack.eps, cos.data_ptr(), sin.data_ptr(), None if mask is None else mask.data_ptr(),
         ws.data_ptr(), ctypes.c_float(hd**-0.5), threads,
     )  # fmt: skip
@@ -495,16 +534,18 @@ def _load():
     ptr, long, f32 = ctypes.c_void_p, ctypes.c_long, ctypes.c_float
     signatures = {
         "specviz_gemv": [ptr] * 4 + [long] * 3 + [ctypes.c_int],
+        "specviz_gemv_q": [ptr, ctypes.c_int, ptr, ptr, ptr] + [long] * 3 + [ctypes.c_int],
+        "specviz_dequant": [ptr, ctypes.c_int, long, long, long, ptr, ctypes.c_int],
         "specviz_rmsnorm": [ptr] * 3 + [long] * 2 + [f32],
         "specviz_rope": [ptr, long, long, long, long, ptr, ptr],
         "specviz_silu_mul": [ptr, ptr, long, long, ctypes.c_int],
         "specviz_layer_qkv": [ptr] * 3
         + [long] * 3
-        + [ptr, f32, ptr, ptr, long, long, ptr, ptr, ctypes.c_int],
+        + [ptr, f32, ptr, ctypes.c_int, ptr, long, long, ptr, ptr, ctypes.c_int],
         "specviz_layer_rest": [ptr, ptr, long, ptr, ptr, long, long, ptr]
         + [long] * 7
-        + [ptr, ptr, f32, ptr, ptr, ptr, f32, ctypes.c_int],
-        "specviz_layers": [ptr, long, ptr, ptr, ptr]
+        + [ptr, ptr, f32, ptr, ptr, ptr, ptr, f32, ctypes.c_int],
+        "specviz_layers": [ptr, long, ptr, ptr, ptr, ptr]
         + [long] * 9
         + [f32, ptr, ptr, ptr, ptr, f32, ctypes.c_int],
         "specviz_attention": [ptr, long, ptr, ptr, long, ptr, long, ptr, ptr]

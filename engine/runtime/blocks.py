@@ -1,0 +1,340 @@
+"""The model as it ships: a GGUF file's quantized blocks, read by native.c's block kernels without inflating them.
+
+The embedded SmolLM2-135M-Instruct is 97 MB of blocks (Q4_1 layers, a Q8_0 embedding that is also its LM head);
+de-quantized to fp32 it is 538 MB, and a decode step reads every byte of what it holds. Here the blocks stay
+blocks: each weight matrix is regrouped by the kernel's panels (`pack`: the same bytes, the scales of a panel's
+outputs before its quants, native.c's layout comment) and native.c rebuilds every weight in registers with
+gguf-py's own arithmetic, so each product equals the fp32 path's on the de-quantized matrix, bit for bit
+(tests/test_blocks.py: a negative control with a wrong scale fails).
+
+`read_gguf` reads a llama-architecture GGUF into `Blocks` (per tensor, the raw block rows, with transformers'
+row order: its reverse permutation of the q and k rows applied to the rows of blocks, which moves no weight
+within a row); `BlockWeight` is one projection on them, with lean.Weight's interface. The many-row products of
+prefill de-quantize a slice of panels at a time into a scratch buffer and run torch's matmul on it.
+
+This module knows GGUF's block formats and native.c's layout; it knows nothing about speculation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import native
+
+# GGUF type -> native.c's FMT_* and the block's (weights, bytes)
+FORMATS = {
+    "F32": (0, 1, 4),
+    "Q8_0": (1, 32, 34),
+    "Q4_1": (2, 32, 20),
+    "Q4_K": (3, 256, 144),
+    "Q6_K": (4, 256, 210),
+}
+BLOCK_FORMATS = tuple(f for f in FORMATS if f != "F32")
+# bytes per panel-block of PW outputs, over PW (native.c fmt_block_bytes)
+PANEL_BLOCK = {"Q8_0": 34, "Q4_1": 20, "Q4_K": 148, "Q6_K": 210}
+SCRATCH_FLOATS = 1 << 22  # prefill de-quantizes at most this many weights at a time (16 MiB)
+
+
+class BlockError(ValueError):
+    """A block tensor that cannot be read: a wrong type, a short buffer, a shape the format cannot hold."""
+
+
+# --- each format's fields, as gguf-py's de-quantizer reads them (gguf/quants.py) -------------------------------
+
+
+def _half(raw: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(raw).view(np.float16)[..., 0]
+
+
+def _q8_0(raw):  # (out, nb, 34): d fp16, 32 int8
+    return {"d": _half(raw[..., :2]), "q": raw[..., 2:].view(np.int8)}
+
+
+def _q4_1(raw):  # (out, nb, 20): d, m fp16, 16 bytes: weight i low nibble of byte i, i + 16 its high nibble
+    qs = raw[..., 4:]
+    return {"d": _half(raw[..., :2]), "m": _half(raw[..., 2:4]), "q": np.concatenate([qs & 15, qs >> 4], -1)}
+
+
+def _q4_k(raw):  # (out, nb, 144): d, dmin fp16, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
+    s = raw[..., 4:16].reshape(*raw.shape[:-1], 3, 4)
+    d, m, m_d = s[..., 0, :], s[..., 1, :], s[..., 2, :]
+    sc = np.concatenate([d & 0x3F, (m_d & 0x0F) | ((d >> 2) & 0x30)], -1)
+    mn = np.concatenate([m & 0x3F, (m_d >> 4) | ((m >> 2) & 0x30)], -1)
+    qs = raw[..., 16:].reshape(*raw.shape[:-1], 4, 1, 32) >> np.array([0, 4], np.uint8).reshape(2, 1)
+    q = (qs & 15).reshape(*raw.shape[:-1], 256)
+    return {"d": _half(raw[..., :2]), "dmin": _half(raw[..., 2:4]), "sc": sc, "m": mn, "q": q}
+
+
+def _q6_k(raw):  # (out, nb, 210): 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, d fp16
+    lead = raw.shape[:-1]
+    ql = raw[..., :128].reshape(*lead, 2, 1, 64) >> np.array([0, 4], np.uint8).reshape(2, 1)
+    qh = raw[..., 128:192].reshape(*lead, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8).reshape(4, 1)
+    q = (ql & 15).reshape(*lead, 256) | ((qh & 3).reshape(*lead, 256) << 4)  # 0..63, the weight's q + 32
+    return {"d": _half(raw[..., 208:210]), "sc": raw[..., 192:208].view(np.int8), "q": q}
+
+
+FIELDS = {"Q8_0": _q8_0, "Q4_1": _q4_1, "Q4_K": _q4_k, "Q6_K": _q6_k}
+
+
+def dequantize(kind: str, raw: np.ndarray) -> np.ndarray:
+    """(out, bytes) rows of blocks -> (out, in) fp32, in gguf-py's order of operations (the reference the tests
+    hold native.c's kernels to, next to gguf-py itself)."""
+    f = FIELDS[kind](_blocks(kind, raw))
+    out = raw.shape[0]
+    if kind == "Q8_0":
+        w = f["d"].astype(np.float32)[..., None] * f["q"].astype(np.float32)
+    elif kind == "Q4_1":
+        w = (
+            f["d"].astype(np.float32)[..., None] * f["q"].astype(np.float32)
+            + f["m"].astype(np.float32)[..., None]
+        )
+    elif kind == "Q4_K":
+        d = (f["d"].astype(np.float32)[..., None] * f["sc"].astype(np.float32))[..., None]
+        dm = (f["dmin"].astype(np.float32)[..., None] * f["m"].astype(np.float32))[..., None]
+        q = f["q"].reshape(*f["q"].shape[:-1], 8, 32).astype(np.float32)
+        w = d * q - dm
+    else:
+        d = (f["d"].astype(np.float32)[..., None] * f["sc"].astype(np.float32))[..., None]
+        q = (f["q"].astype(np.int8) - 32).reshape(*f["q"].shape[:-1], 16, 16).astype(np.float32)
+        w = d * q
+    return w.reshape(out, -1)
+
+
+def _blocks(kind: str, raw: np.ndarray) -> np.ndarray:
+    """(out, bytes) uint8 -> (out, nb, block bytes); a BlockError naming what is wrong."""
+    if kind not in FIELDS:
+        raise BlockError(f"no block kernel for GGUF type {kind!r} (have {', '.join(BLOCK_FORMATS)})")
+    _, _, size = FORMATS[kind]
+    if not isinstance(raw, np.ndarray) or raw.dtype != np.uint8 or raw.ndim != 2:
+        raise BlockError(f"{kind} blocks must be (rows, bytes) uint8, got {getattr(raw, 'shape', type(raw))}")
+    if raw.shape[1] == 0 or raw.shape[1] % size:
+        raise BlockError(f"{kind} rows of {raw.shape[1]} bytes are not whole blocks of {size} bytes")
+    return raw.reshape(raw.shape[0], -1, size)
+
+
+# --- native.c's layout ---------------------------------------------------------------------------------------
+
+
+def pack(kind: str, raw: np.ndarray, width: int | None = None) -> torch.Tensor:
+    """(out, bytes) rows of `kind` blocks -> native.c's panel layout (uint8, (panels, panel bytes)): per panel of
+    `width` outputs (the build's PW) and per block, the outputs' scales then per input their quants; the rows
+    past `out` in the last panel are zero (their weights are 0)."""
+    width = width or native.panel()
+    vw = width // 2
+    f = FIELDS[kind](_blocks(kind, raw))
+    out, nb = raw.shape[0], raw.shape[1] // FORMATS[kind][2]
+    panels = -(-out // width)
+
+    def by_panel(a: np.ndarray) -> np.ndarray:
+        """(out, nb, *rest) -> (panels, nb, *rest, width): the panel's outputs last (one load)."""
+        padded = np.zeros((panels * width, *a.shape[1:]), a.dtype)
+        padded[:out] = a
+        a = padded.reshape(panels, width, *a.shape[1:])
+        return np.moveaxis(a, 1, -1)
+
+    def nibbles(q: np.ndarray) -> np.ndarray:
+        """(panels, nb, n, width) of 0..15 -> (panels, nb, n, vw) bytes: output j low, j + vw high."""
+        return (q[..., :vw] | (q[..., vw:] << 4)).astype(np.uint8)
+
+    def as_bytes(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a).view(np.uint8).reshape(panels, nb, -1)
+
+    parts = [as_bytes(by_panel(f["d"]))]
+    if kind == "Q8_0":
+        parts.append(as_bytes(by_panel(f["q"])))
+    elif kind == "Q4_1":
+        parts += [as_bytes(by_panel(f["m"])), as_bytes(nibbles(by_panel(f["q"])))]
+    elif kind == "Q4_K":
+        parts += [as_bytes(by_panel(f["dmin"])), as_bytes(by_panel(f["sc"])), as_bytes(by_panel(f["m"]))]
+        parts.append(as_bytes(nibbles(by_panel(f["q"]))))
+    else:  # Q6_K: per 16 inputs, 16 rows of low nibbles then 8 rows of high 2-bit pairs
+        parts.append(as_bytes(by_panel(f["sc"])))
+        q = by_panel(f["q"]).reshape(panels, nb, 16, 16, width)  # (.., sub-block, input, outputs)
+        low = nibbles(q & 15)  # (.., 16, 16, vw)
+        hi = (q >> 4).astype(np.uint8)
+        h = hi[..., :vw] | (hi[..., vw:] << 2)  # (.., 16, 16, vw): 4 bits per input
+        pairs = h[..., 0::2, :] | (h[..., 1::2, :] << 4)  # (.., 16, 8, vw)
+        parts.append(as_bytes(np.concatenate([low, pairs], axis=3)))
+    packed = np.concatenate(parts, axis=-1)
+    assert packed.shape[-1] == PANEL_BLOCK[kind] * width, (kind, packed.shape)
+    return torch.from_numpy(np.ascontiguousarray(packed.reshape(panels, -1)))
+
+
+def gemv(x: torch.Tensor, weight: "BlockWeight") -> torch.Tensor:
+    """x (rows, in) @ W.T (+ bias) -> (rows, out) on the blocks (native.c specviz_gemv_q)."""
+    x = native.check_rows("gemv_q", x, weight.in_features)
+    y = torch.empty(x.shape[0], weight.out_features, dtype=torch.float32)
+    native.library().specviz_gemv_q(
+        weight.w.data_ptr(), weight.fmt, x.data_ptr(), None if weight.bias is None else weight.bias.data_ptr(),
+        y.data_ptr(), weight.in_features, weight.out_features, x.shape[0], torch.get_num_threads(),
+    )  # fmt: skip
+    return y
+
+
+def dequant_panels(weight: "BlockWeight", p0: int, p1: int, dst: torch.Tensor | None = None) -> torch.Tensor:
+    """Panels p0..p1-1 of the weight de-quantized, ((p1 - p0) PW, in) fp32 (padding rows 0): the same values
+    the kernels build."""
+    width, inner = native.panel(), weight.in_features
+    if not 0 <= p0 <= p1 <= weight.panels:
+        raise BlockError(f"panels {p0}..{p1} are outside the weight's {weight.panels}")
+    n = (p1 - p0) * width * inner
+    dst = torch.empty(n, dtype=torch.float32) if dst is None or dst.numel() < n else dst
+    native.library().specviz_dequant(
+        weight.w.data_ptr(), weight.fmt, inner, p0, p1, dst.data_ptr(), torch.get_num_threads()
+    )
+    return dst[:n].view((p1 - p0) * width, inner)
+
+
+class BlockWeight:
+    """One projection y = x @ W.T on a GGUF tensor's blocks (rows concatenated for fused projections), with
+    lean.Weight's interface: "native" runs native.c's block kernel (few rows: decode, drafting, verification),
+    "dequant" de-quantizes SCRATCH_FLOATS weights at a time into a scratch buffer and multiplies it with torch's
+    matmul (prefill)."""
+
+    def __init__(self, kind: str, raw: np.ndarray, bias: torch.Tensor | None = None):
+        self.kind = kind
+        self.fmt, block, size = FORMATS[kind]
+        self.out_features = raw.shape[0]
+        self.in_features = raw.shape[1] // size * block
+        self.bias = bias
+        self.w = pack(kind, raw)  # (panels, panel bytes) uint8
+        self.panels = self.w.shape[0]
+        self.native = native.build_id()
+        self.nbytes = self.w.numel()  # what a pass over it reads
+        self.plan: dict[int, list[str]] = {}
+
+    def kernels(self, rows: int = 1) -> dict:
+        from .lean import NATIVE_ROWS
+
+        return (
+            {"native": self._native, "dequant": self._dequant}
+            if rows <= NATIVE_ROWS
+            else {"dequant": self._dequant}
+        )
+
+    def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
+        from . import kernels
+
+        plan = []
+        for rows in range(kernels.ROWS[-1] + 1):
+            timed = by_rows[kernels.bucket(max(rows, 1))]
+            offered = [k for k in self.kernels(rows) if k in timed] or list(self.kernels(rows))
+            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))
+        self.plan[threads] = plan
+
+    def kernel(self, rows: int) -> str:
+        from .lean import NATIVE_ROWS
+
+        plan = self.plan.get(torch.get_num_threads())
+        if plan is not None:
+            return plan[min(rows, len(plan) - 1)]
+        return "native" if rows <= NATIVE_ROWS else "dequant"
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
+        return getattr(self, f"_{self.kernel(x.shape[0])}")(x)
+
+    def _native(self, x: torch.Tensor) -> torch.Tensor:
+        return gemv(x, self)
+
+    def _dequant(self, x: torch.Tensor) -> torch.Tensor:
+        width = native.panel()
+        step = max(1, SCRATCH_FLOATS // (width * self.in_features))  # panels per slice
+        y = torch.empty(x.shape[0], self.panels * width, dtype=torch.float32)
+        scratch = torch.empty(min(step, self.panels) * width * self.in_features, dtype=torch.float32)
+        for p0 in range(0, self.panels, step):
+            p1 = min(p0 + step, self.panels)
+            w = dequant_panels(self, p0, p1, scratch)  # (rows of the slice, in)
+            torch.mm(x, w.t(), out=y[:, p0 * width : p1 * width])
+        y = y[:, : self.out_features]
+        return y + self.bias if self.bias is not None else y.contiguous()
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """The matrix's rows `ids` (an embedding lookup on a tied embedding's blocks), fp32 (len(ids), in)."""
+        width = native.panel()
+        flat = ids.reshape(-1).tolist()
+        out = torch.empty(len(flat), self.in_features, dtype=torch.float32)
+        cache: dict[int, torch.Tensor] = {}
+        for i, t in enumerate(flat):
+            p = t // width
+            if p not in cache:
+                cache[p] = dequant_panels(self, p, p + 1).clone()
+            out[i] = cache[p][t % width]
+        return out.view(*ids.shape, self.in_features)
+
+
+# --- reading a GGUF file ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Blocks:
+    """A llama-architecture GGUF's tensors: name -> (GGUF type, (rows, bytes) uint8 rows, or fp32 for F32),
+    rows in transformers' order (q and k reverse-permuted as transformers de-quantizes them)."""
+
+    path: Path
+    tensors: dict
+    bytes: int  # the file's tensor bytes
+
+    def kind(self, name: str) -> str:
+        return self.tensors[name][0]
+
+    def raw(self, name: str) -> np.ndarray:
+        return self.tensors[name][1]
+
+    def weight(self, *names: str) -> BlockWeight:
+        """One BlockWeight of these tensors' rows stacked (q, k, v -> qkv), all of one block type."""
+        kinds = {self.kind(n) for n in names}
+        if len(kinds) != 1:
+            raise BlockError(f"{', '.join(names)} mix block types {sorted(kinds)}")
+        return BlockWeight(kinds.pop(), np.concatenate([self.raw(n) for n in names]))
+
+    def vector(self, name: str) -> torch.Tensor:
+        kind, data = self.tensors[name]
+        if kind != "F32":
+            raise BlockError(f"{name} is {kind}, a norm must be F32")
+        return torch.from_numpy(np.array(data, dtype=np.float32).reshape(-1))
+
+
+def _reverse_permute(rows: np.ndarray, heads: int) -> np.ndarray:
+    """transformers' LlamaTensorProcessor._reverse_permute_weights on rows of blocks (a row order only)."""
+    dim = rows.shape[0] // heads // 2
+    return rows.reshape(heads, dim, 2, *rows.shape[1:]).swapaxes(2, 1).reshape(rows.shape)
+
+
+def read_gguf(path: Path, heads: int, kv_heads: int) -> Blocks:
+    """The tensors of a llama-architecture GGUF, memory-mapped (gguf-py's reader), q and k rows in transformers'
+    order. Only F32 and the block types above are accepted; anything else is a BlockError naming the tensor."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(str(path))
+    tensors, total = {}, 0
+    for t in reader.tensors:
+        kind = t.tensor_type.name
+        if kind not in FORMATS:
+            raise BlockError(f"{t.name} is {kind}: no block kernel (have {', '.join(FORMATS)})")
+        data = np.asarray(t.data)
+        total += data.nbytes
+        if kind != "F32":
+            data = data.reshape(int(t.shape[-1]) if len(t.shape) > 1 else 1, -1)
+            if ".attn_q." in t.name:
+                data = _reverse_permute(data, heads)
+            elif ".attn_k." in t.name:
+                data = _reverse_permute(data, kv_heads)
+        tensors[t.name] = (kind, data)
+    return Blocks(Path(path), tensors, total)
+
+
+def layer_names(i: int) -> dict[str, tuple[str, ...]]:
+    """A llama layer's GGUF tensor names by the lean forward's projection (lean.LeanForward.SLOTS)."""
+    b = f"blk.{i}."
+    return {
+        "norm_in": (b + "attn_norm.weight",),
+        "qkv": (b + "attn_q.weight", b + "attn_k.weight", b + "attn_v.weight"),
+        "o": (b + "attn_output.weight",),
+        "norm_post": (b + "ffn_norm.weight",),
+        "gate_up": (b + "ffn_gate.weight", b + "ffn_up.weight"),
+        "down": (b + "ffn_down.weight",),
+    }
