@@ -18,7 +18,7 @@ import torch
 from ..config import GenerationConfig
 from ..runtime.cache import KVCache
 from ..runtime.lean import forward_fn
-from ..runtime.models import LoadedModel, load_derived, load_model
+from ..runtime.models import LoadedModel, load_derived, load_model, materialize, own_copy
 from ..runtime.permodel import PerModel
 from ..sampling import pick, shape_probs
 from ..specs import DraftSpec, ModelLoadError
@@ -187,14 +187,15 @@ def quantized_model(target: LoadedModel, kind: str) -> torch.nn.Module:
 
 
 def _quantize(model: torch.nn.Module, kind: str) -> torch.nn.Module:
+    model = materialize(model)  # a skeleton on the GGUF's blocks gets its fp32 weights first
     if kind == "int8":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return torch.ao.quantization.quantize_dynamic(
-                copy.deepcopy(model), {torch.nn.Linear}, dtype=torch.qint8
+                own_copy(model), {torch.nn.Linear}, dtype=torch.qint8
             ).eval()
     dt = torch.bfloat16 if kind == "bf16" else torch.float16
-    return copy.deepcopy(model).to(dt).eval()
+    return own_copy(model).to(dt).eval()
 
 
 def build(spec: DraftSpec, target: LoadedModel, ctx):

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..runtime.lean import rms_norm
+from ..runtime.lean import LeanForward, forward_fn, rms_norm
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets" / "heads"
 WEIGHTS = ASSETS / "smollm2-135m-heads.pt"  # the shipped heads (fp16) with their training record
@@ -138,6 +138,12 @@ class Target:
 
 
 def frozen_parts(model: torch.nn.Module, vocab_ids: torch.Tensor) -> Target:
+    """The target's embedding, LM head rows and RoPE: the module's, or on a GGUF's blocks (a skeleton module
+    without weights) the lean forward's, de-quantized once here (the heads read them every round)."""
+    forward = forward_fn(model)
+    if getattr(model, "specviz_gguf", None) is not None and isinstance(forward, LeanForward):
+        embed, head = forward.matrix("embed"), forward.matrix("head")
+        return Target(embed, head[vocab_ids].contiguous(), vocab_ids, forward.rotary)
     inner = model.model
     head = model.lm_head.weight.detach()
     return Target(

@@ -26,7 +26,7 @@ import torch
 
 from ..config import GenerationConfig
 from ..events import write_trace
-from ..runtime.models import LoadedModel, load_model
+from ..runtime.models import LoadedModel, load_model, materialize
 from ..specs import ModelLoadError, parse_draft
 from .trace import Recording, Round
 
@@ -161,7 +161,7 @@ class Recorder:
         hook: str,
         target: str = "",
     ):
-        self.model, self.tokenizer, self.hook, self.target = model, tokenizer, hook, target
+        self.model, self.tokenizer, self.hook, self.target = materialize(model), tokenizer, hook, target
         self.prompt_ids, self.draft, self.cfg = [int(i) for i in prompt_ids], draft, cfg
         self.recording: Recording | None = None
         self.events: list = []
@@ -356,7 +356,7 @@ def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dic
             if parsed.name == "self"
             else load_model(parsed.model, str(target.device), str(target.dtype).replace("torch.", ""))
         )
-        return {"assistant_model": draft.model, **fixed}, {"assistant_model": draft.name, **fixed}
+        return {"assistant_model": materialize(draft.model), **fixed}, {"assistant_model": draft.name, **fixed}
     if parsed.name == "ngram":
         kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": parsed["N"]}
         return kw, dict(kw)
@@ -479,10 +479,10 @@ def run(
     """One prompt through transformers' assisted generation, recorded, and (reference=True) through its plain
     greedy decoding: {"events", "reference" (plain greedy's new ids, or None), "forwards" (the target's forwards in
     the assisted run, counted by a forward hook), "plain_s", "assisted_s"}."""
-    from ..runtime.models import load_model, prompt_ids
+    from ..runtime.models import prompt_ids
 
     target = load_model(target_spec)
-    model, tok = target.model, target.tokenizer
+    model, tok = materialize(target.model), target.tokenizer  # transformers runs on its fp32 weights
     ids = prompt_ids(tok, prompt, raw)
     x = torch.tensor([ids], device=target.device)
     plain = ForwardTimer(model)

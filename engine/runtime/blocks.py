@@ -83,7 +83,8 @@ FIELDS = {"Q8_0": _q8_0, "Q4_1": _q4_1, "Q4_K": _q4_k, "Q6_K": _q6_k}
 def dequantize(kind: str, raw: np.ndarray) -> np.ndarray:
     """(out, bytes) rows of blocks -> (out, in) fp32, in gguf-py's order of operations (the reference the tests
     hold native.c's kernels to, next to gguf-py itself)."""
-    f = FIELDS[kind](_blocks(kind, raw))
+    shaped = _blocks(kind, raw)
+    f = FIELDS[kind](shaped)
     out = raw.shape[0]
     if kind == "Q8_0":
         w = f["d"].astype(np.float32)[..., None] * f["q"].astype(np.float32)
@@ -125,7 +126,8 @@ def pack(kind: str, raw: np.ndarray, width: int | None = None) -> torch.Tensor:
     past `out` in the last panel are zero (their weights are 0)."""
     width = width or native.panel()
     vw = width // 2
-    f = FIELDS[kind](_blocks(kind, raw))
+    shaped = _blocks(kind, raw)
+    f = FIELDS[kind](shaped)
     out, nb = raw.shape[0], raw.shape[1] // FORMATS[kind][2]
     panels = -(-out // width)
 
@@ -167,6 +169,7 @@ def pack(kind: str, raw: np.ndarray, width: int | None = None) -> torch.Tensor:
 def gemv(x: torch.Tensor, weight: "BlockWeight") -> torch.Tensor:
     """x (rows, in) @ W.T (+ bias) -> (rows, out) on the blocks (native.c specviz_gemv_q)."""
     x = native.check_rows("gemv_q", x, weight.in_features)
+    native.check_weight("gemv_q", "w", weight, weight.in_features, weight.out_features)
     y = torch.empty(x.shape[0], weight.out_features, dtype=torch.float32)
     native.library().specviz_gemv_q(
         weight.w.data_ptr(), weight.fmt, x.data_ptr(), None if weight.bias is None else weight.bias.data_ptr(),
@@ -196,12 +199,12 @@ class BlockWeight:
     matmul (prefill)."""
 
     def __init__(self, kind: str, raw: np.ndarray, bias: torch.Tensor | None = None):
+        self.w = pack(kind, raw)  # (panels, panel bytes) uint8; a BlockError for what is not blocks of kind
         self.kind = kind
         self.fmt, block, size = FORMATS[kind]
         self.out_features = raw.shape[0]
         self.in_features = raw.shape[1] // size * block
         self.bias = bias
-        self.w = pack(kind, raw)  # (panels, panel bytes) uint8
         self.panels = self.w.shape[0]
         self.native = native.build_id()
         self.nbytes = self.w.numel()  # what a pass over it reads

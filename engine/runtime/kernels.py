@@ -104,7 +104,8 @@ def measure_shape(group: list, threads: int) -> dict[int, dict]:
             fns = [w.kernels(rows) for w in group]
             names = list(fns[0])
             passes = {k: (lambda x, k=k, fns=fns: [f[k](x) for f in fns]) for k in names}
-            x = torch.randn(rows, group[0].in_features, dtype=group[0].w.dtype)
+            dtype = torch.float32 if getattr(group[0], "kind", None) else group[0].w.dtype  # blocks take fp32 rows
+            x = torch.randn(rows, group[0].in_features, dtype=dtype)
             for fn in passes.values():
                 fn(x)  # warm
             times = {k: [] for k in names}
@@ -184,7 +185,8 @@ def _best_of(old: dict, new: dict) -> dict:
 
 
 def _shape_id(weight) -> str:
-    return f"{weight.in_features}x{weight.out_features}:{str(weight.w.dtype).replace('torch.', '')}"
+    kind = getattr(weight, "kind", None) or str(weight.w.dtype).replace("torch.", "")  # a block type, or the dtype
+    return f"{weight.in_features}x{weight.out_features}:{kind}"
 
 
 def report(plans: dict) -> str:

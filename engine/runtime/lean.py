@@ -29,6 +29,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from . import blocks as gguf_blocks
 from . import kernels, native
 from .cache import KVCache, room
 from .permodel import PerModel
@@ -97,6 +98,7 @@ class Weight:
     def __init__(self, w: torch.Tensor, pack: bool, bias: torch.Tensor | None = None):  # w (out, in)
         self.bias = bias  # (out,) or None
         self.out_features, self.in_features = w.shape
+        self.nbytes = w.numel() * w.element_size()  # what a pass over it reads
         self.packed = None
         if pack:
             try:
@@ -175,13 +177,51 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class LeanForward:
-    """Llama or Qwen2 (supports()), callable like the HF model for what the engine needs: (input_ids, cache, ...) -> logits (B, T, V)."""
+    """Llama or Qwen2 (supports()), callable like the HF model for what the engine needs: (input_ids, cache, ...) -> logits (B, T, V).
 
-    def __init__(self, model):
+    On the model's own weights (fp32 copies it owns), or on a GGUF file's blocks (`blocks`: the weights as the
+    file ships them, read by native.c's block kernels; the transformers module is then a skeleton without
+    weights, models.py)."""
+
+    def __init__(self, model, blocks: gguf_blocks.Blocks | None = None):
         cfg, inner = model.config, model.model
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
+        self.config = cfg
+        self.weight_format = "fp32" if blocks is None else "gguf"
+        if blocks is not None:
+            self._from_blocks(model, blocks)
+        else:
+            self._from_module(model)
+        # native.c's fused norm/RoPE/attention/SiLU steps for fp32 CPU weights (SPECVIZ_NATIVE=0: torch's ops)
+        self.fused = bool(self.head.native)
+        if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
+            self.measure_kernels()
+
+    def _from_blocks(self, model, blocks: gguf_blocks.Blocks) -> None:
+        """Every projection on the file's blocks (q, k, v and gate, up stacked as _fuse stacks them), the norms
+        as the file's F32 vectors, the embedding read from the (tied) LM head's blocks."""
+        names = [gguf_blocks.layer_names(i) for i in range(model.config.num_hidden_layers)]
+        self.head = blocks.weight("output.weight" if "output.weight" in blocks.tensors else "token_embd.weight")
+        self.embed = self.head if "output.weight" not in blocks.tensors else blocks.weight("token_embd.weight")
+        self.layers = [
+            (
+                blocks.vector(*n["norm_in"]),
+                blocks.weight(*n["qkv"]),
+                blocks.weight(*n["o"]),
+                blocks.vector(*n["norm_post"]),
+                blocks.weight(*n["gate_up"]),
+                blocks.weight(*n["down"]),
+            )
+            for n in names
+        ]
+        self.norm = blocks.vector("output_norm.weight")
+        self.rotary = type(model.model.rotary_emb)(config=model.config)  # its own buffers (the module's are meta)
+        self.weight_bytes = blocks.bytes
+
+    def _from_module(self, model) -> None:
+        inner = model.model
         pack = _pack_default(model)
         with torch.no_grad():
             self.head = _fuse([model.lm_head], pack)  # (H, V)
@@ -198,11 +238,7 @@ class LeanForward:
             ]
         self.embed, self.norm = inner.embed_tokens.weight.detach(), inner.norm.weight.detach()
         self.rotary = inner.rotary_emb
-        self.config = cfg
-        # native.c's fused norm/RoPE/attention/SiLU steps for fp32 CPU weights (SPECVIZ_NATIVE=0: torch's ops)
-        self.fused = bool(self.head.native)
-        if os.environ.get("SPECVIZ_KERNELS", "measure") != "fixed":
-            self.measure_kernels()
+        self.weight_bytes = sum(w.nbytes for ws in self.weights().values() for w in ws)
 
     SLOTS = {"qkv": 1, "o": 2, "gate_up": 4, "down": 5}  # a projection's place in a layer's tuple
 
@@ -276,6 +312,16 @@ class LeanForward:
         x.add_(w_o(native.attention(qkv, keys, values, mask, start, nh)))  # (T, NH*D) -> (T, H)
         x.add_(w_down(native.silu_mul(w_gu(native.rms_norm(x, w_post, self.eps)))))
 
+    def matrix(self, which: str) -> torch.Tensor:
+        """The embedding ("embed") or, on blocks, the LM head ("head") as an fp32 (V, H) matrix: the tensor itself,
+        or its blocks de-quantized (a new tensor, the same values the kernels build)."""
+        w = self.embed if which == "embed" else self.head
+        if isinstance(w, gguf_blocks.BlockWeight):
+            return gguf_blocks.dequant_panels(w, 0, w.panels)[: w.out_features]
+        if which != "embed":
+            raise ValueError("the fp32 LM head is held in the kernels' layout: read the module's weight")
+        return w
+
     def truncated(self, layers: int) -> "LeanForward":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
         view = object.__new__(LeanForward)
@@ -301,7 +347,10 @@ class LeanForward:
         b, t = input_ids.shape
         start = cache.length
         end = room(start, t, cache.max_len)
-        x = F.embedding(input_ids, self.embed).view(b * t, -1)  # (BT, H)
+        if isinstance(self.embed, gguf_blocks.BlockWeight):
+            x = self.embed.rows(input_ids).view(b * t, -1)  # (BT, H), the blocks' rows de-quantized
+        else:
+            x = F.embedding(input_ids, self.embed).view(b * t, -1)  # (BT, H)
         if position_ids is None:
             position_ids = torch.arange(start, end, device=x.device)[None]
         cos, sin = self.rotary(x[None], position_ids)  # (B|1, T, D)
@@ -348,6 +397,9 @@ def forward_fn(model):
         full = forward_fn(base()) if base() is not None else None
         if isinstance(full, LeanForward):
             return full.truncated(layers)
+    gguf = getattr(model, "specviz_gguf", None)  # a skeleton on a GGUF's blocks (models.py)
+    if gguf is not None:
+        return _FAST.get(model, "fast", lambda: LeanForward(model, gguf()))
     if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model) and _fits(model, 1):
         return _FAST.get(model, "fast", lambda: LeanForward(model))
 

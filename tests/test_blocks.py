@@ -1,0 +1,154 @@
+"""The GGUF block kernels (engine/runtime/blocks.py, native.c): every weight rebuilt from its block equals gguf-py's
+de-quantized weight, every product equals the fp32 kernel's on that matrix bit for bit (a wrong scale is caught),
+malformed blocks are refused by name, and the embedded model on its blocks decodes exactly as on fp32."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gguf import GGMLQuantizationType, quants
+
+from engine.runtime import blocks, native
+
+pytestmark = pytest.mark.skipif(native.library() is None, reason="native.c is not built here")
+KINDS = ("Q8_0", "Q4_1", "Q4_K", "Q6_K")
+
+
+def random_blocks(kind: str, out: int, inner: int, seed: int = 0) -> np.ndarray:
+    """(out, bytes) rows of random blocks of `kind`, their fp16 scales random normals (some subnormal)."""
+    rng = np.random.default_rng(seed)
+    _, block, size = blocks.FORMATS[kind]
+    raw = rng.integers(0, 256, size=(out, inner // block, size), dtype=np.uint8)
+    scale = (rng.standard_normal((out, inner // block, 2)) * 0.02).astype(np.float16)
+    scale[0, 0, 0] = np.float16(3e-6)  # a subnormal fp16
+    at = {"Q8_0": [0], "Q4_1": [0, 2], "Q4_K": [0, 2], "Q6_K": [208]}[kind]
+    for i, pos in enumerate(at):
+        raw[..., pos : pos + 2] = scale[..., i : i + 1].view(np.uint8)
+    return raw.reshape(out, -1)
+
+
+def reference(kind: str, raw: np.ndarray) -> np.ndarray:
+    """gguf-py's own de-quantization of the rows."""
+    return quants.dequantize(raw, getattr(GGMLQuantizationType, kind)).reshape(raw.shape[0], -1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_weight_equals_gguf_pys_dequantized_weight(kind):
+    """The weights the kernels build (native.c's walk, stored by specviz_dequant) and blocks.dequantize are
+    gguf-py's, bit for bit, padding rows zero."""
+    raw = random_blocks(kind, 45, 512)
+    ref = reference(kind, raw)
+    weight = blocks.BlockWeight(kind, raw)
+    built = blocks.dequant_panels(weight, 0, weight.panels).numpy()
+    assert np.array_equal(built[:45].view(np.uint32), ref.view(np.uint32))
+    assert not built[45:].any()
+    assert np.array_equal(blocks.dequantize(kind, raw).view(np.uint32), ref.view(np.uint32))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_block_products_equal_the_fp32_kernels_bit_for_bit(kind, threads):
+    """At 1..17 rows, the block kernel's y equals the fp32 panels' y on the de-quantized matrix exactly (the
+    same products, summed in the same order): the lossless claim of the blocks, as a property of the code."""
+    raw = random_blocks(kind, 70, 512, seed=1)
+    weight = blocks.BlockWeight(kind, raw)
+    packed = native.pack(torch.from_numpy(reference(kind, raw).copy()))
+    g = torch.Generator().manual_seed(2)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for rows in range(1, 18):
+            x = torch.randn(rows, 512, generator=g)
+            assert torch.equal(weight._native(x), native.gemv(x, packed, 70)), f"{kind}: {rows} rows differ"
+    finally:
+        torch.set_num_threads(old)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_wrong_scale_is_caught(kind):
+    """Negative control: one block's scale one fp16 step off changes the products (the test above can fail)."""
+    raw = random_blocks(kind, 33, 512, seed=3)
+    good = torch.from_numpy(reference(kind, raw).copy())
+    pos = {"Q8_0": 0, "Q4_1": 0, "Q4_K": 0, "Q6_K": 208}[kind]
+    bad = raw.reshape(33, -1, blocks.FORMATS[kind][2]).copy()
+    bad[5, 0, pos] ^= 1  # the last mantissa bit of output 5's first scale
+    weight = blocks.BlockWeight(kind, bad.reshape(33, -1))
+    x = torch.randn(1, 512, generator=torch.Generator().manual_seed(4))
+    got, want = weight._native(x), native.gemv(x, native.pack(good), 33)
+    assert not torch.equal(got[0, 5], want[0, 5]) and torch.equal(got[0, :5], want[0, :5])
+
+
+def test_a_verify_row_equals_its_ar_step():
+    """Rows are independent: row r of a many-row call is bitwise the one-row call on that row."""
+    raw = random_blocks("Q4_1", 96, 576, seed=5)
+    weight = blocks.BlockWeight("Q4_1", raw)
+    x = torch.randn(17, 576, generator=torch.Generator().manual_seed(6))
+    block = weight._native(x)
+    for r in range(17):
+        assert torch.equal(block[r], weight._native(x[r : r + 1])[0])
+
+
+def test_prefills_dequantized_slices_give_the_matmul_of_the_weights():
+    """The many-row path (slices de-quantized into a scratch buffer, torch's matmul) equals the matmul of the
+    de-quantized matrix (the same library call on the same values), across slice boundaries."""
+    raw = random_blocks("Q8_0", 300, 256, seed=7)
+    weight = blocks.BlockWeight("Q8_0", raw)
+    x = torch.randn(40, 256, generator=torch.Generator().manual_seed(8))
+    old = blocks.SCRATCH_FLOATS
+    blocks.SCRATCH_FLOATS = 3 * native.panel() * 256  # three panels a slice: several slices
+    try:
+        got = weight._dequant(x)
+    finally:
+        blocks.SCRATCH_FLOATS = old
+    torch.testing.assert_close(got, x @ torch.from_numpy(reference("Q8_0", raw)).T, rtol=1e-5, atol=1e-5)
+    assert got.shape == (40, 300)
+
+
+@pytest.mark.parametrize(
+    "make, named",
+    [
+        (lambda: blocks.BlockWeight("Q4_1", np.zeros((4, 19), np.uint8)), "not whole blocks of 20 bytes"),
+        (lambda: blocks.BlockWeight("Q5_0", np.zeros((4, 22), np.uint8)), "no block kernel for GGUF type 'Q5_0'"),
+        (lambda: blocks.BlockWeight("Q8_0", np.zeros((4, 34), np.int16)), "must be (rows, bytes) uint8"),
+        (lambda: blocks.pack("Q4_K", np.zeros(144, np.uint8)), "must be (rows, bytes) uint8"),
+    ],
+)
+def test_malformed_blocks_are_refused_by_name(make, named):
+    """A short buffer, an unknown type or a wrong array is a BlockError saying which, never a read past a buffer."""
+    with pytest.raises(blocks.BlockError) as err:
+        make()
+    assert named in str(err.value)
+
+
+def test_a_block_weight_of_another_layout_is_refused_before_the_call():
+    """native.c is never handed blocks whose layout does not match the shape it is told (checked in Python)."""
+    weight = blocks.BlockWeight("Q4_1", random_blocks("Q4_1", 32, 64))
+    weight.w = weight.w[:, :-1].contiguous()
+    with pytest.raises(ValueError, match="must be the block layout"):
+        blocks.gemv(torch.zeros(1, 64), weight)
+
+
+@pytest.mark.slow  # reads Gemma-3-270M's GGUF (assembled from its packages: ~250 MB)
+def test_gemmas_k_quants_equal_its_dequantized_weights():
+    """Gemma-3-270M's own Q4_K and Q6_K tensors: the kernels' weights equal gguf-py's de-quantization, and their
+    products equal the fp32 kernel's on it."""
+    from gguf import GGUFReader
+
+    from engine.runtime.models import gemma_gguf
+
+    reader = GGUFReader(str(gemma_gguf()))
+    seen = set()
+    for t in reader.tensors:
+        kind = t.tensor_type.name
+        if kind not in ("Q4_K", "Q6_K") or kind in seen:
+            continue
+        seen.add(kind)
+        raw = np.asarray(t.data)[:256]  # the first 256 rows of the matrix
+        weight = blocks.BlockWeight(kind, raw)
+        ref = reference(kind, raw)
+        built = blocks.dequant_panels(weight, 0, weight.panels).numpy()[: raw.shape[0]]
+        assert np.array_equal(built.view(np.uint32), ref.view(np.uint32)), t.name
+        x = torch.randn(5, weight.in_features, generator=torch.Generator().manual_seed(9))
+        assert torch.equal(weight._native(x), native.gemv(x, native.pack(torch.from_numpy(ref.copy())), 256))
+    assert seen == {"Q4_K", "Q6_K"}
