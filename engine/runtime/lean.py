@@ -184,7 +184,7 @@ class LeanForward:
     weights, models.py)."""
 
     def __init__(self, model, blocks: gguf_blocks.Blocks | None = None):
-        cfg, inner = model.config, model.model
+        cfg = model.config
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
