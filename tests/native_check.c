@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(void) {
   const long in = 37, out = 45;
@@ -33,6 +34,40 @@ int main(void) {
         if (err > worst) worst = err;
       }
   }
-  printf("%s %d %g\n", specviz_level(), pw, worst);
-  return worst < 1e-4 ? 0 : 1;
+  /* the block kernels: Q8_0 and Q4_1 panels (blocks.py's layout) against the fp32 panels of the weights they
+     hold (native.c's own de-quantizer), bit for bit, with fp16 scales of every kind (a subnormal among them) */
+  int blocks_equal = 1;
+  {
+    const long bin = 64, nb = bin / 32;
+    unsigned char *q8 = calloc(panels * nb * 34 * pw, 1), *q41 = calloc(panels * nb * 20 * pw, 1);
+    float *f8 = malloc(panels * pw * bin * sizeof(float)), *f41 = malloc(panels * pw * bin * sizeof(float));
+    float *pk = malloc(panels * pw * bin * sizeof(float)), *xb = malloc(9 * bin * sizeof(float));
+    float *y1 = malloc(9 * out * sizeof(float)), *y2 = malloc(9 * out * sizeof(float));
+    for (long i = 0; i < panels * nb * 34 * pw; i++) q8[i] = rand() & 255;
+    for (long i = 0; i < panels * nb * 20 * pw; i++) q41[i] = rand() & 255;
+    for (long p = 0; p < panels; p++) /* the scales: fp16 below 2^-3 (exponent < 12), one subnormal */
+      for (long b = 0; b < nb; b++) {
+        unsigned short *d8 = (unsigned short *)(q8 + (p * nb + b) * 34 * pw), *d4 = (unsigned short *)(q41 + (p * nb + b) * 20 * pw);
+        for (long k = 0; k < 2 * pw; k++) d4[k] = (unsigned short)((rand() & 0x83ff) | ((rand() % 12) << 10));
+        for (long k = 0; k < pw; k++) d8[k] = (unsigned short)((rand() & 0x83ff) | ((rand() % 12) << 10));
+        d8[0] = 0x0003; /* subnormal */
+      }
+    for (long i = 0; i < 9 * bin; i++) xb[i] = (float)(rand() % 2001 - 1000) / 1000.0f;
+    const unsigned char *src[2] = {q8, q41};
+    float *deq[2] = {f8, f41};
+    const int fmt[2] = {FMT_Q8_0, FMT_Q4_1};
+    for (int f = 0; f < 2; f++) {
+      specviz_dequant(src[f], fmt[f], bin, 0, panels, deq[f], 2); /* rows (panels pw, bin) */
+      for (long p = 0; p < panels; p++)
+        for (long i = 0; i < bin; i++)
+          for (long k = 0; k < pw; k++) pk[p * bin * pw + i * pw + k] = deq[f][(p * pw + k) * bin + i];
+      for (long rows = 1; rows <= 9; rows++) {
+        specviz_gemv_q(src[f], fmt[f], xb, 0, y1, bin, out, rows, 2);
+        specviz_gemv(pk, xb, 0, y2, bin, out, rows, 2);
+        if (memcmp(y1, y2, rows * out * sizeof(float))) blocks_equal = 0;
+      }
+    }
+  }
+  printf("%s %d %g blocks %s\n", specviz_level(), pw, worst, blocks_equal ? "bitwise" : "DIFFER");
+  return worst < 1e-4 && blocks_equal ? 0 : 1;
 }

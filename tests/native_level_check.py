@@ -1,6 +1,6 @@
 """One native.c level in its own process (SPECVIZ_NATIVE_ARCH chooses it; tests/test_native.py runs one process per
 level this host executes): prints the level built, then checks that its products match torch's at 1-17 rows, that
-its fused layer matches transformers, and that a verify block's logits equal the AR steps' bit for bit (so greedy
+its GGUF block kernels' products are bitwise its fp32 kernel's, its fused layer matches transformers, and that a verify block's logits equal the AR steps' bit for bit (so greedy
 speculation equals AR). Exit status 0 when all hold.
 
     SPECVIZ_NATIVE_ARCH=x86-64-v3 .venv/bin/python -m tests.native_level_check
@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from engine.runtime import kernels, lean, native
+from engine.runtime import blocks, kernels, lean, native
 from engine.runtime.cache import KVCache
 from engine.runtime.threads import torch_threads
 from tests.tiny import tiny_llama
@@ -27,6 +27,21 @@ def products() -> None:
             x = torch.randn(rows, inner, generator=g)
             got = native.gemv(x, packed, out, b)
             torch.testing.assert_close(got, x @ w.T + b, rtol=1e-4, atol=1e-4 * inner**0.5)
+
+
+def block_products() -> None:
+    """The GGUF block kernels at this level: every format's products bitwise the fp32 panels' on gguf-py's
+    de-quantized matrix, at 1..17 rows (tests/test_blocks.py holds the formats' details)."""
+    from tests.test_blocks import KINDS, random_blocks, reference
+
+    g = torch.Generator().manual_seed(3)
+    for kind in KINDS:
+        raw = random_blocks(kind, 45, 512)
+        weight = blocks.BlockWeight(kind, raw)
+        packed = native.pack(torch.from_numpy(reference(kind, raw).copy()))
+        for rows in range(1, 18):
+            x = torch.randn(rows, 512, generator=g)
+            assert torch.equal(blocks.gemv(x, weight), native.gemv(x, packed, 45)), f"{kind} at {rows} rows"
 
 
 def layers_and_identity() -> None:
@@ -69,6 +84,7 @@ def main() -> int:
     for threads in (1, 2):
         with torch_threads(threads):
             products()
+            block_products()
             layers_and_identity()
     print("ok", flush=True)
     return 0

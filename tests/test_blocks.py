@@ -109,7 +109,10 @@ def test_prefills_dequantized_slices_give_the_matmul_of_the_weights():
     "make, named",
     [
         (lambda: blocks.BlockWeight("Q4_1", np.zeros((4, 19), np.uint8)), "not whole blocks of 20 bytes"),
-        (lambda: blocks.BlockWeight("Q5_0", np.zeros((4, 22), np.uint8)), "no block kernel for GGUF type 'Q5_0'"),
+        (
+            lambda: blocks.BlockWeight("Q5_0", np.zeros((4, 22), np.uint8)),
+            "no block kernel for GGUF type 'Q5_0'",
+        ),
         (lambda: blocks.BlockWeight("Q8_0", np.zeros((4, 34), np.int16)), "must be (rows, bytes) uint8"),
         (lambda: blocks.pack("Q4_K", np.zeros(144, np.uint8)), "must be (rows, bytes) uint8"),
     ],

@@ -356,7 +356,10 @@ def hf_equivalent(spec: str, gamma: int, target: LoadedModel) -> tuple[dict, dic
             if parsed.name == "self"
             else load_model(parsed.model, str(target.device), str(target.dtype).replace("torch.", ""))
         )
-        return {"assistant_model": materialize(draft.model), **fixed}, {"assistant_model": draft.name, **fixed}
+        return {"assistant_model": materialize(draft.model), **fixed}, {
+            "assistant_model": draft.name,
+            **fixed,
+        }
     if parsed.name == "ngram":
         kw = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": parsed["N"]}
         return kw, dict(kw)

@@ -104,7 +104,9 @@ def measure_shape(group: list, threads: int) -> dict[int, dict]:
             fns = [w.kernels(rows) for w in group]
             names = list(fns[0])
             passes = {k: (lambda x, k=k, fns=fns: [f[k](x) for f in fns]) for k in names}
-            dtype = torch.float32 if getattr(group[0], "kind", None) else group[0].w.dtype  # blocks take fp32 rows
+            dtype = (
+                torch.float32 if getattr(group[0], "kind", None) else group[0].w.dtype
+            )  # blocks take fp32 rows
             x = torch.randn(rows, group[0].in_features, dtype=dtype)
             for fn in passes.values():
                 fn(x)  # warm
@@ -185,7 +187,9 @@ def _best_of(old: dict, new: dict) -> dict:
 
 
 def _shape_id(weight) -> str:
-    kind = getattr(weight, "kind", None) or str(weight.w.dtype).replace("torch.", "")  # a block type, or the dtype
+    kind = getattr(weight, "kind", None) or str(weight.w.dtype).replace(
+        "torch.", ""
+    )  # a block type, or the dtype
     return f"{weight.in_features}x{weight.out_features}:{kind}"
 
 

@@ -203,8 +203,12 @@ class LeanForward:
         """Every projection on the file's blocks (q, k, v and gate, up stacked as _fuse stacks them), the norms
         as the file's F32 vectors, the embedding read from the (tied) LM head's blocks."""
         names = [gguf_blocks.layer_names(i) for i in range(model.config.num_hidden_layers)]
-        self.head = blocks.weight("output.weight" if "output.weight" in blocks.tensors else "token_embd.weight")
-        self.embed = self.head if "output.weight" not in blocks.tensors else blocks.weight("token_embd.weight")
+        self.head = blocks.weight(
+            "output.weight" if "output.weight" in blocks.tensors else "token_embd.weight"
+        )
+        self.embed = (
+            self.head if "output.weight" not in blocks.tensors else blocks.weight("token_embd.weight")
+        )
         self.layers = [
             (
                 blocks.vector(*n["norm_in"]),
@@ -217,7 +221,9 @@ class LeanForward:
             for n in names
         ]
         self.norm = blocks.vector("output_norm.weight")
-        self.rotary = type(model.model.rotary_emb)(config=model.config)  # its own buffers (the module's are meta)
+        self.rotary = type(model.model.rotary_emb)(
+            config=model.config
+        )  # its own buffers (the module's are meta)
         self.weight_bytes = blocks.bytes
 
     def _from_module(self, model) -> None:

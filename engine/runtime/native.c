@@ -14,7 +14,7 @@
    depend on which other rows share the call (tests/test_native.py). */
 #include <math.h>
 #include <stddef.h>
-#if !defined(SPECVIZ_PLAIN_C) && (defined(__AVX512F__) || defined(__F16C__))
+#if !defined(SPECVIZ_PLAIN_C) && defined(__x86_64__)
 #include <immintrin.h>
 #endif
 #ifdef _OPENMP
@@ -177,8 +177,6 @@ static long fmt_block_bytes(int fmt) {
 }
 static long panel_bytes(int fmt, long in) { return in / fmt_block(fmt) * fmt_block_bytes(fmt); }
 
-typedef unsigned char vb __attribute__((vector_size(VW)));
-typedef signed char vsb __attribute__((vector_size(VW)));
 
 /* fp16 -> fp32, exact (every fp16 is a float): the CPU's conversion where it has one, else by the bits. */
 static inline float half_to_float(unsigned short h) {
@@ -207,15 +205,47 @@ static inline vf load_half(const unsigned short *p) {
   return v;
 #endif
 }
+/* VW bytes widened to VW ints, zero- or sign-extended: one instruction where the level has it (GCC 12 turns the
+   generic conversion into a byte at a time), else lane by lane. */
 static inline vi load_u8(const unsigned char *p) {
-  vb b;
-  __builtin_memcpy(&b, p, VW);
-  return __builtin_convertvector(b, vi);
+#if defined(SPECVIZ_PLAIN_C)
+  vi v;
+  for (int i = 0; i < VW; i++) v[i] = p[i];
+  return v;
+#elif defined(__AVX512F__)
+  return (vi)_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+#elif defined(__AVX2__)
+  return (vi)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+#elif defined(__x86_64__) && defined(__SSE2__)
+  int word;
+  __builtin_memcpy(&word, p, 4);
+  __m128i z = _mm_setzero_si128(), b = _mm_cvtsi32_si128(word);
+  return (vi)_mm_unpacklo_epi16(_mm_unpacklo_epi8(b, z), z);
+#else
+  vi v;
+  for (int i = 0; i < VW; i++) v[i] = p[i];
+  return v;
+#endif
 }
 static inline vi load_s8(const unsigned char *p) {
-  vsb b;
-  __builtin_memcpy(&b, p, VW);
-  return __builtin_convertvector(b, vi);
+#if defined(SPECVIZ_PLAIN_C)
+  vi v;
+  for (int i = 0; i < VW; i++) v[i] = (signed char)p[i];
+  return v;
+#elif defined(__AVX512F__)
+  return (vi)_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p));
+#elif defined(__AVX2__)
+  return (vi)_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+#elif defined(__x86_64__) && defined(__SSE2__)
+  int word;
+  __builtin_memcpy(&word, p, 4);
+  __m128i z = _mm_setzero_si128(), b = _mm_cvtsi32_si128(word);
+  return (vi)_mm_srai_epi32(_mm_unpacklo_epi16(z, _mm_unpacklo_epi8(z, b)), 24);
+#else
+  vi v;
+  for (int i = 0; i < VW; i++) v[i] = (signed char)p[i];
+  return v;
+#endif
 }
 #define TOF(v) __builtin_convertvector((v), vf)
 
