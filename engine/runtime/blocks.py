@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import native
+from . import kernels, native
 
 # GGUF type -> native.c's FMT_* and the block's (weights, bytes)
 FORMATS = {
@@ -192,7 +192,7 @@ def dequant_panels(weight: "BlockWeight", p0: int, p1: int, dst: torch.Tensor | 
     return dst[:n].view((p1 - p0) * width, inner)
 
 
-class BlockWeight:
+class BlockWeight(kernels.Planned):
     """One projection y = x @ W.T on a GGUF tensor's blocks (rows concatenated for fused projections), with
     lean.Weight's interface: "native" runs native.c's block kernel (few rows: decode, drafting, verification),
     "dequant" de-quantizes SCRATCH_FLOATS weights at a time into a scratch buffer and multiplies it with torch's
@@ -211,34 +211,12 @@ class BlockWeight:
         self.plan: dict[int, list[str]] = {}
 
     def kernels(self, rows: int = 1) -> dict:
-        from .lean import NATIVE_ROWS
+        if rows <= native.NATIVE_ROWS:
+            return {"native": self._native, "dequant": self._dequant}
+        return {"dequant": self._dequant}
 
-        return (
-            {"native": self._native, "dequant": self._dequant}
-            if rows <= NATIVE_ROWS
-            else {"dequant": self._dequant}
-        )
-
-    def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
-        from . import kernels
-
-        plan = []
-        for rows in range(kernels.ROWS[-1] + 1):
-            timed = by_rows[kernels.bucket(max(rows, 1))]
-            offered = [k for k in self.kernels(rows) if k in timed] or list(self.kernels(rows))
-            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))
-        self.plan[threads] = plan
-
-    def kernel(self, rows: int) -> str:
-        from .lean import NATIVE_ROWS
-
-        plan = self.plan.get(torch.get_num_threads())
-        if plan is not None:
-            return plan[min(rows, len(plan) - 1)]
-        return "native" if rows <= NATIVE_ROWS else "dequant"
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
-        return getattr(self, f"_{self.kernel(x.shape[0])}")(x)
+    def fallback(self, rows: int) -> str:
+        return "native" if rows <= native.NATIVE_ROWS else "dequant"
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         return gemv(x, self)

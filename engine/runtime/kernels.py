@@ -2,7 +2,8 @@
 
 For every weight shape and dtype, at the row counts the engine uses (1 token for AR and drafting, 2..17 for
 verification, more for trees and prefill), the kernels a Weight offers (MKL's matmul, the oneDNN-packed
-linear, specviz's native few-row kernel up to lean.NATIVE_ROWS rows) are timed side by side (interleaved,
+linear, specviz's native few-row kernel up to native.NATIVE_ROWS rows; on GGUF blocks, the block kernel and a
+de-quantized slice through the matmul) are timed side by side (interleaved,
 median of REPEATS) at the thread counts a run computes with (the race's one thread and torch's default), and
 the fastest is the plan. Nothing is assumed from another CPU: the best kernel
 moves with the shape, the thread count and the host (an AMD EPYC ran the 1-row LM head faster on oneDNN with
@@ -88,6 +89,39 @@ def bucket(rows: int) -> int:
     return next((r for r in ROWS if r >= rows), ROWS[-1])
 
 
+class Planned:
+    """A projection that runs, per row count, the kernel measured fastest on this host (lean.Weight on fp32
+    matrices, blocks.BlockWeight on GGUF blocks): it offers `kernels(rows)` ({name: fn}, each fn a method
+    `_<name>`), `fallback(rows)` (the kernel used before a plan is measured) and holds `plan`."""
+
+    plan: dict  # threads -> the kernel per row count 0..ROWS[-1] (measured here)
+
+    def kernels(self, rows: int = 1) -> dict:
+        raise NotImplementedError
+
+    def fallback(self, rows: int) -> str:
+        raise NotImplementedError
+
+    def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
+        """Take the measured kernel per row count at `threads` threads (plan_for's entry for this shape)."""
+        plan = []
+        for rows in range(ROWS[-1] + 1):
+            timed = by_rows[bucket(max(rows, 1))]
+            offered = [k for k in self.kernels(rows) if k in timed] or list(self.kernels(rows))
+            # the fastest this projection offers at `rows`
+            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))
+        self.plan[threads] = plan
+
+    def kernel(self, rows: int) -> str:
+        """The kernel a call with `rows` rows runs: the plan measured on this host at this thread count, else the
+        fallback."""
+        plan = self.plan.get(torch.get_num_threads())
+        return plan[min(rows, len(plan) - 1)] if plan is not None else self.fallback(rows)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
+        return getattr(self, f"_{self.kernel(x.shape[0])}")(x)  # the plan only names kernels on offer
+
+
 def _time(fn, x) -> float:
     t = time.perf_counter()
     fn(x)
@@ -151,7 +185,7 @@ def plan_for(shapes: dict[str, list], threads: int, refresh: bool = False) -> di
     (lean.py) of one shape."""
     # a plan is of one build of the native kernel, or of none (Weight.native): another build is timed anew
     key = {**host_key(threads), "native": next((g[0].native for g in shapes.values() if g[0].native), None)}
-    # and of the kernels a Weight offers at each row count (lean.NATIVE_ROWS moves them)
+    # and of the kernels a Weight offers at each row count (native.NATIVE_ROWS moves them)
     first = next((g[0] for g in shapes.values()), None)
     key["offered"] = {str(r): sorted(first.kernels(r)) for r in ROWS} if first else {}
     cached = {} if refresh else dict(read_cached("kernels", key) or {})

@@ -38,10 +38,7 @@ from .sliding import layer_masks
 # native.c's fused layer steps for up to FUSED_ROWS new tokens and FUSED_WORK query-key pairs; beyond, SDPA's
 # blocked attention is faster (AMD EPYC, 2 threads: n = 8 after 2,000 cached tokens 96 ms fused vs 83 ms)
 FUSED_ROWS, FUSED_WORK = 17, 8192
-# the native kernel is a candidate up to this many rows, every verification of γ <= 16 (the kernel plan times it
-# against oneDNN: with its weights prefetched it kept up to 17 rows on the AMD EPYC, AVX-512;
-# benchmarks/results/native-prefetch.md); the same kernel at every n keeps t(n) from falling as n grows
-NATIVE_ROWS = 17
+NATIVE_ROWS = native.NATIVE_ROWS  # the native kernel's rows (native.py)
 ARCHITECTURES = ("llama", "qwen2")  # Qwen2 is Llama plus q/k/v biases (and optional sliding layers, refused)
 
 
@@ -87,7 +84,7 @@ def _pack_default(model) -> bool:
     return _fits(model, 2)  # the owned copy and the packed one
 
 
-class Weight:
+class Weight(kernels.Planned):
     """One projection y = x @ W.T (+ b) on an owned matrix, through the kernel measured fastest here per row count.
 
     The kernels (kernels.py measures them): "native", specviz's own few-row kernel (native.py) on the weight
@@ -126,30 +123,13 @@ class Weight:
             out["mkl"] = self._mkl
         return out or {"native": self._native}
 
-    def use_plan(self, threads: int, by_rows: dict[int, dict]) -> None:
-        """Take the measured kernel per row count at `threads` threads (kernels.plan_for's entry for this shape)."""
-        plan = []
-        for rows in range(kernels.ROWS[-1] + 1):
-            timed = by_rows[kernels.bucket(max(rows, 1))]
-            offered = [k for k in self.kernels(rows) if k in timed] or list(self.kernels(rows))
-            # the fastest this Weight offers at `rows`
-            plan.append(min(offered, key=lambda k: timed.get(k, float("inf"))))
-        self.plan[threads] = plan
-
-    def kernel(self, rows: int) -> str:
-        """The kernel a call with `rows` rows runs: the plan measured on this host at this thread count, else
-        the native kernel up to NATIVE_ROWS rows and oneDNN beyond; without it, MKL for fp32 single rows and
-        oneDNN for the rest."""
-        plan = self.plan.get(torch.get_num_threads())
-        if plan is not None:
-            return plan[min(rows, len(plan) - 1)]
+    def fallback(self, rows: int) -> str:
+        """Before a plan: the native kernel up to NATIVE_ROWS rows and oneDNN beyond; without it, MKL for fp32
+        single rows and oneDNN for the rest."""
         if self.native:
             return "native" if rows <= NATIVE_ROWS else "onednn"
         single = rows == 1 and self.w.dtype == torch.float32
         return "onednn" if self.packed is not None and not single else "mkl"
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:  # x (rows, in) -> (rows, out)
-        return getattr(self, f"_{self.kernel(x.shape[0])}")(x)  # the plan only names kernels on offer
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         return native.gemv(x, self.w, self.out_features, self.bias)

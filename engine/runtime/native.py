@@ -39,6 +39,10 @@ import torch
 from . import kernels
 
 SOURCE = Path(__file__).with_name("native.c")
+# the native kernel is a candidate up to this many rows, every verification of γ <= 16 (the kernel plan times it
+# against oneDNN: with its weights prefetched it kept up to 17 rows on the AMD EPYC, AVX-512;
+# benchmarks/results/native-prefetch.md); the same kernel at every n keeps t(n) from falling as n grows
+NATIVE_ROWS = 17
 # the levels tried, best first, per machine (the first that builds and loads): the host's own, then lower ones
 LEVELS = {
     "x86_64": (("-march=native",), ("-march=x86-64-v3",), ("-march=x86-64-v2",), ("-march=x86-64",)),
