@@ -155,3 +155,36 @@ def test_gemmas_k_quants_equal_its_dequantized_weights():
         x = torch.randn(5, weight.in_features, generator=torch.Generator().manual_seed(9))
         assert torch.equal(weight._native(x), native.gemv(x, native.pack(torch.from_numpy(ref.copy())), 256))
     assert seen == {"Q4_K", "Q6_K"}
+
+
+@pytest.mark.slow  # the embedded model twice (blocks and fp32) and transformers' generate
+def test_the_embedded_model_on_its_blocks_decodes_as_on_fp32_and_in_transformers(monkeypatch):
+    """Lossless, shown on the real model: greedy AR on the GGUF's blocks equals AR on the de-quantized fp32
+    weights and stock transformers' greedy generate() on them, token for token; speculation on the blocks
+    (ngram, the self draft) equals that AR."""
+    from engine import Engine, GenerationConfig
+    from engine.runtime.models import load_model, prompt_ids
+    from tests.test_embedded import PROMPTS
+
+    monkeypatch.setenv("SPECVIZ_WEIGHTS", "gguf")
+    on_blocks = load_model("embedded")
+    monkeypatch.setenv("SPECVIZ_WEIGHTS", "fp32")
+    on_fp32 = load_model("embedded")
+    assert getattr(on_blocks.model, "specviz_gguf", None) and not hasattr(on_fp32.model, "specviz_gguf")
+    cfg = GenerationConfig(max_new_tokens=32)
+    for prompt in PROMPTS:
+        ar = [list(Engine(t, "ngram", measure_step=False).generate(prompt, cfg, mode="ar"))[-1].token_ids
+              for t in (on_blocks, on_fp32)]  # fmt: skip
+        assert ar[0] == ar[1], prompt
+        ids = prompt_ids(on_fp32.tokenizer, prompt)
+        with torch.no_grad():
+            stock = on_fp32.model.generate(torch.tensor([ids]), max_new_tokens=32, do_sample=False)
+        assert stock[0, len(ids) :].tolist()[: len(ar[0])] == ar[0], prompt
+        for draft in ("ngram", "self"):
+            spec = list(
+                Engine(on_blocks, draft, measure_step=False).generate(
+                    prompt, GenerationConfig(gamma=4, max_new_tokens=32)
+                )
+            )
+            assert spec[-1].token_ids == ar[0], (draft, prompt)
+    assert any(p.is_meta for p in on_blocks.model.parameters()), "the blocks' run made fp32 weights"

@@ -384,7 +384,8 @@ def load_model(
     """
     spec = parse_model(spec, "the")  # the one parser of model specs: stripped, keywords in lower case
     dev, dt = auto_device_dtype(device, dtype)
-    key = (spec, str(dev), dt, trust_remote_code)
+    # the embedded model on its blocks and on fp32 are two models (SPECVIZ_WEIGHTS read at each load)
+    key = (spec, str(dev), dt, trust_remote_code, weights_format(dev, dt) if spec == EMBEDDED else "")
     loaded = _LOADED.get(key)
     if loaded is not None:
         _USED[key] = time.monotonic()
