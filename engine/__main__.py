@@ -116,14 +116,20 @@ def _roofline(args) -> int:
     from . import costmodel
     from .runtime import roofline
     from .runtime.cache import KVCache
-    from .runtime.lean import LeanForward
+    from .runtime.lean import LeanForward, forward_fn
     from .runtime.models import load_model
     from .runtime.threads import torch_threads
 
     target = load_model(args.target)
-    forward = LeanForward(target.model)
+    forward = forward_fn(target.model)  # on the GGUF's blocks (the embedded default) or fp32 matrices
+    if not isinstance(forward, LeanForward):
+        forward = LeanForward(target.model)
     costs = roofline.costs_of(forward)
-    ctx, ns = args.context, (1, 2, 3, 5, 9, 17)
+    ctx, ns = args.context, tuple(range(1, 18))
+    print(
+        f"weights: {costs['weights']}, a step reads {costs['weight_bytes'] / 1e6:.0f} MB of them "
+        f"(de-quantized to fp32: {costs['weight_bytes_fp32'] / 1e6:.0f} MB)"
+    )
     ids = torch.randint(0, 1000, (1, ctx + ns[-1]))
     for threads in sorted({1, torch.get_num_threads()}):
         r = {**roofline.machine(threads, refresh=args.refresh), **costs}
@@ -153,9 +159,15 @@ def _roofline(args) -> int:
         for n in ns:
             t_n = statistics.median(times[n])
             memory, compute = costmodel.floors(n, ctx, r)
+            with torch_threads(threads):
+                hot = roofline.kernel_floor(forward, n)  # blocks: the kernels' own compute, cache-hot
+            kernel = (
+                f"  block kernels hot {hot * 1e3:5.1f} ms  t / max(memory, hot) {t_n / max(memory, hot):.2f}"
+            )
             print(
                 f"  n={n:2d}: t(n) {t_n * 1e3:6.1f} ms  memory floor {memory * 1e3:5.1f} ms  compute floor "
                 f"{compute * 1e3:5.1f} ms  t / roofline {costmodel.gap(t_n, n, ctx, r):.2f}"
+                + (kernel if hot is not None else "")
                 + (f"  ({1 / t_n:.1f} tok/s = {memory / t_n:.0%} of the bandwidth bound)" if n == 1 else "")
             )
     return 0

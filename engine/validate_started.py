@@ -134,7 +134,7 @@ def check_engine(engine) -> None:
             )
 
 
-HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured")
+HOST_TEXT = ("cpu", "gpu", "torch", "dtype", "device", "forward", "measured", "weights")
 HOST_NUMBERS = (
     "threads",
     "bandwidth",
@@ -142,12 +142,13 @@ HOST_NUMBERS = (
     "copy_bandwidth",
     "flops",
     "weight_bytes",
+    "weight_bytes_fp32",
     "flops_per_token",
     "kv_bytes_per_position",
     "attn_flops_per_position",
     "outside_cores",
 )
-KERNEL_NAMES = ("native", "mkl", "onednn")
+KERNEL_NAMES = ("native", "mkl", "onednn", "dequant")
 
 
 def check_host(host) -> None:

@@ -24,12 +24,13 @@ it could not have reached then.
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 
 import torch
 
-from . import kernels, loadwatch
+from . import kernels, loadwatch, native
 from .lean import LeanForward, forward_fn
 from .loadwatch import outside_cores
 from .permodel import PerModel
@@ -61,8 +62,14 @@ def weight_tensors(model) -> list[torch.Tensor]:
     """The matrices a forward of `model` reads: the lean forward's owned ones (its kernels' layouts), else the
     Linear layers' (the tied LM head among them)."""
     forward = forward_fn(model)
-    if isinstance(forward, LeanForward):
-        return [w.w for ws in forward.weights().values() for w in ws]
+    if isinstance(
+        forward, LeanForward
+    ):  # blocks' bytes read as floats (a sum of bytes would not be memory-bound)
+        return [
+            w.w.view(torch.float32) if w.w.dtype == torch.uint8 else w.w
+            for ws in forward.weights().values()
+            for w in ws
+        ]
     return [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
 
 
@@ -156,10 +163,38 @@ def costs_of(forward) -> dict:
         read = float(sum(m.numel() * m.element_size() for m in mats))
     return {
         "weight_bytes": read,
+        "weights": getattr(forward, "weight_format", "fp32"),  # "gguf": the file's blocks; "fp32": matrices
+        "weight_bytes_fp32": 4.0 * params,  # what the same weights de-quantized to fp32 would read
         "flops_per_token": 2.0 * params,
         "kv_bytes_per_position": 2.0 * layers * kv * elt,
         "attn_flops_per_position": 4.0 * layers * heads * hd,
     }
+
+
+HOT_BYTES = 1 << 18  # a slice of a projection this small stays in a core's cache while it is timed
+
+
+def kernel_floor(forward, n: int, reps: int = REPS) -> float | None:
+    """The block kernels' own compute floor of a forward's projections over n rows, in seconds: each projection's
+    kernel timed (best of reps) on a slice of its panels small enough to stay in the cache, so the kernel waits on
+    no memory, scaled to the projection's panels, summed over the layers. On 4-bit blocks a CPU rebuilds every
+    weight in registers (5-7 instructions a vector of weights) before its FMAs: this floor, not the bytes, can bound
+    a step. None for fp32 weights (there the matmul rate's compute floor stands)."""
+    if getattr(forward, "weight_format", "fp32") != "gguf":
+        return None
+    total = 0.0
+    with torch.inference_mode():
+        for weights in forward.weights().values():
+            w = weights[0]
+            k = max(1, min(w.panels, HOT_BYTES // max(1, w.w.shape[1])))
+            hot = copy.copy(w)
+            hot.w, hot.panels, hot.out_features = w.w[:k], k, k * native.panel()  # the first k panels
+            x = torch.randn(n, w.in_features)
+            hot._native(x)  # warm: the slice in the cache
+            total += (
+                _best_s(lambda hot=hot, x=x: hot._native(x), reps, lambda: None) * w.panels / k * len(weights)
+            )
+    return total
 
 
 def kernels_used(forward) -> dict:
