@@ -1,4 +1,4 @@
-"""A metrics run (engine/engine_metrics.py: what vLLM, SGLang, llama.cpp's server or TensorRT-LLM reported) -> its
+"""A metrics run (engine/serving/: what vLLM, SGLang, llama.cpp's server or TensorRT-LLM reported) -> its
 views: the counts, τ and the acceptance rate side by side with the formula that links them for that engine, the
 per-position acceptance and the histogram where given, and the cost model's prediction with its what-if. HTML
 strings and plotly figures; no torch, no gradio. Every figure printed is computed from the inputs printed beside it
@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from engine import costmodel
-from engine import engine_metrics as em
+from engine import serving as em
 from engine.figures import derive, fixed, parse, quotient_terms
 
 from .charts import COLORS, _figure, empty_fig, set_title

@@ -1,4 +1,4 @@
-"""The metrics readers (engine/engine_metrics.py) and their views (specviz/engine_metrics.py): each engine's report
+"""The metrics readers (engine/serving/) and their views (specviz/engine_metrics.py): each engine's report
 read into counts, τ and the acceptance rate as that engine defines them, every printed figure recomputed from the
 counts printed beside it, malformed reports refused naming the field, and the prediction the cost model's."""
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import costmodel
-from engine import engine_metrics as em
+from engine import serving as em
 from specviz import engine_metrics as ev
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "engines"

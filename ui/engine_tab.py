@@ -1,7 +1,7 @@
 """The "Your engine" tab: another engine's run on this page, two ways. A trace recorded from it (`python -m engine
 record …`, docs/engines.md) loads through the trace loader (ui.replay.load_trace, wired in app.py), so every view
 renders it. A metrics file or pasted metrics text (vLLM, SGLang, llama.cpp's server, TensorRT-LLM:
-engine/engine_metrics.py) shows its metrics views (specviz/engine_metrics.py) and the cost model's prediction for the
+engine/serving/) shows its metrics views (specviz/engine_metrics.py) and the cost model's prediction for the
 visitor's γ and costs, typed or from a GPU preset. A dropped metrics file's text goes into the text box, which is
 what Read and predict reads. At most MAX_METRICS_BYTES are read, every number is taken within a stated range, and
 anything else is refused naming the field; the last good views stay."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from engine import engine_metrics as em
+from engine import serving as em
 from engine.config import MAX_GAMMA
 from specviz import empty_fig
 from specviz import engine_metrics as ev

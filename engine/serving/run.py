@@ -1,7 +1,7 @@
 """The record every serving engine's report is read into (`MetricsRun`), the readers' table (`READERS`: each
 names the engine, the version and the document it follows, and τ and the rate as formula templates) and the
 formulas printed and evaluated from one template. Plain Python, no torch; the readers themselves are in
-engine_metrics_readers.py, the prediction in engine_metrics_predict.py, the entry point engine_metrics.py.
+readers.py, the prediction in predict.py, the entry point engine/serving/__init__.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .figures import Exact
+from ..figures import Exact
 
 # a metrics file or pasted text larger than this is refused unread (the app's text box takes as many characters)
 MAX_METRICS_BYTES = 512 * 1024

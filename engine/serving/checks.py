@@ -7,16 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .engine_metrics_run import (
-    MAX_COUNT,
-    MAX_POSITIONS,
-    SHOWN,
-    TOLERANCE,
-    MetricsRun,
-    evaluate,
-    named,
-    substitute,
-)
+from .run import MAX_COUNT, MAX_POSITIONS, SHOWN, TOLERANCE, MetricsRun, evaluate, named, substitute
 
 
 # -- reading numbers: each refusal names its field --------------------------------------------------------------

@@ -25,14 +25,14 @@ Every formula is one template (`Reader.tau`, `.rate`, `.link`) that is both prin
 exactly, on the counts: what the page prints is what was computed. A file that does not parse, or whose figures
 contradict its own counts, is refused with a one-line ValueError naming the field.
 
-The entry point others import (`from engine import engine_metrics as em`): the record and the readers' table are in
-engine_metrics_run.py, the number parsing and the checks in engine_metrics_checks.py, the readers in
-engine_metrics_readers.py, the α and the prediction in engine_metrics_predict.py.
+The entry point others import (`from engine import serving as em`): the record and the readers' table are in
+run.py, the number parsing and the checks in checks.py, the readers in readers.py, the α and the prediction in
+predict.py.
 """
 
 from __future__ import annotations
 
-from .engine_metrics_checks import (
+from .checks import (
     check_counts,
     check_reported,
     drafting_note,
@@ -45,7 +45,7 @@ from .engine_metrics_checks import (
     tails,
     whole,
 )
-from .engine_metrics_predict import (
+from .predict import (
     BYTES_PER_PARAM,
     FLOPS_PER_PARAM,
     GPUS,
@@ -62,7 +62,7 @@ from .engine_metrics_predict import (
     whatif_alpha,
     whatif_gamma,
 )
-from .engine_metrics_readers import (
+from .readers import (
     JSON_KINDS,
     PARSERS,
     SGLANG_ACCEPTED,
@@ -89,7 +89,7 @@ from .engine_metrics_readers import (
     text_kind,
     trt_spec,
 )
-from .engine_metrics_run import (
+from .run import (
     MAX_COUNT,
     MAX_LINES,
     MAX_METRICS_BYTES,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import re
 
-from .engine_metrics_checks import finish, first_count, get, histogram, number, shown, tails, whole
-from .engine_metrics_run import (
+from .checks import finish, first_count, get, histogram, number, shown, tails, whole
+from .run import (
     MAX_LINES,
     MAX_METRICS_BYTES,
     MAX_POSITIONS,

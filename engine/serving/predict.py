@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import costmodel
-from .config import MAX_GAMMA
-from .engine_metrics_run import MetricsRun, pooled_counts, position_alphas, rate
-from .figures import Exact
+from .. import costmodel
+from ..config import MAX_GAMMA
+from ..figures import Exact
+from .run import MetricsRun, pooled_counts, position_alphas, rate
 
 
 # -- the α the counts imply, and the cost model's prediction -------------------------------------------------------
