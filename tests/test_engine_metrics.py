@@ -206,6 +206,10 @@ MALFORMED = [
     (vllm_prom("} 1200.0", "} 600.0"), "vllm:spec_decode_num_accepted_tokens is 636, more than"),
     (
         vllm_prom('model_name="Qwen/Qwen2.5-7B-Instruct"} 1200.0', 'model_name="Qwen} 1200.0'),
+        "line 21 is not a Prometheus sample",  # an unclosed quote: the labels never end
+    ),
+    (
+        vllm_prom('model_name="Qwen/Qwen2.5-7B-Instruct"} 1200.0', "model_name=Qwen} 1200.0"),
         "labels not of the form",
     ),
     (

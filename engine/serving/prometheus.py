@@ -25,7 +25,8 @@ from .run import (
 # a sample: name, {labels}, value, then a timestamp (Prometheus: integer ms; OpenMetrics: float seconds) and an
 # OpenMetrics exemplar (` # {labels} value [timestamp]`), both skipped
 _SAMPLE = re.compile(
-    r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?[0-9][0-9.eE+-]*)?(?:\s+#\s+\{.*)?\s*$"
+    r'^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?\s+(\S+)'
+    r"(?:\s+-?[0-9][0-9.eE+-]*)?(?:\s+#\s+\{.*)?\s*$"
 )
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 POOLED = (
