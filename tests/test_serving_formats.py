@@ -335,7 +335,7 @@ def test_watch_prints_each_windows_figures(tmp_path, monkeypatch, capsys):
     """--watch: scrape, wait, scrape; each window's τ, rate and per position from the two scrapes around it."""
     scrapes = iter([scrape(400, 1200, 636, [290, 205, 141]), scrape(500, 1500, 756, [350, 245, 161])])
     monkeypatch.setattr(cli, "fetch", lambda source: next(scrapes))
-    monkeypatch.setattr(cli.time, "sleep", lambda s: None)
+    monkeypatch.setattr(cli, "pause", lambda seconds: None)
     out = tmp_path / "window.prom"
     args = cli_args("http://127.0.0.1:9/metrics", watch=1.0, windows=1, out=str(out))
     assert cli.metrics_cli(args) == 0

@@ -98,6 +98,11 @@ def once(args) -> int:
     return 0
 
 
+def pause(seconds: float) -> None:
+    """The wait between two scrapes (a test serves a request in it)."""
+    time.sleep(seconds)
+
+
 def scraped(text: str) -> bool:
     """Whether the text is /metrics (a window is two of them pasted), not a response (read alone)."""
     try:
@@ -113,7 +118,7 @@ def watch(args) -> int:
     print(f"scrape 1 read; a window every {every:g} s (Ctrl-C stops)", file=sys.stderr, flush=True)
     try:
         while args.windows is None or shown < args.windows:
-            time.sleep(every)
+            pause(every)
             shown += 1
             try:
                 text, now = fetch(args.source), time.monotonic()
