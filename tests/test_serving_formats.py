@@ -293,6 +293,17 @@ def test_a_counter_reset_between_scrapes_is_a_restart_from_zero():
     assert quiet.drafted == 0 and any(n.startswith("drafted nothing") for n in quiet.notes)
 
 
+def test_a_series_that_appears_between_scrapes_counts_from_zero():
+    """llama-server writes its per-position counters only once a step drafted (`if
+    (!metrics.n_accepted_per_pos.empty())` in to_metrics): a fresh server's scrape has none, the next has them;
+    the window counts them from 0."""
+    fresh = llamacpp_metrics(0, 0, [])
+    run = em.read_metrics(fresh)
+    assert run.drafted == 0 and any(n.startswith("drafted nothing") for n in run.notes)
+    window = em.read_metrics(fresh + llamacpp_metrics(12, 48, [10, 7, 4, 2]))
+    assert (window.steps, window.drafted, window.accepted, window.per_position) == (12, 48, 23, (10, 7, 4, 2))
+
+
 def test_a_window_of_llamacpp_scrapes_keeps_exact_positions():
     """Two llama.cpp scrapes of a long-running server: accepted is the exact per-position increase."""
     before = llamacpp_metrics(1_600_000, 3_300_003, [600_004, 400_003, 234_560])

@@ -122,7 +122,8 @@ def increase(values: list) -> tuple[float, int]:
     appears): the sum of rises, a fall taken as a restart from 0. (increase, resets). One scrape: its value."""
     if len(values) == 1:
         return values[0] or 0.0, 0
-    total, resets, before = 0.0, 0, None
+    total, resets = 0.0, 0
+    before = None if values[0] is not None else 0.0  # a series first seen later counted from 0
     for v in values:
         if v is None:
             continue
