@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .readers import PROMETHEUS_KINDS, pick, read_runs
-from .run import MAX_METRICS_BYTES, MetricsRun, position_rates, rate, tau
+from .run import MAX_METRICS_BYTES, PROM_PREFIX, MetricsRun, position_rates, rate, tau
 
 FETCH_TIMEOUT = 10.0  # seconds a URL may take to answer
 MIN_WATCH = 0.5  # seconds between scrapes, at least
@@ -103,6 +103,13 @@ def pause(seconds: float) -> None:
     time.sleep(seconds)
 
 
+def spec_lines(text: str) -> str:
+    """A scrape's spec-decode samples only (what the readers read): two of a large server's scrapes then fit the
+    page's limit."""
+    prefixes = tuple(f"{p}spec_decode_" for p in set(PROM_PREFIX.values()))
+    return "".join(line + "\n" for line in text.splitlines() if line.lstrip().startswith(prefixes))
+
+
 def scraped(text: str) -> bool:
     """Whether the text is /metrics (a window is two of them pasted), not a response (read alone)."""
     try:
@@ -112,7 +119,8 @@ def scraped(text: str) -> bool:
 
 
 def watch(args) -> int:
-    """Scrape every --watch seconds; each window is read from the scrape before and this one, pasted together."""
+    """Scrape every --watch seconds; each window is read from the scrape before and this one, their spec-decode
+    samples pasted together (what --out writes)."""
     every = max(args.watch, MIN_WATCH)
     before, at, shown = fetch(args.source), time.monotonic(), 0
     print(f"scrape 1 read; a window every {every:g} s (Ctrl-C stops)", file=sys.stderr, flush=True)
@@ -122,7 +130,7 @@ def watch(args) -> int:
             shown += 1
             try:
                 text, now = fetch(args.source), time.monotonic()
-                pair = before.rstrip("\n") + "\n" + text if scraped(before) else text
+                pair = spec_lines(before) + spec_lines(text) if scraped(before) else text
                 run = read_one(pair, args)
             except (ValueError, OSError) as e:
                 print(f"[window {shown}] cannot read: {e}", file=sys.stderr, flush=True)
