@@ -367,3 +367,34 @@ def test_fetch_takes_files_and_http_urls_only():
     with pytest.raises(ValueError, match="a file, - or an http"):
         cli.fetch("file:///etc/passwd")
     assert "vllm:" in cli.fetch(str(FIXTURES / "vllm-metrics.prom"))
+
+
+def test_the_command_reads_an_http_url(tmp_path):
+    """SOURCE an http URL (a server the user runs): fetched, read, refused past the size limit by name."""
+    import http.server
+    import threading
+
+    bodies = {"/metrics": text_of("vllm-metrics.prom").encode(), "/big": b"x" * (em.MAX_METRICS_BYTES + 1)}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = bodies[self.path]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        done = engine_cli(url + "/metrics", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["rate"] == 636 / 1200
+        with pytest.raises(ValueError, match="more than 512 KiB"):
+            cli.fetch(url + "/big")
+    finally:
+        server.shutdown()
