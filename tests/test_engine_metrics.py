@@ -265,10 +265,6 @@ MALFORMED = [
         "holds 77 accepted drafts, spec_num_correct_drafts is 76",
     ),
     (
-        json_with("llamacpp-server-timings.json", ("timings", "draft_n"), KeyError),
-        "llama.cpp timings.draft_n is missing",
-    ),
-    (
         json_with("llamacpp-server-timings.json", ("timings", "draft_n_accepted"), 300),
         "draft_n_accepted is 300, more than draft_n = 240",
     ),

@@ -114,6 +114,15 @@ def test_a_vllm_request_that_drafted_nothing_is_read_not_refused():
         em.read_metrics(json.dumps({"metrics": {"speculative_decoding": spec}}))
 
 
+def test_a_llamacpp_response_without_draft_n_drafted_nothing():
+    """tools/server/server-common.cpp: `if (n_draft_tokens > 0) { base["draft_n"] = …; base["draft_n_accepted"] =
+    … }`: a response without them drafted nothing (a live server answering an end of text at once writes such
+    a one): read, τ its tokens per forward (1), no prediction, a note naming both causes."""
+    run = em.read_metrics(json.dumps({"content": "", "timings": {"predicted_n": 1, "predicted_ms": 9.0}}))
+    assert (run.accepted, run.drafted, run.tokens) == (0, 0, 1) and em.tau(run) == 1 and em.rate(run) is None
+    assert run.notes == (em.readers.LLAMACPP_NO_DRAFT,) and not em.predictable(run)
+
+
 def test_a_trtllm_request_without_speculative_decoding_counts_as_drafting_nothing():
     """TensorRT-LLM writes request_perf_metrics.speculative_decoding only for a request that drafted; trtllm-serve's
     /perf_metrics lists every request: the one without it is counted as drafting nothing, the list still read."""

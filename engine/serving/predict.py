@@ -10,6 +10,7 @@ from fractions import Fraction
 from .. import costmodel
 from ..config import MAX_GAMMA
 from ..figures import Exact
+from .checks import drafted_nothing
 from .run import MetricsRun, pooled_counts, position_alphas, rate, tau
 
 
@@ -37,8 +38,8 @@ def alpha_for_tokens(tokens: float, gamma: float) -> float:
 
 
 def predictable(run: MetricsRun) -> bool:
-    """Whether the counts imply an α: not where the report drafted nothing (τ and the rate both 0 ÷ 0)."""
-    return tau(run) is not None or rate(run) is not None
+    """Whether the counts imply an α: not where the report drafted nothing."""
+    return not drafted_nothing(run) and (tau(run) is not None or rate(run) is not None)
 
 
 def alphas_for(run: MetricsRun, gamma: int) -> Alphas:

@@ -139,14 +139,12 @@ def read_llamacpp_timings(data) -> MetricsRun:
     where = "llama.cpp timings."
     data = an_object("llama.cpp response", data)
     timings = an_object(where, data["timings"]) if "timings" in data else data
-    if "draft_n" not in timings:
-        raise ValueError(
-            f"{where}draft_n is missing: llama-server writes draft_n and draft_n_accepted only for a request that "
-            "drafted (start it with a draft model, or another speculative type)"
-        )
+    tokens = whole(where, "predicted_n", get(timings, where, "predicted_n"))
+    if "draft_n" not in timings:  # a request that drafted nothing
+        run = MetricsRun(kind="llamacpp-timings", accepted=0, drafted=0, steps=tokens, tokens=tokens)
+        return replace(finish(where, run), notes=(LLAMACPP_NO_DRAFT,))
     accepted = whole(where, "draft_n_accepted", get(timings, where, "draft_n_accepted"))
     drafted = whole(where, "draft_n", timings["draft_n"])
-    tokens = whole(where, "predicted_n", get(timings, where, "predicted_n"))
     if accepted > drafted:
         raise ValueError(f"{where}draft_n_accepted is {accepted}, more than draft_n = {drafted}")
     if tokens == 0:
@@ -166,6 +164,10 @@ def read_llamacpp_timings(data) -> MetricsRun:
     return finish(where, run)
 
 
+LLAMACPP_NO_DRAFT = (
+    "no draft_n: llama-server writes draft_n and draft_n_accepted only for a request that drafted, so this one "
+    "drafted nothing (or the server had no draft model or speculative type: --spec-type names it)"
+)
 LLAMACPP_OVERCOUNT = (
     "draft_n_accepted = {accepted} is more than the {tokens} tokens emitted: llama-server adds a round's accepted "
     "drafts (n_draft_accepted += n_accepted) before its per-token stop check, so drafts accepted past a stop are "
