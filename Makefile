@@ -79,8 +79,9 @@ test-peer: $(PEER_STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests/test_record_llama_cpp.py tests/test_engines_examples.py
 
 # llama.cpp's own llama-server, built from the pinned llama-cpp-python's vendored sources (requirements-peer.txt)
-# for this CPU (tools/peer_cmake_args.py), once: cached in .venv/llama-server/ (dev only, like `make peer`); the live
-# metrics test (tests/test_serving_live.py) starts it on the embedded GGUF with a draft and --metrics
+# for this CPU (tools/peer_cmake_args.py), once (29 minutes niced on 2 busy cores): cached in .venv/llama-server/
+# (dev only, like `make peer`); the live metrics test (tests/test_serving_live.py) starts it on the embedded GGUF
+# with a draft and --metrics
 LLAMA_DIR ?= $(VENV)/llama-server
 LLAMA_SRC := $(LLAMA_DIR)/src
 LLAMA_SERVER := $(LLAMA_DIR)/bin/llama-server
