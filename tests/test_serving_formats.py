@@ -155,6 +155,30 @@ def test_a_server_sent_events_stream_is_read_from_its_last_report():
         em.read_metrics('data: {"content": "Hi"}\n\ndata: [DONE]\n\n')
 
 
+def test_a_vllm_stream_is_read_from_its_usage_chunk():
+    """An OpenAI-style stream from vLLM (`stream_options: {"include_usage": true}`): content chunks, then a chunk
+    with empty choices and the usage (here carrying the response's metrics.speculative_decoding, the field vLLM's
+    acceptance_metrics.md names), then `data: [DONE]`: the report is the usage chunk's."""
+    spec = json.loads(text_of("vllm-request-detailed.json"))["metrics"]
+    chunks = [
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": {"content": "Hi"}}],
+        },
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "choices": [],
+            "usage": {"completion_tokens": 53},
+        }
+        | {"metrics": spec},
+    ]
+    stream = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    run = em.read_metrics(stream)
+    assert (run.accepted, run.drafted, run.steps) == (33, 58, 20) and run.notes[0] == em.formats.SSE_NOTE
+
+
 def test_an_envelope_is_opened():
     """llama-swap's captures wrap a response as {"data": {...}}: opened, said in a note; vLLM's fixture inside one
     reads to the same counts."""
