@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast test-peer lint format bench peer peer-avx2 browser heads-data clean
+.PHONY: setup dev run test test-fast test-peer test-server llama-server lint format bench peer peer-avx2 browser heads-data clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -77,6 +77,26 @@ peer-avx2: $(PEER_V3)/.stamp $(PEER_STAMP)
 # skips these without llama-cpp-python, which it does not build)
 test-peer: $(PEER_STAMP)
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q tests/test_record_llama_cpp.py tests/test_engines_examples.py
+
+# llama.cpp's own llama-server, built from the pinned llama-cpp-python's vendored sources (requirements-peer.txt)
+# for this CPU (tools/peer_cmake_args.py), once (29 minutes niced on 2 busy cores): cached in .venv/llama-server/
+# (dev only, like `make peer`); the live metrics test (tests/test_serving_live.py) starts it on the embedded GGUF
+# with a draft and --metrics
+LLAMA_DIR ?= $(VENV)/llama-server
+LLAMA_SRC := $(LLAMA_DIR)/src
+LLAMA_SERVER := $(LLAMA_DIR)/bin/llama-server
+$(LLAMA_SERVER): requirements-peer.txt | $(DEV_STAMP)
+	rm -rf $(LLAMA_SRC) && mkdir -p $(LLAMA_SRC)
+	$(PY) -m pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d $(LLAMA_SRC) llama-cpp-python==$$(sed -n 's/^llama-cpp-python==//p' requirements-peer.txt)
+	tar -xzf $(LLAMA_SRC)/llama_cpp_python-*.tar.gz -C $(LLAMA_SRC)
+	cmake -S $$(echo $(LLAMA_SRC)/llama_cpp_python-*/vendor/llama.cpp) -B $(LLAMA_DIR)/build -DCMAKE_BUILD_TYPE=Release \
+	  $$($(PY) tools/peer_cmake_args.py) -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+	  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF
+	nice -n 10 cmake --build $(LLAMA_DIR)/build --target llama-server -j $$(nproc)
+	mkdir -p $(dir $(LLAMA_SERVER)) && cp $(LLAMA_DIR)/build/bin/llama-server $(LLAMA_SERVER)
+llama-server: $(LLAMA_SERVER)
+test-server: $(LLAMA_SERVER) $(DEV_STAMP)
+	OMP_NUM_THREADS=1 SPECVIZ_LLAMA_SERVER=$(LLAMA_SERVER) $(PY) -m pytest -q tests/test_serving_live.py
 
 # the heads' broad training text (training/broad.py SOURCES): Debian's documentation packages, and ShareGPT's
 # conversations from PyPI (training/sharegpt.py); training only

@@ -1,5 +1,6 @@
 """Command line: `python -m engine generate --prompt TEXT [...]`; `python -m engine kernels` prints this host's
-measured kernel plan, `python -m engine roofline` its roofline (the benchmark: `python -m benchmarks`)."""
+measured kernel plan, `python -m engine roofline` its roofline (the benchmark: `python -m benchmarks`); `python -m
+engine metrics SOURCE` reads a serving engine's speculative metrics (engine/serving/cli.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 
 from .config import GenerationConfig
+from .serving import cli as serving_cli
 from .specs import usages
 
 
@@ -280,9 +282,16 @@ def main(argv=None) -> int:
         help="measure the bandwidth and throughput again (not from the cache)",
     )
     _record_parser(sub)
+    serving_cli.arguments(sub.add_parser("metrics", help=serving_cli.HELP))
     args = parser.parse_args(argv)
     try:
-        run = {"kernels": _kernels, "roofline": _roofline, "record": _record}.get(args.command, _generate)
+        commands = {
+            "kernels": _kernels,
+            "roofline": _roofline,
+            "record": _record,
+            "metrics": serving_cli.metrics_cli,
+        }
+        run = commands.get(args.command, _generate)
         return run(args)
     except (ValueError, OSError, RuntimeError) as e:  # ModelLoadError is a ValueError
         print(f"error: {e}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""A metrics run (engine/engine_metrics.py: what vLLM, SGLang, llama.cpp's server or TensorRT-LLM reported) -> its
+"""A metrics run (engine/serving/: what vLLM, SGLang, llama.cpp's server or TensorRT-LLM reported) -> its
 views: the counts, τ and the acceptance rate side by side with the formula that links them for that engine, the
 per-position acceptance and the histogram where given, and the cost model's prediction with its what-if. HTML
 strings and plotly figures; no torch, no gradio. Every figure printed is computed from the inputs printed beside it
@@ -10,7 +10,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from engine import costmodel
-from engine import engine_metrics as em
+from engine import serving as em
 from engine.figures import derive, fixed, parse, quotient_terms
 
 from .charts import COLORS, _figure, empty_fig, set_title
@@ -55,9 +55,14 @@ def counts_html(run: em.MetricsRun) -> str:
 def tau_html(run: em.MetricsRun) -> str:
     r = run.reader
     if em.tau(run) is None:
+        why = (
+            "this report drafted nothing (0 ÷ 0)"
+            if em.drafted_nothing(run)
+            else f"{esc(r.engine)} counts no verify steps in it ({esc(r.names['steps'])} is absent)"
+        )
         return (
             f'<div class="sv-metrics-tau" data-known="0"><b>τ</b> (mean tokens per verify step): not known from '
-            f"this report: {esc(r.engine)} counts no verify steps in it ({esc(r.names['steps'])} is absent)</div>"
+            f"this report: {why}</div>"
         )
     return (
         f'<div class="sv-metrics-tau" data-known="1"><b>τ</b>, mean tokens per verify step, as {esc(r.engine)} '
@@ -127,12 +132,20 @@ def notes_html(run: em.MetricsRun) -> str:
     )
 
 
+def scope_html(run: em.MetricsRun) -> str:
+    """Which model of the report, and the window, where it says."""
+    parts = [f"model {esc(run.model)}"] if run.model else []
+    if run.window:
+        parts.append(f"a window over {run.window['scrapes']} scrapes")
+    return "".join(f' · <span class="sv-metrics-scope">{p}</span>' for p in parts)
+
+
 def summary_html(run: em.MetricsRun) -> str:
     """The report: who wrote it and what the reader follows, its counts, τ and the rate with their link."""
     r = run.reader
     return (
         f'<div class="sv-metrics" data-kind="{esc(r.kind)}">'
-        f'<p class="sv-metrics-head"><b>{esc(r.engine)}</b> · {esc(r.source)}</p>'
+        f'<p class="sv-metrics-head"><b>{esc(r.engine)}</b> · {esc(r.source)}{scope_html(run)}</p>'
         f'<p class="sv-metrics-follows">Read as {esc(r.engine)} defines its figures; the reader follows {esc(r.follows)}.</p>'
         f'{counts_html(run)}<div class="sv-metrics-pair">{tau_html(run)}{rate_html(run)}</div>'
         f"{link_html(run)}{reported_html(run)}{positions_html(run)}{notes_html(run)}</div>"
@@ -324,8 +337,23 @@ def whatif_alpha_fig(run: em.MetricsRun, costs: em.Costs, gamma: int) -> go.Figu
     return set_title(fig, f"What if: speedup against α at γ = {gamma}")
 
 
+NO_PREDICTION = (
+    '<div class="sv-metrics-prediction" data-known="0"><p>No prediction: this report drafted nothing, so its '
+    "counts imply no α.</p></div>"
+)
+
+
 def render(run: em.MetricsRun, gamma: int, costs: em.Costs) -> dict:
-    """Every view of a metrics run by name (VIEWS)."""
+    """Every view of a metrics run by name (VIEWS); a run that drafted nothing has no prediction."""
+    if not em.predictable(run):
+        blank = "load a report that drafted"
+        return {
+            "summary": summary_html(run) + NO_PREDICTION,
+            "positions": positions_fig(run),
+            "histogram": histogram_fig(run),
+            "whatif_gamma": empty_fig("What if: speedup against γ", blank),
+            "whatif_alpha": empty_fig("What if: speedup against α", blank),
+        }
     return {
         "summary": summary_html(run) + prediction_html(run, costs, gamma),
         "positions": positions_fig(run),

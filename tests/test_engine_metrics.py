@@ -1,4 +1,4 @@
-"""The metrics readers (engine/engine_metrics.py) and their views (specviz/engine_metrics.py): each engine's report
+"""The metrics readers (engine/serving/) and their views (specviz/engine_metrics.py): each engine's report
 read into counts, τ and the acceptance rate as that engine defines them, every printed figure recomputed from the
 counts printed beside it, malformed reports refused naming the field, and the prediction the cost model's."""
 
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import costmodel
-from engine import engine_metrics as em
+from engine import serving as em
 from specviz import engine_metrics as ev
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "engines"
@@ -206,6 +206,10 @@ MALFORMED = [
     (vllm_prom("} 1200.0", "} 600.0"), "vllm:spec_decode_num_accepted_tokens is 636, more than"),
     (
         vllm_prom('model_name="Qwen/Qwen2.5-7B-Instruct"} 1200.0', 'model_name="Qwen} 1200.0'),
+        "line 21 is not a Prometheus sample",  # an unclosed quote: the labels never end
+    ),
+    (
+        vllm_prom('model_name="Qwen/Qwen2.5-7B-Instruct"} 1200.0', "model_name=Qwen} 1200.0"),
         "labels not of the form",
     ),
     (
@@ -261,12 +265,8 @@ MALFORMED = [
         "holds 77 accepted drafts, spec_num_correct_drafts is 76",
     ),
     (
-        json_with("llamacpp-server-timings.json", ("timings", "draft_n"), KeyError),
-        "llama.cpp timings.draft_n is missing",
-    ),
-    (
         json_with("llamacpp-server-timings.json", ("timings", "draft_n_accepted"), 300),
-        "draft_n_accepted = 300 must be less than predicted_n",
+        "draft_n_accepted is 300, more than draft_n = 240",
     ),
     (
         json_with("llamacpp-server-timings.json", ("timings", "predicted_n"), True),
@@ -277,10 +277,6 @@ MALFORMED = [
             "trtllm-request-perf.json", ("perf_metrics", "speculative_decoding", "acceptance_rate"), 0.9
         ),
         "acceptance_rate is 0.9, but",
-    ),
-    (
-        json_with("trtllm-request-perf.json", ("perf_metrics", "speculative_decoding"), KeyError),
-        "perf_metrics.speculative_decoding is missing",
     ),
     (
         json_with(

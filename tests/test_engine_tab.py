@@ -12,7 +12,9 @@ from specviz import engine_metrics as ev
 from tests.test_engine_metrics import FIXTURES
 from ui import engine_tab as et
 
-SETTINGS = dict(kind="auto", gamma=4, costs=et.TYPED, c=0.05, v=1.1, points="", target_b=8, draft_b=1)
+SETTINGS = dict(
+    kind="auto", gamma=4, costs=et.TYPED, c=0.05, v=1.1, points="", target_b=8, draft_b=1, model=""
+)
 
 
 def shown(text: str, **changes):
@@ -94,3 +96,15 @@ def test_nothing_to_read_a_large_file_and_bytes_that_are_not_text_are_refused(tm
     binary = tmp_path / "bin.json"
     binary.write_bytes(b"\xff\xfe{}")
     assert "not UTF-8 text" in refusal(lambda: et.show_upload(str(binary), *SETTINGS.values())[2:])
+
+
+def test_the_model_box_picks_one_of_several_models():
+    """A scrape of two models: the first shown with both listed; the Model box picks the other; a model the report
+    does not hold is one warning naming the ones it does."""
+    from tests.test_serving_formats import two_models
+
+    first = shown(two_models())[0]
+    assert "holds 2 models, read apart" in first and "Qwen2.5-7B-Instruct" in first
+    small = shown(two_models(), model="small")[0]
+    assert "model_name=&quot;small&quot;" in small and "<td>150</td>" in small
+    assert "no model 'tiny'" in refusal(lambda: shown(two_models(), model="tiny"))

@@ -1,7 +1,7 @@
 """The "Your engine" tab: another engine's run on this page, two ways. A trace recorded from it (`python -m engine
 record …`, docs/engines.md) loads through the trace loader (ui.replay.load_trace, wired in app.py), so every view
 renders it. A metrics file or pasted metrics text (vLLM, SGLang, llama.cpp's server, TensorRT-LLM:
-engine/engine_metrics.py) shows its metrics views (specviz/engine_metrics.py) and the cost model's prediction for the
+engine/serving/) shows its metrics views (specviz/engine_metrics.py) and the cost model's prediction for the
 visitor's γ and costs, typed or from a GPU preset. A dropped metrics file's text goes into the text box, which is
 what Read and predict reads. At most MAX_METRICS_BYTES are read, every number is taken within a stated range, and
 anything else is refused naming the field; the last good views stay."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from engine import engine_metrics as em
+from engine import serving as em
 from engine.config import MAX_GAMMA
 from specviz import empty_fig
 from specviz import engine_metrics as ev
@@ -31,6 +31,8 @@ V_LABEL = "v: t(γ + 1) ÷ t(1)"
 POINTS_LABEL = "v(n) points, replacing v (n:v, …)"
 TARGET_LABEL = "Target parameters (billions)"
 DRAFT_LABEL = "Draft parameters (billions)"
+MODEL_LABEL = "Model, where the metrics hold several (its model_name)"
+MAX_MODEL_TEXT = 200  # characters of the model box
 # each typed number's range: what the cost model can mean (a verify forward costs at least one step)
 RANGES = {C_LABEL: (0, 10), V_LABEL: (1, 100), TARGET_LABEL: (0.001, 2000), DRAFT_LABEL: (0.0001, 2000)}
 MAX_POINTS = 32
@@ -41,7 +43,9 @@ HINT = (
     "(`python -m engine record …`, docs/engines.md) replays in every view above. **Its metrics**: vLLM's or "
     "llama-server's `/metrics` text, or one JSON response (vLLM `metrics.speculative_decoding`, SGLang `meta_info`, "
     "llama-server `timings`, TensorRT-LLM `perf_metrics`): τ and the acceptance rate as that engine defines them, "
-    "and what the cost model predicts at your γ and costs. A dropped file's text lands in the box below."
+    "and what the cost model predicts at your γ and costs. Two scrapes pasted one after the other read as the "
+    "window between them; `python -m engine metrics URL --watch 10 --out FILE` writes one from your server. A "
+    "dropped file's text lands in the box below."
 )
 
 
@@ -109,13 +113,15 @@ def file_text(path) -> str:
         raise ValueError("metrics file is not UTF-8 text") from None
 
 
-def show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b):
-    """The metrics views (specviz.engine_metrics.VIEWS, in order) of the text in the box, or one warning naming
-    what is wrong (the views shown stay)."""
+def show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b, model=""):
+    """The metrics views (specviz.engine_metrics.VIEWS, in order) of the text in the box (the model named, where it
+    holds several: the first, the others listed), or one warning naming what is wrong (the views shown stay)."""
     try:
         if not (text or "").strip():
             raise ValueError("nothing to read: drop a metrics file or paste its text")
-        run = em.read_metrics(text, kind)
+        if len(model or "") > MAX_MODEL_TEXT:
+            raise ValueError(f"{MODEL_LABEL} takes at most {MAX_MODEL_TEXT} characters")
+        run = em.read_metrics(text, kind, (model or "").strip() or None)
         gamma = guard.check_gamma(gamma, MAX_GAMMA)
         views = ev.render(run, gamma, costs_of(costs, gamma, c, v, points, target_b, draft_b))
     except (ValueError, OSError) as e:
@@ -123,14 +129,14 @@ def show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b):
     return tuple(views[name] for name in ev.VIEWS)
 
 
-def show_upload(path, kind, gamma, costs, c, v, points, target_b, draft_b):
+def show_upload(path, kind, gamma, costs, c, v, points, target_b, draft_b, model=""):
     """A dropped file: its text goes into the box (what Read and predict reads again, with other settings), the
     drop zone empties for the next file, and its views are drawn."""
     try:
         text = file_text(path)
     except (ValueError, OSError) as e:
         return (None, gr.skip(), *refused(f"cannot read metrics: {guard.public_error(e)}", len(ev.VIEWS)))
-    return (None, text, *show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b))
+    return (None, text, *show_metrics(text, kind, gamma, costs, c, v, points, target_b, draft_b, model))
 
 
 def trace_drop():
@@ -166,6 +172,7 @@ def engine_section():
             1, MAX_GAMMA, value=4, step=1, label=GAMMA_LABEL, elem_id="metrics-gamma", min_width=200
         )
         costs = gr.Dropdown(COSTS, value=TYPED, label="Costs", elem_id="metrics-costs", min_width=200)
+        model = gr.Textbox("", label=MODEL_LABEL, elem_id="metrics-model", min_width=200)
     with gr.Row():
         c = gr.Number(0.05, label=C_LABEL, elem_id="metrics-c", min_width=120)
         v = gr.Number(1.1, label=V_LABEL, elem_id="metrics-v", min_width=120)
@@ -188,7 +195,7 @@ def engine_section():
         by_alpha = gr.Plot(
             empty_fig("What if: speedup against α", "load metrics"), elem_id="metrics-whatif-alpha"
         )
-    settings = [kind, gamma, costs, c, v, points, target_b, draft_b]
+    settings = [kind, gamma, costs, c, v, points, target_b, draft_b, model]
     outputs = [summary, positions, hist, by_gamma, by_alpha]  # specviz.engine_metrics.VIEWS order
     light = dict(api_visibility="private", show_progress="minimal")  # pure Python, bounded: the default queue
     read.click(show_metrics, [pasted, *settings], outputs, api_name="read_metrics", **light)

@@ -6,114 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
-from .engine_metrics_checks import finish, first_count, get, histogram, number, shown, tails, whole
-from .engine_metrics_run import (
-    MAX_LINES,
-    MAX_METRICS_BYTES,
-    MAX_POSITIONS,
-    MAX_REQUESTS,
-    MAX_STEPS,
-    PROM_PREFIX,
-    READERS,
-    MetricsRun,
-)
-
-# -- Prometheus text (vLLM's and llama.cpp's /metrics) ------------------------------------------------------------
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
-_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
-
-
-def labels_of(text: str, where: str, line: int) -> tuple:
-    """A sample's labels as a sorted tuple of (name, value)."""
-    out, at = [], 0
-    while at < len(text.strip()):
-        m = _LABEL.match(text, at)
-        if not m:
-            raise ValueError(f'{where}line {line}: labels not of the form name="value": {shown(text)}')
-        out.append((m[1], m[2]))
-        at = m.end()
-    return tuple(sorted(out))
-
-
-def prometheus_samples(text: str, prefix: str, where: str) -> dict:
-    """The spec-decode samples of a Prometheus text exposition: {family (no _total): {labels: value}}; every other
-    line (other metrics, # HELP and # TYPE, _created samples) is skipped."""
-    lines = text.splitlines()
-    if len(lines) > MAX_LINES:
-        raise ValueError(f"{where}the text has {len(lines):,} lines; at most {MAX_LINES:,} are read")
-    out: dict = {}
-    for number_, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line.startswith(prefix + "spec_decode_"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            raise ValueError(f"{where}line {number_} is not a Prometheus sample: {shown(line)}")
-        name, labels, value = m[1], labels_of(m[2] or "", where, number_), m[3]
-        if name.endswith("_created"):
-            continue
-        series = out.setdefault(name.removesuffix("_total"), {})
-        if labels in series:
-            raise ValueError(f"{where}line {number_} repeats a series of {name}")
-        try:
-            series[labels] = float(value)
-        except ValueError:
-            raise ValueError(f"{where}{name} must be a number, got {shown(value)}") from None
-    return out
-
-
-def summed(samples: dict, name: str, where: str) -> tuple[int, tuple]:
-    """A counter summed over its series (one per engine and model), and a note when there was more than one."""
-    series = samples.get(name)
-    if not series:
-        raise ValueError(f"{where}{name} is missing")
-    total = sum(whole(where, name, v) for v in series.values())
-    if len(series) == 1:
-        return total, ()
-    differ = sorted({k for labels in series for k, _ in labels if len({dict(s).get(k) for s in series}) > 1})
-    return total, (f"{name}: summed over {len(series)} series ({', '.join(differ) or 'labels'} differ)",)
-
-
-def by_position(samples: dict, name: str, where: str) -> tuple:
-    """Per-position counts 0..k−1 summed over series; () when the counter is absent (an older engine)."""
-    counts: dict = {}
-    for labels, value in samples.get(name, {}).items():
-        pos = dict(labels).get("position")
-        if pos is None:
-            raise ValueError(f"{where}{name} has a series without a position label")
-        if not pos.isdigit() or int(pos) >= MAX_POSITIONS:
-            raise ValueError(
-                f"{where}{name} position must be a whole number from 0 to {MAX_POSITIONS - 1}, got {shown(pos)}"
-            )
-        counts[int(pos)] = counts.get(int(pos), 0) + whole(where, f'{name}{{position="{pos}"}}', value)
-    missing = [i for i in range(len(counts)) if i not in counts]
-    if missing:
-        raise ValueError(f"{where}{name} has no position {missing[0]} (positions 0..{max(counts)} expected)")
-    return tuple(counts[i] for i in range(len(counts)))
-
-
-def read_prometheus(kind: str, text: str) -> MetricsRun:
-    """vLLM's or llama.cpp's /metrics: the counters summed over their series, per position where exported."""
-    reader = READERS[kind]
-    where, names = f"{reader.engine} metrics: ", reader.names
-    samples = prometheus_samples(text, PROM_PREFIX[kind], where)
-    if not samples:
-        raise ValueError(f"{where}no {names['steps']} counters: was speculative decoding on?")
-    steps, n1 = summed(samples, names["steps"], where)
-    drafted, n2 = summed(samples, names["drafted"], where)
-    accepted, n3 = summed(samples, names["accepted"], where)
-    per_position = by_position(samples, names["per_position"], where)
-    run = MetricsRun(
-        kind=kind,
-        accepted=accepted,
-        drafted=drafted,
-        steps=steps,
-        per_position=per_position,
-        draft_len=len(per_position) or None,
-        notes=n1 + n2 + n3,
-    )
-    return finish(where, run)
+from . import formats
+from .checks import finish, first_count, get, histogram, number, shown, tails, whole
+from .prometheus import read_prometheus_runs
+from .run import MAX_METRICS_BYTES, MAX_REQUESTS, MAX_STEPS, PROM_PREFIX, READERS, MetricsRun
 
 
 # -- JSON responses ------------------------------------------------------------------------------------------------
@@ -207,25 +105,29 @@ def read_sglang(data) -> MetricsRun:
         )
     hist = hists[0] if hists else ()
     accepted = first_count(meta, where, SGLANG_ACCEPTED)
-    if accepted is None and not hist:
-        raise ValueError(
-            f"{where}{SGLANG_ACCEPTED[0]} is missing (and no {SGLANG_HISTOGRAM[1]} to count it from)"
-        )
+    drafted = first_count(meta, where, SGLANG_PROPOSED)
+    older = accepted is None and not hist
+    if older and drafted is not None:
+        raise ValueError(f"{where}{SGLANG_ACCEPTED[0]} is missing beside {SGLANG_PROPOSED[0]}")
     run = MetricsRun(
         kind="sglang",
-        accepted=accepted if accepted is not None else sum(j * n for j, n in enumerate(hist)),
-        drafted=first_count(meta, where, SGLANG_PROPOSED),
+        accepted=accepted if accepted is not None or older else sum(j * n for j, n in enumerate(hist)),
+        drafted=drafted,
         steps=steps,
         tokens=tokens,
         histogram=hist,
         per_position=tails(hist, len(hist) - 1) if hist else (),
         draft_len=len(hist) - 1 if hist else None,
         reported=reported(where, meta, {"tau": "spec_accept_length", "rate": "spec_accept_rate"}),
-        notes=() if first_count(meta, where, SGLANG_PROPOSED) is not None else (SGLANG_NO_PROPOSED,),
+        notes=(SGLANG_OLDER,) if older else () if drafted is not None else (SGLANG_NO_PROPOSED,),
     )
     return finish(where, run)
 
 
+SGLANG_OLDER = (
+    "an older SGLang meta_info: spec_verify_ct and completion_tokens only, so τ is SGLang's own, completion_tokens "
+    "÷ spec_verify_ct; it counts no accepted or proposed drafts, so no rate and no per-position figures"
+)
 SGLANG_NO_PROPOSED = (
     "this meta_info has no proposed-draft count (spec_num_proposed_drafts or an older name): the rate is shown "
     "as SGLang reported it, not from counts"
@@ -237,38 +139,63 @@ def read_llamacpp_timings(data) -> MetricsRun:
     where = "llama.cpp timings."
     data = an_object("llama.cpp response", data)
     timings = an_object(where, data["timings"]) if "timings" in data else data
-    if "draft_n" not in timings:
-        raise ValueError(
-            f"{where}draft_n is missing: llama-server writes draft_n and draft_n_accepted only for a request that "
-            "drafted (start it with a draft model, or another speculative type)"
-        )
-    accepted = whole(where, "draft_n_accepted", get(timings, where, "draft_n_accepted"))
     tokens = whole(where, "predicted_n", get(timings, where, "predicted_n"))
+    if "draft_n" not in timings:  # a request that drafted nothing
+        run = MetricsRun(kind="llamacpp-timings", accepted=0, drafted=0, steps=tokens, tokens=tokens)
+        return replace(finish(where, run), notes=(LLAMACPP_NO_DRAFT,))
+    accepted = whole(where, "draft_n_accepted", get(timings, where, "draft_n_accepted"))
+    drafted = whole(where, "draft_n", timings["draft_n"])
+    if accepted > drafted:
+        raise ValueError(f"{where}draft_n_accepted is {accepted}, more than draft_n = {drafted}")
+    if tokens == 0:
+        raise ValueError(f"{where}predicted_n is 0 beside draft_n = {drafted}: no token was emitted")
+    notes = ()
     if accepted >= tokens:
-        raise ValueError(f"{where}draft_n_accepted = {accepted} must be less than predicted_n = {tokens}")
+        notes = (LLAMACPP_OVERCOUNT.format(accepted=accepted, tokens=tokens, kept=tokens - 1),)
+        accepted = tokens - 1
     run = MetricsRun(
         kind="llamacpp-timings",
         accepted=accepted,
-        drafted=whole(where, "draft_n", timings["draft_n"]),
+        drafted=drafted,
         steps=tokens - accepted,
         tokens=tokens,
+        notes=notes,
     )
     return finish(where, run)
 
 
-def trt_spec(entry, where: str) -> dict:
-    """The speculative_decoding object of one TensorRT-LLM request, wherever the response put it."""
+LLAMACPP_NO_DRAFT = (
+    "no draft_n: llama-server writes draft_n and draft_n_accepted only for a request that drafted, so this one "
+    "drafted nothing (or the server had no draft model or speculative type: --spec-type names it)"
+)
+LLAMACPP_OVERCOUNT = (
+    "draft_n_accepted = {accepted} is more than the {tokens} tokens emitted: llama-server adds a round's accepted "
+    "drafts (n_draft_accepted += n_accepted) before its per-token stop check, so drafts accepted past a stop are "
+    "counted; taken as {kept}, predicted_n − 1 (the first token is the prompt's forward's, never a draft)"
+)
+
+
+def trt_spec(entry, where: str) -> dict | None:
+    """The speculative_decoding object of one TensorRT-LLM request, wherever the response put it; None where the
+    request's perf metrics have none (TensorRT-LLM writes it only for a request that drafted)."""
     entry = an_object(where, entry)
     for outer in ("request_perf_metrics", "perf_metrics"):
         if outer in entry:
             metrics = an_object(f"{where}{outer}", entry[outer])
-            if "speculative_decoding" not in metrics:
-                raise ValueError(
-                    f"{where}{outer}.speculative_decoding is missing: TensorRT-LLM writes it only for a request "
-                    "that drafted (total_draft_tokens > 0)"
-                )
+            if metrics.get("speculative_decoding") is None:
+                return None
             return an_object(f"{where}{outer}.speculative_decoding", metrics["speculative_decoding"])
     return an_object(f"{where}speculative_decoding", entry.get("speculative_decoding", entry))
+
+
+TRT_NOTHING = (
+    "no speculative_decoding block: TensorRT-LLM writes it only for a request that drafted, so this one is "
+    "counted as drafting nothing"
+)
+
+
+def trt_nothing() -> MetricsRun:
+    return MetricsRun(kind="trtllm", accepted=0, drafted=0, steps=None, notes=(TRT_NOTHING,))
 
 
 def read_trtllm_one(spec: dict, where: str) -> MetricsRun:
@@ -295,38 +222,47 @@ def read_trtllm_one(spec: dict, where: str) -> MetricsRun:
 def read_trtllm(data) -> MetricsRun:
     """TensorRT-LLM: one request's metrics, or trtllm-serve's /perf_metrics list (its requests pooled)."""
     if not isinstance(data, list):
-        return read_trtllm_one(trt_spec(data, "TensorRT-LLM "), "TensorRT-LLM speculative_decoding.")
+        spec = trt_spec(data, "TensorRT-LLM ")
+        return (
+            read_trtllm_one(spec, "TensorRT-LLM speculative_decoding.") if spec is not None else trt_nothing()
+        )
     if not data or len(data) > MAX_REQUESTS:
         raise ValueError(
             f"TensorRT-LLM /perf_metrics must list 1 to {MAX_REQUESTS:,} requests, got {len(data):,}"
         )
-    runs = [
-        read_trtllm_one(trt_spec(e, f"TensorRT-LLM [{i}]."), f"TensorRT-LLM [{i}].")
-        for i, e in enumerate(data)
-    ]
+    specs = [trt_spec(e, f"TensorRT-LLM [{i}].") for i, e in enumerate(data)]
+    runs = [read_trtllm_one(s, f"TensorRT-LLM [{i}].") for i, s in enumerate(specs) if s is not None]
+    idle = len(specs) - len(runs)
     steps = [r.steps for r in runs]
-    return MetricsRun(
+    notes = (f"{len(specs)} requests pooled: their counts summed",)
+    if idle:
+        notes += (
+            f"{idle} of them had no speculative_decoding block (TensorRT-LLM writes it only for a request "
+            "that drafted): counted as drafting nothing",
+        )
+    run = MetricsRun(
         kind="trtllm",
         accepted=sum(r.accepted for r in runs),
         drafted=sum(r.drafted for r in runs),
-        steps=sum(steps) if None not in steps else None,
-        notes=(f"{len(runs)} requests pooled: their counts summed",),
+        steps=sum(steps) if None not in steps and runs else None,
+        notes=notes,
     )
+    return finish("TensorRT-LLM /perf_metrics: ", run)
 
 
 PARSERS = {
-    "vllm-prometheus": lambda payload: read_prometheus("vllm-prometheus", payload),
-    "llamacpp-prometheus": lambda payload: read_prometheus("llamacpp-prometheus", payload),
     "vllm-request": read_vllm_request,
     "sglang": read_sglang,
     "llamacpp-timings": read_llamacpp_timings,
     "trtllm": read_trtllm,
 }
-JSON_KINDS = ("vllm-request", "sglang", "llamacpp-timings", "trtllm")
+JSON_KINDS = tuple(PARSERS)
+PROMETHEUS_KINDS = tuple(PROM_PREFIX)  # vllm-prometheus, vllm-older, llamacpp-prometheus
 UNRECOGNISED = (
-    "metrics not recognised: paste vLLM's or llama.cpp's /metrics text (vllm:spec_decode_*, llamacpp:spec_decode_*) "
-    "or a JSON response with metrics.speculative_decoding (vLLM), meta_info (SGLang), timings (llama.cpp server) or "
-    "request_perf_metrics.speculative_decoding (TensorRT-LLM); or choose the kind"
+    "metrics not recognised: paste vLLM's or llama.cpp's /metrics text (vllm:spec_decode_*, llamacpp:spec_decode_*), "
+    "vLLM's LLM.get_metrics() printed, or a JSON response (or its data: stream) with metrics.speculative_decoding "
+    "(vLLM), meta_info (SGLang), timings (llama.cpp server) or request_perf_metrics.speculative_decoding "
+    "(TensorRT-LLM); or choose the kind"
 )
 
 
@@ -348,6 +284,14 @@ def json_kind(data) -> str:
     raise ValueError(UNRECOGNISED)
 
 
+def recognised(data) -> bool:
+    try:
+        json_kind(data)
+    except ValueError:
+        return False
+    return True
+
+
 def text_kind(text: str) -> str:
     """Prometheus text: whose counters it holds."""
     for kind in ("vllm-prometheus", "llamacpp-prometheus"):
@@ -364,9 +308,21 @@ def load_json(text: str, where: str):
         raise ValueError(f"{where}: not valid JSON ({str(e)[:80]})") from None
 
 
-def read_metrics(text: str, kind: str = "auto") -> MetricsRun:
-    """A report (Prometheus text or a JSON response) as one MetricsRun; kind: a READERS key, or "auto" to detect
-    it. A ValueError names what does not parse."""
+def json_payload(text: str, kind: str, where: str) -> tuple:
+    """A JSON report, out of its stream (the last data: chunk that carries one) and its envelopes: (payload,
+    notes)."""
+    fits = recognised if kind == "auto" else lambda d: recognised(d) and json_kind(d) == kind
+    if formats.is_sse(text):
+        chunks = [formats.unwrap(c, fits) for c in formats.sse_chunks(text, f"{where}: ")]
+        carrying = [(c, notes) for c, notes in chunks if fits(c)]
+        payload, notes = carrying[-1] if carrying else chunks[-1]
+        return payload, (formats.SSE_NOTE, *notes)
+    return formats.unwrap(load_json(text, where), fits)
+
+
+def read_runs(text: str, kind: str = "auto") -> list:
+    """A report as its runs: one per model a /metrics text holds (each a window where several scrapes are pasted),
+    one for a JSON response. kind: a READERS key, or "auto" to detect it. A ValueError names what does not parse."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_METRICS_BYTES:
         raise ValueError(
@@ -374,12 +330,41 @@ def read_metrics(text: str, kind: str = "auto") -> MetricsRun:
         )
     if kind != "auto" and kind not in READERS:
         raise ValueError(f"metrics kind must be auto or one of {', '.join(READERS)}, got {shown(kind)}")
-    is_json = text.lstrip()[:1] in ("{", "[") and text.strip() != ""
-    if kind == "auto":
-        payload = load_json(text, "metrics") if is_json else text
-        kind = json_kind(payload) if is_json else text_kind(text)
-    elif kind in JSON_KINDS:
-        payload = load_json(text, READERS[kind].engine)
+    notes = ()
+    if kind in ("auto", "vllm-prometheus", "vllm-older") and formats.is_objects(text):
+        text, notes = formats.objects_text(text, "vLLM get_metrics(): "), (formats.OBJECTS_NOTE,)
+        kind = "vllm-prometheus" if kind == "auto" else kind
+    is_json = formats.is_sse(text) or (text.lstrip()[:1] in ("{", "[") and text.strip() != "")
+    if kind in PROMETHEUS_KINDS or (kind == "auto" and not is_json):
+        runs = read_prometheus_runs(text_kind(text) if kind == "auto" else kind, text)
     else:
-        payload = text
-    return PARSERS[kind](payload)
+        payload, wrapped = json_payload(text, kind, READERS[kind].engine if kind != "auto" else "metrics")
+        runs = [PARSERS[json_kind(payload) if kind == "auto" else kind](payload)]
+        notes += wrapped
+    return [replace(r, notes=notes + r.notes) for r in runs] if notes else runs
+
+
+def pick(runs: list, model: str | None = None) -> MetricsRun:
+    """The run of the model named (its label value, or its labels as listed); the first where none is named, the
+    others listed in a note."""
+    if model:
+        found = [r for r in runs if r.model and (r.model == model or f'="{model}"' in r.model)]
+        if not found:
+            listed = "; ".join(r.model or "(no labels)" for r in runs)
+            raise ValueError(f"no model {shown(model)} in this report; it holds: {shown(listed)[:300]}")
+        return found[0]
+    run = runs[0]
+    if len(runs) == 1:
+        return run
+    listed = "; ".join(r.model or "(no labels)" for r in runs)
+    note = (
+        f"this report holds {len(runs)} models, read apart (never pooled): {listed}; shown: the first "
+        "(choose another with --model, or Model on the page)"
+    )
+    return replace(run, notes=(note, *run.notes))
+
+
+def read_metrics(text: str, kind: str = "auto", model: str | None = None) -> MetricsRun:
+    """A report (Prometheus text, get_metrics() printed, or a JSON response) as one MetricsRun: the model named,
+    or the first of several (the others listed in a note); kind: a READERS key, or "auto" to detect it."""
+    return pick(read_runs(text, kind), model)

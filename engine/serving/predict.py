@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import costmodel
-from .config import MAX_GAMMA
-from .engine_metrics_run import MetricsRun, pooled_counts, position_alphas, rate
-from .figures import Exact
+from .. import costmodel
+from ..config import MAX_GAMMA
+from ..figures import Exact
+from .checks import drafted_nothing
+from .run import MetricsRun, pooled_counts, position_alphas, rate, tau
 
 
 # -- the α the counts imply, and the cost model's prediction -------------------------------------------------------
@@ -36,6 +37,11 @@ def alpha_for_tokens(tokens: float, gamma: float) -> float:
     return (lo + hi) / 2
 
 
+def predictable(run: MetricsRun) -> bool:
+    """Whether the counts imply an α: not where the report drafted nothing."""
+    return not drafted_nothing(run) and (tau(run) is not None or rate(run) is not None)
+
+
 def alphas_for(run: MetricsRun, gamma: int) -> Alphas:
     """Per position where the report counts per position (α_i, then the pooled α, or the last α_i, beyond the
     positions it counted); else the one α at which E(α, g) gives the counts' τ, g their mean drafts per step
@@ -49,13 +55,21 @@ def alphas_for(run: MetricsRun, gamma: int) -> Alphas:
             f"; {beyond} beyond position {len(cond)}" if gamma > len(cond) else ""
         )
         return Alphas(inputs=inputs, how=how)
+    if not predictable(run):
+        raise ValueError("this report drafted nothing: no α to predict from")
     per_step = Fraction(run.drafted, run.steps) if run.steps and run.drafted else Fraction(gamma)
-    counts_tau = 1 + Fraction(run.accepted, run.steps) if run.steps else 1 + rate(run) * per_step
+    if run.accepted is None:  # an older SGLang: its own τ, every output token per verify step
+        counts_tau = tau(run)
+    else:
+        counts_tau = 1 + Fraction(run.accepted, run.steps) if run.steps else 1 + rate(run) * per_step
     a = alpha_for_tokens(float(counts_tau), float(per_step))
     g, t = Exact(per_step).text(), Exact(counts_tau).text()
     how = (
-        f"one α at every position, the one at which E(α, {g}) = {t}, the counts' tokens per step at their mean "
-        "drafts per step"
+        f"one α at every position, the one at which E(α, {g}) = {t}, SGLang's τ (completion_tokens ÷ "
+        f"spec_verify_ct) at your γ = {g}: this meta_info counts no drafts"
+        if run.accepted is None
+        else f"one α at every position, the one at which E(α, {g}) = {t}, the counts' tokens per step at their "
+        "mean drafts per step"
         if run.steps
         else f"one α at every position, the one at which E(α, {g}) = 1 + rate × {g} = {t}: the report counts no "
         f"verify steps, so every step is taken to have drafted your γ = {g}"

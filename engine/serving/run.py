@@ -1,7 +1,7 @@
 """The record every serving engine's report is read into (`MetricsRun`), the readers' table (`READERS`: each
 names the engine, the version and the document it follows, and τ and the rate as formula templates) and the
 formulas printed and evaluated from one template. Plain Python, no torch; the readers themselves are in
-engine_metrics_readers.py, the prediction in engine_metrics_predict.py, the entry point engine_metrics.py.
+readers.py, the prediction in predict.py, the entry point engine/serving/__init__.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .figures import Exact
+from ..figures import Exact
 
 # a metrics file or pasted text larger than this is refused unread (the app's text box takes as many characters)
 MAX_METRICS_BYTES = 512 * 1024
@@ -20,6 +20,8 @@ MAX_LINES = 50_000  # lines of Prometheus text (a full vLLM scrape is a few thou
 MAX_POSITIONS = 64  # draft positions (and histogram buckets) a file may report
 MAX_STEPS = 200_000  # entries of vLLM's per-step arrays
 MAX_REQUESTS = 10_000  # entries of a TensorRT-LLM /perf_metrics list
+MAX_SCRAPES = 100  # scrapes of one server pasted one after another (a window over them)
+MAX_MODELS = 64  # models (label sets) one scrape may hold
 MAX_COUNT = 10**15  # the largest count taken
 TOLERANCE = 0.005  # a reported τ or rate may be rounded by this much and still agree with its counts
 SHOWN = 40  # characters of a refused value a message quotes
@@ -49,7 +51,7 @@ class MetricsRun:
     num_accepted_tokens_per_pos); histogram[j]: steps that accepted exactly j drafts."""
 
     kind: str  # a READERS key
-    accepted: int  # draft tokens the target accepted (bonus tokens not counted)
+    accepted: int | None  # draft tokens the target accepted (bonus tokens not counted); None: not reported
     drafted: int | None  # draft tokens proposed; None where the report has no count of them
     steps: int | None  # verify steps; None where the report has none
     tokens: int | None = (
@@ -61,6 +63,9 @@ class MetricsRun:
     rejections: int | None = None  # steps in which a draft was rejected, where the counts tell
     reported: dict = field(default_factory=dict)  # the engine's own figures: {"tau": x, "rate": y}
     notes: tuple = ()  # what this file's numbers say beyond the counts (series summed, steps drafting less)
+    model: str | None = None  # the labels that set this run apart from the report's others ('model_name="…"')
+    models: tuple = ()  # every model the report holds, this one among them, where it holds several
+    window: dict | None = None  # {"scrapes": n, "resets": r} where the counts are a window between scrapes
 
     @property
     def reader(self) -> Reader:
@@ -168,8 +173,10 @@ VLLM_DOCS = (
 )
 PROM_PREFIX = {
     "vllm-prometheus": "vllm:",
+    "vllm-older": "vllm:",
     "llamacpp-prometheus": "llamacpp:",
 }  # whose counters a scrape holds
+SIX_DIGITS = ("llamacpp-prometheus",)  # totals printed through a std::stringstream: 6 significant digits
 READERS = {
     "vllm-prometheus": Reader(
         kind="vllm-prometheus",
@@ -188,6 +195,28 @@ READERS = {
         link=VLLM_LINK,
         notes=(
             "server-wide counters since the server started: scrape before and after a workload and subtract",
+        ),
+    ),
+    "vllm-older": Reader(
+        kind="vllm-older",
+        engine="vLLM (V0 or early V1)",
+        source="Prometheus /metrics text without vllm:spec_decode_num_drafts",
+        follows=(
+            "vLLM V0: vllm/engine/metrics.py (spec_decode_num_accepted_tokens_total, _num_draft_tokens_total, "
+            "_num_emitted_tokens_total, the draft_acceptance_rate and efficiency gauges; docs/source/design/v1/"
+            "metrics.md lists them); early V1 releases exported the first two before vllm:spec_decode_num_drafts"
+        ),
+        names={
+            "accepted": "vllm:spec_decode_num_accepted_tokens",
+            "drafted": "vllm:spec_decode_num_draft_tokens",
+            "steps": "vllm:spec_decode_num_drafts (not exported by this version)",
+        },
+        tau_name="mean acceptance length (needs vllm:spec_decode_num_drafts)",
+        tau=VLLM_TAU,
+        rate_name="draft acceptance rate",
+        link=VLLM_LINK,
+        notes=(
+            "this vLLM counts no verify steps: the rate is shown, τ and the per-position figures cannot be",
         ),
     ),
     "vllm-request": Reader(

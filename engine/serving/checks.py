@@ -7,16 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from .engine_metrics_run import (
-    MAX_COUNT,
-    MAX_POSITIONS,
-    SHOWN,
-    TOLERANCE,
-    MetricsRun,
-    evaluate,
-    named,
-    substitute,
-)
+from .run import MAX_COUNT, MAX_POSITIONS, SHOWN, TOLERANCE, MetricsRun, evaluate, named, substitute
 
 
 # -- reading numbers: each refusal names its field --------------------------------------------------------------
@@ -91,6 +82,10 @@ def check_counts(where: str, names: dict, run: MetricsRun) -> None:
     """What counts of one run must satisfy, whatever the engine: accepted ≤ drafted; a histogram adds up to the
     steps and the accepted drafts; per-position counts fall with the position and add up to the accepted."""
     name = names.get
+    if run.steps == 0 and run.drafted:
+        raise ValueError(f"{where}{name('steps')} is 0, but {name('drafted')} is {run.drafted}")
+    if run.accepted is None:
+        return
     if run.drafted is not None and run.accepted > run.drafted:
         raise ValueError(
             f"{where}{name('accepted')} is {run.accepted}, more than {name('drafted')} = {run.drafted}"
@@ -141,11 +136,26 @@ def drafting_note(run: MetricsRun) -> tuple:
     )
 
 
+def drafted_nothing(run: MetricsRun) -> bool:
+    """No draft in the report (a request that never drafted, a window in which the server drafted none)."""
+    return run.drafted == 0 or run.steps == 0
+
+
+def nothing_note(run: MetricsRun) -> str:
+    names = run.reader.names
+    zero = names["drafted"] if run.drafted == 0 else names["steps"]
+    return (
+        f"drafted nothing: {zero} is 0, so τ and the rate are 0 ÷ 0 and not shown (a request that never "
+        "drafted, or a window in which the server drafted none)"
+    )
+
+
 def finish(where: str, run: MetricsRun) -> MetricsRun:
-    """A parsed run, checked: its counts cohere and agree with the figures the engine printed beside them."""
-    if run.drafted == 0 or run.steps == 0:
-        raise ValueError(f"{where}no speculative step in this report: {run.reader.names['drafted']} is 0")
+    """A parsed run, checked: its counts cohere and agree with the figures the engine printed beside them. A run
+    that drafted nothing is read, said in a note (its figures are 0 ÷ 0)."""
     check_counts(where, run.reader.names, run)
+    if drafted_nothing(run):
+        return replace(run, notes=run.notes + (nothing_note(run),))
     check_reported(where, run)
     if run.drafted is not None and run.steps and run.draft_len and run.drafted == run.steps * run.draft_len:
         last = run.histogram[run.draft_len] if len(run.histogram) > run.draft_len else None
