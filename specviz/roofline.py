@@ -224,6 +224,9 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
         + f". They meet at the ridge n* ≈ {f['ridge']}: below it, a forward over n tokens costs about one "
         "weight read.",
     ]
+    fmt = format_sentence(r, host, share["context"])
+    if fmt:
+        lines.append(fmt)
     floor = parse(f["mem1"])
     pct, (step,) = derive(lambda t: 100 * floor / t, [(share["step_s"] * 1e3, 1)], 0)
     if floor > 0 and pct is not None:  # a floor or a step that prints 0 (a hand-made trace) has no share
@@ -256,7 +259,35 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     return "".join(f"<p>{line}</p>" for line in lines)
 
 
-KERNEL_LABELS = {"native": "specviz's native kernel", "mkl": "MKL", "onednn": "oneDNN"}
+def format_sentence(r: dict, host: dict, context: float) -> str:
+    """What the weights' format changes (a run on a GGUF's blocks): the bytes a step reads beside the same
+    weights de-quantized to fp32, and the memory floor and ridge those would give, each from the inputs printed
+    ("" for fp32 weights, or a host record without the two sizes)."""
+    fp32 = host.get("weight_bytes_fp32")
+    if host.get("weights") != "gguf" or not isinstance(fp32, (int, float)) or fp32 <= 0:
+        return ""
+    mine, other = floor_terms(r, context, 1), floor_terms({**r, "weight_bytes": float(fp32)}, context, 1)
+    if None in (mine["mem1"], other["mem1"], mine["ridge"], other["ridge"]):
+        return ""
+    return (
+        f"The weights are the model file's own GGUF blocks (4- and 8-bit numbers with a scale per 32 weights), read "
+        f"as they ship: {mine['weights']} GB a step, where the same weights de-quantized to fp32 are "
+        f"{other['weights']} GB, whose memory floor at n = 1 would be ({other['weights']} GB + ({mine['context']} + 1) "
+        f"· {other['kv']} MB) ÷ {other['bandwidth']} GB/s = {other['mem1']} ms instead of {mine['mem1']} ms, and the "
+        f"ridge n* ≈ {other['ridge']} instead of {mine['ridge']}. Fewer bytes move the ridge down: on the blocks "
+        "a forward over a few tokens is sooner bound by the CPU's work (each weight rebuilt from its block in "
+        "registers before it is multiplied), so verifying n tokens costs more steps than on fp32 and speculation "
+        "pays less per accepted token, though every step is faster (the compute floor here is the fp32 matmul "
+        "rate's; <code>python -m engine roofline</code> also times the block kernels themselves)."
+    )
+
+
+KERNEL_LABELS = {
+    "native": "specviz's native kernel",
+    "mkl": "MKL",
+    "onednn": "oneDNN",
+    "dequant": "de-quantize + matmul",
+}
 
 
 def kernel_sentence(kernels: dict, n: int) -> str:
