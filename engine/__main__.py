@@ -92,13 +92,15 @@ def _generate(args) -> int:
 def _kernels(args) -> int:
     """The lean forward's kernel plan on this host (measured once, then cached; --refresh measures again)."""
     from .runtime import kernels, native
-    from .runtime.lean import LeanForward
+    from .runtime.lean import LeanForward, forward_fn
     from .runtime.models import load_model
 
     target = load_model(args.target, dtype=args.dtype)
-    forward = LeanForward(target.model)
-    print(f"native kernel: {native.status()}")
-    if forward.head.packed is None:
+    forward = forward_fn(target.model)  # the target's own: on the GGUF's blocks by default
+    if not isinstance(forward, LeanForward):
+        forward = LeanForward(target.model)
+    print(f"native kernel: {native.status()}; weights: {forward.weight_format}")
+    if getattr(forward.head, "packed", None) is None:
         print("no oneDNN-packed weights here (a GPU, a build without oneDNN, or too little RAM)")
     print(kernels.report(forward.measure_kernels(refresh=args.refresh)))
     return 0

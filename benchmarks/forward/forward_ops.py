@@ -11,6 +11,7 @@ adds. Numbers move with the host and the load: compare within one run.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -81,6 +82,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--threads", default="1,2")
     args = ap.parse_args()
+    os.environ.setdefault("SPECVIZ_WEIGHTS", "fp32")  # this probe times the fp32 path's kernels
     target = load_model("embedded")
     forward = LeanForward(target.model)
     costs = roofline.costs_of(forward)

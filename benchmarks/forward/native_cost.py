@@ -16,6 +16,7 @@ op calls per layer in a 1-token step (torch.profiler; native.c's calls are not t
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -105,6 +106,7 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=300)
     ap.add_argument("--tokens", type=int, default=64)
     args = ap.parse_args()
+    os.environ.setdefault("SPECVIZ_WEIGHTS", "fp32")  # this probe times the fp32 path's kernels
     target = load_model("embedded")
     model = target.model
     ids = torch.randint(0, 40000, (1, args.context + max(NS)), generator=torch.Generator().manual_seed(0))

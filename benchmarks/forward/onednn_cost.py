@@ -24,6 +24,7 @@ from engine.runtime.lean import LeanForward  # noqa: E402
 
 
 def main() -> None:
+    os.environ.setdefault("SPECVIZ_WEIGHTS", "fp32")  # this probe times the fp32 path's kernels
     target = load_model("embedded")
     os.environ["SPECVIZ_ONEDNN"] = "0"
     plain = LeanForward(target.model)
