@@ -278,7 +278,10 @@ def format_sentence(r: dict, host: dict, context: float) -> str:
         "a forward over a few tokens is sooner bound by the CPU's work (each weight rebuilt from its block in "
         "registers before it is multiplied), so verifying n tokens costs more steps than on fp32 and speculation "
         "pays less per accepted token, though every step is faster (the compute floor here is the fp32 matmul "
-        "rate's; <code>python -m engine roofline</code> also times the block kernels themselves)."
+        "rate's; <code>python -m engine roofline</code> also times the block kernels themselves). Every product is "
+        "still the fp32 one (the weight is rebuilt exactly, the activations stay fp32), so speculation on the blocks "
+        "is token-identical to AR; llama.cpp's prompt lookup on this same file is not, since its integer kernels "
+        "round a batch's activations unlike one token's (<code>make peer</code> counts both: docs/benchmarks.md)."
     )
 
 
