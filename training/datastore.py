@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from engine.runtime.models import load_model
+from engine.runtime.models import load_model, materialize
 
 from . import broad, sharegpt
 from .corpus import corpus
@@ -27,7 +27,7 @@ def answers(loaded, prompts: int, max_new: int, seed: int, batch: int = 16, log=
     """The target's greedy answers (token ids after the prompt) to `prompts` disjoint ShareGPT first turns."""
     firsts = sharegpt.first_turns(sharegpt.conversations(seed=seed), max_chars=600)
     firsts = broad.disjoint(firsts, broad.forbidden())[:prompts]
-    seqs = corpus(loaded.model, loaded.tokenizer, firsts, max_new, batch, log=log)
+    seqs = corpus(materialize(loaded.model), loaded.tokenizer, firsts, max_new, batch, log=log)
     return [s["tokens"][s["prompt_len"] :].tolist() for s in seqs]
 
 

@@ -37,7 +37,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from engine.heads import modules as H  # noqa: E402
 from engine.runtime.lean import rms_norm  # noqa: E402
-from engine.runtime.models import EMBEDDED, load_model  # noqa: E402
+from engine.runtime.models import EMBEDDED, load_model, materialize  # noqa: E402
 from training import corpus as C  # noqa: E402
 from training import train as T  # noqa: E402
 
@@ -47,6 +47,7 @@ def material(cache: str, rest: list[str]):
     own arguments (nothing generated that the cache holds); heads_heldout.py reads the same material."""
     args = T.argument_parser().parse_args([a for a in rest if a != "--"])
     target = load_model(EMBEDDED)
+    materialize(target.model)  # training reads the transformers module: its fp32 weights, made here
     prompts, texts, evals = C.broad_material(args, target.tokenizer)
     train, held, evaluation = C.gather(
         target.model,

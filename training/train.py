@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.heads.modules import WEIGHTS, Heads, HeadsConfig, frozen_parts, save
-from engine.runtime.models import EMBEDDED, load_model
+from engine.runtime.models import EMBEDDED, load_model, materialize
 
 from . import broad, sharegpt
 from .accuracy import by_source, calibration, eagle_accuracy, labels, medusa_accuracy, medusa_rows
@@ -404,6 +404,7 @@ def main(argv=None) -> None:
     args = argument_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     target = load_model(EMBEDDED)
+    materialize(target.model)  # training reads the transformers module: its fp32 weights, made here
     if args.text_tokens or args.instructions or args.specbench_eval or args.sharegpt_answers:
         prompts, texts, evals = broad_material(args, target.tokenizer)
     else:
