@@ -194,9 +194,9 @@ def dequant_panels(weight: "BlockWeight", p0: int, p1: int, dst: torch.Tensor | 
 
 class BlockWeight(kernels.Planned):
     """One projection y = x @ W.T on a GGUF tensor's blocks (rows concatenated for fused projections), with
-    lean.Weight's interface: "native" runs native.c's block kernel (few rows: decode, drafting, verification),
-    "dequant" de-quantizes SCRATCH_FLOATS weights at a time into a scratch buffer and multiplies it with torch's
-    matmul (prefill)."""
+    lean.Weight's interface: "native" runs native.c's block kernel (up to NATIVE_ROWS rows: decode, drafting,
+    verification), "dequant" de-quantizes SCRATCH_FLOATS weights at a time into a scratch buffer and multiplies it
+    with torch's matmul (prefill)."""
 
     def __init__(self, kind: str, raw: np.ndarray, bias: torch.Tensor | None = None):
         self.w = pack(kind, raw)  # (panels, panel bytes) uint8; a BlockError for what is not blocks of kind
@@ -211,8 +211,11 @@ class BlockWeight(kernels.Planned):
         self.plan: dict[int, list[str]] = {}
 
     def kernels(self, rows: int = 1) -> dict:
+        """One kernel per row count, nothing to measure: the block kernel up to NATIVE_ROWS rows, so every
+        verification of γ <= 16 runs the AR step's instructions (its rows are bitwise AR steps: lossless by
+        construction, not by a plan's timing), the de-quantized matmul beyond (prefill, large trees)."""
         if rows <= native.NATIVE_ROWS:
-            return {"native": self._native, "dequant": self._dequant}
+            return {"native": self._native}
         return {"dequant": self._dequant}
 
     def fallback(self, rows: int) -> str:
