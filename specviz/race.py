@@ -7,6 +7,7 @@ finished. Events -> HTML; every token text is escaped.
 
 from __future__ import annotations
 
+from engine import costrule
 from engine.figures import plural, quotient_terms
 from engine.metrics import greedy_drift
 
@@ -132,13 +133,18 @@ def render_race(events, t: float | None = None) -> str:
     lanes = "".join(_lane(mode, title, sub, runs.get(mode), t, shown.get(mode)) for mode, title, sub in LANES)
     speed, warn = "", ""
     if summary.get("speedup") is not None:
-        # unreliable: withheld
-        pred = None if summary.get("timing_flags") else summary.get("predicted_speedup")
-        pred = predicted_terms(summary) if pred is not None else None
+        # the prediction on the costs the rule allows (engine.costrule), saying when they are not the run's own
+        used = costrule.usable(summary)
+        pred = predicted_terms(used)
+        quiet = (
+            " on this host's quiet calibration"
+            if (used.get("costs") or {}).get("source") == "calibration"
+            else ""
+        )
         speed = (
             f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
             f"{rates[0] if rates else format(summary['speedup'], '.2f')}×</span>"
-            + (f'<span class="race-predicted">predicted {pred[0]}×</span>' if pred is not None else "")
+            + (f'<span class="race-predicted">predicted {pred[0]}×{quiet}</span>' if pred is not None else "")
         )
     if speed and t is not None:  # a replay: the lanes stand at time t, the verdict is the whole run's
         speed = '<span class="race-scope">whole run:</span>' + speed
