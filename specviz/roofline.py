@@ -251,7 +251,8 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     kernels = host.get("kernels") or {}
     if kernels:
         lines.append(
-            "Kernels measured fastest on that machine and used by this run: " + kernel_sentence(kernels, run_n)
+            "Kernels measured fastest on that machine and used by this run: "
+            + kernel_sentence(kernels, run_n)
         )
     return "".join(f"<p>{line}</p>" for line in lines)
 

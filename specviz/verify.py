@@ -175,7 +175,8 @@ def render_verify(events, round_: int | None = None) -> str:
         rv = rounds[-1]
     else:
         rv = next((r for r in rounds if r.round == round_), None)
-        if rv is None:  # never another round than the one asked for: say what it was, link the nearest drafted
+        # never another round than the one asked for: say what it was, link the nearest drafted
+        if rv is None:
             return _undrafted(run, round_, rounds)
     d, v, greedy = rv.drafted, rv.verified, run.greedy
     rule = (
