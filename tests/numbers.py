@@ -7,6 +7,7 @@ is exact. `check_page` returns the disagreements, each named (empty: every figur
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 NUM = r"(\d+(?:\.\d+)?)"
@@ -21,8 +22,12 @@ def value(text: str) -> float:
 
 
 def agrees(printed: str, computed: float) -> bool:
-    """The printed figure is `computed` rounded to the printed number of decimals (ties either way)."""
+    """The printed figure is `computed` rounded to the printed number of decimals; a computed figure that is
+    exactly a decimal tie (2110 ÷ 4000 = 0.5275) must print rounded half up (0.528), as a calculator gives it."""
     places = len(printed.split(".")[1]) if "." in printed else 0
+    exact = Decimal(repr(float(computed))).scaleb(places)
+    if abs(exact) % 1 == Decimal("0.5"):
+        return Decimal(printed) == exact.quantize(Decimal(1), rounding=ROUND_HALF_UP).scaleb(-places)
     return abs(float(printed) - computed) <= 0.5 * 10**-places * (1 + 1e-9) + 1e-12
 
 
