@@ -68,6 +68,8 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             "free_cores",
         ):
             positive(where + key, value, zero_ok=True)
+        elif key == "plain":
+            check_plain(value)
         elif key == "ar_token_ids":
             if not isinstance(value, list):
                 raise ValueError(f"{where}{key} must be a list of token ids, got {short_repr(value)}")
@@ -217,4 +219,24 @@ def check_calibration(cal) -> None:
     if not ok:
         raise ValueError(
             f'run_started.host.calibration must be {{"v": {{rows: a number >= 0}}}}, got {short_repr(cal)}'
+        )
+
+
+def check_plain(plain) -> None:
+    """finished.summary.plain: a recorder's measured plain decoding beside its run (engine/recorders/trace.with_plain)."""
+    ok = (
+        isinstance(plain, dict)
+        and set(plain) <= {"plain_s", "assisted_s", "plain_tokens", "identical"}
+        and all(real_number(plain.get(k)) and plain[k] > 0 for k in ("plain_s", "assisted_s"))
+        and (
+            isinstance(plain.get("plain_tokens", 0), int)
+            and not isinstance(plain.get("plain_tokens", 0), bool)
+        )
+        and plain.get("plain_tokens", 0) >= 0
+        and isinstance(plain.get("identical", False), bool)
+    )
+    if not ok:
+        raise ValueError(
+            "finished.summary.plain must be {plain_s > 0, assisted_s > 0, plain_tokens >= 0, identical: bool}, "
+            f"got {short_repr(plain)}"
         )

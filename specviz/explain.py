@@ -14,6 +14,7 @@ from engine.specs import family
 
 from .drift import lossy_badge, lossy_note
 from .history import credit, explain_paragraph
+from .imported import engine_family, measured_comparison, rollback_term
 from .markup import esc, recorded_by
 from .roofline import measured_points, roofline_chart, roofline_text
 from .runs import predicted_terms, spec_summary, view_runs
@@ -214,11 +215,12 @@ def what_happened(s: dict, spec) -> str:
         )
     )
     if calibrated(s):
-        return f'<p class="sv-short"><b>What happened.</b> {first} {calibrated_round(s, per)}</p>'
+        observed = raced(s) or measured_comparison(spec)  # the race's, or an imported run's recorder's
+        return f'<p class="sv-short"><b>What happened.</b> {first} {calibrated_round(s, per, observed)}</p>'
     timed = [r.timed for r in rounds if r.timed is not None]
     step = s.get("target_step_s")
     if not timed or not isinstance(step, (int, float)) or step <= 0:
-        return f'<p class="sv-short"><b>What happened.</b> {first}</p>'
+        return f'<p class="sv-short"><b>What happened.</b> {first} {measured_comparison(spec)}</p>'
     round_ms = sum(t.total_s for t in timed) / len(timed) * 1e3
     draft_ms = sum(t.draft_s for t in timed) / len(timed) * 1e3
     steps, round_text, step_text = quotient_terms(round_ms, step * 1e3, 2, least=1)
@@ -233,6 +235,8 @@ def what_happened(s: dict, spec) -> str:
         + (
             f"; the race against plain decoding measured {measured:.2f}×."
             if isinstance(measured, float)
+            else f". {measured_comparison(spec)}"
+            if engine_family(spec)
             else "; turn on the race to measure it against plain decoding."
         )
         + (
@@ -257,13 +261,13 @@ def raced(s: dict) -> str:
     return f"The race against plain decoding measured {measured:.2f}×{load}: that is what this run observed."
 
 
-def calibrated_round(s: dict, per: str) -> str:
+def calibrated_round(s: dict, per: str, observed: str = "") -> str:
     """What happened's cost sentences when the run's own costs cannot be used (costrule): which costs stand in and
     why, one round's cost in target steps on them, the speedup that gives, and the race's observation."""
     hist = s.get("round_gammas") or []
     steps_sum, rounds = s.get("model_steps"), sum(n for _, n in hist)
     if not steps_sum or not rounds:
-        return f"{calibrated(s)} {raced(s)}".strip()
+        return f"{calibrated(s)} {observed}".strip()
     if len(hist) == 1 and (r := one_round(s, hist[0][0])) is not None:
         g = hist[0][0]
         steps = r["cost"]
@@ -274,7 +278,7 @@ def calibrated_round(s: dict, per: str) -> str:
     about = fixed(parse(per) / parse(steps), 2) if parse(steps) > 0 else "–"
     return (
         f"{calibrated(s)} On those costs {cost}, so the speedup is about tokens per round ÷ steps per round = "
-        f"{per} ÷ {steps} = {about}×. {raced(s)}"
+        f"{per} ÷ {steps} = {about}×. {observed}"
     ).strip()
 
 
@@ -402,17 +406,12 @@ def _definitions(s: dict, spec, alpha, gamma) -> str:
             f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
             f"{plural(s.get('rejections', 0), 'rejection')}).",
         ),
-        (
-            "rollback",
-            "the target cache already holds the rejected positions; moving its length pointer back drops them "
-            f"in O(1). This run: {rollbacks} rollback{'s' if rollbacks != 1 else ''}, {dropped} position"
-            f"{'s' if dropped != 1 else ''} dropped.",
-        ),
+        ("rollback", rollback_term(spec, rollbacks, dropped)),
     ]
     return "".join(f"<dt>{k}</dt><dd>{d}</dd>" for k, d in terms)
 
 
-def _formula(s: dict, c, v, E, measured, flags) -> str:
+def _formula(s: dict, c, v, E, measured, flags, imported: str = "") -> str:
     """E, the speedup formula and the measured speedup, each with this run's numbers, as list items."""
     r = one_round(s, s["v_n"] - 1) if s.get("v_n") else None  # c and v as the one-round line prints them
     c_text, v_text = (r["c"], r["v"]) if r is not None else (_num(c, ".3f"), _num(v))
@@ -434,6 +433,8 @@ def _formula(s: dict, c, v, E, measured, flags) -> str:
         + (" (⚠ unreliable: the timings it rests on were disturbed, see below)" if flags else ""),
         f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)"
         if measured is not None
+        else f"measured: {imported}"
+        if imported
         else "measured: turn on the race against AR to measure the real speedup",
     ]
     return "".join(f"<li>{line}</li>" for line in lines)
@@ -464,7 +465,7 @@ def render_explain(events) -> str:
         raw.get("timing_flags") or [],
     )
     dl = _definitions(s, spec, alpha, gamma)
-    formula = _formula(s, c, v, E, measured, flags)
+    formula = _formula(s, c, v, E, measured, flags, measured_comparison(spec) if spec else "")
     note = (
         ""
         if pred is not None or s.get("tree_rounds")

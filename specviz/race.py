@@ -12,6 +12,7 @@ from engine.figures import plural, quotient_terms
 from engine.metrics import greedy_drift
 
 from .drift import drift_meter, lossy_badge, lossy_rule
+from .imported import engine_family, measured_comparison
 from .markup import esc, stream_text
 from .roofline import bandwidth_line
 from .runs import predicted_terms, spec_summary, view_runs
@@ -91,6 +92,10 @@ def verdict(spec, ar) -> str:
     are two draws from one law, the same draws where the lanes share a seed and every draft was a deterministic
     guess (engine/sampling/draws.py)."""
     if spec is None or ar is None:
+        if ar is None and engine_family(
+            spec
+        ):  # an imported run: what its recorder measured, never a race to run
+            return measured_comparison(spec)
         return "Run both to compare (AR baseline missing)." if ar is None else "Speculative run missing."
     if not (spec.done and ar.done):
         return "Racing: the verdict appears when both lanes have finished."

@@ -7,6 +7,7 @@ Events -> HTML; every token text is escaped.
 from __future__ import annotations
 
 from .drift import lossy_badge, lossy_rule
+from .imported import rollback_line
 from .markup import _at, accept_terms, esc, fmt_p, label_text
 from .runs import main_run
 
@@ -198,12 +199,7 @@ def render_verify(events, round_: int | None = None) -> str:
     )
     rows = [_row(i, text, d, v, greedy) for i, text in enumerate(d.tokens)]
     rb = rv.rolled_back
-    rollback = (
-        f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
-        f"{esc(rb.cache_after)} ({len(rb.positions)} position{'s' if len(rb.positions) != 1 else ''} dropped, no copy)."
-        if rb is not None
-        else ""
-    )
+    rollback = rollback_line(run, rb) if rb is not None else ""  # in the run's own engine's terms
     if rv.tree is not None:
         f = tree_facts(rv.tree)
         size = f"tree of {f['nodes']} nodes, depth {f['depth']}"
