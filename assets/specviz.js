@@ -332,11 +332,26 @@
       body.style.display = "none";
       layer.innerHTML = d.texts[frame.views[v]];
     });
+    showRound(frame.round);
     setCaption(d.texts[frame.caption]);
+  }
+  /* The replay slider shows the frame's round (its value set, no event: the server is not asked); the tour's end
+     puts back what it showed (it stayed at the last round while the caption said round 1). */
+  var roundShown = null;
+  function roundInputs() { return document.querySelectorAll("#round input[type=number], #round input[type=range]"); }
+  function showRound(k) {
+    if (k === undefined || k === null) return;
+    var inputs = roundInputs();
+    if (roundShown === null) roundShown = Array.prototype.map.call(inputs, function (n) { return n.value; });
+    inputs.forEach(function (n) { n.value = String(k); });
   }
   function clearLayers() {
     document.querySelectorAll(".sv-tour-layer").forEach(function (n) { n.remove(); });
     TOUR_VIEWS.forEach(function (v) { var b = viewBody(v); if (b) b.style.display = ""; });
+    if (roundShown !== null) {
+      var was = roundShown; roundShown = null;
+      roundInputs().forEach(function (n, i) { if (was[i] !== undefined) n.value = was[i]; });
+    }
   }
   function setPrompt(box, text) { box.value = text; box.dispatchEvent(new Event("input", { bubbles: true })); }
   function endTour(handOver) {  /* handOver: the last frame's caption (Skip, the end); else the caption goes */

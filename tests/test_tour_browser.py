@@ -216,3 +216,20 @@ def test_escape_stops_the_tour_and_the_next_generate_races_as_the_tour_did(brows
     )
     expect(box).not_to_be_checked()
     page.close()
+
+
+def test_the_replay_slider_shows_the_tours_round(browser, app_url):
+    """While the tour's caption talks about round 1 the replay slider shows 1 (it stayed at the last round); Skip
+    puts back what it showed before."""
+    page = open_page(browser, app_url, tour=False)
+    number = page.locator("#round input[type=number]")
+    before = number.input_value()
+    page.click("#tour-replay")
+    page.wait_for_selector('#tour .sv-tour[data-step="1"]', timeout=60_000)
+    assert number.input_value() == "1" != before
+    page.click("#tour-skip")
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
+    assert number.input_value() == before
+    page.close()

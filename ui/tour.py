@@ -222,7 +222,7 @@ TOUR_VIEWS = ("stream", "tree", "race", "explain", "summary", "verify")  # the H
 @functools.lru_cache(maxsize=1)
 def tour_data() -> str:
     """The tour as the browser plays it, JSON: {"texts": [distinct HTML strings], "frames": [{"caption": i,
-    "wait": seconds, "views": {view: i}}], "prompt": the recorded run's}, the last frame the hand-over; every
+    "wait": seconds, "views": {view: i}, "round": the replay slider's}], "prompt": the recorded run's}, the last frame the hand-over; every
     string stored once."""
     texts, index = [], {}
 
@@ -236,7 +236,9 @@ def tour_data() -> str:
     for outputs, wait in tour_frames():
         named = dict(zip(RunOutputs._fields, outputs))
         views = {v: ref(named[v]) for v in TOUR_VIEWS if isinstance(named[v], str)}
-        frames.append({"caption": ref(outputs[RUN_OUTPUTS]), "wait": wait, "views": views})
+        # the replay slider's round, shown (not set) while the frame plays: it stayed at the last round
+        k = named["slider"].get("value") if isinstance(named["slider"], dict) else None
+        frames.append({"caption": ref(outputs[RUN_OUTPUTS]), "wait": wait, "views": views, "round": k})
     data = {"texts": texts, "frames": frames, "prompt": TOUR_PROMPT}
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
