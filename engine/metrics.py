@@ -153,11 +153,12 @@ class RunStats:
         if ar is not None:
             # like with like: the probe times a bare one-token forward, as the AR lane's verify_s does
             cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.forward_s))
-            lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in (self, ar)]
+        # the load watch's reading of each lane (a solo run watched by the app has one lane: loadwatch.py)
+        runs = (self, ar) if ar is not None else (self,)
+        lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in runs]
+        shares = [s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))]
+        if ar is not None or shares:
             cost["timing_flags"] += costmodel.contention(*lanes)
-            shares = [
-                s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))
-            ]
             out["contended_share"] = max(shares) if shares else None
             cores = [s["outside_cores"] for s in lanes if isinstance(s.get("outside_cores"), (int, float))]
             out["outside_cores"] = max(cores) if cores else None

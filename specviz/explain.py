@@ -99,7 +99,8 @@ def tree_costs(s: dict) -> list[str]:
     ]
     if c is not None and v is not None and n:
         out.append(
-            f"Measured: a drafted node cost c = {c:.3f} target steps; a verify forward over the most common "
+            f"{'Measured' if not calibrated(s) else 'On the quiet calibration'}: a drafted node cost c = {c:.3f} "
+            "target steps; a verify forward over the most common "
             f"size, {n} positions (the nodes + the last committed token), cost v({n}) = {v:.2f} target steps; "
             f"{_num(s.get('mean_accepted_length'))} tokens were committed per forward."
         )

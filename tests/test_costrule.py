@@ -133,3 +133,32 @@ def test_the_verify_view_of_a_plain_round_says_plain_and_shows_no_other_round():
     )
     assert 'data-round="2"' in render_verify(events, 2) and "vf-row" in render_verify(events, 2)
     assert "is not in this run" in render_verify(events, 99)
+
+
+def test_a_solo_run_is_load_watched_and_a_contended_one_is_refused(tiny_dirs, monkeypatch):
+    """Engine.watched (the app's solo Generate) puts the load watch's reading in the run's Finished summary, so the
+    rule sees a busy solo run as it sees a busy race (the OS's busy CPU forced to `cores` more than the wall time);
+    the control: the same run with no outside load is not flagged contended."""
+    import time
+
+    from engine import Engine, GenerationConfig, load_model
+    from engine.runtime import loadwatch
+
+    engine = Engine(load_model(tiny_dirs["target"]), "ngram")
+    cfg = GenerationConfig(gamma=3, max_new_tokens=24, raw=True)
+    prompt = "1 2 3 4 1 2 3 4 1 2 3 4 1 2"
+    outside = {"cores": 0.0}
+    # the machine's busy CPU seconds: this run's own plus `cores` other cores all along
+    monkeypatch.setattr(
+        loadwatch, "busy_s", lambda: time.thread_time() + outside["cores"] * time.perf_counter()
+    )
+    monkeypatch.setattr(loadwatch, "WINDOW_S", 0.001)  # a tiny model's run is shorter than a real window
+    for cores, refused in ((5.0, True), (0.0, False)):
+        outside["cores"] = cores
+        events = [e for _, e in engine.watched(prompt, cfg)]
+        s = spec_summary(events)
+        assert isinstance(events[-1].summary.get("contended_share"), float)
+        said = any("other processes wanted" in f for f in s["timing_flags"])
+        assert said == refused, (cores, s["timing_flags"])
+        if refused:
+            assert "measured while other processes wanted more CPU" in " ".join(costrule.busy(s))
