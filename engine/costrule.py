@@ -137,7 +137,7 @@ def usable(s: dict) -> dict:
 
 def sentence(u: dict) -> str:
     """Which costs the figures beside it rest on and why, in one sentence ("" when they are the run's own): "This
-    run's own costs are not used (v(3) = 0.34: …); using this host's quiet calibration (…): v(3) = 1.08." u: the
+    run's own costs are not used (v(3) = 0.34: …); using the quiet calibration of the host it ran on (…): v(3) = 1.08." u: the
     summary usable() returned."""
     costs = u.get("costs") or {}
     if costs.get("source") in (None, "run"):
@@ -145,14 +145,14 @@ def sentence(u: dict) -> str:
     why = "; ".join(costs["why"])
     if costs["source"] == "none":
         return (
-            f"This run's own costs are not used ({why}), and it recorded no quiet calibration of this host: no "
+            f"This run's own costs are not used ({why}), and it recorded no quiet calibration of its host: no "
             "figure is derived from its timings."
         )
     n = u.get("v_n")
     v = f": v({n}) = {u['v']:.2f}" if n and isinstance(u.get("v"), float) else ""
     when = f", measured {costs['measured']}" if costs.get("measured") else ""
     return (
-        f"This run's own costs are not used ({why}); using this host's quiet calibration ({costs['from']}{when})"
+        f"This run's own costs are not used ({why}); using the quiet calibration of the host it ran on ({costs['from']}{when})"
         f"{v}, and this run's own c (draft time ÷ target step: two times under one load)."
     )
 

@@ -310,7 +310,7 @@ def speedup_model_fig(events) -> go.Figure:
     best = max(points, key=lambda p: p[2])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#6e7781")
     why = (
-        f" on this host's quiet calibration, not this run's costs ({costrule.short(summary)})"
+        f" on its host's quiet calibration, not this run's costs ({costrule.short(summary)})"
         if calibrated
         else ""
     )

@@ -186,7 +186,7 @@ def sum_terms(s: dict, hist: list, steps: str) -> str:
         return ""
     terms = " + ".join(f"{n}·({g}·c + v({g + 1}))" for g, n in hist)
     vs = ", ".join(f"v({n}) = {v}" for n, v in zip(sizes, printed[1:]))
-    curve = "this run's verify curve" if calibrated(s) is None else "this host's quiet calibration"
+    curve = "this run's verify curve" if calibrated(s) is None else "its host's quiet calibration"
     return f" Its terms: {terms} with c = {printed[0]}, {vs} ({curve}) = {steps}."
 
 
@@ -328,7 +328,7 @@ def whatif_panel(s: dict) -> str:
         f"At α = {r['alpha']}, γ = {g}, c = {r['c']}: E = {r['e']} tokens ÷ ({g}·{r['c']} + v({g + 1}) {r['v']}) = "
         f"{r['cost']} steps → {r['ratio']}×" + (" (a slowdown)" if float(r["ratio"]) < 1 else "")
     )
-    curve = "this run's measured v(n)" if not calibrated(s) else "this host's quiet calibration of v(n)"
+    curve = "this run's measured v(n)" if not calibrated(s) else "its host's quiet calibration of v(n)"
     warn = (
         '<p class="wf-noisy sv-warn">⚠ This run\'s timings were disturbed: the curve is the fitted line '
         "through its verify times and the band their measured spread; read no best γ off it.</p>"
@@ -422,7 +422,7 @@ def _formula(s: dict, c, v, E, measured, flags, imported: str = "") -> str:
         "when acceptance is not independent from token to token, e.g. n-gram matches run in streaks)",
         f"<code>speedup ≈ Σ E / Σ (γc + v)</code> over the rounds, with c = {c_text}{_spread(s.get('c_spread'))} (draft step ÷ "
         f"target step), v = {v_text}{_spread(s.get('v_spread'))} ("
-        + ("verify round ÷ target step, measured" if not calibrated(s) else "this host's quiet calibration")
+        + ("verify round ÷ target step, measured" if not calibrated(s) else "its host's quiet calibration")
         + "), target step "
         f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
         f"{esc(s.get('step_source') or '–')} → "

@@ -142,7 +142,7 @@ def render_race(events, t: float | None = None) -> str:
         used = costrule.usable(summary)
         pred = predicted_terms(used)
         quiet = (
-            " on this host's quiet calibration"
+            " on its host's quiet calibration"
             if (used.get("costs") or {}).get("source") == "calibration"
             else ""
         )

@@ -135,7 +135,7 @@ def check_short(explain: str) -> list[str]:
     if m and not agrees(m.group(3), value(m.group(1)) / value(m.group(2))):
         bad.append(f"short: {m.group(1)} ÷ {m.group(2)} ≠ {m.group(3)}")
     m = re.search(
-        r"Its terms: (.*?) with c = ([\d.]+), (.*?) \((?:this run's verify curve|this host's quiet calibration)\) = "
+        r"Its terms: (.*?) with c = ([\d.]+), (.*?) \((?:this run's verify curve|its host's quiet calibration)\) = "
         r"([\d.]+)\.",
         explain,
     )

@@ -165,10 +165,10 @@ def test_flagged_timing_is_not_plotted_as_truth():
     s = summarize(split_runs(events)["speculative"], split_runs(events)["ar"])
     assert s["timing_flags"] and s["timing_reliable"] is False
     assert costmodel.BUSY in av.summary_html(events)
-    assert "× on this host's quiet calibration)" in av.summary_html(events)
+    assert "× on its host's quiet calibration)" in av.summary_html(events)
     explain = render_explain(events)
     assert costmodel.BUSY in explain and "This run's own costs are not used (v(4) = 0.50" in explain
-    assert "on this host's quiet calibration" in render_race(events)
+    assert "on its host's quiet calibration" in render_race(events)
     fig = speedup_model_fig(events)
     title = fig.layout.title.text.replace("<br>", " ")
     assert "quiet calibration" in title and "v(4) = 0.50 is impossible" in title

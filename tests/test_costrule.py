@@ -68,7 +68,8 @@ def test_a_refused_run_is_predicted_on_the_quiet_calibration_and_says_why(why, e
     text = short(render_explain(events))
     opening = text.split("What if?")[0]
     assert (
-        "This run's own costs are not used (" in opening and "using this host's quiet calibration" in opening
+        "This run's own costs are not used (" in opening
+        and "using the quiet calibration of the host it ran on" in opening
     )
     assert "times a plain target step" not in opening  # the run's own round ÷ step ratio is gone
     assert "The race against plain decoding measured 2.37×" in opening

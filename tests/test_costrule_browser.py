@@ -72,7 +72,7 @@ def test_a_busy_or_impossible_run_is_explained_on_the_quiet_calibration(page, tm
         assert "this run's measured v(n)" in whatif
     else:
         assert "This run's own costs are not used" in opening and why in opening
-        assert "using this host's quiet calibration" in opening
+        assert "using the quiet calibration of the host it ran on" in opening
         assert "quiet calibration of v(n)" in whatif and why in whatif
         assert "quiet calibration" in title and "best γ=" in title
         assert "measured 2.37×" in opening  # the race's observation stays

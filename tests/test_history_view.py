@@ -100,6 +100,6 @@ def test_explain_short_version_and_sum_terms_add_up(tiny_dirs):
     assert check_short(wrong)
     # a busy machine's run is summed on the host's quiet calibration (engine.costrule): the terms add up either way
     curve, steps = re.search(
-        r"\((this run's verify curve|this host's quiet calibration)\) = ([\d.]+)\.", text
+        r"\((this run's verify curve|its host's quiet calibration)\) = ([\d.]+)\.", text
     ).groups()
     assert check_short(text.replace(f"{curve}) = {steps}.", f"{curve}) = {float(steps) + 1:.2f}."))

@@ -310,7 +310,7 @@ def summary_html(events) -> str:
             if source == "none"
             else ""
             if predicted is None
-            else f" (predicted {predicted[0]}× on this host's quiet calibration)"
+            else f" (predicted {predicted[0]}× on its host's quiet calibration)"
             if source == "calibration"
             else f" (predicted {predicted[0]}×)"
         )
