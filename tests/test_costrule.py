@@ -163,3 +163,32 @@ def test_a_solo_run_is_load_watched_and_a_contended_one_is_refused(tiny_dirs, mo
         assert said == refused, (cores, s["timing_flags"])
         if refused:
             assert "measured while other processes wanted more CPU" in " ".join(costrule.busy(s))
+
+
+def test_the_kernel_plan_gives_the_calibration_and_a_trace_keeps_it():
+    """plan_calibration sums each projection's planned kernel's time per row count over its time at 1 row; a host
+    record with it passes the trace validator, a negative v is refused by name."""
+    from engine.events import trace_from_json
+    from engine.runtime.roofline import plan_calibration
+
+    def trace_to_json(events):
+        return json.dumps({**json.loads(TOUR_TRACE.read_text(encoding="utf-8")), "events": events})
+
+    class Forward:
+        plans = {
+            1: {
+                "qkv": {
+                    1: {"mkl": 1.0, "onednn": 2.0, "kernel": "mkl"},
+                    4: {"mkl": 1.5, "onednn": 1.2, "kernel": "onednn"},
+                },
+                "o": {1: {"mkl": 1.0, "kernel": "mkl"}, 4: {"mkl": 1.8, "kernel": "mkl"}},
+            }
+        }
+
+    assert plan_calibration(Forward(), 1) == {"v": {"1": 1.0, "4": 1.5}}  # (1.2 + 1.8) ÷ (1.0 + 1.0)
+    assert plan_calibration(Forward(), 2) == {} and plan_calibration(object(), 1) == {}
+    events = run()
+    assert trace_from_json(trace_to_json(events))[0].host["calibration"] == HOST["calibration"]
+    events[0]["host"]["calibration"] = {"v": {"2": -1.0}}
+    with pytest.raises(ValueError, match="run_started.host.calibration"):
+        trace_from_json(trace_to_json(events))
