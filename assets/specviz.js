@@ -332,11 +332,26 @@
       body.style.display = "none";
       layer.innerHTML = d.texts[frame.views[v]];
     });
+    showRound(frame.round);
     setCaption(d.texts[frame.caption]);
+  }
+  /* The replay slider shows the frame's round (its value set, no event: the server is not asked); the tour's end
+     puts back what it showed (it stayed at the last round while the caption said round 1). */
+  var roundShown = null;
+  function roundInputs() { return document.querySelectorAll("#round input[type=number], #round input[type=range]"); }
+  function showRound(k) {
+    if (k === undefined || k === null) return;
+    var inputs = roundInputs();
+    if (roundShown === null) roundShown = Array.prototype.map.call(inputs, function (n) { return n.value; });
+    inputs.forEach(function (n) { n.value = String(k); });
   }
   function clearLayers() {
     document.querySelectorAll(".sv-tour-layer").forEach(function (n) { n.remove(); });
     TOUR_VIEWS.forEach(function (v) { var b = viewBody(v); if (b) b.style.display = ""; });
+    if (roundShown !== null) {
+      var was = roundShown; roundShown = null;
+      roundInputs().forEach(function (n, i) { if (was[i] !== undefined) n.value = was[i]; });
+    }
   }
   function setPrompt(box, text) { box.value = text; box.dispatchEvent(new Event("input", { bubbles: true })); }
   function endTour(handOver) {  /* handOver: the last frame's caption (Skip, the end); else the caption goes */
@@ -348,6 +363,7 @@
     }
     tour = null;
     clearLayers();
+    if (handOver) raceAsTheTour();
     if (d) setCaption(handOver ? d.texts[d.frames[d.frames.length - 1].caption] : d.texts[d.empty]);
     if (handOver) setTimeout(function () {  /* the closing caption, no longer pinned, whole in view */
       var row = document.querySelector(".sv-tour-row");
@@ -400,6 +416,37 @@
   }
   document.addEventListener("click", stopTourOn, true);
   document.addEventListener("input", stopTourOn, true);
+  /* The ARIA tabs pattern: ←/→ move between the tabs of a tab strip (wrapping), Home and End to its first and
+     last visible tab; the tab moved to is focused and opened. */
+  document.addEventListener("keydown", function (e) {
+    var tab = e.target && e.target.closest ? e.target.closest("[role=tab]") : null;
+    var list = tab && tab.closest("[role=tablist]");
+    if (!list || e.altKey || e.ctrlKey || e.metaKey) return;
+    var tabs = Array.prototype.filter.call(list.querySelectorAll("[role=tab]"), function (b) {
+      return b.getClientRects().length && !b.disabled;
+    });
+    var i = tabs.indexOf(tab), n = tabs.length, j = null;
+    if (e.key === "ArrowRight") j = (i + 1) % n;
+    else if (e.key === "ArrowLeft") j = (i - 1 + n) % n;
+    else if (e.key === "Home") j = 0;
+    else if (e.key === "End") j = n - 1;
+    if (j === null || i < 0) return;
+    e.preventDefault();
+    tabs[j].focus();
+    tabs[j].click();
+  });
+  /* Escape stops the tour as Skip does (the hand-over caption stays) */
+  document.addEventListener("keydown", function (e) { if (e.key === "Escape" && tour) endTour(true); });
+  /* The tour ends on its race: the visitor's first Generate after it races too (the race box turned on once),
+     unless they set the box themselves; a programmatic click is not theirs (isTrusted), so it stops nothing. */
+  var raceSet = false;
+  document.addEventListener("change", function (e) {
+    if (e.isTrusted && e.target && e.target.closest && e.target.closest("#race-on")) raceSet = true;
+  }, true);
+  function raceAsTheTour() {
+    var box = document.querySelector("#race-on input[type=checkbox]");
+    if (box && !box.checked && !raceSet) { raceSet = true; box.click(); }
+  }
   function autoTour() { if (tourAuto && readTour() && startTour()) tourAuto = false; }
   /* Play steps the replay in the browser: each round shows after its measured wall time ÷ the speed (0.05..2 s, as
      the stream's data-round-s records it), by pressing Next ▶ (the server draws the round, as for a click); no
@@ -562,6 +609,17 @@
     var r = s.getBoundingClientRect();
     if (r.top < 0 || r.top > window.innerHeight - 60) s.scrollIntoView({ block: "center" });
   }
+  /* Once the run is done, its summary line (the speedup, the "recorded" note) is brought into view at every width:
+     on a phone it sat 513 px above the output the page had scrolled to. summaryRun: the run before the click. */
+  var summaryRun = null;
+  function showSummary() {
+    var now = document.querySelector('#summary .sv-summary[data-done="1"]');
+    /* after the output's own scroll (showNewOutput: shownRun null), which would push the summary away again */
+    if (summaryRun === null || shownRun !== null || !now || now.getAttribute("data-run") === summaryRun) return;
+    summaryRun = null;
+    var r = now.getBoundingClientRect();
+    if (r.top < 0 || r.bottom > window.innerHeight) now.scrollIntoView({ block: "start" });
+  }
   function focusOutput() {
     var s = document.querySelector("#stream .specviz-stream"), a = document.activeElement;
     showNewOutput();
@@ -581,6 +639,7 @@
       followOutput = true;
       keyRun = e.detail === 0 ? ((before && before.getAttribute("data-run")) || "") : null;
       shownRun = (before && before.getAttribute("data-run")) || "";
+      summaryRun = shownRun;
       setTimeout(focusOutput, 0);
     }
   }, true);
@@ -598,6 +657,7 @@
   function onPage() {
     keepDerivation();
     focusOutput();
+    showSummary();
     autoTour();
     followTour();
     document.querySelectorAll('.sv-whatif:not([data-drawn])').forEach(drawWhatIf);

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 
@@ -33,8 +34,14 @@ class Exact:
 
 
 def fixed(x: float, decimals: int) -> str:
-    """x at `decimals` decimals ('-0.00' printed '0.00')."""
-    text = f"{float(x):.{max(decimals, 0)}f}"
+    """x at `decimals` decimals, a tie rounded half up as a calculator rounds the decimal the reader sees
+    (2,110 ÷ 4,000 = 0.5275 prints 0.528 and 1000 ÷ 32.0 = 31.25 prints 31.3, where Python's float formatting
+    gave 0.527 and 31.2); '-0.00' printed '0.00'."""
+    x, places = float(x), max(decimals, 0)
+    if not math.isfinite(x):
+        return f"{x:.{places}f}"
+    # repr: the shortest decimal that reads back as x, i.e. the number a reader's arithmetic lands on
+    text = str(Decimal(repr(x)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
     return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
@@ -67,10 +74,13 @@ def derive(f, inputs, decimals=2, most: int = 6):
     def texts(extra):
         return [x.text() if isinstance(x, Exact) else fixed(x[0], x[1] + extra) for x in inputs]
 
-    def clear(values):  # not on a rounding tie, where a reader's calculator could round either way
+    def clear(
+        values,
+    ):  # not near a rounding tie, where float error could round it the other way than a calculator
         values, places = (values, decimals) if many else ((values,), (decimals,))
         return all(
-            not math.isfinite(v) or abs(abs(v) * 10**d % 1 - 0.5) > 1e-6 for v, d in zip(values, places)
+            not math.isfinite(v) or abs(abs(v) * 10**d % 1 - 0.5) > 1e-6 or tie(v, d)
+            for v, d in zip(values, places)
         )
 
     values = [float(x.value) if isinstance(x, Exact) else float(x[0]) for x in inputs]
@@ -82,6 +92,12 @@ def derive(f, inputs, decimals=2, most: int = 6):
             return want, printed
     printed = texts(most)
     return show(at(list(map(parse, printed)))), printed
+
+
+def tie(x: float, decimals: int) -> bool:
+    """x is exactly a decimal tie at `decimals` (2110 ÷ 4000 = 0.5275 at 3): fixed() rounds it half up, as a
+    calculator does, so printing it is safe (a float a hair off a tie, 1.00499…, is not one: it may round down)."""
+    return abs(Decimal(repr(float(x))).scaleb(decimals)) % 1 == Decimal("0.5")
 
 
 def decimals_of(text: str) -> int:

@@ -11,7 +11,7 @@ tok/s ÷ AR tok/s of the same target on the same prompt.
 
 from __future__ import annotations
 
-from . import costmodel
+from . import costmodel, costrule
 
 
 def greedy_drift(run_ids: list[int], reference_ids: list[int]) -> dict:
@@ -153,12 +153,15 @@ class RunStats:
         if ar is not None:
             # like with like: the probe times a bare one-token forward, as the AR lane's verify_s does
             cost["timing_flags"] += costmodel.compare_lanes(target_step_s, costmodel.median(ar.forward_s))
-            lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in (self, ar)]
+        # the load watch's reading of each lane (a solo run watched by the app has one lane: loadwatch.py)
+        runs = (self, ar) if ar is not None else (self,)
+        lanes = [(run.finished.summary or {}) if run.finished is not None else {} for run in runs]
+        shares = [s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))]
+        if ar is not None or shares:
             cost["timing_flags"] += costmodel.contention(*lanes)
-            shares = [
-                s["contended_share"] for s in lanes if isinstance(s.get("contended_share"), (int, float))
-            ]
             out["contended_share"] = max(shares) if shares else None
+            cores = [s["outside_cores"] for s in lanes if isinstance(s.get("outside_cores"), (int, float))]
+            out["outside_cores"] = max(cores) if cores else None
         # E(α, γ) is a chain's: a tree's expected tokens depend on its shape, which this model does not know
         model = costmodel.prediction(
             None if self.tree_rounds else alpha, [g for g, _, _ in self.rounds], cost["c"], cost["v_points"]
@@ -167,6 +170,8 @@ class RunStats:
         out.update(cost, **model, probe_step_s=target_step_s)
         out["v_points"] = [[n, v] for n, v in cost["v_points"].items()]  # JSON-stable
         out["timing_reliable"] = not cost["timing_flags"]
+        # what costrule.usable falls back on: this host's quiet v(n), from what the run recorded of its machine
+        out["calibration"] = costrule.calibration(self.host, self.prompt_len + self.new_tokens / 2)
         if ar is not None:
             out.update(race(self, ar))
         return out

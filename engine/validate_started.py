@@ -13,6 +13,7 @@ from .validate_fields import (
     one_of,
     positive,
     prob,
+    real_number,
     same_length,
     texts,
     whole,
@@ -67,6 +68,8 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             "free_cores",
         ):
             positive(where + key, value, zero_ok=True)
+        elif key == "plain":
+            check_plain(value)
         elif key == "ar_token_ids":
             if not isinstance(value, list):
                 raise ValueError(f"{where}{key} must be a list of token ids, got {short_repr(value)}")
@@ -156,11 +159,11 @@ def check_host(host) -> None:
     short strings, kernels {projection: {rows: "native" | "mkl" | "onednn"}}."""
     if not isinstance(host, dict):
         raise ValueError(f"run_started.host must be an object, got {short_repr(host)}")
-    unknown = set(host) - set(HOST_TEXT) - set(HOST_NUMBERS) - {"flags", "kernels"}
+    unknown = set(host) - set(HOST_TEXT) - set(HOST_NUMBERS) - {"flags", "kernels", "calibration"}
     if unknown:
         raise ValueError(
             f"run_started.host has unknown keys {short_repr(sorted(unknown))}; known: "
-            f"{', '.join(HOST_TEXT + HOST_NUMBERS + ('flags', 'kernels'))}"
+            f"{', '.join(HOST_TEXT + HOST_NUMBERS + ('flags', 'kernels', 'calibration'))}"
         )
     for k in HOST_NUMBERS:
         positive(f"run_started.host.{k}", host.get(k), zero_ok=True)
@@ -194,8 +197,47 @@ def check_host(host) -> None:
             for name, rows in plan.items()
         )
     )
+    check_calibration(host.get("calibration", {}))
     if not ok:
         raise ValueError(
             'run_started.host.kernels must map at most 16 projections to {rows: "native", "mkl" or "onednn"}, '
             f"got {short_repr(plan)}"
+        )
+
+
+def check_calibration(cal) -> None:
+    """RunStarted.host.calibration: {"v": {rows: the kernel plan's time at rows ÷ at 1 row}} (roofline.py), or {}."""
+    v = cal.get("v", {}) if isinstance(cal, dict) else None
+    ok = (
+        isinstance(v, dict)
+        and set(cal) <= {"v"}
+        and len(v) <= 64
+        and all(
+            isinstance(r, str) and r.isdigit() and len(r) <= 4 and real_number(x) and x >= 0
+            for r, x in v.items()
+        )
+    )
+    if not ok:
+        raise ValueError(
+            f'run_started.host.calibration must be {{"v": {{rows: a number >= 0}}}}, got {short_repr(cal)}'
+        )
+
+
+def check_plain(plain) -> None:
+    """finished.summary.plain: a recorder's measured plain decoding beside its run (engine/recorders/trace.with_plain)."""
+    ok = (
+        isinstance(plain, dict)
+        and set(plain) <= {"plain_s", "assisted_s", "plain_tokens", "identical"}
+        and all(real_number(plain.get(k)) and plain[k] > 0 for k in ("plain_s", "assisted_s"))
+        and (
+            isinstance(plain.get("plain_tokens", 0), int)
+            and not isinstance(plain.get("plain_tokens", 0), bool)
+        )
+        and plain.get("plain_tokens", 0) >= 0
+        and isinstance(plain.get("identical", False), bool)
+    )
+    if not ok:
+        raise ValueError(
+            "finished.summary.plain must be {plain_s > 0, assisted_s > 0, plain_tokens >= 0, identical: bool}, "
+            f"got {short_repr(plain)}"
         )

@@ -263,9 +263,21 @@ def ridge_sentence(r: dict, gamma: int, where: str) -> str:
     )
 
 
+# the words the curves' legend and the contestants' names use, said where they appear
+TERMS = (
+    '<p class="batch-terms"><b>grounded</b>: prompts whose answer lies in the prompt itself (translation, '
+    "summarization, retrieval-augmented questions), so drafts copied from the prompt are often accepted; "
+    "<b>open</b>: prompts the model answers from its own knowledge (MT-Bench, questions, math reasoning), where "
+    "copied drafts rarely match; <b>goodput</b>: tokens committed per second over the rest of the batch, what "
+    "auto's γ maximises (a γ that lets one row finish sooner while the others keep the batch busy gains none).</p>"
+)
+
+
 def roofline_note(results: dict | None, live: dict | None = None) -> str:
     """Why the curves bend, from the roofline's ridge: tokens per forward B·(γ + 1) against n*, on the machine the
     committed curves were measured on and, once measured, on this host."""
+    if not (results or live):
+        return ""
     parts = []
     if results:
         parts.append(
@@ -276,8 +288,8 @@ def roofline_note(results: dict | None, live: dict | None = None) -> str:
     if live:
         parts.append(ridge_sentence(live, live["gamma"], f"this host ({measured_on(live)})"))
     if not any(parts):
-        return ""
-    return (
+        return TERMS
+    return TERMS + (
         f'<p class="batch-roof">{"".join(parts)}Below the ridge a forward costs about its weight reads, whatever '
         f"it carries; above it, its arithmetic. AR carries only B tokens per forward. Speculation spends the spare "
         f"compute a batch also spends: once the forward is compute-bound, every rejected draft costs real time, "

@@ -8,11 +8,11 @@ import textwrap
 
 import plotly.graph_objects as go
 
-from engine import costmodel, metrics
+from engine import costmodel, costrule, metrics
 from engine.config import MAX_GAMMA
 from engine.figures import Exact
 
-from .runs import predicted_terms, spec_summary, split_runs, view_runs
+from .runs import predicted_terms, spec_summary, split_runs, usable_summary, view_runs
 
 HEIGHT = 290
 UIREVISION = "specviz"
@@ -245,28 +245,32 @@ def throughput_fig(events) -> go.Figure:
 def speedup_model_fig(events) -> go.Figure:
     """Predicted speedup E/(γc + v(γ+1)) over γ = 1..16 from this run's α, c and measured v(n), with the
     run's own prediction and, once the race has finished, the measured speedup. All from the cost model;
-    timings it flags as impossible or unstable are not plotted as truth."""
+    costs the one rule refuses (engine.costrule: impossible, or measured under load) give way to this host's
+    quiet calibration, and the title says so."""
     title = "Predicted speedup vs γ"
-    summary = spec_summary(events)
+    summary = usable_summary(events)
     alpha, c, v_points = summary.get("alpha"), summary.get("c"), dict(summary.get("v_points") or [])
     gamma_run = summary.get("gamma") or 0
-    flags = summary.get("timing_flags") or []
+    costs = summary.get("costs") or {}
     if summary.get("tree_rounds"):
         return empty_fig(
             title,
             "not modelled for token trees: a tree's expected tokens per forward<br>depend on its "
             "shape (E(α, γ) is a chain's); the race measures its speedup",
         )
+    if costs.get("source") == "none":
+        return empty_fig(title, "<br>".join(title_lines(costrule.sentence(summary), 60)[:5]))
     if alpha is None or c is None or not v_points or not gamma_run:
         return empty_fig(title, "needs a finished speculative run with timing (α, c, v)")
-    if flags:
-        return empty_fig(title, f"{costmodel.BUSY}:<br>" + "<br>".join(flags[:3]))
     fig = _figure(title, "γ (draft tokens per round)", "speedup over AR (×)")
     points = costmodel.curve(alpha, c, v_points, MAX_GAMMA)
     gammas, es, ys = [g for g, _, _ in points], [e for _, e, _ in points], [y for _, _, y in points]
     tested = summary.get("accepted", 0) + summary.get("rejections", 0)
     shown = Exact.ratio(summary["accepted"], tested).text() if tested else f"{alpha:.3f}"  # exact, as Explain
-    label = f"E/(γc+v(γ+1)): α={shown}, c={c:.3f}, measured v(n)"
+    calibrated = costs.get("source") == "calibration"
+    label = f"E/(γc+v(γ+1)): α={shown}, c={c:.3f}, " + (
+        "quiet calibration of v(n)" if calibrated else "measured v(n)"
+    )
     fig.add_trace(
         go.Scatter(
             x=gammas,
@@ -305,4 +309,9 @@ def speedup_model_fig(events) -> go.Figure:
         )
     best = max(points, key=lambda p: p[2])
     fig.add_hline(y=1.0, line_dash="dot", line_color="#6e7781")
-    return set_title(fig, f"{title} · best γ={best[0]} ({best[2]:.2f}×)")
+    why = (
+        f" on its host's quiet calibration, not this run's costs ({costrule.short(summary)})"
+        if calibrated
+        else ""
+    )
+    return set_title(fig, f"{title} · best γ={best[0]} ({best[2]:.2f}×){why}")

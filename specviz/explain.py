@@ -8,12 +8,13 @@ import json
 import math
 from pathlib import Path
 
-from engine import costmodel
+from engine import costmodel, costrule
 from engine.figures import Exact, decimals_of, derive, fixed, parse, plural, quotient_terms
 from engine.specs import family
 
 from .drift import lossy_badge, lossy_note
 from .history import credit, explain_paragraph
+from .imported import engine_family, measured_comparison, rollback_term
 from .markup import esc, recorded_by
 from .roofline import measured_points, roofline_chart, roofline_text
 from .runs import predicted_terms, spec_summary, view_runs
@@ -21,7 +22,10 @@ from .tree_sizing import suffix_sizing, tree_sizing
 
 
 def _num(x, fmt: str = ".2f") -> str:
-    return format(x, fmt) if isinstance(x, (int, float)) and not isinstance(x, bool) else "–"
+    """x at the decimals of `fmt` (".2f"), a tie rounded as a calculator rounds it (engine.figures.fixed)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return "–"
+    return fixed(x, int(fmt[1:-1])) if fmt.startswith(".") and fmt.endswith("f") else format(x, fmt)
 
 
 def _spread(x) -> str:
@@ -29,13 +33,16 @@ def _spread(x) -> str:
     return f" (spread {x:.0%})" if isinstance(x, (int, float)) and not isinstance(x, bool) else ""
 
 
-def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
-    """Why checking γ + 1 tokens costs about one step, with this run's c and v(n) against this machine's
-    roofline (when the run recorded it), and when it does not pay."""
+def why_it_pays(s: dict, gamma, host=None, context: float = 0.0, raw: dict | None = None) -> str:
+    """Why checking γ + 1 tokens costs about one step, with the c and v(n) the rule allows (s: costrule.usable's
+    summary) and the run's own measured times (raw) against this machine's roofline, and when it does not pay."""
+    raw = raw if raw is not None else s
     c, v = s.get("c"), s.get("v")
     n = s.get("v_n")
     measured = (
-        ""
+        " " + costrule.sentence(s)
+        if costrule.sentence(s)
+        else ""
         if not (isinstance(v, float) and n)
         else f" This run: v({n}) = {v:.2f} target steps for {n} positions."
         if v < n
@@ -60,20 +67,26 @@ def why_it_pays(s: dict, gamma, host=None, context: float = 0.0) -> str:
                 for a in (0.2, 0.5, 0.8)
             ]
             lines.append(
-                f"It stops paying when α is low or the drafter is costly. With this run's c = {r['c']} and "
+                f"It stops paying when α is low or the drafter is costly. With c = {r['c']} and "
                 f"v({gamma + 1}) = {r['v']}, at γ = {gamma}: "
                 + ", ".join(f"α = {a:.1f} → {_num(x)}×" for a, x in whatif)
                 + " (below 1× is a slowdown)."
             )
     else:
         lines.append("The measured c and v(n) of a run appear here once it finishes.")
-    share = s.get("bandwidth")
+    share = raw.get("bandwidth")
     context = share["context"] if isinstance(share, dict) else context
-    run_n = s.get("v_n") or ((gamma or 0) + 1)  # the forward size this run verified most often
-    chart = roofline_chart(measured_points(s), host, context, run_n)
+    run_n = raw.get("v_n") or ((gamma or 0) + 1)  # the forward size this run verified most often
+    chart = roofline_chart(measured_points(raw), host, context, run_n)
+    aside = (
+        "<p>The roofline below shows this run's own times as measured, beside the floors; no figure above "
+        "rests on them.</p>"
+        if costrule.sentence(s)
+        else ""
+    )
     return (
         f'<div class="sv-why">{"".join(f"<p>{line}</p>" for line in lines)}'
-        f"{roofline_text(s, host, context, run_n)}{chart}</div>"
+        f"{aside}{roofline_text(raw, host, context, run_n)}{chart}</div>"
     )
 
 
@@ -86,7 +99,8 @@ def tree_costs(s: dict) -> list[str]:
     ]
     if c is not None and v is not None and n:
         out.append(
-            f"Measured: a drafted node cost c = {c:.3f} target steps; a verify forward over the most common "
+            f"{'Measured' if not calibrated(s) else 'On the quiet calibration'}: a drafted node cost c = {c:.3f} "
+            "target steps; a verify forward over the most common "
             f"size, {n} positions (the nodes + the last committed token), cost v({n}) = {v:.2f} target steps; "
             f"{_num(s.get('mean_accepted_length'))} tokens were committed per forward."
         )
@@ -172,7 +186,13 @@ def sum_terms(s: dict, hist: list, steps: str) -> str:
         return ""
     terms = " + ".join(f"{n}·({g}·c + v({g + 1}))" for g, n in hist)
     vs = ", ".join(f"v({n}) = {v}" for n, v in zip(sizes, printed[1:]))
-    return f" Its terms: {terms} with c = {printed[0]}, {vs} (this run's verify curve) = {steps}."
+    curve = "this run's verify curve" if calibrated(s) is None else "its host's quiet calibration"
+    return f" Its terms: {terms} with c = {printed[0]}, {vs} ({curve}) = {steps}."
+
+
+def calibrated(s: dict) -> str | None:
+    """costrule.sentence of a usable summary when its costs are not the run's own, else None."""
+    return costrule.sentence(s) or None
 
 
 def what_happened(s: dict, spec) -> str:
@@ -195,10 +215,13 @@ def what_happened(s: dict, spec) -> str:
             else "."
         )
     )
+    if calibrated(s):
+        observed = raced(s) or measured_comparison(spec)  # the race's, or an imported run's recorder's
+        return f'<p class="sv-short"><b>What happened.</b> {first} {calibrated_round(s, per, observed)}</p>'
     timed = [r.timed for r in rounds if r.timed is not None]
     step = s.get("target_step_s")
     if not timed or not isinstance(step, (int, float)) or step <= 0:
-        return f'<p class="sv-short"><b>What happened.</b> {first}</p>'
+        return f'<p class="sv-short"><b>What happened.</b> {first} {measured_comparison(spec)}</p>'
     round_ms = sum(t.total_s for t in timed) / len(timed) * 1e3
     draft_ms = sum(t.draft_s for t in timed) / len(timed) * 1e3
     steps, round_text, step_text = quotient_terms(round_ms, step * 1e3, 2, least=1)
@@ -213,6 +236,8 @@ def what_happened(s: dict, spec) -> str:
         + (
             f"; the race against plain decoding measured {measured:.2f}×."
             if isinstance(measured, float)
+            else f". {measured_comparison(spec)}"
+            if engine_family(spec)
             else "; turn on the race to measure it against plain decoding."
         )
         + (
@@ -222,6 +247,40 @@ def what_happened(s: dict, spec) -> str:
         )
     )
     return f'<p class="sv-short"><b>What happened.</b> {first} {second} {third}</p>'
+
+
+def raced(s: dict) -> str:
+    """The race's measured speedup, an observation, with the load it ran under ("" before it finished)."""
+    measured, share = s.get("speedup"), s.get("contended_share")
+    if not isinstance(measured, float):
+        return ""
+    load = (
+        f", while other processes wanted more CPU than it left free for {share:.0%} of a lane's compute"
+        if isinstance(share, (int, float)) and share > costmodel.CONTENTION_LIMIT
+        else ""
+    )
+    return f"The race against plain decoding measured {measured:.2f}×{load}: that is what this run observed."
+
+
+def calibrated_round(s: dict, per: str, observed: str = "") -> str:
+    """What happened's cost sentences when the run's own costs cannot be used (costrule): which costs stand in and
+    why, one round's cost in target steps on them, the speedup that gives, and the race's observation."""
+    hist = s.get("round_gammas") or []
+    steps_sum, rounds = s.get("model_steps"), sum(n for _, n in hist)
+    if not steps_sum or not rounds:
+        return f"{calibrated(s)} {observed}".strip()
+    if len(hist) == 1 and (r := one_round(s, hist[0][0])) is not None:
+        g = hist[0][0]
+        steps = r["cost"]
+        cost = f"a round at γ = {g} costs γ·c + v({g + 1}) = {g}·{r['c']} + {r['v']} = {steps} target steps"
+    else:
+        steps, (total,) = derive(lambda x: x / rounds, [(steps_sum, 2)], 2)
+        cost = f"its {rounds} rounds cost Σ (γ·c + v(γ + 1)) = {total} target steps, {steps} per round"
+    about = fixed(parse(per) / parse(steps), 2) if parse(steps) > 0 else "–"
+    return (
+        f"{calibrated(s)} On those costs {cost}, so the speedup is about tokens per round ÷ steps per round = "
+        f"{per} ÷ {steps} = {about}×. {observed}"
+    ).strip()
 
 
 WHATIF_GAMMA = 16  # the what-if panel's largest γ
@@ -269,6 +328,7 @@ def whatif_panel(s: dict) -> str:
         f"At α = {r['alpha']}, γ = {g}, c = {r['c']}: E = {r['e']} tokens ÷ ({g}·{r['c']} + v({g + 1}) {r['v']}) = "
         f"{r['cost']} steps → {r['ratio']}×" + (" (a slowdown)" if float(r["ratio"]) < 1 else "")
     )
+    curve = "this run's measured v(n)" if not calibrated(s) else "its host's quiet calibration of v(n)"
     warn = (
         '<p class="wf-noisy sv-warn">⚠ This run\'s timings were disturbed: the curve is the fitted line '
         "through its verify times and the band their measured spread; read no best γ off it.</p>"
@@ -279,9 +339,10 @@ def whatif_panel(s: dict) -> str:
         f"<div class=\"sv-whatif{' wf-is-noisy' if noisy else ''}\" data-v='{json.dumps(table)}'{band} "
         f'data-run-gamma="{g}" data-run-pred="{r["ratio"]}" data-alpha="{r["alpha_value"]!r}" '
         f'data-alpha-text="{r["alpha"]}" data-c="{parse(r["c"])!r}">'
-        f"<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with this run's "
-        f"measured v(n); the open circle is one round at this run's α, c and γ = {g}: {r['ratio']}×, as above.</p>"
-        f'<div class="wf-controls">{controls}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
+        f"<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with {curve}; "
+        f"the open circle is one round at this run's α, c and γ = {g}: {r['ratio']}×, as above.</p>"
+        + (f'<p class="wf-costs sv-note">{calibrated(s)}</p>' if calibrated(s) else "")
+        + f'<div class="wf-controls">{controls}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
         f'aria-label="predicted speedup over γ for the chosen α and c"></svg>'
         f'<p class="wf-out" aria-live="polite" data-speedup="{r["ratio"]}">{line}</p></div>'
     )
@@ -346,17 +407,12 @@ def _definitions(s: dict, spec, alpha, gamma) -> str:
             f"α = {_num(alpha, '.3f')} ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))}; "
             f"{plural(s.get('rejections', 0), 'rejection')}).",
         ),
-        (
-            "rollback",
-            "the target cache already holds the rejected positions; moving its length pointer back drops them "
-            f"in O(1). This run: {rollbacks} rollback{'s' if rollbacks != 1 else ''}, {dropped} position"
-            f"{'s' if dropped != 1 else ''} dropped.",
-        ),
+        ("rollback", rollback_term(spec, rollbacks, dropped)),
     ]
     return "".join(f"<dt>{k}</dt><dd>{d}</dd>" for k, d in terms)
 
 
-def _formula(s: dict, c, v, E, measured, flags) -> str:
+def _formula(s: dict, c, v, E, measured, flags, imported: str = "") -> str:
     """E, the speedup formula and the measured speedup, each with this run's numbers, as list items."""
     r = one_round(s, s["v_n"] - 1) if s.get("v_n") else None  # c and v as the one-round line prints them
     c_text, v_text = (r["c"], r["v"]) if r is not None else (_num(c, ".3f"), _num(v))
@@ -365,7 +421,9 @@ def _formula(s: dict, c, v, E, measured, flags) -> str:
         f"{_num(E)} on average over this run's rounds (measured: {_num(s.get('mean_accepted_length'))}; they differ "
         "when acceptance is not independent from token to token, e.g. n-gram matches run in streaks)",
         f"<code>speedup ≈ Σ E / Σ (γc + v)</code> over the rounds, with c = {c_text}{_spread(s.get('c_spread'))} (draft step ÷ "
-        f"target step), v = {v_text}{_spread(s.get('v_spread'))} (verify round ÷ target step, measured), target step "
+        f"target step), v = {v_text}{_spread(s.get('v_spread'))} ("
+        + ("verify round ÷ target step, measured" if not calibrated(s) else "its host's quiet calibration")
+        + "), target step "
         f"t(1) = {_num((s.get('target_step_s') or 0) * 1e3, '.1f')} ms{_spread(s.get('step_spread'))} from "
         f"{esc(s.get('step_source') or '–')} → "
         + (
@@ -376,6 +434,8 @@ def _formula(s: dict, c, v, E, measured, flags) -> str:
         + (" (⚠ unreliable: the timings it rests on were disturbed, see below)" if flags else ""),
         f"measured: {_num(measured)}× (speculative tok/s ÷ AR tok/s, raced side by side)"
         if measured is not None
+        else f"measured: {imported}"
+        if imported
         else "measured: turn on the race against AR to measure the real speedup",
     ]
     return "".join(f"<li>{line}</li>" for line in lines)
@@ -388,7 +448,10 @@ def render_explain(events) -> str:
     prediction the summary line and the charts show."""
     runs = view_runs(events)
     spec = runs.get("speculative")
-    s = spec_summary(events) if spec else {}
+    raw = spec_summary(events) if spec else {}
+    s = costrule.usable(
+        raw
+    )  # the costs every derived figure rests on (the run's own, or the host's quiet ones)
     alpha, c, v, gamma = (
         s.get("alpha"),
         s.get("c"),
@@ -400,10 +463,10 @@ def render_explain(events) -> str:
         s.get("expected_tokens"),
         s.get("predicted_speedup"),
         s.get("speedup"),
-        s.get("timing_flags") or [],
+        raw.get("timing_flags") or [],
     )
     dl = _definitions(s, spec, alpha, gamma)
-    formula = _formula(s, c, v, E, measured, flags)
+    formula = _formula(s, c, v, E, measured, flags, measured_comparison(spec) if spec else "")
     note = (
         ""
         if pred is not None or s.get("tree_rounds")
@@ -415,7 +478,7 @@ def render_explain(events) -> str:
     host = getattr(spec.started, "host", {}) if spec and spec.started else {}
     short = what_happened(s, spec) + explain_paragraph(credit(spec), esc(draft))
     derivation = (
-        f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host)}"
+        f"{why_it_pays(s, gamma if isinstance(gamma, int) else None, host, raw=raw)}"
         f"{suffix_sizing(spec)}{tree_sizing(spec)}"
         f'<dl>{dl}</dl><ul class="sv-formula">{formula}</ul>{note}{heads}'
     )

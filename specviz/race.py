@@ -7,10 +7,12 @@ finished. Events -> HTML; every token text is escaped.
 
 from __future__ import annotations
 
+from engine import costrule
 from engine.figures import plural, quotient_terms
 from engine.metrics import greedy_drift
 
 from .drift import drift_meter, lossy_badge, lossy_rule
+from .imported import engine_family, measured_comparison
 from .markup import esc, stream_text
 from .roofline import bandwidth_line
 from .runs import predicted_terms, spec_summary, view_runs
@@ -90,6 +92,10 @@ def verdict(spec, ar) -> str:
     are two draws from one law, the same draws where the lanes share a seed and every draft was a deterministic
     guess (engine/sampling/draws.py)."""
     if spec is None or ar is None:
+        if ar is None and engine_family(
+            spec
+        ):  # an imported run: what its recorder measured, never a race to run
+            return measured_comparison(spec)
         return "Run both to compare (AR baseline missing)." if ar is None else "Speculative run missing."
     if not (spec.done and ar.done):
         return "Racing: the verdict appears when both lanes have finished."
@@ -132,13 +138,18 @@ def render_race(events, t: float | None = None) -> str:
     lanes = "".join(_lane(mode, title, sub, runs.get(mode), t, shown.get(mode)) for mode, title, sub in LANES)
     speed, warn = "", ""
     if summary.get("speedup") is not None:
-        # unreliable: withheld
-        pred = None if summary.get("timing_flags") else summary.get("predicted_speedup")
-        pred = predicted_terms(summary) if pred is not None else None
+        # the prediction on the costs the rule allows (engine.costrule), saying when they are not the run's own
+        used = costrule.usable(summary)
+        pred = predicted_terms(used)
+        quiet = (
+            " on its host's quiet calibration"
+            if (used.get("costs") or {}).get("source") == "calibration"
+            else ""
+        )
         speed = (
             f'<span class="race-speedup" data-speedup="{summary["speedup"]:.3f}">speedup '
             f"{rates[0] if rates else format(summary['speedup'], '.2f')}×</span>"
-            + (f'<span class="race-predicted">predicted {pred[0]}×</span>' if pred is not None else "")
+            + (f'<span class="race-predicted">predicted {pred[0]}×{quiet}</span>' if pred is not None else "")
         )
     if speed and t is not None:  # a replay: the lanes stand at time t, the verdict is the whole run's
         speed = '<span class="race-scope">whole run:</span>' + speed

@@ -171,11 +171,11 @@ def measured_load(host: dict) -> str:
 
 
 def best_take(best: float, now) -> str:
-    """'this host's best take: 58.2 GB/s', or, when this run read more (an older trace, whose best take was
+    """'that machine's best take: 58.2 GB/s', or, when this run read more (an older trace, whose best take was
     cached under more load), that this run's reading is above it."""
     if isinstance(now, (int, float)) and now > best:
-        return f"above this host's earlier best take, {fixed(best / 1e9, 1)} GB/s"
-    return f"this host's best take: {fixed(best / 1e9, 1)} GB/s"
+        return f"above that machine's earlier best take, {fixed(best / 1e9, 1)} GB/s"
+    return f"that machine's best take: {fixed(best / 1e9, 1)} GB/s"
 
 
 def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
@@ -213,7 +213,7 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
         )
         rates = f"({where}, {when}): {stream} {f['bandwidth']} GB/s and a large matmul runs at {f['flops']} GFLOP/s. "
     lines = [
-        f"<b>This machine's roofline</b> {rates}"
+        f"<b>The roofline of the machine this run ran on</b> {rates}"
         f"A forward over n new tokens after {ctx} cached ones reads the weights, "
         f"{f['weights']} GB, and the keys and values of {ctx} + n positions, {f['kv']} MB each: its <i>memory "
         f"floor</i> is ({f['weights']} GB + ({ctx} + n) · {f['kv']} MB) ÷ {f['bandwidth']} GB/s. It computes "
@@ -254,7 +254,8 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     kernels = host.get("kernels") or {}
     if kernels:
         lines.append(
-            "Kernels measured fastest on this host and used by this run: " + kernel_sentence(kernels, run_n)
+            "Kernels measured fastest on that machine and used by this run: "
+            + kernel_sentence(kernels, run_n)
         )
     return "".join(f"<p>{line}</p>" for line in lines)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine import costrule
 from engine.config import MAX_GAMMA
 from engine.events import EVENT_TYPES, event_from_dict
 from engine.figures import quotient_terms
@@ -365,6 +366,13 @@ def spec_summary(events) -> dict:
         return events.summary()
     runs = split_runs(events)
     return summarize(runs.get("speculative", []), runs.get("ar"))
+
+
+def usable_summary(events) -> dict:
+    """spec_summary under the one rule for measured costs (engine.costrule.usable): the summary every derived
+    figure reads, with the host's quiet calibration in place of costs no quiet machine could have given, and
+    "costs" saying which it used and why."""
+    return costrule.usable(spec_summary(events))
 
 
 def predicted_terms(s: dict) -> tuple[str, str, str] | None:

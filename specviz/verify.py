@@ -7,6 +7,7 @@ Events -> HTML; every token text is escaped.
 from __future__ import annotations
 
 from .drift import lossy_badge, lossy_rule
+from .imported import rollback_line
 from .markup import _at, accept_terms, esc, fmt_p, label_text
 from .runs import main_run
 
@@ -144,6 +145,24 @@ def _row(i: int, text, d, v, greedy: bool) -> str:
     )
 
 
+def _undrafted(run, round_: int, rounds: list) -> str:
+    """The verify view of a round that drafted nothing (a plain target step) or is not in the run (yet): it says
+    so, with a button to the nearest drafted round (the earlier one on a tie)."""
+    near = min(rounds, key=lambda r: (abs(r.round - round_), r.round)).round
+    plain = any(r.round == round_ for r in run.rounds)
+    what = (
+        f"Round {esc(round_)} was a plain target step: nothing was drafted, so there is nothing to verify "
+        "(the target made one token, as plain decoding does)."
+        if plain
+        else f"Round {esc(round_)} is not in this run{' yet' if not run.done else ''}."
+    )
+    return (
+        f'<div class="specviz specviz-verify vf-plain" data-round="{esc(round_)}" data-positions="0">'
+        f'<p class="vf-why">{what} <button class="vf-nav vf-nearest" data-select-round="{near}">'
+        f"Show round {near}, the nearest drafted round</button></p></div>"
+    )
+
+
 def render_verify(events, round_: int | None = None) -> str:
     """HTML of the verify view of round `round_` (None: the last verified round) of the speculative run."""
     run = main_run(events)
@@ -153,10 +172,13 @@ def render_verify(events, round_: int | None = None) -> str:
             '<div class="specviz specviz-verify sv-empty">Select a round (click a token in the output, a round '
             "in the tree, or move the replay slider) to see how the target judged each drafted token.</div>"
         )
-    rv = next((r for r in rounds if r.round == round_), None) if round_ is not None else None
-    if rv is None:
-        shown = [r for r in rounds if round_ is None or r.round <= round_]
-        rv = shown[-1] if shown else rounds[0]
+    if round_ is None:
+        rv = rounds[-1]
+    else:
+        rv = next((r for r in rounds if r.round == round_), None)
+        # never another round than the one asked for: say what it was, link the nearest drafted
+        if rv is None:
+            return _undrafted(run, round_, rounds)
     d, v, greedy = rv.drafted, rv.verified, run.greedy
     rule = (
         "greedy: a draft is accepted iff it is the target's argmax"
@@ -177,12 +199,7 @@ def render_verify(events, round_: int | None = None) -> str:
     )
     rows = [_row(i, text, d, v, greedy) for i, text in enumerate(d.tokens)]
     rb = rv.rolled_back
-    rollback = (
-        f" Rollback: the target cache pointer moved back from {esc(rb.cache_before)} to "
-        f"{esc(rb.cache_after)} ({len(rb.positions)} position{'s' if len(rb.positions) != 1 else ''} dropped, no copy)."
-        if rb is not None
-        else ""
-    )
+    rollback = rollback_line(run, rb) if rb is not None else ""  # in the run's own engine's terms
     if rv.tree is not None:
         f = tree_facts(rv.tree)
         size = f"tree of {f['nodes']} nodes, depth {f['depth']}"

@@ -7,6 +7,7 @@ is exact. `check_page` returns the disagreements, each named (empty: every figur
 from __future__ import annotations
 
 import re
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 NUM = r"(\d+(?:\.\d+)?)"
@@ -21,8 +22,12 @@ def value(text: str) -> float:
 
 
 def agrees(printed: str, computed: float) -> bool:
-    """The printed figure is `computed` rounded to the printed number of decimals (ties either way)."""
+    """The printed figure is `computed` rounded to the printed number of decimals; a computed figure that is
+    exactly a decimal tie (2110 ÷ 4000 = 0.5275) must print rounded half up (0.528), as a calculator gives it."""
     places = len(printed.split(".")[1]) if "." in printed else 0
+    exact = Decimal(repr(float(computed))).scaleb(places)
+    if abs(exact) % 1 == Decimal("0.5"):
+        return Decimal(printed) == exact.quantize(Decimal(1), rounding=ROUND_HALF_UP).scaleb(-places)
     return abs(float(printed) - computed) <= 0.5 * 10**-places * (1 + 1e-9) + 1e-12
 
 
@@ -86,9 +91,7 @@ def check_explain(explain: str, summary: str = "") -> list[str]:
     )
     if circle and one and circle.group(1) != one.group(9):
         bad.append(f"what-if circle {circle.group(1)}× ≠ Explain's one round {one.group(9)}×")
-    paying = re.search(
-        rf"With this run's c = {NUM} and v\((\d+)\) = {NUM}, at γ = (\d+): (.*?) \(below", explain
-    )
+    paying = re.search(rf"With c = {NUM} and v\((\d+)\) = {NUM}, at γ = (\d+): (.*?) \(below", explain)
     if paying:
         c, n, v, g, pairs = paying.groups()
         for a, x in re.findall(rf"α = {NUM} → {NUM}×", pairs):
@@ -119,11 +122,22 @@ def check_short(explain: str) -> list[str]:
     )
     if m and not agrees(m.group(2), value(m.group(1)) / value(m.group(3))):
         bad.append(f"short: {m.group(1)} ms ÷ {m.group(3)} ms ≠ {m.group(2)}")
+    m = re.search(
+        rf"a round at γ = (\d+) costs γ·c \+ v\(\d+\) = \d+·{NUM} \+ {NUM} = {NUM} target steps", explain
+    )
+    if m and not agrees(m.group(4), int(m.group(1)) * value(m.group(2)) + value(m.group(3))):
+        bad.append(f"short (calibrated): {m.group(1)}·{m.group(2)} + {m.group(3)} ≠ {m.group(4)}")
+    m = re.search(rf"Σ \(γ·c \+ v\(γ \+ 1\)\) = {NUM} target steps, {NUM} per round", explain)
+    rounds = re.search(r"its (\d+) rounds cost", explain)
+    if m and rounds and not agrees(m.group(2), value(m.group(1)) / int(rounds.group(1))):
+        bad.append(f"short (calibrated): {m.group(1)} ÷ {rounds.group(1)} rounds ≠ {m.group(2)}")
     m = re.search(rf"steps per round = {NUM} ÷ {NUM} = {NUM}×", explain)
     if m and not agrees(m.group(3), value(m.group(1)) / value(m.group(2))):
         bad.append(f"short: {m.group(1)} ÷ {m.group(2)} ≠ {m.group(3)}")
     m = re.search(
-        r"Its terms: (.*?) with c = ([\d.]+), (.*?) \(this run's verify curve\) = ([\d.]+)\.", explain
+        r"Its terms: (.*?) with c = ([\d.]+), (.*?) \((?:this run's verify curve|its host's quiet calibration)\) = "
+        r"([\d.]+)\.",
+        explain,
     )
     if m:
         terms, c, vs, steps = m.groups()
@@ -143,7 +157,7 @@ def check_roofline(text: str) -> list[str]:
     bad = []
     m = re.search(
         rf"(?:stream reads|copy moves \(read \+ write counted\)|over its largest weight matrix read) {NUM} GB/s"
-        rf"(?: \((?:this host's best take:|above this host's earlier best take,) [\d.]+ GB/s\),)? and a large matmul runs at {NUM} GFLOP/s"
+        rf"(?: \((?:that machine's best take:|above that machine's earlier best take,) [\d.]+ GB/s\),)? and a large matmul runs at {NUM} GFLOP/s"
         rf"(?: \(the best takes measured [^)]*\))?\. "
         rf"A forward over n new tokens after "
         rf"(\d+) cached ones reads the weights, {NUM} GB, and the keys and values of \d+ \+ n positions, "
@@ -155,7 +169,7 @@ def check_roofline(text: str) -> list[str]:
         rf"They meet at the ridge n\* ≈ (\d+)",
         text,
     )
-    if "This machine's roofline" in text and not (
+    if "The roofline of the machine this run ran on" in text and not (
         m and floors
     ):  # a sentence the checker cannot read is not checked
         bad.append("the roofline's sentences do not parse: the check would skip them")

@@ -252,3 +252,21 @@ def test_chart_titles_wrap_to_a_phone_and_the_model_curve_has_a_superscript():
     fig = specviz.accepted_length_fig(sample_events())
     assert all(len(line) <= TITLE_CHARS for line in fig.layout.title.text.split("<br>"))
     assert fig.layout.margin.t > 36  # room for the second line
+
+
+def test_the_batch_tabs_terms_are_explained_beside_the_curves():
+    """ "grounded", "open" and "goodput" name the curves and auto's contestant; the note under the chart says what
+    each means (they were never explained); with no curve at all there is nothing to explain (the control)."""
+    from specviz.batch_view import roofline_note
+    from ui import batch_tab
+
+    note = re.sub(r"<[^>]+>", "", batch_tab.note())
+    if batch_tab.results() is None:
+        pytest.skip("no committed batch benchmark")
+    for term in (
+        "grounded: prompts whose answer lies in the prompt",
+        "open: prompts the model answers",
+        "goodput:",
+    ):
+        assert term in note, note
+    assert roofline_note(None, None) == ""

@@ -98,5 +98,8 @@ def test_explain_short_version_and_sum_terms_add_up(tiny_dirs):
     per = re.search(r"target forwards?: (\d+\.\d\d) tokens per forward", text).group(1)
     wrong = text.replace(f": {per} tokens per forward", f": {float(per) + 0.01:.2f} tokens per forward")
     assert check_short(wrong)
-    steps = re.search(r"\(this run's verify curve\) = ([\d.]+)\.", text).group(1)
-    assert check_short(text.replace(f"verify curve) = {steps}.", f"verify curve) = {float(steps) + 1:.2f}."))
+    # a busy machine's run is summed on the host's quiet calibration (engine.costrule): the terms add up either way
+    curve, steps = re.search(
+        r"\((this run's verify curve|its host's quiet calibration)\) = ([\d.]+)\.", text
+    ).groups()
+    assert check_short(text.replace(f"{curve}) = {steps}.", f"{curve}) = {float(steps) + 1:.2f}."))

@@ -26,6 +26,7 @@ PLAIN = (
     "validate",
     "metrics",
     "costmodel",
+    "costrule",
     "figures",
     "sizing",
     "specs",

@@ -12,13 +12,13 @@ import re
 import pytest
 
 from engine.events import BatchFinished
-from engine.figures import Exact, derive, quotient_terms
+from engine.figures import Exact, derive, fixed, quotient_terms
 from engine.validate import validate_events
 from specviz import render_explain
 from specviz.batch_view import batch_summary_html
 from specviz.race import render_race
 from specviz.replay import rounds_of
-from tests.numbers import check_batch, check_page
+from tests.numbers import agrees, check_batch, check_page
 from tests.synthetic import race
 from ui.app_views import summary_html, views
 
@@ -279,3 +279,19 @@ def test_a_round_whose_cost_prints_as_zero_prints_no_ratio():
     assert one_round({**run, "c": 0.0, "v": 0.0}, 3) is None
     r = one_round({**run, "c": 0.05, "v": 1.1}, 3)
     assert r is not None and r["ratio"] == f"{float(r['e']) / float(r['cost']):.2f}"
+
+
+def test_a_tie_prints_the_digit_a_calculator_gives():
+    """2,110 ÷ 4,000 = 0.5275 printed 0.527 and 1000 ÷ 32.0 = 31.25 printed 31.2 (Python rounds a binary float, and
+    a half to even): a reader's calculator rounds the decimal half up. Ties print that digit, their inputs as they
+    are (no padded decimals), and the checker refuses the other digit (the negative control)."""
+    assert quotient_terms(2110, 4000, 3) == ("0.528", "2110", "4000")
+    assert quotient_terms(1000, 32.0, 1, least=1) == ("31.3", "1000.0", "32.0")
+    assert agrees("0.528", 2110 / 4000) and not agrees("0.527", 2110 / 4000)
+    assert agrees("31.3", 1000 / 32.0) and not agrees("31.2", 1000 / 32.0)
+    assert fixed(1.005, 2) == "1.01" and fixed(-0.0001, 2) == "0.00"
+    rng = random.Random(2)
+    for _ in range(2000):  # quotients of short decimals, many of them ties, reproduce under the strict check
+        x, y = rng.randint(1, 9999), rng.choice((2, 4, 8, 16, 32, 40, 80, 400, 4000))
+        q, a, b = quotient_terms(x, y, 2)
+        assert agrees(q, float(a) / float(b)), (x, y, q, a, b)

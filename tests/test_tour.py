@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from specviz.explain import render_explain
 from tests import numbers
 from ui import app_views as av
 from ui import tour as t
@@ -36,3 +37,31 @@ def test_the_summary_counts_one_token_and_one_round_in_the_singular():
     assert "1 round · 1 token" in first and not re.search(r"\b1 (rounds|tokens)", first)
     whole = av.summary_html(list(t.tour_events()))
     assert " rounds · " in whole and " tokens" in whole
+
+
+def test_the_race_caption_quotes_the_recorded_runs_explain():
+    """Caption ⑤'s figures are the recorded run's own, as its Explain prints them: the race's speedup and v(n) at
+    the run's verify size (it said "verifying 5 tokens costs about as much as generating 1" beside v(5) = 1.50);
+    the host is named as the recording's, not "this machine"."""
+    runs = t.guard.runs(t.tour_runs())
+    caption = t.race_caption(runs)
+    explain = re.sub(r"<[^>]+>", "", render_explain(runs))
+    v = re.search(r"v\((\d+)\) = ([\d.]+) target steps in this run", caption)
+    assert v and f"This run: v({v.group(1)}) = {v.group(2)} target steps" in explain, (
+        caption,
+        explain[:3000],
+    )
+    speed = re.search(r"speculation was ([\d.]+)× as fast", caption).group(1)
+    assert f"the race against plain decoding measured {speed}×" in explain
+    assert "machine that recorded this run" in caption and "this machine" not in caption
+
+
+def test_the_captions_counts_are_the_recorded_rounds():
+    """①, ② and ④ name γ = 4, 4 drafts and 4 tokens committed for one forward: the recorded round 2's counts
+    (a re-recorded tour whose round 2 differs fails here, not on a visitor's screen)."""
+    spec = av.view_runs(list(t.tour_events()))["speculative"]
+    r = next(x for x in spec.rounds if x.round == t.TOUR_ROUND)
+    texts = " ".join(row[2] for row in t.TOUR)
+    assert r.gamma == 4 and "γ = 4 tokens" in texts and "checks all 4 drafts" in texts
+    assert len(r.tokens) == 4 and "4 tokens for one target forward" in texts
+    assert r.first_rejected == 3  # "the 4th rejected"

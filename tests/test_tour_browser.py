@@ -191,3 +191,45 @@ def test_the_default_example_is_served_from_the_start_up_recording_then_live(bro
     rounds = other.locator("#stream .specviz-stream").get_attribute("data-rounds")
     assert other.locator("#round input[type=number]").first.input_value() == rounds
     other.close()
+
+
+def test_escape_stops_the_tour_and_the_next_generate_races_as_the_tour_did(browser, app_url):
+    """Escape stops a playing tour as Skip does (it did nothing); the tour ended on its race, so the race box is on
+    for the visitor's first Generate (it was off: their first run showed no speedup); a box the visitor set stays."""
+    page = open_page(browser, app_url, tour=False)
+    box = page.locator("#race-on input[type=checkbox]")
+    expect(box).not_to_be_checked()
+    page.click("#tour-replay")
+    page.wait_for_selector('#tour .sv-tour[data-step="1"]', timeout=60_000)
+    page.keyboard.press("Escape")
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
+    expect(page.locator("#tour-skip")).to_be_hidden()
+    expect(box).to_be_checked()
+    box.uncheck()  # the visitor's own choice: a replayed tour leaves it
+    page.click("#tour-replay")
+    page.wait_for_selector('#tour .sv-tour[data-step="1"]', timeout=60_000)
+    page.keyboard.press("Escape")
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
+    expect(box).not_to_be_checked()
+    page.close()
+
+
+def test_the_replay_slider_shows_the_tours_round(browser, app_url):
+    """While the tour's caption talks about round 1 the replay slider shows 1 (it stayed at the last round); Skip
+    puts back what it showed before."""
+    page = open_page(browser, app_url, tour=False)
+    number = page.locator("#round input[type=number]")
+    before = number.input_value()
+    page.click("#tour-replay")
+    page.wait_for_selector('#tour .sv-tour[data-step="1"]', timeout=60_000)
+    assert number.input_value() == "1" != before
+    page.click("#tour-skip")
+    page.wait_for_selector(
+        '#tour .sv-tour[data-done="1"]:has-text("Now try your own prompt")', timeout=30_000
+    )
+    assert number.input_value() == before
+    page.close()

@@ -12,9 +12,9 @@ import stat
 from collections import namedtuple
 from pathlib import Path
 
-from engine import costmodel, sizing
+from engine import costmodel, costrule, sizing
 from engine.events import MAX_TRACE_BYTES, trace_from_json
-from engine.figures import plural
+from engine.figures import fixed, plural
 from engine.specs import FAMILIES, ModelLoadError, parse_draft, parse_model
 from engine.specs import drafter_choices as registry_choices
 from specviz import beams
@@ -288,10 +288,10 @@ def summary_html(events) -> str:
     mal = run.n_tokens() / done if done and run.mode == "speculative" else None
     parts = [
         f"<b>{tps:.1f} tok/s</b>" if tps else "– tok/s",
-        f"α = {alpha:.2f} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
+        f"α = {fixed(alpha, 2)} per token ({costmodel.tested_counts(s.get('accepted', 0), s.get('rejections', 0), s.get('drafted', 0))})"
         if alpha is not None
         else "",
-        f"{mal:.2f} tokens per target forward" if mal else "",
+        f"{fixed(mal, 2)} tokens per target forward" if mal else "",
         f"{plural(done, 'round')} · {plural(run.n_tokens(), 'token')}",
     ]
     if run.finished is not None:
@@ -302,13 +302,16 @@ def summary_html(events) -> str:
         )
     ar = view_runs(events).get("ar")
     if s.get("speedup") is not None:
-        predicted = predicted_terms(s)
-        # the chart withholds it too
+        u = costrule.usable(s)  # the costs a prediction may rest on (Explain and the charts read the same)
+        predicted = predicted_terms(u)
+        source = (u.get("costs") or {}).get("source")
         said = (
-            ""
+            " (prediction withheld: timing unreliable)"
+            if source == "none"
+            else ""
             if predicted is None
-            else " (prediction withheld: timing unreliable)"
-            if s.get("timing_flags")
+            else f" (predicted {predicted[0]}× on its host's quiet calibration)"
+            if source == "calibration"
             else f" (predicted {predicted[0]}×)"
         )
         parts.append(f'<b class="sv-speedup">{s["speedup"]:.2f}× vs autoregressive</b>{said}')

@@ -49,9 +49,8 @@ def stream_events(target: str, draft: str, cfg: GenerationConfig, prompt: str, r
     engine = Engine(load_model(target), draft)
     if race:
         yield from engine.race(prompt, cfg, history=history)
-    else:
-        for event in engine.generate(prompt, cfg, history=history):
-            yield "speculative", event
+    else:  # watched like a race's lane: its summary says how much CPU other work took while it computed
+        yield from engine.watched(prompt, cfg, history=history)
 
 
 def generate(controls: Controls, state=None, history: History | None = None):

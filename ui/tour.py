@@ -12,6 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from engine import costrule
 from specviz.runs import split_runs
 from ui import app_guard as guard
 from ui import app_views as av
@@ -107,16 +108,25 @@ def caption_text(step: int, runs) -> str:
 
 
 def race_caption(runs) -> str:
-    """⑤: the recorded race's measured speedup, from the run's own summary (the numbers the Race tab shows)."""
-    s = av.spec_summary(runs)
+    """⑤: the recorded race's measured speedup and the verify cost v(n) behind it, from the run's own summary under
+    the one rule for measured costs (the figures the Race and Explain tabs show for the same run)."""
+    s = costrule.usable(av.spec_summary(runs))
     spec = av.view_runs(runs).get("speculative")
     host = (getattr(spec.started, "host", {}) or {}).get("cpu", "") if spec and spec.started else ""
     speed = f"{s['speedup']:.2f}×" if s.get("speedup") else "–"
     same = "token-identical output" if s.get("identical_to_ar") else "different output"
+    n, v = s.get("v_n"), s.get("v")
+    cost = (
+        f" That is the speedup: verifying {n} tokens in one forward cost v({n}) = {v:.2f} target steps "
+        f"{'on the recording host' + chr(39) + 's quiet calibration' if costrule.sentence(s) else 'in this run'}, "
+        f"where {n} separate steps cost {n}."
+        if n and isinstance(v, float)
+        else ""
+    )
     return (
-        f"⑤ The race: the same target decoding alone (autoregressive) against speculation, interleaved on one "
-        f"machine{f' ({host})' if host else ''} when this run was recorded: speculation was {speed} as fast, "
-        f"with {same}. That is the speedup: verifying 5 tokens costs about as much as generating 1."
+        f"⑤ The race: the same target decoding alone (autoregressive) against speculation, interleaved on the "
+        f"machine that recorded this run{f' ({host})' if host else ''}: speculation was {speed} as fast, "
+        f"with {same}.{cost}"
     )
 
 
@@ -212,7 +222,7 @@ TOUR_VIEWS = ("stream", "tree", "race", "explain", "summary", "verify")  # the H
 @functools.lru_cache(maxsize=1)
 def tour_data() -> str:
     """The tour as the browser plays it, JSON: {"texts": [distinct HTML strings], "frames": [{"caption": i,
-    "wait": seconds, "views": {view: i}}], "prompt": the recorded run's}, the last frame the hand-over; every
+    "wait": seconds, "views": {view: i}, "round": the replay slider's}], "prompt": the recorded run's}, the last frame the hand-over; every
     string stored once."""
     texts, index = [], {}
 
@@ -226,7 +236,9 @@ def tour_data() -> str:
     for outputs, wait in tour_frames():
         named = dict(zip(RunOutputs._fields, outputs))
         views = {v: ref(named[v]) for v in TOUR_VIEWS if isinstance(named[v], str)}
-        frames.append({"caption": ref(outputs[RUN_OUTPUTS]), "wait": wait, "views": views})
+        # the replay slider's round, shown (not set) while the frame plays: it stayed at the last round
+        k = named["slider"].get("value") if isinstance(named["slider"], dict) else None
+        frames.append({"caption": ref(outputs[RUN_OUTPUTS]), "wait": wait, "views": views, "round": k})
     data = {"texts": texts, "frames": frames, "prompt": TOUR_PROMPT}
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 

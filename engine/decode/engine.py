@@ -168,6 +168,14 @@ class Engine:
             threads,
         )
 
+    def watched(self, prompt: str, cfg: GenerationConfig | None = None, history=None):
+        """generate's speculative run as (lane, event) with lane "speculative", its outside load watched as a race's
+        lanes are (runtime/loadwatch.py): its Finished summary carries `contended_share` and `outside_cores`, which
+        the one rule for measured costs reads (engine/costrule.py)."""
+        cpu = self.target.device.type == "cpu"
+        lanes = {"speculative": self.generate(prompt, cfg, history=history)}
+        yield from interleave(lanes, None, LoadWatch(torch.get_num_threads() if cpu else None, enabled=cpu))
+
     def generate(
         self,
         prompt: str,

@@ -28,7 +28,7 @@ from ..config import GenerationConfig
 from ..events import write_trace
 from ..runtime.models import LoadedModel, load_model, materialize
 from ..specs import ModelLoadError, parse_draft
-from .trace import Recording, Round
+from .trace import Recording, Round, with_plain
 
 SUPPORTED = (
     (4, 46),
@@ -510,6 +510,8 @@ def run(
     timer.close()
     forwards = len(timer.calls) - (1 if hook == "streamer" else 0)  # the fallback's own forward after the run
     events = rec.events
+    if ref is not None:  # kept in the trace: the page shows this measured comparison for the imported run
+        events = with_plain(events, plain_s=plain_s, assisted_s=assisted_s, plain_ids=ref)
     return {
         "events": events,
         "reference": ref,

@@ -10,6 +10,7 @@ from the same RunStats as every run). Nothing here runs a model.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -195,3 +196,18 @@ class Recording:
     @property
     def new_ids(self) -> list:
         return self.ids[self.prompt_len :]
+
+
+def with_plain(events: list, *, plain_s: float, assisted_s: float, plain_ids: list) -> list:
+    """The events with what the recorder measured of the same engine's plain decoding on the same prompt kept in the
+    Finished summary, under "plain": {"plain_s", "assisted_s" (both the engine's whole generate call), "plain_tokens",
+    "identical" (the speculative run's new ids equal the plain run's)}. The page shows this comparison for an
+    imported run, which cannot be raced here."""
+    *rest, done = events
+    plain = {
+        "plain_s": float(plain_s),
+        "assisted_s": float(assisted_s),
+        "plain_tokens": len(plain_ids),
+        "identical": list(done.token_ids) == [int(i) for i in plain_ids],
+    }
+    return [*rest, dataclasses.replace(done, summary={**done.summary, "plain": plain})]

@@ -239,7 +239,9 @@ class LeanForward:
         groups = {
             n: ws for n, ws in self.weights().items() if any(len(ws[0].kernels(r)) > 1 for r in kernels.ROWS)
         }
-        plans = {}
+        plans = (
+            self.plans
+        ) = {}  # kept: the host record's quiet calibration of v(n) (roofline.plan_calibration)
         for threads in sorted({1, torch.get_num_threads()}):
             plans[threads] = plan = kernels.plan_for(groups, threads, refresh)
             for name, ws in groups.items():

@@ -2,7 +2,7 @@
 inferred from the lane's own timings (a steady load leaves no drift or spread for a timing guard to see).
 
 Linux only (/proc/stat); elsewhere, or on a GPU, nothing is measured and nothing is flagged. The race
-(Engine.race) wraps each step of a lane in `LoadWatch.step`; the lane's Finished summary then carries
+(Engine.race) wraps each step of a lane in `LoadWatch.step`, and so does the app's solo run (Engine.watched); the lane's Finished summary then carries
 `outside_cores` (the average number of cores other work kept busy while the lane computed) and
 `contended_share` (the share of the lane's compute time in windows where other work wanted more cores
 than the race left free). costmodel.contention turns the latter into a timing flag.

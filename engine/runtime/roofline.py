@@ -205,6 +205,20 @@ def kernels_used(forward) -> dict:
     return {name: {str(r): ws[0].kernel(r) for r in kernels.ROWS} for name, ws in forward.weights().items()}
 
 
+def plan_calibration(forward, threads: int) -> dict:
+    """{"v": {rows: one pass of every timed projection with its planned kernel at `rows` rows ÷ at 1 row}}: the
+    kernel plan's medians (the best over its takes: load only slows one), what costrule.usable predicts with when a
+    run's own v(n) cannot be used; {} without a plan at this thread count (the transformers forward)."""
+    plan = (getattr(forward, "plans", None) or {}).get(threads) or {}
+    total: dict[int, float] = {}
+    for by_rows in plan.values():
+        for rows, timed in by_rows.items():
+            total[int(rows)] = total.get(int(rows), 0.0) + timed[timed["kernel"]]
+    if not total.get(1):
+        return {}
+    return {"v": {str(rows): round(max(s / total[1], 1.0), 4) for rows, s in sorted(total.items())}}
+
+
 _HOST = PerModel()  # model -> {threads: its host record}
 _BEST: dict = {}  # (threads, device) -> the best read rate seen in this process (the cached take or a run's)
 _BEST_LOCK = threading.Lock()
@@ -231,6 +245,7 @@ def host_record(model, device: torch.device, dtype: torch.dtype) -> dict:
             **costs_of(forward if isinstance(forward, LeanForward) else model),
             "forward": "lean" if isinstance(forward, LeanForward) else "transformers",
             "kernels": kernels_used(forward),
+            "calibration": plan_calibration(forward, max(threads, 1)),
         }
 
     key = ("host", threads, device.type)
