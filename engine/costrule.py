@@ -19,6 +19,7 @@ NOISE = (
 )
 CALIBRATION_N = 17  # calibrated v(n) for n = 2..CALIBRATION_N: every verify size of γ ≤ 16
 KERNEL_PLAN = "its kernel plan's matmul times at n rows ÷ at 1 row"
+BLOCK_KERNELS = "its block kernels' times at n rows (cache-hot: their own work) or its memory floor, the larger, ÷ the same at 1 row"
 ROOFLINE = (
     "its roofline's floor at n rows ÷ at 1 row, the least a forward can cost: an upper bound on the speedup"
 )
@@ -72,7 +73,7 @@ def calibration(host, context: float) -> dict | None:
         at = lambda n: rows[min((k for k in rows if k >= n), default=max(rows))]  # noqa: E731  the kernels' bucket
         return {
             "v_points": [[n, at(n)] for n in range(2, CALIBRATION_N + 1)],
-            "from": KERNEL_PLAN,
+            "from": BLOCK_KERNELS if plan.get("of") == "blocks" else KERNEL_PLAN,
             "measured": str(plan.get("measured") or ""),
         }
     r = costmodel.roof(host)

@@ -206,11 +206,13 @@ def check_host(host) -> None:
 
 
 def check_calibration(cal) -> None:
-    """RunStarted.host.calibration: {"v": {rows: the kernel plan's time at rows ÷ at 1 row}} (roofline.py), or {}."""
+    """RunStarted.host.calibration: {"v": {rows: the kernel plan's time at rows ÷ at 1 row}} (roofline.py), or {};
+    "of": "blocks" when the times are the block kernels' (cache-hot) against the memory floor."""
     v = cal.get("v", {}) if isinstance(cal, dict) else None
     ok = (
         isinstance(v, dict)
-        and set(cal) <= {"v"}
+        and set(cal) <= {"v", "of"}
+        and cal.get("of", "blocks") == "blocks"
         and len(v) <= 64
         and all(
             isinstance(r, str) and r.isdigit() and len(r) <= 4 and real_number(x) and x >= 0

@@ -209,6 +209,8 @@ def plan_calibration(forward, threads: int) -> dict:
     """{"v": {rows: one pass of every timed projection with its planned kernel at `rows` rows ÷ at 1 row}}: the
     kernel plan's medians (the best over its takes: load only slows one), what costrule.usable predicts with when a
     run's own v(n) cannot be used; {} without a plan at this thread count (the transformers forward)."""
+    if getattr(forward, "weight_format", "fp32") == "gguf":
+        return block_calibration(forward, threads)
     plan = (getattr(forward, "plans", None) or {}).get(threads) or {}
     total: dict[int, float] = {}
     for by_rows in plan.values():
@@ -217,6 +219,21 @@ def plan_calibration(forward, threads: int) -> dict:
     if not total.get(1):
         return {}
     return {"v": {str(rows): round(max(s / total[1], 1.0), 4) for rows, s in sorted(total.items())}}
+
+
+def block_calibration(forward, threads: int) -> dict:
+    """On a GGUF's blocks (no kernel plan: one kernel per row count), {"v": {rows: max(memory floor, the block
+    kernels' cache-hot time) at rows ÷ the same at 1 row}, "of": "blocks"}: each factor a best of REPS, so a busy
+    moment only slows a take, and the ratio of two such floors is what a step's work sets, not the load."""
+    rates = machine(max(threads, 1))
+    memory = forward.weight_bytes / rates["bandwidth"]
+    with torch_threads(threads):
+        cost = {
+            rows: max(memory, kernel_floor(forward, rows))
+            for rows in kernels.ROWS
+            if rows <= native.NATIVE_ROWS
+        }
+    return {"v": {str(r): round(max(s / cost[1], 1.0), 4) for r, s in cost.items()}, "of": "blocks"}
 
 
 _HOST = PerModel()  # model -> {threads: its host record}
