@@ -175,6 +175,7 @@ def main() -> None:
     # direct routes closed (api_open): every call goes through the queue, whose joins FairQueue admits; Gradio's own
     # bound stays as a backstop above the fair queue's
     demo.queue(default_concurrency_limit=server.CONCURRENCY, max_size=4 * limits.waiting, api_open=False)
+    server.trust_forwarded()  # uvicorn believes X-Forwarded-For from SPECVIZ_TRUSTED_PROXIES only
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),
