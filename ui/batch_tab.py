@@ -31,7 +31,8 @@ from ui.tab_runs import batch_prompts
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "batch-cpu.json"
 MEASURE_SIZES = (1, 2, 4, 8, 16)  # the committed benchmark's B
-TICK_S = 0.25  # host_curve yields at least this often while a batch size runs (issue 65: it never did within one)
+# host_curve yields at least this often while a batch size runs (issue 65: it never did within one)
+TICK_S = 0.25
 
 
 @functools.lru_cache(maxsize=1)
@@ -106,7 +107,8 @@ def host_curve(
         events, ticked = [], time.monotonic()
         for item in engine.race_batch(rows, dataclasses.replace(cfg, time_limit_s=left)):
             events.append(item)
-            if time.monotonic() - ticked > TICK_S:  # between rounds: a visitor who left stops the measure here
+            # between rounds: a visitor who left stops the measure here
+            if time.monotonic() - ticked > TICK_S:
                 ticked = time.monotonic()
                 yield None
         done = {lane: e.summary for lane, e in events if e.kind == "batch_finished"}
