@@ -31,8 +31,6 @@ from ui.tab_runs import batch_prompts
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "batch-cpu.json"
 MEASURE_SIZES = (1, 2, 4, 8, 16)  # the committed benchmark's B
-# host_curve yields at least this often while a batch size runs (issue 65: it never did within one)
-TICK_S = 0.25
 
 
 @functools.lru_cache(maxsize=1)
@@ -92,7 +90,7 @@ def host_curve(
     """This host's throughput against B: at each B, the tab's prompts repeated to B rows, the speculative batch
     raced against the AR batch (Engine.race_batch: interleaved round by round, the race's threads), each lane's
     decode throughput after its prefill. Yields the curve after each B; a B the deadline (time.monotonic()) cuts
-    is left out and ends the curve, which is yielded once more saying so. Between rounds, every TICK_S, it yields
+    is left out and ends the curve, which is yielded once more saying so. Between rounds, every server.TICK_S, it yields
     None: the request's handler yields then, so Gradio stops it within a round of its visitor leaving."""
     spec = "auto" if engine.draft_spec in AUTO_SPECS else f"{engine.draft_spec} γ={cfg.gamma}"
     live = {"sizes": [], "curves": {"ar": [], "speculative": []}, "names": {"ar": "AR", "speculative": spec}}
@@ -108,7 +106,7 @@ def host_curve(
         for item in engine.race_batch(rows, dataclasses.replace(cfg, time_limit_s=left)):
             events.append(item)
             # between rounds: a visitor who left stops the measure here
-            if time.monotonic() - ticked > TICK_S:
+            if time.monotonic() - ticked > server.TICK_S:
                 ticked = time.monotonic()
                 yield None
         done = {lane: e.summary for lane, e in events if e.kind == "batch_finished"}

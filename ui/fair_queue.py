@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import inspect
 import json
 import math
 import os
@@ -63,7 +64,7 @@ MAX_COST = 64.0  # a job's cost in 64-token runs is capped here (a turn never wa
 MIN_COST = 0.25  # and floored here (a 16-token run is not free)
 # jobs whose cost is not read from their inputs alone: Measure on this host races B = 1, 2, 4, 8, 16 (31 rows),
 # the drift meter runs 2 x 100 seeded 2-token runs on the prompt (ui/batch_tab.py, ui/tab_runs.py)
-ROWS_OF = {"batch_host": 31.0, "drift": 8.0}
+ROWS_OF = {"batch_host": 31.0, "measure_drift": 8.0}
 
 
 def setting(env, name: str, default: str, low: float, high: float) -> float:
@@ -251,10 +252,15 @@ def job_cost(fn, data) -> float:
     """A job's cost in 64-token runs (MIN_COST..MAX_COST), read from its inputs by their components' elem_id (the
     page's) or label (the API's parameter names): max new tokens ÷ 64, ×2 when it races a baseline, × its rows
     (the batch's prompt lines), × its beams; Measure on this host and the drift meter by ROWS_OF. A 64-token run
-    is 1, a B = 16 batch of 64 tokens raced against AR is 32."""
+    is 1, a B = 16 batch of 64 tokens raced against AR is 32, a 512-token B = 8 beam search the cap."""
+    try:  # the API's inputs are named by the handler's parameters (gr.api labels them "1st", "2nd", …)
+        names = list(inspect.signature(fn.fn).parameters)
+    except (AttributeError, TypeError, ValueError):
+        names = []
     values = {}
-    for comp, value in zip(getattr(fn, "inputs", None) or [], data if isinstance(data, list) else []):
-        key = getattr(comp, "elem_id", None) or getattr(comp, "label", None)
+    inputs = getattr(fn, "inputs", None) or []
+    for i, (comp, value) in enumerate(zip(inputs, data if isinstance(data, list) else [])):
+        key = getattr(comp, "elem_id", None) or (names[i] if i < len(names) else getattr(comp, "label", None))
         if key:
             values[key] = value
 
@@ -401,6 +407,10 @@ class FairQueue:
         tail = path.split("/gradio_api/", 1)[1] if "/gradio_api/" in path else ""
         if method == "GET" and path == "":
             return await self._page(scope, receive, send)
+        if tail.startswith("call/v2/"):  # Gradio's keyword-argument route: a positional `data` was a 500
+            return await reply(
+                send, 404, 'not served here: call /gradio_api/call/<api_name> with {"data": [...]}'
+            )
         session = self._result_session(tail, method, scope)
         if session is not None:
             self.claim(session, scope)
@@ -526,7 +536,7 @@ class FairQueue:
         path Gradio refuses, or a stream of a session it does not know, counts for nothing) until it ends; it
         confirms the session's jobs joined before it."""
         if len(session) > MAX_SESSION_CHARS or not self.gradio.knows(session):
-            return await self.app(scope, receive, send)
+            return await ended_cleanly(self.app, scope, receive, send)
         counted = False
 
         async def watch(message):
@@ -541,7 +551,7 @@ class FairQueue:
             await send(message)
 
         try:
-            return await self.app(scope, receive, watch)
+            return await ended_cleanly(self.app, scope, receive, watch)
         finally:
             if counted:
                 self.streams[session] -= 1
@@ -654,6 +664,33 @@ class FairQueue:
                     await self.gradio.drop(e, why)
             except Exception as e:  # noqa: BLE001  (the sweep must outlive one bad pass)
                 print(f"specviz: the queue sweep failed once: {type(e).__name__}: {e}", flush=True)
+
+
+async def ended_cleanly(app, scope, receive, send) -> None:
+    """Serve a stream through `app`; when it fails after its response started (Gradio's /queue/data raises its 404
+    inside the stream once the session's messages are gone: another stream of the session closed, or none was
+    ever there), end the response instead, with one log line, not an "Exception in ASGI application" traceback."""
+    started = finished = False
+
+    async def watch(message):
+        nonlocal started, finished
+        started = started or message["type"] == "http.response.start"
+        finished = finished or (
+            message["type"] == "http.response.body" and not message.get("more_body", False)
+        )
+        await send(message)
+
+    try:
+        await app(scope, receive, watch)
+    except Exception as e:  # noqa: BLE001  (only after the response started; before, it goes on up)
+        if not started:
+            raise
+        print(f"specviz: a result stream ended: {type(e).__name__}: {str(e)[:80]}", flush=True)
+        if not finished:
+            try:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except Exception:  # noqa: BLE001  (the client is gone)
+                pass
 
 
 async def reply(send, status: int, text: str) -> None:

@@ -61,6 +61,9 @@ MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "160"))
 # a session's earlier prompts and outputs kept for suffix speculation (and auto) to draft from: one per visitor,
 # never shared, 8 bytes a token at rest (engine/drafters/suffix.py); 0 keeps none
 HISTORY_TOKENS = int(os.environ.get("SPECVIZ_HISTORY_TOKENS", str(MAX_HISTORY_TOKENS)))
+# a compute handler yields at least this often between rounds (an empty update when nothing changed): Gradio stops
+# a request whose visitor left only at a yield (issue 65: Measure on this host ran 26.6 s on, never yielding)
+TICK_S = 0.25
 # runs, API calls, trace loads and Plays at once
 CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))
 # trace files kept in TRACE_DIR (and < 1 h old)
