@@ -58,6 +58,9 @@ SESSIONS_KEPT = (
     20_000  # sessions whose owner and last result stream are remembered; the oldest are forgotten first
 )
 ADDRESSES_KEPT = 4096  # addresses whose token budget is remembered; the oldest are forgotten first
+# the routes besides a queue join that create a Gradio session for the hash their body names: a queue=False
+# handler's call, a component's server function
+SESSION_ROUTES = ("run/predict", "component_server")
 COOKIE = "specviz_client"  # the page's token: <16 hex nonce>.<16 hex tag>
 TOKEN_AGE_S = 12 * 3600  # a token's cookie lasts this long in the browser
 MAX_COST = 64.0  # a job's cost in 64-token runs is capped here (a turn never waits for more than 64 rounds)
@@ -417,8 +420,8 @@ class FairQueue:
             return await self._held(session, scope, receive, send)
         if method == "GET" and tail.startswith("heartbeat/"):  # a hint: it claims the session, proves nothing
             self.claim(tail.split("/", 1)[1], scope)
-        if method == "POST" and (tail in ("queue/join", "run/predict") or tail.startswith("call/")):
-            return await self._join(scope, receive, send, queued=tail != "run/predict")
+        if method == "POST" and (tail in ("queue/join", *SESSION_ROUTES) or tail.startswith("call/")):
+            return await self._join(scope, receive, send, queued=tail not in SESSION_ROUTES)
         return await self.app(scope, receive, send)
 
     def _start(self) -> None:
