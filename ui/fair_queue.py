@@ -5,8 +5,8 @@ session hash, a heartbeat and an address are all a client's to make up. This ASG
 is and what it may hold, by rules a classroom behind one school address (NAT) passes and no single client can use to
 refuse the room:
 
-- **a client is a page that was loaded**: the page (GET /) comes with a signed token in a cookie (COOKIE) the
-  browser sends with every request after; new tokens are limited per address (`SPECVIZ_NEW_CLIENTS` a minute, a
+- **a client is a page that was loaded**: the page (GET /, or its /config: gradio_client's first request) comes
+  with a signed token in a cookie (COOKIE) the browser or gradio_client sends with every request after; new tokens are limited per address (`SPECVIZ_NEW_CLIENTS` a minute, a
   classroom arriving within a minute stays under; past it the page is served without one). A request without a
   valid token is its address's *anonymous* client: every such session behind one address is one client. Session
   hashes, heartbeats and headers name nothing;
@@ -62,6 +62,8 @@ ADDRESSES_KEPT = 4096  # addresses whose token budget is remembered; the oldest 
 # handler's call, a component's server function
 SESSION_ROUTES = ("run/predict", "component_server")
 COOKIE = "specviz_client"  # the page's token: <16 hex nonce>.<16 hex tag>
+# where a token is issued: the page, and its config (what gradio_client reads first; it keeps the cookies it sets)
+PAGE_PATHS = ("", "/config")
 TOKEN_AGE_S = 12 * 3600  # a token's cookie lasts this long in the browser
 MAX_COST = 64.0  # a job's cost in 64-token runs is capped here (a turn never waits for more than 64 rounds)
 MIN_COST = 0.25  # and floored here (a 16-token run is not free)
@@ -408,7 +410,7 @@ class FairQueue:
         self._start()
         path, method = scope["path"].rstrip("/"), scope["method"]
         tail = path.split("/gradio_api/", 1)[1] if "/gradio_api/" in path else ""
-        if method == "GET" and path == "":
+        if method == "GET" and path in PAGE_PATHS:
             return await self._page(scope, receive, send)
         if tail.startswith("call/v2/"):  # Gradio's keyword-argument route: a positional `data` was a 500
             return await reply(
