@@ -427,3 +427,16 @@ def test_settings_out_of_range_stop_the_server_by_name():
     """A bad SPECVIZ_QUEUE_SIZE stops the server at start-up with its name and range."""
     with pytest.raises(ValueError, match="SPECVIZ_QUEUE_SIZE must be a number from 1 to 10000"):
         fq.QueueLimits({"SPECVIZ_QUEUE_SIZE": "0"})
+
+
+def test_the_page_and_its_config_issue_a_token_once(server):
+    """GET / and GET /config (gradio_client's first request) set the token cookie; a request carrying a valid one
+    gets no other; a forged one is replaced."""
+    api = server[0]
+    root = api.removesuffix("gradio_api/")
+    with httpx.Client(timeout=10) as http:
+        first = http.get(f"{root}config").cookies.get(fq.COOKIE)
+        assert first and http.get(root).cookies.get(fq.COOKIE) is None  # it has one: none issued
+    forged = "0" * 16 + "." + "0" * 16
+    with httpx.Client(timeout=10, cookies={fq.COOKIE: forged}) as http:
+        assert http.get(root).cookies.get(fq.COOKIE) not in (None, forged)
