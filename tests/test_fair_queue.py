@@ -440,3 +440,38 @@ def test_the_page_and_its_config_issue_a_token_once(server):
     forged = "0" * 16 + "." + "0" * 16
     with httpx.Client(timeout=10, cookies={fq.COOKIE: forged}) as http:
         assert http.get(root).cookies.get(fq.COOKIE) not in (None, forged)
+
+
+class Job:
+    """A stand-in for Gradio's Event as pick reads it: its session, client (cookie), cost and enqueue time."""
+
+    def __init__(self, session: str, token: str, max_new: int):
+        self.session_hash, self.enqueue_time, self.concurrency_id = session, 0.0, fq.COMPUTE_ID
+        self.specviz_client, self.specviz_cost = token, max_new / 64  # in 64-token runs, as job_cost
+
+
+class Line:
+    """A stand-in for GradioQueue: `slots` compute slots, the jobs running."""
+
+    def __init__(self, slots: int, running: list):
+        self.slots, self.jobs = slots, running
+
+    def running(self) -> list:
+        return self.jobs
+
+    def compute_slots(self) -> int:
+        return self.slots
+
+
+def test_heavy_jobs_leave_one_slot_to_light_ones():
+    """Two slots, one held by a heavy job (a 512-token run) of one client: another client's heavy job waits while a
+    light one (64 tokens) behind it starts; with no heavy job running the heavy one starts (negative control)."""
+    fair = fq.FairQueue(None, limits=LIMITS)
+    fair.streams.update({"h2": 1, "light": 1})  # both read: confirmed
+    heavy, light = Job("h2", "page:b", 512), Job("light", "page:c", 64)
+    fair.gradio = Line(2, [Job("h1", "page:a", 512)])
+    assert fair.pick(fq.COMPUTE_ID, [heavy, light]) is light
+    fair.gradio = Line(2, [Job("l1", "page:a", 64)])
+    assert fair.pick(fq.COMPUTE_ID, [heavy]) is heavy
+    fair.gradio = Line(1, [])  # one slot: nothing is kept back
+    assert fair.pick(fq.COMPUTE_ID, [heavy]) is heavy

@@ -11,8 +11,8 @@ refuse the room:
   valid token is its address's *anonymous* client: every such session behind one address is one client. Session
   hashes, heartbeats and headers name nothing;
 - **what a client holds is bounded**: at most `SPECVIZ_CLIENT_JOBS` jobs waiting for a page client (its sessions
-  together), `SPECVIZ_ADDRESS_JOBS` for an address's anonymous client, 4 for one session; and **one compute job
-  per client runs at a time**;
+  together), `SPECVIZ_ADDRESS_JOBS` for an address's anonymous client, 4 for one session; **one compute job
+  per client runs at a time**, and heavy jobs (LIGHT_COST) hold at most all compute slots but one;
 - **the line is served by deficit round robin between clients** (Shreedhar & Varghese 1995), each job charged its
   cost in units of one 64-token run (job_cost: a B = 16 batch raced against AR is 32 of them): a client with many
   or heavy jobs gets its turn, not the line;
@@ -67,6 +67,9 @@ PAGE_PATHS = ("", "/config")
 TOKEN_AGE_S = 12 * 3600  # a token's cookie lasts this long in the browser
 MAX_COST = 64.0  # a job's cost in 64-token runs is capped here (a turn never waits for more than 64 rounds)
 MIN_COST = 0.25  # and floored here (a 16-token run is not free)
+# a job costing more is heavy: heavy jobs hold at most all compute slots but one, so a light one (a 128-token run,
+# a 64-token race) never waits behind heavy jobs alone, however many clients send them
+LIGHT_COST = 2.0
 # jobs whose cost is not read from their inputs alone: Measure on this host races B = 1, 2, 4, 8, 16 (31 rows),
 # the drift meter runs 2 x 100 seeded 2-token runs on the prompt (ui/batch_tab.py, ui/tab_runs.py)
 ROWS_OF = {"batch_host": 31.0, "measure_drift": 8.0}
@@ -506,22 +509,33 @@ class FairQueue:
 
     def pick(self, cid: str, events: list):
         """The job the dispatcher starts now from a concurrency queue (None: none): for compute, the round robin's
-        pick among clients running none, of each its first confirmed job whose session runs none; for the rest,
-        the first confirmed job."""
+        pick among clients running none, of each its first confirmed job whose session runs none, a heavy one
+        (costing over LIGHT_COST) only while heavy jobs hold fewer than all slots but one; for the rest, the first
+        confirmed job."""
         if cid != COMPUTE_ID:
             return next((e for e in events if self.confirmed(e)), None)
         running = [e for e in self.gradio.running() if e.concurrency_id == COMPUTE_ID]
         busy_sessions = {e.session_hash for e in running}
         busy = {self.client_of(e) for e in running}
+        heavy_room = sum(self.cost(e) > LIGHT_COST for e in running) < max(1, self.gradio.compute_slots() - 1)
         heads, waiting = {}, set()
         for e in events:
             if not self.confirmed(e):
                 continue
             c = self.client_of(e)
             waiting.add(c)
-            if c not in heads and c not in busy and e.session_hash not in busy_sessions:
+            if c in heads or c in busy or e.session_hash in busy_sessions:
+                continue
+            if heavy_room or self.cost(e) <= LIGHT_COST:
                 heads[c] = e
-        return self.rounds.pick(heads, waiting, lambda e: job_cost(e.fn, getattr(e.data, "data", None)))
+        return self.rounds.pick(heads, waiting, self.cost)
+
+    def cost(self, event) -> float:
+        """A job's cost (job_cost of its inputs, read once, kept on the event)."""
+        cost = getattr(event, "specviz_cost", None)
+        if cost is None:
+            cost = event.specviz_cost = job_cost(event.fn, getattr(event.data, "data", None))
+        return cost
 
     def _result_session(self, tail: str, method: str, scope) -> str | None:
         """The session whose results this request reads: GET /gradio_api/queue/data?session_hash=S, or GET
