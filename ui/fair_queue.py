@@ -67,9 +67,9 @@ PAGE_PATHS = ("", "/config")
 TOKEN_AGE_S = 12 * 3600  # a token's cookie lasts this long in the browser
 MAX_COST = 64.0  # a job's cost in 64-token runs is capped here (a turn never waits for more than 64 rounds)
 MIN_COST = 0.25  # and floored here (a 16-token run is not free)
-# a job costing more is heavy: heavy jobs hold at most all compute slots but one, so a light one (a 128-token run,
-# a 64-token race) never waits behind heavy jobs alone, however many clients send them
-LIGHT_COST = 2.0
+# a job costing more is heavy: heavy jobs hold at most all compute slots but one, so a light one (up to a 256-token
+# run, a 128-token race) never waits behind heavy jobs alone, however many clients send them
+LIGHT_COST = 4.0
 # jobs whose cost is not read from their inputs alone: Measure on this host races B = 1, 2, 4, 8, 16 (31 rows),
 # the drift meter runs 2 x 100 seeded 2-token runs on the prompt (ui/batch_tab.py, ui/tab_runs.py)
 ROWS_OF = {"batch_host": 31.0, "measure_drift": 8.0}
