@@ -35,14 +35,20 @@ COMPACT_JS = (
 
 class Page(gr.Blocks):
     """gr.Blocks that checks every endpoint's inputs from any client, raw HTTP included, private endpoints too: as
-    many as it takes, each of its kind, finite numbers (a missing or NaN argument got `error: null` before); and
-    whose /generate takes every argument after the prompt as optional (gradio_client fills the defaults itself)."""
+    many as it takes, each of its kind, finite numbers (a missing or NaN argument got `error: null` before), a file
+    only from the upload folder, the replay round within the session's run; and whose /generate takes every
+    argument after the prompt as optional (gradio_client fills the defaults itself)."""
 
     def validate_inputs(self, block_fn, inputs):
         if block_fn.api_name == "generate":
             endpoints.fill_api_defaults(inputs)
         endpoints.check_endpoint_inputs(block_fn, inputs)
         super().validate_inputs(block_fn, inputs)
+
+    async def preprocess_data(self, block_fn, inputs, state, explicit_call: bool = False):
+        """The replay round against the session's own slider (its maximum is the run's), named when past it."""
+        endpoints.check_run_ranges(block_fn, inputs, state)
+        return await super().preprocess_data(block_fn, inputs, state, explicit_call)
 
 
 def build_demo() -> gr.Blocks:
@@ -175,6 +181,7 @@ def main() -> None:
     # direct routes closed (api_open): every call goes through the queue, whose joins FairQueue admits; Gradio's own
     # bound stays as a backstop above the fair queue's
     demo.queue(default_concurrency_limit=server.CONCURRENCY, max_size=4 * limits.waiting, api_open=False)
+    server.trust_forwarded()  # uvicorn believes X-Forwarded-For from SPECVIZ_TRUSTED_PROXIES only
     demo.launch(
         server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"),
         server_port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")),

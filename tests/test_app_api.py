@@ -9,6 +9,7 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -357,6 +358,22 @@ def test_uploads_past_a_clients_count_are_refused_and_the_folder_keeps_its_bound
             "n / L / W / k",
         ),
         ("next", [None, float("nan")], "Replay round"),
+        (
+            "next",
+            [None, 1e9],
+            "Replay round must be from 0 to",
+        ),  # Gradio's words had no name, and a traceback
+        ("show_round", [None, 1e9], "Replay round must be from 0 to"),
+        (
+            "load_trace",
+            [{"path": "/etc/hosts", "meta": {"_type": "gradio.FileData"}}],
+            "upload the file itself",
+        ),
+        (
+            "load_engine_trace",
+            [{"path": str(Path(__file__)), "orig_name": "t.json"}],
+            "upload the file itself",
+        ),
     ],
 )
 def test_private_endpoints_over_raw_http_answer_with_a_named_message(server, api_name, data, named):
@@ -413,6 +430,8 @@ def cpu_s(pid: int) -> float:
     "api_name,data",
     [
         ("batch", [EMBEDDED_PAIR, "self", 0, 16, 512, "\n".join([LONG_LINE] * 16), True]),
+        # Measure on this host: B = 1..16 raced, each B one list() that never yielded (26.6 s on after a leave)
+        ("batch_host", [EMBEDDED_PAIR, "ngram", 0, 4, 256, "Write a long story about a storm."]),
         (
             "measure_drift",
             [
@@ -431,9 +450,9 @@ def cpu_s(pid: int) -> float:
     ],
 )
 def test_a_request_whose_client_leaves_frees_its_slot_and_stops(one_slot, api_name, data):
-    """A 16-row batch of 1,400-token prompts (its prefill alone took minutes; it kept its slot and ran 274 s) and the
-    drift meter on a long prompt with a 64-node tree (still running after 1,264 s): their client leaves at the first
-    progress line; a short request then gets the one slot within a minute, and the server stops computing."""
+    """A 16-row batch of 1,400-token prompts (its prefill alone took minutes; it kept its slot and ran 274 s), the
+    drift meter on a long prompt with a 64-node tree (still running after 1,264 s) and Measure on this host (it ran
+    on to its 180 s limit): their client leaves at the first progress line; a short request then gets the one slot within a minute, and the server stops computing."""
     start = time.monotonic()  # from the hog's start: its first output came only after its prefill before
     join_then_leave(one_slot, api_name, data)
     result = call_event(
@@ -443,6 +462,25 @@ def test_a_request_whose_client_leaves_frees_its_slot_and_stops(one_slot, api_na
     before = cpu_s(one_slot.pid)
     time.sleep(3)
     assert cpu_s(one_slot.pid) - before < 1.5  # nothing left running (a live lane takes ~1 core)
+
+
+def test_the_v2_route_and_a_stream_of_no_session_end_cleanly(server):
+    """POST /gradio_api/call/v2/<name> answers a clean 404 naming the route to use (a positional `data` was a 500
+    with a traceback), and a result stream for a session the server does not hold ends without an "Exception in
+    ASGI application" traceback in the log (Gradio raises its 404 inside the stream, after the response started)."""
+    import httpx
+
+    port = server.rstrip("/").rsplit(":", 1)[1]
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-app-{port}.log"
+    for name in ("generate", "no_such_api"):
+        r = httpx.post(f"{server}gradio_api/call/v2/{name}", json={"data": ["hi"]}, timeout=30)
+        assert r.status_code == 404 and "/gradio_api/call/<api_name>" in r.json()["detail"]
+    for _ in range(3):
+        with httpx.stream("GET", f"{server}gradio_api/queue/data", params={"session_hash": "gone"}) as r:
+            assert "session_not_found" in r.read().decode()
+    time.sleep(0.5)
+    text = log.read_text(errors="replace")
+    assert "Exception in ASGI application" not in text and "specviz: a result stream ended" in text
 
 
 @pytest.mark.parametrize(

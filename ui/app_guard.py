@@ -114,7 +114,7 @@ def check_input(kind: str, label: str, value, max_text: int, spec: dict | None =
     elif kind == "choice":
         check_choice(label, value, spec, max_text)
     elif kind == "file":
-        check_file(label, value)
+        check_file(label, value, spec.get("folder"))
     elif kind == "index":
         whole(label, value, 0, spec["count"] - 1 if spec.get("count") else None)
 
@@ -134,9 +134,9 @@ def check_choice(label: str, value, spec: dict, max_text: int) -> None:
         raise ValueError(f"{label} must be one of its choices ({some}), got {shown(value)}")
 
 
-def check_file(label: str, value) -> None:
-    """A file input: what the page sends for an upload (Gradio's FileData: a dict naming a file it received), never a
-    server path as text nor an address for the server to fetch."""
+def check_file(label: str, value, folder: str | None = None) -> None:
+    """A file input: what the page sends for an upload (Gradio's FileData: a dict naming a file it received, inside
+    `folder` when given: the server's upload folder), never a server path nor an address for the server to fetch."""
     if not isinstance(value, dict):
         raise ValueError(f"{label} must be an uploaded file, got {type(value).__name__}")
     path = value.get("path")  # (its "url" is where the page fetches the file back from: not read here)
@@ -144,6 +144,18 @@ def check_file(label: str, value) -> None:
         raise ValueError(f"{label}: upload the file itself; this server does not fetch addresses")
     if not isinstance(value.get("path"), str):
         raise ValueError(f"{label} must be an uploaded file (a dict with its path), got {shown(value)}")
+    if folder is not None and not inside(path, folder):
+        raise ValueError(
+            f"{label}: upload the file itself; this server opens only files uploaded to it, got {shown(path)}"
+        )
+
+
+def inside(path: str, folder: str) -> bool:
+    """Whether `path`, its links and '..' resolved, names something inside `folder`."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(folder).resolve())
+    except (OSError, ValueError):  # a NUL byte, a loop of links
+        return False
 
 
 def model_name(role: str, value) -> str:

@@ -86,11 +86,12 @@ def host_note(live: dict | None) -> str:
 
 def host_curve(
     engine: Engine, rows_ids: list[list[int]], cfg: GenerationConfig, sizes, deadline: float
-) -> Iterator[dict]:
+) -> Iterator[dict | None]:
     """This host's throughput against B: at each B, the tab's prompts repeated to B rows, the speculative batch
     raced against the AR batch (Engine.race_batch: interleaved round by round, the race's threads), each lane's
     decode throughput after its prefill. Yields the curve after each B; a B the deadline (time.monotonic()) cuts
-    is left out and ends the curve, which is yielded once more saying so."""
+    is left out and ends the curve, which is yielded once more saying so. Between rounds, every server.TICK_S, it yields
+    None: the request's handler yields then, so Gradio stops it within a round of its visitor leaving."""
     spec = "auto" if engine.draft_spec in AUTO_SPECS else f"{engine.draft_spec} γ={cfg.gamma}"
     live = {"sizes": [], "curves": {"ar": [], "speculative": []}, "names": {"ar": "AR", "speculative": spec}}
     live.update(gamma=cfg.gamma, max_new_tokens=cfg.max_new_tokens, prompts=len(rows_ids), cut=None)
@@ -101,7 +102,13 @@ def host_curve(
             live["cut"] = cut
             break
         rows = [rows_ids[i % len(rows_ids)] for i in range(b)]
-        events = list(engine.race_batch(rows, dataclasses.replace(cfg, time_limit_s=left)))
+        events, ticked = [], time.monotonic()
+        for item in engine.race_batch(rows, dataclasses.replace(cfg, time_limit_s=left)):
+            events.append(item)
+            # between rounds: a visitor who left stops the measure here
+            if time.monotonic() - ticked > server.TICK_S:
+                ticked = time.monotonic()
+                yield None
         done = {lane: e.summary for lane, e in events if e.kind == "batch_finished"}
         late = any(e.kind == "finished" and e.stop_reason == "time_limit" for _, e in events)
         if late or len(done) < 2 or not all(s.get("decode_tokens_per_s") for s in done.values()):
@@ -125,7 +132,7 @@ def host_curve(
 
 
 @server.gpu
-def measured_curve(target: str, draft: str, cfg: GenerationConfig, prompts: list) -> Iterator[dict]:
+def measured_curve(target: str, draft: str, cfg: GenerationConfig, prompts: list) -> Iterator[dict | None]:
     """host_curve on the tab's prompts, as a job of plain data (on ZeroGPU: the GPU worker's part)."""
     deadline = time.monotonic() + server.MAX_RUN_S
     engine = Engine(load_model(target), draft)
@@ -150,6 +157,9 @@ def measure(pair, drafter, param, gamma, max_new, prompts_text):
         target, draft = prepare(target, draft, prompts[0], cfg.raw)
         measured = False
         for live in measured_curve(target, draft, cfg, prompts):
+            if live is None:  # a round ended: nothing to draw, a point where a visitor who left stops it
+                yield gr.skip(), gr.skip()
+                continue
             measured = True
             yield figure(live), note(live)
         if not measured:

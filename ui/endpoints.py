@@ -16,7 +16,7 @@ from ui import app_guard as guard
 from ui import app_views as av
 from ui.outputs import api_error, failure, prepare
 from ui.run import stream_events
-from ui.server import MAX_PROMPT_TOKENS, MAX_RUN_S
+from ui.server import MAX_PROMPT_TOKENS, MAX_RUN_S, upload_folder
 
 
 def api_generate(
@@ -132,7 +132,25 @@ def input_spec(block) -> dict:
         return {"count": len(block.samples or [])}
     if isinstance(block, gr.Textbox):
         return {"null": block.value is None}
+    if isinstance(block, gr.File):
+        return {"folder": upload_folder()}  # a file input names a file the server received, nothing else
     return {}
+
+
+def check_run_ranges(block_fn, inputs: list, state) -> None:
+    """The sliders whose maximum a run sets (RANGE_SET_BY_RUN), against the session's own maximum (`state`:
+    Gradio's SessionState, holding the session's copy of each component): a value past it is refused naming the
+    setting, never Gradio's bare "Value 1e9 is greater than maximum value 9." with a traceback."""
+    for block, value in zip(block_fn.inputs, inputs):
+        if not (isinstance(block, gr.Slider) and block.elem_id in RANGE_SET_BY_RUN):
+            continue
+        own = state[block._id] if state is not None and block._id in state else block
+        high = getattr(own, "maximum", None)
+        if isinstance(value, (int, float)) and high is not None and not 0 <= value <= high:
+            raise api_error(
+                f"{input_label(block)} must be from 0 to {high:g} (the last round of the run shown), got "
+                f"{guard.shown(value)}"
+            )
 
 
 def check_endpoint_inputs(block_fn, inputs: list) -> None:

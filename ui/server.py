@@ -43,14 +43,27 @@ def client_of(scope) -> str:
     return scope_identity(scope, UPLOAD_LIMITS.trusted)
 
 
+def trust_forwarded(trusted=UPLOAD_LIMITS.trusted, env=os.environ) -> str:
+    """The one place that decides whose X-Forwarded-For is believed: uvicorn (under Gradio) rewrites a request's
+    address from that header for the peers in FORWARDED_ALLOW_IPS, by default loopback, which would let any client
+    behind a local proxy name itself; it gets SPECVIZ_TRUSTED_PROXIES instead (empty: nobody, loopback included).
+    Called before the server starts; returns what it set."""
+    env["FORWARDED_ALLOW_IPS"] = ",".join(str(net) for net in trusted)
+    return env["FORWARDED_ALLOW_IPS"]
+
+
 MAX_PROMPT_TOKENS = int(os.environ.get("SPECVIZ_MAX_PROMPT_TOKENS", "2048"))  # prompt tokens per run
 # a session's run is dropped after this idle time
 STATE_TTL_S = float(os.environ.get("SPECVIZ_STATE_TTL_S", "1800"))
-# sessions kept in memory; the oldest go first
-MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "32"))
+# sessions kept in memory (a classroom's and more); when full, the oldest of the client holding the most go first
+# (ui/fair_queue.py evictions)
+MAX_SESSIONS = int(os.environ.get("SPECVIZ_MAX_SESSIONS", "160"))
 # a session's earlier prompts and outputs kept for suffix speculation (and auto) to draft from: one per visitor,
 # never shared, 8 bytes a token at rest (engine/drafters/suffix.py); 0 keeps none
 HISTORY_TOKENS = int(os.environ.get("SPECVIZ_HISTORY_TOKENS", str(MAX_HISTORY_TOKENS)))
+# a compute handler yields at least this often between rounds (an empty update when nothing changed): Gradio stops
+# a request whose visitor left only at a yield (issue 65: Measure on this host ran 26.6 s on, never yielding)
+TICK_S = 0.25
 # runs, API calls, trace loads and Plays at once
 CONCURRENCY = int(os.environ.get("SPECVIZ_CONCURRENCY", "2"))
 # trace files kept in TRACE_DIR (and < 1 h old)

@@ -22,7 +22,7 @@ from ui import app_views as av
 from ui.controls import Controls
 from ui.outputs import ROUND_END, failure, prepare, reading, status_line, time_limit_warning
 from ui.run import stream_events
-from ui.server import MAX_PROMPT_TOKENS, MAX_RUN_S, gpu, release_memory
+from ui.server import MAX_PROMPT_TOKENS, MAX_RUN_S, TICK_S, gpu, release_memory
 
 DRIFT_SAMPLES = int(os.environ.get("SPECVIZ_DRIFT_SAMPLES", "100"))  # seeded 2-token runs per rule (1..2000)
 DRIFT_EVERY_S = 1.0  # the meter's progress line is redrawn at most this often
@@ -96,7 +96,7 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
         )
         target, draft = prepare(target, draft, prompt, cfg.raw, cfg.num_beams)
         lanes = {"speculative": [], "ar": []}
-        note = beam_note(int(num_beams))
+        note, ticked = beam_note(int(num_beams)), time.monotonic()
         for lane, event in stream_events(target, draft, cfg, prompt, bool(race)):  # cfg.num_beams routes it
             if event.kind == "prefilling":
                 yield gr.skip(), status_line(reading(event))
@@ -104,6 +104,10 @@ def beam_generate(pair, drafter, param, gamma, max_new, num_beams, race, prompt)
             lanes[lane].append(event)
             if event.kind in ROUND_END:
                 yield specviz.render_beams(lanes["speculative"], lanes["ar"]), note
+                ticked = time.monotonic()
+            elif time.monotonic() - ticked > TICK_S:  # the other lane's round: a visitor who left stops here
+                yield gr.skip(), gr.skip()
+                ticked = time.monotonic()
     except (ValueError, RuntimeError) as e:
         gr.Warning(failure(e) if isinstance(e, RuntimeError) else str(e))
         yield gr.skip(), gr.skip()
