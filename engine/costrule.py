@@ -164,5 +164,6 @@ def short(u: dict) -> str:
     why = (u.get("costs") or {}).get("why") or []
     if any("other processes wanted" in w for w in why):
         return "measured under load"
-    bad = next((w.split(":")[0].split(" < ")[0] for w in why if w.startswith(("v(", "c ="))), None)
+    # the figure before its reason ("v(3) = 0.34: ..."), not a drafter's name
+    bad = next((w.split(":", 1)[0].split(" < ")[0] for w in why if w.startswith(("v(", "c ="))), None)
     return f"{bad} is impossible" if bad else "its timings were disturbed"
