@@ -497,15 +497,42 @@
   /* Explain's what-if panel: E(α, γ) / (γc + v(γ + 1)) redrawn at once as α, γ or c move. v(n) comes with the
      panel (data-v: the cost model's table of this run's measured verify costs); nothing goes to the server. */
   function expected(a, g) { return a >= 1 ? g + 1 : (1 - Math.pow(a, g + 1)) / (1 - a); }
-  /* engine/figures.py's rule, the same steps: f of the inputs as printed reproduces the printed figure. */
-  function fix(x, d) { var t = (+x).toFixed(Math.max(d, 0)); return +t === 0 ? (0).toFixed(Math.max(d, 0)) : t; }
+  /* engine/figures.py's rule, the same steps: f of the inputs as printed reproduces the printed figure. fix is
+     figures.fixed: the shortest decimal that reads back as x (String(x), as Python's repr), a tie rounded half up,
+     away from zero, as a calculator rounds the decimal a reader sees (toFixed rounds the binary value: 2.275 → 2.27). */
+  function fix(x, d) {
+    d = Math.max(d, 0); x = +x;
+    var s = String(x), t;
+    if (!isFinite(x) || /e/i.test(s)) { t = x.toFixed(d); return +t === 0 ? (0).toFixed(d) : t; }
+    var neg = s.charAt(0) === "-", parts = (neg ? s.slice(1) : s).split("."), ip = parts[0], fp = parts[1] || "";
+    if (fp.length <= d) fp += new Array(d - fp.length + 1).join("0");
+    else {
+      var up = fp.charAt(d) >= "5";
+      fp = fp.slice(0, d);
+      if (up) {  /* one unit in the last kept place, carried through the digits */
+        var digits = (ip + fp).split("").map(Number), i = digits.length - 1;
+        while (i >= 0 && digits[i] === 9) { digits[i] = 0; i--; }
+        if (i < 0) digits.unshift(1); else digits[i]++;
+        var all = digits.join("");
+        ip = all.slice(0, all.length - d); fp = all.slice(all.length - d);
+      }
+    }
+    t = (neg ? "-" : "") + ip + (d > 0 ? "." + fp : "");
+    return +t === 0 ? (0).toFixed(d) : t;
+  }
+  function tie(x, d) {  /* figures.tie: x's shortest decimal is exactly a tie at d decimals */
+    var s = String(Math.abs(+x));
+    if (/e/i.test(s)) return false;
+    var f = s.split(".")[1] || "";
+    return f.length === d + 1 && f.charAt(d) === "5";
+  }
   function decs(t) { return t.indexOf(".") < 0 ? 0 : t.split(".")[1].length; }
   function derive(f, inputs, d) {  /* inputs: [value, least decimals]; returns [figure, [input texts]] */
     var want = fix(f.apply(null, inputs.map(function (x) { return x[0]; })), d), printed;
     for (var extra = 0; extra <= 6; extra++) {
       printed = inputs.map(function (x) { return fix(x[0], x[1] + extra); });
       var got = f.apply(null, printed.map(Number));
-      if (fix(got, d) === want && Math.abs(Math.abs(got) * Math.pow(10, d) % 1 - 0.5) > 1e-6) return [want, printed];
+      if (fix(got, d) === want && (Math.abs(Math.abs(got) * Math.pow(10, d) % 1 - 0.5) > 1e-6 || tie(got, d))) return [want, printed];
     }
     return [fix(f.apply(null, printed.map(Number)), d), printed];
   }
