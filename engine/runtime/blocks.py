@@ -245,7 +245,7 @@ class BlockWeight(kernels.Planned):
         for i, t in enumerate(flat):
             p = t // width
             if p not in cache:
-                cache[p] = dequant_panels(self, p, p + 1).clone()
+                cache[p] = dequant_panels(self, p, p + 1)  # a fresh buffer of its own
             out[i] = cache[p][t % width]
         return out.view(*ids.shape, self.in_features)
 
