@@ -68,8 +68,12 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
         HF_HUB_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
-        **env_vars,
+        # every browser test module's pages come from 127.0.0.1, one upload client for the whole shared server:
+        # the hourly per-client bound (20) is tests/test_uploads*.py's to check, on servers of their own
+        SPECVIZ_CLIENT_UPLOADS="10000",
+        SPECVIZ_CLIENT_UPLOAD_MB="10000",
     )
+    env.update(env_vars)
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"specviz-app-{port}.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
