@@ -165,6 +165,10 @@ def main(argv=None) -> int:
     try:
         if argv[:1] == ["specbench"]:
             return _specbench(argv[1:])
+        if argv[:1] == ["roundcost"]:
+            from .roundcost import main as roundcost_main  # a round's host time per drafter beside t(1)
+
+            return roundcost_main(argv[1:])
         if argv[:1] == ["soak"]:
             from .soak import main as soak_main  # a live server's RSS through every kind of request
 

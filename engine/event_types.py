@@ -249,6 +249,11 @@ class RoundTimed:
     # rows the verify forward computed: γ + 1 (a chain), the tree's nodes + 1, plus a drafter's
     verified: int = 0
     # own rows (lookahead's window); 0: not recorded
+    # inside verify_s, the verify forward alone (the rest of verify_s: the acceptance rule, the rollback and the
+    # commit's bookkeeping); 0: not recorded (an imported run, a batch)
+    forward_s: float = 0.0
+    # the drafter learning the settled round (its settle), inside total_s; 0: not recorded or nothing to learn
+    feedback_s: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -223,7 +223,7 @@ def check_committed(e) -> None:
 
 
 def check_timed(e) -> None:
-    for name in ("draft_s", "verify_s", "total_s", "elapsed_s"):
+    for name in ("draft_s", "verify_s", "total_s", "elapsed_s", "forward_s", "feedback_s"):
         positive(f"round_timed.{name}", getattr(e, name), none_ok=False, zero_ok=True)
     whole("round_timed.gamma", e.gamma, 0, MAX_GAMMA)
     whole("round_timed.verified", e.verified, 0, MAX_FORWARD_ROWS)

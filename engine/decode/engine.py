@@ -36,7 +36,7 @@ from . import batch, beam
 from .loop import Clock, cache_slots, deadline_of, past, prefill, started
 from .race import interleave
 from .record import TokenText, round_events
-from .step import step
+from .step import settle, verify
 
 
 def next_gamma(cfg: GenerationConfig, gamma: int, drafted: int, accepted: int) -> int:
@@ -371,17 +371,12 @@ class Engine:
         draft = drafter.propose(ids, gamma) if gamma else None
         sync()
         t1 = clock()
-        # 2. verify  3. accept / resample  4. roll back: one step (it moves the cache pointer; no events, no clock)
-        s = step(
-            forward,
-            ids,
-            draft,
-            run.cache,
-            run.cfg,
-            run.draws,
-            eos=self.target.eos_ids,
-            remaining=remaining,
-            device=self.target.device,
+        # 2. verify (the forward)  3. accept / resample  4. roll back (step.py: no events, no clock)
+        logits = verify(forward, ids, draft, run.cache, self.target.device)
+        sync()
+        t_forward = clock()
+        s = settle(
+            logits, ids, draft, run.cache, run.cfg, run.draws, eos=self.target.eos_ids, remaining=remaining
         )
         t2 = clock()
         ids.extend(s.new)  # 5. commit
@@ -402,6 +397,7 @@ class Engine:
                     features=kept,
                 )
             )
+        t_fed = clock()
         return s, lambda t3: RoundTimed(
             round=round_,
             pos=len(ids),
@@ -411,6 +407,8 @@ class Engine:
             elapsed_s=t3 - run.t_start,
             gamma=len(s.judged),
             verified=forward_rows(s),
+            forward_s=t_forward - t1,
+            feedback_s=t_fed - t2,
         )
 
     def _random(self, cfg: GenerationConfig) -> tuple[torch.Generator | None, Draws | None]:

@@ -17,8 +17,10 @@ import torch
 from .. import sampling
 from ..config import GenerationConfig
 from ..drafters.base import Draft, Seen
+from ..runtime import native
 from ..runtime.cache import KVCache
 from ..sampling import Draws, Verdict, tree
+from ..sampling.rows import LogitRows, ProbRows, torch_stats
 from ..sampling.typical import accept_tree_typical, accept_typical
 
 
@@ -51,7 +53,9 @@ class Step:
     verdict: Verdict  # the target's judgement of `judged` and the next token
     n_accepted: int  # drafted tokens kept: the verdict's, cut just after an accepted end-of-text
     eos_accepted: bool  # an accepted draft was an end-of-text: the drafts after it were never tested
-    p_rows: torch.Tensor  # (len(judged)+1, V): the target probabilities each judged token was judged with
+    p_rows: (
+        object  # the target's distributions each judged token was judged with, len(judged)+1 rows (rows.py)
+    )
     tree: TreeStep | None  # tree speculation: the whole tree; None for a chain
     cache_verified: int  # the target cache's length after the verify forward (before the rollback)
     cache_kept: int  # ... after the rollback: pos + n_accepted
@@ -103,19 +107,21 @@ def step(
 ) -> Step:
     """One round on `cache`, which holds every committed token but the last (ids[-1]); `remaining` is the
     token budget left; draws: the run's uniform draws by absolute position (None when greedy). The caller drafted
-    (phase 1) and appends `Step.new` to ids."""
-    # 2. verify in ONE target forward over [last committed token, drafts...] (a tree or extra rows: with a mask)
+    (phase 1) and appends `Step.new` to ids. = settle(verify(...)): engine.py times the two apart."""
+    logits = verify(forward, ids, draft, cache, device)
+    return settle(logits, ids, draft, cache, cfg, draws, eos=eos, remaining=remaining)
+
+
+def verify(forward, ids: list[int], draft: Draft | None, cache: KVCache, device) -> torch.Tensor:
+    """2. The verify forward: ONE target forward over [last committed token, drafts...] (a tree or extra rows: with
+    a mask); it writes the cache. Returns its logits (T, V), rows as verify_rows lays them out."""
     tokens, mask, offsets = verify_rows(ids, draft, device)
     x = torch.tensor([tokens], device=device)
     if mask is None:
-        logits = forward(x, cache)[0]  # (T, V)
-    else:
-        prefix = cache.length  # every committed token but the root
-        mask = torch.cat(
-            [torch.ones(1, 1, len(tokens), prefix, dtype=torch.bool, device=device), mask], dim=-1
-        )
-        logits = forward(x, cache, attention_mask=mask, position_ids=offsets + prefix)[0]  # (T, V)
-    return settle(logits, ids, draft, cache, cfg, draws, eos=eos, remaining=remaining)
+        return forward(x, cache)[0]  # (T, V)
+    prefix = cache.length  # every committed token but the root
+    mask = torch.cat([torch.ones(1, 1, len(tokens), prefix, dtype=torch.bool, device=device), mask], dim=-1)
+    return forward(x, cache, attention_mask=mask, position_ids=offsets + prefix)[0]  # (T, V)
 
 
 def usable(draft: Draft | None) -> Draft | None:
@@ -160,14 +166,17 @@ def settle(
     pos, proposal = len(ids), draft
     draft = usable(draft)
     draws = draws.at(pos) if draws is not None else None  # draws(i): the uniform of position pos + i
-    # 3. accept / resample
+    # 3. accept / resample (greedy: from each row's statistics, the softmax never formed; rows.py)
+    # the top k of each row only as far as a reader asks: the events (record_topk) and the drafter (Draft.topk)
+    k = max(cfg.record_topk, proposal.topk if proposal is not None else 0, 1)
+    rows = LogitRows(logits, row_stats, k) if cfg.greedy and not cfg.typical else None
     if draft is not None and (draft.parents is not None or draft.extra is not None):
-        drafted, q, verdict, p_rows, tree_step = _judge_tree(logits, ids, draft, cfg, draws)
+        drafted, q, verdict, p_rows, tree_step = _judge_tree(logits, ids, draft, cfg, draws, rows)
     else:
-        drafted, q, verdict, p_rows = _judge_chain(logits, draft, cfg, draws)
+        drafted, q, verdict, p_rows = _judge_chain(logits, draft, cfg, draws, rows)
         tree_step = None
     seen = (
-        _seen(proposal, ids[-1], logits)
+        _seen(proposal, ids[-1], logits, rows)
         if proposal is not None and (proposal.topk or proposal.extra)
         else None
     )
@@ -204,19 +213,35 @@ def settle(
     )
 
 
-def _seen(draft: Draft, root: int, logits: torch.Tensor) -> Seen:
+def row_stats(x: torch.Tensor, k: int) -> tuple[list, list, list, list]:
+    """Each row's argmax, log-sum-exp and top k (sampling/rows.py LogitRows): native.c's one pass where it runs
+    (a CPU tensor), else torch's reductions."""
+    if x.device.type == "cpu" and native.library() is not None:
+        return native.row_stats(x, k)
+    return torch_stats(x, k)
+
+
+def _seen(draft: Draft, root: int, logits: torch.Tensor, rows: LogitRows | None) -> Seen:
     """The forward's rows as the drafter asked for them: top-k next ids per row, argmax at its extra rows."""
     extra = draft.extra.token_ids if draft.extra is not None else []
     inputs = [root] + draft.token_ids.tolist() + list(extra)
+    if rows is not None:  # the row statistics have them already
+        topk = rows.top_ids(draft.topk) if draft.topk else []
+        extra_next = rows.best()[len(inputs) - len(extra) :] if extra else []
+        return Seen(inputs=inputs, topk=topk, extra_next=extra_next)
     topk = torch.topk(logits, draft.topk, dim=-1).indices.tolist() if draft.topk else []  # (rows, k)
     extra_next = logits[len(inputs) - len(extra) :].argmax(-1).tolist() if extra else []
     return Seen(inputs=inputs, topk=topk, extra_next=extra_next)
 
 
-def _judge_chain(logits, draft, cfg, draws):
-    """The chain rule on the verify forward's rows over [last committed token, d1..dγ]."""
-    p = sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)  # (γ+1, V)
+def _judge_chain(logits, draft, cfg, draws, rows: LogitRows | None):
+    """The chain rule on the verify forward's rows over [last committed token, d1..dγ]; rows: their statistics
+    (greedy), else the shaped probabilities are formed."""
+    p = rows if rows is not None else sampling.shape_probs(logits, cfg.temperature, cfg.top_k, cfg.top_p)
     if draft is None:  # a plain step draws the position's token as a drafted round would (draws.py)
+        if rows is not None:
+            next_id = rows.best()[0]
+            return [], [], Verdict(0, next_id, [], [], rows.p(0, next_id)), rows
         next_id = int(p[0].argmax()) if cfg.greedy else sampling.draw_token(p[0], draws(0))
         return [], [], Verdict(0, next_id, [], [], float(p[0, next_id])), p
     drafted = draft.token_ids.tolist()
@@ -231,26 +256,30 @@ def _judge_chain(logits, draft, cfg, draws):
     return drafted, q, sampling.accept_sample(draft.token_ids, draft.q, p, draws), p
 
 
-def _judge_tree(logits, ids, draft, cfg, draws):
+def _judge_tree(logits, ids, draft, cfg, draws, rows: LogitRows | None):
     """Walk the tree on the verify forward's rows over [root, nodes..., extra rows...]; return its chain view (a
-    draft of no nodes with extra rows is a plain step whose forward also computed those rows)."""
+    draft of no nodes with extra rows is a plain step whose forward also computed those rows). rows: every row's
+    statistics (greedy), else the shaped probabilities are formed."""
     tokens = draft.token_ids.tolist()
     parents = parents_of(draft)
-    p = sampling.shape_probs(logits[: len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p)  # (N+1, V)
+    if rows is not None:
+        p = rows.take(range(len(tokens) + 1))
+    else:
+        p = ProbRows(sampling.shape_probs(logits[: len(tokens) + 1], cfg.temperature, cfg.top_k, cfg.top_p))
     node_q = draft.node_q if draft.node_q is not None else [None] * len(tokens)
     if cfg.typical:  # LOSSY (cfg.accept): Medusa-2's typical acceptance on the tree
-        tv = accept_tree_typical(tokens, parents, p, *cfg.typical, cfg.greedy, draws)
+        tv = accept_tree_typical(tokens, parents, p.probs, *cfg.typical, cfg.greedy, draws)
     elif cfg.greedy:
         tv = tree.accept_tree_greedy(tokens, parents, p)
     else:
-        tv = tree.accept_tree_sample(tokens, parents, node_q, p, draws)
+        tv = tree.accept_tree_sample(tokens, parents, node_q, p.probs, draws)
     q_of = [float(q[tok]) if q is not None else 1.0 for tok, q in zip(tokens, node_q)]
     rejected = [
         c for c in tree.children_of(parents).get(tv.path[-1] if tv.path else -1, []) if c in tv.accept_prob
     ]
     chain = tv.path + rejected[:1]  # the chain view: the path, then the first child rejected after it
     rows = [0] + [i + 1 for i in tv.path]  # the p row each chain-view token was judged with
-    p_chain = [float(p[rows[k], tokens[i]]) for k, i in enumerate(chain)]
+    p_chain = [p.p(rows[k], tokens[i]) for k, i in enumerate(chain)]
     verdict = Verdict(
         len(tv.path),
         tv.next_id,
@@ -269,7 +298,7 @@ def _judge_tree(logits, ids, draft, cfg, draws):
             tokens,
             parents,
             q_of,
-            [float(p[par + 1, tok]) for tok, par in zip(tokens, parents)],
+            [p.p(par + 1, tok) for tok, par in zip(tokens, parents)],
             [tv.accept_prob.get(i) for i in range(len(tokens))],
             status,
             tv.path,
@@ -278,4 +307,4 @@ def _judge_tree(logits, ids, draft, cfg, draws):
         if tokens
         else None
     )
-    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p[rows], whole
+    return [tokens[i] for i in chain], [q_of[i] for i in chain], verdict, p.take(rows), whole

@@ -628,6 +628,93 @@ static void attention_team(const float *q, long q_stride, const float *k, const 
   }
 }
 
+/* e^x lane by lane for x <= 0 (a logit minus its row's maximum): x = n ln2 + r, |r| <= ln2 / 2, e^r by its
+   degree-7 Taylor polynomial (relative error below 2e-7 on that range), times 2^n put in the exponent bits (n >= -124:
+   a normal float); x below -86 (e^x under 2^-124, nothing next to the row's 1 at its maximum) gives 0. */
+static inline vf exp_nonpositive(vf x) {
+  const vf lo = (vf){0} - 86.0f, round = (vf){0} + 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  vi under = x < lo;
+  x = (vf)(((vi)x & ~under) | ((vi)lo & under));
+  vf t = x * 1.44269504f + round, nf = t - round;
+  vi n = (vi)t - (vi)round; /* the integer nf, read from the mantissa's low bits */
+  vf r = x - nf * 0.693145752f - nf * 1.42860677e-6f; /* ln 2 in two parts: n ln2_hi is exact */
+  vf e = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720 + r * (1.0f / 5040)))))));
+  vi bits = (vi)e + (n << 23);
+  return (vf)(bits & ~under);
+}
+
+/* A verify forward's logits, (rows, n) fp32, each row read twice and nothing written but the answers: per row the
+   first index of its maximum (argmax, as torch's), the log of the sum of e^(x - max) plus the max (lse: then any
+   p(x) = e^(x - lse), the softmax never formed), and its k largest values (k <= n) with their indices, largest first,
+   a tie to the lower index (top_ids, top_vals: rows x k). The sum adds VW lanes of at most 256 terms in float, then
+   each such partial sum in double. */
+void specviz_row_stats(const float *x, long rows, long n, long k, long *argmax, double *lse, long *top_ids,
+                       float *top_vals) {
+  for (long r = 0; r < rows; r++) {
+    const float *row = x + r * n;
+    long *ids = top_ids + r * k;
+    float *vals = top_vals + r * k, m = row[0];
+    long i = 0, full = n / VW * VW, filled = 0;
+    for (long j = 0; j < k; j++) vals[j] = -__builtin_inff(), ids[j] = -1; /* a row of fewer finite values */
+    vf mv = (vf){0} + row[0];
+    vi at = {0}, lane; /* per lane: its largest value so far and where it first was */
+    for (int l = 0; l < VW; l++) lane[l] = l;
+    for (; i < full; i += VW) {
+      vf v;
+      __builtin_memcpy(&v, row + i, sizeof v);
+      vi gt = v > mv, here = lane + (int)i;
+      mv = (vf)(((vi)v & gt) | ((vi)mv & ~gt));
+      at = (here & gt) | (at & ~gt);
+    }
+    long best = 0;
+    for (int l = 0; l < VW; l++)
+      if (mv[l] > m || (mv[l] == m && at[l] < best)) m = mv[l], best = at[l];
+    for (; i < n; i++)
+      if (row[i] > m) m = row[i], best = i;
+    argmax[r] = best;
+    double total = 0.0;
+    float least = -__builtin_inff(); /* the k-th largest so far: only a larger value enters the list */
+    for (i = 0; i < full;) {
+      long stop = i + 256 * VW < full ? i + 256 * VW : full;
+      vf acc = {0};
+      for (long group; i < stop; i += group) { /* 8 vectors a group (the last of a stretch may hold fewer) */
+        group = stop - i < 8 * VW ? stop - i : 8 * VW;
+        vf most = (vf){0} - __builtin_inff();
+        for (long j = 0; j < group; j += VW) {
+          vf v;
+          __builtin_memcpy(&v, row + i + j, sizeof v);
+          acc += exp_nonpositive(v - m);
+          vi gt = v > most;
+          most = (vf)(((vi)v & gt) | ((vi)most & ~gt));
+        }
+        int any = filled < k;
+        for (int l = 0; l < VW; l++) any |= most[l] > least;
+        if (!any) continue; /* nothing in the group enters the list: the common case once it is full */
+        for (long j = i; j < i + group; j++) { /* (continue above still moves i on by the group) */
+          float val = row[j];
+          if (!(val > least) && filled == k) continue;
+          long at = filled < k ? filled++ : k - 1;
+          while (at > 0 && vals[at - 1] < val) vals[at] = vals[at - 1], ids[at] = ids[at - 1], at--;
+          vals[at] = val, ids[at] = j;
+          if (filled == k) least = vals[k - 1];
+        }
+      }
+      total += hsum(acc);
+    }
+    for (; i < n; i++) {
+      float val = row[i];
+      vf one = (vf){0} + (val - m);
+      total += exp_nonpositive(one)[0];
+      if (!(val > least) && filled == k) continue;
+      long at = filled < k ? filled++ : k - 1;
+      while (at > 0 && vals[at - 1] < val) vals[at] = vals[at - 1], ids[at] = ids[at - 1], at--;
+      vals[at] = val, ids[at] = i;
+      if (filled == k) least = vals[k - 1];
+    }
+    lse[r] = (double)m + __builtin_log(total);
+  }
+}
+
 void specviz_rmsnorm(const float *x, const float *w, float *y, long rows, long dim, float eps) {
   rmsnorm(x, w, y, rows, dim, eps);
 }

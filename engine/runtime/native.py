@@ -240,6 +240,22 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return y
 
 
+def row_stats(x: torch.Tensor, k: int) -> tuple[list, list, list, list]:
+    """Per row of a contiguous fp32 (rows, n) x: (argmax, log-sum-exp, the k largest values' indices, those values),
+    in one C pass over each row (specviz_row_stats); the top k largest first, a tie to the lower index."""
+    _f32("row_stats", "x", x, 2)
+    rows, n = x.shape
+    _want("row_stats", 1 <= k <= n, lambda: f"k must be between 1 and {n}, got {k}")
+    best = torch.empty(rows, dtype=torch.long)
+    lse = torch.empty(rows, dtype=torch.float64)
+    ids = torch.empty(rows, k, dtype=torch.long)
+    vals = torch.empty(rows, k, dtype=torch.float32)
+    library().specviz_row_stats(
+        x.data_ptr(), rows, n, k, best.data_ptr(), lse.data_ptr(), ids.data_ptr(), vals.data_ptr()
+    )
+    return best.tolist(), lse.tolist(), ids.tolist(), vals.tolist()
+
+
 def rope_(x: torch.Tensor, heads: int, head_dim: int, cos: torch.Tensor, sin: torch.Tensor) -> None:
     """Rotate the first `heads` heads of each row of x (rows, >= heads * head_dim; rows contiguous) in place;
     cos, sin (rows, head_dim) contiguous."""
@@ -555,6 +571,7 @@ def _load():
         "specviz_layers": [ptr, long, ptr, ptr, ptr, ptr]
         + [long] * 9
         + [f32, ptr, ptr, ptr, ptr, f32, ctypes.c_int],
+        "specviz_row_stats": [ptr, long, long, long, ptr, ptr, ptr, ptr],
         "specviz_attention": [ptr, long, ptr, ptr, long, ptr, long, ptr, ptr]
         + [long] * 5
         + [f32, ctypes.c_int],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from .draws import Draws, cdf_of, draw_token
+from .rows import as_rows
 
 
 def shape_probs(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -72,18 +73,20 @@ class Verdict:
     dist: torch.Tensor | None = None  # sampling: the distribution next_id was drawn from, (V,)
 
 
-def accept_greedy(draft: torch.Tensor, p: torch.Tensor) -> Verdict:
-    """Greedy rule: keep drafts while they equal argmax p; the first mismatch becomes argmax p.
+def accept_greedy(draft: torch.Tensor, p) -> Verdict:
+    """Greedy rule: keep drafts while they equal the row's most probable token; the first mismatch becomes it.
 
-    draft (γ,) ids; p (γ+1, V) target probabilities at each drafted position plus one.
+    draft (γ,) ids; p: the target's distributions at each drafted position plus one (rows.py Rows, or a (γ+1, V)
+    probability tensor).
     """
-    gamma = draft.shape[0]
-    best = p.argmax(-1)  # (γ+1,)
-    match = (draft == best[:gamma]).int()
-    n = int(match.cumprod(0).sum())
-    p_draft = p[torch.arange(gamma, device=p.device), draft]
-    next_id = int(best[n])
-    return Verdict(n, next_id, match.float().tolist(), p_draft.tolist(), float(p[n, next_id]))
+    rows, drafted = as_rows(p), draft.tolist()
+    best = rows.best()
+    match = [float(d == b) for d, b in zip(drafted, best)]
+    n = 0
+    while n < len(drafted) and match[n]:
+        n += 1
+    next_id = best[n]
+    return Verdict(n, next_id, match, [rows.p(i, d) for i, d in enumerate(drafted)], rows.p(n, next_id))
 
 
 @dataclass
@@ -187,7 +190,6 @@ def accept_sample(draft: torch.Tensor, q: torch.Tensor | None, p: torch.Tensor, 
     return Verdict(gamma, next_id, ratio, p_draft.tolist(), float(p[gamma, next_id]), u, p[gamma])
 
 
-def topk_list(probs: torch.Tensor, k: int) -> list[list]:
-    """(..., V) probs -> per row the top-k as [[id, prob], ...] (plain Python)."""
-    values, ids = torch.topk(probs, k, dim=-1)
-    return [[[i, v] for i, v in zip(row_i, row_v)] for row_i, row_v in zip(ids.tolist(), values.tolist())]
+def topk_list(probs, k: int) -> list[list]:
+    """Per row the top-k as [[id, prob], ...] (plain Python), of rows.py Rows or a (rows, V) probability tensor."""
+    return as_rows(probs).topk(k)

@@ -23,6 +23,7 @@ import torch
 
 from .chain import judge
 from .draws import Draws
+from .rows import as_rows
 
 
 def depths(parents: list[int]) -> list[int]:
@@ -83,9 +84,11 @@ class TreeVerdict:
     dist: torch.Tensor | None = None  # sampling: the distribution next_id was drawn from, (V,)
 
 
-def accept_tree_greedy(tokens: list[int], parents: list[int], p: torch.Tensor) -> TreeVerdict:
-    """Longest root-to-node path agreeing with argmax p. p: (N+1, V), row 0 = root."""
-    best = p.argmax(-1).tolist()
+def accept_tree_greedy(tokens: list[int], parents: list[int], p) -> TreeVerdict:
+    """Longest root-to-node path agreeing with each row's most probable token. p: the N+1 rows' distributions
+    (rows.py Rows, or a (N+1, V) probability tensor), row 0 = root."""
+    rows = as_rows(p)
+    best = rows.best()
     kids = children_of(parents)
     node, path, tried = -1, [], {}
     while True:
@@ -97,7 +100,7 @@ def accept_tree_greedy(tokens: list[int], parents: list[int], p: torch.Tensor) -
                 nxt = child
                 break
         if nxt is None:
-            return TreeVerdict(path, want, float(p[node + 1, want]), tried, bool(kids.get(node)))
+            return TreeVerdict(path, want, rows.p(node + 1, want), tried, bool(kids.get(node)))
         path.append(nxt)
         node = nxt
 
