@@ -647,9 +647,11 @@ static inline vf exp_nonpositive(vf x) {
    first index of its maximum (argmax, as torch's), the log of the sum of e^(x - max) plus the max (lse: then any
    p(x) = e^(x - lse), the softmax never formed), and its k largest values (k <= n) with their indices, largest first,
    a tie to the lower index (top_ids, top_vals: rows x k). The sum adds VW lanes of at most 256 terms in float, then
-   each such partial sum in double. */
+   each such partial sum in double. The rows split between `threads` (a row is never split: its answer is the same
+   however many threads run). */
 void specviz_row_stats(const float *x, long rows, long n, long k, long *argmax, double *lse, long *top_ids,
-                       float *top_vals) {
+                       float *top_vals, int threads) {
+#pragma omp parallel for num_threads(rows > 1 ? threads : 1) schedule(static)
   for (long r = 0; r < rows; r++) {
     const float *row = x + r * n;
     long *ids = top_ids + r * k;

@@ -251,7 +251,15 @@ def row_stats(x: torch.Tensor, k: int) -> tuple[list, list, list, list]:
     ids = torch.empty(rows, k, dtype=torch.long)
     vals = torch.empty(rows, k, dtype=torch.float32)
     library().specviz_row_stats(
-        x.data_ptr(), rows, n, k, best.data_ptr(), lse.data_ptr(), ids.data_ptr(), vals.data_ptr()
+        x.data_ptr(),
+        rows,
+        n,
+        k,
+        best.data_ptr(),
+        lse.data_ptr(),
+        ids.data_ptr(),
+        vals.data_ptr(),
+        torch.get_num_threads(),
     )
     return best.tolist(), lse.tolist(), ids.tolist(), vals.tolist()
 
@@ -571,7 +579,7 @@ def _load():
         "specviz_layers": [ptr, long, ptr, ptr, ptr, ptr]
         + [long] * 9
         + [f32, ptr, ptr, ptr, ptr, f32, ctypes.c_int],
-        "specviz_row_stats": [ptr, long, long, long, ptr, ptr, ptr, ptr],
+        "specviz_row_stats": [ptr, long, long, long, ptr, ptr, ptr, ptr, ctypes.c_int],
         "specviz_attention": [ptr, long, ptr, ptr, long, ptr, long, ptr, ptr]
         + [long] * 5
         + [f32, ctypes.c_int],
