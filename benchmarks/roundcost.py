@@ -8,7 +8,8 @@ with --weights gguf,fp32), greedy, γ 4. From each round's `round_timed` event:
 - accept: the acceptance rule, the rollback and the commit's bookkeeping (`verify_s − forward_s`);
 - feedback: the drafter learning the settled round (`feedback_s`);
 - events: building the round's events (`total_s − draft_s − verify_s − feedback_s`);
-- host: everything but the forward (`total_s − forward_s`), the figure the issue bounds at 10% of t(1).
+- host: everything but the forward (`total_s − forward_s`), the figure the issue bounds at 10% of t(1); beside it
+  the same of the rounds that drafted nothing (a plain round of a speculative method: what it costs over our AR's).
 
 Medians per round (a round's host time is small and skewed by the machine's hiccups; the mean is printed beside).
 """
@@ -61,7 +62,7 @@ def measure(weights: list, drafts: list, per_category: int, max_new_tokens: int,
         engines[(w, "ar")] = Engine(target, "self", measure_step=False)
         for d in drafts:
             engines[(w, d)] = Engine(target, d, measure_step=False)
-    out = {key: {"forward": [], "tokens": [], **{p: [] for p in PARTS}} for key in engines}
+    out = {key: {"forward": [], "tokens": [], "plain_host": [], **{p: [] for p in PARTS}} for key in engines}
     questions = sb.sample(sb.load_questions(), per_category, 0)
     cfg = GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)
     for key in engines:  # one warm-up run each: a first call loads, compiles and measures the host
@@ -75,6 +76,8 @@ def measure(weights: list, drafts: list, per_category: int, max_new_tokens: int,
                     rec["forward"].append(e.forward_s)
                     for p, v in parts(e).items():
                         rec[p].append(v)
+                    if e.gamma == 0:
+                        rec["plain_host"].append(e.total_s - e.forward_s)
                 elif e.kind == "committed":
                     rec["tokens"].append(len(e.token_ids))
     return out
@@ -88,8 +91,9 @@ def table(out: dict, weights: list) -> list[str]:
             "",
             f"weights {w}: t(1) = {1e3 * t1:.2f} ms (median AR forward); per round, median ms (mean):",
             "",
-            "| method | rounds | tokens / round | forward | draft | accept | feedback | events | host | host ÷ t(1) |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| method | rounds | tokens / round | forward | draft | accept | feedback | events | host | host ÷ t(1) "
+            "| plain rounds: host ÷ t(1) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for (ww, method), rec in out.items():
             if ww != w:
@@ -99,10 +103,16 @@ def table(out: dict, weights: list) -> list[str]:
                 for p in ("forward", *PARTS)
             ]
             share = statistics.median(rec["host"]) / t1
+            plain = rec["plain_host"]
+            plain_share = (
+                f"{100 * statistics.median(plain) / t1:.1f}% of {len(plain)}"
+                if plain and method != "ar"
+                else "—"
+            )
             lines.append(
                 f"| {method} | {len(rec['host'])} | {sum(rec['tokens']) / max(len(rec['tokens']), 1):.2f} | "
                 + " | ".join(cells)
-                + f" | {100 * share:.1f}% |"
+                + f" | {100 * share:.1f}% | {plain_share} |"
             )
     return lines
 

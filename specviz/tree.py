@@ -291,9 +291,11 @@ def _candidates(decided) -> str:
             f"tree of {c.get('nodes')} nodes, {c.get('tokens_per_round')} tokens per round"
             if "nodes" in c
             else f"α {c.get('alpha')}"
+            + (f", drafts {c['drafted']} (its confidence cuts them to γ)" if "drafted" in c else "")
         )
         + f", c {c.get('c')}, v {c.get('v')} -> "
         f"{c.get('predicted_tokens_per_s')} tok/s"
+        + (" (forecast: not asked, it could not win)" if c.get("asked") is False else "")
         for c in (decided.candidates or [])[:16]
     ]
     if decided.plain_tokens_per_s is not None:

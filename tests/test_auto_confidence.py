@@ -171,3 +171,81 @@ def test_a_lookup_match_kind_never_verified_is_tried_once_before_it_is_outbid():
         and head.asked == 1
         and "trying" not in draft.note("decided")["reason"]
     )
+
+
+class Tree(Drafter):
+    """A tree drafter that is cheap to ask (suffix speculation): a two-node chain-shaped tree, counted."""
+
+    name = "suffix"
+
+    def __init__(self):
+        self.asked = 0
+
+    def propose(self, ids, gamma):
+        self.asked += 1
+        return Draft(torch.tensor([7, 8]), None, self.name, parents=[-1, 0])
+
+
+def test_auto_decodes_plainly_when_the_measured_costs_say_nothing_pays():
+    """Forced costs: verifying 4 tokens costs 3.5 target steps and the lookup's match is accepted 30% of the time,
+    so E = 1.42 tokens for 3.5 steps never beats plain decoding's 1 for 1: a plain round, the decision says so and
+    shows the candidate it priced. The control: the same proposal at a cheap verify forward is verified."""
+    auto = AutoDrafter(Lookup(), torch.device("cpu"))
+    auto.cost = {"ngram": 0.0}
+    auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 3.0}
+    auto.verify = {1: 1.0, 2: 2.0, 3: 2.8, 4: 3.5}
+    draft = auto.propose([1, 2, 3], 3)
+    decided = draft.note("decided")
+    assert len(draft.token_ids) == 0 and decided["gamma"] == 0
+    assert decided["reason"] == "no drafter beats plain decoding"
+    best = max(c["predicted_tokens_per_s"] for c in decided["candidates"])
+    assert best < decided["plain_tokens_per_s"] == 1.0
+    auto.verify = {1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15}
+    draft = auto.propose([1, 2, 3], 3)
+    assert len(draft.token_ids) > 0 and draft.note("decided")["drafter"] == "ngram"
+
+
+def test_a_tree_drafter_is_asked_only_when_its_forecast_could_win():
+    """A tree drafter is asked the first time (no tree size to forecast from); once its trees earned little for
+    their cost, it is priced from its forecast and not asked while the lookup's proposal is priced higher (the
+    decision lists it as not asked); when its forecast beats every option again, it is asked."""
+    tree = Tree()
+    auto = AutoDrafter(Lookup(), torch.device("cpu"), trees=(tree,))
+    auto.verify, auto.cost = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3}, {"ngram": 0.0, "suffix": 0.05}
+    auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 8.0}  # the lookup's α 0.8
+    auto.propose([1, 2, 3], 3)
+    assert tree.asked == 1 and auto.tree_nodes["suffix"] == 2
+    auto.last = (0, [], "")
+    auto.tree_accepted["suffix"] = 0.1  # its trees earned 0.1 accepted drafts a round
+    draft = auto.propose([1, 2, 3], 3)
+    assert tree.asked == 1 and draft.note("decided")["drafter"] == "ngram"
+    forecast = [c for c in draft.note("decided")["candidates"] if c.get("asked") is False]
+    assert [c["drafter"] for c in forecast] == ["suffix"]
+    c = auto.cost["suffix"]  # its measured asking time (the forced 0.05 and the first ask, averaged)
+    assert forecast[0]["predicted_tokens_per_s"] == pytest.approx(1.1 / (c + 1.2), abs=1e-3)
+    auto.tree_accepted["suffix"] = 1.9  # its trees now earn nearly all their nodes
+    auto.propose([1, 2, 3], 3)
+    assert tree.asked == 2
+
+
+def test_asking_costs_outlive_a_run_and_a_first_load():
+    """What asking a drafter costs is the host's, kept across the runs of one engine (the factory's Memory): a new
+    run prices a head it has not asked yet at the cost measured before, not at the 0.1 t(1) prior; the first
+    measurement (a head's load) is replaced by the second, the decay runs from there."""
+    from engine.drafters.auto import DECAY, Memory
+
+    costs = Memory()
+    costs.add("eagle", 0.5)  # the first ask: the head loads
+    costs.add("eagle", 0.01)
+    assert costs.seconds["eagle"] == 0.01
+    costs.add("eagle", 0.02)
+    assert costs.seconds["eagle"] == pytest.approx(DECAY * 0.01 + (1 - DECAY) * 0.02)
+    head = Head()
+    head.conf = [0.95, 0.95, 0.95]
+    auto = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,), memory=costs)
+    auto.verify = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3}
+    auto.trials, auto.hits = {"eagle": 10.0}, {"eagle": 9.0}
+    assert auto._price("eagle", "eagle", 1, 1.0)[0]["c"] == round(costs.seconds["eagle"], 4)
+    costs.seconds["eagle"] = 5.0  # asking it costs five target steps a token: it cannot pay
+    draft = auto.propose([1, 2, 3], 3)
+    assert head.asked == 0 and len(draft.token_ids) == 0

@@ -13,10 +13,11 @@ that was never verified is tried once when it has a proposal, even where another
 is a prior until then, and a long match in copied text is accepted far more often than the prior says). Every
 choice is returned with the numbers behind it, so the UI can explain why.
 
-Tree drafters that are free to ask (`trees`: token recycling, suffix speculation) are asked every round too and
-priced from the accepted drafts per round their trees earned (a prior until tried) over their asking time and the
-verify forward of the tree's size (costmodel.round_rate); every round's `settle` brings them its forward's rows and
-its time (suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
+Tree drafters that are cheap to ask (`trees`: token recycling, suffix speculation) are priced from the accepted
+drafts per round their trees earned (a prior until tried) over their asking time and the verify forward of the
+tree's size (costmodel.round_rate): first from a forecast (the size they have been building), and asked only when
+that beats every option priced so far, since on fast weights asking one costs a tenth of a forward (issue 64); every
+round's `settle` brings them its forward's rows and its time (suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
 history when the run has one.
 
 Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
@@ -30,6 +31,7 @@ heads".) They see the target's features every round (their `settle`), so they st
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -75,19 +77,19 @@ class AutoDrafter(Drafter):
         probe_every: int = 8,
         costly: tuple = (),
         trees: tuple = (),
+        memory: "Memory | None" = None,
     ):
         self.drafter, self.device, self.probe_every = drafter, device, probe_every
         # free-to-ask tree drafters (token recycling), priced per round
         self.trees = {d.name: d for d in trees}
         # recycling reads every forward's top-k, chosen or not
         self.topk = max((getattr(d, "k", 0) for d in trees), default=0)
-        self.tree_accepted: dict[
-            str, float
-        ] = {}  # tree drafter -> accepted drafts per round it was chosen (EMA)
+        self.memory = memory if memory is not None else Memory()  # what the engine's earlier runs learnt
+        # tree drafter -> accepted drafts per round it was chosen (EMA); nodes of the trees it built when asked (EMA)
+        self.tree_accepted, self.tree_nodes = self.memory.tree_accepted, self.memory.tree_nodes
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
-        self.trials: dict[str, float] = {}  # variant -> decayed Bernoulli trials seen
-        self.hits: dict[str, float] = {}  # variant -> decayed accepted tokens
-        self.cost: dict[str, float] = {}  # drafter name -> seconds per drafted token (EMA)
+        # variant -> decayed Bernoulli trials seen, and accepted tokens among them
+        self.trials, self.hits = self.memory.trials, self.memory.hits
         self.used: dict[
             str, float
         ] = {}  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
@@ -96,6 +98,15 @@ class AutoDrafter(Drafter):
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
         self.last: tuple[int, list, str] = (0, [], "")  # (γ, variant per drafted position, drafter) in flight
+
+    @property
+    def cost(self) -> dict[str, float]:
+        """Seconds per drafted token of each drafter asked (Memory.seconds)."""
+        return self.memory.seconds
+
+    @cost.setter
+    def cost(self, seconds: dict[str, float]) -> None:
+        self.memory.seconds = dict(seconds)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
@@ -113,17 +124,23 @@ class AutoDrafter(Drafter):
         """t(n) in seconds: measured when seen, else the cost model's line through the multi-token points."""
         if 1 not in self.verify:
             return None
-        return costmodel.verify_curve(self.verify)(n)
+        key = tuple(self.verify.items())  # the curve is fitted once per set of points (a round prices many n)
+        if getattr(self, "_curve", (None,))[0] != key:
+            self._curve = (key, costmodel.verify_curve(self.verify))
+        return self._curve[1](n)
 
     # -- the two methods ------------------------------------------------------------------
     def propose(self, ids: list[int], gamma: int) -> Draft:
         t1 = self.verify_s(1)
         if t1 is None:  # first round: a plain step measures what everything is compared with
             return self._plain("measuring one plain target step first", [], None)
-        draft, trees, candidates = self._ask_free(ids, gamma, t1)
-        variant, d = draft.variant, self.drafter.name
         plain_rate = 1.0 / t1
+        draft, trees, candidates, unasked = self._ask_free(ids, gamma, t1, plain_rate)
+        variant, d = draft.variant, self.drafter.name
         best, reason, trying = self._pick(candidates, d, plain_rate)
+        candidates = (
+            candidates + unasked
+        )  # what the decision shows: the options not asked too, with their forecast
         if best is None:
             return self._plain(reason, candidates, plain_rate)
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
@@ -204,9 +221,10 @@ class AutoDrafter(Drafter):
         if best is None:
             return None, "no drafter has a proposal", ""
         if best["predicted_tokens_per_s"] <= plain_rate:
-            if self.plain_streak < self.probe_gap:
+            hopeful = [x for x in candidates if self._could_pay(x) and x.get("asked") is not False]
+            if self.plain_streak < self.probe_gap or not hopeful:
                 return None, "no drafter beats plain decoding", ""
-            best = candidates[0]  # probe with the smallest γ
+            best = hopeful[0]  # probe with the smallest γ of a drafter that could pay
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
         untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
@@ -215,23 +233,70 @@ class AutoDrafter(Drafter):
             return best, None, f"trying {d} ({best['variant']}) once, since its α is a prior until verified: "
         return best, None, ""
 
-    def _ask_free(self, ids: list[int], gamma: int, t1: float) -> tuple[Draft, dict, list]:
-        """Ask the drafters that are free to ask (n-gram lookup, the tree drafters) and price every option, the
-        costly drafters from what they cost and earned before (they are asked only if one wins).
-        Returns (the n-gram draft, the tree drafts by name, the candidates)."""
+    def _ask_free(
+        self, ids: list[int], gamma: int, t1: float, plain_rate: float
+    ) -> tuple[Draft, dict, list, list]:
+        """Ask the n-gram lookup (free to ask: only what it has) and price every option: the costly drafters from
+        what they cost and earned before (they are asked only if one wins), each tree drafter first from its
+        forecast (its asking time, the tree size it built and the tokens per round it earned, all measured; a
+        prior until it was chosen) and asked only when that forecast beats plain decoding and every option priced
+        so far (asking one costs as much as a tenth of a 4-bit forward: issue 64); a tree never asked is asked.
+        Returns (the n-gram draft, the tree drafts by name, the candidates, the forecasts of the trees not asked)."""
         t = time.perf_counter()
         draft = self.drafter.propose(ids, gamma)  # free to ask: only what it has
         cap, d = len(draft.token_ids), self.drafter.name
         self._cost(d, time.perf_counter() - t, max(cap, 1))
-        candidates, trees = self._price(d, draft.variant, cap, t1), {}
+        candidates, trees, unasked = self._price(d, draft.variant, cap, t1), {}, []
+        for name in self.costly:
+            candidates += self._price(name, name, gamma, t1)
         for name, tree_drafter in self.trees.items():  # priced by what their trees earned per round
+            forecast = self._forecast_tree(name, gamma, t1)
+            bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
+            if forecast is not None and forecast["predicted_tokens_per_s"] <= bar:
+                unasked.append(forecast)
+                continue
             t = time.perf_counter()
             trees[name] = tree_drafter.propose(ids, gamma)
             self._cost(name, time.perf_counter() - t, 1)  # seconds per proposal (a tree is asked once)
+            n = len(trees[name].token_ids)
+            old = self.tree_nodes.get(name)
+            self.tree_nodes[name] = n if old is None else DECAY * old + (1 - DECAY) * n
             candidates += self._price_tree(name, trees[name], t1)
-        for name in self.costly:
-            candidates += self._price(name, name, gamma, t1)
-        return draft, trees, candidates
+        return draft, trees, candidates, unasked
+
+    def _could_pay(self, candidate: dict) -> bool:
+        """A probe's candidate: it would beat plain decoding at the top of what its α may still be (α + 1 / √(n + 1)
+        after n tested positions; a tree: every node accepted), for its drafting and its verify forward (c and v in
+        target steps). A drafter measured poor often enough (a head whose asking costs half a step a token) is
+        never probed again; a new or rarely seen variant is."""
+        g = candidate.get("gamma", 0)
+        if "nodes" in candidate:
+            return g > 0 and g + 1 > candidate["c"] + candidate["v"]
+        n = self.trials.get(candidate["variant"], 0.0)
+        top = min(1.0, candidate["alpha"] + 1.0 / math.sqrt(n + 1.0))
+        cost = candidate.get("drafted", g) * candidate["c"] + candidate["v"]
+        return g > 0 and costmodel.expected_tokens(top, g) > cost
+
+    def _forecast_tree(self, d: str, gamma: int, t1: float) -> dict | None:
+        """A tree drafter's price before it is asked (the candidate _price_tree would make of a tree of the size
+        it has been building), marked asked: False; None when it was never asked (no size to go by)."""
+        nodes = self.tree_nodes.get(d)
+        if nodes is None:
+            return None
+        n = max(1, round(nodes))
+        tokens = 1.0 + self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, gamma) - 1.0)
+        c, v = self.cost.get(d, 0.1 * t1), self.verify_s(n + 1)
+        return {
+            "drafter": d,
+            "variant": d,
+            "gamma": min(gamma, n),
+            "nodes": n,
+            "tokens_per_round": round(tokens, 4),
+            "c": round(c / t1, 4),
+            "v": round(v / t1, 4),
+            "predicted_tokens_per_s": round(costmodel.round_rate(tokens, c, v), 3),
+            "asked": False,
+        }
 
     def _by_confidence(self, d: str, confidence: list, t1: float) -> tuple[int, list, float]:
         """The prefix of a costly drafter's chain worth verifying: each position's α from its confidence bin,
@@ -249,11 +314,16 @@ class AutoDrafter(Drafter):
 
     def _price(self, d: str, variant: str, cap: int, t1: float) -> list[dict]:
         """One candidate per γ = 1..cap for drafter d: the cost model's predicted tokens per second. A costly
-        drafter is priced with the share of its drafts that were worth verifying (the rest cost a plain round)."""
+        drafter is priced with the share of its drafts that were worth verifying (the rest cost a plain round), and
+        with all the `cap` tokens it drafts when asked (its confidence cuts the chain afterwards: verifying γ of them
+        still paid for cap; the candidate says so in "drafted")."""
         c, alpha, used, out = self.cost.get(d, 0.1 * t1), self.alpha(variant), self.used.get(d, 1.0), []
         for g in range(1, cap + 1):
             v = self.verify_s(g + 1)
-            rate = costmodel.predicted_speedup_asked(alpha, g, c / t1, v / t1, used) / t1  # tokens per second
+            drafted = cap if d in self.costly else g
+            rate = (
+                costmodel.predicted_speedup_asked(alpha, g, c * drafted / g / t1, v / t1, used) / t1
+            )  # tokens/s
             out.append(
                 {
                     "drafter": d,
@@ -267,6 +337,7 @@ class AutoDrafter(Drafter):
             )
             if d in self.costly:
                 out[-1]["used"] = round(used, 4)
+                out[-1]["drafted"] = drafted
         return out
 
     def _price_tree(self, d: str, tree_draft: Draft, t1: float) -> list[dict]:
@@ -317,11 +388,9 @@ class AutoDrafter(Drafter):
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
-        for d in self.trees.values():
-            d.settle(replace(r, n_accepted=n_accepted if g and chosen == d.name else 0))
-        self.drafter.settle(replace(r, n_accepted=n_accepted if g and chosen == self.drafter.name else 0))
-        for name, d in self.costly.items():
-            d.settle(replace(r, n_accepted=n_accepted if g and chosen == name else 0))
+        none = replace(r, n_accepted=0)  # what a drafter that was not chosen is told (made once a round)
+        for d in (*self.trees.values(), self.drafter, *self.costly.values()):
+            d.settle(r if g and chosen == d.name else none)
         self.last = (0, [], "")
 
     def _count(self, variants: list, n_accepted: int) -> None:
@@ -355,9 +424,31 @@ class AutoDrafter(Drafter):
         return draft
 
     def _cost(self, name: str, seconds: float, tokens: int) -> None:
-        per = seconds / tokens
-        old = self.cost.get(name)
-        self.cost[name] = per if old is None else DECAY * old + (1 - DECAY) * per
+        self.memory.add(name, seconds / tokens)
+
+
+class Memory:
+    """What auto learns that outlives a run, shared by the runs of one engine (the factory holds it): the seconds
+    per drafted token of each drafter it asked (the host's cost, not the text's), each variant's decayed acceptance
+    counts and each tree drafter's yield and size. A new run starts from them, not from the priors: on a host where
+    a verify forward of 5 rows costs two plain steps, the prior α 0.5 prices a 4-token lookup below plain decoding,
+    and a 64-token answer ends before the run has learnt otherwise (issue 64). Each keeps decaying as runs go on.
+    A drafter's first cost includes its one-time work (loading a head, its first kernels), so its second
+    measurement replaces it outright; the decay runs from there."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.seen: dict[str, int] = {}
+        self.trials: dict[str, float] = {}
+        self.hits: dict[str, float] = {}
+        self.tree_accepted: dict[str, float] = {}
+        self.tree_nodes: dict[str, float] = {}
+
+    def add(self, name: str, per: float) -> None:
+        n = self.seen.get(name, 0)
+        self.seen[name] = n + 1
+        old = self.seconds.get(name)
+        self.seconds[name] = per if old is None or n == 1 else DECAY * old + (1 - DECAY) * per
 
 
 def _decided(round_: int, pos: int, text, c: dict) -> Decided:
@@ -420,12 +511,15 @@ def build(spec: DraftSpec, target, ctx):
     )
     trees = [ctx.factory("recycle", target), ctx.factory("suffix", target)] if full or offer == "free" else []
 
+    memory = Memory()  # the engine's runs share what asking each drafter costs and what each variant earned
+
     def make(cfg, gen, max_len, cache, history):
         return AutoDrafter(
             _Nothing(target.device) if alone else ngram(cfg, gen, max_len, cache),
             target.device,
             costly=tuple(m(cfg, gen, max_len, cache) for m in heads),
             trees=tuple(m(cfg, gen, max_len, cache, history) for m in trees),
+            memory=memory,
         )
 
     needs = Needs(

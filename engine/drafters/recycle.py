@@ -157,9 +157,12 @@ class RecycleDrafter(Drafter):
         """Every row of the verify forward: M[its input token] = the target's top-k next tokens there."""
         if not seen.topk:
             return
-        rows = torch.tensor(seen.inputs[: len(seen.topk)])
-        ok = rows < len(self.table)
-        self.table[rows[ok]] = torch.tensor(seen.topk)[ok]  # a token seen twice keeps its latest row
+        table = (
+            self.table.numpy()
+        )  # the same memory (a CPU tensor): a row assigned from its list, no tensors made
+        for row, top in zip(seen.inputs, seen.topk):  # a token seen twice keeps its latest row
+            if row < len(table):
+                table[row] = top
 
 
 def build(spec: DraftSpec, target, ctx):
