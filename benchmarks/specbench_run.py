@@ -28,6 +28,7 @@ from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
 from engine.specs import parse_contestant
 from specviz import CSS_PATH, render_leaderboard
+from specviz.leaderboard import host_text
 
 from .bench_stats import AR
 from .harness import WARMUP_TOKENS, build_configs, machine_info, run_config
@@ -50,7 +51,19 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int, history
     positions and rejections (α's counts) and the most common verify size with its cost v (target steps) per turn."""
     out = {
         k: []
-        for k in ("new_tokens", "wall_time", "forwards", "token_ids", "accepted", "rejections", "v", "v_n")
+        for k in (
+            "new_tokens",
+            "wall_time",
+            "forwards",
+            "token_ids",
+            "accepted",
+            "rejections",
+            "v",
+            "v_n",
+            "host_per_round_s",
+            "forward_per_round_s",
+            "host_rounds",
+        )
     }
     texts = []
     for _ in question["turns"]:
@@ -61,7 +74,15 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int, history
         out["wall_time"].append(sample.wall_s)
         out["token_ids"].append(list(sample.token_ids))
         summary = sample.summary or {}
-        for k in ("accepted", "rejections", "v", "v_n"):
+        for k in (
+            "accepted",
+            "rejections",
+            "v",
+            "v_n",
+            "host_per_round_s",
+            "forward_per_round_s",
+            "host_rounds",
+        ):
             out[k].append(summary.get(k))
         rounds = summary.get("rounds")
         out["forwards"].append(
@@ -215,8 +236,12 @@ def leaderboard(configs, answers: dict, chosen: list) -> list:
         forwards = [f for a in rows.values() for f in a["forwards"]]
         tokens = sum(sum(a["new_tokens"]) for a in rows.values())
         differ = sum(a["token_ids"] != answers[AR][qid]["token_ids"] for qid, a in rows.items())
+        host, forward = per_round(rows, "host_per_round_s"), per_round(answers[AR], "forward_per_round_s")
         out.append(
             {
+                # a round's host work (everything but the verify forward, in ms) and our AR's t(1) beside it
+                "host_ms_per_round": None if host is None else round(1e3 * host, 4),
+                "ar_forward_ms": None if forward is None else round(1e3 * forward, 4),
                 "config": c.name,
                 "label": c.label,
                 "speedups": sb.speedups(speed[c.name], speed[AR], groups),
@@ -226,6 +251,19 @@ def leaderboard(configs, answers: dict, chosen: list) -> list:
             }
         )
     return out
+
+
+def per_round(rows: dict, key: str) -> float | None:
+    """A per-round figure of the turns' summaries (host_per_round_s, forward_per_round_s) averaged over all their
+    rounds (each turn weighted by its rounds); None when no turn recorded it (transformers' rows, an old run)."""
+    pairs = [
+        (x, n)
+        for a in rows.values()
+        for x, n in zip(a.get(key) or [], a.get("host_rounds") or [])
+        if x is not None and n
+    ]
+    total = sum(n for _, n in pairs)
+    return sum(x * n for x, n in pairs) / total if total else None
 
 
 def category_table(results: dict) -> list[str]:
@@ -293,7 +331,7 @@ def turn_lines(results: dict, groups: dict) -> list[str]:
 def markdown(results: dict) -> str:
     """The leaderboard's table: speedup per column and overall (median per-question ratio in brackets)."""
     s, m = results["settings"], results["machine"]
-    head = ["method", *sb.GROUPS, "overall", "tokens / forward", "tok/s", "outputs ≠ our AR"]
+    head = ["method", *sb.GROUPS, "overall", "tokens / forward", "tok/s", "host / round", "outputs ≠ our AR"]
     lines = [
         f"# Spec-Bench on {s['target']} ({results['date']})",
         "",
@@ -314,7 +352,9 @@ def markdown(results: dict) -> str:
             else ""
         )
         + f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "
-        "column's questions (Spec-Bench's evaluation/speed.py); the median per-question ratio in brackets.",
+        "column's questions (Spec-Bench's evaluation/speed.py); the median per-question ratio in brackets. "
+        "Host / round: a round's time outside its verify forward (drafting, the acceptance rule, the drafter's "
+        "feedback, the events), in ms and as a share of t(1), our AR's forward.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
@@ -328,6 +368,7 @@ def markdown(results: dict) -> str:
         cells += [
             f"{tpf:.2f}" if tpf else "–",
             f"{row['tokens_per_s']:.1f}",
+            host_text(row),
             f"{row['differ_from_ar']}/{s['questions']}",
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -59,6 +59,9 @@ class RunStats:
         self.rounds: list[tuple[int, float, float]] = []
         self.tree_rounds = 0  # rounds that verified a tree (more positions than their chain view)
         self.forward_s: list[float] = []  # verify_s of plain rounds: one forward and a pick, like the probe
+        # the rounds whose verify forward was timed apart (RoundTimed.forward_s): those forwards, and everything
+        # else the rounds did (drafting, the acceptance rule, the feedback, the events: the host's work)
+        self.verify_forward_s, self.host_s, self.host_rounds = 0.0, 0.0, 0
         self.token_ids: list[int] = []
         self.finished = None  # the Finished event, once seen
         self.threads = 0  # CPU torch threads the run computed with (0: not recorded)
@@ -87,6 +90,11 @@ class RunStats:
             self.rounds.append((n - 1, float(event.draft_s), float(event.total_s)))
             if event.gamma == 0:
                 self.forward_s.append(float(event.verify_s))
+            forward = float(getattr(event, "forward_s", 0.0) or 0.0)
+            if forward > 0:
+                self.verify_forward_s += forward
+                self.host_s += max(0.0, float(event.total_s) - forward)
+                self.host_rounds += 1
             self.elapsed_s = float(event.elapsed_s)
         elif kind == "finished":
             self.finished = event
@@ -143,6 +151,10 @@ class RunStats:
             "tokens_per_s": self.new_tokens / wall if wall else None,
             "draft_s": sum(d for _, d, _ in self.rounds),
             "verify_s": sum(t - d for _, d, t in self.rounds),
+            # per round whose forward was timed apart: the verify forward, and the rest of the round
+            "forward_per_round_s": self.verify_forward_s / self.host_rounds if self.host_rounds else None,
+            "host_per_round_s": self.host_s / self.host_rounds if self.host_rounds else None,
+            "host_rounds": self.host_rounds,
         }
         # the share of this machine's bandwidth bound a target step reached, at the run's mean context
         out["bandwidth"] = costmodel.bandwidth_share(step, self.prompt_len + self.new_tokens / 2, self.host)

@@ -53,6 +53,8 @@ def check_summary(summary: dict, ar: bool, n_events: int) -> None:
             "tokens_per_s",
             "draft_s",
             "verify_s",
+            "forward_per_round_s",
+            "host_per_round_s",
             "predicted_speedup",
             "ar_tokens_per_s",
             "speedup",

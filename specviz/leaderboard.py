@@ -81,7 +81,7 @@ def render_leaderboard(results, source: str = "") -> str:
     s, m, rows = results.get("settings") or {}, results.get("machine") or {}, results["leaderboard"]
     head = "".join(
         f"<th>{esc(HEADERS.get(c, c))}</th>"
-        for c in ("method", *COLUMNS, "tokens / forward", "tok/s", "outputs ≠ AR")
+        for c in ("method", *COLUMNS, "tokens / forward", "tok/s", "host / round", "outputs ≠ AR")
     )
     body = []
     for r in rows:
@@ -91,6 +91,7 @@ def render_leaderboard(results, source: str = "") -> str:
             f'<tr data-config="{esc(r.get("config"))}"><th>{esc(r.get("label"))}</th>'
             + "".join(f"<td>{_cell(sp.get(g))}</td>" for g in COLUMNS)
             + f"<td>{f'{tpf:.2f}' if tpf else '–'}</td><td>{f'{tps:.1f}' if tps else '–'}</td>"
+            f"<td>{esc(host_text(r))}</td>"
             f"<td>{esc(r.get('differ_from_ar'))}/{esc(s.get('questions'))}</td></tr>"
         )
     caption = (
@@ -100,13 +101,24 @@ def render_leaderboard(results, source: str = "") -> str:
         f"{esc(results.get('date'))} on {esc(m.get('cpu'))} ({esc(m.get('threads'))} threads), "
         f"<code>{esc(results.get('command'))}</code>{f' ({esc(source)})' if source else ''}. Speedup = mean "
         "tok/s of the method ÷ mean tok/s of our AR over a column's questions, as Spec-Bench computes it; the "
-        "median per-question ratio in brackets."
+        "median per-question ratio in brackets. Host / round: a round's time outside its verify forward "
+        "(drafting, the acceptance rule, the drafter's feedback, the events) in ms, and its share of t(1), our "
+        "AR's forward (– where the run did not time it apart)."
     )
     return (
         f'<div class="specviz specviz-leaderboard" data-rows="{len(rows)}"><p class="lb-caption">{caption}</p>'
         f'<div class="lb-scroll"><table class="lb-table"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>{_chart(rows)}</div>"
     )
+
+
+def host_text(row: dict) -> str:
+    """A leaderboard row's host work per round and its share of t(1), our AR's verify forward: "0.45 ms (7.3%)"
+    (the page's table and results.md both print it)."""
+    host, t1 = _num(row.get("host_ms_per_round")), _num(row.get("ar_forward_ms"))
+    if host is None or not t1:
+        return "–"
+    return f"{host:.2f} ms ({100 * host / t1:.1f}%)"
 
 
 def question_label(q: dict) -> str:

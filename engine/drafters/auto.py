@@ -221,8 +221,10 @@ class AutoDrafter(Drafter):
         if best is None:
             return None, "no drafter has a proposal", ""
         if best["predicted_tokens_per_s"] <= plain_rate:
-            hopeful = [x for x in candidates if self._could_pay(x) and x.get("asked") is not False]
-            if self.plain_streak < self.probe_gap or not hopeful:
+            if self.plain_streak < self.probe_gap:
+                return None, "no drafter beats plain decoding", ""
+            hopeful = [x for x in candidates if x.get("asked") is not False and self._could_pay(x)]
+            if not hopeful:
                 return None, "no drafter beats plain decoding", ""
             best = hopeful[0]  # probe with the smallest γ of a drafter that could pay
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
