@@ -261,3 +261,21 @@ def test_html_in_trace_tokens_survives_as_data(tiny_dirs):
     ]
     assert trace_from_json(trace_to_json(events))[1].tokens == ["<script>alert(1)</script>"]
     assert event_to_dict(events[1])["kind"] == "committed"
+
+
+def test_each_round_times_its_verify_forward_apart(tiny_dirs):
+    """Every round_timed carries the verify forward alone (inside verify_s) and the drafter's feedback (inside
+    total_s); the run's summary divides the rest of the rounds, the host's work, by the rounds timed so."""
+    from engine import Engine, GenerationConfig, load_model
+
+    engine = Engine(load_model(tiny_dirs["target"]), "ngram", measure_step=False)
+    events = list(engine.generate("1 2 3 4 1 2 3 4 1 2 3", GenerationConfig(gamma=3, max_new_tokens=16)))
+    timed = [e for e in events if e.kind == "round_timed"]
+    assert timed and all(0 < e.forward_s <= e.verify_s <= e.total_s for e in timed)
+    assert all(0 <= e.feedback_s <= e.total_s - e.verify_s - e.draft_s + 1e-9 for e in timed)
+    summary = events[-1].summary
+    assert summary["host_rounds"] == len(timed)
+    assert summary["host_per_round_s"] == pytest.approx(
+        sum(e.total_s - e.forward_s for e in timed) / len(timed)
+    )
+    assert summary["forward_per_round_s"] == pytest.approx(sum(e.forward_s for e in timed) / len(timed))

@@ -293,3 +293,23 @@ def test_a_corpus_run_drafts_from_the_datastore_afresh_for_each_question(tiny_di
     torch.save({"not": "a list"}, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="list of token-id lists"):
         load_corpus(tmp_path / "bad.pt")
+
+
+def test_a_rounds_host_time_is_shown_beside_t1():
+    """A row that timed its rounds' forwards apart shows its host work per round and its share of our AR's t(1),
+    from the two numbers the row carries (0.45 ms of 6.0 ms = 7.5%); a row without them shows '–'. The per-round
+    figure of the turns weighs each turn by its rounds."""
+    from benchmarks.specbench_run import per_round
+    from specviz import render_leaderboard
+    from specviz.leaderboard import host_text
+
+    row = dict(RESULTS["leaderboard"][1], host_ms_per_round=0.45, ar_forward_ms=6.0)
+    assert host_text(row) == "0.45 ms (7.5%)" and host_text(RESULTS["leaderboard"][1]) == "–"
+    html = render_leaderboard(dict(RESULTS, leaderboard=[RESULTS["leaderboard"][0], row]))
+    assert "<td>0.45 ms (7.5%)</td>" in html and "host / round" in html.lower()
+    turns = {
+        "q1": {"host_per_round_s": [0.001, 0.004], "host_rounds": [30, 10]},
+        "q2": {"host_per_round_s": [None]},
+    }
+    assert per_round(turns, "host_per_round_s") == pytest.approx((0.001 * 30 + 0.004 * 10) / 40)
+    assert per_round({"q": {"host_per_round_s": [None], "host_rounds": [5]}}, "host_per_round_s") is None

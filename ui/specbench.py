@@ -17,8 +17,9 @@ from ui.app_views import esc
 
 BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 RESULTS = BENCH / "specbench-cpu.json"  # the main run: every drafter of its time, transformers' rows
-# each a run of its own (compare within one table only)
-RUNS = (RESULTS, BENCH / "specbench-training-free.json")
+# each a run of its own (compare within one table only); specbench-host: the drafters on the GGUF's blocks with each
+# round's host time (issue 64)
+RUNS = (RESULTS, BENCH / "specbench-host.json", BENCH / "specbench-training-free.json")
 
 
 @functools.lru_cache(maxsize=1)
