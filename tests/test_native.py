@@ -451,3 +451,31 @@ def test_a_level_above_this_cpu_is_not_loaded(monkeypatch):
     finally:
         native._state.clear()
         native._state.update(saved)
+
+
+@built
+def test_the_layer_stack_is_kept_until_a_tensor_is_replaced():
+    """The whole-stack call's pointer table (native.Stack) is built once and kept while the layers hold the same
+    tensors; a Weight's matrix replaced (a copy: the same values at another address) makes a new one, never a stale
+    pointer: the logits stay the same."""
+    from engine.runtime.cache import KVCache
+    from tests.tiny import tiny_llama
+
+    model = tiny_llama(hidden=64, max_position_embeddings=64)
+    forward = lean.LeanForward(model)
+    ids = torch.randint(0, 512, (1, 6), generator=torch.Generator().manual_seed(0))
+
+    def logits():
+        cache = KVCache.for_model(model, 16)
+        with torch.inference_mode():
+            return forward(ids, cache)
+
+    first = logits()
+    stack = forward.__dict__.get("_stack")
+    if stack is None:
+        pytest.skip("this build runs the layers one call at a time")
+    assert torch.equal(logits(), first) and forward._stack is stack
+    w = forward.layers[0][1]
+    w.w = w.w.clone()  # the same weights at a new address: the old one may be freed
+    assert torch.equal(logits(), first) and forward._stack is not stack
+    assert forward._stack.current(forward.layers) and not stack.current(forward.layers)

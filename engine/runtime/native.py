@@ -393,8 +393,9 @@ class Stack:
     """A forward's decoder layers as specviz_layers reads them: per layer the pointers of w_in, w_qkv, its bias,
     w_o, w_post, w_gu, w_down (each tensor checked once in its life, as every entry point's weights are), and the
     shapes they share. layers: (w_in, w_qkv, w_o, w_post, w_gu, w_down) tuples, the projections Weights in the
-    native layout; the stack holds them, so the pointers live as long as it does. Built for each call: a Weight's
-    matrix or bias replaced since is read as it is then."""
+    native layout; the stack holds every tensor whose pointer it took, so the pointers live as long as it does, and
+    `current(layers)` says whether those are still the tensors the layers hold (a Weight's matrix or bias replaced
+    since: build a new stack)."""
 
     def __init__(self, layers: list, heads: int, head_dim: int, eps: float):
         where = "layers"
@@ -428,6 +429,20 @@ class Stack:
             pointers += [w_gu.w.data_ptr(), w_down.w.data_ptr()]
         self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
         self.formats = (ctypes.c_int * len(formats))(*formats)
+        self.held = _tensors(layers)
+
+    def current(self, layers: list) -> bool:
+        """The layers still hold the very tensors this stack points at (identity, not equality)."""
+        now = _tensors(layers)
+        return len(now) == len(self.held) and all(a is b for a, b in zip(now, self.held))
+
+
+def _tensors(layers: list) -> list:
+    """Every tensor of the layers a Stack takes a pointer of, in order."""
+    out = []
+    for w_in, w_qkv, w_o, w_post, w_gu, w_down in layers:
+        out += [w_in, w_qkv.w, w_qkv.bias, w_o.w, w_post, w_gu.w, w_down.w, w_o.bias, w_gu.bias, w_down.bias]
+    return out
 
 
 def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> None:
