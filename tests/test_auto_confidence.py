@@ -249,3 +249,39 @@ def test_asking_costs_outlive_a_run_and_a_first_load():
     costs.seconds["eagle"] = 5.0  # asking it costs five target steps a token: it cannot pay
     draft = auto.propose([1, 2, 3], 3)
     assert head.asked == 0 and len(draft.token_ids) == 0
+
+
+class Sometimes(Tree):
+    """A tree drafter that seldom has a tree (recycling before its table knows the last token)."""
+
+    name = "recycle"
+
+    def propose(self, ids, gamma):
+        self.asked += 1
+        if self.asked % 10:
+            return empty_draft(torch.device("cpu"), self.name)
+        return Draft(torch.tensor([7, 8]), None, self.name, parents=[-1, 0])
+
+
+def test_a_tree_drafter_that_seldom_has_a_tree_is_forecast_as_such_and_rechecked():
+    """Its forecast weighs what its trees earned by the share of asks that brought one (an empty ask is a plain
+    round that paid the asking): once that share is learnt it is not asked while it cannot win, and it is asked
+    again every RECHECK rounds, so the forecast keeps learning."""
+    from engine.drafters.auto import RECHECK
+
+    tree = Sometimes()
+    auto = AutoDrafter(Nothing(), torch.device("cpu"), trees=(tree,))
+    auto.verify, auto.cost = {1: 1.0, 2: 1.1, 3: 1.2, 4: 1.3}, {"ngram": 0.0, "recycle": 0.05}
+    auto.tree_accepted["recycle"] = 1.0  # when it has a tree, it earns a token a round
+    for _ in range(40):  # it is asked while its forecast says it may pay, learning how often it finds nothing
+        auto.propose([1, 2, 3], 3)
+        auto.last = (0, [], "")
+    assert auto.tree_found["recycle"] < 0.5
+    forecast = auto._forecast_tree("recycle", 3, 1.0)
+    found = auto.tree_found["recycle"]
+    assert forecast["tokens_per_round"] == pytest.approx(1 + found, abs=1e-3)
+    asked = tree.asked
+    for _ in range(RECHECK):
+        auto.propose([1, 2, 3], 3)
+        auto.last = (0, [], "")
+    assert tree.asked == asked + 1  # skipped RECHECK − 1 rounds, then asked once

@@ -46,6 +46,10 @@ from .base import Draft, Drafter, Factory, Needs, Note, Settled, empty_draft
 from .heads import heads_fit
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
+RECHECK = (
+    16  # a tree drafter its forecast keeps unasked is asked again after this many rounds (its forecast is
+)
+# learnt only when it is asked)
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
@@ -87,6 +91,8 @@ class AutoDrafter(Drafter):
         self.memory = memory if memory is not None else Memory()  # what the engine's earlier runs learnt
         # tree drafter -> accepted drafts per round it was chosen (EMA); nodes of the trees it built when asked (EMA)
         self.tree_accepted, self.tree_nodes = self.memory.tree_accepted, self.memory.tree_nodes
+        self.tree_found = self.memory.tree_found  # tree drafter -> share of asks that brought a tree (EMA)
+        self.tree_skipped: dict[str, int] = {}  # tree drafter -> rounds in a row its forecast kept it unasked
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         # variant -> decayed Bernoulli trials seen, and accepted tokens among them
         self.trials, self.hits = self.memory.trials, self.memory.hits
@@ -254,15 +260,19 @@ class AutoDrafter(Drafter):
         for name, tree_drafter in self.trees.items():  # priced by what their trees earned per round
             forecast = self._forecast_tree(name, gamma, t1)
             bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
-            if forecast is not None and forecast["predicted_tokens_per_s"] <= bar:
+            skipped = self.tree_skipped.get(name, 0)
+            if forecast is not None and forecast["predicted_tokens_per_s"] <= bar and skipped < RECHECK:
+                self.tree_skipped[name] = skipped + 1
                 unasked.append(forecast)
                 continue
+            self.tree_skipped[name] = 0
             t = time.perf_counter()
             trees[name] = tree_drafter.propose(ids, gamma)
             self._cost(name, time.perf_counter() - t, 1)  # seconds per proposal (a tree is asked once)
             n = len(trees[name].token_ids)
-            old = self.tree_nodes.get(name)
+            old, found = self.tree_nodes.get(name), self.tree_found.get(name)
             self.tree_nodes[name] = n if old is None else DECAY * old + (1 - DECAY) * n
+            self.tree_found[name] = float(n > 0) if found is None else DECAY * found + (1 - DECAY) * (n > 0)
             candidates += self._price_tree(name, trees[name], t1)
         return draft, trees, candidates, unasked
 
@@ -285,9 +295,12 @@ class AutoDrafter(Drafter):
         nodes = self.tree_nodes.get(d)
         if nodes is None:
             return None
-        n = max(1, round(nodes))
-        tokens = 1.0 + self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, gamma) - 1.0)
-        c, v = self.cost.get(d, 0.1 * t1), self.verify_s(n + 1)
+        found = self.tree_found.get(d, 1.0)  # the share of asks that brought a tree at all
+        n = max(1, round(nodes / found)) if found > 0 else 1  # the size of a tree when there is one
+        earned = self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, gamma) - 1.0)
+        tokens = 1.0 + found * earned
+        # asked, it costs its asking time; with no tree the round is a plain step
+        c, v = self.cost.get(d, 0.1 * t1), found * self.verify_s(n + 1) + (1.0 - found) * t1
         return {
             "drafter": d,
             "variant": d,
@@ -445,6 +458,7 @@ class Memory:
         self.hits: dict[str, float] = {}
         self.tree_accepted: dict[str, float] = {}
         self.tree_nodes: dict[str, float] = {}
+        self.tree_found: dict[str, float] = {}
 
     def add(self, name: str, per: float) -> None:
         n = self.seen.get(name, 0)
