@@ -46,25 +46,22 @@ def encode_turns(tokenizer, turns: list, answers: list) -> list:
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
+# what each turn keeps of its run's summary: α's counts, the verify size and cost, a round's host time and forward
+FROM_SUMMARY = (
+    "accepted",
+    "rejections",
+    "v",
+    "v_n",
+    "host_per_round_s",
+    "forward_per_round_s",
+    "host_rounds",
+)
+
+
 def answer(config, engines, loaded, question: dict, max_new_tokens: int, history=None) -> dict:
     """One contestant's answer to every turn of a question: tokens, seconds, target forwards, accepted draft
     positions and rejections (α's counts) and the most common verify size with its cost v (target steps) per turn."""
-    out = {
-        k: []
-        for k in (
-            "new_tokens",
-            "wall_time",
-            "forwards",
-            "token_ids",
-            "accepted",
-            "rejections",
-            "v",
-            "v_n",
-            "host_per_round_s",
-            "forward_per_round_s",
-            "host_rounds",
-        )
-    }
+    out = {k: [] for k in ("new_tokens", "wall_time", "forwards", "token_ids", *FROM_SUMMARY)}
     texts = []
     for _ in question["turns"]:
         ids = encode_turns(loaded.tokenizer, question["turns"], texts)
@@ -74,15 +71,7 @@ def answer(config, engines, loaded, question: dict, max_new_tokens: int, history
         out["wall_time"].append(sample.wall_s)
         out["token_ids"].append(list(sample.token_ids))
         summary = sample.summary or {}
-        for k in (
-            "accepted",
-            "rejections",
-            "v",
-            "v_n",
-            "host_per_round_s",
-            "forward_per_round_s",
-            "host_rounds",
-        ):
+        for k in FROM_SUMMARY:
             out[k].append(summary.get(k))
         rounds = summary.get("rounds")
         out["forwards"].append(
