@@ -69,3 +69,19 @@ def md_table(header: list, rows: list) -> str:
     lines = ["| " + " | ".join(map(cell, header)) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def embedded_on(weights: str):
+    """The embedded target on these weights, "gguf" (the GGUF's blocks) or "fp32" (de-quantized): SPECVIZ_WEIGHTS is
+    read at each load, so both can live in one process; the variable is left as it was."""
+    from engine.runtime.models import load_model
+
+    saved = os.environ.get("SPECVIZ_WEIGHTS")
+    os.environ["SPECVIZ_WEIGHTS"] = weights
+    try:
+        return load_model("embedded")
+    finally:
+        if saved is None:
+            os.environ.pop("SPECVIZ_WEIGHTS", None)
+        else:
+            os.environ["SPECVIZ_WEIGHTS"] = saved

@@ -21,7 +21,6 @@ head over the prompt: that is the peer as shipped, and the report says so.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -31,12 +30,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import embedded_on  # noqa: E402
 from benchmarks.harness import load_prompts  # noqa: E402
 from benchmarks.timing import time_ours  # noqa: E402
 from engine.config import GenerationConfig  # noqa: E402
 from engine.decode.engine import Engine  # noqa: E402
 from engine.runtime import kernels, native  # noqa: E402
-from engine.runtime.models import CACHE_DIR, embedded_gguf_dir, load_model  # noqa: E402
+from engine.runtime.models import CACHE_DIR, embedded_gguf_dir  # noqa: E402
 
 PROMPTS = Path(__file__).resolve().parent.parent / "engine" / "prompts"
 
@@ -155,10 +155,8 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     q41 = next(embedded_gguf_dir().glob("*.gguf"))
     f32 = f32_gguf(q41, CACHE_DIR / "gguf" / (q41.stem + ".F32.gguf"))
-    os.environ["SPECVIZ_WEIGHTS"] = "fp32"
-    target = load_model("embedded")  # the de-quantized weights (538 MB)
-    os.environ["SPECVIZ_WEIGHTS"] = "gguf"
-    on_blocks = load_model("embedded")  # the shipped file's blocks (97 MB), the default
+    target = embedded_on("fp32")  # the de-quantized weights (538 MB)
+    on_blocks = embedded_on("gguf")  # the shipped file's blocks (97 MB), the default
     tok = target.tokenizer
     prompts = [p for name in args.prompts.split(",") for p in load_prompts(PROMPTS / f"{name}.jsonl")]
     g = args.gamma

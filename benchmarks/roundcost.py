@@ -17,13 +17,12 @@ Medians per round (a round's host time is small and skewed by the machine's hicc
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
-from benchmarks.common import host_line
+from benchmarks.common import embedded_on, host_line
 from benchmarks.specbench_run import encode_turns
-from engine import Engine, GenerationConfig, load_model
+from engine import Engine, GenerationConfig
 from engine import specbench as sb
 
 PARTS = ("draft", "accept", "feedback", "events", "host")
@@ -41,24 +40,11 @@ def parts(e) -> dict:
     }
 
 
-def load(weights: str):
-    """The embedded target on these weights (SPECVIZ_WEIGHTS is read at each load; both can live in one process)."""
-    saved = os.environ.get("SPECVIZ_WEIGHTS")
-    os.environ["SPECVIZ_WEIGHTS"] = weights
-    try:
-        return load_model("embedded")
-    finally:
-        if saved is None:
-            os.environ.pop("SPECVIZ_WEIGHTS", None)
-        else:
-            os.environ["SPECVIZ_WEIGHTS"] = saved
-
-
 def measure(weights: list, drafts: list, per_category: int, max_new_tokens: int, gamma: int) -> dict:
     """{(weights, method): {"forward": [...], part: [...], "tokens": [...]}} over the sample, interleaved per question."""
     engines = {}
     for w in weights:
-        target = load(w)
+        target = embedded_on(w)
         engines[(w, "ar")] = Engine(target, "self", measure_step=False)
         for d in drafts:
             engines[(w, d)] = Engine(target, d, measure_step=False)

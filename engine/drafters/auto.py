@@ -300,17 +300,22 @@ class AutoDrafter(Drafter):
         earned = self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, gamma) - 1.0)
         tokens = 1.0 + found * earned
         # asked, it costs its asking time; with no tree the round is a plain step
-        c, v = self.cost.get(d, 0.1 * t1), found * self.verify_s(n + 1) + (1.0 - found) * t1
+        v = found * self.verify_s(n + 1) + (1.0 - found) * t1
+        return dict(self._tree_candidate(d, min(gamma, n), n, tokens, v, t1), asked=False)
+
+    def _tree_candidate(self, d: str, depth: int, n: int, tokens: float, v: float, t1: float) -> dict:
+        """A tree drafter's candidate: `tokens` committed a round for its asking time and a verify forward of v
+        seconds (costmodel.round_rate), c and v printed in target steps."""
+        c = self.cost.get(d, 0.1 * t1)
         return {
             "drafter": d,
             "variant": d,
-            "gamma": min(gamma, n),
+            "gamma": depth,
             "nodes": n,
             "tokens_per_round": round(tokens, 4),
             "c": round(c / t1, 4),
             "v": round(v / t1, 4),
             "predicted_tokens_per_s": round(costmodel.round_rate(tokens, c, v), 3),
-            "asked": False,
         }
 
     def _by_confidence(self, d: str, confidence: list, t1: float) -> tuple[int, list, float]:
@@ -364,20 +369,7 @@ class AutoDrafter(Drafter):
             return []
         depth = max(depths(tree_draft.parents)) if tree_draft.parents else n
         tokens = 1.0 + self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, depth) - 1.0)
-        v = self.verify_s(n + 1)
-        rate = costmodel.round_rate(tokens, self.cost.get(d, 0.1 * t1), v)
-        return [
-            {
-                "drafter": d,
-                "variant": d,
-                "gamma": depth,
-                "nodes": n,
-                "tokens_per_round": round(tokens, 4),
-                "c": round(self.cost.get(d, 0.1 * t1) / t1, 4),
-                "v": round(v / t1, 4),
-                "predicted_tokens_per_s": round(rate, 3),
-            }
-        ]
+        return [self._tree_candidate(d, depth, n, tokens, self.verify_s(n + 1), t1)]
 
     def _asked(self, d: str, used: bool) -> None:
         self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
