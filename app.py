@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 from pathlib import Path
 
 import gradio as gr
@@ -203,6 +204,9 @@ def main() -> None:
         gc.collect()  # ones (each ~0.3 s on this 2-core box), so no full collection lands in the first visitor's run
         gc.freeze()
     print(av.READY, flush=True)
+    # a terminate (a Space restarting, the tests' servers) closes the server as Ctrl-C does, and the exit handlers run
+    # (run.RECORDING_DIR)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     demo.block_thread()
 
 

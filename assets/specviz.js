@@ -294,10 +294,11 @@
      so touring costs the server nothing. A frame covers each view's own content (Gradio's node, hidden, never
      edited) with a layer of its HTML and sets the caption; the tour ending removes the layers, and the views show
      what Gradio holds: the recorded run the page opened on, or the visitor's own. It starts on page load (not with
-     ?tour=0), on Replay; Skip shows the hand-over caption; any other action of the visitor stops it, and so does a
+     ?tour=0), on Replay; ?tour_speed=2 plays it twice as fast (1 to 8); Skip shows the hand-over caption; any other action of the visitor stops it, and so does a
      server update of a view it covers (a run, a trace loaded). */
   var TOUR_VIEWS = ["stream", "tree", "race", "explain", "summary", "verify"];
   var tour = null, tourData = null, tourAuto = !/[?&]tour=0(&|$)/.test(location.search);
+  var tourSpeed = Math.min(8, Math.max(1, +((/[?&]tour_speed=([0-9.]+)/.exec(location.search) || [])[1]) || 1));
   function readTour() {
     if (tourData) return tourData;
     var n = document.getElementById("sv-tour-frames");
@@ -398,7 +399,7 @@
       if (tour.i === d.frames.length - 1) { endTour(true); return; }
       showFrame(frame);
       tour.i += 1;
-      tour.timer = setTimeout(next, frame.wait * 1000);
+      tour.timer = setTimeout(next, frame.wait * 1000 / tourSpeed);
     })();
     return true;
   }

@@ -44,6 +44,12 @@ class ServerURL(str):
 
     pid: int
     uploads: Path
+    log: Path
+
+    def errors(self) -> str:
+        """The server log's tracebacks and error lines so far (for a failing check's message)."""
+        lines = self.log.read_text(errors="replace").splitlines()
+        return "\n".join(line for line in lines if "Traceback" in line or "Error" in line)[-4000:]
 
 
 def free_port() -> int:
@@ -96,7 +102,7 @@ def serve_app(timeout_s: float = 180.0, **env_vars: str):
                 raise RuntimeError(f"app.py was not ready at {url} within {timeout_s:.0f} s; see {log}")
             time.sleep(0.5)
         served = ServerURL(url)
-        served.pid, served.uploads = proc.pid, uploads
+        served.pid, served.uploads, served.log = proc.pid, uploads, log
         yield served
     finally:
         proc.terminate()

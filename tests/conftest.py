@@ -30,11 +30,27 @@ SLOW_MODULES = {
 }
 
 
+# the longest modules (a minute or more of one worker each), run first: `make test` hands pytest-xdist's two workers
+# one module at a time in collection order, so a long module collected last keeps one worker busy while the other
+# idles
+LONG_MODULES = [
+    "test_tour_browser",
+    "test_app_api",
+    "test_app_page_browser",
+    "test_record_hf",
+    "test_batch",
+    "test_training_free",
+    "test_beam",
+]
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         module = item.module.__name__.rpartition(".")[2]
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
+    rank = {m: i for i, m in enumerate(LONG_MODULES)}
+    items.sort(key=lambda item: rank.get(item.module.__name__.rpartition(".")[2], len(rank)))  # stable
 
 
 def make_tiny_model(

@@ -47,9 +47,10 @@ def placed(r: dict) -> bool:
     return caption_in and focus_in and f["left"] >= 0 and f["right"] <= w
 
 
-def open_page(browser, url, tour=True, width=1440, height=900):
+def open_page(browser, url, tour=True, width=1440, height=900, speed=1):
+    """A page; `speed` > 1 plays the tour that much faster (?tour_speed), for checks that time no step."""
     page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(url + ("" if tour else "?tour=0"))
+    page.goto(url + ("?tour=0" if not tour else f"?tour_speed={speed}" if speed != 1 else ""))
     page.wait_for_selector("#prompt textarea")
     return page
 
@@ -62,7 +63,7 @@ def test_the_caption_and_its_element_are_in_view_at_every_step(browser, app_url,
     prompt was outlined while the caption spoke of the grey token); the closing caption ends whole in view (it was cut
     at the top edge); mid-tour the summary counts "1 round · 1 token" (round 2 has committed nothing yet), not
     "1 tokens"; step ② says the rejected word is the target's own choice."""
-    page = open_page(browser, app_url, width=width, height=height)
+    page = open_page(browser, app_url, width=width, height=height, speed=2)  # each step ≥ 2 s: ~4x the scroll
     for step in range(1, STEPS + 1):
         page.wait_for_selector(f'#tour .sv-tour[data-step="{step}"]', timeout=60_000)
         seen = None
@@ -146,7 +147,7 @@ def test_the_tour_costs_the_server_nothing(browser, app_url):
     page = browser.new_page(viewport={"width": 1440, "height": 900})
     calls = []
     page.on("request", lambda r: calls.append(r.url) if "/queue/" in r.url or "/run/" in r.url else None)
-    page.goto(app_url)
+    page.goto(app_url + "?tour_speed=4")
     page.wait_for_selector('#tour .sv-tour[data-step="3"]', timeout=60_000)
     assert page.locator("#stream .sv-tour-layer").count() == 1  # a frame covers the view
     page.click("#tour-skip")
@@ -170,8 +171,12 @@ def test_the_default_example_is_served_from_the_start_up_recording_then_live(bro
     page.on("request", lambda r: joins.append(r.url) if "/queue/join" in r.url else None)
     page.locator("#examples button.gallery-item").nth(0).click()
     expect(page.locator("#prompt textarea")).to_have_value(av.EXAMPLES[0][1])
+    expect(page.locator("#race-on input[type=checkbox]")).to_be_checked()  # the example's third value
     page.click("#generate")
-    expect(page.locator("#summary .sv-recorded")).to_contain_text("Recorded at start-up on this host")
+    try:
+        expect(page.locator("#summary .sv-recorded")).to_contain_text("Recorded at start-up on this host")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\nthe server's errors:\n{app_url.errors()}") from None
     expect(page.locator("#summary .sv-speedup")).to_have_count(1)  # the raced run, its speedup
     assert joins == []
     expect(page.locator("#generate")).to_be_enabled()

@@ -4,6 +4,9 @@ each is a few lines: check the input, call the engine, hand its events to specvi
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -38,7 +41,10 @@ from ui.outputs import (
 from ui.server import CONCURRENCY, MAX_RUN_S, gpu
 
 CHARTS_EVERY_S = 1.0  # plotly figures are slower to build than the HTML views: refresh them less often
-RECORDING_DIR = Path(tempfile.gettempdir()) / "specviz-recording"  # the start-up recording's trace (one file)
+# the start-up recording's trace: one file in a folder of this process's own (two servers on one host, as the tests
+# run them, each serve their own recording), removed at exit
+RECORDING_DIR = Path(tempfile.gettempdir()) / f"specviz-recording-{os.getpid()}"
+atexit.register(shutil.rmtree, RECORDING_DIR, ignore_errors=True)
 
 
 @gpu
