@@ -7,7 +7,7 @@ DEV_STAMP := $(VENV)/.dev-installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: setup dev run test test-fast test-peer test-server llama-server lint format bench peer peer-avx2 browser heads-data clean
+.PHONY: setup dev run test test-fast test-peer test-server llama-server lint format bench peer peer-avx2 browser cross heads-data clean
 
 setup: $(STAMP)
 dev: $(DEV_STAMP)
@@ -29,6 +29,12 @@ browser: $(CHROMIUM)
 $(CHROMIUM):
 	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
 
+# native.c's aarch64 (NEON) build for tests/test_native_cross.py: Debian's cross compiler and QEMU's user-mode emulator
+CROSS := /usr/bin/qemu-aarch64-static
+cross: $(CROSS)
+$(CROSS):
+	$(SUDO) apt-get install -y -q gcc-aarch64-linux-gnu qemu-user-static || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q gcc-aarch64-linux-gnu qemu-user-static)
+
 run: setup
 	$(PY) app.py
 
@@ -36,7 +42,7 @@ run: setup
 # one torch thread per worker and per server it starts: two workers of two threads each on 2 cores took 18-24 min,
 # a sampling test 15x longer than alone (threads spinning for a core); one thread each, 12 min (docs/benchmarks.md)
 TEST_WORKERS ?= 2
-test: lint browser
+test: lint browser cross
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # ruff (settings in pyproject.toml): the lint rules and the formatter's layout; `make format` applies the layout

@@ -134,6 +134,7 @@ FORWARD = {
     "levels": "levels",
     "prefetch": "prefetch",
     "compile": "compile_cost",
+    "prefill": "prefill_blocks",
 }
 
 

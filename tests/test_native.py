@@ -413,6 +413,8 @@ def test_the_plain_c_path_computes_the_products():
 
 
 CROSS = "aarch64-linux-gnu-gcc"
+# QEMU's user-mode emulator for aarch64 (Debian's qemu-user or qemu-user-static: `make cross` installs the latter)
+QEMU = native.shutil.which("qemu-aarch64") or native.shutil.which("qemu-aarch64-static")
 
 
 @pytest.mark.skipif(native.shutil.which(CROSS) is None, reason=f"no {CROSS} (Debian: gcc-aarch64-linux-gnu)")
@@ -425,11 +427,10 @@ def test_the_aarch64_path_cross_compiles_and_computes_under_an_emulator(tmp_path
     )  # fmt: skip
     assert lib.returncode == 0, lib.stderr[-2000:]
     check_binary(CROSS, ["-march=armv8-a"], tmp_path / "check")
-    qemu = native.shutil.which("qemu-aarch64")
-    if qemu is None:
+    if QEMU is None:
         pytest.skip("built for aarch64; no qemu-aarch64 to run it (Debian: qemu-user)")
     done = subprocess.run(
-        [qemu, "-L", "/usr/aarch64-linux-gnu", str(tmp_path / "check")],
+        [QEMU, "-L", "/usr/aarch64-linux-gnu", str(tmp_path / "check")],
         capture_output=True,
         text=True,
         timeout=300,
