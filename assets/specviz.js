@@ -546,8 +546,10 @@
     return { e: e, c: cv[0], v: cv[1], cost: cost, ratio: ratio };
   }
   function drawWhatIf(panel) {
-    var v = JSON.parse(panel.getAttribute("data-v")), G = v.length - 2;
-    var lo = panel.hasAttribute("data-v-lo") ? JSON.parse(panel.getAttribute("data-v-lo")) : null;
+    /* a run on a GGUF's blocks offers its weights on fp32 too: v(n) at the roofline's floors (explain.fp32_curve) */
+    var pick = panel.querySelector('select[name="weights"]'), fp32 = pick && pick.value === "fp32";
+    var v = JSON.parse(panel.getAttribute(fp32 ? "data-v-fp32" : "data-v")), G = v.length - 2;
+    var lo = !fp32 && panel.hasAttribute("data-v-lo") ? JSON.parse(panel.getAttribute("data-v-lo")) : null;
     var hi = lo ? JSON.parse(panel.getAttribute("data-v-hi")) : null, dc = +(panel.getAttribute("data-c-spread") || 0);
     var moved = panel.hasAttribute("data-moved");
     var val = function (n) { return +panel.querySelector('input[name="' + n + '"]').value; };
@@ -585,7 +587,7 @@
              pts.map(function (p) { return x(p[0]) + "," + y(p[1]); }).join(" ") + '"/>');
     if (band.length) out.push('<text class="wf-t wf-noisy-label" x="' + (L + 6) + '" y="' + (T + 12) +
                               '">⚠ timings disturbed: fitted curve, band = measured spread</text>');
-    out.push('<circle class="wf-run" cx="' + x(runG) + '" cy="' + y(runP) + '" r="6"><title>this run: ' + runP.toFixed(2) + '×</title></circle>');
+    if (!fp32) out.push('<circle class="wf-run" cx="' + x(runG) + '" cy="' + y(runP) + '" r="6"><title>this run: ' + runP.toFixed(2) + '×</title></circle>');
     var s = pts[g - 1][1];
     out.push('<circle class="wf-pick" cx="' + x(g) + '" cy="' + y(s) + '" r="4"/>');
     out.push('<text class="wf-t" x="' + ((W + L) / 2) + '" y="' + (H - 3) + '" text-anchor="middle">γ (draft tokens per round)</text>');
@@ -595,15 +597,17 @@
       var o = panel.querySelector(".wf-out");
       o.textContent = "At α = " + a.toFixed(3) + ", γ = " + g + ", c = " + r.c + ": E = " + r.e + " tokens ÷ (" + g +
                       "·" + r.c + " + v(" + (g + 1) + ") " + r.v + ") = " + r.cost + " steps → " + r.ratio + "×" +
-                      (+r.ratio < 1 ? " (a slowdown)" : "");
+                      (+r.ratio < 1 ? " (a slowdown)" : "") + (fp32 ? ", on fp32 weights (v at the roofline's floors)" : "");
       o.setAttribute("data-speedup", r.ratio);
     }
     panel.setAttribute("data-drawn", "1");
   }
-  document.addEventListener("input", function (e) {
+  function whatIfMoved(e) {
     var panel = e.target && e.target.closest ? e.target.closest(".sv-whatif") : null;
     if (panel) { panel.setAttribute("data-moved", "1"); drawWhatIf(panel); }
-  });
+  }
+  document.addEventListener("input", whatIfMoved);
+  document.addEventListener("change", whatIfMoved);  /* the weights' select */
   /* Tab out of an open dropdown closes its menu: Gradio's dropdown treats Tab as typing (it re-filters and keeps
      the menu open, even after the focus has left), so the Tab key never reaches it; the browser still moves the
      focus, and the dropdown's own blur closes the menu. */

@@ -286,13 +286,66 @@ def calibrated_round(s: dict, per: str, observed: str = "") -> str:
 WHATIF_GAMMA = 16  # the what-if panel's largest γ
 
 
-def whatif_panel(s: dict) -> str:
+def fp32_curve(s: dict, host) -> list | None:
+    """On a run on a GGUF's blocks: v(k) for k = 1..WHATIF_GAMMA + 1 of the same weights de-quantized to fp32, from the
+    roofline the derivation prints (its memory floor over the fp32 bytes and its compute floor, at the run's
+    context): max(memory, compute) at k ÷ the same at 1, as the what-if's table ([None] first). None for an fp32 run
+    or a host record without the fp32 size or the roofline."""
+    r, share = costmodel.roof(host), s.get("bandwidth")
+    if r is None or host.get("weights") != "gguf" or not isinstance(share, dict):
+        return None
+    fp32 = host.get("weight_bytes_fp32")
+    if not isinstance(fp32, (int, float)) or isinstance(fp32, bool) or fp32 <= 0:
+        return None
+    r = {**r, "weight_bytes": float(fp32)}
+    step = lambda k: max(costmodel.floors(k, share["context"], r))  # noqa: E731
+    return [None] + [round(step(k) / step(1), 4) for k in range(1, WHATIF_GAMMA + 2)]
+
+
+def weights_choice(s: dict, host, v: str) -> tuple[str, str]:
+    """The what-if's weight-format choice on a block run: (the attribute with fp32's v(n), the select and the
+    sentence comparing the two at the run's verify size n, v the run's v(n) as the panel prints it), both "" without
+    one (fp32_curve)."""
+    alt = fp32_curve(s, host)
+    if alt is None:
+        return "", ""
+    mine, other = fixed(host["weight_bytes"] / 1e6, 0), fixed(host["weight_bytes_fp32"] / 1e6, 0)
+    n, r = s["v_n"], {**costmodel.roof(host), "weight_bytes": float(host["weight_bytes_fp32"])}
+    memory, compute = costmodel.floors(n, s["bandwidth"]["context"], r)
+    bound = (
+        "below the ridge (bound by its bytes)"
+        if memory >= compute
+        else "above the ridge (bound by its FLOPs)"
+    )
+    select = (
+        '<label>weights <select name="weights" aria-label="weight format">'
+        f"<option value=\"run\" selected>this run's: the GGUF's blocks, {mine} MB a step (its v(n))</option>"
+        f'<option value="fp32">the same de-quantized to fp32, {other} MB a step (v(n) at the roofline\'s floors)'
+        "</option></select></label>"
+    )
+    why = (
+        f'<p class="wf-format sv-note">On the blocks a verify of {n} tokens costs v({n}) = {v} '
+        f"steps; on fp32 the same forward reads {other} MB instead of {mine} MB and sits {bound}: v({n}) = "
+        f"{fixed(alt[n], 2)} at the roofline's floors (max(memory, compute) at n = {n} ÷ at n = 1, from the "
+        "derivation's inputs at this run's context)."
+        + (
+            " Fewer bytes make each step cheaper and each extra verified token dearer.</p>"
+            if parse(v) > alt[n]
+            else "</p>"
+        )
+    )
+    return f" data-v-fp32='{json.dumps(alt)}'", select + why
+
+
+def whatif_panel(s: dict, host=None) -> str:
     """α, γ and c sliders that redraw the predicted speedup E(α, γ) / (γc + v(γ + 1)) in the browser at once
     (assets/specviz.js), on this run's measured v(n): the table v(1..γ+1) is the cost model's (verify_curve), so
     the page only evaluates E and the ratio. The run's own round is marked and, until a slider moves, the line
     under the curve is Explain's one-round line (one_round: the same α, E and ratio). When the run's timings were
     flagged, the curve is the cost model's fitted line (not the noisy points), drawn with a band from the measured
-    spread of c and v and a warning on the chart itself. "" before c and v are measured and for tree runs."""
+    spread of c and v and a warning on the chart itself. "" before c and v are measured and for tree runs. On a run on a GGUF's
+    blocks, a choice of weights swaps the curve's v(n) for the same weights' on fp32 at the roofline's floors
+    (fp32_curve)."""
     alpha, c, n = s.get("alpha"), s.get("c"), s.get("v_n")
     r = one_round(s, n - 1) if n else None
     if alpha is None or c is None or r is None or s.get("tree_rounds"):
@@ -312,6 +365,7 @@ def whatif_panel(s: dict) -> str:
         hi = [None] + [round(max(at(k), raw(k)) * (1 + dv), 4) for k in range(1, WHATIF_GAMMA + 2)]
         band = f" data-v-lo='{json.dumps(lo)}' data-v-hi='{json.dumps(hi)}' data-c-spread=\"{dc:.4f}\""
     g = n - 1
+    alt, choice = weights_choice(s, host, r["v"])
     slider = (
         '<label>{label} <input type="range" name="{name}" min="{lo}" max="{hi}" step="{step}" value="{value}" '
         'aria-label="{label}"><output>{shown}</output></label>'
@@ -336,13 +390,13 @@ def whatif_panel(s: dict) -> str:
         else ""
     )
     return (
-        f"<div class=\"sv-whatif{' wf-is-noisy' if noisy else ''}\" data-v='{json.dumps(table)}'{band} "
+        f"<div class=\"sv-whatif{' wf-is-noisy' if noisy else ''}\" data-v='{json.dumps(table)}'{band}{alt} "
         f'data-run-gamma="{g}" data-run-pred="{r["ratio"]}" data-alpha="{r["alpha_value"]!r}" '
         f'data-alpha-text="{r["alpha"]}" data-c="{parse(r["c"])!r}">'
         f"<p><b>What if?</b> Move α, γ and c: the curve is E(α, γ) / (γc + v(γ + 1)) over γ, with {curve}; "
         f"the open circle is one round at this run's α, c and γ = {g}: {r['ratio']}×, as above.</p>"
         + (f'<p class="wf-costs sv-note">{calibrated(s)}</p>' if calibrated(s) else "")
-        + f'<div class="wf-controls">{controls}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
+        + f'<div class="wf-controls">{controls}{choice}</div>{warn}<svg class="wf-svg" viewBox="0 0 380 190" role="img" '
         f'aria-label="predicted speedup over γ for the chosen α and c"></svg>'
         f'<p class="wf-out" aria-live="polite" data-speedup="{r["ratio"]}">{line}</p></div>'
     )
@@ -490,5 +544,5 @@ def render_explain(events) -> str:
     return (
         f'<div class="specviz specviz-explain">{recorded_by(spec.started if spec else None)}'
         f"{lossy_badge(spec)}{lossy_note(spec)}"
-        f"{short}{whatif_panel(s)}{derivation}</div>"
+        f"{short}{whatif_panel(s, host)}{derivation}</div>"
     )

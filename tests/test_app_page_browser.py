@@ -157,7 +157,8 @@ def test_a_tree_run_is_accounted_as_a_tree(page):
 
 def test_the_what_if_sliders_redraw_in_the_browser(page):
     """Explain's α slider redraws the curve and its sentence at once (no server round-trip: the request count
-    does not move); the first drawing is the cost model's prediction for this run's α, c and γ."""
+    does not move); the first drawing is the cost model's prediction for this run's α, c and γ; the weights'
+    choice redraws it on fp32's v(n), and back."""
     run(page, COPY, "ngram", race=False)
     page.get_by_role("tab", name="Explain").click()
     panel = page.locator("#explain .sv-whatif[data-drawn]")
@@ -173,6 +174,15 @@ def test_the_what_if_sliders_redraw_in_the_browser(page):
     assert check_explain(line) == [] and "At α = 0.200" in line  # the moved line follows the same rule
     # and a wrong one is caught
     assert check_explain(line.replace(f"→ {after:.2f}×", f"→ {after + 0.01:.2f}×"))
+    # the app runs on the embedded GGUF's blocks: the same weights on fp32 redraw the curve on their v(n), one
+    # each verify size flat below the ridge, so the same α and γ predict more
+    panel.locator('select[name="weights"]').select_option("fp32")
+    on_fp32 = float(panel.locator(".wf-out").get_attribute("data-speedup"))
+    line = panel.locator(".wf-out").inner_text()
+    assert "on fp32 weights" in line and check_explain(line) == [] and on_fp32 >= after, (line, after)
+    assert panel.locator(".wf-run").count() == 0  # the run's own point belongs to its own weights
+    panel.locator('select[name="weights"]').select_option("run")
+    assert float(panel.locator(".wf-out").get_attribute("data-speedup")) == after
     assert not [u for u in requests if "/gradio_api/" in u]
 
 

@@ -192,3 +192,30 @@ def test_the_kernel_plan_gives_the_calibration_and_a_trace_keeps_it():
     events[0]["host"]["calibration"] = {"v": {"2": -1.0}}
     with pytest.raises(ValueError, match="run_started.host.calibration"):
         trace_from_json(trace_to_json(events))
+
+
+def test_a_block_runs_what_if_offers_the_same_weights_on_fp32_at_the_rooflines_floors():
+    """On a run on a GGUF's blocks the what-if offers the weights' format: fp32's v(k) is max(memory, compute floor)
+    at k ÷ at 1 from the roofline's inputs (the fp32 bytes, the run's context), each value in the page; its sentence
+    quotes them; an fp32 run, or a block run's record without the fp32 size, offers no choice."""
+    from engine import costmodel
+    from specviz.explain import WHATIF_GAMMA
+
+    events = run()
+    host = events[0]["host"]
+    host.update(weights="gguf", weight_bytes_fp32=host["weight_bytes"], weight_bytes=97.3e6)
+    html = render_explain(events)
+    assert html.count('<select name="weights"') == 1
+    alt = json.loads(re.search(r"data-v-fp32='([^']+)'", html)[1])
+    s = usable_summary(events)
+    r = {**costmodel.roof(host), "weight_bytes": host["weight_bytes_fp32"]}
+    step = [max(costmodel.floors(k, s["bandwidth"]["context"], r)) for k in range(WHATIF_GAMMA + 2)]
+    assert alt == [None] + [round(step[k] / step[1], 4) for k in range(1, WHATIF_GAMMA + 2)]
+    assert 1.0 == alt[1] <= alt[2] <= alt[WHATIF_GAMMA + 1]
+    n = s["v_n"]
+    said = re.search(rf"v\({n}\) = ([0-9.]+) at the roofline's floors", html)
+    assert said and float(said[1]) == pytest.approx(alt[n], abs=0.005)
+    fp32 = run()
+    assert 'name="weights"' not in render_explain(fp32)
+    del host["weight_bytes_fp32"]
+    assert 'name="weights"' not in render_explain(events)
