@@ -247,8 +247,8 @@ def limited():
 
 @pytest.fixture(scope="module")
 def few_sessions():
-    """A server that keeps the state of 2 sessions at most."""
-    with serve_app(SPECVIZ_MAX_SESSIONS="2") as url:
+    """A server that keeps the state of 2 sessions at most (it runs no model: no warm-up run)."""
+    with serve_app(SPECVIZ_MAX_SESSIONS="2", SPECVIZ_WARM_UP="0") as url:
         yield url
 
 

@@ -380,11 +380,11 @@ def test_a_trace_uploaded_during_the_tour_replays_itself(browser, app_url, tmp_p
     trace = tmp_path / "t.json"
     write_trace(trace, sample_events())
     for _ in range(3):
-        page = open_page(browser, app_url, tour=True)
+        page = open_page(browser, app_url, tour=True, speed=4)  # no step over 2.5 s
         page.wait_for_selector('#tour .sv-tour[data-step="2"]', timeout=60_000)
         page.locator("#trace-upload input[type=file]").set_input_files(str(trace))
         expect(page.locator("#summary .sv-summary")).to_contain_text("target-test", timeout=15_000)
-        page.wait_for_timeout(5000)  # longer than any tour step
+        page.wait_for_timeout(3000)  # longer than any tour step
         assert "target-test" in page.locator("#summary").inner_text()
         assert page.locator("#prompt textarea").input_value() == "Hi"
         page.close()

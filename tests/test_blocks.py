@@ -89,6 +89,23 @@ def test_a_verify_row_equals_its_ar_step():
         assert torch.equal(block[r], weight._native(x[r : r + 1])[0])
 
 
+def test_a_prompt_of_up_to_block_rows_runs_the_block_kernel_row_by_row_bitwise(monkeypatch):
+    """Prefill up to BLOCK_ROWS rows runs the block kernel (measured faster than de-quantizing: benchmarks/forward/
+    prefill_blocks.py): each of 40 rows is the one-row product bitwise; past BLOCK_ROWS the de-quantized matmul."""
+    raw = random_blocks("Q4_1", 70, 256, seed=9)
+    weight = blocks.BlockWeight("Q4_1", raw)
+    x = torch.randn(40, 256, generator=torch.Generator().manual_seed(10))
+    assert weight.kernel(40) == "native" and weight.kernel(blocks.BLOCK_ROWS + 1) == "dequant"
+    got = weight(x)
+    for r in range(40):
+        assert torch.equal(got[r], weight._native(x[r : r + 1])[0]), r
+    calls = []
+    monkeypatch.setattr(blocks, "BLOCK_ROWS", 39)
+    monkeypatch.setattr(blocks.BlockWeight, "_dequant", lambda self, x: calls.append(len(x)) or x)
+    weight(x)
+    assert calls == [40]
+
+
 def test_prefills_dequantized_slices_give_the_matmul_of_the_weights():
     """The many-row path (slices de-quantized into a scratch buffer, torch's matmul) equals the matmul of the
     de-quantized matrix (the same library call on the same values), across slice boundaries."""

@@ -97,13 +97,13 @@ def test_an_example_or_a_setting_changed_mid_tour_stops_it(browser, app_url):
     """Clicking an example while the tour plays stops it: the caption ends and no later tour frame overwrites the
     example's prompt; editing γ during a replayed tour stops it too (before, only Generate and the replay buttons
     did)."""
-    page = open_page(browser, app_url)
+    page = open_page(browser, app_url, speed=2)  # step 2 lasts 2.5 s
     page.wait_for_selector('#tour .sv-tour[data-step="2"]', timeout=60_000)
     page.locator("#examples button.gallery-item").nth(1).click()
     example = av.EXAMPLES[1][1]
     page.wait_for_selector(ENDED, state="attached", timeout=15_000)
     expect(page.locator("#prompt textarea")).to_have_value(example, timeout=15_000)
-    page.wait_for_timeout(8000)  # longer than step 2 (5 s): a tour still playing would have moved on
+    page.wait_for_timeout(4000)  # longer than step 2: a tour still playing would have moved on
     assert page.locator(ENDED).count() == 1 and page.locator(PLAYING).count() == 0
     assert page.locator("#prompt textarea").input_value() == example
     expect(page.locator("#tour-replay")).to_be_visible()
@@ -113,7 +113,7 @@ def test_an_example_or_a_setting_changed_mid_tour_stops_it(browser, app_url):
     gamma = page.locator("#gamma input[type=number]").first
     gamma.fill("6")
     page.wait_for_selector(ENDED, state="attached", timeout=15_000)
-    page.wait_for_timeout(8000)
+    page.wait_for_timeout(4000)
     assert page.locator(PLAYING).count() == 0 and gamma.input_value() == "6"
     # the visitor's prompt is given back with their run (the replay had shown the tour's)
     assert page.locator("#prompt textarea").input_value() == example

@@ -42,7 +42,7 @@ def main(argv: list | None = None) -> None:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args(argv)
-    forward = forward_fn(embedded_on("gguf").target)
+    forward = forward_fn(embedded_on("gguf").model)
     weights = [w for ws in forward.weights().values() for w in ws]
     if not all(isinstance(w, blocks.BlockWeight) for w in weights):
         raise SystemExit("the embedded model did not load on its blocks (SPECVIZ_WEIGHTS, native.c)")

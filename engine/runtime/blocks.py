@@ -9,8 +9,9 @@ gguf-py's own arithmetic, so each product equals the fp32 path's on the de-quant
 
 `read_gguf` reads a llama-architecture GGUF into `Blocks` (per tensor, the raw block rows, with transformers'
 row order: its reverse permutation of the q and k rows applied to the rows of blocks, which moves no weight
-within a row); `BlockWeight` is one projection on them, with lean.Weight's interface. The many-row products of
-prefill de-quantize a slice of panels at a time into a scratch buffer and run torch's matmul on it.
+within a row); `BlockWeight` is one projection on them, with lean.Weight's interface. The block kernel runs up to
+BLOCK_ROWS rows (a prompt of 512 tokens); a longer prefill de-quantizes a slice of panels at a time into a scratch
+buffer and runs torch's matmul on it.
 
 This module knows GGUF's block formats and native.c's layout; it knows nothing about speculation.
 """
@@ -36,7 +37,12 @@ FORMATS = {
 BLOCK_FORMATS = tuple(f for f in FORMATS if f != "F32")
 # bytes per panel-block of PW outputs, over PW (native.c fmt_block_bytes)
 PANEL_BLOCK = {"Q8_0": 34, "Q4_1": 20, "Q4_K": 148, "Q6_K": 210}
-SCRATCH_FLOATS = 1 << 22  # prefill de-quantizes at most this many weights at a time (16 MiB)
+SCRATCH_FLOATS = 1 << 22  # a long prefill de-quantizes at most this many weights at a time (16 MiB)
+# up to this many rows a projection runs the block kernel (RMAX rows a pass while a panel's blocks stay in cache: a
+# block GEMM), beyond it the de-quantized slices and torch's matmul: `python -m benchmarks forward prefill` measured
+# the block kernel 0.27-1.00x the matmul's time at 17-512 rows on 2 threads and 0.34-1.03x on 1 (AMD EPYC,
+# AVX-512; benchmarks/results/prefill-blocks.md)
+BLOCK_ROWS = 512
 
 
 class BlockError(ValueError):
@@ -194,9 +200,9 @@ def dequant_panels(weight: "BlockWeight", p0: int, p1: int, dst: torch.Tensor | 
 
 class BlockWeight(kernels.Planned):
     """One projection y = x @ W.T on a GGUF tensor's blocks (rows concatenated for fused projections), with
-    lean.Weight's interface: "native" runs native.c's block kernel (up to NATIVE_ROWS rows: decode, drafting,
-    verification), "dequant" de-quantizes SCRATCH_FLOATS weights at a time into a scratch buffer and multiplies it
-    with torch's matmul (prefill)."""
+    lean.Weight's interface: "native" runs native.c's block kernel (up to BLOCK_ROWS rows: decode, drafting,
+    verification, a prompt of up to 512 tokens), "dequant" de-quantizes SCRATCH_FLOATS weights at a time into a
+    scratch buffer and multiplies it with torch's matmul (a longer prefill)."""
 
     def __init__(self, kind: str, raw: np.ndarray, bias: torch.Tensor | None = None):
         self.w = pack(kind, raw)  # (panels, panel bytes) uint8; a BlockError for what is not blocks of kind
@@ -211,15 +217,16 @@ class BlockWeight(kernels.Planned):
         self.plan: dict[int, list[str]] = {}
 
     def kernels(self, rows: int = 1) -> dict:
-        """One kernel per row count, nothing to measure: the block kernel up to NATIVE_ROWS rows, so every
-        verification of γ <= 16 runs the AR step's instructions (its rows are bitwise AR steps: lossless by
-        construction, not by a plan's timing), the de-quantized matmul beyond (prefill, large trees)."""
-        if rows <= native.NATIVE_ROWS:
+        """One kernel per row count, nothing to measure: the block kernel up to BLOCK_ROWS rows, so every
+        verification (a chain, or a tree of up to 511 nodes) runs the AR step's instructions (its rows are bitwise
+        AR steps: lossless by construction, not by a plan's timing), the de-quantized matmul beyond (a long
+        prefill)."""
+        if rows <= BLOCK_ROWS:
             return {"native": self._native}
         return {"dequant": self._dequant}
 
     def fallback(self, rows: int) -> str:
-        return "native" if rows <= native.NATIVE_ROWS else "dequant"
+        return "native" if rows <= BLOCK_ROWS else "dequant"
 
     def _native(self, x: torch.Tensor) -> torch.Tensor:
         return gemv(x, self)
