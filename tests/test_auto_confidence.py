@@ -285,3 +285,41 @@ def test_a_tree_drafter_that_seldom_has_a_tree_is_forecast_as_such_and_rechecked
         auto.propose([1, 2, 3], 3)
         auto.last = (0, [], "")
     assert tree.asked == asked + 1  # skipped RECHECK − 1 rounds, then asked once
+
+
+def probe_run(rounds: int) -> tuple[AutoDrafter, list]:
+    """A head whose asking costs 0.4 target steps a token and whose drafts are never accepted, on text where the
+    lookup has nothing: `rounds` rounds of auto, each settled at the forced verify cost of its size. Returns the
+    drafter and, per round, (steps so far, probe steps spent so far, whether it probed)."""
+    head = Head()
+    head.conf = [0.9, 0.9, 0.9, 0.9]
+    auto = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,))
+    auto.cost = {"ngram": 0.0, "eagle": 0.4}
+    cost = {1: 1.0, 2: 1.4, 3: 1.5, 4: 1.6, 5: 1.7}
+    auto.verify = dict(cost)
+    seen = []
+    for _ in range(rounds):
+        draft = auto.propose([1, 2, 3], 4)
+        probed = bool(draft.note("decided")["reason"].startswith("probing"))
+        auto.settle(kept(0, [1, 2, 3], cost[len(draft.token_ids) + 1]))
+        auto.verify = dict(cost)  # forced: no drift of the measured costs
+        seen.append((auto.steps, auto.spent, probed))
+    return auto, seen
+
+
+def test_a_runs_probes_cost_at_most_their_share_of_its_steps(monkeypatch):
+    """A probe of a costly head that finds nothing costs its drafting and verify forward less a plain step's (here
+    2.2 steps): a run's probes stay within PROBE_SHARE of its steps at every round, so auto is below plain decoding
+    by at most that share where nothing pays (Spec-Bench's qa); it still probes once the run is long enough, and a
+    decision that holds one back says so. The control: without the bound the probes of a 200-round run cost more."""
+    from engine.drafters import auto as auto_module
+
+    auto, seen = probe_run(200)
+    assert all(spent <= auto_module.PROBE_SHARE * steps + 1e-9 for steps, spent, _ in seen)
+    assert any(probed for *_, probed in seen)  # it still explores
+    assert "past the 2% of this run's" in "".join(
+        d["reason"] for d in [auto.propose([1, 2, 3], 4).note("decided")]
+    ) or seen[-1][2]
+    monkeypatch.setattr(auto_module, "PROBE_SHARE", float("inf"))
+    _, unbounded = probe_run(200)
+    assert any(spent > 0.02 * steps for steps, spent, _ in unbounded)

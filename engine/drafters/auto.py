@@ -51,6 +51,11 @@ RECHECK = (
 )
 # learnt only when it is asked)
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
+# a run's probes may cost at most this share of its target steps beyond what plain rounds would have: a probe that
+# finds nothing costs its drafting and its verify forward less the one token a plain step gives (a trained head's
+# 4 drafted tokens and a 2-row verify, ~2 steps on the blocks), so with auto below plain decoding by no more than
+# this share on text where nothing pays (issue 64: Spec-Bench's qa)
+PROBE_SHARE = 0.02
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
 
@@ -103,6 +108,9 @@ class AutoDrafter(Drafter):
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
+        # this run's target steps so far (verify forwards ÷ t(1)), what its probes cost beyond plain rounds (steps,
+        # less the tokens they brought), and the drafting steps of the probe in flight
+        self.steps, self.spent, self.probe_draft = 0.0, 0.0, 0.0
         self.last: tuple[int, list, str] = (0, [], "")  # (γ, variant per drafted position, drafter) in flight
 
     @property
@@ -193,6 +201,13 @@ class AutoDrafter(Drafter):
                         plain_rate,
                     )
                 elif keep:
+                    if (
+                        reason is not None and keep > best["gamma"]
+                    ):  # a probe verifies no more than it was priced at
+                        keep = best["gamma"]
+                        rate = costmodel.expected_tokens_each(
+                            self._bin_alphas(d, confidence)[:keep]
+                        ) / self.verify_s(keep + 1)
                     best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
@@ -201,6 +216,9 @@ class AutoDrafter(Drafter):
         n = len(draft.token_ids)
         self.last = (n, (variants or [variant] * n)[:n], d)
         self.probing = reason is not None
+        self.probe_draft = (
+            probe_excess(best) + 1.0 - best["v"] if self.probing else 0.0
+        )  # its drafting, in steps
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
         why = reason or (
@@ -230,9 +248,10 @@ class AutoDrafter(Drafter):
             if self.plain_streak < self.probe_gap:
                 return None, "no drafter beats plain decoding", ""
             hopeful = [x for x in candidates if x.get("asked") is not False and self._could_pay(x)]
-            if not hopeful:
-                return None, "no drafter beats plain decoding", ""
-            best = hopeful[0]  # probe with the smallest γ of a drafter that could pay
+            affordable = [x for x in hopeful if self.spent + probe_excess(x) <= PROBE_SHARE * self.steps]
+            if not affordable:
+                return None, "no drafter beats plain decoding" + self._over_budget(hopeful), ""
+            best = affordable[0]  # probe with the smallest γ of a drafter that could pay
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
         untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
@@ -275,6 +294,17 @@ class AutoDrafter(Drafter):
             self.tree_found[name] = float(n > 0) if found is None else DECAY * found + (1 - DECAY) * (n > 0)
             candidates += self._price_tree(name, trees[name], t1)
         return draft, trees, candidates, unasked
+
+    def _over_budget(self, hopeful: list) -> str:
+        """Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
+        its steps ("" when none could pay)."""
+        if not hopeful:
+            return ""
+        x = hopeful[0]
+        return (
+            f"; a probe of {x['drafter']} would cost {probe_excess(x):.2f} steps more than a plain round, past the "
+            f"{PROBE_SHARE:.0%} of this run's {self.steps:.0f} steps its probes may use ({self.spent:.2f} used)"
+        )
 
     def _could_pay(self, candidate: dict) -> bool:
         """A probe's candidate: it would beat plain decoding at the top of what its α may still be (α + 1 / √(n + 1)
@@ -322,15 +352,23 @@ class AutoDrafter(Drafter):
         """The prefix of a costly drafter's chain worth verifying: each position's α from its confidence bin,
         E from the cost model, and the γ with the most tokens per second of verify time (the drafting is paid
         already). Returns (γ, the positions' variants, predicted tokens/s); γ = 0 when none beats plain."""
-        calibration = getattr(self.costly[d], "calibration", None)
-        pairs = [confidence_variant(d, x, calibration) for x in confidence]
-        alphas = [self.alpha(v, prior) for v, prior in pairs]
+        pairs = self._bins(d, confidence)
+        alphas = self._bin_alphas(d, confidence)
         best_g, best_rate = 0, 1.0 / t1
         for g in range(1, len(alphas) + 1):
             rate = costmodel.expected_tokens_each(alphas[:g]) / self.verify_s(g + 1)
             if rate > best_rate:
                 best_g, best_rate = g, rate
         return best_g, [v for v, _ in pairs], best_rate
+
+    def _bins(self, d: str, confidence: list) -> list[tuple[str, float]]:
+        """(confidence bin, its prior α) of each position of costly drafter d's chain."""
+        calibration = getattr(self.costly[d], "calibration", None)
+        return [confidence_variant(d, x, calibration) for x in confidence]
+
+    def _bin_alphas(self, d: str, confidence: list) -> list[float]:
+        """Each position's α from its confidence bin (what _by_confidence prices a chain with)."""
+        return [self.alpha(v, prior) for v, prior in self._bins(d, confidence)]
 
     def _price(self, d: str, variant: str, cap: int, t1: float) -> list[dict]:
         """One candidate per γ = 1..cap for drafter d: the cost model's predicted tokens per second. A costly
@@ -384,8 +422,12 @@ class AutoDrafter(Drafter):
             return
         g, variants, chosen = self.last
         n_accepted, verify_s = r.n_accepted, r.verify_s
+        t1 = self.verify.get(1)
+        steps = verify_s / t1 if t1 else 1.0
+        self.steps += steps
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
+            self.spent += self.probe_draft + steps - (1 + n_accepted)  # beyond a plain round's step and token
         old = self.verify.get(g + 1)
         self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
         if g and chosen in self.trees:  # a tree is priced by what it committed per round, not per position
@@ -457,6 +499,13 @@ class Memory:
         self.seen[name] = n + 1
         old = self.seconds.get(name)
         self.seconds[name] = per if old is None or n == 1 else DECAY * old + (1 - DECAY) * per
+
+
+def probe_excess(x: dict) -> float:
+    """What probing candidate x costs beyond a plain round if it finds nothing, in target steps: its drafting (a
+    chain's drafted tokens at c each, a tree's one ask) and its verify forward, less the plain step's one."""
+    draft = x["c"] if "nodes" in x else x.get("drafted", x["gamma"]) * x["c"]
+    return draft + x["v"] - 1.0
 
 
 def _decided(round_: int, pos: int, text, c: dict) -> Decided:
