@@ -298,7 +298,8 @@ def kv(heads: int, length: int, hd: int) -> tuple:
 def test_the_layers_call_refuses_what_does_not_fit_by_name():
     """native.layers (every layer in one call, writing the keys into the cache): slots past the cache, a cache
     per layer missing, caches of two shapes, a mask of the wrong shape, cos of the wrong width: each a ValueError
-    naming it, before the call; the last slots that fit are written."""
+    naming it, before the call; the last slots that fit are written; caches checked once are checked again when
+    they are not the very tensors checked."""
     from tests.tiny import tiny_llama
 
     forward = lean.LeanForward(tiny_llama(hidden=64, max_position_embeddings=128))
@@ -324,6 +325,15 @@ def test_the_layers_call_refuses_what_does_not_fit_by_name():
             call()
     native.layers(x, stack, caches, 7, cs, cs)  # the last slots that fit
     assert all(k[:, :, 7:].abs().sum() > 0 and k[:, :, :7].abs().sum() == 0 for k, _ in caches)
+    # the caches it checked are known by identity (a decode step passes the same ones): the bounds still hold, and
+    # other caches, or the same list with one buffer replaced, are checked anew
+    with pytest.raises(ValueError, match="slots 8..10 are outside the cache's 10"):
+        native.layers(x, stack, caches, 8, cs, cs)
+    with pytest.raises(ValueError, match="every cache must be"):
+        native.layers(x, stack, odd, 0, cs, cs)
+    caches[-1] = odd[-1]
+    with pytest.raises(ValueError, match="every cache must be"):
+        native.layers(x, stack, caches, 0, cs, cs)
 
 
 @built

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import operator
 import os
 import platform
 import shutil
 import subprocess
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import torch
@@ -430,11 +432,24 @@ class Stack:
         self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
         self.formats = (ctypes.c_int * len(formats))(*formats)
         self.held = _tensors(layers)
+        # the caches last checked (native.layers): weak references to their tensors (a run's cache is not kept alive
+        # past it) and what the checks found (shape, pointers)
+        self.caches: tuple | None = None
 
     def current(self, layers: list) -> bool:
         """The layers still hold the very tensors this stack points at (identity, not equality)."""
         now = _tensors(layers)
-        return len(now) == len(self.held) and all(a is b for a, b in zip(now, self.held))
+        return len(now) == len(self.held) and all(map(operator.is_, now, self.held))
+
+    def checked_caches(self, caches: list) -> tuple | None:
+        """(shape, key pointers, value pointers) of caches that are the very tensors checked last (a cache's
+        buffers are allocated once and kept: each decode step passes the same ones), else None."""
+        held = self.caches
+        if held is None:
+            return None
+        flat = [t for kv in caches for t in kv]
+        same = len(flat) == len(held[0]) and all(ref() is t for ref, t in zip(held[0], flat))
+        return held[1] if same else None
 
 
 def _tensors(layers: list) -> list:
@@ -467,7 +482,8 @@ def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> No
             c.shape == (t, hd),
             lambda name=name, c=c: f"{name} must be ({t}, {hd}), got {tuple(c.shape)}",
         )
-    shape = _check_cache(where, *caches[0])
+    known = stack.checked_caches(caches)
+    shape = known[0] if known else _check_cache(where, *caches[0])
     _, kv_heads, max_len, cache_hd = shape
     _want(where, cache_hd == hd, lambda: f"the cache's head_dim is {cache_hd}, not {hd}")
     _want(
@@ -480,7 +496,9 @@ def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> No
         heads % kv_heads == 0 and (heads + 2 * kv_heads) * hd <= stack.width,
         lambda: f"a row of {stack.width} holds no {heads} query and {kv_heads} key and value heads of {hd}",
     )
-    for keys, values in caches[1:]:  # each checked as the first, and of its shape and strides
+    for keys, values in (
+        [] if known else caches[1:]
+    ):  # each checked as the first, and of its shape and strides
         _want(
             where,
             keys.shape == shape and values.shape == shape and keys.stride() == caches[0][0].stride(),
@@ -499,8 +517,12 @@ def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> No
         t * (stack.width + heads * hd + 2 * hidden + 3 * stack.inter) + threads * (start + t + panel()),
         dtype=torch.float32,
     )
-    kc = (ctypes.c_void_p * n)(*[k.data_ptr() for k, _ in caches])
-    vc = (ctypes.c_void_p * n)(*[v.data_ptr() for _, v in caches])
+    if known:
+        kc, vc = known[1], known[2]
+    else:
+        kc = (ctypes.c_void_p * n)(*[k.data_ptr() for k, _ in caches])
+        vc = (ctypes.c_void_p * n)(*[v.data_ptr() for _, v in caches])
+        stack.caches = ([weakref.ref(t) for kv in caches for t in kv], (shape, kc, vc))
     library().specviz_layers(
         x.data_ptr(), n, stack.pointers, stack.formats, kc, vc, caches[0][0].stride(1), start, t, hidden, stack.width, heads,
         kv_heads, hd, stack.inter, stack.eps, cos.data_ptr(), sin.data_ptr(), None if mask is None else mask.data_ptr(),
