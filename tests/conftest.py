@@ -27,6 +27,7 @@ SLOW_MODULES = {
     "test_heads",
     "test_auto_confidence",
     "test_sizing",
+    "test_native_cross",  # a cross compile and an emulator (~12 s)
 }
 
 

@@ -427,6 +427,7 @@ CROSS = "aarch64-linux-gnu-gcc"
 QEMU = native.shutil.which("qemu-aarch64") or native.shutil.which("qemu-aarch64-static")
 
 
+@pytest.mark.slow  # a cross compile and an emulator
 @pytest.mark.skipif(native.shutil.which(CROSS) is None, reason=f"no {CROSS} (Debian: gcc-aarch64-linux-gnu)")
 def test_the_aarch64_path_cross_compiles_and_computes_under_an_emulator(tmp_path):
     """The NEON path: native.c builds for aarch64 (armv8-a) as the library native.py loads there, and its

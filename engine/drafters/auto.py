@@ -53,8 +53,8 @@ RECHECK = (
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 # a run's probes may cost at most this share of its target steps beyond what plain rounds would have: a probe that
 # finds nothing costs its drafting and its verify forward less the one token a plain step gives (a trained head's
-# 4 drafted tokens and a 2-row verify, ~2 steps on the blocks), so with auto below plain decoding by no more than
-# this share on text where nothing pays (issue 64: Spec-Bench's qa)
+# 4 drafted tokens and a 2-row verify, ~2 steps on the blocks); on text where nothing pays (issue 64: Spec-Bench's
+# qa) the probes then keep auto within this share of plain decoding
 PROBE_SHARE = 0.02
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
