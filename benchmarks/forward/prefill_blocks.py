@@ -11,6 +11,9 @@ REPS passes in ms, and the ratio. The two outputs must agree to fp32 rounding (t
 order by the matmul).
 
     python -m benchmarks forward prefill [--rows 17,32,64,128,256,512] [--threads 1,2] [--reps 5]
+
+The AVX2 build with torch's own kernels held to AVX2 (as `make peer-avx2` holds them): SPECVIZ_NATIVE_ARCH=x86-64-v3
+ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 before the command.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import time
 import torch
 
 from benchmarks.common import embedded_on, host_line, md_table
-from engine.runtime import blocks
+from engine.runtime import blocks, native
 from engine.runtime.lean import forward_fn
 from engine.runtime.threads import torch_threads
 
@@ -64,7 +67,7 @@ def main(argv: list | None = None) -> None:
                     [threads, n, f"{d:.1f}", f"{b:.1f}", f"{b / d:.2f}", f"{d / n:.2f}", f"{b / n:.2f}"]
                 )
                 print(table[-1], flush=True)
-    print(host_line())
+    print(f"{host_line()}; native.c at {native.level()}")
     print(
         md_table(
             ["threads", "rows", "dequant + matmul ms", "block kernel ms", "block ÷ dequant", "dequant ms/row",

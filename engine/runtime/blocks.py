@@ -40,8 +40,9 @@ PANEL_BLOCK = {"Q8_0": 34, "Q4_1": 20, "Q4_K": 148, "Q6_K": 210}
 SCRATCH_FLOATS = 1 << 22  # a long prefill de-quantizes at most this many weights at a time (16 MiB)
 # up to this many rows a projection runs the block kernel (RMAX rows a pass while a panel's blocks stay in cache: a
 # block GEMM), beyond it the de-quantized slices and torch's matmul: `python -m benchmarks forward prefill` measured
-# the block kernel 0.27-1.00x the matmul's time at 17-512 rows on 2 threads and 0.34-1.03x on 1 (AMD EPYC,
-# AVX-512; benchmarks/results/prefill-blocks.md)
+# the block kernel 0.27-1.00x the matmul's time at 17-512 rows on 2 threads and 0.34-1.03x on 1 (AMD EPYC, AVX-512);
+# the AVX2 build against torch held to AVX2, 0.27-0.98x up to 256 rows and 1.00-1.07x at 512
+# (benchmarks/results/prefill-blocks.md)
 BLOCK_ROWS = 512
 
 
