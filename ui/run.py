@@ -8,6 +8,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -143,15 +144,24 @@ def start_run(line: str, *values):
     return (run, stop, False, *RunOutputs(*[gr.skip()] * RUN_OUTPUTS)._replace(summary=summary))
 
 
+# a room pressing Generate at once: one writes the recording's trace, the others wait for it
+_RECORDING_LOCK = threading.Lock()
+
+
 def served_recording() -> RunOutputs:
     """The recording's outputs for one visitor: fresh updates each time (Gradio changes an update dict as it sends
-    it), its trace file written again if it is gone (RECORDING_DIR is not pruned, but a temp folder may be)."""
-    rec, path = RECORDED["outputs"], RECORDED.get("trace")
-    if path is None or not Path(path).exists():
-        RECORDING_DIR.mkdir(parents=True, exist_ok=True)
-        path = str(RECORDING_DIR / "specviz-trace-recorded.json")
-        write_trace(path, guard.unpack(rec.state))
-        RECORDED["trace"] = path
+    it), its trace file written again if it is gone (RECORDING_DIR is not pruned, but a temp folder may be): whole
+    before any visitor is given it (written beside it, then renamed), once however many ask at the same moment."""
+    rec = RECORDED["outputs"]
+    with _RECORDING_LOCK:
+        path = RECORDED.get("trace")
+        if path is None or not Path(path).exists():
+            RECORDING_DIR.mkdir(parents=True, exist_ok=True)
+            path = str(RECORDING_DIR / "specviz-trace-recorded.json")
+            part = f"{path}.part"
+            write_trace(part, guard.unpack(rec.state))
+            os.replace(part, path)
+            RECORDED["trace"] = path
     return rec._replace(
         slider=replay_slider(guard.runs(rec.state)), download=gr.update(value=path, interactive=True)
     )
