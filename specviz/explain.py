@@ -16,7 +16,7 @@ from .drift import lossy_badge, lossy_note
 from .history import credit, explain_paragraph
 from .imported import engine_family, measured_comparison, rollback_term
 from .markup import esc, recorded_by
-from .roofline import measured_points, roofline_chart, roofline_text
+from .roofline import fp32_roof, measured_points, roofline_chart, roofline_text
 from .runs import predicted_terms, spec_summary, view_runs
 from .tree_sizing import suffix_sizing, tree_sizing
 
@@ -286,31 +286,24 @@ def calibrated_round(s: dict, per: str, observed: str = "") -> str:
 WHATIF_GAMMA = 16  # the what-if panel's largest γ
 
 
-def fp32_curve(s: dict, host) -> list | None:
-    """On a run on a GGUF's blocks: v(k) for k = 1..WHATIF_GAMMA + 1 of the same weights de-quantized to fp32, from the
-    roofline the derivation prints (its memory floor over the fp32 bytes and its compute floor, at the run's
-    context): max(memory, compute) at k ÷ the same at 1, as the what-if's table ([None] first). None for an fp32 run
-    or a host record without the fp32 size or the roofline."""
-    r, share = costmodel.roof(host), s.get("bandwidth")
-    if r is None or host.get("weights") != "gguf" or not isinstance(share, dict):
-        return None
-    fp32 = host.get("weight_bytes_fp32")
-    if not isinstance(fp32, (int, float)) or isinstance(fp32, bool) or fp32 <= 0:
-        return None
-    r = {**r, "weight_bytes": float(fp32)}
-    step = lambda k: max(costmodel.floors(k, share["context"], r))  # noqa: E731
+def fp32_curve(s: dict, r: dict) -> list:
+    """v(k) for k = 1..WHATIF_GAMMA + 1 on roofline r (roofline.fp32_roof: the run's weights de-quantized to fp32),
+    at the run's context: max(memory floor, compute floor) at k ÷ the same at 1, as the what-if's table ([None]
+    first)."""
+    step = lambda k: max(costmodel.floors(k, s["bandwidth"]["context"], r))  # noqa: E731
     return [None] + [round(step(k) / step(1), 4) for k in range(1, WHATIF_GAMMA + 2)]
 
 
 def weights_choice(s: dict, host, v: str) -> tuple[str, str]:
-    """The what-if's weight-format choice on a block run: (the attribute with fp32's v(n), the select and the
-    sentence comparing the two at the run's verify size n, v the run's v(n) as the panel prints it), both "" without
-    one (fp32_curve)."""
-    alt = fp32_curve(s, host)
-    if alt is None:
+    """The what-if's weight-format choice on a run on a GGUF's blocks: (the attribute with fp32's v(n) (fp32_curve),
+    the select and the sentence comparing the two at the run's verify size n, v the run's v(n) as the panel prints
+    it), both "" for an fp32 run or a record without the roofline or the fp32 size."""
+    r = fp32_roof(host or {})
+    if r is None or not isinstance(s.get("bandwidth"), dict):
         return "", ""
-    mine, other = fixed(host["weight_bytes"] / 1e6, 0), fixed(host["weight_bytes_fp32"] / 1e6, 0)
-    n, r = s["v_n"], {**costmodel.roof(host), "weight_bytes": float(host["weight_bytes_fp32"])}
+    alt = fp32_curve(s, r)
+    mine, other = fixed(host["weight_bytes"] / 1e6, 0), fixed(r["weight_bytes"] / 1e6, 0)
+    n = s["v_n"]
     memory, compute = costmodel.floors(n, s["bandwidth"]["context"], r)
     bound = (
         "below the ridge (bound by its bytes)"
