@@ -46,10 +46,9 @@ from .base import Draft, Drafter, Factory, Needs, Note, Settled, empty_draft
 from .heads import heads_fit
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
-RECHECK = (
-    16  # a tree drafter its forecast keeps unasked is asked again after this many rounds (its forecast is
-)
-# learnt only when it is asked)
+# a tree drafter its forecast keeps unasked is asked again after this many rounds (its forecast is learnt only when
+# it is asked)
+RECHECK = 16
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 # a run's probes may cost at most this share of its target steps beyond what plain rounds would have: a probe that
 # finds nothing costs its drafting and its verify forward less the one token a plain step gives (a trained head's
@@ -201,9 +200,7 @@ class AutoDrafter(Drafter):
                         plain_rate,
                     )
                 elif keep:
-                    if (
-                        reason is not None and keep > best["gamma"]
-                    ):  # a probe verifies no more than it was priced at
+                    if reason is not None and keep > best["gamma"]:  # a probe verifies what it was priced at
                         keep = best["gamma"]
                         rate = costmodel.expected_tokens_each(
                             self._bin_alphas(d, confidence)[:keep]
@@ -216,9 +213,7 @@ class AutoDrafter(Drafter):
         n = len(draft.token_ids)
         self.last = (n, (variants or [variant] * n)[:n], d)
         self.probing = reason is not None
-        self.probe_draft = (
-            probe_excess(best) + 1.0 - best["v"] if self.probing else 0.0
-        )  # its drafting, in steps
+        self.probe_draft = draft_steps(best) if self.probing else 0.0
         draft.drafter = d
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
         why = reason or (
@@ -311,12 +306,11 @@ class AutoDrafter(Drafter):
         after n tested positions; a tree: every node accepted), for its drafting and its verify forward (c and v in
         target steps). A drafter measured poor often enough (a head whose asking costs half a step a token) is
         never probed again; a new or rarely seen variant is."""
-        g = candidate.get("gamma", 0)
+        g, cost = candidate.get("gamma", 0), draft_steps(candidate) + candidate["v"]
         if "nodes" in candidate:
-            return g > 0 and g + 1 > candidate["c"] + candidate["v"]
+            return g > 0 and g + 1 > cost
         n = self.trials.get(candidate["variant"], 0.0)
         top = min(1.0, candidate["alpha"] + 1.0 / math.sqrt(n + 1.0))
-        cost = candidate.get("drafted", g) * candidate["c"] + candidate["v"]
         return g > 0 and costmodel.expected_tokens(top, g) > cost
 
     def _forecast_tree(self, d: str, gamma: int, t1: float) -> dict | None:
@@ -501,11 +495,15 @@ class Memory:
         self.seconds[name] = per if old is None or n == 1 else DECAY * old + (1 - DECAY) * per
 
 
+def draft_steps(x: dict) -> float:
+    """Candidate x's drafting in target steps: a chain's drafted tokens at c each, a tree's one ask."""
+    return x["c"] if "nodes" in x else x.get("drafted", x["gamma"]) * x["c"]
+
+
 def probe_excess(x: dict) -> float:
-    """What probing candidate x costs beyond a plain round if it finds nothing, in target steps: its drafting (a
-    chain's drafted tokens at c each, a tree's one ask) and its verify forward, less the plain step's one."""
-    draft = x["c"] if "nodes" in x else x.get("drafted", x["gamma"]) * x["c"]
-    return draft + x["v"] - 1.0
+    """What probing candidate x costs beyond a plain round if it finds nothing, in target steps: its drafting and its
+    verify forward, less the plain step's one."""
+    return draft_steps(x) + x["v"] - 1.0
 
 
 def _decided(round_: int, pos: int, text, c: dict) -> Decided:
