@@ -295,11 +295,11 @@ def kv(heads: int, length: int, hd: int) -> tuple:
 
 
 @built
-def test_the_layers_call_refuses_what_does_not_fit_by_name():
+def test_the_layers_call_refuses_what_does_not_fit_by_name(monkeypatch):
     """native.layers (every layer in one call, writing the keys into the cache): slots past the cache, a cache
     per layer missing, caches of two shapes, a mask of the wrong shape, cos of the wrong width: each a ValueError
     naming it, before the call; the last slots that fit are written; caches checked once are checked again when
-    they are not the very tensors checked."""
+    they are not the very tensors checked, and two lanes' caches alternating are each checked once."""
     from tests.tiny import tiny_llama
 
     forward = lean.LeanForward(tiny_llama(hidden=64, max_position_embeddings=128))
@@ -334,6 +334,18 @@ def test_the_layers_call_refuses_what_does_not_fit_by_name():
     caches[-1] = odd[-1]
     with pytest.raises(ValueError, match="every cache must be"):
         native.layers(x, stack, caches, 0, cs, cs)
+    # two sets of caches whose steps alternate (a race's lanes) are each checked once
+    lanes = [
+        [(torch.zeros(1, kv_heads, 10, hd), torch.zeros(1, kv_heads, 10, hd)) for _ in range(n)] for _ in "ab"
+    ]
+    checks = []
+    monkeypatch.setattr(
+        native, "_check_cache", lambda *a, real=native._check_cache: checks.append(1) or real(*a)
+    )
+    for _ in range(3):
+        for lane in lanes:
+            native.layers(x, stack, lane, 0, cs, cs)
+    assert len(checks) == 2 * n  # each lane's n caches, once
 
 
 @built

@@ -391,6 +391,9 @@ def layer_rest(
     )  # fmt: skip
 
 
+CHECKED_CACHES = 4  # caches a Stack remembers as checked (native.layers)
+
+
 class Stack:
     """A forward's decoder layers as specviz_layers reads them: per layer the pointers of w_in, w_qkv, its bias,
     w_o, w_post, w_gu, w_down (each tensor checked once in its life, as every entry point's weights are), and the
@@ -432,9 +435,10 @@ class Stack:
         self.pointers = (ctypes.c_void_p * len(pointers))(*pointers)
         self.formats = (ctypes.c_int * len(formats))(*formats)
         self.held = _tensors(layers)
-        # the caches last checked (native.layers): weak references to their tensors (a run's cache is not kept alive
-        # past it) and what the checks found (shape, pointers)
-        self.caches: tuple | None = None
+        # the caches checked last (native.layers), by their first buffer's id: weak references to their tensors (a
+        # run's cache is not kept alive past it) and what the checks found (shape, pointers); a few, so that a race's
+        # two lanes, one cache each and their steps alternating, both keep theirs
+        self.caches: dict[int, tuple] = {}
 
     def current(self, layers: list) -> bool:
         """The layers still hold the very tensors this stack points at (identity, not equality)."""
@@ -442,14 +446,20 @@ class Stack:
         return len(now) == len(self.held) and all(map(operator.is_, now, self.held))
 
     def checked_caches(self, caches: list) -> tuple | None:
-        """(shape, key pointers, value pointers) of caches that are the very tensors checked last (a cache's
+        """(shape, key pointers, value pointers) of caches that are the very tensors checked before (a cache's
         buffers are allocated once and kept: each decode step passes the same ones), else None."""
-        held = self.caches
+        held = self.caches.get(id(caches[0][0]))
         if held is None:
             return None
         flat = [t for kv in caches for t in kv]
         same = len(flat) == len(held[0]) and all(ref() is t for ref, t in zip(held[0], flat))
         return held[1] if same else None
+
+    def checked(self, caches: list, found: tuple) -> None:
+        """Remember that these caches passed the checks (what checked_caches answers), the last CHECKED_CACHES."""
+        if len(self.caches) >= CHECKED_CACHES:
+            self.caches.pop(next(iter(self.caches)))
+        self.caches[id(caches[0][0])] = ([weakref.ref(t) for kv in caches for t in kv], found)
 
 
 def _tensors(layers: list) -> list:
@@ -496,9 +506,8 @@ def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> No
         heads % kv_heads == 0 and (heads + 2 * kv_heads) * hd <= stack.width,
         lambda: f"a row of {stack.width} holds no {heads} query and {kv_heads} key and value heads of {hd}",
     )
-    for keys, values in (
-        [] if known else caches[1:]
-    ):  # each checked as the first, and of its shape and strides
+    rest = caches[1:] if not known else ()  # caches checked before are known good
+    for keys, values in rest:  # each checked as the first, and of its shape and strides
         _want(
             where,
             keys.shape == shape and values.shape == shape and keys.stride() == caches[0][0].stride(),
@@ -522,7 +531,7 @@ def layers(x, stack: Stack, caches: list, start: int, cos, sin, mask=None) -> No
     else:
         kc = (ctypes.c_void_p * n)(*[k.data_ptr() for k, _ in caches])
         vc = (ctypes.c_void_p * n)(*[v.data_ptr() for _, v in caches])
-        stack.caches = ([weakref.ref(t) for kv in caches for t in kv], (shape, kc, vc))
+        stack.checked(caches, (shape, kc, vc))
     library().specviz_layers(
         x.data_ptr(), n, stack.pointers, stack.formats, kc, vc, caches[0][0].stride(1), start, t, hidden, stack.width, heads,
         kv_heads, hd, stack.inter, stack.eps, cos.data_ptr(), sin.data_ptr(), None if mask is None else mask.data_ptr(),
