@@ -26,15 +26,16 @@ def test_a_room_served_the_recording_at_once_gets_one_whole_trace(tmp_path, monk
 
     def slow(path, events):
         writes.append(path)
-        time.sleep(0.05)  # long enough for every other visitor to arrive meanwhile
+        time.sleep(0.2)  # long enough for every other visitor to arrive meanwhile
         real(path, events)
 
     monkeypatch.setattr(run, "write_trace", slow)
 
     def room() -> list:
-        got = []
+        got, together = [], threading.Barrier(8)
 
         def visitor():
+            together.wait()  # all eight at the same moment
             try:
                 got.append(run.served_recording().download)
             except OSError as e:  # the control's visitors rename one another's half-written file

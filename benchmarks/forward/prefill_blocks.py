@@ -1,7 +1,7 @@
 """Prefill on a GGUF's blocks, the two ways side by side: every projection of the embedded SmolLM2-135M's forward (30
 layers' qkv, o, gate/up and down, and the Q8_0 LM head) at n prompt rows, by
 
-- `dequant` (what BlockWeight runs past NATIVE_ROWS rows): each slice of panels de-quantized into a 16 MiB scratch
+- `dequant` (what BlockWeight runs past BLOCK_ROWS rows): each slice of panels de-quantized into a 16 MiB scratch
   buffer, then torch's matmul over it;
 - `blocks`: native.c's block kernel over all n rows, RMAX rows a pass while a panel's blocks stay in cache (a block
   GEMM: every weight rebuilt once per RMAX rows).
