@@ -298,7 +298,7 @@ def weights_choice(s: dict, host, v: str) -> tuple[str, str]:
     """The what-if's weight-format choice on a run on a GGUF's blocks: (the attribute with fp32's v(n) (fp32_curve),
     the select and the sentence comparing the two at the run's verify size n, v the run's v(n) as the panel prints
     it), both "" for an fp32 run or a record without the roofline or the fp32 size."""
-    r = fp32_roof(host or {})
+    r = fp32_roof(costmodel.roof(host), host or {})
     if r is None or not isinstance(s.get("bandwidth"), dict):
         return "", ""
     alt = fp32_curve(s, r)

@@ -260,11 +260,10 @@ def roofline_text(summary: dict, host, context: float, run_n: int) -> str:
     return "".join(f"<p>{line}</p>" for line in lines)
 
 
-def fp32_roof(host) -> dict | None:
-    """The roofline of a run on a GGUF's blocks (costmodel.roof) with the bytes of the same weights de-quantized to
-    fp32 in place of the blocks': what a step would read on fp32. None for an fp32 run, or a host record without the
-    roofline or the fp32 size."""
-    r = costmodel.roof(host)
+def fp32_roof(r: dict | None, host) -> dict | None:
+    """Roofline r (costmodel.roof of a run's host record) of a run on a GGUF's blocks, with the bytes of the same
+    weights de-quantized to fp32 in place of the blocks': what a step would read on fp32. None for an fp32 run, or
+    without a roofline or the fp32 size."""
     fp32 = host.get("weight_bytes_fp32") if r is not None and host.get("weights") == "gguf" else None
     if not isinstance(fp32, (int, float)) or isinstance(fp32, bool) or not fp32 > 0:
         return None
@@ -275,7 +274,7 @@ def format_sentence(r: dict, host: dict, context: float) -> str:
     """What the weights' format changes (a run on a GGUF's blocks): the bytes a step reads beside the same
     weights de-quantized to fp32, and the memory floor and ridge those would give, each from the inputs printed
     ("" for fp32 weights, or a host record without the two sizes)."""
-    fp32 = fp32_roof(host)
+    fp32 = fp32_roof(r, host)
     if fp32 is None:
         return ""
     mine, other = floor_terms(r, context, 1), floor_terms(fp32, context, 1)
