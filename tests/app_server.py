@@ -238,3 +238,15 @@ def page_top(locator) -> float:
     """The element's top in page coordinates: unlike a bounding box it does not move while the page scrolls
     (the tour's hand-over scrolls its caption into view a moment after Skip)."""
     return locator.evaluate("e => e.getBoundingClientRect().top + window.scrollY")
+
+
+def open_tab(page, name: str) -> None:
+    """Click tab `name`, through Gradio's "More tabs" menu where a narrow screen folds it there; waits until the tab
+    strip is laid out (the tab or the menu button shown) before deciding which."""
+    tab = page.get_by_role("tab", name=name, exact=True)
+    more = page.locator('button[aria-label="More tabs"]')
+    tab.or_(more).first.wait_for(state="visible", timeout=30_000)
+    if not tab.is_visible():
+        more.click()
+        tab = page.locator(".overflow-dropdown button", has_text=name)
+    tab.click()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, open_derivation, page_top, playwright_or_skip, set_number
+from tests.app_server import ROOT, open_derivation, open_tab, page_top, playwright_or_skip, set_number
 from tests.numbers import check_explain, check_page, check_race
 
 sync_api = playwright_or_skip()
@@ -252,11 +252,7 @@ def test_the_phone_layout_holds(browser, app_url, tmp_path):
     )
     assert page_top(page.locator("#gamma")) < page_top(page.locator("button[role=tab]").first)
     assert page.evaluate(TAPS) == []
-    tab = page.get_by_role("tab", name="Race", exact=True)
-    if not tab.is_visible():
-        page.click('button[aria-label="More tabs"]')
-        tab = page.locator(".overflow-dropdown button", has_text="Race")
-    tab.click()
+    open_tab(page, "Race")
     page.wait_for_timeout(800)
     assert page.evaluate(CLIPPED) == []
     page.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import ROOT, page_top, playwright_or_skip, set_number
+from tests.app_server import ROOT, open_tab, page_top, playwright_or_skip, set_number
 
 sync_api = playwright_or_skip()
 expect = sync_api.expect
@@ -264,11 +264,7 @@ def test_phone_width_puts_the_prompt_first_and_nothing_overflows(browser, app_ur
         < page_top(page.get_by_label("Drafter", exact=True))
     )
     for tab in ("Verify", "Tree", "Charts", "Race", "Explain"):
-        button = page.get_by_role("tab", name=tab, exact=True)
-        if not button.is_visible():  # narrow screens fold the later tabs into gradio's overflow menu
-            page.click('button[aria-label="More tabs"]')
-            button = page.locator(".overflow-dropdown button", has_text=tab)
-        button.click()
+        open_tab(page, tab)  # narrow screens fold the later tabs into gradio's overflow menu
         page.wait_for_timeout(800)
         result = page.evaluate(WIDER)
         assert result["scroll"] <= result["w"] and not result["bad"], (tab, result)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app_server import playwright_or_skip, set_number
+from tests.app_server import open_tab, playwright_or_skip, set_number
 from tests.test_app_page_browser import DONE, RUN_TIMEOUT_MS
 from tests.test_engine_metrics import EXPECTED, FIXTURES
 
@@ -41,11 +41,7 @@ def phone(browser, app_url):
 def test_the_metrics_tables_keep_each_number_on_one_line(phone):
     """Every metrics file's tables at 390 px: no cell's number or header wraps; the control: the same table squeezed
     to 60 px with the old rule (overflow-wrap: anywhere) does split, so the check can fail."""
-    tab = phone.get_by_role("tab", name="Your engine")
-    if not tab.is_visible():
-        phone.click('button[aria-label="More tabs"]')
-        tab = phone.locator(".overflow-dropdown button", has_text="Your engine")
-    tab.click()
+    open_tab(phone, "Your engine")
     phone.wait_for_selector("#metrics-upload input[type=file]", state="attached")
     for name, (kind, *_) in EXPECTED.items():
         phone.locator("#metrics-upload input[type=file]").set_input_files(str(FIXTURES / name))
