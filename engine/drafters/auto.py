@@ -55,6 +55,9 @@ DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 # 4 drafted tokens and a 2-row verify, ~2 steps on the blocks); on text where nothing pays (issue 64: Spec-Bench's
 # qa) the probes then keep auto within this share of plain decoding
 PROBE_SHARE = 0.02
+# pricing keeps the verify curve it fitted until a measured t(n) moves by more than this share (the average moves
+# a little every round; refitting and repricing every drafter each round cost a plain round 5% of a 4-bit forward)
+REFIT = 0.02
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
 
@@ -104,6 +107,10 @@ class AutoDrafter(Drafter):
             str, float
         ] = {}  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
+        # the verify curve the rounds are priced on: the points it was fitted on, t(n) read from it, fits so far;
+        # and each drafter's last candidates by what they were priced from (_priced_on, _memo)
+        self._fitted, self._curve, self._at, self._fits = {}, None, {}, 0
+        self._memos: dict[str, tuple] = {}
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
@@ -134,13 +141,36 @@ class AutoDrafter(Drafter):
         return costmodel.alpha(hits + prior, trials - hits + 1.0 - prior)
 
     def verify_s(self, n: int) -> float | None:
-        """t(n) in seconds: measured when seen, else the cost model's line through the multi-token points."""
+        """t(n) in seconds as the round is priced: measured when seen, else the cost model's line through the
+        multi-token points, over the points of the last fit (_priced_on)."""
         if 1 not in self.verify:
             return None
-        key = tuple(self.verify.items())  # the curve is fitted once per set of points (a round prices many n)
-        if getattr(self, "_curve", (None,))[0] != key:
-            self._curve = (key, costmodel.verify_curve(self.verify))
-        return self._curve[1](n)
+        at = self._priced_on()
+        if n not in at:
+            at[n] = self._curve(n)
+        return at[n]
+
+    def _priced_on(self) -> dict:
+        """The t(n) values of the verify curve this round is priced on ({n: seconds}, filled as asked). The curve is
+        refitted when a measured point moved more than REFIT from the value it was fitted on, or a size was
+        measured for the first time; until then every round reads the same curve, so a run of plain rounds (which
+        move only t(1)'s average) reprices nothing (_memo)."""
+        fitted = self._fitted
+        if fitted.keys() != self.verify.keys() or any(
+            abs(t - fitted[n]) > REFIT * fitted[n] for n, t in self.verify.items()
+        ):
+            self._fitted, self._curve = dict(self.verify), costmodel.verify_curve(self.verify)
+            self._at, self._fits = {}, self._fits + 1
+        return self._at
+
+    def _memo(self, key: tuple, price, *args):
+        """The candidates price(*args) makes, kept for the next round that asks with the same key: the drafter, what its
+        price reads (its cost, α counts, yield) and the verify curve's fit. The same numbers make the same list."""
+        key = (*key, self._fits)
+        kept = self._memos.get(key[0])
+        if kept is None or kept[0] != key:
+            kept = self._memos[key[0]] = (key, price(*args))
+        return kept[1]
 
     # -- the two methods ------------------------------------------------------------------
     def propose(self, ids: list[int], gamma: int) -> Draft:
@@ -269,10 +299,14 @@ class AutoDrafter(Drafter):
         cap, d = len(draft.token_ids), self.drafter.name
         self._cost(d, time.perf_counter() - t, max(cap, 1))
         candidates, trees, unasked = self._price(d, draft.variant, cap, t1), {}, []
-        for name in self.costly:
-            candidates += self._price(name, name, gamma, t1)
+        for name in self.costly:  # priced from what only asking them changes
+            asked = (self.cost.get(name), self.hits.get(name), self.trials.get(name), self.used.get(name))
+            candidates += self._memo((name, gamma, *asked), self._price, name, name, gamma, t1)
         for name, tree_drafter in self.trees.items():  # priced by what their trees earned per round
-            forecast = self._forecast_tree(name, gamma, t1)
+            earned = (self.tree_nodes.get(name), self.tree_found.get(name), self.tree_accepted.get(name))
+            forecast = self._memo(
+                (name, gamma, self.cost.get(name), *earned), self._forecast_tree, name, gamma, t1
+            )
             bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
             skipped = self.tree_skipped.get(name, 0)
             if forecast is not None and forecast["predicted_tokens_per_s"] <= bar and skipped < RECHECK:
