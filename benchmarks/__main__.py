@@ -93,6 +93,13 @@ def specbench_parser() -> argparse.ArgumentParser:
         help="a datastore (engine/drafters/suffix.py load_corpus): each speculative contestant's history starts "
         "with it (suffix and auto draft from it)",
     )
+    b.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="passes over the sample, 1..9: each turn's time is its median over the passes; each pass's "
+        "leaderboard is printed too",
+    )
     b.add_argument("--out", default="specbench-out")
     return b
 
@@ -113,6 +120,7 @@ def _specbench(argv: list) -> int:
         hf_drafts=tuple(split_list(args.hf_drafts)) if args.hf_drafts is not None else None,
         session=args.session,
         corpus=args.corpus,
+        repeats=args.repeats,
         command="python -m benchmarks specbench " + shlex.join(argv),
     )
     print(

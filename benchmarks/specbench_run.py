@@ -33,6 +33,8 @@ from specviz.leaderboard import host_text
 from .bench_stats import AR
 from .harness import WARMUP_TOKENS, build_configs, machine_info, run_config
 
+MAX_REPEATS = 9  # passes over the sample
+
 
 def encode_turns(tokenizer, turns: list, answers: list) -> list:
     """The chat-templated ids of the next turn: every earlier turn with this contestant's own answer to it."""
@@ -122,6 +124,22 @@ def _race(
     return answers
 
 
+def median_pass(passes: list) -> dict:
+    """One pass's answers with each turn's wall time the median over the passes (a hiccup of the host moves one
+    pass of one contestant, not the median). Every pass must give the same tokens (greedy): a pass that does not
+    is refused, naming the contestant and the question."""
+    first = passes[0]
+    answers = {name: {qid: dict(a) for qid, a in rows.items()} for name, rows in first.items()}
+    for name, rows in answers.items():
+        for qid, a in rows.items():
+            seen = [p[name][qid] for p in passes]
+            if any(x["token_ids"] != a["token_ids"] for x in seen):
+                raise RuntimeError(f"{name} answered question {qid} differently in another pass (greedy)")
+            a["wall_times"] = [list(turn) for turn in zip(*(x["wall_time"] for x in seen))]
+            a["wall_time"] = [statistics.median(turn) for turn in a["wall_times"]]
+    return answers
+
+
 def _write(results: dict, out) -> None:
     """results.json, results.md and report.html in folder `out` (made if missing)."""
     out = Path(out)
@@ -146,8 +164,11 @@ def run_specbench(
     hf_drafts: tuple | None = None,
     session: bool = False,
     corpus: str | None = None,
+    repeats: int = 1,
 ) -> dict:
     """Race every contestant on a seeded stratified sample of Spec-Bench; write results.json and results.md.
+    repeats: passes over the whole sample, each interleaved per question; a turn's time is its median over the
+    passes (median_pass) and the leaderboard of each pass is kept beside the median's ("passes").
     session: each of our speculative contestants keeps one History over the whole sample, as one visitor asking
     the questions in turn (suffix and auto draft from the earlier answers; the others ignore it).
     corpus: a datastore file (engine/drafters/suffix.py `load_corpus`): each speculative contestant's history starts
@@ -155,7 +176,11 @@ def run_specbench(
     GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)  # the ranges, with the user-facing messages
     chosen = sb.sample(questions if questions is not None else sb.load_questions(), per_category, seed)
     loaded, engines, configs, unsupported = _contestants(target, drafts, gamma, hf, hf_drafts)
-    runs = sum(len(q["turns"]) for q in chosen) * len(configs)
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise ValueError(
+            f"repeats (passes over the sample) must be between 1 and {MAX_REPEATS}, got {repeats}"
+        )
+    runs = sum(len(q["turns"]) for q in chosen) * len(configs) * repeats
     bar = tqdm(
         total=runs, desc="specbench", unit="turn", file=sys.stderr, disable=not progress, dynamic_ncols=True
     )
@@ -169,8 +194,11 @@ def run_specbench(
             min(max_new_tokens, WARMUP_TOKENS),
         )
     base = load_corpus(corpus) if corpus else []
-    answers = _race(configs, engines, loaded, chosen, max_new_tokens, base, session, bar)
+    passes = [
+        _race(configs, engines, loaded, chosen, max_new_tokens, base, session, bar) for _ in range(repeats)
+    ]
     bar.close()
+    answers = median_pass(passes)
     results = {
         "format": "specviz-specbench",
         "version": 1,
@@ -188,6 +216,7 @@ def run_specbench(
             "questions": len(chosen),
             "temperature": 0.0,
             "session": session,
+            "repeats": repeats,
             "corpus": {"path": str(corpus), "sequences": len(base), "tokens": sum(map(len, base))}
             if corpus
             else None,
@@ -197,6 +226,7 @@ def run_specbench(
         "questions": [{k: q[k] for k in ("question_id", "category", "group")} for q in chosen],
         "answers": answers,
         "leaderboard": leaderboard(configs, answers, chosen),
+        "passes": [leaderboard(configs, p, chosen) for p in passes] if repeats > 1 else [],
     }
     _write(results, out)
     return results
@@ -317,6 +347,59 @@ def turn_lines(results: dict, groups: dict) -> list[str]:
     return out
 
 
+def pass_lines(results: dict) -> list[str]:
+    """Each contestant's speedup per column in every pass apart (lowest – highest): how far one pass moves."""
+    passes = results.get("passes") or []
+    if len(passes) < 2:
+        return []
+    lines = [
+        "",
+        f"Per pass (each of the {len(passes)} passes on its own times): lowest – highest speedup per column.",
+        "",
+        "| method | " + " | ".join((*sb.GROUPS, "overall")) + " |",
+        "|" + "---|" * (len(sb.GROUPS) + 2),
+    ]
+    for i, row in enumerate(results["leaderboard"]):
+        cells = [row["label"]]
+        for group in (*sb.GROUPS, "overall"):
+            vs = [p[i]["speedups"][group]["speedup"] for p in passes if p[i]["speedups"].get(group)]
+            cells.append(f"{min(vs):.2f} – {max(vs):.2f}" if vs else "–")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def auto_lines(results: dict) -> list[str]:
+    """Each `auto` contestant per column against the best of the fixed drafters raced beside it (our other
+    speculative contestants) and against our AR: its speedup ÷ theirs."""
+    ours = {c["name"]: c for c in results["configs"] if c["runner"] == "ours" and c["gamma"]}
+    rows = {r["config"]: r for r in results["leaderboard"] if r["config"] in ours}
+    autos = [n for n, c in ours.items() if (c.get("drafter") or "").startswith("auto")]
+    fixed = [n for n in rows if n not in autos]
+    if not autos or not fixed:
+        return []
+    lines = [
+        "",
+        "auto per column: its speedup ÷ the best fixed drafter's (which) · ÷ our AR's.",
+        "",
+        "| method | " + " | ".join((*sb.GROUPS, "overall")) + " |",
+        "|" + "---|" * (len(sb.GROUPS) + 2),
+    ]
+    for a in autos:
+        cells = [rows[a]["label"]]
+        for group in (*sb.GROUPS, "overall"):
+            mine = rows[a]["speedups"].get(group)
+            theirs = [
+                (rows[f]["speedups"][group]["speedup"], f) for f in fixed if rows[f]["speedups"].get(group)
+            ]
+            if not mine or not theirs:
+                cells.append("–")
+                continue
+            best, name = max(theirs)
+            cells.append(f"{mine['speedup'] / best:.2f} ({ours[name]['drafter']}) · {mine['speedup']:.2f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def markdown(results: dict) -> str:
     """The leaderboard's table: speedup per column and overall (median per-question ratio in brackets)."""
     s, m = results["settings"], results["machine"]
@@ -340,6 +423,12 @@ def markdown(results: dict) -> str:
             if s.get("corpus")
             else ""
         )
+        + (
+            f"each turn's time is its median over {s['repeats']} passes over the sample, each interleaved per "
+            "question; "
+            if s.get("repeats", 1) > 1
+            else ""
+        )
         + f"{results['seconds'] / 60:.0f} min. Speedup = mean tok/s of the method ÷ mean tok/s of our AR over a "
         "column's questions (Spec-Bench's evaluation/speed.py); the median per-question ratio in brackets. "
         "Host / round: a round's time outside its verify forward (drafting, the acceptance rule, the drafter's "
@@ -361,7 +450,7 @@ def markdown(results: dict) -> str:
             f"{row['differ_from_ar']}/{s['questions']}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", *category_table(results)]
+    lines += [*pass_lines(results), *auto_lines(results), "", *category_table(results)]
     if results["hf_unsupported"]:
         lines += [
             "",

@@ -27,9 +27,24 @@ def _num(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
-def _cell(v) -> str:
+def _cell(v, spread: str = "") -> str:
     s, m = (_num(v.get("speedup")), _num(v.get("median_ratio"))) if isinstance(v, dict) else (None, None)
-    return f"{s:.2f}× <small>({m:.2f})</small>" if s is not None and m is not None else "–"
+    if s is None or m is None:
+        return "–"
+    return f"{s:.2f}× <small>({m:.2f})</small>" + (
+        f'<small class="lb-pass">{spread}</small>' if spread else ""
+    )
+
+
+def _spread(passes: list, i: int, group: str) -> str:
+    """The lowest – highest of row i's speedup in `group` over the passes' own leaderboards ("" for one pass)."""
+    vals = []
+    for p in passes:
+        row = p[i] if isinstance(p, list) and i < len(p) and isinstance(p[i], dict) else {}
+        v = (row.get("speedups") or {}).get(group) if isinstance(row.get("speedups"), dict) else None
+        vals.append(_num(v.get("speedup")) if isinstance(v, dict) else None)
+    vals = [v for v in vals if v is not None]
+    return f" {min(vals):.2f}–{max(vals):.2f}" if len(vals) > 1 else ""
 
 
 def _chart(rows: list) -> str:
@@ -83,13 +98,13 @@ def render_leaderboard(results, source: str = "") -> str:
         f"<th>{esc(HEADERS.get(c, c))}</th>"
         for c in ("method", *COLUMNS, "tokens / forward", "tok/s", "host / round", "outputs ≠ AR")
     )
-    body = []
-    for r in rows:
+    body, passes = [], results.get("passes") if isinstance(results.get("passes"), list) else []
+    for i, r in enumerate(rows):
         sp = r.get("speedups") or {}
         tpf, tps = _num(r.get("tokens_per_forward")), _num(r.get("tokens_per_s"))
         body.append(
             f'<tr data-config="{esc(r.get("config"))}"><th>{esc(r.get("label"))}</th>'
-            + "".join(f"<td>{_cell(sp.get(g))}</td>" for g in COLUMNS)
+            + "".join(f"<td>{_cell(sp.get(g), _spread(passes, i, g))}</td>" for g in COLUMNS)
             + f"<td>{f'{tpf:.2f}' if tpf else '–'}</td><td>{f'{tps:.1f}' if tps else '–'}</td>"
             f"<td>{esc(host_text(r))}</td>"
             f"<td>{esc(r.get('differ_from_ar'))}/{esc(s.get('questions'))}</td></tr>"
@@ -101,7 +116,14 @@ def render_leaderboard(results, source: str = "") -> str:
         f"{esc(results.get('date'))} on {esc(m.get('cpu'))} ({esc(m.get('threads'))} threads), "
         f"<code>{esc(results.get('command'))}</code>{f' ({esc(source)})' if source else ''}. Speedup = mean "
         "tok/s of the method ÷ mean tok/s of our AR over a column's questions, as Spec-Bench computes it; the "
-        "median per-question ratio in brackets. Host / round: a round's time outside its verify forward "
+        "median per-question ratio in brackets"
+        + (
+            f"; each turn's time is its median over {len(passes)} passes over the sample, and the small figures "
+            "after it are the lowest and highest speedup of one pass alone"
+            if len(passes) > 1
+            else ""
+        )
+        + ". Host / round: a round's time outside its verify forward "
         "(drafting, the acceptance rule, the drafter's feedback, the events) in ms, and its share of t(1), our "
         "AR's forward (– where the run did not time it apart)."
     )

@@ -112,6 +112,53 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     assert 'class="specviz specviz-leaderboard" data-rows="4"' in page and ".lb-table" in page
 
 
+def test_repeated_passes_take_each_turns_median_time_and_show_every_pass(tiny_dirs, tmp_path):
+    """--repeats 3: every pass answers the same tokens, a turn's time is the median of its three passes' times, each
+    pass keeps its own leaderboard and the table prints each column's lowest and highest pass; auto is set against
+    the best fixed drafter raced beside it and against our AR, per column."""
+    from benchmarks.specbench_run import run_specbench
+
+    questions = sb.load_questions()
+    two = [next(q for q in questions if q["group"] == g) for g in ("qa", "translation")]
+    results = run_specbench(
+        target=tiny_dirs["target"],
+        drafts=("ngram", "auto"),
+        gamma=3,
+        per_category=None,
+        max_new_tokens=6,
+        hf=False,
+        out=tmp_path,
+        questions=two,
+        progress=False,
+        command="test",
+        repeats=3,
+    )
+    assert results["settings"]["repeats"] == 3 and len(results["passes"]) == 3
+    for rows in results["answers"].values():
+        for a in rows.values():
+            assert [len(t) for t in a["wall_times"]] == [3] * len(a["wall_time"])
+            assert a["wall_time"] == [sorted(t)[1] for t in a["wall_times"]]
+    table = (tmp_path / "results.md").read_text()
+    assert "median over 3 passes" in table and "lowest – highest speedup per column" in table
+    auto = next(r for r in results["leaderboard"] if r["config"] == "ours/auto/g3")
+    ngram = next(r for r in results["leaderboard"] if r["config"] == "ours/ngram/g3")
+    qa = auto["speedups"]["qa"]["speedup"], ngram["speedups"]["qa"]["speedup"]
+    line = next(x for x in table.splitlines() if x.startswith("| ours auto γ=3 | ") and " · " in x)
+    assert f"{qa[0] / qa[1]:.2f} (ngram) · {qa[0]:.2f}" in line
+
+
+def test_a_pass_that_answers_differently_is_refused():
+    from benchmarks.specbench_run import median_pass
+
+    def one(tokens, t):
+        return {"ours/ar": {"q1": {"token_ids": [tokens], "wall_time": [t]}}}
+
+    merged = median_pass([one([1, 2], 0.3), one([1, 2], 0.1), one([1, 2], 0.2)])
+    assert merged["ours/ar"]["q1"]["wall_time"] == [0.2]
+    with pytest.raises(RuntimeError, match="ours/ar answered question q1 differently"):
+        median_pass([one([1, 2], 0.3), one([1, 3], 0.1)])
+
+
 def suffix_bench(tiny_dirs, out, questions, **options):
     """The suffix contestant against AR on the tiny target: γ 3, 12 tokens a turn, no transformers rows."""
     from benchmarks.specbench_run import run_specbench
@@ -237,6 +284,23 @@ def test_the_leaderboard_view_renders_the_committed_table_and_its_caption():
     assert "python -m benchmarks specbench --per-category 10" in html and "60 questions" in html
     assert html.count('class="lb-bar') == 7 + 2  # AR in all 7 columns, n-gram in 2
     assert "No committed Spec-Bench run" in render_leaderboard(None)
+
+
+def test_a_repeated_run_shows_each_cells_lowest_and_highest_pass():
+    """A run of 2 passes: each speedup cell adds the lowest and highest of its passes, the caption says the time is
+    a median over the passes; a malformed pass is skipped, not an error."""
+    import copy
+
+    from specviz import render_leaderboard
+
+    results = copy.deepcopy(RESULTS)
+    low, high = copy.deepcopy(RESULTS["leaderboard"]), copy.deepcopy(RESULTS["leaderboard"])
+    low[1]["speedups"]["rag"]["speedup"], high[1]["speedups"]["rag"]["speedup"] = 1.19, 1.31
+    results["passes"] = [low, high, "not a pass"]
+    html = render_leaderboard(results)
+    assert '1.26× <small>(1.20)</small><small class="lb-pass"> 1.19–1.31</small>' in html
+    assert "median over 3 passes" in html
+    assert "lb-pass" not in render_leaderboard(RESULTS)
 
 
 def test_choosing_a_question_fills_the_prompt_and_turns_the_race_on():
