@@ -41,6 +41,29 @@ def test_ngram_index_is_incremental_and_matches_the_full_scan(max_n):
     assert index.match([9, 8, 9], 2) == longest_match([9, 8, 9], max_n, 2)  # another sequence: rebuilt
 
 
+def test_the_masked_source_grows_with_the_run_and_starts_again_on_another_sequence():
+    """Masked gives, every round, the run's ids with the template's positions as -1 - j, appending only what was
+    committed since (the same list each round, so the index extends it); another list, a shorter one, or a list
+    whose last read token changed starts a new list. The index on that list answers as the full scan does."""
+    from engine.drafters.ngram import Masked
+
+    rng = random.Random(5)
+    mask = [rng.random() < 0.3 for _ in range(20)]
+    source, index, ids = Masked(mask), NgramIndex(3), [rng.randrange(4) for _ in range(20)]
+    first = source(ids)
+    for _ in range(60):
+        ids += [rng.randrange(4) for _ in range(rng.randrange(1, 4))]
+        src = source(ids)
+        assert src is first  # one list, grown
+        assert src == [-1 - j if j < len(mask) and mask[j] else t for j, t in enumerate(ids)]
+        assert index.match(src, 3) == longest_match(src, 3, 3)
+    ids[-1] = 9  # the last read token changed in place: not a continuation
+    assert source(ids) is not first and source(ids)[-1] == 9
+    assert index.match(source(ids), 3) == longest_match(source(ids), 3, 3)
+    other = list(ids)
+    assert source(other) is not source(ids) and source(ids[:10]) == source(other)[:10]
+
+
 @pytest.mark.parametrize("spec", DRAFTS)
 @pytest.mark.parametrize("adaptive", ["fixed", "heuristic"])
 def test_every_drafter_is_lossless_greedy_on_tiny(tiny_dirs, spec, adaptive):

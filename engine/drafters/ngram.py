@@ -79,24 +79,48 @@ def template_mask(ids: list[int], special: set[int], text_of) -> list[bool]:
     return mask
 
 
+class Masked:
+    """A run's sequence as a lookup reads it: the chat template's positions (`mask`, from template_mask) as distinct
+    negative numbers, so nothing matches them and a continuation stops before them. One list that grows with the
+    run: a call appends only the tokens committed since the last (the same list object every round, which
+    NgramIndex extends without comparing the whole sequence). Another sequence (not the list it read last, shorter,
+    or with its last read token changed) starts a new list."""
+
+    def __init__(self, mask=()):
+        self.mask, self.of, self.seq, self.last = list(mask), None, [], None
+
+    def __call__(self, ids: list[int]) -> list[int]:
+        n, mask = len(self.seq), self.mask
+        if ids is not self.of or len(ids) < n or (n and ids[n - 1] != self.last):
+            self.of, self.seq, n = ids, [], 0
+        self.seq.extend(-1 - j if j < len(mask) and mask[j] else ids[j] for j in range(n, len(ids)))
+        self.last = ids[-1] if ids else None
+        return self.seq
+
+
 class NgramIndex:
     """Where every n-gram (n <= max_n) of a growing sequence starts, updated with only the new tokens.
 
     `match` gives what `longest_match` gives, without rescanning the sequence from token 0 every round:
     indexing is O(new tokens x max_n) per round, a lookup walks only the suffix's own occurrences.
-    The sequence may only grow (committed tokens never change); any other change rebuilds the index.
+    The sequence may only grow (committed tokens never change); any other change rebuilds the index. The list it
+    read last, grown, is taken as a continuation after a look at its last indexed token (Masked keeps one such
+    list); any other list is compared whole.
     """
 
     def __init__(self, max_n: int):
         self.max_n = max_n
         self.starts: dict[tuple, list[int]] = {}  # n-gram -> its start positions, ascending
         self.seen: list[int] = []  # the tokens indexed so far
+        self.of: list[int] | None = None  # the list they were read from
 
     def _extend(self, ids: list[int]) -> None:
         old = len(self.seen)
+        grown = ids is self.of and old <= len(ids) and (not old or ids[old - 1] == self.seen[-1])
         # not a continuation (another beam, a new run): start again
-        if old > len(ids) or ids[:old] != self.seen:
+        if not grown and (old > len(ids) or ids[:old] != self.seen):
             self.starts, self.seen, old = {}, [], 0
+        self.of = ids
         self.seen.extend(ids[old:])
         for end in range(old, len(ids)):  # every n-gram that ends at a new token
             for n in range(1, min(self.max_n, end + 1) + 1):
@@ -129,23 +153,15 @@ class NgramDrafter(Drafter):
     ):
         self.max_n, self.device, self.name, self.tree_budget = max_n, device, name, tree_budget
         self.special, self.text_of = special, text_of or str  # the tokenizer's special ids and id -> text
-        self.mask: list[bool] = []  # template positions of this run's prompt (prepare)
+        self.source = Masked()  # ids as the lookup reads them: template positions of this run's prompt masked
         self.index = NgramIndex(max_n)  # per run: drafters are built fresh for each
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
-        self.mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else []
-
-    def source(self, ids: list[int]) -> list[int]:
-        """ids with the template's positions replaced by distinct negative numbers: nothing matches them and a
-        continuation stops before them."""
-        if not any(self.mask):
-            return ids
-        n = len(self.mask)
-        return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
+        self.source = Masked(template_mask(prompt_ids, self.special, self.text_of) if self.special else [])
 
     def history_source(self, ids: list[int]) -> list[int]:
         """What the session's history keeps of this run (a later suffix run drafts from it): its masked sequence."""
-        return self.source(ids)
+        return list(self.source(ids))
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         n, found = self.index.match(self.source(ids), gamma)

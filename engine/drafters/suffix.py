@@ -35,7 +35,7 @@ from ..events import SuffixMatched
 from ..sampling.tree import depths, trie
 from ..specs import DraftSpec
 from .base import Draft, Drafter, Factory, Needs, Note, Settled, empty_draft, size_tree
-from .ngram import NgramIndex, template_mask, template_reader
+from .ngram import Masked, NgramIndex, template_mask, template_reader
 
 OCCURRENCES = 64  # latest occurrences of the match whose continuations are counted
 MAX_NODES = 24  # the largest tree (verify rows besides the root); the cache is sized for it
@@ -146,23 +146,17 @@ class SuffixDrafter(Drafter):
         self.special, self.text_of = special, text_of or str
         self.history = history
         self.seen: HistoryView | None = None  # the history as this run matches it
-        self.mask: list[bool] = []
+        # ids with the chat template's positions as distinct negative numbers (nothing matches them)
+        self.source = Masked()
         self.index = NgramIndex(max_n)
         self.timed = costmodel.VerifyTimes()  # forward rows -> measured verify seconds
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
-        self.mask = template_mask(prompt_ids, self.special, self.text_of) if self.special else []
+        self.source = Masked(template_mask(prompt_ids, self.special, self.text_of) if self.special else [])
 
     def history_source(self, ids: list[int]) -> list[int]:
-        """What the session's history keeps of this run: its masked sequence (source)."""
-        return self.source(ids)
-
-    def source(self, ids: list[int]) -> list[int]:
-        """ids with the chat template's positions as distinct negative numbers (nothing matches them)."""
-        if not any(self.mask):
-            return list(ids)
-        n = len(self.mask)
-        return [-1 - j if m else t for j, (t, m) in enumerate(zip(ids[:n], self.mask))] + list(ids[n:])
+        """What the session's history keeps of this run: its masked sequence (source), a copy."""
+        return list(self.source(ids))
 
     def continuations(self, src: list[int], gamma: int) -> tuple[int, list[list[int]], list[list[int]]]:
         """(match length n, continuations after its latest occurrences: this run's, then the history's, and per
