@@ -26,7 +26,7 @@ from engine.decode.engine import Engine
 from engine.drafters.suffix import MAX_HISTORY_TOKENS, History, load_corpus
 from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
-from engine.specs import parse_contestant
+from engine.specs import family, parse_contestant
 from specviz import CSS_PATH, render_leaderboard
 from specviz.leaderboard import host_text
 
@@ -373,7 +373,7 @@ def auto_lines(results: dict) -> list[str]:
     speculative contestants) and against our AR: its speedup ÷ theirs."""
     ours = {c["name"]: c for c in results["configs"] if c["runner"] == "ours" and c["gamma"]}
     rows = {r["config"]: r for r in results["leaderboard"] if r["config"] in ours}
-    autos = [n for n, c in ours.items() if (c.get("drafter") or "").startswith("auto")]
+    autos = [n for n, c in ours.items() if family(c.get("drafter")) == "auto"]
     fixed = [n for n in rows if n not in autos]
     if not autos or not fixed:
         return []

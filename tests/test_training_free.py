@@ -145,6 +145,23 @@ def test_recycle_fills_its_template_from_the_forwards_it_saw(target):
     assert d.propose([3, 99], 4).token_ids.numel() == 0  # nothing seen after 99 yet
 
 
+def test_recycle_writes_the_rows_it_saw_in_order_when_its_table_is_next_read(target):
+    """Rows a forward hands back wait until the table is read: then the latest row of a token is the one the tree
+    is filled from, as if each had been written at once; a run that never asks writes them after UNLEARNED."""
+    from engine.drafters.base import Seen
+    from engine.drafters.recycle import UNLEARNED
+
+    make = drafter_factory("recycle:4,small,static", target)
+    d = make(GenerationConfig(), None, 64, None)
+    for top in ([1, 2, 3, 4], [7, 8, 9, 10]):
+        d.settle(saw(Seen(inputs=[5], topk=[top], extra_next=[])))
+    assert d.unlearned and d._table[5].tolist() == [-1] * 4  # nothing read the table yet
+    assert d.propose([3, 5], 4).token_ids.tolist()[:4] == [7, 8, 9, 10]
+    for i in range(UNLEARNED):
+        d.settle(saw(Seen(inputs=[6], topk=[[i, i + 1, i + 2, i + 3]], extra_next=[])))
+    assert not d.unlearned and d._table[6].tolist() == [UNLEARNED - 1 + j for j in range(4)]
+
+
 def test_templates_are_trees_and_k_cuts_them():
     """Each template lists parents first; recycle:k keeps only ranks below k (with their prefixes)."""
     for name, tpl in TEMPLATES.items():

@@ -270,7 +270,7 @@ class BatchRun:
         if self.drafters is None:
             return
         for r, (b, s) in enumerate(zip(self.live, steps)):
-            kept = self.features[-1][r, s.kept_rows] if self.features else None
+            kept = s.kept_features(self.features[-1], r) if self.features else None
             self.drafters.settle(
                 r,
                 Settled(

@@ -382,7 +382,7 @@ class Engine:
         ids.extend(s.new)  # 5. commit
         # 6. feedback: the settled round to the drafter (the features of the positions the cache keeps, for a
         # drafter that declared them; what the forward computed that the draft asked for; its time and rows)
-        kept = features[-1][0, s.kept_rows] if features else None
+        kept = s.kept_features(features[-1]) if features else None
         if features:
             features.clear()
         if drafter is not None:

@@ -76,6 +76,13 @@ class Step:
             return [0] + [i + 1 for i in self.tree.path[: self.n_accepted]]
         return list(range(self.n_accepted + 1))
 
+    def kept_features(self, x: torch.Tensor, row: int = 0) -> torch.Tensor:
+        """The verify forward's features (B, T, H) of this sequence's row at kept_rows, (n, H): a chain's are its
+        first rows, a view."""
+        if self.tree is None:
+            return x[row, : self.n_accepted + 1]
+        return x[row, self.kept_rows]
+
     @property
     def next_kind(self) -> str:
         """The token after the kept drafts: "corrected" (it replaces a draft) or "bonus"."""

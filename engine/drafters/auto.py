@@ -465,7 +465,8 @@ class AutoDrafter(Drafter):
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
-        none = replace(r, n_accepted=0)  # what a drafter that was not chosen is told (made once a round)
+        # what a drafter that was not chosen is told (made once a round; a plain round's is the round itself)
+        none = replace(r, n_accepted=0) if r.n_accepted else r
         for d in (*self.trees.values(), self.drafter, *self.costly.values()):
             d.settle(r if g and chosen == d.name else none)
         self.last = (0, [], "")

@@ -40,15 +40,19 @@ class HeadDrafter(Drafter):
         self.vocab, self.device = vocab, device
         self.calibration = heads.record.get(f"{name.split(':', 1)[0]}_calibration")  # auto's per-bin priors
         self.pending: list[torch.Tensor] = []  # observed features not yet consumed, each (n, H)
-        self.feature: torch.Tensor | None = None  # f_j, the last cached position's feature (H,)
+        self.latest: torch.Tensor | None = None  # the last features settled, (n, H)
+
+    @property
+    def feature(self) -> torch.Tensor | None:
+        """f_j, the last cached position's feature (H,), fp32."""
+        return None if self.latest is None else self.latest[-1].float()
 
     def settle(self, r: Settled) -> None:
-        """Features (n, H) of the next n positions the target's cache now keeps, in order."""
-        features = r.features
-        if features is not None and len(features):
-            features = features.float()
-            self.pending.append(features)
-            self.feature = features[-1]
+        """Features (n, H) of the next n positions the target's cache now keeps, in order: kept as they come (a
+        round the head is not asked costs it nothing more), turned to fp32 when read."""
+        if r.features is not None and len(r.features):
+            self.pending.append(r.features)
+            self.latest = r.features
 
     def _full(self, q: torch.Tensor) -> torch.Tensor:
         """(γ, V_draft) draft probabilities -> (γ, V) over the target's vocabulary (zero outside the draft's)."""
@@ -65,13 +69,14 @@ class HeadDrafter(Drafter):
 class MedusaDrafter(HeadDrafter):
     def settle(self, r: Settled) -> None:
         if r.features is not None and len(r.features):
-            self.feature = r.features[-1].float()  # Medusa needs only the last feature
+            self.latest = r.features  # Medusa needs only the last feature
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        if self.feature is None or gamma < 1:
+        feature = self.feature
+        if feature is None or gamma < 1:
             return empty_draft(self.device, self.name)
         k = min(gamma, self.heads.cfg.medusa_heads)
-        logits = self.heads.medusa(self.feature, self.parts.lm_head)[:k]  # (k, V_draft)
+        logits = self.heads.medusa(feature, self.parts.lm_head)[:k]  # (k, V_draft)
         if self.cfg.tree_budget:
             return self._tree(logits.float().softmax(-1))
         return self._chain(logits)
@@ -112,7 +117,7 @@ class EagleDrafter(HeadDrafter):
         """Extend the cache with every observed position; return the predicted feature after the last one."""
         if not self.pending:
             return None
-        feats = torch.cat(self.pending)  # (n, H) for positions n_true .. n_true + n − 1
+        feats = torch.cat(self.pending).float()  # (n, H) for positions n_true .. n_true + n − 1
         self.pending.clear()
         start, n = self.n_true, len(feats)
         pos = torch.arange(start, start + n)

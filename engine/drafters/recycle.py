@@ -57,6 +57,9 @@ def template_parents(template: list[tuple]) -> list[int]:
     return [index[path[:-1]] if len(path) > 1 else -1 for path in template]
 
 
+UNLEARNED = 64  # forwards' rows kept before they are written into the table unasked
+
+
 class RecycleDrafter(Drafter):
     """recycle[:k,TEMPLATE,SIZING]: the adjacency table of the target's top-k and a tree template to fill from it,
     sized on this host's verify costs (or static)."""
@@ -75,12 +78,24 @@ class RecycleDrafter(Drafter):
         self.k, self.device, self.name, self.sized = k, device, name, sized
         self.template = [path for path in template if max(path) < k]  # ranks the table holds (prefixes stay)
         self.parents = template_parents(self.template)
-        self.table = torch.full((vocab, k), -1, dtype=torch.long)  # (V, k) M[x]: next-token guesses after x
+        self._table = torch.full((vocab, k), -1, dtype=torch.long)  # (V, k) M[x]: next-token guesses after x
         self.special, self.text_of = special, text_of or str
         self.hits = [0.0] * len(self.template)  # per template position: rounds its token matched the target's
         self.tries = [0.0] * len(self.template)  # rounds it was drafted with its parent's path matched
         self.last: tuple | None = None  # (committed length, {template position: token} of the last pool)
+        self.unlearned: list[Seen] = []  # forwards' top-k rows the table takes before its next read (_learn)
         self.timed = costmodel.VerifyTimes()
+
+    @property
+    def table(self) -> torch.Tensor:
+        """The adjacency table (V, k), every row a forward handed back written in (_learn)."""
+        self._learn()
+        return self._table
+
+    @table.setter
+    def table(self, table: torch.Tensor) -> None:
+        self._learn()
+        self._table = table
 
     def rates(self) -> list[float]:
         """Per template position: the chance its token is the target's, given its parent's path was."""
@@ -121,15 +136,16 @@ class RecycleDrafter(Drafter):
         """The filled template (tokens, parents, scores: the product of the learned rates along each path),
         counting the last pool against what the target committed since. Parents first."""
         self._score_last(ids)
+        table = self.table
         tokens, parents, kept = [], [], {}  # kept: template index -> draft node index
         limit = depths(self.parents)
         for i, (path, par) in enumerate(zip(self.template, self.parents)):
             if limit[i] > gamma:
                 continue
             source = ids[-1] if par < 0 else (tokens[kept[par]] if par in kept else None)
-            if source is None or source >= len(self.table):
+            if source is None or source >= len(table):
                 continue
-            tok = int(self.table[source, path[-1]])
+            tok = int(table[source, path[-1]])
             if tok < 0:
                 continue
             kept[i] = len(tokens)
@@ -154,15 +170,25 @@ class RecycleDrafter(Drafter):
             self.learn_rows(r.seen)
 
     def learn_rows(self, seen: Seen) -> None:
-        """Every row of the verify forward: M[its input token] = the target's top-k next tokens there."""
-        if not seen.topk:
+        """Every row of the verify forward: M[its input token] = the target's top-k next tokens there. Kept in order
+        and written when the table is next read (pool): a round where recycling is not asked (auto's plain rounds)
+        costs a list append, and the table reads the same as if each had been written at once."""
+        if seen.topk:
+            self.unlearned.append(seen)
+            if len(self.unlearned) >= UNLEARNED:  # a run that never asks keeps no more than this
+                self._learn()
+
+    def _learn(self) -> None:
+        """The rows learn_rows kept, into the table in the order they came (a token seen twice keeps its latest)."""
+        if not self.unlearned:
             return
-        table = (
-            self.table.numpy()
-        )  # the same memory (a CPU tensor): a row assigned from its list, no tensors made
-        for row, top in zip(seen.inputs, seen.topk):  # a token seen twice keeps its latest row
-            if row < len(table):
-                table[row] = top
+        # the same memory (a CPU tensor): a row assigned from its list, no tensors made
+        table = self._table.numpy()
+        for seen in self.unlearned:
+            for row, top in zip(seen.inputs, seen.topk):
+                if row < len(table):
+                    table[row] = top
+        self.unlearned.clear()
 
 
 def build(spec: DraftSpec, target, ctx):

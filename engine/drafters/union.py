@@ -62,7 +62,7 @@ class UnionDrafter(Drafter):
 
     def history_source(self, ids: list[int]) -> list[int]:
         """What a session's history keeps of this run (suffix speculation's masked sequence)."""
-        return self.suffix.source(ids)
+        return self.suffix.history_source(ids)
 
     def suffix_pool(self, ids: list[int], gamma: int) -> tuple[list, list, list]:
         """Suffix speculation's candidates as its own propose builds them, before sizing: (tokens, parents,
