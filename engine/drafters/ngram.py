@@ -164,7 +164,8 @@ class NgramDrafter(Drafter):
         return list(self.source(ids))
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        n, found = self.index.match(self.source(ids), gamma)
+        # a chain drafts the latest continuation: the others are looked for only for a tree
+        n, found = self.index.match(self.source(ids), gamma, limit=8 if self.tree_budget else 1)
         if not found:
             return empty_draft(self.device, self.name)
         variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
