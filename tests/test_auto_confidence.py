@@ -321,3 +321,38 @@ def test_a_runs_probes_cost_at_most_their_share_of_its_steps(monkeypatch):
     monkeypatch.setattr(auto_module, "PROBE_SHARE", float("inf"))
     _, unbounded = probe_run(200)
     assert any(spent > 0.02 * steps for steps, spent, *_ in unbounded)
+
+
+@pytest.mark.parametrize("refit", [None, 0.0])
+def test_plain_rounds_reprice_nothing_until_a_measured_cost_moves(monkeypatch, refit):
+    """A head is priced once per fit of the verify curve: plain rounds whose t(1) drifts within REFIT reuse its
+    candidates (the same numbers, beside the fit's t(1)); t(1) moving past REFIT refits and reprices it, and so does
+    a change of what its price reads (its asking cost). Control (REFIT 0): every round reprices."""
+    from engine.drafters import auto as auto_module
+
+    if refit is not None:
+        monkeypatch.setattr(auto_module, "REFIT", refit)
+    head = Head()
+    auto = auto_with(head, verify={1: 1.0, 2: 3.0, 3: 4.0, 4: 5.0})  # nothing pays
+    priced, price = [], auto._price
+    monkeypatch.setattr(auto, "_price", lambda d, *a: priced.append(d) or price(d, *a))
+
+    def plain_round(t1):
+        auto.verify[1] = t1
+        auto.plain_streak = 0  # no probe falls due
+        decided = auto.propose([1, 2, 3], 3).note("decided")
+        assert decided["gamma"] == 0 and head.asked == 0
+        return decided
+
+    rounds = [plain_round(1.0 + 0.003 * i) for i in range(5)]  # t(1) within 1.2% of the fit's
+    if refit == 0.0:
+        assert priced.count("eagle") == 5
+        return
+    assert priced.count("eagle") == 1
+    assert all(r["candidates"] == rounds[0]["candidates"] for r in rounds)
+    assert {r["plain_tokens_per_s"] for r in rounds} == {1.0}  # the fit's t(1), beside the prices it made
+    moved = plain_round(1.05)
+    assert priced.count("eagle") == 2 and moved["plain_tokens_per_s"] == round(1 / 1.05, 3)
+    auto.cost = {**auto.cost, "eagle": 0.5}
+    plain_round(1.05)
+    assert priced.count("eagle") == 3

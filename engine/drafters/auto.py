@@ -403,6 +403,8 @@ class AutoDrafter(Drafter):
         drafter is priced with the share of its drafts that were worth verifying (the rest cost a plain round), and
         with all the `cap` tokens it drafts when asked (its confidence cuts the chain afterwards: verifying γ of them
         still paid for cap; the candidate says so in "drafted")."""
+        if cap < 1:
+            return []
         c, alpha, used, out = self.cost.get(d, 0.1 * t1), self.alpha(variant), self.used.get(d, 1.0), []
         for g in range(1, cap + 1):
             v = self.verify_s(g + 1)
