@@ -70,25 +70,12 @@ def test_a_tiny_end_to_end_run_writes_the_leaderboard(tiny_dirs, tmp_path):
     category asked, and results.json holds the per-turn tokens and times Spec-Bench's arithmetic reads."""
     import json
 
-    from benchmarks.specbench_run import run_specbench
-
     questions = sb.load_questions()
     two = [
         next(q for q in questions if q["group"] == "mt_bench"),
         next(q for q in questions if q["group"] == "qa"),
     ]
-    results = run_specbench(
-        target=tiny_dirs["target"],
-        drafts=("ngram",),
-        gamma=3,
-        per_category=None,
-        max_new_tokens=6,
-        hf=True,
-        out=tmp_path,
-        questions=two,
-        progress=False,
-        command="test",
-    )
+    results = tiny_bench(tiny_dirs, tmp_path, two, ("ngram",), max_new_tokens=6, hf=True)
     rows = {r["config"]: r for r in results["leaderboard"]}
     assert set(rows) == {"ours/ar", "ours/ngram/g3", "hf/greedy", "hf/ngram/g3"}
     assert rows["ours/ngram/g3"]["differ_from_ar"] == 0 and rows["hf/greedy"]["differ_from_ar"] == 0
@@ -116,23 +103,9 @@ def test_repeated_passes_take_each_turns_median_time_and_show_every_pass(tiny_di
     """--repeats 3: every pass answers the same tokens, a turn's time is the median of its three passes' times, each
     pass keeps its own leaderboard and the table prints each column's lowest and highest pass; auto is set against
     the best fixed drafter raced beside it and against our AR, per column."""
-    from benchmarks.specbench_run import run_specbench
-
     questions = sb.load_questions()
     two = [next(q for q in questions if q["group"] == g) for g in ("qa", "translation")]
-    results = run_specbench(
-        target=tiny_dirs["target"],
-        drafts=("ngram", "auto"),
-        gamma=3,
-        per_category=None,
-        max_new_tokens=6,
-        hf=False,
-        out=tmp_path,
-        questions=two,
-        progress=False,
-        command="test",
-        repeats=3,
-    )
+    results = tiny_bench(tiny_dirs, tmp_path, two, ("ngram", "auto"), max_new_tokens=6, repeats=3)
     assert results["settings"]["repeats"] == 3 and len(results["passes"]) == 3
     for rows in results["answers"].values():
         for a in rows.values():
@@ -159,23 +132,28 @@ def test_a_pass_that_answers_differently_is_refused():
         median_pass([one([1, 2], 0.3), one([1, 3], 0.1)])
 
 
-def suffix_bench(tiny_dirs, out, questions, **options):
-    """The suffix contestant against AR on the tiny target: γ 3, 12 tokens a turn, no transformers rows."""
+def tiny_bench(tiny_dirs, out, questions, drafts, max_new_tokens: int, hf: bool = False, **options):
+    """The contestants against AR on the tiny target, γ 3, quietly."""
     from benchmarks.specbench_run import run_specbench
 
     return run_specbench(
         target=tiny_dirs["target"],
-        drafts=("suffix",),
+        drafts=drafts,
         gamma=3,
         per_category=None,
-        max_new_tokens=12,
-        hf=False,
+        max_new_tokens=max_new_tokens,
+        hf=hf,
         out=out,
         questions=questions,
         progress=False,
         command="test",
         **options,
     )
+
+
+def suffix_bench(tiny_dirs, out, questions, **options):
+    """The suffix contestant against AR on the tiny target: γ 3, 12 tokens a turn, no transformers rows."""
+    return tiny_bench(tiny_dirs, out, questions, ("suffix",), max_new_tokens=12, **options)
 
 
 def test_a_session_run_drafts_from_earlier_answers_and_reports_per_column(tiny_dirs, tmp_path):
