@@ -28,9 +28,10 @@ from engine.runtime import kernels
 from engine.runtime.models import EMBEDDED, load_model
 from engine.specs import family, parse_contestant
 from specviz import CSS_PATH, render_leaderboard
-from specviz.leaderboard import host_text
+from specviz.leaderboard import host_text, pass_range
 
 from .bench_stats import AR
+from .common import md_table
 from .harness import WARMUP_TOKENS, build_configs, machine_info, run_config
 
 MAX_REPEATS = 9  # passes over the sample
@@ -352,20 +353,17 @@ def pass_lines(results: dict) -> list[str]:
     passes = results.get("passes") or []
     if len(passes) < 2:
         return []
-    lines = [
+    columns = (*sb.GROUPS, "overall")
+    rows = []
+    for i, row in enumerate(results["leaderboard"]):
+        spans = [pass_range(passes, i, group) for group in columns]
+        rows.append([row["label"], *(f"{span[0]:.2f} – {span[1]:.2f}" if span else None for span in spans)])
+    return [
         "",
         f"Per pass (each of the {len(passes)} passes on its own times): lowest – highest speedup per column.",
         "",
-        "| method | " + " | ".join((*sb.GROUPS, "overall")) + " |",
-        "|" + "---|" * (len(sb.GROUPS) + 2),
+        md_table(["method", *columns], rows),
     ]
-    for i, row in enumerate(results["leaderboard"]):
-        cells = [row["label"]]
-        for group in (*sb.GROUPS, "overall"):
-            vs = [p[i]["speedups"][group]["speedup"] for p in passes if p[i]["speedups"].get(group)]
-            cells.append(f"{min(vs):.2f} – {max(vs):.2f}" if vs else "–")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
 
 
 def auto_lines(results: dict) -> list[str]:
@@ -377,27 +375,26 @@ def auto_lines(results: dict) -> list[str]:
     fixed = [n for n in rows if n not in autos]
     if not autos or not fixed:
         return []
-    lines = [
-        "",
-        "auto per column: its speedup ÷ the best fixed drafter's (which) · ÷ our AR's.",
-        "",
-        "| method | " + " | ".join((*sb.GROUPS, "overall")) + " |",
-        "|" + "---|" * (len(sb.GROUPS) + 2),
-    ]
+    columns, table = (*sb.GROUPS, "overall"), []
     for a in autos:
         cells = [rows[a]["label"]]
-        for group in (*sb.GROUPS, "overall"):
+        for group in columns:
             mine = rows[a]["speedups"].get(group)
             theirs = [
                 (rows[f]["speedups"][group]["speedup"], f) for f in fixed if rows[f]["speedups"].get(group)
             ]
             if not mine or not theirs:
-                cells.append("–")
+                cells.append(None)
                 continue
             best, name = max(theirs)
             cells.append(f"{mine['speedup'] / best:.2f} ({ours[name]['drafter']}) · {mine['speedup']:.2f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        table.append(cells)
+    return [
+        "",
+        "auto per column: its speedup ÷ the best fixed drafter's (which) · ÷ our AR's.",
+        "",
+        md_table(["method", *columns], table),
+    ]
 
 
 def markdown(results: dict) -> str:

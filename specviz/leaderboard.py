@@ -36,15 +36,21 @@ def _cell(v, spread: str = "") -> str:
     )
 
 
-def _spread(passes: list, i: int, group: str) -> str:
-    """The lowest – highest of row i's speedup in `group` over the passes' own leaderboards ("" for one pass)."""
+def pass_range(passes: list, i: int, group: str) -> tuple[float, float] | None:
+    """(lowest, highest) of row i's speedup in `group` over the passes' own leaderboards (a results file's
+    "passes"), None with fewer than two; a malformed pass is skipped. The page's cells and results.md both read it."""
     vals = []
     for p in passes:
         row = p[i] if isinstance(p, list) and i < len(p) and isinstance(p[i], dict) else {}
         v = (row.get("speedups") or {}).get(group) if isinstance(row.get("speedups"), dict) else None
         vals.append(_num(v.get("speedup")) if isinstance(v, dict) else None)
     vals = [v for v in vals if v is not None]
-    return f" {min(vals):.2f}–{max(vals):.2f}" if len(vals) > 1 else ""
+    return (min(vals), max(vals)) if len(vals) > 1 else None
+
+
+def _spread(passes: list, i: int, group: str) -> str:
+    span = pass_range(passes, i, group)
+    return f" {span[0]:.2f}–{span[1]:.2f}" if span else ""
 
 
 def _chart(rows: list) -> str:

@@ -127,10 +127,11 @@ class RecycleDrafter(Drafter):
             if self.special
             else [False] * len(prompt_ids)
         )
+        table = self.table
         for j in range(len(prompt_ids) - 1):
             a, b = prompt_ids[j], prompt_ids[j + 1]
-            if not (mask[j] or mask[j + 1]) and a < len(self.table) and b < len(self.table):
-                self.table[a, 0] = b
+            if not (mask[j] or mask[j + 1]) and a < len(table) and b < len(table):
+                table[a, 0] = b
 
     def pool(self, ids: list[int], gamma: int) -> tuple[list[int], list[int], list[float]]:
         """The filled template (tokens, parents, scores: the product of the learned rates along each path),
