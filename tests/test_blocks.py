@@ -12,7 +12,9 @@ from gguf import GGMLQuantizationType, quants
 from engine.runtime import blocks, native
 
 pytestmark = pytest.mark.skipif(native.library() is None, reason="native.c is not built here")
-KINDS = ("Q8_0", "Q4_1", "Q4_K", "Q6_K")
+KINDS = ("Q8_0", "Q4_1", "Q5_0", "Q4_K", "Q6_K")
+# where each format's block holds its scales (fp16 byte offsets): the first is the one a negative control flips
+SCALES_AT = {"Q8_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q4_K": [0, 2], "Q6_K": [208]}
 
 
 def random_blocks(kind: str, out: int, inner: int, seed: int = 0) -> np.ndarray:
@@ -22,8 +24,7 @@ def random_blocks(kind: str, out: int, inner: int, seed: int = 0) -> np.ndarray:
     raw = rng.integers(0, 256, size=(out, inner // block, size), dtype=np.uint8)
     scale = (rng.standard_normal((out, inner // block, 2)) * 0.02).astype(np.float16)
     scale[0, 0, 0] = np.float16(3e-6)  # a subnormal fp16
-    at = {"Q8_0": [0], "Q4_1": [0, 2], "Q4_K": [0, 2], "Q6_K": [208]}[kind]
-    for i, pos in enumerate(at):
+    for i, pos in enumerate(SCALES_AT[kind]):
         raw[..., pos : pos + 2] = scale[..., i : i + 1].view(np.uint8)
     return raw.reshape(out, -1)
 
@@ -70,7 +71,7 @@ def test_a_wrong_scale_is_caught(kind):
     """Negative control: one block's scale one fp16 step off changes the products (the test above can fail)."""
     raw = random_blocks(kind, 33, 512, seed=3)
     good = torch.from_numpy(reference(kind, raw).copy())
-    pos = {"Q8_0": 0, "Q4_1": 0, "Q4_K": 0, "Q6_K": 208}[kind]
+    pos = SCALES_AT[kind][0]
     bad = raw.reshape(33, -1, blocks.FORMATS[kind][2]).copy()
     bad[5, 0, pos] ^= 1  # the last mantissa bit of output 5's first scale
     weight = blocks.BlockWeight(kind, bad.reshape(33, -1))
@@ -127,8 +128,8 @@ def test_prefills_dequantized_slices_give_the_matmul_of_the_weights():
     [
         (lambda: blocks.BlockWeight("Q4_1", np.zeros((4, 19), np.uint8)), "not whole blocks of 20 bytes"),
         (
-            lambda: blocks.BlockWeight("Q5_0", np.zeros((4, 22), np.uint8)),
-            "no block kernel for GGUF type 'Q5_0'",
+            lambda: blocks.BlockWeight("Q5_1", np.zeros((4, 24), np.uint8)),
+            "no block kernel for GGUF type 'Q5_1'",
         ),
         (lambda: blocks.BlockWeight("Q8_0", np.zeros((4, 34), np.int16)), "must be (rows, bytes) uint8"),
         (lambda: blocks.pack("Q4_K", np.zeros(144, np.uint8)), "must be (rows, bytes) uint8"),
@@ -150,9 +151,9 @@ def test_a_block_weight_of_another_layout_is_refused_before_the_call():
 
 
 @pytest.mark.slow  # reads Gemma-3-270M's GGUF (assembled from its packages: ~250 MB)
-def test_gemmas_k_quants_equal_its_dequantized_weights():
-    """Gemma-3-270M's own Q4_K and Q6_K tensors: the kernels' weights equal gguf-py's de-quantization, and their
-    products equal the fp32 kernel's on it."""
+def test_gemmas_block_types_equal_its_dequantized_weights():
+    """Gemma-3-270M's own tensors of each block type it ships (Q4_K, Q6_K, Q5_0, Q8_0): the kernels' weights equal
+    gguf-py's de-quantization, and their products equal the fp32 kernel's on it."""
     from gguf import GGUFReader
 
     from engine.runtime.models import gemma_gguf
@@ -161,7 +162,7 @@ def test_gemmas_k_quants_equal_its_dequantized_weights():
     seen = set()
     for t in reader.tensors:
         kind = t.tensor_type.name
-        if kind not in ("Q4_K", "Q6_K") or kind in seen:
+        if kind == "F32" or kind in seen:
             continue
         seen.add(kind)
         raw = np.asarray(t.data)[:256]  # the first 256 rows of the matrix
@@ -171,7 +172,7 @@ def test_gemmas_k_quants_equal_its_dequantized_weights():
         assert np.array_equal(built.view(np.uint32), ref.view(np.uint32)), t.name
         x = torch.randn(5, weight.in_features, generator=torch.Generator().manual_seed(9))
         assert torch.equal(weight._native(x), native.gemv(x, native.pack(torch.from_numpy(ref.copy())), 256))
-    assert seen == {"Q4_K", "Q6_K"}
+    assert seen == {"Q4_K", "Q6_K", "Q5_0", "Q8_0"}
 
 
 @pytest.mark.slow  # the embedded model twice (blocks and fp32) and transformers' generate

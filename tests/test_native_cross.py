@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from engine.runtime import blocks, native
-from tests.test_blocks import KINDS, random_blocks, reference
+from tests.test_blocks import KINDS, SCALES_AT, random_blocks, reference
 from tests.test_native import CROSS, QEMU
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def test_the_neon_builds_block_products_are_its_fp32_products_bitwise(neon):
         raw = random_blocks(kind, 45, 512)
         ref = reference(kind, raw)
         wrong = raw.copy()  # the negative control: row 0's first block with another scale
-        at = {"Q8_0": 0, "Q4_1": 0, "Q4_K": 0, "Q6_K": 208}[kind]
+        at = SCALES_AT[kind][0]
         wrong[0, at : at + 2] = np.array([np.float16(0.5)]).view(np.uint8)
         for rows in range(1, 18):
             cases.append(case(kind, raw, ref, rows, int(width), g))

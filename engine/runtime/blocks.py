@@ -31,12 +31,13 @@ FORMATS = {
     "F32": (0, 1, 4),
     "Q8_0": (1, 32, 34),
     "Q4_1": (2, 32, 20),
+    "Q5_0": (5, 32, 22),
     "Q4_K": (3, 256, 144),
     "Q6_K": (4, 256, 210),
 }
 BLOCK_FORMATS = tuple(f for f in FORMATS if f != "F32")
 # bytes per panel-block of PW outputs, over PW (native.c fmt_block_bytes)
-PANEL_BLOCK = {"Q8_0": 34, "Q4_1": 20, "Q4_K": 148, "Q6_K": 210}
+PANEL_BLOCK = {"Q8_0": 34, "Q4_1": 20, "Q5_0": 22, "Q4_K": 148, "Q6_K": 210}
 SCRATCH_FLOATS = 1 << 22  # a long prefill de-quantizes at most this many weights at a time (16 MiB)
 # up to this many rows a projection runs the block kernel (RMAX rows a pass while a panel's blocks stay in cache: a
 # block GEMM), beyond it the de-quantized slices and torch's matmul: `python -m benchmarks forward prefill` measured
@@ -66,6 +67,13 @@ def _q4_1(raw):  # (out, nb, 20): d, m fp16, 16 bytes: weight i low nibble of by
     return {"d": _half(raw[..., :2]), "m": _half(raw[..., 2:4]), "q": np.concatenate([qs & 15, qs >> 4], -1)}
 
 
+# (out, nb, 22): d fp16, 4 bytes of fifth bits (bit i: weight i), 16 bytes of nibbles as Q4_1's
+def _q5_0(raw):
+    qs = raw[..., 6:]
+    high = np.unpackbits(raw[..., 2:6], axis=-1, bitorder="little")  # (out, nb, 32): weight i's bit 4
+    return {"d": _half(raw[..., :2]), "q": np.concatenate([qs & 15, qs >> 4], -1) | (high << 4)}  # q + 16
+
+
 def _q4_k(raw):  # (out, nb, 144): d, dmin fp16, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
     s = raw[..., 4:16].reshape(*raw.shape[:-1], 3, 4)
     d, m, m_d = s[..., 0, :], s[..., 1, :], s[..., 2, :]
@@ -84,7 +92,7 @@ def _q6_k(raw):  # (out, nb, 210): 128 bytes low nibbles, 64 bytes high 2 bits, 
     return {"d": _half(raw[..., 208:210]), "sc": raw[..., 192:208].view(np.int8), "q": q}
 
 
-FIELDS = {"Q8_0": _q8_0, "Q4_1": _q4_1, "Q4_K": _q4_k, "Q6_K": _q6_k}
+FIELDS = {"Q8_0": _q8_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q4_K": _q4_k, "Q6_K": _q6_k}
 
 
 def dequantize(kind: str, raw: np.ndarray) -> np.ndarray:
@@ -100,6 +108,8 @@ def dequantize(kind: str, raw: np.ndarray) -> np.ndarray:
             f["d"].astype(np.float32)[..., None] * f["q"].astype(np.float32)
             + f["m"].astype(np.float32)[..., None]
         )
+    elif kind == "Q5_0":
+        w = f["d"].astype(np.float32)[..., None] * (f["q"].astype(np.int8) - 16).astype(np.float32)
     elif kind == "Q4_K":
         d = (f["d"].astype(np.float32)[..., None] * f["sc"].astype(np.float32))[..., None]
         dm = (f["dmin"].astype(np.float32)[..., None] * f["m"].astype(np.float32))[..., None]
@@ -157,6 +167,12 @@ def pack(kind: str, raw: np.ndarray, width: int | None = None) -> torch.Tensor:
         parts.append(as_bytes(by_panel(f["q"])))
     elif kind == "Q4_1":
         parts += [as_bytes(by_panel(f["m"])), as_bytes(nibbles(by_panel(f["q"])))]
+    elif kind == "Q5_0":  # per input the low nibbles as Q4_1's, then per 4 inputs a byte of fifth bits a lane
+        q = by_panel(f["q"])  # (panels, nb, 32, width), 0..31
+        hi = (q >> 4).astype(np.uint8)
+        h = (hi[..., :vw] | (hi[..., vw:] << 1)).reshape(panels, nb, 8, 4, vw)  # 2 bits per input
+        groups = h[..., 0, :] | (h[..., 1, :] << 2) | (h[..., 2, :] << 4) | (h[..., 3, :] << 6)
+        parts += [as_bytes(nibbles(q & 15)), as_bytes(groups)]
     elif kind == "Q4_K":
         parts += [as_bytes(by_panel(f["dmin"])), as_bytes(by_panel(f["sc"])), as_bytes(by_panel(f["m"]))]
         parts.append(as_bytes(nibbles(by_panel(f["q"]))))

@@ -146,9 +146,10 @@ static const panel_fn PANEL[RMAX + 1] = {0, panel1, panel2, panel3, panel4,
 /* ---- GGUF blocks: the weights as the model file ships them, rebuilt in registers ------------------------------
 
    The block formats of the embedded models (ggml's; gguf-py's de-quantizer is the reference): Q8_0 (w = d q),
-   Q4_1 (w = d q + m), Q4_K (w = (d sc) q - dmin m) and Q6_K (w = (d sc) q, q - 32 signed). Each weight is rebuilt
-   with the de-quantizer's own arithmetic in the order it does it, rounding where it rounds (d q is exact in fp32
-   for Q8_0, Q4_1 and Q4_K, so their one rounding is the sum's, the same value as an fma; Q6_K's (d sc) q rounds
+   Q4_1 (w = d q + m), Q5_0 (w = d q, q - 16 signed), Q4_K (w = (d sc) q - dmin m) and Q6_K (w = (d sc) q, q - 32
+   signed). Each weight is rebuilt with the de-quantizer's own arithmetic in the order it does it, rounding where it
+   rounds (d q is exact in fp32 for Q8_0, Q4_1, Q5_0 and Q4_K, so their one rounding, if any, is the sum's, the same
+   value as an fma; Q6_K's (d sc) q rounds
    once, as gguf-py's product does), then multiplied into the accumulators exactly as the fp32 panels' weights
    are: every product and every sum equals the fp32 kernel's on the de-quantized matrix, bit for bit.
 
@@ -157,12 +158,14 @@ static const panel_fn PANEL[RMAX + 1] = {0, panel1, panel2, panel3, panel4,
    one input's PW weights are one load. Per block of 32 inputs (Q8_0, Q4_1) or super-block of 256 (Q4_K, Q6_K):
      Q8_0  d[PW] fp16 | 32 x PW int8 q                                              34 PW bytes
      Q4_1  d[PW] m[PW] fp16 | 32 x VW bytes: output j in the low nibble, j + VW high  20 PW bytes
+     Q5_0  d[PW] fp16 | 32 x VW bytes of low nibbles as Q4_1's | 8 x VW bytes of the fifth bits (byte j of
+           group g: output j of input 4g + t in bit 2t, output j + VW in bit 2t + 1)        22 PW bytes
      Q4_K  d[PW] dmin[PW] fp16 | sc[8][PW] m[8][PW] (6-bit, unpacked) | 256 x VW nibbles  148 PW bytes
      Q6_K  d[PW] fp16 | sc[16][PW] int8 | per 16 inputs: 16 x VW nibbles (low 4 bits), 8 x VW bytes of the high
            2 bits (byte j of pair k: output j of input 2k, j + VW of 2k, j of 2k + 1, j + VW of 2k + 1, 2 bits each)
                                                                                      210 PW bytes
    The same bytes as the file's blocks (Q4_K: 4 more per 256 weights, its scales unpacked from 6 bits). */
-enum { FMT_F32 = 0, FMT_Q8_0 = 1, FMT_Q4_1 = 2, FMT_Q4_K = 3, FMT_Q6_K = 4 };
+enum { FMT_F32 = 0, FMT_Q8_0 = 1, FMT_Q4_1 = 2, FMT_Q4_K = 3, FMT_Q6_K = 4, FMT_Q5_0 = 5 };
 
 /* A panel's bytes for `in` inputs, and the inputs a block of the format spans (in is a multiple of it). */
 static long fmt_block(int fmt) { return fmt == FMT_Q4_K || fmt == FMT_Q6_K ? 256 : fmt == FMT_F32 ? 1 : 32; }
@@ -170,6 +173,7 @@ static long fmt_block_bytes(int fmt) {
   switch (fmt) {
   case FMT_Q8_0: return 34 * PW;
   case FMT_Q4_1: return 20 * PW;
+  case FMT_Q5_0: return 22 * PW;
   case FMT_Q4_K: return 148 * PW;
   case FMT_Q6_K: return 210 * PW;
   default: return 4 * PW;
@@ -310,6 +314,19 @@ static inline void prefetch_block(const unsigned char *p, long bytes) {
       BODY;                                                                                             \
     }                                                                                                   \
   }
+#define WALK_Q5_0(p, in, BODY)                                                                          \
+  for (long i0 = 0; i0 < in; i0 += 32, p += 22 * PW) {                                                  \
+    prefetch_block(p, 22 * PW);                                                                         \
+    vf da = load_half((const unsigned short *)p), db = load_half((const unsigned short *)p + VW);       \
+    const unsigned char *q = p + 2 * PW, *qh = q + 16 * PW;                                             \
+    for (long j = 0; j < 32; j++) {                                                                     \
+      long ii = i0 + j;                                                                                 \
+      vi n = load_u8(q + j * VW), hb = load_u8(qh + j / 4 * VW) >> (j % 4 * 2);                         \
+      vf wa = TOF(((n & 15) | ((hb & 1) << 4)) - 16) * da; /* exact */                                  \
+      vf wb = TOF(((n >> 4) | ((hb >> 1 & 1) << 4)) - 16) * db;                                         \
+      BODY;                                                                                             \
+    }                                                                                                   \
+  }
 #define WALK_Q4_K(p, in, BODY)                                                                          \
   for (long i0 = 0; i0 < in; i0 += 256, p += 148 * PW) {                                                \
     const unsigned short *h = (const unsigned short *)p;                                                \
@@ -360,7 +377,8 @@ static inline void prefetch_block(const unsigned char *p, long bytes) {
   QPANEL(q8_0_, WALK_Q8_0, R)                                                                           \
   QPANEL(q4_1_, WALK_Q4_1, R)                                                                           \
   QPANEL(q4_k_, WALK_Q4_K, R)                                                                           \
-  QPANEL(q6_k_, WALK_Q6_K, R)
+  QPANEL(q6_k_, WALK_Q6_K, R)                                                                           \
+  QPANEL(q5_0_, WALK_Q5_0, R)
 
 /* One panel de-quantized into rows (PW, in), row-major: the weights the walk builds, stored. */
 #define STORE_COLUMN(wa, wb, ii)                                                                        \
@@ -372,6 +390,7 @@ static void dequant_panel(const void *pf, int fmt, long in, float *rows) {
   case FMT_Q4_1: WALK_Q4_1(p, in, STORE_COLUMN(wa, wb, ii)); break;
   case FMT_Q4_K: WALK_Q4_K(p, in, STORE_COLUMN(wa, wb, ii)); break;
   case FMT_Q6_K: WALK_Q6_K(p, in, STORE_COLUMN(wa, wb, ii)); break;
+  case FMT_Q5_0: WALK_Q5_0(p, in, STORE_COLUMN(wa, wb, ii)); break;
   default: {
     const float *w = (const float *)pf;
     for (long ii = 0; ii < in; ii++)
@@ -400,8 +419,8 @@ QPANELS(8)
 #define ROW_FNS(f) {0, f##1, f##2, f##3, f##4}
 #endif
 /* Per format (FMT_*), the panel kernel for 1..RMAX rows. */
-static const panel_fn FMT_PANEL[5][RMAX + 1] = {ROW_FNS(panel), ROW_FNS(q8_0_), ROW_FNS(q4_1_), ROW_FNS(q4_k_),
-                                                ROW_FNS(q6_k_)};
+static const panel_fn FMT_PANEL[6][RMAX + 1] = {ROW_FNS(panel), ROW_FNS(q8_0_), ROW_FNS(q4_1_), ROW_FNS(q4_k_),
+                                                ROW_FNS(q6_k_), ROW_FNS(q5_0_)};
 
 /* What native.py reads of the build: its panel width (the weights' packed layout) and its level. */
 int specviz_panel_width(void) { return PW; }

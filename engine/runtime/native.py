@@ -182,7 +182,7 @@ def _weight(where: str, name: str, weight, inner: int, out: int) -> int:
 
 
 # native.c's block formats (FMT_*): inputs a block spans, bytes per block per panel output
-BLOCK_SHAPES = {1: (32, 34), 2: (32, 20), 3: (256, 148), 4: (256, 210)}
+BLOCK_SHAPES = {1: (32, 34), 2: (32, 20), 3: (256, 148), 4: (256, 210), 5: (32, 22)}
 
 
 check_weight = _weight  # the projection check, for blocks.py's entry point
