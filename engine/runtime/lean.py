@@ -389,7 +389,10 @@ def forward_fn(model):
             return full.truncated(layers)
     gguf = getattr(model, "specviz_gguf", None)  # a skeleton on a GGUF's blocks (models.py)
     if gguf is not None:
-        return _FAST.get(model, "fast", lambda: LeanForward(model, gguf()))
+        from . import gemma
+
+        kind = gemma.GemmaForward if gemma.supports(model.config) else LeanForward
+        return _FAST.get(model, "fast", lambda: kind(model, gguf()))
     if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model) and _fits(model, 1):
         return _FAST.get(model, "fast", lambda: LeanForward(model))
 

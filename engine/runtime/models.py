@@ -162,17 +162,19 @@ def _gemma_cache() -> Path:
 
 
 def _load_gemma(dtype: torch.dtype, device: torch.device):
-    """Gemma-3-270M from its Q4_K_M GGUF, de-quantized once and cached like the SmolLM2 model (the GGUF
-    path takes ~65 s here: ~20 s for its 262k-token tokenizer, ~45 s for the weights)."""
+    """Gemma-3-270M from its Q4_K_M GGUF: on its blocks (SPECVIZ_WEIGHTS=gguf, the default where native.c runs:
+    gemma.py's forward), else de-quantized once and cached like the SmolLM2 model (the GGUF path takes ~65 s
+    here: ~20 s for its 262k-token tokenizer, ~45 s for the weights)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if importlib.util.find_spec(GEMMA_PACKAGE) is None:
         return _hub_copy(GEMMA_HUB_ID, "the embedded Gemma-3-270M", GEMMA_PIP, dtype, device)
+    if weights_format(device, dtype) == "gguf":
+        return _skeleton(gemma_gguf(), _gemma_cache)
     cached = _gemma_cache()
     if not _is_saved(cached):
         gguf = gemma_gguf()
         _dequantize_to(cached, gguf.parent, gguf.name)
-        gguf.unlink(missing_ok=True)  # the assembled file (253 MB) is needed only for this once
     return (AutoModelForCausalLM.from_pretrained(cached, dtype=dtype), AutoTokenizer.from_pretrained(cached))
 
 
@@ -385,8 +387,9 @@ def load_model(
     """
     spec = parse_model(spec, "the")  # the one parser of model specs: stripped, keywords in lower case
     dev, dt = auto_device_dtype(device, dtype)
-    # the embedded model on its blocks and on fp32 are two models (SPECVIZ_WEIGHTS read at each load)
-    key = (spec, str(dev), dt, trust_remote_code, weights_format(dev, dt) if spec == EMBEDDED else "")
+    # an embedded model on its blocks and on fp32 are two models (SPECVIZ_WEIGHTS read at each load)
+    embedded = spec in (EMBEDDED, EMBEDDED_GEMMA)
+    key = (spec, str(dev), dt, trust_remote_code, weights_format(dev, dt) if embedded else "")
     loaded = _LOADED.get(key)
     if loaded is not None:
         _USED[key] = time.monotonic()

@@ -35,7 +35,11 @@ def layer_masks(model, mask: torch.Tensor, position_ids: torch.Tensor, cached: i
     window = sliding_window(model)
     if window is None or mask is None or mask.dim() != 4 or mask.dtype != torch.bool:
         return mask
-    q_pos = position_ids[0]  # (T,)
+    return {"full_attention": mask, "sliding_attention": mask & window_near(position_ids[0], cached, window)}
+
+
+def window_near(q_pos: torch.Tensor, cached: int, window: int) -> torch.Tensor:
+    """(T, cached+T) bool: query i (at q_pos[i]) may see key j (position j below `cached`, else q_pos[j − cached])
+    by transformers' window rule, a − b < window (causality is the other mask's)."""
     k_pos = torch.cat([torch.arange(cached, device=q_pos.device), q_pos])  # (cached+T,)
-    near = (q_pos[:, None] - k_pos[None, :]) < window  # (T, cached+T)
-    return {"full_attention": mask, "sliding_attention": mask & near[None, None]}
+    return (q_pos[:, None] - k_pos[None, :]) < window
