@@ -236,14 +236,21 @@ def materialize(model) -> torch.nn.Module:
             state = load_file(str(folder / "model.safetensors"))
             model.load_state_dict(state, strict=False, assign=True)
             model.tie_weights()
-            for name, buf in list(model.named_buffers()):  # rotary inv_freq and the like: made on the CPU
+            # the buffers no file holds, made on the CPU: rotary inv_freq and the like, Gemma's embedding scale
+            for name, buf in list(model.named_buffers()):
                 if buf.is_meta:
                     module = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
-                    fresh = type(module)(config=model.config) if hasattr(module, "rope_type") else None
-                    if fresh is not None:
+                    if hasattr(module, "rope_type"):
+                        fresh = type(module)(config=model.config)
                         module.load_state_dict(fresh.state_dict(), strict=False, assign=True)
                         for k, v in fresh.named_buffers():
                             module.register_buffer(k, v, persistent=False)
+                    elif hasattr(module, "scalar_embed_scale"):  # Gemma3TextScaledWordEmbedding: √hidden
+                        scale = torch.tensor(module.scalar_embed_scale, dtype=buf.dtype)
+                        module.register_buffer(name.rsplit(".", 1)[-1], scale, persistent=False)
+            left = [name for name, buf in model.named_buffers() if buf.is_meta]
+            if left:
+                raise ModelLoadError(f"the de-quantized weights leave buffers without values: {', '.join(left)}")
     return model
 
 
