@@ -404,7 +404,8 @@ def read_gguf(path: Path, heads: int, kv_heads: int) -> Blocks:
     as transformers de-quantizes them; a gemma3 file's as stored). Only F32 and the block types above are
     accepted; anything else is a BlockError naming the tensor."""
     arch, table = tensor_table(Path(path))
-    permute = arch == "llama"  # transformers reverse-permutes q and k for llama only (its LlamaTensorProcessor)
+    # transformers reverse-permutes q and k for llama only (its LlamaTensorProcessor)
+    permute = arch == "llama"
     mapped = np.memmap(path, dtype=np.uint8, mode="r")
     tensors, total = {}, 0
     for name, kind, shape, offset in table:

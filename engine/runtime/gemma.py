@@ -64,7 +64,8 @@ class GemmaForward(LeanForward):
     def __init__(self, model, blocks: gguf_blocks.Blocks):
         cfg = model.config
         self.config = cfg
-        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = cfg.head_dim
         self.eps = cfg.rms_norm_eps
         self.scale = cfg.query_pre_attn_scalar**-0.5
         self.window = cfg.sliding_window
@@ -129,7 +130,9 @@ class GemmaForward(LeanForward):
         q = q * cos + torch.cat((-q[..., half:], q[..., :half]), dim=-1) * sin
         k = k * cos + torch.cat((-k[..., half:], k[..., :half]), dim=-1) * sin
         keys, values = cache_layer.update(k, v)  # the live (B, KV, end, D) views
-        att = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True)
+        att = F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True
+        )
         att = w_o(att.transpose(1, 2).reshape(b * t, nh * hd))
         x = x + gemma_norm(att, n_post_att, eps)
         gate, up = w_gu(gemma_norm(x, n_ff, eps)).chunk(2, dim=-1)
@@ -154,7 +157,8 @@ class GemmaForward(LeanForward):
         if position_ids is None:
             position_ids = torch.arange(start, end, device=x.device)[None]
         masks = self._masks(attention_mask, position_ids, start, end, t, x.device)
-        rope = {kind: self.rotary(x[None], position_ids, kind) for kind in set(self.types)}  # (B|1, T, D) each
+        # cos, sin (B|1, T, D) of each layer type's base
+        rope = {kind: self.rotary(x[None], position_ids, kind) for kind in set(self.types)}
         for kind, cache_layer, weights, norms in zip(self.types, cache.layers, self.layers, self.norms):
             cos, sin = rope[kind]
             x = self._layer(x, cache_layer, weights, norms, cos[:, None], sin[:, None], masks[kind], b, t)

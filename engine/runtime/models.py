@@ -250,7 +250,9 @@ def materialize(model) -> torch.nn.Module:
                         module.register_buffer(name.rsplit(".", 1)[-1], scale, persistent=False)
             left = [name for name, buf in model.named_buffers() if buf.is_meta]
             if left:
-                raise ModelLoadError(f"the de-quantized weights leave buffers without values: {', '.join(left)}")
+                raise ModelLoadError(
+                    f"the de-quantized weights leave buffers without values: {', '.join(left)}"
+                )
     return model
 
 
