@@ -70,7 +70,8 @@ def long_ids(model) -> list[int]:
 def test_the_window_holds_past_512_positions_for_a_chain_and_a_tree(pair):
     """After a prompt longer than the 512-token window: a 3-token chain and a 4-node tree (two siblings) give the
     fp32 transformers forward's logits (its own sliding masks; the tree through sliding.layer_masks) within float
-    rounding, the same argmax; the same forward with the window switched off does not (the negative control)."""
+    rounding, the same argmax, on native.c's norms and RoPE and on torch's ops; the same forward with the window
+    switched off does not (the negative control)."""
     blocks, fp32 = pair
     ids = long_ids(blocks)
     forward, reference = lean.forward_fn(blocks.model), lean.forward_fn(fp32.model)
@@ -107,6 +108,11 @@ def test_the_window_holds_past_512_positions_for_a_chain_and_a_tree(pair):
         blind.window = None  # every layer sees every key
         off = (logits(blind, chain) - want).abs().max().item()
         assert off > 20 * gap, (chain, off, gap)
+    torch_ops = GemmaForward.__new__(GemmaForward)
+    torch_ops.__dict__.update(forward.__dict__)
+    torch_ops.native = False  # the layer in torch ops (a batch, another device): the same logits
+    want = logits(reference, True)
+    assert (logits(torch_ops, True) - want).abs().max().item() < 2e-3 * want.abs().max().item()
 
 
 def test_gemmas_blocks_are_what_a_step_reads(pair):

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from . import blocks as gguf_blocks
+from . import native
 from .cache import KVCache, room
 from .lean import LeanForward
 from .sliding import window_near
@@ -72,6 +73,8 @@ class GemmaForward(LeanForward):
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.weight_format = "gguf"
         self.fused = False
+        # native.c's norms and RoPE for one sequence (SPECVIZ_NATIVE=0 or no build: torch's ops)
+        self.native = native.library() is not None
         self.types = list(cfg.layer_types)
 
         def norm(name: str) -> torch.Tensor:
@@ -139,6 +142,33 @@ class GemmaForward(LeanForward):
         mlp = w_down(F.gelu(gate, approximate="tanh") * up)
         return x + gemma_norm(mlp, n_post_ff, eps)
 
+    def _native_layer(self, x, cache_layer, weights, norms, cos, sin, mask, t: int) -> torch.Tensor:
+        """The same layer on one sequence's x (T, H) with native.c's RMSNorm and RoPE (one call each instead of
+        five to seven torch ops): fp32 on a CPU. Its norms round as native.c's does (1/sqrt of the sum ÷ dim), so
+        its logits agree with _layer's to float rounding, not bit for bit (tests/test_gemma_blocks.py)."""
+        w_qk, w_v, w_o, w_gu, w_down = weights
+        n_in, n_q, n_k, n_post_att, n_ff, n_post_ff = norms
+        nh, nkv, hd, eps = self.heads, self.kv_heads, self.head_dim, self.eps
+        h = native.rms_norm(x, n_in, eps)
+        qk = w_qk(h)  # (T, (NH+KV) D)
+        q = native.rms_norm(qk[:, : nh * hd].reshape(t * nh, hd).contiguous(), n_q, eps).view(t, nh * hd)
+        k = native.rms_norm(qk[:, nh * hd :].reshape(t * nkv, hd).contiguous(), n_k, eps).view(t, nkv * hd)
+        native.rope_(q, nh, hd, cos, sin)
+        native.rope_(k, nkv, hd, cos, sin)
+        v = w_v(h)
+        keys, values = cache_layer.update(
+            k.view(1, t, nkv, hd).transpose(1, 2), v.view(1, t, nkv, hd).transpose(1, 2)
+        )
+        q = q.view(1, t, nh, hd).transpose(1, 2)
+        att = F.scaled_dot_product_attention(
+            q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=True
+        )
+        att = w_o(att.transpose(1, 2).reshape(t, nh * hd))
+        x.add_(native.rms_norm(att, n_post_att, eps))
+        gate, up = w_gu(native.rms_norm(x, n_ff, eps)).chunk(2, dim=-1)
+        x.add_(native.rms_norm(w_down(F.gelu(gate, approximate="tanh").mul_(up)), n_post_ff, eps))
+        return x
+
     def __call__(
         self,
         input_ids: torch.Tensor,
@@ -159,9 +189,15 @@ class GemmaForward(LeanForward):
         masks = self._masks(attention_mask, position_ids, start, end, t, x.device)
         # cos, sin (B|1, T, D) of each layer type's base
         rope = {kind: self.rotary(x[None], position_ids, kind) for kind in set(self.types)}
+        fast = self.native and b == 1 and x.device.type == "cpu"
+        if fast:
+            rope = {kind: (cos[0].contiguous(), sin[0].contiguous()) for kind, (cos, sin) in rope.items()}
         for kind, cache_layer, weights, norms in zip(self.types, cache.layers, self.layers, self.norms):
             cos, sin = rope[kind]
-            x = self._layer(x, cache_layer, weights, norms, cos[:, None], sin[:, None], masks[kind], b, t)
+            if fast:
+                x = self._native_layer(x, cache_layer, weights, norms, cos, sin, masks[kind], t)
+            else:
+                x = self._layer(x, cache_layer, weights, norms, cos[:, None], sin[:, None], masks[kind], b, t)
         x = x.view(b, t, -1)
         if logits_to_keep and hidden_out is None:
             x = x[:, -logits_to_keep:]
