@@ -206,3 +206,13 @@ def test_the_embedded_model_on_its_blocks_decodes_as_on_fp32_and_in_transformers
             )
             assert spec[-1].token_ids == ar[0], (draft, prompt)
     assert any(p.is_meta for p in on_blocks.model.parameters()), "the blocks' run made fp32 weights"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_packing_in_slices_gives_the_one_pass_layout(kind, monkeypatch):
+    """pack() regroups a large matrix a slice of whole panels at a time: the same bytes as one pass (a last slice
+    of a partial panel included); a slice boundary one row off would move rows between panels."""
+    raw = random_blocks(kind, 300, 512, seed=7)
+    whole = blocks._pack(kind, raw, 32)
+    monkeypatch.setattr(blocks, "PACK_BYTES", raw.shape[1] * 70)  # 64 rows (two panels) a slice
+    assert torch.equal(blocks.pack(kind, raw, 32), whole)

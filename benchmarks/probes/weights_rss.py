@@ -2,6 +2,7 @@
 (the default) against SPECVIZ_WEIGHTS=fp32, one fresh process each, alternating.
 
     .venv/bin/python -m benchmarks.probes.weights_rss [--rounds 2] [--tokens 64] [--draft ngram]
+        [--target embedded|embedded-gemma]
 
 Each child prints its RSS after the load (the engine built, the kernel plan read) and its peak (ru_maxrss) after the
 generation (tests/test_blocks.py holds the two formats' outputs equal)."""
@@ -19,7 +20,7 @@ from benchmarks.common import host_line
 PROMPT = "Write a short story about a lighthouse keeper and a storm, in five sentences."
 
 
-def child(draft: str, tokens: int) -> dict:
+def child(target: str, draft: str, tokens: int) -> dict:
     import resource
 
     from engine import Engine, GenerationConfig
@@ -28,9 +29,9 @@ def child(draft: str, tokens: int) -> dict:
         with open("/proc/self/status") as f:
             return next(int(x.split()[1]) for x in f if x.startswith("VmRSS")) / 1024
 
-    engine = Engine.load(target="embedded", draft=draft)
+    engine = Engine.load(target=target, draft=draft)
     loaded = rss_mib()
-    engine.run(PROMPT, GenerationConfig(gamma=4, max_new_tokens=tokens))
+    engine.run(PROMPT, GenerationConfig(gamma=4, max_new_tokens=tokens, raw=target != "embedded"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"loaded": loaded, "peak": peak, "after": rss_mib()}
 
@@ -42,18 +43,20 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--draft", default="ngram")
+    ap.add_argument("--target", default="embedded", help="embedded (SmolLM2) or embedded-gemma")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.draft, args.tokens)))
+        print(json.dumps(child(args.target, args.draft, args.tokens)))
         return
     print(host_line())
+    print(f"target {args.target}, draft {args.draft}, {args.tokens} new tokens")
     seen: dict = {"gguf": [], "fp32": []}
     for _ in range(args.rounds):
         for fmt in seen:
             env = dict(os.environ, SPECVIZ_WEIGHTS=fmt)
             cmd = [sys.executable, "-m", "benchmarks.probes.weights_rss", "--child", fmt]
-            cmd += ["--tokens", str(args.tokens), "--draft", args.draft]
+            cmd += ["--tokens", str(args.tokens), "--draft", args.draft, "--target", args.target]
             done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             seen[fmt].append(json.loads(done.stdout.strip().splitlines()[-1]))
             r = seen[fmt][-1]

@@ -137,11 +137,30 @@ def _blocks(kind: str, raw: np.ndarray) -> np.ndarray:
 # --- native.c's layout ---------------------------------------------------------------------------------------
 
 
+PACK_BYTES = (
+    16 << 20
+)  # pack() regroups this many bytes of rows at a time (its numpy temporaries are a few times it)
+
+
 def pack(kind: str, raw: np.ndarray, width: int | None = None) -> torch.Tensor:
     """(out, bytes) rows of `kind` blocks -> native.c's panel layout (uint8, (panels, panel bytes)): per panel of
     `width` outputs (the build's PW) and per block, the outputs' scales then per input their quants; the rows
-    past `out` in the last panel are zero (their weights are 0)."""
+    past `out` in the last panel are zero (their weights are 0). Regrouped PACK_BYTES of rows at a time into the
+    result (panels are independent), so a 180 MB embedding is not copied several times over at once."""
     width = width or native.panel()
+    _blocks(kind, raw)  # the whole buffer's checks first
+    step = max(1, PACK_BYTES // max(1, raw.shape[1]) // width) * width  # rows a slice: whole panels
+    if raw.shape[0] <= step:
+        return _pack(kind, raw, width)
+    out = torch.empty(-(-raw.shape[0] // width), raw.shape[1] // FORMATS[kind][2] * PANEL_BLOCK[kind] * width,
+                      dtype=torch.uint8)  # fmt: skip
+    for r0 in range(0, raw.shape[0], step):
+        out[r0 // width : -(-min(r0 + step, raw.shape[0]) // width)] = _pack(kind, raw[r0 : r0 + step], width)
+    return out
+
+
+def _pack(kind: str, raw: np.ndarray, width: int) -> torch.Tensor:
+    """pack() of one slice of rows."""
     vw = width // 2
     shaped = _blocks(kind, raw)
     f = FIELDS[kind](shaped)
