@@ -216,3 +216,53 @@ def test_packing_in_slices_gives_the_one_pass_layout(kind, monkeypatch):
     whole = blocks._pack(kind, raw, 32)
     monkeypatch.setattr(blocks, "PACK_BYTES", raw.shape[1] * 70)  # 64 rows (two panels) a slice
     assert torch.equal(blocks.pack(kind, raw, 32), whole)
+
+
+def write_gguf(path, arch: str = "llama") -> None:
+    """A small GGUF written by gguf-py: metadata of every kind the header reader skips (strings, a string array,
+    numbers, a nested array) and a tensor of each block type, an F32 vector and a 3-d tensor."""
+    from gguf import GGUFWriter
+
+    w = GGUFWriter(str(path), arch)
+    w.add_string("tokenizer.ggml.model", "gpt2")
+    w.add_array("tokenizer.ggml.tokens", [f"tok{i}" for i in range(300)])
+    w.add_array("tokenizer.ggml.scores", [float(i) for i in range(300)])
+    w.add_array("some.nested", [[1, 2], [3]])
+    w.add_uint32(f"{arch}.block_count", 1)
+    w.add_float32("some.eps", 1e-6)
+    w.add_bool("some.flag", True)
+    for i, kind in enumerate(KINDS):
+        raw = random_blocks(kind, 8, 256, seed=i)
+        w.add_tensor(f"blk.0.{kind.lower()}.weight", raw, raw_dtype=getattr(GGMLQuantizationType, kind))
+    w.add_tensor("blk.0.attn_norm.weight", np.arange(64, dtype=np.float32))
+    w.add_tensor("cube.weight", np.arange(2 * 3 * 32, dtype=np.float32).reshape(2, 3, 32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_the_header_reader_finds_gguf_pys_tensors(tmp_path):
+    """read_gguf reads the tensor table from the header (skipping every metadata value by its type): the same
+    names, types and bytes as gguf-py's own reader; a file cut short or not a GGUF is a BlockError, not a crash."""
+    from gguf import GGUFReader
+
+    path = tmp_path / "small.gguf"
+    write_gguf(path, arch="gemma3")
+    arch, _ = blocks.tensor_table(path)
+    assert arch == "gemma3"
+    ours = blocks.read_gguf(path, 1, 1)
+    theirs = GGUFReader(str(path)).tensors
+    assert len(ours.tensors) == len(theirs) == len(KINDS) + 2
+    for t in theirs:
+        kind, data = ours.tensors[t.name]
+        assert kind == t.tensor_type.name, t.name
+        assert np.asarray(data).tobytes() == np.asarray(t.data).tobytes(), t.name
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(blocks.BlockError, match="ends early"):
+        blocks.read_gguf(cut, 1, 1)
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"NOPE" + bytes(60))
+    with pytest.raises(blocks.BlockError, match="not a GGUF"):
+        blocks.read_gguf(junk, 1, 1)

@@ -335,79 +335,79 @@ def _reverse_permute(rows: np.ndarray, heads: int) -> np.ndarray:
 _VALUE_BYTES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
+class _Header:
+    """A GGUF header read in order: fixed-size fields, strings, and values skipped by type."""
+
+    def __init__(self, f, name: str):
+        self.f, self.name, self.buf, self.pos = f, name, f.read(1 << 20), 0
+
+    def need(self, n: int) -> None:
+        while self.pos + n > len(self.buf):
+            more = self.f.read(max(n, 1 << 20))
+            if not more:
+                raise BlockError(f"{self.name}: the GGUF header ends early")
+            self.buf += more
+
+    def take(self, fmt: str):
+        import struct
+
+        size = struct.calcsize(fmt)
+        self.need(size)
+        out = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += size
+        return out if len(out) > 1 else out[0]
+
+    def string(self) -> str:
+        n = self.take("<Q")
+        self.need(n)
+        self.pos += n
+        return bytes(self.buf[self.pos - n : self.pos]).decode("utf-8", "replace")
+
+    def skip(self, kind: int) -> None:
+        if kind == 8:
+            self.string()
+        elif kind == 9:
+            inner, count = self.take("<IQ")
+            if inner in _VALUE_BYTES:
+                self.need(count * _VALUE_BYTES[inner])
+                self.pos += count * _VALUE_BYTES[inner]
+            else:
+                for _ in range(count):
+                    self.skip(inner)
+        elif kind in _VALUE_BYTES:
+            self.need(_VALUE_BYTES[kind])
+            self.pos += _VALUE_BYTES[kind]
+        else:
+            raise BlockError(f"{self.name}: unknown GGUF value type {kind}")
+
+
 def tensor_table(path: Path) -> tuple[str, list[tuple[str, str, tuple[int, ...], int]]]:
     """A GGUF's architecture and its tensors (name, type, dims as ggml orders them, byte offset in the file),
     read from the header alone: gguf-py's reader parses every metadata value into arrays first (3.4 s for
     SmolLM2's 49k-token vocabulary, 13.7 s for Gemma-3's 262k here); this skips what it does not need."""
-    import struct
-
     from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGMLQuantizationType
 
     with open(path, "rb") as f:
-        buf = f.read(1 << 20)
-        pos = 0
-
-        def need(n: int) -> None:
-            nonlocal buf
-            while pos + n > len(buf):
-                more = f.read(max(n, 1 << 20))
-                if not more:
-                    raise BlockError(f"{path.name}: the GGUF header ends early")
-                buf += more
-
-        def take(fmt: str):
-            nonlocal pos
-            size = struct.calcsize(fmt)
-            need(size)
-            out = struct.unpack_from(fmt, buf, pos)
-            pos += size
-            return out if len(out) > 1 else out[0]
-
-        def string() -> str:
-            nonlocal pos
-            n = take("<Q")
-            need(n)
-            pos += n
-            return bytes(buf[pos - n : pos]).decode("utf-8", "replace")
-
-        def skip(kind: int) -> None:
-            nonlocal pos
-            if kind == 8:
-                string()
-            elif kind == 9:
-                inner, count = take("<IQ")
-                if inner in _VALUE_BYTES:
-                    need(count * _VALUE_BYTES[inner])
-                    pos += count * _VALUE_BYTES[inner]
-                else:
-                    for _ in range(count):
-                        skip(inner)
-            elif kind in _VALUE_BYTES:
-                need(_VALUE_BYTES[kind])
-                pos += _VALUE_BYTES[kind]
-            else:
-                raise BlockError(f"{path.name}: unknown GGUF value type {kind}")
-
-        magic, version, n_tensors, n_kv = take("<4sIQQ")
+        h = _Header(f, Path(path).name)
+        magic, version, n_tensors, n_kv = h.take("<4sIQQ")
         if magic != b"GGUF" or version < 2:
-            raise BlockError(f"{path.name} is not a GGUF file of version 2 or later")
+            raise BlockError(f"{h.name} is not a GGUF file of version 2 or later")
         arch, align = "llama", GGUF_DEFAULT_ALIGNMENT
         for _ in range(n_kv):
-            key, kind = string(), take("<I")
+            key, kind = h.string(), h.take("<I")
             if key == "general.architecture" and kind == 8:
-                arch = string()
+                arch = h.string()
             elif key == "general.alignment" and kind == 4:
-                align = take("<I")
+                align = h.take("<I")
             else:
-                skip(kind)
+                h.skip(kind)
         infos = []
         for _ in range(n_tensors):
-            name = string()
-            dims = take("<I")
-            shape = tuple(int(d) for d in (take(f"<{dims}Q") if dims > 1 else (take("<Q"),)))
-            kind, offset = take("<IQ")
+            name, dims = h.string(), h.take("<I")
+            shape = tuple(int(d) for d in (h.take(f"<{dims}Q") if dims > 1 else (h.take("<Q"),)))
+            kind, offset = h.take("<IQ")
             infos.append((name, kind, shape, offset))
-        data_start = -(-pos // align) * align
+        data_start = -(-h.pos // align) * align
     table = []
     for name, kind, shape, offset in infos:
         try:

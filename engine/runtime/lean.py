@@ -388,10 +388,8 @@ def forward_fn(model):
         if isinstance(full, LeanForward):
             return full.truncated(layers)
     gguf = getattr(model, "specviz_gguf", None)  # a skeleton on a GGUF's blocks (models.py)
-    if gguf is not None:
-        from . import gemma
-
-        kind = gemma.GemmaForward if gemma.supports(model.config) else LeanForward
+    if gguf is not None:  # the skeleton names its forward's class (models.py: gemma.GemmaForward for Gemma-3)
+        kind = getattr(model, "specviz_forward", LeanForward)
         return _FAST.get(model, "fast", lambda: kind(model, gguf()))
     if os.environ.get("SPECVIZ_FAST_FORWARD", "1") != "0" and supports(model) and _fits(model, 1):
         return _FAST.get(model, "fast", lambda: LeanForward(model))

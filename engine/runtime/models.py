@@ -210,8 +210,11 @@ def _skeleton(gguf: Path, fp32_cache):
 
         return read_gguf(gguf, cfg.num_attention_heads, cfg.num_key_value_heads)
 
+    from . import gemma, lean
+
     model.specviz_gguf = read
     model.specviz_fp32 = fp32_cache
+    model.specviz_forward = gemma.GemmaForward if gemma.supports(cfg) else lean.LeanForward
     model.register_forward_pre_hook(lambda module, args: materialize(module) and None)
     return model, AutoTokenizer.from_pretrained(folder)
 
@@ -259,7 +262,7 @@ def own_copy(model) -> torch.nn.Module:
     """A deep copy of a materialized model that is a plain transformers module (a skeleton's copy would still
     claim the blocks: lean.forward_fn reads them): for a copy that changes the weights (a quantized draft)."""
     clone = copy.deepcopy(materialize(model))
-    for name in ("specviz_gguf", "specviz_fp32"):
+    for name in ("specviz_gguf", "specviz_fp32", "specviz_forward"):
         clone.__dict__.pop(name, None)
     clone._forward_pre_hooks.clear()
     return clone
