@@ -264,5 +264,5 @@ def test_the_header_reader_finds_gguf_pys_tensors(tmp_path):
         blocks.read_gguf(cut, 1, 1)
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"NOPE" + bytes(60))
-    with pytest.raises(blocks.BlockError, match="not a GGUF"):
+    with pytest.raises(blocks.BlockError, match="not a little-endian GGUF"):
         blocks.read_gguf(junk, 1, 1)

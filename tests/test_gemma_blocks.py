@@ -45,7 +45,7 @@ def ar(model, prompt: str, new: int = 24) -> list[int]:
 
 def test_gemma_on_its_blocks_decodes_as_on_fp32_and_in_transformers(pair):
     """Greedy AR on the blocks = AR on the de-quantized weights = transformers' generate() on them, token for
-    token; n-gram speculation on the blocks = that AR; the blocks' runs made no fp32 weights."""
+    token; n-gram and layer-skip speculation on the blocks = that AR; the blocks' runs made no fp32 weights."""
     blocks, fp32 = pair
     for prompt in PROMPTS:
         ours = ar(blocks, prompt)
@@ -55,8 +55,9 @@ def test_gemma_on_its_blocks_decodes_as_on_fp32_and_in_transformers(pair):
             stock = fp32.model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False)
         assert stock[0, len(ids) :].tolist()[: len(ours)] == ours, prompt
         cfg = GenerationConfig(gamma=4, max_new_tokens=24, raw=True)
-        spec = list(Engine(blocks, "ngram", measure_step=False).generate(prompt, cfg))[-1].token_ids
-        assert spec == ours, prompt
+        for draft in ("ngram", "layerskip:9"):  # a layer-skip draft runs the target's first layers as Gemma's
+            spec = list(Engine(blocks, draft, measure_step=False).generate(prompt, cfg))[-1].token_ids
+            assert spec == ours, (draft, prompt)
     assert any(p.is_meta for p in blocks.model.parameters()), "the blocks' runs made fp32 weights"
 
 
@@ -126,3 +127,20 @@ def test_gemmas_blocks_are_what_a_step_reads(pair):
     costs = costs_of(lean.forward_fn(blocks.model))
     assert costs["weights"] == "gguf"
     assert costs["weight_bytes"] < costs["weight_bytes_fp32"] / 4
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_the_window_is_read_per_row_on_slots(rows):
+    """sliding.window_near: each row's queries by their own positions (a batch's rows are at different lengths),
+    keys by slot; a tree node (position below its slot) still sees the keys a chain at that position would."""
+    from engine.runtime.sliding import window_near
+
+    pos = torch.tensor([[600, 601], [10, 11]])[:rows]
+    near = window_near(pos, 602, 512)
+    assert near.shape == (rows, 1, 2, 602)
+    assert near[0, 0, 0, 89].item() and not near[0, 0, 0, 88].item()  # 600 − 88 = 512: outside
+    assert near[0, 0, 1, 90].item() and not near[0, 0, 1, 89].item()
+    if rows == 2:
+        assert near[1].all()  # the short row sees everything its causal mask lets it
+    tree = window_near(torch.tensor([[600, 601, 601]]), 603, 512)  # node 2 is node 1's sibling at slot 602
+    assert torch.equal(tree[0, 0, 2, :602], tree[0, 0, 1, :602])

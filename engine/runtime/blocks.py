@@ -7,7 +7,7 @@ outputs before its quants, native.c's layout comment) and native.c rebuilds ever
 gguf-py's own arithmetic, so each product equals the fp32 path's on the de-quantized matrix, bit for bit
 (tests/test_blocks.py: a negative control with a wrong scale fails).
 
-`read_gguf` reads a llama-architecture GGUF into `Blocks` (per tensor, the raw block rows, with transformers'
+`read_gguf` reads a GGUF (llama or gemma3) into `Blocks` (per tensor, the raw block rows, with transformers'
 row order: its reverse permutation of the q and k rows applied to the rows of blocks, which moves no weight
 within a row); `BlockWeight` is one projection on them, with lean.Weight's interface. The block kernel runs up to
 BLOCK_ROWS rows (a prompt of 512 tokens); a longer prefill de-quantizes a slice of panels at a time into a scratch
@@ -298,7 +298,7 @@ class BlockWeight(kernels.Planned):
 
 @dataclass
 class Blocks:
-    """A llama-architecture GGUF's tensors: name -> (GGUF type, (rows, bytes) uint8 rows, or fp32 for F32),
+    """A GGUF's tensors: name -> (GGUF type, (rows, bytes) uint8 rows, or fp32 for F32),
     rows in transformers' order (q and k reverse-permuted as transformers de-quantizes them)."""
 
     path: Path
@@ -316,7 +316,8 @@ class Blocks:
         kinds = {self.kind(n) for n in names}
         if len(kinds) != 1:
             raise BlockError(f"{', '.join(names)} mix block types {sorted(kinds)}")
-        return BlockWeight(kinds.pop(), np.concatenate([self.raw(n) for n in names]))
+        parts = [self.raw(n) for n in names]  # one tensor is packed from the mapping as it is (no whole copy)
+        return BlockWeight(kinds.pop(), parts[0] if len(parts) == 1 else np.concatenate(parts))
 
     def vector(self, name: str) -> torch.Tensor:
         kind, data = self.tensors[name]
@@ -390,8 +391,8 @@ def tensor_table(path: Path) -> tuple[str, list[tuple[str, str, tuple[int, ...],
     with open(path, "rb") as f:
         h = _Header(f, Path(path).name)
         magic, version, n_tensors, n_kv = h.take("<4sIQQ")
-        if magic != b"GGUF" or version < 2:
-            raise BlockError(f"{h.name} is not a GGUF file of version 2 or later")
+        if magic != b"GGUF" or not 2 <= version <= 3:
+            raise BlockError(f"{h.name} is not a little-endian GGUF file of version 2 or 3 (got {version})")
         arch, align = "llama", GGUF_DEFAULT_ALIGNMENT
         for _ in range(n_kv):
             key, kind = h.string(), h.take("<I")
@@ -399,12 +400,15 @@ def tensor_table(path: Path) -> tuple[str, list[tuple[str, str, tuple[int, ...],
                 arch = h.string()
             elif key == "general.alignment" and kind == 4:
                 align = h.take("<I")
+                if align == 0 or align & (align - 1):
+                    raise BlockError(f"{h.name}: alignment {align} is not a power of two")
             else:
                 h.skip(kind)
         infos = []
         for _ in range(n_tensors):
             name, dims = h.string(), h.take("<I")
-            shape = tuple(int(d) for d in (h.take(f"<{dims}Q") if dims > 1 else (h.take("<Q"),)))
+            dims_read = h.take(f"<{dims}Q") if dims > 1 else ((h.take("<Q"),) if dims else ())
+            shape = tuple(int(d) for d in dims_read)
             kind, offset = h.take("<IQ")
             infos.append((name, kind, shape, offset))
         data_start = -(-h.pos // align) * align
@@ -431,7 +435,7 @@ def read_gguf(path: Path, heads: int, kv_heads: int) -> Blocks:
         if kind not in FORMATS:
             raise BlockError(f"{name} is {kind}: no block kernel (have {', '.join(FORMATS)})")
         _, block, size = FORMATS[kind]
-        inner, rows = shape[0], int(np.prod(shape[1:], dtype=np.int64))
+        inner, rows = (shape[0] if shape else 1), int(np.prod(shape[1:], dtype=np.int64))
         if inner % block:
             raise BlockError(f"{name}: rows of {inner} weights are not whole {kind} blocks of {block}")
         nbytes = rows * (inner // block) * size

@@ -1,6 +1,6 @@
 """Gemma-3 on its GGUF's blocks: the lean forward for the embedded Gemma-3-270M, reading the file as it ships.
 
-The embedded Gemma-3-270M is 246 MB of blocks (Q5_0, Q4_K, Q6_K and Q8_0 layers, a Q8_0 embedding of 262,144 rows
+The embedded Gemma-3-270M is 247 MB of blocks (Q5_0, Q4_K, Q6_K and Q8_0 layers, a Q8_0 embedding of 262,144 rows
 that is also its LM head); de-quantized to fp32 it is 1,072 MB, and a decode step reads every byte of it. Here
 every projection runs native.c's block kernels on the file's own blocks (blocks.py: each weight rebuilt with
 gguf-py's arithmetic, so each product equals the de-quantized matrix's), and the rest of a layer is the same math
@@ -108,14 +108,13 @@ class GemmaForward(LeanForward):
     def _masks(self, attention_mask, position_ids, start: int, end: int, t: int, device) -> dict:
         """{"full_attention": mask, "sliding_attention": mask} for SDPA (bool, True = attend; None = all):
         causal over the cache when no mask is given, the window on the local layers."""
-        q_pos = position_ids[0]
         mask = attention_mask
         if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
             keys = torch.arange(end, device=device)
             mask = (keys[None, :] <= (start + torch.arange(t, device=device))[:, None])[None, None]
         near = None
-        if self.window and int(q_pos.max()) >= self.window:  # some query has keys outside its window
-            near = window_near(q_pos, start, self.window)
+        if self.window and int(position_ids.max()) >= self.window:  # some query has keys outside its window
+            near = window_near(position_ids, end if mask is None else mask.shape[-1], self.window)
         sliding = mask if near is None else (near if mask is None else mask & near)
         return {"full_attention": mask, "sliding_attention": sliding}
 

@@ -314,7 +314,7 @@ class LeanForward:
 
     def truncated(self, layers: int) -> "LeanForward":
         """The first `layers` layers + final norm + LM head, sharing every tensor (layer-skip drafts)."""
-        view = object.__new__(LeanForward)
+        view = object.__new__(type(self))  # a subclass's view runs its own layers (gemma.GemmaForward)
         view.__dict__.update(self.__dict__)
         view.layers = self.layers[:layers]
         return view

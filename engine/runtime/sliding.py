@@ -27,19 +27,24 @@ def sliding_window(model) -> int | None:
 
 
 def layer_masks(model, mask: torch.Tensor, position_ids: torch.Tensor, cached: int):
-    """A custom bool mask (1, 1, T, cached+T) -> {"full_attention": it, "sliding_attention": it ∧ window}.
+    """A custom bool mask (B|1, 1, T, cached+T) -> {"full_attention": it, "sliding_attention": it ∧ window}.
 
-    Key j < cached sits at position j (committed tokens, contiguous); key cached+i at position_ids[i].
-    transformers' window rule: query at position a sees key at position b iff a − b < window.
+    Key j < cached sits at position j (committed tokens, contiguous); key cached+i at position_ids[:, i]
+    (window_near). transformers' window rule: query at position a sees key at position b iff a − b < window.
     """
     window = sliding_window(model)
     if window is None or mask is None or mask.dim() != 4 or mask.dtype != torch.bool:
         return mask
-    return {"full_attention": mask, "sliding_attention": mask & window_near(position_ids[0], cached, window)}
+    return {
+        "full_attention": mask,
+        "sliding_attention": mask & window_near(position_ids, mask.shape[-1], window),
+    }
 
 
-def window_near(q_pos: torch.Tensor, cached: int, window: int) -> torch.Tensor:
-    """(T, cached+T) bool: query i (at q_pos[i]) may see key j (position j below `cached`, else q_pos[j − cached])
-    by transformers' window rule, a − b < window (causality is the other mask's)."""
-    k_pos = torch.cat([torch.arange(cached, device=q_pos.device), q_pos])  # (cached+T,)
-    return (q_pos[:, None] - k_pos[None, :]) < window
+def window_near(position_ids: torch.Tensor, width: int, window: int) -> torch.Tensor:
+    """(B|1, 1, T, width) bool: row b's query i (at position_ids[b, i]) may see the key in slot j by transformers'
+    window rule, a − b < window (causality is the other mask's). A committed key's position is its slot; a key of
+    this forward's own new tokens sits at or before its slot and less than T slots behind the queries, so the rule
+    read on slots gives the same answer for every key while T ≤ window (a batch's rows each on their own)."""
+    slots = torch.arange(width, device=position_ids.device)
+    return ((position_ids[:, :, None] - slots[None, None, :]) < window)[:, None]
