@@ -31,9 +31,12 @@ ARCHITECTURES = ("gemma3", "gemma3_text")
 
 
 def supports(config) -> bool:
-    """A Gemma-3 text model without logit soft-capping in attention (Gemma-3 has none; Gemma-2 would)."""
-    return getattr(config, "model_type", None) in ARCHITECTURES and not getattr(
-        config, "attn_logit_softcapping", None
+    """A causal Gemma-3 text model without logit soft-capping in attention (Gemma-3 has none; Gemma-2 would; an
+    embedding variant's bidirectional attention is not a causal LM's)."""
+    return (
+        getattr(config, "model_type", None) in ARCHITECTURES
+        and not getattr(config, "attn_logit_softcapping", None)
+        and not getattr(config, "use_bidirectional_attention", False)
     )
 
 
