@@ -64,10 +64,10 @@ PAIR_NOTES = {
         "Gemma-3-270M is a base model: give it raw text to continue (a passage, a list to extend), not a "
         "question. SmolLM2 drafts in its own 49k-token vocabulary; its text is re-tokenised into Gemma's 262k "
         "tokens and verified losslessly (both tokenisations show under the output). What to expect on the 2-core "
-        "CPU it was measured on (benchmarks/probes/gemma_pair.py, γ = 4, greedy): α ≈ 0.85 per token where the prompt "
-        "already holds the text (3.2 tokens per Gemma forward), ≈ 0.58 on open continuations (2.2). But a "
-        "SmolLM2 draft step costs c ≈ 0.7 of a Gemma step here, so the pair ran at 0.81× and 0.53× the speed "
-        "of Gemma alone (the cost model predicted 0.77× and 0.52×): speculation pays only when α clearly "
+        "CPU it was measured on (benchmarks/probes/gemma_pair.py, γ = 4, greedy, both on their GGUF blocks): α ≈ 0.85 "
+        "per token where the prompt already holds the text (3.2 tokens per Gemma forward), ≈ 0.58 on open "
+        "continuations (2.2). But a SmolLM2 draft step costs c ≈ 0.55 of a Gemma step here, so the pair ran at 0.84× "
+        "and 0.59× the speed of Gemma alone (the cost model predicted 0.83× and 0.56×): speculation pays only when α clearly "
         'exceeds c. Turn on the race to measure it on this machine. Try: "January, February, March, April, '
         'May, June, July, August, September, October, November, December. January, February, March,"'
     )

@@ -80,7 +80,13 @@ def main() -> None:
     cfg = GenerationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, raw=True, record_topk=0)
     # warm-up
     race(engine, PROMPTS["open"][0], GenerationConfig(gamma=args.gamma, max_new_tokens=8, raw=True))
-    print(f"CPU: {cpu_name()}; γ = {args.gamma}, {args.max_new_tokens} new tokens, greedy, fp32\n")
+    # the weights each model runs on: its GGUF's blocks (the default where native.c runs) or fp32 matrices
+    weights = ", ".join(
+        f"{m.name} {'gguf' if getattr(m.model, 'specviz_gguf', None) else 'fp32'}" for m in (target, draft)
+    )
+    print(
+        f"CPU: {cpu_name()}; γ = {args.gamma}, {args.max_new_tokens} new tokens, greedy; weights: {weights}\n"
+    )
     print(
         "| prompts | α per token | accepted ÷ drafted | tokens / target forward | c | speedup (measured) | "
         "predicted | identical to AR | transformers UAG vs its greedy |"
