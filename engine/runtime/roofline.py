@@ -222,7 +222,7 @@ def plan_calibration(forward, threads: int) -> dict:
             total[int(rows)] = total.get(int(rows), 0.0) + timed[timed["kernel"]]
     if not total.get(1):
         return {}
-    return {"v": {str(rows): round(max(s / total[1], 1.0), 4) for rows, s in sorted(total.items())}}
+    return {"v": _non_decreasing(total)}
 
 
 def block_calibration(forward, threads: int) -> dict:
@@ -237,7 +237,17 @@ def block_calibration(forward, threads: int) -> dict:
             for rows in kernels.ROWS
             if rows <= native.NATIVE_ROWS
         }
-    return {"v": {str(r): round(max(s / cost[1], 1.0), 4) for r, s in cost.items()}, "of": "blocks"}
+    return {"v": _non_decreasing(cost), "of": "blocks"}
+
+
+def _non_decreasing(seconds: dict[int, float]) -> dict[str, float]:
+    """{rows: seconds} -> {"rows": v(rows)}, v = seconds ÷ seconds at 1 row, never below 1 nor below a smaller row
+    count's: a forward over more rows does all of a smaller one's work, so a dip is a take slowed by the load."""
+    out, floor = {}, 1.0
+    for rows, s in sorted(seconds.items()):
+        floor = max(floor, s / seconds[1])
+        out[str(rows)] = round(floor, 4)
+    return out
 
 
 _HOST = PerModel()  # model -> {threads: its host record}
