@@ -241,13 +241,14 @@ def block_calibration(forward, threads: int) -> dict:
 
 
 def _non_decreasing(seconds: dict[int, float]) -> dict[str, float]:
-    """{rows: seconds} -> {"rows": v(rows)}, v = seconds ÷ seconds at 1 row, never below 1 nor below a smaller row
-    count's: a forward over more rows does all of a smaller one's work, so a dip is a take slowed by the load."""
-    out, floor = {}, 1.0
-    for rows, s in sorted(seconds.items()):
-        floor = max(floor, s / seconds[1])
-        out[str(rows)] = round(floor, 4)
-    return out
+    """{rows: seconds} -> {"rows": v(rows)}, v = seconds ÷ seconds at 1 row, never below 1 and never above a larger
+    row count's: a forward over more rows does all of a smaller one's work, and each take is a best (the load only
+    slows one), so a smaller row count timed above a larger one was slowed: it gets the larger one's time."""
+    out, ceiling = {}, float("inf")
+    for rows, s in sorted(seconds.items(), reverse=True):
+        ceiling = min(ceiling, s)
+        out[str(rows)] = round(max(ceiling / seconds[1], 1.0), 4)
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0])))
 
 
 _HOST = PerModel()  # model -> {threads: its host record}
