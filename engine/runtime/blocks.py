@@ -18,6 +18,7 @@ This module knows GGUF's block formats and native.c's layout; it knows nothing a
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -350,8 +351,6 @@ class _Header:
             self.buf += more
 
     def take(self, fmt: str):
-        import struct
-
         size = struct.calcsize(fmt)
         self.need(size)
         out = struct.unpack_from(fmt, self.buf, self.pos)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from . import blocks as gguf_blocks
 from . import native
 from .cache import KVCache, room
-from .lean import LeanForward
+from .lean import LeanForward, causal_mask
 from .sliding import window_near
 
 ARCHITECTURES = ("gemma3", "gemma3_text")
@@ -111,10 +111,7 @@ class GemmaForward(LeanForward):
     def _masks(self, attention_mask, position_ids, start: int, end: int, t: int, device) -> dict:
         """{"full_attention": mask, "sliding_attention": mask} for SDPA (bool, True = attend; None = all):
         causal over the cache when no mask is given, the window on the local layers."""
-        mask = attention_mask
-        if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
-            keys = torch.arange(end, device=device)
-            mask = (keys[None, :] <= (start + torch.arange(t, device=device))[:, None])[None, None]
+        mask = attention_mask if attention_mask is not None or t == 1 else causal_mask(start, end, device)
         near = None
         if self.window and int(position_ids.max()) >= self.window:  # some query has keys outside its window
             near = window_near(position_ids, end if mask is None else mask.shape[-1], self.window)

@@ -356,10 +356,9 @@ class LeanForward:
                 for layer, weights in zip(cache.layers, self.layers):
                     self._native_layer(x, layer, weights, cos, sin, mask, start, whole)
         else:
-            mask = attention_mask
-            if mask is None and t > 1:  # causal with the cached prefix: query i sees keys <= start + i
-                keys = torch.arange(end, device=x.device)
-                mask = (keys[None, :] <= (start + torch.arange(t, device=x.device))[:, None])[None, None]
+            mask = (
+                attention_mask if attention_mask is not None or t == 1 else causal_mask(start, end, x.device)
+            )
             for layer, weights in zip(cache.layers, self.layers):
                 self._torch_layer(x, layer, weights, cos[:, None], sin[:, None], mask, b, t)
         x = x.view(b, t, -1)
@@ -371,6 +370,12 @@ class LeanForward:
         if hidden_out is None:
             x = rms_norm(x, self.norm, self.eps)
         return self.head(x.reshape(-1, x.shape[-1])).view(b, x.shape[1], -1)  # (B, T, V)
+
+
+def causal_mask(start: int, end: int, device) -> torch.Tensor:
+    """(1, 1, T, end) bool for T = end − start new tokens after `start` cached ones: query i sees keys <= start + i."""
+    keys = torch.arange(end, device=device)
+    return (keys[None, :] <= torch.arange(start, end, device=device)[:, None])[None, None]
 
 
 _FAST = PerModel()  # model -> its lean forward, released with the model (never keyed by id(model))
