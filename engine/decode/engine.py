@@ -79,6 +79,9 @@ class _Run:
     draws: Draws | None
     clock: Clock
     t_start: float
+    events_s: float = (
+        0.0  # the last round's events: their building time (after its feedback: the next one hears it)
+    )
 
 
 class Engine:
@@ -392,24 +395,31 @@ class Engine:
                     n_accepted=s.n_accepted,
                     ids=ids,
                     verify_s=t2 - t1,
+                    round_s=t2 - t0,
+                    events_s=run.events_s,
                     rows=forward_rows(s),
                     seen=s.seen,
                     features=kept,
                 )
             )
         t_fed = clock()
-        return s, lambda t3: RoundTimed(
-            round=round_,
-            pos=len(ids),
-            draft_s=t1 - t0,
-            verify_s=t2 - t1,
-            total_s=t3 - t0,
-            elapsed_s=t3 - run.t_start,
-            gamma=len(s.judged),
-            verified=forward_rows(s),
-            forward_s=t_forward - t1,
-            feedback_s=t_fed - t2,
-        )
+
+        def timed(t3: float) -> RoundTimed:
+            run.events_s = t3 - t_fed  # built after the feedback: the next round's Settled carries it
+            return RoundTimed(
+                round=round_,
+                pos=len(ids),
+                draft_s=t1 - t0,
+                verify_s=t2 - t1,
+                total_s=t3 - t0,
+                elapsed_s=t3 - run.t_start,
+                gamma=len(s.judged),
+                verified=forward_rows(s),
+                forward_s=t_forward - t1,
+                feedback_s=t_fed - t2,
+            )
+
+        return s, timed
 
     def _random(self, cfg: GenerationConfig) -> tuple[torch.Generator | None, Draws | None]:
         """The run's randomness when sampling, from cfg.seed (a fresh seed when unset): the drafter's generator

@@ -38,6 +38,7 @@ from dataclasses import replace
 import torch
 
 from .. import costmodel
+from ..config import MAX_GAMMA
 from ..costmodel import CONFIDENCE_EDGES
 from ..events import Decided
 from ..sampling.tree import depths
@@ -58,6 +59,8 @@ PROBE_SHARE = 0.02
 # pricing keeps the verify curve it fitted until a measured t(n) moves by more than this share (the average moves
 # a little every round; refitting and repricing every drafter each round cost a plain round 5% of a 4-bit forward)
 REFIT = 0.02
+PLAIN = "no drafter beats plain decoding"  # the reason of a plain round when something was priced
+MEMOS = 256  # price lists auto keeps by what they were priced from (_memo)
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
 
@@ -110,7 +113,8 @@ class AutoDrafter(Drafter):
         # the verify curve the rounds are priced on: the points it was fitted on, t(n) read from it, fits so far;
         # and each drafter's last candidates by what they were priced from (_priced_on, _memo)
         self._fitted, self._curve, self._at, self._fits = {}, None, {}, 0
-        self._memos: dict[str, tuple] = {}
+        self._memos: dict[tuple, list] = {}
+        self._costs_at: dict[str, float] = {}  # drafter -> the seconds per drafted token its prices read (_c)
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
@@ -118,6 +122,17 @@ class AutoDrafter(Drafter):
         # less the tokens they brought), and the drafting steps of the probe in flight
         self.steps, self.spent, self.probe_draft = 0.0, 0.0, 0.0
         self.last: tuple[int, list, str] = (0, [], "")  # (γ, variant per drafted position, drafter) in flight
+        # seconds this round spent asking drafters, and the last settle's own time: a round is priced whole but for
+        # its drafting (settle)
+        self.asked_s, self.settle_s = 0.0, 0.0
+        # n verified tokens -> seconds building a round's events (EMA; they are timed after its feedback, so a round
+        # hears the last one's), and the size of the last round settled
+        self.events: dict[int, float] = {}
+        self.sized = 0
+        # the last plain decision made in full, read again while nothing it was priced on moves (_still_plain):
+        # (what it was priced on, its reason, the candidates it showed, the ones a probe could try or None)
+        self._stretch: tuple | None = None
+        self._hopeful: list | None = None
 
     @property
     def cost(self) -> dict[str, float]:
@@ -161,16 +176,41 @@ class AutoDrafter(Drafter):
         ):
             self._fitted, self._curve = dict(self.verify), costmodel.verify_curve(self.verify)
             self._at, self._fits = {}, self._fits + 1
+            self._memos.clear()
         return self._at
+
+    def _t(self, n: int) -> float:
+        """t(n) on the verify curve this round is priced on (propose checks the fit once a round, through verify_s;
+        a price asked outside a round fits it first)."""
+        at = self._at if self._curve is not None else self._priced_on()
+        if n not in at:
+            at[n] = self._curve(n)
+        return at[n]
+
+    def _c(self, d: str, t1: float) -> float:
+        """Seconds per drafted token drafter d is priced at: its measured cost (Memory.seconds; a tenth of t(1)
+        before it was asked) as last repriced. Like the verify curve, the price moves only when the measure moved
+        by more than REFIT of a target step over γ = MAX_GAMMA drafts (the n-gram's lookup moves by 10-50% a round
+        and is a hundredth of a step), so a run of plain rounds reprices nothing (_memo)."""
+        live = self.cost.get(d)
+        if live is None:
+            return 0.1 * t1
+        kept = self._costs_at.get(d)
+        if kept is None or abs(live - kept) * MAX_GAMMA > REFIT * t1:
+            kept = self._costs_at[d] = live
+        return kept
 
     def _memo(self, key: tuple, price, *args):
         """The candidates price(*args) makes, kept for the next round that asks with the same key: the drafter, what its
-        price reads (its cost, α counts, yield) and the verify curve's fit. The same numbers make the same list."""
+        price reads (its priced cost, α counts, yield) and the verify curve's fit. The same numbers make the same
+        list. At most MEMOS keys are kept (a new fit or a full memo starts again)."""
         key = (*key, self._fits)
-        kept = self._memos.get(key[0])
-        if kept is None or kept[0] != key:
-            kept = self._memos[key[0]] = (key, price(*args))
-        return kept[1]
+        kept = self._memos.get(key)
+        if kept is None:
+            if len(self._memos) >= MEMOS:
+                self._memos.clear()
+            kept = self._memos[key] = price(*args)
+        return kept
 
     # -- the two methods ------------------------------------------------------------------
     def propose(self, ids: list[int], gamma: int) -> Draft:
@@ -178,14 +218,19 @@ class AutoDrafter(Drafter):
         if t1 is None:  # first round: a plain step measures what everything is compared with
             return self._plain("measuring one plain target step first", [], None)
         plain_rate = 1.0 / t1
-        draft, trees, candidates, unasked = self._ask_free(ids, gamma, t1, plain_rate)
+        draft = self._ask(self.drafter, ids, gamma)  # free to ask: only what it has
+        still = self._still_plain(draft, gamma, t1, plain_rate)
+        if still is not None:
+            return still
+        draft, trees, candidates, unasked = self._ask_free(draft, ids, gamma, t1)
         variant, d = draft.variant, self.drafter.name
         best, reason, trying = self._pick(candidates, d, plain_rate)
-        candidates = (
-            candidates + unasked
-        )  # what the decision shows: the options not asked too, with their forecast
-        if best is None:
-            return self._plain(reason, candidates, plain_rate)
+        # what the decision shows: the options not asked too, with their forecast
+        candidates = candidates + unasked
+        if best is None:  # with no tree asked, the next rounds may read this decision again (_still_plain)
+            return self._plain(
+                reason, candidates, plain_rate, None if trees else self._stretch_key(draft, gamma, t1)
+            )
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
         if best["drafter"] in self.trees:  # a whole tree: γ is its depth, already cut when it was built
             draft, d = trees[best["drafter"]], best["drafter"]
@@ -202,9 +247,7 @@ class AutoDrafter(Drafter):
                 ),
             )
             d = variant = best["drafter"]
-            t = time.perf_counter()
-            draft = self.costly[d].propose(ids, gamma)  # all γ: its confidence says below how many to keep
-            self._cost(d, time.perf_counter() - t, max(len(draft.token_ids), 1))
+            draft = self._ask(self.costly[d], ids, gamma)  # all γ: its confidence says below how many to keep
             if not len(draft.token_ids):
                 return self._plain(f"{d} had no proposal", candidates, plain_rate)
             # a chain: keep the positions it is sure enough of
@@ -234,7 +277,7 @@ class AutoDrafter(Drafter):
                         keep = best["gamma"]
                         rate = costmodel.expected_tokens_each(
                             self._bin_alphas(d, confidence)[:keep]
-                        ) / self.verify_s(keep + 1)
+                        ) / self._t(keep + 1)
                     best = dict(best, gamma=keep, predicted_tokens_per_s=round(rate, 3))
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
@@ -267,15 +310,18 @@ class AutoDrafter(Drafter):
         verified (free to ask, and its prior may be far off: a long match in copied text). Returns (the candidate,
         None for a plain round; the plain round's or the probe's reason; the note that a variant is tried once)."""
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
+        self._hopeful = None  # the candidates a probe could try, when they were looked for
         if best is None:
             return None, "no drafter has a proposal", ""
         if best["predicted_tokens_per_s"] <= plain_rate:
             if self.plain_streak < self.probe_gap:
-                return None, "no drafter beats plain decoding", ""
-            hopeful = [x for x in candidates if x.get("asked") is not False and self._could_pay(x)]
+                return None, PLAIN, ""
+            hopeful = self._hopeful = [
+                x for x in candidates if x.get("asked") is not False and self._could_pay(x)
+            ]
             affordable = [x for x in hopeful if self.spent + probe_excess(x) <= PROBE_SHARE * self.steps]
             if not affordable:
-                return None, "no drafter beats plain decoding" + self._over_budget(hopeful), ""
+                return None, PLAIN + self._over_budget(hopeful), ""
             best = affordable[0]  # probe with the smallest γ of a drafter that could pay
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
@@ -286,26 +332,26 @@ class AutoDrafter(Drafter):
         return best, None, ""
 
     def _ask_free(
-        self, ids: list[int], gamma: int, t1: float, plain_rate: float
+        self, draft: Draft, ids: list[int], gamma: int, t1: float
     ) -> tuple[Draft, dict, list, list]:
-        """Ask the n-gram lookup (free to ask: only what it has) and price every option: the costly drafters from
+        """Price every option beside the n-gram lookup's proposal `draft` (free to ask: only what it has): the costly drafters from
         what they cost and earned before (they are asked only if one wins), each tree drafter first from its
         forecast (its asking time, the tree size it built and the tokens per round it earned, all measured; a
         prior until it was chosen) and asked only when that forecast beats plain decoding and every option priced
         so far (asking one costs as much as a tenth of a 4-bit forward: issue 64); a tree never asked is asked.
         Returns (the n-gram draft, the tree drafts by name, the candidates, the forecasts of the trees not asked)."""
-        t = time.perf_counter()
-        draft = self.drafter.propose(ids, gamma)  # free to ask: only what it has
-        cap, d = len(draft.token_ids), self.drafter.name
-        self._cost(d, time.perf_counter() - t, max(cap, 1))
-        candidates, trees, unasked = self._price(d, draft.variant, cap, t1), {}, []
+        cap, d, variant = len(draft.token_ids), self.drafter.name, draft.variant
+        plain_rate = 1.0 / t1
+        asked = (self._c(d, t1), self.hits.get(variant), self.trials.get(variant), self.used.get(d))
+        priced_on = (d, variant, cap, *asked)
+        candidates, trees, unasked = list(self._memo(priced_on, self._price, d, variant, cap, t1)), {}, []
         for name in self.costly:  # priced from what only asking them changes
-            asked = (self.cost.get(name), self.hits.get(name), self.trials.get(name), self.used.get(name))
+            asked = (self._c(name, t1), self.hits.get(name), self.trials.get(name), self.used.get(name))
             candidates += self._memo((name, gamma, *asked), self._price, name, name, gamma, t1)
         for name, tree_drafter in self.trees.items():  # priced by what their trees earned per round
             earned = (self.tree_nodes.get(name), self.tree_found.get(name), self.tree_accepted.get(name))
             forecast = self._memo(
-                (name, gamma, self.cost.get(name), *earned), self._forecast_tree, name, gamma, t1
+                (name, gamma, self._c(name, t1), *earned), self._forecast_tree, name, gamma, t1
             )
             bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
             skipped = self.tree_skipped.get(name, 0)
@@ -314,15 +360,56 @@ class AutoDrafter(Drafter):
                 unasked.append(forecast)
                 continue
             self.tree_skipped[name] = 0
-            t = time.perf_counter()
-            trees[name] = tree_drafter.propose(ids, gamma)
-            self._cost(name, time.perf_counter() - t, 1)  # seconds per proposal (a tree is asked once)
+            trees[name] = self._ask(tree_drafter, ids, gamma, per_token=False)
             n = len(trees[name].token_ids)
             old, found = self.tree_nodes.get(name), self.tree_found.get(name)
             self.tree_nodes[name] = n if old is None else DECAY * old + (1 - DECAY) * n
             self.tree_found[name] = float(n > 0) if found is None else DECAY * found + (1 - DECAY) * (n > 0)
+            self.memory.version += 1
             candidates += self._price_tree(name, trees[name], t1)
         return draft, trees, candidates, unasked
+
+    def _ask(self, drafter: Drafter, ids: list[int], gamma: int, per_token: bool = True) -> Draft:
+        """drafter's proposal, its asking time counted into the round's (asked_s) and into its measured cost
+        (seconds per drafted token, or per proposal for a tree)."""
+        t = time.perf_counter()
+        draft = drafter.propose(ids, gamma)
+        seconds = time.perf_counter() - t
+        self.asked_s += seconds
+        self._cost(drafter.name, seconds, max(len(draft.token_ids), 1) if per_token else 1)
+        return draft
+
+    def _stretch_key(self, draft: Draft, gamma: int, t1: float) -> tuple:
+        """What a plain decision was priced on: the verify curve's fit, what the engine's runs learnt (Memory.version:
+        α's counts, the trees' yields), each drafter's priced cost, the lookup's proposal (its variant and length)
+        and γ."""
+        costs = tuple(self._c(name, t1) for name in (self.drafter.name, *self.costly, *self.trees))
+        return (self._fits, self.memory.version, costs, draft.variant, len(draft.token_ids), gamma)
+
+    def _still_plain(self, draft: Draft, gamma: int, t1: float, plain_rate: float) -> Draft | None:
+        """The last round's plain decision again, when it was made in full, nothing it was priced on moved
+        (_stretch_key), no tree drafter is due its every-RECHECK ask and no probe is due: the same candidates, the
+        same reason (with the probe budget's numbers as they are now). None: decide in full. A run of plain rounds
+        (issue 64: Spec-Bench's qa) then costs the lookup and this check, not a repricing, a round."""
+        stretch, self._stretch = self._stretch, None
+        if stretch is None or stretch[0] != self._stretch_key(draft, gamma, t1):
+            return None
+        key, reason, candidates, hopeful = stretch
+        if any(self.tree_skipped.get(name, 0) >= RECHECK for name in self.trees):
+            return None
+        if reason.startswith(PLAIN):
+            if self.plain_streak < self.probe_gap:
+                reason = PLAIN
+            elif hopeful is None or any(
+                self.spent + probe_excess(x) <= PROBE_SHARE * self.steps for x in hopeful
+            ):
+                return None  # a probe may be due: the full decision makes it
+            else:
+                reason = PLAIN + self._over_budget(hopeful)
+        for name in self.trees:
+            self.tree_skipped[name] = self.tree_skipped.get(name, 0) + 1
+        self._hopeful = hopeful
+        return self._plain(reason, candidates, plain_rate, key)
 
     def _over_budget(self, hopeful: list) -> str:
         """Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
@@ -358,13 +445,13 @@ class AutoDrafter(Drafter):
         earned = self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, gamma) - 1.0)
         tokens = 1.0 + found * earned
         # asked, it costs its asking time; with no tree the round is a plain step
-        v = found * self.verify_s(n + 1) + (1.0 - found) * t1
+        v = found * self._t(n + 1) + (1.0 - found) * t1
         return dict(self._tree_candidate(d, min(gamma, n), n, tokens, v, t1), asked=False)
 
     def _tree_candidate(self, d: str, depth: int, n: int, tokens: float, v: float, t1: float) -> dict:
         """A tree drafter's candidate: `tokens` committed a round for its asking time and a verify forward of v
         seconds (costmodel.round_rate), c and v printed in target steps."""
-        c = self.cost.get(d, 0.1 * t1)
+        c = self._c(d, t1)
         return {
             "drafter": d,
             "variant": d,
@@ -384,7 +471,7 @@ class AutoDrafter(Drafter):
         alphas = self._bin_alphas(d, confidence)
         best_g, best_rate = 0, 1.0 / t1
         for g in range(1, len(alphas) + 1):
-            rate = costmodel.expected_tokens_each(alphas[:g]) / self.verify_s(g + 1)
+            rate = costmodel.expected_tokens_each(alphas[:g]) / self._t(g + 1)
             if rate > best_rate:
                 best_g, best_rate = g, rate
         return best_g, [v for v, _ in pairs], best_rate
@@ -405,9 +492,9 @@ class AutoDrafter(Drafter):
         still paid for cap; the candidate says so in "drafted")."""
         if cap < 1:
             return []
-        c, alpha, used, out = self.cost.get(d, 0.1 * t1), self.alpha(variant), self.used.get(d, 1.0), []
+        c, alpha, used, out = self._c(d, t1), self.alpha(variant), self.used.get(d, 1.0), []
         for g in range(1, cap + 1):
-            v = self.verify_s(g + 1)
+            v = self._t(g + 1)
             drafted = cap if d in self.costly else g
             rate = (
                 costmodel.predicted_speedup_asked(alpha, g, c * drafted / g / t1, v / t1, used) / t1
@@ -437,7 +524,7 @@ class AutoDrafter(Drafter):
             return []
         depth = max(depths(tree_draft.parents)) if tree_draft.parents else n
         tokens = 1.0 + self.tree_accepted.get(d, costmodel.expected_tokens(PRIOR_ALPHA, depth) - 1.0)
-        return [self._tree_candidate(d, depth, n, tokens, self.verify_s(n + 1), t1)]
+        return [self._tree_candidate(d, depth, n, tokens, self._t(n + 1), t1)]
 
     def _asked(self, d: str, used: bool) -> None:
         self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
@@ -450,8 +537,22 @@ class AutoDrafter(Drafter):
             for d in self.costly.values():
                 d.settle(r)
             return
+        start = time.perf_counter()
         g, variants, chosen = self.last
-        n_accepted, verify_s = r.n_accepted, r.verify_s
+        n_accepted = r.n_accepted
+        # the round whole but for its drafting (asking drafters is priced apart, c): the decision, the forward, the
+        # acceptance rule, this feedback (the last one's time) and the events (a round of its size's, so far); a
+        # batch's row has its forward and acceptance only
+        verify_s = r.verify_s
+        if r.round_s is not None:
+            if self.sized:  # the last round's events, by its size
+                old = self.events.get(self.sized)
+                self.events[self.sized] = (
+                    r.events_s if old is None else DECAY * old + (1 - DECAY) * r.events_s
+                )
+            events = self.events.get(g + 1, self.events.get(1, 0.0))
+            verify_s = r.round_s - self.asked_s + self.settle_s + events
+        self.asked_s, self.sized = 0.0, g + 1
         t1 = self.verify.get(1)
         steps = verify_s / t1 if t1 else 1.0
         self.steps += steps
@@ -460,9 +561,17 @@ class AutoDrafter(Drafter):
             self.spent += self.probe_draft + steps - (1 + n_accepted)  # beyond a plain round's step and token
         old = self.verify.get(g + 1)
         self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
+        if g and t1:
+            self.memory.add_ratio(g + 1, verify_s / t1)
+        elif (
+            not g and old is None
+        ):  # the run's first plain round: earlier runs price the sizes it has not verified
+            for n, ratio in self.memory.ratios.items():
+                self.verify.setdefault(n, ratio * verify_s)
         if g and chosen in self.trees:  # a tree is priced by what it committed per round, not per position
             old = self.tree_accepted.get(chosen)
             self.tree_accepted[chosen] = n_accepted if old is None else DECAY * old + (1 - DECAY) * n_accepted
+            self.memory.version += 1
         elif g:
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
@@ -472,10 +581,12 @@ class AutoDrafter(Drafter):
         for d in (*self.trees.values(), self.drafter, *self.costly.values()):
             d.settle(r if g and chosen == d.name else none)
         self.last = (0, [], "")
+        self.settle_s = time.perf_counter() - start
 
     def _count(self, variants: list, n_accepted: int) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
         failure; each variant's older counts decay once per round it appears in."""
+        self.memory.version += 1
         for v in set(variants):
             self.trials[v] = DECAY * self.trials.get(v, 0.0)
             self.hits[v] = DECAY * self.hits.get(v, 0.0)
@@ -488,7 +599,13 @@ class AutoDrafter(Drafter):
         return next((kept for d in self.trees.values() if (kept := d.history_source(ids)) is not None), None)
 
     # -- helpers --------------------------------------------------------------------------
-    def _plain(self, reason: str, candidates: list, plain_rate: float | None) -> Draft:
+    def _plain(
+        self, reason: str, candidates: list, plain_rate: float | None, key: tuple | None = None
+    ) -> Draft:
+        """A plain round's draft (nothing), with its decision; `key`: what it was priced on, when the next rounds may
+        read it again (_still_plain)."""
+        if key is not None:
+            self._stretch = (key, reason, candidates, self._hopeful)
         self.plain_streak += 1
         self.last = (0, [], "")
         draft = empty_draft(self.device, "auto")
@@ -524,6 +641,15 @@ class Memory:
         self.tree_accepted: dict[str, float] = {}
         self.tree_nodes: dict[str, float] = {}
         self.tree_found: dict[str, float] = {}
+        self.version = 0  # moves with every change of the counts and yields above (what auto's prices read)
+        # n verified tokens -> a round of that size ÷ a plain round, both whole but for the drafting (decayed): a new
+        # run's t(n) before it verified n tokens itself (a fresh run's prior slope priced 2 rows at 1.17 plain rounds
+        # where the blocks' rounds cost 1.37: its first lookups of one token lost, every run)
+        self.ratios: dict[int, float] = {}
+
+    def add_ratio(self, n: int, ratio: float) -> None:
+        old = self.ratios.get(n)
+        self.ratios[n] = ratio if old is None else DECAY * old + (1 - DECAY) * ratio
 
     def add(self, name: str, per: float) -> None:
         n = self.seen.get(name, 0)

@@ -106,6 +106,10 @@ class Settled:
     rows: (
         int  # positions that forward computed for this sequence alone (root, nodes, extra rows); 0 in a batch
     )
+    # the round's time on the run's clock up to this feedback: its drafting, its forward and the acceptance rule
+    # (None: not timed whole, a batch's row)
+    round_s: float | None = None
+    events_s: float = 0.0  # the previous round's events' building time (a round's events follow its feedback)
     seen: Seen | None = None  # what it computed that the draft asked for (Draft.topk, Draft.extra)
     features: torch.Tensor | None = (
         None  # (n, H) features of the n positions the cache now keeps (Needs.features)
