@@ -351,8 +351,8 @@ def test_plain_rounds_reprice_nothing_until_a_measured_cost_moves(monkeypatch, r
     assert priced.count("eagle") == 1
     assert all(r["candidates"] == rounds[0]["candidates"] for r in rounds)
     assert {r["plain_tokens_per_s"] for r in rounds} == {1.0}  # the fit's t(1), beside the prices it made
-    moved = plain_round(1.05)
-    assert priced.count("eagle") == 2 and moved["plain_tokens_per_s"] == round(1 / 1.05, 3)
+    moved = plain_round(1.08)  # past REFIT (5%)
+    assert priced.count("eagle") == 2 and moved["plain_tokens_per_s"] == round(1 / 1.08, 3)
     auto.cost = {**auto.cost, "eagle": 0.5}
-    plain_round(1.05)
+    plain_round(1.08)
     assert priced.count("eagle") == 3

@@ -43,22 +43,29 @@ from ..costmodel import CONFIDENCE_EDGES
 from ..events import Decided
 from ..sampling.tree import depths
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Factory, Needs, Note, Settled, empty_draft
+from .base import Draft, Drafter, Factory, Lookup, Needs, Note, Settled, empty_draft
 from .heads import heads_fit
 
 PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 # a tree drafter its forecast keeps unasked is asked again after this many rounds (its forecast is learnt only when
-# it is asked)
+# it is asked), the gap doubling up to MAX_GAP while such asks leave it unchosen (as probes back off)
 RECHECK = 16
+MAX_GAP = 64  # the most plain rounds between two probes, or between two asks of a tree drafter priced out
+# after this many lookups in a row whose proposals were not worth verifying, the lookup rests: it is asked every
+# other round, then every 4th after as many more (MAX_REST), until one of its proposals is drafted again; a resting
+# round reads the last plain decision again (issue 64: a lookup and its check cost a plain round ~1% of a step)
+QUIET = 8
+MAX_REST = 4
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 # a run's probes may cost at most this share of its target steps beyond what plain rounds would have: a probe that
 # finds nothing costs its drafting and its verify forward less the one token a plain step gives (a trained head's
 # 4 drafted tokens and a 2-row verify, ~2 steps on the blocks); on text where nothing pays (issue 64: Spec-Bench's
 # qa) the probes then keep auto within this share of plain decoding
 PROBE_SHARE = 0.02
-# pricing keeps the verify curve it fitted until a measured t(n) moves by more than this share (the average moves
-# a little every round; refitting and repricing every drafter each round cost a plain round 5% of a 4-bit forward)
-REFIT = 0.02
+# pricing keeps the verify curve it fitted until a measured t(n) moves by more than this share (the average of whole
+# rounds moves with the host's load every round; each refit reprices every drafter and every lookup's proposal
+# afresh, ~0.15 ms a decision after a forward on the blocks: at 2% one round in ten refitted on Spec-Bench's qa)
+REFIT = 0.05
 PLAIN = "no drafter beats plain decoding"  # the reason of a plain round when something was priced
 MEMOS = 256  # price lists auto keeps by what they were priced from (_memo)
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
@@ -103,6 +110,12 @@ class AutoDrafter(Drafter):
         self.tree_accepted, self.tree_nodes = self.memory.tree_accepted, self.memory.tree_nodes
         self.tree_found = self.memory.tree_found  # tree drafter -> share of asks that brought a tree (EMA)
         self.tree_skipped: dict[str, int] = {}  # tree drafter -> rounds in a row its forecast kept it unasked
+        # tree drafter -> rounds its forecast may keep it unasked (RECHECK, doubling while rechecks leave it unchosen)
+        self.tree_gap: dict[str, int] = {}
+        self.rechecked: set = set()  # the tree drafters this round asked for their recheck
+        # lookups in a row that ended in a plain round; rounds between two lookups (QUIET, MAX_REST); rounds since the
+        # last; the lookup's (variant, length) at the last plain decision
+        self.quiet, self.rest, self.rested, self._last_look = 0, 1, 0, None
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         # variant -> decayed Bernoulli trials seen, and accepted tokens among them
         self.trials, self.hits = self.memory.trials, self.memory.hits
@@ -129,9 +142,10 @@ class AutoDrafter(Drafter):
         # hears the last one's), and the size of the last round settled
         self.events: dict[int, float] = {}
         self.sized = 0
-        # the last plain decision made in full, read again while nothing it was priced on moves (_still_plain):
-        # (what it was priced on, its reason, the candidates it showed, the ones a probe could try or None)
+        # plain decisions made in full, read again while nothing they were priced on moves (_still_plain): (what they
+        # were priced on, {the lookup's (variant, length): (reason, the candidates shown, the ones a probe could try)})
         self._stretch: tuple | None = None
+        self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
         self._hopeful: list | None = None
 
     @property
@@ -218,34 +232,25 @@ class AutoDrafter(Drafter):
         if t1 is None:  # first round: a plain step measures what everything is compared with
             return self._plain("measuring one plain target step first", [], None)
         plain_rate = 1.0 / t1
-        draft = self._ask(self.drafter, ids, gamma)  # free to ask: only what it has
-        still = self._still_plain(draft, gamma, t1, plain_rate)
+        still, look = self._plain_again(ids, gamma, t1, plain_rate)
         if still is not None:
             return still
-        draft, trees, candidates, unasked = self._ask_free(draft, ids, gamma, t1)
-        variant, d = draft.variant, self.drafter.name
+        trees, candidates, unasked = self._ask_free(look, ids, gamma, t1)
+        variant, d = look.variant, self.drafter.name
         best, reason, trying = self._pick(candidates, d, plain_rate)
+        self._rechecked(best)
         # what the decision shows: the options not asked too, with their forecast
         candidates = candidates + unasked
         if best is None:  # with no tree asked, the next rounds may read this decision again (_still_plain)
-            return self._plain(
-                reason, candidates, plain_rate, None if trees else self._stretch_key(draft, gamma, t1)
-            )
+            return self._plain(reason, candidates, plain_rate, None if trees else (variant, len(look.tokens)))
+        draft = look.draft(self.device, d)
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
         if best["drafter"] in self.trees:  # a whole tree: γ is its depth, already cut when it was built
             draft, d = trees[best["drafter"]], best["drafter"]
             variant, keep = d, gamma
         elif best["drafter"] in self.costly:
-            free = (
-                draft,
-                variant,
-                d,
-                max(
-                    (x for x in candidates if x["drafter"] == d),
-                    key=lambda x: x["predicted_tokens_per_s"],
-                    default=None,
-                ),
-            )
+            fallback = max((x for x in candidates if x["drafter"] == d), key=_rate, default=None)
+            free = (draft, variant, d, fallback)
             d = variant = best["drafter"]
             draft = self._ask(self.costly[d], ids, gamma)  # all γ: its confidence says below how many to keep
             if not len(draft.token_ids):
@@ -255,7 +260,6 @@ class AutoDrafter(Drafter):
                 confidence = [round(float(x), 3) for x in draft.q.max(-1).values.tolist()]
                 keep, variants, rate = self._by_confidence(d, confidence, t1)
                 self._asked(d, used=bool(keep))
-                fallback = free[3]
                 # the free drafter's proposal is still the better bet
                 if (
                     reason is None
@@ -282,7 +286,7 @@ class AutoDrafter(Drafter):
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
         draft.topk = max(draft.topk, self.topk)
-        self.plain_streak = 0
+        self.plain_streak, self.quiet, self.rest = 0, 0, 1
         n = len(draft.token_ids)
         self.last = (n, (variants or [variant] * n)[:n], d)
         self.probing = reason is not None
@@ -331,16 +335,14 @@ class AutoDrafter(Drafter):
             return best, None, f"trying {d} ({best['variant']}) once, since its α is a prior until verified: "
         return best, None, ""
 
-    def _ask_free(
-        self, draft: Draft, ids: list[int], gamma: int, t1: float
-    ) -> tuple[Draft, dict, list, list]:
-        """Price every option beside the n-gram lookup's proposal `draft` (free to ask: only what it has): the costly drafters from
+    def _ask_free(self, look: Lookup, ids: list[int], gamma: int, t1: float) -> tuple[dict, list, list]:
+        """Price every option beside the n-gram lookup's proposal `look` (free to ask: only what it has): the costly drafters from
         what they cost and earned before (they are asked only if one wins), each tree drafter first from its
         forecast (its asking time, the tree size it built and the tokens per round it earned, all measured; a
         prior until it was chosen) and asked only when that forecast beats plain decoding and every option priced
         so far (asking one costs as much as a tenth of a 4-bit forward: issue 64); a tree never asked is asked.
-        Returns (the n-gram draft, the tree drafts by name, the candidates, the forecasts of the trees not asked)."""
-        cap, d, variant = len(draft.token_ids), self.drafter.name, draft.variant
+        Returns (the tree drafts by name, the candidates, the forecasts of the trees not asked)."""
+        cap, d, variant = len(look.tokens), self.drafter.name, look.variant
         plain_rate = 1.0 / t1
         asked = (self._c(d, t1), self.hits.get(variant), self.trials.get(variant), self.used.get(d))
         priced_on = (d, variant, cap, *asked)
@@ -355,10 +357,12 @@ class AutoDrafter(Drafter):
             )
             bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
             skipped = self.tree_skipped.get(name, 0)
-            if forecast is not None and forecast["predicted_tokens_per_s"] <= bar and skipped < RECHECK:
-                self.tree_skipped[name] = skipped + 1
-                unasked.append(forecast)
-                continue
+            if forecast is not None and forecast["predicted_tokens_per_s"] <= bar:
+                if skipped < self.tree_gap.get(name, RECHECK):
+                    self.tree_skipped[name] = skipped + 1
+                    unasked.append(forecast)
+                    continue
+                self.rechecked.add(name)  # asked only to keep its forecast learning
             self.tree_skipped[name] = 0
             trees[name] = self._ask(tree_drafter, ids, gamma, per_token=False)
             n = len(trees[name].token_ids)
@@ -367,7 +371,7 @@ class AutoDrafter(Drafter):
             self.tree_found[name] = float(n > 0) if found is None else DECAY * found + (1 - DECAY) * (n > 0)
             self.memory.version += 1
             candidates += self._price_tree(name, trees[name], t1)
-        return draft, trees, candidates, unasked
+        return trees, candidates, unasked
 
     def _ask(self, drafter: Drafter, ids: list[int], gamma: int, per_token: bool = True) -> Draft:
         """drafter's proposal, its asking time counted into the round's (asked_s) and into its measured cost
@@ -379,24 +383,57 @@ class AutoDrafter(Drafter):
         self._cost(drafter.name, seconds, max(len(draft.token_ids), 1) if per_token else 1)
         return draft
 
-    def _stretch_key(self, draft: Draft, gamma: int, t1: float) -> tuple:
-        """What a plain decision was priced on: the verify curve's fit, what the engine's runs learnt (Memory.version:
-        α's counts, the trees' yields), each drafter's priced cost, the lookup's proposal (its variant and length)
-        and γ."""
-        costs = tuple(self._c(name, t1) for name in (self.drafter.name, *self.costly, *self.trees))
-        return (self._fits, self.memory.version, costs, draft.variant, len(draft.token_ids), gamma)
+    def _rechecked(self, best: dict | None) -> None:
+        """A tree drafter asked for its recheck and still not chosen waits twice as long for the next (up to
+        MAX_GAP rounds); chosen, it is rechecked every RECHECK rounds again."""
+        for name in self.rechecked:
+            chosen = best is not None and best["drafter"] == name
+            self.tree_gap[name] = RECHECK if chosen else min(2 * self.tree_gap.get(name, RECHECK), MAX_GAP)
+        self.rechecked.clear()
 
-    def _still_plain(self, draft: Draft, gamma: int, t1: float, plain_rate: float) -> Draft | None:
-        """The last round's plain decision again, when it was made in full, nothing it was priced on moved
-        (_stretch_key), no tree drafter is due its every-RECHECK ask and no probe is due: the same candidates, the
-        same reason (with the probe budget's numbers as they are now). None: decide in full. A run of plain rounds
-        (issue 64: Spec-Bench's qa) then costs the lookup and this check, not a repricing, a round."""
-        stretch, self._stretch = self._stretch, None
-        if stretch is None or stretch[0] != self._stretch_key(draft, gamma, t1):
+    def _look(self, ids: list[int], gamma: int) -> Lookup:
+        """The free drafter's proposal as lists (its Draft is built only when auto drafts with it), its asking time
+        counted as _ask counts it."""
+        t = time.perf_counter()
+        look = self.drafter.lookup(ids, gamma)
+        seconds = time.perf_counter() - t
+        self.asked_s += seconds
+        self._cost(self.drafter.name, seconds, max(len(look.tokens), 1))
+        return look
+
+    def _plain_again(
+        self, ids: list[int], gamma: int, t1: float, plain_rate: float
+    ) -> tuple[Draft | None, Lookup]:
+        """(A plain round's Draft when an earlier plain decision holds again, else None; the lookup's proposal):
+        a resting lookup (QUIET) is not asked when the last decision holds; else it is asked (free: only what it
+        has) and the decision made earlier for a proposal like its own is looked for (_still_plain)."""
+        if (
+            self.rested + 1 < self.rest
+            and (still := self._still_plain(None, gamma, t1, plain_rate)) is not None
+        ):
+            return still, None
+        look = self._look(ids, gamma)
+        return self._still_plain(look, gamma, t1, plain_rate), look
+
+    def _still_plain(self, look: Lookup | None, gamma: int, t1: float, plain_rate: float) -> Draft | None:
+        """A plain decision made in full earlier for a proposal of this variant and length, again: while nothing
+        else it was priced on moved (the verify curve's fit, what the engine's runs learnt: Memory.version, the
+        lookup's priced cost, the other drafters' measured costs, γ), no tree drafter is due its recheck and no probe
+        is due: the same candidates, the same reason (the probe budget's numbers as they are now). look None: a
+        resting lookup's round (QUIET), which reads the last plain decision. None: decide in full (with a lookup).
+        A run of plain rounds (issue 64: Spec-Bench's qa) then costs at most the lookup and this check a round."""
+        seconds = self.memory.seconds
+        others = tuple(seconds.get(name) for name in (*self.costly, *self.trees))
+        state = (self._fits, self.memory.version, self._c(self.drafter.name, t1), others, gamma)
+        if self._stretch is None or self._stretch[0] != state:
+            self._stretch = (state, {})
             return None
-        key, reason, candidates, hopeful = stretch
-        if any(self.tree_skipped.get(name, 0) >= RECHECK for name in self.trees):
+        key = self._last_look if look is None else (look.variant, len(look.tokens))
+        kept = self._stretch[1].get(key)
+        gaps = self.tree_gap
+        if kept is None or any(self.tree_skipped.get(n, 0) >= gaps.get(n, RECHECK) for n in self.trees):
             return None
+        reason, candidates, hopeful = kept
         if reason.startswith(PLAIN):
             if self.plain_streak < self.probe_gap:
                 reason = PLAIN
@@ -408,8 +445,10 @@ class AutoDrafter(Drafter):
                 reason = PLAIN + self._over_budget(hopeful)
         for name in self.trees:
             self.tree_skipped[name] = self.tree_skipped.get(name, 0) + 1
-        self._hopeful = hopeful
-        return self._plain(reason, candidates, plain_rate, key)
+        if look is None:
+            self.rested += 1
+            reason += f" (the lookup rests: its last {self.quiet} proposals were not worth verifying)"
+        return self._plain(reason, candidates, plain_rate, None if look is None else key)
 
     def _over_budget(self, hopeful: list) -> str:
         """Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
@@ -528,6 +567,7 @@ class AutoDrafter(Drafter):
 
     def _asked(self, d: str, used: bool) -> None:
         self.used[d] = DECAY * self.used.get(d, 1.0) + (1 - DECAY) * float(used)
+        self.memory.version += 1  # its price moved
 
     def settle(self, r: Settled) -> None:
         """The round to every drafter it holds: the prompt's and each round's features to the heads; to the tree
@@ -557,7 +597,7 @@ class AutoDrafter(Drafter):
         steps = verify_s / t1 if t1 else 1.0
         self.steps += steps
         if g and self.probing:  # back off while probes find nothing, reset when one pays
-            self.probe_gap = min(self.probe_gap * 2, 64) if n_accepted == 0 else self.probe_every
+            self.probe_gap = min(self.probe_gap * 2, MAX_GAP) if n_accepted == 0 else self.probe_every
             self.spent += self.probe_draft + steps - (1 + n_accepted)  # beyond a plain round's step and token
         old = self.verify.get(g + 1)
         self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
@@ -602,13 +642,17 @@ class AutoDrafter(Drafter):
     def _plain(
         self, reason: str, candidates: list, plain_rate: float | None, key: tuple | None = None
     ) -> Draft:
-        """A plain round's draft (nothing), with its decision; `key`: what it was priced on, when the next rounds may
-        read it again (_still_plain)."""
-        if key is not None:
-            self._stretch = (key, reason, candidates, self._hopeful)
+        """A plain round's draft (nothing), with its decision; `key`: the lookup's (variant, length) when the
+        decision was made in full and later rounds may read it again (_still_plain)."""
+        if key is not None:  # a lookup's round: the lookup rests after QUIET of them in a row
+            if self._stretch is not None and key not in self._stretch[1]:
+                self._stretch[1][key] = (reason, candidates, self._hopeful)
+            self._last_look, self.rested, self.quiet = key, 0, self.quiet + 1
+            if self.quiet % QUIET == 0:
+                self.rest = min(2 * self.rest, MAX_REST)
         self.plain_streak += 1
         self.last = (0, [], "")
-        draft = empty_draft(self.device, "auto")
+        draft = Draft(self._empty, None, "auto")
         draft.topk = self.topk  # recycling reads plain rounds too
         decision = {
             "drafter": "",
@@ -656,6 +700,11 @@ class Memory:
         self.seen[name] = n + 1
         old = self.seconds.get(name)
         self.seconds[name] = per if old is None or n == 1 else DECAY * old + (1 - DECAY) * per
+
+
+def _rate(x: dict) -> float:
+    """A candidate's predicted tokens per second (what auto ranks them by)."""
+    return x["predicted_tokens_per_s"]
 
 
 def draft_steps(x: dict) -> float:

@@ -44,6 +44,34 @@ class Draft:
 
 
 @dataclass
+class Lookup:
+    """A proposal as plain lists (`Drafter.lookup`): auto asks its free drafter this every round and builds the Draft
+    only when it drafts with it (a tensor made right after a forward costs tens of µs, a share of a round that plain
+    decoding does not pay)."""
+
+    variant: str  # as Draft.variant
+    tokens: list  # a chain's ids, or a tree's node ids (parents first)
+    parents: list | None = None  # a tree's parent indices (None: a chain)
+    made: "Draft | None" = None  # the Draft itself, when the drafter built one (the default lookup)
+
+    def draft(self, device, name: str) -> "Draft":
+        """The Draft of this proposal (made once)."""
+        if self.made is None:
+            self.made = (
+                Draft(
+                    torch.tensor(self.tokens, device=device),
+                    None,
+                    name,
+                    parents=self.parents,
+                    variant=self.variant,
+                )
+                if self.tokens
+                else empty_draft(device, name)
+            )
+        return self.made
+
+
+@dataclass
 class Note:
     """A drafter family's own record of a round: plain `data`, and `build(round, pos, text, data)`, the family's
     function that makes its event (`text` turns ids into token strings; None: nothing to record this round).
@@ -136,6 +164,12 @@ class Drafter:
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         raise NotImplementedError
+
+    def lookup(self, ids: list[int], gamma: int) -> Lookup:
+        """What propose would draft, as plain lists (a free drafter of auto's: n-gram lookup builds no tensor here);
+        by default propose's own Draft."""
+        draft = self.propose(ids, gamma)
+        return Lookup(draft.variant, draft.token_ids.tolist(), draft.parents, made=draft)
 
     def settle(self, r: Settled) -> None:
         """The round as the target settled it (Settled): every round, plain steps included, after its commit."""

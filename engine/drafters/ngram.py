@@ -15,7 +15,7 @@ import torch
 
 from ..sampling.tree import trie
 from ..specs import DraftSpec
-from .base import Draft, Drafter, Factory, empty_draft
+from .base import Draft, Drafter, Factory, Lookup
 
 
 def longest_match(ids: list[int], max_n: int, gamma: int, limit: int = 8) -> tuple[int, list[list[int]]]:
@@ -164,19 +164,19 @@ class NgramDrafter(Drafter):
         return list(self.source(ids))
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
+        return self.lookup(ids, gamma).draft(self.device, self.name)
+
+    def lookup(self, ids: list[int], gamma: int) -> Lookup:
         # a chain drafts the latest continuation: the others are looked for only for a tree
         n, found = self.index.match(self.source(ids), gamma, limit=8 if self.tree_budget else 1)
         if not found:
-            return empty_draft(self.device, self.name)
+            return Lookup("", [])
         variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
         if self.tree_budget and len(found) > 1:  # every distinct continuation, shared prefixes merged
             tokens, parents = trie(found)
             # topological: a prefix is a tree
-            tokens, parents = (tokens[: self.tree_budget], parents[: self.tree_budget])
-            return Draft(
-                torch.tensor(tokens, device=self.device), None, self.name, parents=parents, variant=variant
-            )
-        return Draft(torch.tensor(found[0], device=self.device), None, self.name, variant=variant)
+            return Lookup(variant, tokens[: self.tree_budget], parents[: self.tree_budget])
+        return Lookup(variant, found[0])
 
 
 def template_reader(tokenizer) -> tuple[frozenset, object]:
