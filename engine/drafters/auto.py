@@ -448,7 +448,7 @@ class AutoDrafter(Drafter):
         if look is None:
             self.rested += 1
             reason += f" (the lookup rests: its last {self.quiet} proposals were not worth verifying)"
-        return self._plain(reason, candidates, plain_rate, None if look is None else key)
+        return self._plain(reason, candidates, plain_rate, None if look is None else key, again=True)
 
     def _over_budget(self, hopeful: list) -> str:
         """Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
@@ -640,12 +640,18 @@ class AutoDrafter(Drafter):
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(
-        self, reason: str, candidates: list, plain_rate: float | None, key: tuple | None = None
+        self,
+        reason: str,
+        candidates: list,
+        plain_rate: float | None,
+        key: tuple | None = None,
+        again: bool = False,
     ) -> Draft:
-        """A plain round's draft (nothing), with its decision; `key`: the lookup's (variant, length) when the
-        decision was made in full and later rounds may read it again (_still_plain)."""
+        """A plain round's draft (nothing), with its decision; `key`: the lookup's (variant, length) on a round that
+        asked it, the decision kept for later rounds to read again (_still_plain) unless it is such a reading
+        (`again`)."""
         if key is not None:  # a lookup's round: the lookup rests after QUIET of them in a row
-            if self._stretch is not None and key not in self._stretch[1]:
+            if self._stretch is not None and not again:
                 self._stretch[1][key] = (reason, candidates, self._hopeful)
             self._last_look, self.rested, self.quiet = key, 0, self.quiet + 1
             if self.quiet % QUIET == 0:

@@ -1,0 +1,206 @@
+"""auto's rounds as the host runs them (issue 64): a round is priced whole but for its drafting (the decision, the
+forward, the acceptance rule, the feedback and the events), earlier runs price the sizes a new run has not verified,
+a plain decision is read again while nothing it was priced on moves, a lookup that keeps finding nothing worth
+verifying rests, and a tree drafter priced out is rechecked less and less often. Forced costs throughout: nothing
+here times the host."""
+
+import torch
+
+from engine.drafters import auto as auto_module
+from engine.drafters.auto import MAX_GAP, MAX_REST, QUIET, RECHECK, AutoDrafter, Memory
+from engine.drafters.base import Draft, Drafter, Lookup, Settled
+from engine.drafters.ngram import NgramDrafter
+
+CPU = torch.device("cpu")
+
+
+class Counting(Drafter):
+    """A free drafter whose proposal is `tokens` (variant n=1), counting how often it is looked up."""
+
+    name = "ngram"
+
+    def __init__(self, tokens=(4, 5, 6)):
+        self.tokens, self.looked = list(tokens), 0
+
+    def propose(self, ids, gamma):
+        return self.lookup(ids, gamma).draft(CPU, self.name)
+
+    def lookup(self, ids, gamma):
+        self.looked += 1
+        return Lookup("n=1" if self.tokens else "", self.tokens[:gamma])
+
+
+class Tree(Drafter):
+    """A tree drafter with a 2-node tree, counting its asks."""
+
+    name = "suffix"
+
+    def __init__(self):
+        self.asked = 0
+
+    def propose(self, ids, gamma):
+        self.asked += 1
+        return Draft(torch.tensor([7, 8]), None, self.name, parents=[-1, 0])
+
+
+def plain_settled(round_s: float, verify_s: float = 0.5, events_s: float = 0.0) -> Settled:
+    return Settled(
+        round=1, n_accepted=0, ids=[1, 2, 3], verify_s=verify_s, round_s=round_s, events_s=events_s, rows=1
+    )
+
+
+def nothing_pays(auto: AutoDrafter) -> None:
+    """Costs under which the lookup's 3 tokens at α 0.3 never beat plain decoding."""
+    auto.cost = {"ngram": 0.0, **{name: 0.05 for name in auto.trees}}
+    auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 3.0}
+    auto.verify = {1: 1.0, 2: 2.0, 3: 2.8, 4: 3.5}
+
+
+def test_a_round_is_priced_whole_but_for_its_drafting():
+    """t(n) is what a round of n verified rows took on the run's clock up to its feedback (Settled.round_s), less the
+    drafters' asking (priced apart, c), plus auto's own last feedback and the events a round of that size builds
+    (they are timed after the feedback, so a round hears the last one's). The control: a row of a batch, timed
+    without round_s, is priced on its forward and acceptance rule alone, as before."""
+    auto = AutoDrafter(Counting(), CPU)
+    auto.asked_s, auto.settle_s = 0.002, 0.001
+    auto.settle(plain_settled(round_s=0.009))
+    assert auto.verify[1] == 0.009 - 0.002 + 0.001  # no events timed yet
+    auto.asked_s, auto.settle_s = 0.0, 0.0
+    auto.settle(
+        plain_settled(round_s=0.008, events_s=0.0005)
+    )  # the first round's events, by its size (1 row)
+    assert auto.events == {1: 0.0005}
+    assert auto.verify[1] == auto_module.DECAY * 0.008 + (1 - auto_module.DECAY) * (0.008 + 0.0005)
+    batch_row = AutoDrafter(Counting(), CPU)
+    batch_row.asked_s = 0.002
+    batch_row.settle(Settled(round=1, n_accepted=0, ids=[1, 2, 3], verify_s=0.005, rows=0))
+    assert batch_row.verify[1] == 0.005
+
+
+def test_earlier_runs_price_the_sizes_a_new_run_has_not_verified():
+    """The engine's runs share each size's cost in plain rounds (Memory.ratios): a new run, once its first plain round
+    measured t(1), prices 3 rows at the ratio earlier runs measured, not at the prior slope. The control: a fresh
+    Memory leaves t(3) to the prior."""
+    memory = Memory()
+    first = AutoDrafter(Counting(), CPU, memory=memory)
+    first.settle(plain_settled(round_s=0.010))
+    first.last = (2, ["n=1", "n=1"], "ngram")  # a round that verified 2 drafts (3 rows)
+    first.settle_s = 0.0  # its own last feedback, forced
+    first.settle(Settled(round=2, n_accepted=0, ids=[1, 2, 3], verify_s=0.01, round_s=0.015, rows=3))
+    assert memory.ratios[3] == 0.015 / 0.010
+    second = AutoDrafter(Counting(), CPU, memory=memory)
+    second.settle(plain_settled(round_s=0.004))
+    assert second.verify[3] == 0.004 * 1.5 and second.verify_s(3) == 0.004 * 1.5
+    fresh = AutoDrafter(Counting(), CPU, memory=Memory())
+    fresh.settle(plain_settled(round_s=0.004))
+    assert 3 not in fresh.verify and fresh.verify_s(3) < 0.004 * 1.5
+
+
+def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkeypatch):
+    """A plain decision made in full for the lookup's proposal is read again by the next rounds with a proposal of
+    the same variant and length: nothing is repriced (_ask_free is not called), the decision shows the same
+    candidates and reason. What it was priced on moving (an acceptance count: Memory.version; γ) or another length
+    of proposal decides in full again."""
+    lookup = Counting()
+    auto = AutoDrafter(lookup, CPU)
+    nothing_pays(auto)
+    full, ask_free = [], auto._ask_free
+    monkeypatch.setattr(auto, "_ask_free", lambda *a: full.append(1) or ask_free(*a))
+    decided = [auto.propose([1, 2, 3], 3).note("decided") for _ in range(5)]
+    assert len(full) == 1 and {d["reason"] for d in decided} == {"no drafter beats plain decoding"}
+    assert all(d["candidates"] == decided[0]["candidates"] and d["gamma"] == 0 for d in decided)
+    auto.memory.version += 1  # what the engine's runs learnt moved
+    auto.propose([1, 2, 3], 3)
+    assert len(full) == 2
+    auto.propose([1, 2, 3], 2)  # γ moved
+    assert len(full) == 3
+    lookup.tokens = [4]  # a proposal of another length
+    auto.propose([1, 2, 3], 2)
+    assert len(full) == 4
+
+
+def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
+    """After QUIET lookups in a row ended in plain rounds, the lookup is asked every other round, after as many more
+    every MAX_REST-th; a resting round says so and reads the last decision. Once a proposal is drafted, it is asked
+    every round again. The control: a lookup whose proposal pays is asked every round."""
+    lookup = Counting()
+    auto = AutoDrafter(lookup, CPU)
+    nothing_pays(auto)
+    reasons = [auto.propose([1, 2, 3], 3).note("decided")["reason"] for _ in range(QUIET)]
+    assert lookup.looked == QUIET and not any("rests" in r for r in reasons)
+    for _ in range(2 * QUIET):
+        auto.propose([1, 2, 3], 3)
+    assert lookup.looked == QUIET + QUIET  # every other round: QUIET more lookups in 2·QUIET rounds
+    assert auto.rest == MAX_REST == 4
+    resting = [auto.propose([1, 2, 3], 3).note("decided")["reason"] for _ in range(MAX_REST)]
+    assert lookup.looked == 2 * QUIET + 1 and sum("the lookup rests" in r for r in resting) == MAX_REST - 1
+    auto.verify = {1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15}  # now its proposal pays
+    auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 9.0}
+    # the costs moved: the last decision no longer holds, so the resting lookup is asked
+    draft = auto.propose([1, 2, 3], 3)
+    assert len(draft.token_ids) and auto.rest == 1
+    looked = lookup.looked
+    for _ in range(5):
+        auto.propose([1, 2, 3], 3)
+        auto.last = (0, [], "")
+    assert lookup.looked == looked + 5
+
+
+def test_a_tree_recheck_that_leaves_it_unchosen_waits_twice_as_long():
+    """A tree drafter priced out by its forecast is asked again after RECHECK rounds to keep learning; a recheck
+    after which it is still not chosen doubles the wait, up to MAX_GAP rounds."""
+    tree = Tree()
+    auto = AutoDrafter(Counting([]), CPU, trees=(tree,))
+    nothing_pays(auto)
+    auto.tree_accepted["suffix"] = 0.0  # its trees earned nothing: its forecast never beats plain decoding
+    auto.propose([1, 2, 3], 3)  # asked once: nothing to forecast from before
+    asks = []
+    for r in range(1, 16 * RECHECK):
+        before = tree.asked
+        auto.propose([1, 2, 3], 3)
+        auto.last = (0, [], "")
+        if tree.asked > before:
+            asks.append(r)
+    gaps = [b - a for a, b in zip([0] + asks, asks)]
+    assert gaps[:3] == [RECHECK + 1, 2 * RECHECK + 1, 4 * RECHECK + 1] and max(gaps) == MAX_GAP + 1
+
+
+def test_a_plain_round_builds_no_tensor_from_the_lookup():
+    """The n-gram lookup answers auto as lists (Drafter.lookup): its Draft is built only when auto drafts with it;
+    propose builds the same Draft the lookup describes."""
+    ngram = NgramDrafter(3, CPU)
+    ids = [5, 6, 7, 8, 5, 6]
+    look = ngram.lookup(ids, 3)
+    assert (look.variant, look.tokens, look.made) == ("n=2", [7, 8, 5], None)
+    draft = ngram.propose(ids, 3)
+    assert draft.token_ids.tolist() == [7, 8, 5] and draft.variant == "n=2"
+    auto = AutoDrafter(ngram, CPU)
+    nothing_pays(auto)
+    auto.trials, auto.hits = {"n=2": 10.0}, {"n=2": 1.0}
+    seen = []
+    real = ngram.lookup
+    ngram.lookup = lambda *a: seen.append(real(*a)) or seen[-1]
+    plain = auto.propose(ids, 3)
+    assert len(plain.token_ids) == 0 and seen[-1].made is None
+
+
+def test_the_engine_hands_each_round_its_time_and_the_last_rounds_events(embedded, monkeypatch):
+    """Settled.round_s is the round on the run's clock up to its feedback (its drafting and its verify step: what
+    round_timed reports as draft_s + verify_s), and Settled.events_s the previous round's events, built after its
+    feedback (round_timed's total less its drafting, verify step and feedback); the first round hears none."""
+    import pytest
+
+    from engine import Engine, GenerationConfig
+
+    heard = []
+    monkeypatch.setattr(NgramDrafter, "settle", lambda self, r: heard.append(r))
+    engine = Engine(embedded, "ngram", measure_step=False)
+    cfg = GenerationConfig(gamma=3, max_new_tokens=12)
+    timed = [e for e in engine.generate("Count: 1, 2, 3, 4,", cfg) if e.kind == "round_timed"]
+    assert len(heard) == len(timed) >= 3
+    assert heard[0].events_s == 0.0
+    for r, t in zip(heard, timed):
+        assert r.round_s == pytest.approx(t.draft_s + t.verify_s, abs=1e-9) and r.round_s >= r.verify_s
+    for r, last in zip(heard[1:], timed):
+        events = last.total_s - last.draft_s - last.verify_s - last.feedback_s
+        assert r.events_s == pytest.approx(events, abs=1e-9) and r.events_s > 0
