@@ -4,19 +4,25 @@ machine, or plain decoding:
 
     rate(γ) = E(α, γ) / (γ·c + t(γ+1))      plain decoding: 1 / t(1)
 
-c = seconds per drafted token, t(n) = seconds to verify n tokens in one target
-forward (fitted on the rounds seen so far), α = the drafter's acceptance rate (decayed counts),
+c = seconds per drafted token, t(n) = seconds a round verifying n tokens costs but for its drafting, measured
+whole on the run's clock (the decision, the verify forward, the acceptance rule, the feedback and the round's
+events: Settled.round_s and events_s; fitted on the rounds seen so far, sizes not yet verified priced at the ratio
+earlier runs measured), α = the drafter's acceptance rate (decayed counts),
 E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
-probes find nothing. Acceptance is tracked per variant (n-gram: per match length); a variant of the free drafter
-that was never verified is tried once when it has a proposal, even where another drafter is priced higher (its α
-is a prior until then, and a long match in copied text is accepted far more often than the prior says). Every
-choice is returned with the numbers behind it, so the UI can explain why.
+probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
+(_still_plain); after QUIET lookups in a row that were not worth verifying, the lookup rests (asked every other
+round, then every 4th) until one of its proposals is drafted again. Acceptance is tracked per variant (n-gram:
+per match length); a variant of the free drafter that was never verified is tried once when it has a proposal, even
+where another drafter is priced higher (its α is a prior until then, and a long match in copied text is accepted
+far more often than the prior says). Every choice is returned with the numbers behind it, so the UI can explain
+why.
 
 Tree drafters that are cheap to ask (`trees`: token recycling, suffix speculation) are priced from the accepted
 drafts per round their trees earned (a prior until tried) over their asking time and the verify forward of the
 tree's size (costmodel.round_rate): first from a forecast (the size they have been building), and asked only when
-that beats every option priced so far, since on fast weights asking one costs a tenth of a forward (issue 64); every
+that beats every option priced so far (and to keep learning after RECHECK rounds, the gap doubling while such a
+recheck leaves it unchosen), since on fast weights asking one costs a tenth of a forward (issue 64); every
 round's `settle` brings them its forward's rows and its time (suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
 history when the run has one.
 
