@@ -8,8 +8,9 @@ import torch
 
 from engine.drafters import auto as auto_module
 from engine.drafters.auto import MAX_GAP, MAX_REST, QUIET, RECHECK, AutoDrafter, Memory
-from engine.drafters.base import Draft, Drafter, Lookup, Settled
+from engine.drafters.base import Drafter, Lookup, Settled
 from engine.drafters.ngram import NgramDrafter
+from tests.test_auto_confidence import Tree
 
 CPU = torch.device("cpu")
 
@@ -28,19 +29,6 @@ class Counting(Drafter):
     def lookup(self, ids, gamma):
         self.looked += 1
         return Lookup("n=1" if self.tokens else "", self.tokens[:gamma])
-
-
-class Tree(Drafter):
-    """A tree drafter with a 2-node tree, counting its asks."""
-
-    name = "suffix"
-
-    def __init__(self):
-        self.asked = 0
-
-    def propose(self, ids, gamma):
-        self.asked += 1
-        return Draft(torch.tensor([7, 8]), None, self.name, parents=[-1, 0])
 
 
 def plain_settled(round_s: float, verify_s: float = 0.5, events_s: float = 0.0) -> Settled:
