@@ -23,8 +23,8 @@ drafts per round their trees earned (a prior until tried) over their asking time
 tree's size (costmodel.round_rate): first from a forecast (the size they have been building), and asked only when
 that beats every option priced so far (and to keep learning after RECHECK rounds, the gap doubling while such a
 recheck leaves it unchosen), since on fast weights asking one costs a tenth of a forward (issue 64); every
-round's `settle` brings them its forward's rows and its time (suffix sizes its tree on it), chosen or not. Suffix speculation reads the session's
-history when the run has one.
+round's `settle` brings them its forward's rows and its time (suffix sizes its tree on it), chosen or not. Suffix
+speculation reads the session's history when the run has one.
 
 Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
 asked, next to what the free drafter has, from their own measured c, their α (a prior until tried) and the share
@@ -342,11 +342,12 @@ class AutoDrafter(Drafter):
         return best, None, ""
 
     def _ask_free(self, look: Lookup, ids: list[int], gamma: int, t1: float) -> tuple[dict, list, list]:
-        """Price every option beside the n-gram lookup's proposal `look` (free to ask: only what it has): the costly drafters from
-        what they cost and earned before (they are asked only if one wins), each tree drafter first from its
-        forecast (its asking time, the tree size it built and the tokens per round it earned, all measured; a
+        """Price every option beside the n-gram lookup's proposal `look` (free to ask: only what it has): the costly
+        drafters from what they cost and earned before (they are asked only if one wins), each tree drafter first from
+        its forecast (its asking time, the tree size it built and the tokens per round it earned, all measured; a
         prior until it was chosen) and asked only when that forecast beats plain decoding and every option priced
-        so far (asking one costs as much as a tenth of a 4-bit forward: issue 64); a tree never asked is asked.
+        so far (asking one costs as much as a tenth of a 4-bit forward: issue 64) or its recheck is due; a tree
+        never asked is asked.
         Returns (the tree drafts by name, the candidates, the forecasts of the trees not asked)."""
         cap, d, variant = len(look.tokens), self.drafter.name, look.variant
         plain_rate = 1.0 / t1
