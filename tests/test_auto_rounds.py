@@ -82,6 +82,15 @@ def test_earlier_runs_price_the_sizes_a_new_run_has_not_verified():
     fresh = AutoDrafter(Counting(), CPU, memory=Memory())
     fresh.settle(plain_settled(round_s=0.004))
     assert 3 not in fresh.verify and fresh.verify_s(3) < 0.004 * 1.5
+    # the run's own first measure of a seeded size replaces the seed (then the decay runs from it)
+    second.last, second.settle_s = (2, ["n=1", "n=1"], "ngram"), 0.0
+    second.settle(Settled(round=2, n_accepted=0, ids=[1, 2, 3], verify_s=0.004, round_s=0.009, rows=3))
+    assert second.verify[3] == 0.009
+    # a batch's row (its whole batch's forward, no round_s) teaches the shared ratios nothing
+    ratios = dict(memory.ratios)
+    second.last = (2, ["n=1", "n=1"], "ngram")
+    second.settle(Settled(round=3, n_accepted=0, ids=[1, 2, 3], verify_s=0.004, rows=0))
+    assert memory.ratios == ratios
 
 
 def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkeypatch):
@@ -151,6 +160,8 @@ def test_a_tree_recheck_that_leaves_it_unchosen_waits_twice_as_long():
             asks.append(r)
     gaps = [b - a for a, b in zip([0] + asks, asks)]
     assert gaps[:3] == [RECHECK + 1, 2 * RECHECK + 1, 4 * RECHECK + 1] and max(gaps) == MAX_GAP + 1
+    auto._rechecked({"drafter": "suffix"})  # chosen (on its forecast): rechecked after RECHECK rounds again
+    assert auto.tree_gap["suffix"] == RECHECK
 
 
 def test_a_plain_round_builds_no_tensor_from_the_lookup():

@@ -12,7 +12,7 @@ E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it dec
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
 probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
 (_still_plain); after QUIET lookups in a row that were not worth verifying, the lookup rests (asked every other
-round, then every 4th) until one of its proposals is drafted again. Acceptance is tracked per variant (n-gram:
+round, then every 4th) until auto drafts again. Acceptance is tracked per variant (n-gram:
 per match length); a variant of the free drafter that was never verified is tried once when it has a proposal, even
 where another drafter is priced higher (its α is a prior until then, and a long match in copied text is accepted
 far more often than the prior says). Every choice is returned with the numbers behind it, so the UI can explain
@@ -58,7 +58,7 @@ PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 RECHECK = 16
 MAX_GAP = 64  # the most plain rounds between two probes, or between two asks of a tree drafter priced out
 # after this many lookups in a row whose proposals were not worth verifying, the lookup rests: it is asked every
-# other round, then every 4th after as many more (MAX_REST), until one of its proposals is drafted again; a resting
+# other round, then every 4th after as many more (MAX_REST), until auto drafts again (with any drafter); a resting
 # round reads the last plain decision again (issue 64: a lookup and its check cost a plain round ~1% of a step)
 QUIET = 8
 MAX_REST = 4
@@ -122,6 +122,7 @@ class AutoDrafter(Drafter):
         # lookups in a row that ended in a plain round; rounds between two lookups (QUIET, MAX_REST); rounds since the
         # last; the lookup's (variant, length) at the last plain decision
         self.quiet, self.rest, self.rested, self._last_look = 0, 1, 0, None
+        self.seeded: set = set()  # sizes priced at earlier runs' ratios the run has not measured itself yet
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         # variant -> decayed Bernoulli trials seen, and accepted tokens among them
         self.trials, self.hits = self.memory.trials, self.memory.hits
@@ -391,12 +392,13 @@ class AutoDrafter(Drafter):
         return draft
 
     def _rechecked(self, best: dict | None) -> None:
-        """A tree drafter asked for its recheck and still not chosen waits twice as long for the next (up to
-        MAX_GAP rounds); chosen, it is rechecked every RECHECK rounds again."""
+        """A tree drafter asked for its recheck waits twice as long for the next (up to MAX_GAP rounds); one chosen,
+        on a recheck or on its forecast, is rechecked after RECHECK rounds again."""
         for name in self.rechecked:
-            chosen = best is not None and best["drafter"] == name
-            self.tree_gap[name] = RECHECK if chosen else min(2 * self.tree_gap.get(name, RECHECK), MAX_GAP)
+            self.tree_gap[name] = min(2 * self.tree_gap.get(name, RECHECK), MAX_GAP)
         self.rechecked.clear()
+        if best is not None and best["drafter"] in self.trees:
+            self.tree_gap[best["drafter"]] = RECHECK
 
     def _look(self, ids: list[int], gamma: int) -> Lookup:
         """The free drafter's proposal as lists (its Draft is built only when auto drafts with it), its asking time
@@ -410,7 +412,7 @@ class AutoDrafter(Drafter):
 
     def _plain_again(
         self, ids: list[int], gamma: int, t1: float, plain_rate: float
-    ) -> tuple[Draft | None, Lookup]:
+    ) -> tuple[Draft | None, Lookup | None]:
         """(A plain round's Draft when an earlier plain decision holds again, else None; the lookup's proposal):
         a resting lookup (QUIET) is not asked when the last decision holds; else it is asked (free: only what it
         has) and the decision made earlier for a proposal like its own is looked for (_still_plain)."""
@@ -607,14 +609,16 @@ class AutoDrafter(Drafter):
             self.probe_gap = min(self.probe_gap * 2, MAX_GAP) if n_accepted == 0 else self.probe_every
             self.spent += self.probe_draft + steps - (1 + n_accepted)  # beyond a plain round's step and token
         old = self.verify.get(g + 1)
+        if (
+            g + 1 in self.seeded
+        ):  # the run's own first measure of a size earlier runs priced replaces their price
+            old = None
+            self.seeded.discard(g + 1)
         self.verify[g + 1] = verify_s if old is None else DECAY * old + (1 - DECAY) * verify_s
-        if g and t1:
-            self.memory.add_ratio(g + 1, verify_s / t1)
-        elif (
-            not g and old is None
-        ):  # the run's first plain round: earlier runs price the sizes it has not verified
-            for n, ratio in self.memory.ratios.items():
-                self.verify.setdefault(n, ratio * verify_s)
+        if (
+            r.round_s is not None
+        ):  # a whole round of this sequence (a batch's row is its whole batch's forward)
+            self._ratios(g, old is None, verify_s, t1)
         if g and chosen in self.trees:  # a tree is priced by what it committed per round, not per position
             old = self.tree_accepted.get(chosen)
             self.tree_accepted[chosen] = n_accepted if old is None else DECAY * old + (1 - DECAY) * n_accepted
@@ -629,6 +633,18 @@ class AutoDrafter(Drafter):
             d.settle(r if g and chosen == d.name else none)
         self.last = (0, [], "")
         self.settle_s = time.perf_counter() - start
+
+    def _ratios(self, g: int, first: bool, verify_s: float, t1: float | None) -> None:
+        """A whole round's size ratio to a plain round, into what the engine's runs share (Memory.ratios); the run's
+        first plain round prices every size it has not verified at the ratio earlier runs measured (`seeded` until
+        the run measures it itself)."""
+        if g and t1:
+            self.memory.add_ratio(g + 1, verify_s / t1)
+        elif not g and first and not self.seeded:
+            for n, ratio in self.memory.ratios.items():
+                if n not in self.verify:
+                    self.verify[n] = ratio * verify_s
+                    self.seeded.add(n)
 
     def _count(self, variants: list, n_accepted: int) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
@@ -769,6 +785,9 @@ class _Nothing(Drafter):
 
     def propose(self, ids: list[int], gamma: int) -> Draft:
         return empty_draft(self.device, self.name)
+
+    def lookup(self, ids: list[int], gamma: int) -> Lookup:
+        return Lookup("", [])
 
 
 def build(spec: DraftSpec, target, ctx):
