@@ -386,9 +386,7 @@ class AutoDrafter(Drafter):
         (seconds per drafted token, or per proposal for a tree)."""
         t = time.perf_counter()
         draft = drafter.propose(ids, gamma)
-        seconds = time.perf_counter() - t
-        self.asked_s += seconds
-        self._cost(drafter.name, seconds, max(len(draft.token_ids), 1) if per_token else 1)
+        self._cost(drafter.name, time.perf_counter() - t, max(len(draft.token_ids), 1) if per_token else 1)
         return draft
 
     def _rechecked(self, best: dict | None) -> None:
@@ -405,9 +403,7 @@ class AutoDrafter(Drafter):
         counted as _ask counts it."""
         t = time.perf_counter()
         look = self.drafter.lookup(ids, gamma)
-        seconds = time.perf_counter() - t
-        self.asked_s += seconds
-        self._cost(self.drafter.name, seconds, max(len(look.tokens), 1))
+        self._cost(self.drafter.name, time.perf_counter() - t, max(len(look.tokens), 1))
         return look
 
     def _plain_again(
@@ -694,6 +690,9 @@ class AutoDrafter(Drafter):
         return draft
 
     def _cost(self, name: str, seconds: float, tokens: int) -> None:
+        """An ask of drafter `name` that took `seconds` for `tokens`: into the round's asking time (asked_s, priced
+        apart from the round) and the drafter's measured cost."""
+        self.asked_s += seconds
         self.memory.add(name, seconds / tokens)
 
 
