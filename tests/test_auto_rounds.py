@@ -7,10 +7,10 @@ here times the host."""
 import torch
 
 from engine.drafters import auto as auto_module
-from engine.drafters.auto import MAX_GAP, MAX_REST, QUIET, RECHECK, AutoDrafter, Memory
+from engine.drafters.auto import HELD, MAX_GAP, MAX_REST, QUIET, RECHECK, AutoDrafter, Memory
 from engine.drafters.base import Drafter, Lookup, Settled
 from engine.drafters.ngram import NgramDrafter
-from tests.test_auto_confidence import Tree
+from tests.test_auto_confidence import Tree, probe_run
 
 CPU = torch.device("cpu")
 
@@ -203,3 +203,72 @@ def test_the_engine_hands_each_round_its_time_and_the_last_rounds_events(embedde
     for r, last in zip(heard[1:], timed):
         events = last.total_s - last.draft_s - last.verify_s - last.feedback_s
         assert r.events_s == pytest.approx(events, abs=1e-9) and r.events_s > 0
+
+
+class Listening(Tree):
+    """A tree drafter that reads every round (a settle of its own): what it has heard when asked."""
+
+    def __init__(self):
+        super().__init__()
+        self.heard, self.heard_when_asked = [], []
+
+    def settle(self, r):
+        self.heard.append((r.round, r.n_accepted))
+
+    def propose(self, ids, gamma):
+        self.heard_when_asked.append(list(self.heard))
+        return super().propose(ids, gamma)
+
+
+def test_a_plain_rounds_feedback_waits_until_a_drafter_is_asked():
+    """A plain round is held (a list append) and handed to every drafter that reads rounds, in order, before any of
+    them is asked, at a drafted round, or once HELD rounds wait: when asked, a tree drafter has heard every round
+    before, each once. A drafter whose settle is Drafter's (it reads nothing) is not among them."""
+    tree = Listening()
+    auto = AutoDrafter(Counting([]), CPU, trees=(tree,))
+    assert auto.listening == [tree]
+    nothing_pays(auto)
+    auto.tree_accepted["suffix"] = 0.0  # its forecast never pays: asked on its rechecks only
+    for round_ in range(1, 4 * RECHECK):
+        auto.propose([1, 2, 3], 3)
+        auto.settle(Settled(round=round_, n_accepted=0, ids=[1, 2, 3], verify_s=1.0, round_s=1.0, rows=1))
+        assert len(auto.held) < HELD
+    assert len(tree.heard_when_asked) >= 2  # asked once first, then on rechecks
+    for heard in tree.heard_when_asked:
+        assert heard == [(r, 0) for r in range(1, len(heard) + 1)]
+    assert tree.heard + [(r.round, 0) for r in auto.held] == [(r, 0) for r in range(1, 4 * RECHECK)]
+    # a drafted round: every held round, then the round itself to all (the chosen one with its accepted count)
+    auto.last = (2, ["suffix", "suffix"], "suffix")
+    auto.settle(Settled(round=4 * RECHECK, n_accepted=2, ids=[1, 2, 3], verify_s=1.0, round_s=1.0, rows=3))
+    assert not auto.held and tree.heard[-1] == (4 * RECHECK, 2) and len(tree.heard) == 4 * RECHECK
+    # HELD plain rounds with no ask: handed over at once
+    for round_ in range(1, HELD + 1):
+        auto.settle(Settled(round=round_, n_accepted=0, ids=[1, 2, 3], verify_s=1.0, round_s=1.0, rows=1))
+    assert not auto.held and len(tree.heard) == 4 * RECHECK + HELD
+
+
+def test_a_probe_over_budget_says_the_step_it_fits_from_and_comes_there():
+    """A decision that holds a probe back for the probe budget names the run's step from which the probe fits, from
+    the numbers it prints beside it (the steps used and the probe's cost, over PROBE_SHARE); that decision is read
+    again until then (plain rounds move only the run's steps), and the probe comes at the first round decided at
+    that step or later."""
+    import math
+    import re
+
+    auto, seen = probe_run(400)
+    held = [
+        (j, re.search(r"would cost ([0-9.]+) steps .* \(([0-9.]+) used: it fits from step (\d+)\)", reason))
+        for j, (*_, reason) in enumerate(seen)
+    ]
+    probes = [j for j, (_, _, probed, _) in enumerate(seen) if probed]
+    checked = 0
+    for j in probes:
+        _, named = held[j - 1]
+        if not named:
+            continue
+        cost, used, due = float(named.group(1)), float(named.group(2)), int(named.group(3))
+        assert due == math.ceil((used + cost) / auto_module.PROBE_SHARE - 1e-6)
+        # round j was decided at the steps after round j - 1, round j - 1 at those after j - 2
+        assert seen[j - 1][0] >= due > seen[j - 2][0]
+        checked += 1
+    assert checked >= 2

@@ -142,7 +142,9 @@ def test_sized_lookahead_verifies_the_candidates_that_pay_beside_its_window():
 @pytest.mark.parametrize("spec", ["lookahead:3,3,2", "recycle", "suffix", "auto"])
 def test_the_engine_times_each_forward_at_the_rows_it_computed(target, spec, monkeypatch):
     """Every round's verify time reaches the tree drafters at the forward's own rows (root, nodes, lookahead's
-    window; a plain step: 1), through auto too, whichever drafter it chose: the curve their trees are sized on."""
+    window; a plain step: 1), through auto too, whichever drafter it chose: the curve their trees are sized on
+    (auto hands a plain round over when a drafter is next asked: at the run's end, the plain rounds since)."""
+    from engine.drafters.auto import HELD
     from engine.drafters.suffix import SuffixDrafter
 
     seen = []
@@ -153,7 +155,9 @@ def test_the_engine_times_each_forward_at_the_rows_it_computed(target, spec, mon
     rows = [e.verified for e in events if e.kind == "round_timed"]
     names = {n for n, _ in seen}
     for name in names:  # each tree drafter saw every round's forward, in order
-        assert [r for n, r in seen if n == name] == rows
+        heard = [r for n, r in seen if n == name]
+        assert heard == rows[: len(heard)] and len(rows) - len(heard) < HELD
+        assert set(rows[len(heard) :]) <= {1} and (spec == "auto" or heard == rows)
     assert names and (len(names) == 2 if spec == "auto" else len(names) == 1)
 
 

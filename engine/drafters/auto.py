@@ -74,6 +74,9 @@ PROBE_SHARE = 0.02
 REFIT = 0.05
 PLAIN = "no drafter beats plain decoding"  # the reason of a plain round when something was priced
 MEMOS = 256  # price lists auto keeps by what they were priced from (_memo)
+# plain rounds a drafter may not have heard yet (settle holds them until one is asked: a plain round then costs auto
+# a list append, where five drafters' feedback cost it ~20 µs after a forward on the blocks)
+HELD = 64
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
 
@@ -115,9 +118,11 @@ class AutoDrafter(Drafter):
         # tree drafter -> accepted drafts per round it was chosen (EMA); nodes of the trees it built when asked (EMA)
         self.tree_accepted, self.tree_nodes = self.memory.tree_accepted, self.memory.tree_nodes
         self.tree_found = self.memory.tree_found  # tree drafter -> share of asks that brought a tree (EMA)
-        self.tree_skipped: dict[str, int] = {}  # tree drafter -> rounds in a row its forecast kept it unasked
+        self.rounds = 0  # rounds proposed so far in this run
+        self.tree_asked: dict[str, int] = {}  # tree drafter -> the round it was last asked
         # tree drafter -> rounds its forecast may keep it unasked (RECHECK, doubling while rechecks leave it unchosen)
         self.tree_gap: dict[str, int] = {}
+        self.recheck_at = 0  # the first round a tree drafter's recheck falls due (_due)
         self.rechecked: set = set()  # the tree drafters this round asked for their recheck
         # lookups in a row that ended in a plain round; rounds between two lookups (QUIET, MAX_REST); rounds since the
         # last; the lookup's (variant, length) at the last plain decision
@@ -150,10 +155,18 @@ class AutoDrafter(Drafter):
         self.events: dict[int, float] = {}
         self.sized = 0
         # plain decisions made in full, read again while nothing they were priced on moves (_still_plain): (what they
-        # were priced on, {the lookup's (variant, length): (reason, the candidates shown, the ones a probe could try)})
+        # were priced on, {the lookup's (variant, length): Kept})
         self._stretch: tuple | None = None
         self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
         self._hopeful: list | None = None
+        # the drafters that read the rounds (a settle of their own), and the plain rounds they have not been handed
+        # yet: a plain round's feedback waits until one of them is asked (or HELD rounds wait), in order
+        self.listening = [
+            d
+            for d in (*self.trees.values(), drafter, *self.costly.values())
+            if getattr(type(d), "settle", Drafter.settle) is not Drafter.settle
+        ]
+        self.held: list[Settled] = []
 
     @property
     def cost(self) -> dict[str, float]:
@@ -235,13 +248,10 @@ class AutoDrafter(Drafter):
 
     # -- the two methods ------------------------------------------------------------------
     def propose(self, ids: list[int], gamma: int) -> Draft:
-        t1 = self.verify_s(1)
-        if t1 is None:  # first round: a plain step measures what everything is compared with
-            return self._plain("measuring one plain target step first", [], None)
-        plain_rate = 1.0 / t1
-        still, look = self._plain_again(ids, gamma, t1, plain_rate)
+        t1, still, look = self._begin(ids, gamma)
         if still is not None:
             return still
+        plain_rate = 1.0 / t1
         trees, candidates, unasked = self._ask_free(look, ids, gamma, t1)
         variant, d = look.variant, self.drafter.name
         best, reason, trying = self._pick(candidates, d, plain_rate)
@@ -332,7 +342,7 @@ class AutoDrafter(Drafter):
             ]
             affordable = [x for x in hopeful if self.spent + probe_excess(x) <= PROBE_SHARE * self.steps]
             if not affordable:
-                return None, PLAIN + self._over_budget(hopeful), ""
+                return None, PLAIN + self._over_budget(hopeful)[0], ""
             best = affordable[0]  # probe with the smallest γ of a drafter that could pay
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
@@ -364,14 +374,12 @@ class AutoDrafter(Drafter):
                 (name, gamma, self._c(name, t1), *earned), self._forecast_tree, name, gamma, t1
             )
             bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
-            skipped = self.tree_skipped.get(name, 0)
             if forecast is not None and forecast["predicted_tokens_per_s"] <= bar:
-                if skipped < self.tree_gap.get(name, RECHECK):
-                    self.tree_skipped[name] = skipped + 1
+                if self.rounds < self._due(name):
                     unasked.append(forecast)
                     continue
                 self.rechecked.add(name)  # asked only to keep its forecast learning
-            self.tree_skipped[name] = 0
+            self.tree_asked[name] = self.rounds
             trees[name] = self._ask(tree_drafter, ids, gamma, per_token=False)
             n = len(trees[name].token_ids)
             old, found = self.tree_nodes.get(name), self.tree_found.get(name)
@@ -384,6 +392,7 @@ class AutoDrafter(Drafter):
     def _ask(self, drafter: Drafter, ids: list[int], gamma: int, per_token: bool = True) -> Draft:
         """drafter's proposal, its asking time counted into the round's (asked_s) and into its measured cost
         (seconds per drafted token, or per proposal for a tree)."""
+        self._feed()
         t = time.perf_counter()
         draft = drafter.propose(ids, gamma)
         self._cost(drafter.name, time.perf_counter() - t, max(len(draft.token_ids), 1) if per_token else 1)
@@ -391,42 +400,52 @@ class AutoDrafter(Drafter):
 
     def _rechecked(self, best: dict | None) -> None:
         """A tree drafter asked for its recheck waits twice as long for the next (up to MAX_GAP rounds); one chosen,
-        on a recheck or on its forecast, is rechecked after RECHECK rounds again."""
+        on a recheck or on its forecast, is rechecked after RECHECK rounds again. Then the first round a recheck falls
+        due (recheck_at: a plain decision is read again before it)."""
         for name in self.rechecked:
             self.tree_gap[name] = min(2 * self.tree_gap.get(name, RECHECK), MAX_GAP)
         self.rechecked.clear()
         if best is not None and best["drafter"] in self.trees:
             self.tree_gap[best["drafter"]] = RECHECK
+        self.recheck_at = min(map(self._due, self.trees), default=math.inf)
+
+    def _due(self, name: str) -> int:
+        """The round tree drafter `name` is asked again however its forecast prices it: its gap (tree_gap) of rounds
+        after the one it was last asked in."""
+        return self.tree_asked.get(name, 0) + self.tree_gap.get(name, RECHECK) + 1
 
     def _look(self, ids: list[int], gamma: int) -> Lookup:
         """The free drafter's proposal as lists (its Draft is built only when auto drafts with it), its asking time
         counted as _ask counts it."""
+        if self.held and self.drafter in self.listening:
+            self._feed()
         t = time.perf_counter()
         look = self.drafter.lookup(ids, gamma)
         self._cost(self.drafter.name, time.perf_counter() - t, max(len(look.tokens), 1))
         return look
 
-    def _plain_again(
-        self, ids: list[int], gamma: int, t1: float, plain_rate: float
-    ) -> tuple[Draft | None, Lookup | None]:
-        """(A plain round's Draft when an earlier plain decision holds again, else None; the lookup's proposal):
-        a resting lookup (QUIET) is not asked when the last decision holds; else it is asked (free: only what it
-        has) and the decision made earlier for a proposal like its own is looked for (_still_plain)."""
-        if (
-            self.rested + 1 < self.rest
-            and (still := self._still_plain(None, gamma, t1, plain_rate)) is not None
-        ):
-            return still, None
+    def _begin(self, ids: list[int], gamma: int) -> tuple[float | None, Draft | None, Lookup | None]:
+        """A round's start: (t(1); a plain round's Draft when no decision is needed, else None; the lookup's
+        proposal, None when it was not asked). The first round is a plain step (it measures what everything is
+        compared with); then a resting lookup (QUIET) is not asked while the last plain decision holds; else it is
+        asked (free: only what it has) and the decision made earlier for a proposal like its own is looked for
+        (_still_plain)."""
+        self.rounds += 1
+        t1 = self.verify_s(1)
+        if t1 is None:
+            return None, self._plain("measuring one plain target step first", [], None), None
+        if self.rested + 1 < self.rest and (still := self._still_plain(None, gamma, t1)) is not None:
+            return t1, still, None
         look = self._look(ids, gamma)
-        return self._still_plain(look, gamma, t1, plain_rate), look
+        return t1, self._still_plain(look, gamma, t1), look
 
-    def _still_plain(self, look: Lookup | None, gamma: int, t1: float, plain_rate: float) -> Draft | None:
+    def _still_plain(self, look: Lookup | None, gamma: int, t1: float) -> Draft | None:
         """A plain decision made in full earlier for a proposal of this variant and length, again: while nothing
         else it was priced on moved (the verify curve's fit, what the engine's runs learnt: Memory.version, the
         lookup's priced cost, the other drafters' measured costs, γ), no tree drafter is due its recheck and no probe
-        is due: the same candidates, the same reason (the probe budget's numbers as they are now). look None: a
-        resting lookup's round (QUIET), which reads the last plain decision. None: decide in full (with a lookup).
-        A run of plain rounds (issue 64: Spec-Bench's qa) then costs at most the lookup and this check a round."""
+        is due (Kept.read): the same decision, its event's data unchanged. look None: a resting lookup's round
+        (QUIET), which reads the last plain decision. None: decide in full (with a lookup). A run of plain rounds
+        (issue 64: Spec-Bench's qa) then costs the lookup and this check a round."""
         seconds = self.memory.seconds
         others = tuple(seconds.get(name) for name in (*self.costly, *self.trees))
         state = (self._fits, self.memory.version, self._c(self.drafter.name, t1), others, gamma)
@@ -435,35 +454,28 @@ class AutoDrafter(Drafter):
             return None
         key = self._last_look if look is None else (look.variant, len(look.tokens))
         kept = self._stretch[1].get(key)
-        gaps = self.tree_gap
-        if kept is None or any(self.tree_skipped.get(n, 0) >= gaps.get(n, RECHECK) for n in self.trees):
+        note = None if kept is None or self.rounds >= self.recheck_at else kept.read(self)
+        if note is None:
             return None
-        reason, candidates, hopeful = kept
-        if reason.startswith(PLAIN):
-            if self.plain_streak < self.probe_gap:
-                reason = PLAIN
-            elif hopeful is None or any(
-                self.spent + probe_excess(x) <= PROBE_SHARE * self.steps for x in hopeful
-            ):
-                return None  # a probe may be due: the full decision makes it
-            else:
-                reason = PLAIN + self._over_budget(hopeful)
-        for name in self.trees:
-            self.tree_skipped[name] = self.tree_skipped.get(name, 0) + 1
         if look is None:
             self.rested += 1
-            reason += f" (the lookup rests: its last {self.quiet} proposals were not worth verifying)"
-        return self._plain(reason, candidates, plain_rate, None if look is None else key, again=True)
+            return self._plain_round(kept.resting(self.quiet))
+        self._quiet(key)
+        return self._plain_round(note)
 
-    def _over_budget(self, hopeful: list) -> str:
-        """Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
-        its steps ("" when none could pay)."""
+    def _over_budget(self, hopeful: list) -> tuple[str, float]:
+        """(Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
+        its steps ("" when none could pay); the run's step from which the cheapest such probe fits in the share).
+        Both hold until a probe or a new decision: plain rounds move only the run's steps."""
         if not hopeful:
-            return ""
-        x = hopeful[0]
+            return "", math.inf
+        x = min(hopeful, key=probe_excess)
+        due = (self.spent + probe_excess(x)) / PROBE_SHARE if PROBE_SHARE > 0 else math.inf
         return (
             f"; a probe of {x['drafter']} would cost {probe_excess(x):.2f} steps more than a plain round, past the "
-            f"{PROBE_SHARE:.0%} of this run's {self.steps:.0f} steps its probes may use ({self.spent:.2f} used)"
+            f"{PROBE_SHARE:.0%} of this run's steps its probes may use ({self.spent:.2f} used: it fits from step "
+            f"{math.ceil(due)})",
+            due,
         )
 
     def _could_pay(self, candidate: dict) -> bool:
@@ -623,10 +635,17 @@ class AutoDrafter(Drafter):
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
-        # what a drafter that was not chosen is told (made once a round; a plain round's is the round itself)
-        none = replace(r, n_accepted=0) if r.n_accepted else r
-        for d in (*self.trees.values(), self.drafter, *self.costly.values()):
-            d.settle(r if g and chosen == d.name else none)
+        if (
+            g
+        ):  # every drafter hears a drafted round now; a drafter that was not chosen hears no accepted drafts
+            self._feed()
+            none = replace(r, n_accepted=0) if r.n_accepted else r
+            for d in self.listening:
+                d.settle(r if chosen == d.name else none)
+        else:  # a plain round waits until a drafter is asked (_feed)
+            self.held.append(r)
+            if len(self.held) >= HELD:
+                self._feed()
         self.last = (0, [], "")
         self.settle_s = time.perf_counter() - start
 
@@ -655,30 +674,15 @@ class AutoDrafter(Drafter):
 
     def history_source(self, ids: list[int]) -> list[int] | None:
         """What a session's history keeps of this run: the suffix drafter's view (template positions masked)."""
+        self._feed()
         return next((kept for d in self.trees.values() if (kept := d.history_source(ids)) is not None), None)
 
     # -- helpers --------------------------------------------------------------------------
     def _plain(
-        self,
-        reason: str,
-        candidates: list,
-        plain_rate: float | None,
-        key: tuple | None = None,
-        again: bool = False,
+        self, reason: str, candidates: list, plain_rate: float | None, key: tuple | None = None
     ) -> Draft:
-        """A plain round's draft (nothing), with its decision; `key`: the lookup's (variant, length) on a round that
-        asked it, the decision kept for later rounds to read again (_still_plain) unless it is such a reading
-        (`again`)."""
-        if key is not None:  # a lookup's round: the lookup rests after QUIET of them in a row
-            if self._stretch is not None and not again:
-                self._stretch[1][key] = (reason, candidates, self._hopeful)
-            self._last_look, self.rested, self.quiet = key, 0, self.quiet + 1
-            if self.quiet % QUIET == 0:
-                self.rest = min(2 * self.rest, MAX_REST)
-        self.plain_streak += 1
-        self.last = (0, [], "")
-        draft = Draft(self._empty, None, "auto")
-        draft.topk = self.topk  # recycling reads plain rounds too
+        """A plain round's draft (nothing) with the decision made in full; `key`: the lookup's (variant, length) on a
+        round that asked it, the decision kept for later rounds to read again (_still_plain)."""
         decision = {
             "drafter": "",
             "gamma": 0,
@@ -686,14 +690,70 @@ class AutoDrafter(Drafter):
             "candidates": candidates,
             "plain_tokens_per_s": None if plain_rate is None else round(plain_rate, 3),
         }
-        draft.notes.append(Note("decided", decision, _decided))
-        return draft
+        note = Note("decided", decision, _decided)
+        if key is not None:
+            if self._stretch is not None:
+                self._stretch[1][key] = Kept(note, self._hopeful, self)
+            self._quiet(key)
+        return self._plain_round(note)
+
+    def _plain_round(self, note: Note) -> Draft:
+        """A plain round's draft: no tokens, the top-k rows recycling reads, the decision's note."""
+        self.plain_streak += 1
+        self.last = (0, [], "")
+        return Draft(self._empty, None, "auto", topk=self.topk, notes=[note])
+
+    def _quiet(self, key: tuple) -> None:
+        """A round whose lookup ended plain: after QUIET of them in a row, the lookup rests longer (_begin)."""
+        self._last_look, self.rested, self.quiet = key, 0, self.quiet + 1
+        if self.quiet % QUIET == 0:
+            self.rest = min(2 * self.rest, MAX_REST)
+
+    def _feed(self) -> None:
+        """The plain rounds held since a drafter was last asked (settle), to every drafter that reads rounds, in
+        the order they came: what each has heard when asked is what hearing every round at once would have left."""
+        held = self.held
+        if held:
+            for r in held:
+                for d in self.listening:
+                    d.settle(r)
+            held.clear()
 
     def _cost(self, name: str, seconds: float, tokens: int) -> None:
         """An ask of drafter `name` that took `seconds` for `tokens`: into the round's asking time (asked_s, priced
         apart from the round) and the drafter's measured cost."""
         self.asked_s += seconds
         self.memory.add(name, seconds / tokens)
+
+
+class Kept:
+    """A plain decision auto made in full, for later rounds with a proposal of the same kind to read again
+    (_still_plain): its note, and when a probe was looked for (`hopeful`: the candidates that could pay), the
+    run's step from which the cheapest of their probes fits in the probe budget (PROBE_SHARE)."""
+
+    def __init__(self, note: Note, hopeful: list | None, auto: "AutoDrafter"):
+        self.note, self.hopeful = note, hopeful
+        self.probes = note.data["reason"].startswith(PLAIN)  # a probe falling due changes this decision
+        self.due = auto._over_budget(hopeful)[1] if hopeful is not None else math.inf
+        self._resting: dict[int, Note] = {}
+
+    def read(self, auto: "AutoDrafter") -> Note | None:
+        """The decision's note while it holds; None when a probe may be due (the full decision makes it): its plain
+        rounds reached the probe gap, or, where a probe was over budget, the run's steps reached `due`."""
+        if not self.probes:
+            return self.note
+        if self.hopeful is None:
+            return self.note if auto.plain_streak < auto.probe_gap else None
+        return self.note if auto.steps < self.due else None
+
+    def resting(self, quiet: int) -> Note:
+        """The note of a round the lookup rests in: the decision, saying so."""
+        note = self._resting.get(quiet)
+        if note is None:
+            rests = f" (the lookup rests: its last {quiet} proposals were not worth verifying)"
+            data = dict(self.note.data, reason=self.note.data["reason"] + rests)
+            note = self._resting[quiet] = Note("decided", data, _decided)
+        return note
 
 
 class Memory:
