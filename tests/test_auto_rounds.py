@@ -118,8 +118,9 @@ def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkey
 
 def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
     """After QUIET lookups in a row ended in plain rounds, the lookup is asked every other round, after as many more
-    every MAX_REST-th; a resting round says so and reads the last decision. Once a proposal is drafted, it is asked
-    every round again. The control: a lookup whose proposal pays is asked every round."""
+    every MAX_REST-th; a resting round says so and reads the last decision. Once a draft is accepted, it is asked
+    every round again (a rejected one leaves it resting). The control: a lookup whose proposal pays is asked every
+    round."""
     lookup = Counting()
     auto = AutoDrafter(lookup, CPU)
     nothing_pays(auto)
@@ -133,9 +134,14 @@ def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
     assert lookup.looked == 2 * QUIET + 1 and sum("the lookup rests" in r for r in resting) == MAX_REST - 1
     auto.verify = {1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15}  # now its proposal pays
     auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 9.0}
-    # the costs moved: the last decision no longer holds, so the resting lookup is asked
-    draft = auto.propose([1, 2, 3], 3)
-    assert len(draft.token_ids) and auto.rest == 1
+    # the costs moved: the last decision no longer holds, so the resting lookup is asked; its draft rejected, it
+    # rests on (the control); accepted, it wakes
+    for accepted in (0, 2):
+        draft = auto.propose([1, 2, 3], 3)
+        assert len(draft.token_ids) and auto.rest == MAX_REST
+        auto.settle(Settled(round=2, n_accepted=accepted, ids=[1, 2, 3], verify_s=1.1, round_s=1.1, rows=4))
+        auto.verify = {1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15}
+    assert auto.rest == 1
     looked = lookup.looked
     for _ in range(5):
         auto.propose([1, 2, 3], 3)

@@ -12,7 +12,8 @@ E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it dec
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
 probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
 (_still_plain); after QUIET lookups in a row that were not worth verifying, the lookup rests (asked every other
-round, then every 4th) until auto drafts again. Acceptance is tracked per variant (n-gram:
+round, then every 4th) until a draft is accepted again; a plain round's feedback waits until a drafter is asked
+(_feed). Acceptance is tracked per variant (n-gram:
 per match length); a variant of the free drafter that was never verified is tried once when it has a proposal, even
 where another drafter is priced higher (its α is a prior until then, and a long match in copied text is accepted
 far more often than the prior says). Every choice is returned with the numbers behind it, so the UI can explain
@@ -58,8 +59,9 @@ PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 RECHECK = 16
 MAX_GAP = 64  # the most plain rounds between two probes, or between two asks of a tree drafter priced out
 # after this many lookups in a row whose proposals were not worth verifying, the lookup rests: it is asked every
-# other round, then every 4th after as many more (MAX_REST), until auto drafts again (with any drafter); a resting
-# round reads the last plain decision again (issue 64: a lookup and its check cost a plain round ~1% of a step)
+# other round, then every 4th after as many more (MAX_REST), until a draft is accepted again (any drafter's: one
+# that was rejected leaves it resting); a resting round reads the last plain decision again (issue 64: a lookup and
+# its check cost a plain round ~1% of a step)
 QUIET = 8
 MAX_REST = 4
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
@@ -303,7 +305,7 @@ class AutoDrafter(Drafter):
                 keep = keep or 1  # a probe tries the first position anyway
         draft = _cut(draft, keep)
         draft.topk = max(draft.topk, self.topk)
-        self.plain_streak, self.quiet, self.rest = 0, 0, 1
+        self.plain_streak = 0
         n = len(draft.token_ids)
         self.last = (n, (variants or [variant] * n)[:n], d)
         self.probing = reason is not None
@@ -613,6 +615,8 @@ class AutoDrafter(Drafter):
         t1 = self.verify.get(1)
         steps = verify_s / t1 if t1 else 1.0
         self.steps += steps
+        if g and n_accepted:  # a draft was accepted: the lookup is asked every round again
+            self.quiet, self.rest = 0, 1
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, MAX_GAP) if n_accepted == 0 else self.probe_every
             self.spent += self.probe_draft + steps - (1 + n_accepted)  # beyond a plain round's step and token
