@@ -639,14 +639,14 @@ class AutoDrafter(Drafter):
             self._count(variants, n_accepted)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
-        if (
-            g
-        ):  # every drafter hears a drafted round now; a drafter that was not chosen hears no accepted drafts
+        # every drafter hears a drafted round now (one that was not chosen, no accepted drafts); a plain round waits
+        # until a drafter is asked (_feed)
+        if g:
             self._feed()
             none = replace(r, n_accepted=0) if r.n_accepted else r
             for d in self.listening:
                 d.settle(r if chosen == d.name else none)
-        else:  # a plain round waits until a drafter is asked (_feed)
+        else:
             self.held.append(r)
             if len(self.held) >= HELD:
                 self._feed()
