@@ -11,10 +11,9 @@ earlier runs measured), α = the drafter's acceptance rate (decayed counts),
 E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
 probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
-(_still_plain); after QUIET lookups in a row that were not worth verifying, the lookup rests (asked every other
-round, then every 4th) until a draft is accepted again; a plain round's feedback waits until a drafter is asked
-(_feed). Acceptance is tracked per variant (n-gram:
-per match length); a variant of the free drafter that was never verified is tried once when it has a proposal, even
+(_still_plain); after QUIET lookups that were not worth verifying since a draft was last accepted, the lookup
+rests (asked every other round, then every 4th) until a draft is accepted again; a plain round's feedback waits
+until a drafter is asked (_feed). Acceptance is tracked per variant (n-gram: per match length); a variant of the free drafter that was never verified is tried once when it has a proposal, even
 where another drafter is priced higher (its α is a prior until then, and a long match in copied text is accepted
 far more often than the prior says). Every choice is returned with the numbers behind it, so the UI can explain
 why.
@@ -58,10 +57,10 @@ PRIOR_ALPHA = 0.5  # acceptance assumed before a drafter is tried
 # it is asked), the gap doubling up to MAX_GAP while such asks leave it unchosen (as probes back off)
 RECHECK = 16
 MAX_GAP = 64  # the most plain rounds between two probes, or between two asks of a tree drafter priced out
-# after this many lookups in a row whose proposals were not worth verifying, the lookup rests: it is asked every
-# other round, then every 4th after as many more (MAX_REST), until a draft is accepted again (any drafter's: one
-# that was rejected leaves it resting); a resting round reads the last plain decision again (issue 64: a lookup and
-# its check cost a plain round ~1% of a step)
+# after this many lookups whose proposals were not worth verifying since a draft was last accepted, the lookup rests:
+# it is asked every other round, then every 4th after as many more (MAX_REST), until a draft is accepted again (any
+# drafter's: one that was rejected leaves it resting); a resting round reads the last plain decision again (issue 64:
+# a lookup and its check cost a plain round ~1% of a step)
 QUIET = 8
 MAX_REST = 4
 DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
@@ -76,8 +75,8 @@ PROBE_SHARE = 0.02
 REFIT = 0.05
 PLAIN = "no drafter beats plain decoding"  # the reason of a plain round when something was priced
 MEMOS = 256  # price lists auto keeps by what they were priced from (_memo)
-# plain rounds a drafter may not have heard yet (settle holds them until one is asked: a plain round then costs auto
-# a list append, where five drafters' feedback cost it ~20 µs after a forward on the blocks)
+# plain rounds a drafter may not have heard yet (settle holds them until one is asked, then hands them over at once:
+# their feedback ran at ~20 µs a round after each forward on the blocks, where a run of them costs a few µs each)
 HELD = 64
 MIN_CALIBRATION = 50  # held-out guesses a bin needs before its measured hit rate is the prior
 
@@ -126,8 +125,8 @@ class AutoDrafter(Drafter):
         self.tree_gap: dict[str, int] = {}
         self.recheck_at = 0  # the first round a tree drafter's recheck falls due (_due)
         self.rechecked: set = set()  # the tree drafters this round asked for their recheck
-        # lookups in a row that ended in a plain round; rounds between two lookups (QUIET, MAX_REST); rounds since the
-        # last; the lookup's (variant, length) at the last plain decision
+        # lookups that ended in a plain round since a draft was last accepted; rounds between two lookups (QUIET,
+        # MAX_REST); rounds since the last; the lookup's (variant, length) at the last plain decision
         self.quiet, self.rest, self.rested, self._last_look = 0, 1, 0, None
         self.seeded: set = set()  # sizes priced at earlier runs' ratios the run has not measured itself yet
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
@@ -152,6 +151,9 @@ class AutoDrafter(Drafter):
         # seconds this round spent asking drafters, and the last settle's own time: a round is priced whole but for
         # its drafting (settle)
         self.asked_s, self.settle_s = 0.0, 0.0
+        # seconds handing one held round to the drafters (_feed, EMA): what a plain round is priced with for the
+        # feedback it left for later, not the round the hand-over ran in
+        self.feed_each = 0.0
         # n verified tokens -> seconds building a round's events (EMA; they are timed after its feedback, so a round
         # hears the last one's), and the size of the last round settled
         self.events: dict[int, float] = {}
@@ -166,7 +168,7 @@ class AutoDrafter(Drafter):
         self.listening = [
             d
             for d in (*self.trees.values(), drafter, *self.costly.values())
-            if getattr(type(d), "settle", Drafter.settle) is not Drafter.settle
+            if d is not None and getattr(d.settle, "__func__", None) is not Drafter.settle
         ]
         self.held: list[Settled] = []
 
@@ -394,7 +396,7 @@ class AutoDrafter(Drafter):
     def _ask(self, drafter: Drafter, ids: list[int], gamma: int, per_token: bool = True) -> Draft:
         """drafter's proposal, its asking time counted into the round's (asked_s) and into its measured cost
         (seconds per drafted token, or per proposal for a tree)."""
-        self._feed()
+        self.asked_s += self._feed()  # the held rounds' feedback: theirs, not this round's (feed_each)
         t = time.perf_counter()
         draft = drafter.propose(ids, gamma)
         self._cost(drafter.name, time.perf_counter() - t, max(len(draft.token_ids), 1) if per_token else 1)
@@ -412,15 +414,15 @@ class AutoDrafter(Drafter):
         self.recheck_at = min(map(self._due, self.trees), default=math.inf)
 
     def _due(self, name: str) -> int:
-        """The round tree drafter `name` is asked again however its forecast prices it: its gap (tree_gap) of rounds
-        after the one it was last asked in."""
+        """The round tree drafter `name` is asked again however its forecast prices it: the first after the gap
+        (tree_gap) of rounds that follows the one it was last asked in."""
         return self.tree_asked.get(name, 0) + self.tree_gap.get(name, RECHECK) + 1
 
     def _look(self, ids: list[int], gamma: int) -> Lookup:
         """The free drafter's proposal as lists (its Draft is built only when auto drafts with it), its asking time
         counted as _ask counts it."""
         if self.held and self.drafter in self.listening:
-            self._feed()
+            self.asked_s += self._feed()
         t = time.perf_counter()
         look = self.drafter.lookup(ids, gamma)
         self._cost(self.drafter.name, time.perf_counter() - t, max(len(look.tokens), 1))
@@ -432,10 +434,10 @@ class AutoDrafter(Drafter):
         compared with); then a resting lookup (QUIET) is not asked while the last plain decision holds; else it is
         asked (free: only what it has) and the decision made earlier for a proposal like its own is looked for
         (_still_plain)."""
-        self.rounds += 1
         t1 = self.verify_s(1)
         if t1 is None:
             return None, self._plain("measuring one plain target step first", [], None), None
+        self.rounds += 1  # rounds decided (the measuring one is not)
         if self.rested + 1 < self.rest and (still := self._still_plain(None, gamma, t1)) is not None:
             return t1, still, None
         look = self._look(ids, gamma)
@@ -476,7 +478,7 @@ class AutoDrafter(Drafter):
         return (
             f"; a probe of {x['drafter']} would cost {probe_excess(x):.2f} steps more than a plain round, past the "
             f"{PROBE_SHARE:.0%} of this run's steps its probes may use ({self.spent:.2f} used: it fits from step "
-            f"{math.ceil(due)})",
+            f"{due:.1f})",
             due,
         )
 
@@ -610,7 +612,7 @@ class AutoDrafter(Drafter):
                     r.events_s if old is None else DECAY * old + (1 - DECAY) * r.events_s
                 )
             events = self.events.get(g + 1, self.events.get(1, 0.0))
-            verify_s = r.round_s - self.asked_s + self.settle_s + events
+            verify_s = r.round_s - self.asked_s + self.settle_s + events + (0.0 if g else self.feed_each)
         self.asked_s, self.sized = 0.0, g + 1
         t1 = self.verify.get(1)
         steps = verify_s / t1 if t1 else 1.0
@@ -641,17 +643,18 @@ class AutoDrafter(Drafter):
                 self._count([chosen] * g, n_accepted)
         # every drafter hears a drafted round now (one that was not chosen, no accepted drafts); a plain round waits
         # until a drafter is asked (_feed)
+        fed = 0.0
         if g:
-            self._feed()
+            fed = self._feed()
             none = replace(r, n_accepted=0) if r.n_accepted else r
             for d in self.listening:
                 d.settle(r if chosen == d.name else none)
         else:
             self.held.append(r)
             if len(self.held) >= HELD:
-                self._feed()
+                fed = self._feed()
         self.last = (0, [], "")
-        self.settle_s = time.perf_counter() - start
+        self.settle_s = time.perf_counter() - start - fed  # the held rounds' feedback is theirs (feed_each)
 
     def _ratios(self, g: int, first: bool, verify_s: float, t1: float | None) -> None:
         """A whole round's size ratio to a plain round, into what the engine's runs share (Memory.ratios); the run's
@@ -713,15 +716,24 @@ class AutoDrafter(Drafter):
         if self.quiet % QUIET == 0:
             self.rest = min(2 * self.rest, MAX_REST)
 
-    def _feed(self) -> None:
+    def _feed(self) -> float:
         """The plain rounds held since a drafter was last asked (settle), to every drafter that reads rounds, in
-        the order they came: what each has heard when asked is what hearing every round at once would have left."""
+        the order they came: what each has heard when asked is what hearing every round at once would have left
+        (a held round's `ids` is the engine's sequence as it is when handed over, longer than at its round: the
+        drafters auto holds rounds for read its rows, times, top-k and features, not `ids`). Returns the seconds
+        it took; each held round's share is what a plain round is priced with for its feedback (feed_each)."""
         held = self.held
-        if held:
-            for r in held:
-                for d in self.listening:
-                    d.settle(r)
-            held.clear()
+        if not held:
+            return 0.0
+        start = time.perf_counter()
+        for r in held:
+            for d in self.listening:
+                d.settle(r)
+        seconds = time.perf_counter() - start
+        each = seconds / len(held)
+        self.feed_each = each if not self.feed_each else DECAY * self.feed_each + (1 - DECAY) * each
+        held.clear()
+        return seconds
 
     def _cost(self, name: str, seconds: float, tokens: int) -> None:
         """An ask of drafter `name` that took `seconds` for `tokens`: into the round's asking time (asked_s, priced
@@ -754,7 +766,10 @@ class Kept:
         """The note of a round the lookup rests in: the decision, saying so."""
         note = self._resting.get(quiet)
         if note is None:
-            rests = f" (the lookup rests: its last {quiet} proposals were not worth verifying)"
+            rests = (
+                f" (the lookup rests: {quiet} of its proposals since a draft was last accepted were not worth "
+                "verifying)"
+            )
             data = dict(self.note.data, reason=self.note.data["reason"] + rests)
             note = self._resting[quiet] = Note("decided", data, _decided)
         return note
