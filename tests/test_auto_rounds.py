@@ -117,10 +117,10 @@ def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkey
 
 
 def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
-    """After QUIET lookups in a row ended in plain rounds, the lookup is asked every other round, after as many more
-    every MAX_REST-th; a resting round says so and reads the last decision. Once a draft is accepted, it is asked
-    every round again (a rejected one leaves it resting). The control: a lookup whose proposal pays is asked every
-    round."""
+    """After QUIET lookups whose proposals ended in plain rounds, the lookup is asked every other round, after as many
+    more every MAX_REST-th; a resting round says so and reads the last decision. Once a draft is accepted, it is
+    asked every round again (a rejected one leaves it resting). The controls: a lookup whose proposal pays, and one
+    that finds nothing, are asked every round."""
     lookup = Counting()
     auto = AutoDrafter(lookup, CPU)
     nothing_pays(auto)
@@ -147,6 +147,14 @@ def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
         auto.propose([1, 2, 3], 3)
         auto.last = (0, [], "")
     assert lookup.looked == looked + 5
+    # a lookup that finds nothing found nothing not worth verifying: it is asked every round (a copied stretch may
+    # start at the next)
+    empty = Counting([])
+    auto = AutoDrafter(empty, CPU)
+    nothing_pays(auto)
+    for _ in range(4 * QUIET):
+        auto.propose([1, 2, 3], 3)
+    assert empty.looked == 4 * QUIET and auto.rest == 1
 
 
 def test_a_tree_recheck_that_leaves_it_unchosen_waits_twice_as_long():
@@ -337,3 +345,48 @@ def test_a_probe_over_budget_says_the_step_it_fits_from_and_comes_there():
         assert seen[j - 1][0] >= due - 0.05 and seen[j - 2][0] < due + 0.05
         checked += 1
     assert checked >= 2
+
+
+def unasked_rounds(auto: AutoDrafter, committed, rounds: int) -> list[int]:
+    """`rounds` rounds of auto in which the target commits `committed(i)` after a plain round (the proposal's first
+    token at a hit); returns how many tokens each round drafted (0: plain). A drafted round is settled rejected."""
+    drafted = []
+    for i in range(rounds):
+        draft = auto.propose([1, 2, 3], 3)
+        g = len(draft.token_ids)
+        drafted.append(g)
+        rows, ids = g + 1, [1, 2, 3, committed(i)]
+        auto.settle(
+            Settled(round=i + 1, n_accepted=0, ids=ids, verify_s=1.0, round_s=auto.verify[rows], rows=rows)
+        )
+    return drafted
+
+
+def test_a_proposal_left_unverified_is_checked_against_the_token_its_round_committed():
+    """A plain round's lookup proposal is one trial of its variant, a hit when the round committed its first token:
+    a variant priced out on other text (α 0.3) whose proposals the target keeps committing earns the α that makes it
+    pay, and auto drafts it without a probe. A miss is a trial that lowers α and leaves the plain decision standing
+    (read again, not repriced). The control: a target that commits other tokens keeps it plain, its α falling."""
+    hits = AutoDrafter(Counting([4, 5, 6]), CPU)
+    nothing_pays(hits)
+    hits.probe_gap = 10**6  # no probes: what it learns is the plain rounds' tokens alone
+    drafted = unasked_rounds(hits, lambda i: 4, 40)
+    first = next(i for i, g in enumerate(drafted) if g)
+    assert 0 < first < 40  # plain until its α, learnt from plain rounds alone, made the proposal pay
+    misses = AutoDrafter(Counting([4, 5, 6]), CPU)
+    nothing_pays(misses)
+    misses.probe_gap = 10**6
+    version = misses.memory.version
+    assert not any(unasked_rounds(misses, lambda i: 7, 40))
+    assert misses.alpha("n=1") < 0.1 and misses.hits["n=1"] < 0.5  # from 3 hits in 10 trials
+    assert misses.memory.version == version  # misses moved no plain decision
+    # a drafted round's first token is counted once, by the acceptance rule, not again as unverified
+    auto = AutoDrafter(Counting([4, 5, 6]), CPU)
+    auto.cost = {"ngram": 0.0}
+    auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 10.0}
+    auto.verify = {1: 1.0, 2: 1.0, 3: 1.0, 4: 1.0}
+    assert len(auto.propose([1, 2, 3], 3).token_ids) == 3
+    auto.settle(Settled(round=1, n_accepted=0, ids=[1, 2, 3, 4], verify_s=1.0, round_s=1.0, rows=4))
+    assert (
+        auto.trials["n=1"] == auto_module.DECAY * 10.0 + 1.0 and auto.hits["n=1"] == auto_module.DECAY * 10.0
+    )

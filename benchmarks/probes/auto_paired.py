@@ -58,6 +58,13 @@ def main() -> None:
     p.add_argument("--passes", type=int, default=8)
     p.add_argument("--against", default="HEAD", help="the commit whose auto.py runs beside this tree's")
     p.add_argument("--spec", default="auto")
+    p.add_argument("--also", default="", help="comma-separated fixed drafters to pair as well (e.g. ngram)")
+    p.add_argument(
+        "--whole",
+        action="store_true",
+        help="every pass runs the whole sample in Spec-Bench's order (what auto learns carries across categories, "
+        "as in the benchmark); only --category's questions are counted",
+    )
     args = p.parse_args()
     cats = args.category.split(",")
     target = load_model("embedded")
@@ -66,13 +73,15 @@ def main() -> None:
         "ar": Engine(target, "self"),
         "new": Engine(target, args.spec),
         "old": Engine(target, args.spec),
+        **{name: Engine(target, name) for name in filter(None, args.also.split(","))},
     }
     questions = sb.sample(sb.load_questions(), 4, 0)
     ratios, walls, names = collections.defaultdict(list), collections.defaultdict(float), list(engines)
+    per = collections.defaultdict(list)
     cfg = GenerationConfig(gamma=4, max_new_tokens=64)
     for n in range(args.passes + 1):  # pass 0: the warm-up over every category
         for i, q in enumerate(questions):
-            if n and q["group"] not in cats:
+            if n and q["group"] not in cats and not args.whole:
                 continue
             ids = encode_turns(target.tokenizer, q["turns"], [])
             k = (n + i) % len(names)
@@ -82,8 +91,9 @@ def main() -> None:
                 mode = "ar" if name == "ar" else "speculative"
                 wall[name] = time_ours(engines[name], ids, cfg, mode).wall_s
             auto.AutoDrafter = classes["new"]
-            if n:
+            if n and q["group"] in cats:
                 for name in names:
+                    per[name, q["group"]].append(wall["ar"] / wall[name])
                     ratios[name].append(wall["ar"] / wall[name])
                     walls[name] += wall[name]
     print(
@@ -96,6 +106,10 @@ def main() -> None:
             f"{name:4s} speed ÷ AR: median {statistics.median(r):.3f}  mean {statistics.fmean(r):.3f}  summed walls "
             f"{walls['ar'] / walls[name]:.3f}  (interquartile {r[len(r) // 4]:.3f}-{r[3 * len(r) // 4]:.3f}, n={len(r)})"
         )
+    if len(cats) > 1:
+        for cat in cats:
+            medians = "  ".join(f"{name} {statistics.median(per[name, cat]):.3f}" for name in names[1:])
+            print(f"  {cat}: median speed ÷ AR  {medians}")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ and probes the best drafter again after `probe_every` plain rounds, doubling tha
 probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
 (_still_plain); after QUIET lookups that were not worth verifying since a draft was last accepted, the lookup
 rests (asked every other round, then every 4th) until a draft is accepted again; a plain round's feedback waits
-until a drafter is asked (_feed). Acceptance is tracked per variant (n-gram: per match length); a variant of the free drafter that was never verified is tried once when it has a proposal, even
+until a drafter is asked (_feed). Acceptance is tracked per variant (n-gram: per match length), from the drafts
+verified and from the lookup's proposals a plain round did not verify, checked against the token it committed
+(_unasked); a variant of the free drafter that was never tried is tried once when it has a proposal, even
 where another drafter is priced higher (its α is a prior until then, and a long match in copied text is accepted
 far more often than the prior says). Every choice is returned with the numbers behind it, so the UI can explain
 why.
@@ -171,6 +173,8 @@ class AutoDrafter(Drafter):
             if d is not None and getattr(d.settle, "__func__", None) is not Drafter.settle
         ]
         self.held: list[Settled] = []
+        # the lookup's (variant, first token) this round, checked against the token a plain round commits (_unasked)
+        self.unverified: tuple | None = None
 
     @property
     def cost(self) -> dict[str, float]:
@@ -438,9 +442,12 @@ class AutoDrafter(Drafter):
         if t1 is None:
             return None, self._plain("measuring one plain target step first", [], None), None
         self.rounds += 1  # rounds decided (the measuring one is not)
+        self.unverified = None
         if self.rested + 1 < self.rest and (still := self._still_plain(None, gamma, t1)) is not None:
             return t1, still, None
         look = self._look(ids, gamma)
+        if look.tokens and look.parents is None:
+            self.unverified = (look.variant, look.tokens[0])
         return t1, self._still_plain(look, gamma, t1), look
 
     def _still_plain(self, look: Lookup | None, gamma: int, t1: float) -> Draft | None:
@@ -601,24 +608,15 @@ class AutoDrafter(Drafter):
         start = time.perf_counter()
         g, variants, chosen = self.last
         n_accepted = r.n_accepted
-        # the round whole but for its drafting (asking drafters is priced apart, c): the decision, the forward, the
-        # acceptance rule, this feedback (the last one's time) and the events (a round of its size's, so far); a
-        # batch's row has its forward and acceptance only
-        verify_s = r.verify_s
-        if r.round_s is not None:
-            if self.sized:  # the last round's events, by its size
-                old = self.events.get(self.sized)
-                self.events[self.sized] = (
-                    r.events_s if old is None else DECAY * old + (1 - DECAY) * r.events_s
-                )
-            events = self.events.get(g + 1, self.events.get(1, 0.0))
-            verify_s = r.round_s - self.asked_s + self.settle_s + events + (0.0 if g else self.feed_each)
-        self.asked_s, self.sized = 0.0, g + 1
+        verify_s = self._round_cost(r, g)
         t1 = self.verify.get(1)
         steps = verify_s / t1 if t1 else 1.0
         self.steps += steps
         if g and n_accepted:  # a draft was accepted: the lookup is asked every round again
             self.quiet, self.rest = 0, 1
+        if not g and self.unverified is not None and r.ids:
+            self._unasked(*self.unverified, r.ids[-1])
+        self.unverified = None
         if g and self.probing:  # back off while probes find nothing, reset when one pays
             self.probe_gap = min(self.probe_gap * 2, MAX_GAP) if n_accepted == 0 else self.probe_every
             self.spent += self.probe_draft + steps - (1 + n_accepted)  # beyond a plain round's step and token
@@ -656,6 +654,23 @@ class AutoDrafter(Drafter):
         self.last = (0, [], "")
         self.settle_s = time.perf_counter() - start - fed  # the held rounds' feedback is theirs (feed_each)
 
+    def _round_cost(self, r: Settled, g: int) -> float:
+        """Seconds the round of g drafts is priced at: the round whole but for its drafting (asking drafters is
+        priced apart, c): the decision, the forward, the acceptance rule, this feedback (the last one's time), the
+        events (a round of its size's, so far) and, for a plain round, the feedback it left for later (feed_each); a
+        batch's row has its forward and acceptance only."""
+        verify_s = r.verify_s
+        if r.round_s is not None:
+            if self.sized:  # the last round's events, by its size
+                old = self.events.get(self.sized)
+                self.events[self.sized] = (
+                    r.events_s if old is None else DECAY * old + (1 - DECAY) * r.events_s
+                )
+            events = self.events.get(g + 1, self.events.get(1, 0.0))
+            verify_s = r.round_s - self.asked_s + self.settle_s + events + (0.0 if g else self.feed_each)
+        self.asked_s, self.sized = 0.0, g + 1
+        return verify_s
+
     def _ratios(self, g: int, first: bool, verify_s: float, t1: float | None) -> None:
         """A whole round's size ratio to a plain round, into what the engine's runs share (Memory.ratios); the run's
         first plain round prices every size it has not verified at the ratio earlier runs measured (`seeded` until
@@ -678,6 +693,20 @@ class AutoDrafter(Drafter):
         for i, v in enumerate(variants[: n_accepted + 1]):
             self.trials[v] += 1
             self.hits[v] += 1 if i < n_accepted else 0
+
+    def _unasked(self, variant: str, token: int, committed: int) -> None:
+        """A plain round's lookup proposal, never verified, checked against the token the round committed: its first
+        position would have been accepted iff that token is the one proposed (greedy: the target's argmax; sampled:
+        a draw from the target's p, so a hit's chance is p(token), what the acceptance rule gives a proposal sure of
+        its token). One trial of the variant, as a verified first position counts (_count), so a variant priced out
+        on another text learns this one's acceptance without a probe. A miss only lowers α: every plain decision
+        still holds (Memory.version unmoved); a hit may change one, and wakes a resting lookup."""
+        hit = committed == token
+        self.trials[variant] = DECAY * self.trials.get(variant, 0.0) + 1.0
+        self.hits[variant] = DECAY * self.hits.get(variant, 0.0) + hit
+        if hit:
+            self.memory.version += 1
+            self.quiet, self.rest = 0, 1
 
     def history_source(self, ids: list[int]) -> list[int] | None:
         """What a session's history keeps of this run: the suffix drafter's view (template positions masked)."""
@@ -711,8 +740,12 @@ class AutoDrafter(Drafter):
         return Draft(self._empty, None, "auto", topk=self.topk, notes=[note])
 
     def _quiet(self, key: tuple) -> None:
-        """A round whose lookup ended plain: after QUIET of them in a row, the lookup rests longer (_begin)."""
-        self._last_look, self.rested, self.quiet = key, 0, self.quiet + 1
+        """A round whose lookup ended plain: after each QUIET of them since a draft was last accepted, the lookup
+        rests longer (_begin)."""
+        self._last_look, self.rested = key, 0
+        if not key[1]:  # no proposal: nothing was found not worth verifying
+            return
+        self.quiet += 1
         if self.quiet % QUIET == 0:
             self.rest = min(2 * self.rest, MAX_REST)
 
