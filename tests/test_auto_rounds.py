@@ -219,34 +219,34 @@ def test_the_engine_hands_each_round_its_time_and_the_last_rounds_events(embedde
         assert r.events_s == pytest.approx(events, abs=1e-9) and r.events_s > 0
 
 
-class Listening(Tree):
-    """A tree drafter that reads every round (a settle of its own): what it had heard each time it was asked,
+class Heard:
+    """A drafter that reads every round (a settle of its own): what it had heard each time it was asked (`asks`),
     beside the rounds the test had settled by then (`settled`)."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, *args):
+        super().__init__(*args)
         self.heard, self.asks, self.settled = [], [], 0
 
     def settle(self, r):
         self.heard.append((r.round, r.n_accepted))
 
-    def propose(self, ids, gamma):
+    def note_ask(self):
         self.asks.append((list(self.heard), self.settled))
+
+
+class Listening(Heard, Tree):
+    """A tree drafter that reads every round."""
+
+    def propose(self, ids, gamma):
+        self.note_ask()
         return super().propose(ids, gamma)
 
 
-class ListeningLookup(Counting):
-    """A free drafter that reads every round: what it had heard at each lookup, beside the rounds settled by then."""
-
-    def __init__(self):
-        super().__init__()
-        self.heard, self.asks, self.settled = [], [], 0
-
-    def settle(self, r):
-        self.heard.append((r.round, r.n_accepted))
+class ListeningLookup(Heard, Counting):
+    """A free drafter that reads every round."""
 
     def lookup(self, ids, gamma):
-        self.asks.append((list(self.heard), self.settled))
+        self.note_ask()
         return super().lookup(ids, gamma)
 
 
