@@ -165,6 +165,7 @@ class AutoDrafter(Drafter):
         self._stretch: tuple | None = None
         self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
         self._hopeful: list | None = None
+        self._probe_due = math.inf
         # the drafters that read the rounds (a settle of their own), and the plain rounds they have not been handed
         # yet: a plain round's feedback waits until one of them is asked (or HELD rounds wait), in order
         self.listening = [
@@ -339,7 +340,8 @@ class AutoDrafter(Drafter):
         verified (free to ask, and its prior may be far off: a long match in copied text). Returns (the candidate,
         None for a plain round; the plain round's or the probe's reason; the note that a variant is tried once)."""
         best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
-        self._hopeful = None  # the candidates a probe could try, when they were looked for
+        # the candidates a probe could try, when they were looked for, and the step the cheapest fits from
+        self._hopeful, self._probe_due = None, math.inf
         if best is None:
             return None, "no drafter has a proposal", ""
         if best["predicted_tokens_per_s"] <= plain_rate:
@@ -350,7 +352,8 @@ class AutoDrafter(Drafter):
             ]
             affordable = [x for x in hopeful if self.spent + probe_excess(x) <= PROBE_SHARE * self.steps]
             if not affordable:
-                return None, PLAIN + self._over_budget(hopeful)[0], ""
+                why, self._probe_due = self._over_budget(hopeful)
+                return None, PLAIN + why, ""
             best = affordable[0]  # probe with the smallest γ of a drafter that could pay
             kind = f" ({best['variant']})" if best["variant"] not in ("", best["drafter"]) else ""
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
@@ -442,7 +445,6 @@ class AutoDrafter(Drafter):
         if t1 is None:
             return None, self._plain("measuring one plain target step first", [], None), None
         self.rounds += 1  # rounds decided (the measuring one is not)
-        self.unverified = None
         if self.rested + 1 < self.rest and (still := self._still_plain(None, gamma, t1)) is not None:
             return t1, still, None
         look = self._look(ids, gamma)
@@ -683,10 +685,12 @@ class AutoDrafter(Drafter):
                     self.verify[n] = ratio * verify_s
                     self.seeded.add(n)
 
-    def _count(self, variants: list, n_accepted: int) -> None:
+    def _count(self, variants: list, n_accepted: int, moved: bool = True) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
-        failure; each variant's older counts decay once per round it appears in."""
-        self.memory.version += 1
+        failure; each variant's older counts decay once per round it appears in. `moved`: the counts may change a
+        kept plain decision (Memory.version)."""
+        if moved:
+            self.memory.version += 1
         for v in set(variants):
             self.trials[v] = DECAY * self.trials.get(v, 0.0)
             self.hits[v] = DECAY * self.hits.get(v, 0.0)
@@ -702,10 +706,8 @@ class AutoDrafter(Drafter):
         on another text learns this one's acceptance without a probe. A miss only lowers α: every plain decision
         still holds (Memory.version unmoved); a hit may change one, and wakes a resting lookup."""
         hit = committed == token
-        self.trials[variant] = DECAY * self.trials.get(variant, 0.0) + 1.0
-        self.hits[variant] = DECAY * self.hits.get(variant, 0.0) + hit
+        self._count([variant], int(hit), moved=hit)
         if hit:
-            self.memory.version += 1
             self.quiet, self.rest = 0, 1
 
     def history_source(self, ids: list[int]) -> list[int] | None:
@@ -729,7 +731,7 @@ class AutoDrafter(Drafter):
         note = Note("decided", decision, _decided)
         if key is not None:
             if self._stretch is not None:
-                self._stretch[1][key] = Kept(note, self._hopeful, self)
+                self._stretch[1][key] = Kept(note, self._hopeful, self._probe_due)
             self._quiet(key)
         return self._plain_round(note)
 
@@ -780,10 +782,9 @@ class Kept:
     (_still_plain): its note, and when a probe was looked for (`hopeful`: the candidates that could pay), the
     run's step from which the cheapest of their probes fits in the probe budget (PROBE_SHARE)."""
 
-    def __init__(self, note: Note, hopeful: list | None, auto: "AutoDrafter"):
-        self.note, self.hopeful = note, hopeful
+    def __init__(self, note: Note, hopeful: list | None, due: float):
+        self.note, self.hopeful, self.due = note, hopeful, due
         self.probes = note.data["reason"].startswith(PLAIN)  # a probe falling due changes this decision
-        self.due = auto._over_budget(hopeful)[1] if hopeful is not None else math.inf
         self._resting: dict[int, Note] = {}
 
     def read(self, auto: "AutoDrafter") -> Note | None:
