@@ -96,8 +96,9 @@ def test_earlier_runs_price_the_sizes_a_new_run_has_not_verified():
 def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkeypatch):
     """A plain decision made in full for the lookup's proposal is read again by the next rounds with a proposal of
     the same variant and length: nothing is repriced (_ask_free is not called), the decision shows the same
-    candidates and reason. What it was priced on moving (an acceptance count: Memory.version; γ) or another length
-    of proposal decides in full again."""
+    candidates and reason. What it was priced on moving (its variant's acceptance count, Memory.moved, or one every
+    decision reads, Memory.version) or another γ or length of proposal decides in full again; another variant's count
+    moving does not (the control)."""
     lookup = Counting()
     auto = AutoDrafter(lookup, CPU)
     nothing_pays(auto)
@@ -109,11 +110,22 @@ def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkey
     auto.memory.version += 1  # what the engine's runs learnt moved
     auto.propose([1, 2, 3], 3)
     assert len(full) == 2
-    auto.propose([1, 2, 3], 2)  # γ moved
+    auto._count(["n=2"], 1, free=True)  # another variant of the lookup's moved: this decision read none of it
+    auto.propose([1, 2, 3], 3)
+    assert len(full) == 2
+    auto._count(["n=1"], 1, free=True)  # its own variant's count moved
+    auto.propose([1, 2, 3], 3)
     assert len(full) == 3
+    auto._count(["eagle"], 1)  # a count any decision reads (a costly drafter's)
+    auto.propose([1, 2, 3], 3)
+    assert len(full) == 4
+    auto.propose([1, 2, 3], 2)  # γ moved
+    assert len(full) == 5
+    auto.propose([1, 2, 3], 3)  # back to γ 3: its decision is kept beside γ 2's
+    assert len(full) == 5
     lookup.tokens = [4]  # a proposal of another length
     auto.propose([1, 2, 3], 2)
-    assert len(full) == 4
+    assert len(full) == 6
 
 
 def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
@@ -130,6 +142,10 @@ def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
         auto.propose([1, 2, 3], 3)
     assert lookup.looked == QUIET + QUIET  # every other round: QUIET more lookups in 2·QUIET rounds
     assert auto.rest == MAX_REST == 4
+    auto._unasked(
+        "n=1", 4, 4
+    )  # an unverified proposal the round committed: no news at the α that priced it out
+    assert auto.rest == MAX_REST
     resting = [auto.propose([1, 2, 3], 3).note("decided")["reason"] for _ in range(MAX_REST)]
     assert lookup.looked == 2 * QUIET + 1 and sum("the lookup rests" in r for r in resting) == MAX_REST - 1
     auto.verify = {1: 1.0, 2: 1.05, 3: 1.1, 4: 1.15}  # now its proposal pays

@@ -128,7 +128,7 @@ class AutoDrafter(Drafter):
         self.recheck_at = 0  # the first round a tree drafter's recheck falls due (_due)
         self.rechecked: set = set()  # the tree drafters this round asked for their recheck
         # lookups that ended in a plain round since a draft was last accepted; rounds between two lookups (QUIET,
-        # MAX_REST); rounds since the last; the lookup's (variant, length) at the last plain decision
+        # MAX_REST); rounds since the last; the lookup's (variant, length, γ) at the last plain decision
         self.quiet, self.rest, self.rested, self._last_look = 0, 1, 0, None
         self.seeded: set = set()  # sizes priced at earlier runs' ratios the run has not measured itself yet
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
@@ -161,7 +161,7 @@ class AutoDrafter(Drafter):
         self.events: dict[int, float] = {}
         self.sized = 0
         # plain decisions made in full, read again while nothing they were priced on moves (_still_plain): (what they
-        # were priced on, {the lookup's (variant, length): Kept})
+        # were priced on, {the lookup's (variant, length, γ): Kept})
         self._stretch: tuple | None = None
         self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
         self._hopeful: list | None = None
@@ -268,7 +268,9 @@ class AutoDrafter(Drafter):
         # what the decision shows: the options not asked too, with their forecast
         candidates = candidates + unasked
         if best is None:  # with no tree asked, the next rounds may read this decision again (_still_plain)
-            return self._plain(reason, candidates, plain_rate, None if trees else (variant, len(look.tokens)))
+            return self._plain(
+                reason, candidates, plain_rate, None if trees else (variant, len(look.tokens), gamma)
+            )
         draft = look.draft(self.device, d)
         keep, variants, confidence, unsure = best["gamma"], None, None, ""
         if best["drafter"] in self.trees:  # a whole tree: γ is its depth, already cut when it was built
@@ -453,21 +455,22 @@ class AutoDrafter(Drafter):
         return t1, self._still_plain(look, gamma, t1), look
 
     def _still_plain(self, look: Lookup | None, gamma: int, t1: float) -> Draft | None:
-        """A plain decision made in full earlier for a proposal of this variant and length, again: while nothing
-        else it was priced on moved (the verify curve's fit, what the engine's runs learnt: Memory.version, the
-        lookup's priced cost, the other drafters' measured costs, γ), no tree drafter is due its recheck and no probe
-        is due (Kept.read): the same decision, its event's data unchanged. look None: a resting lookup's round
-        (QUIET), which reads the last plain decision. None: decide in full (with a lookup). A run of plain rounds
+        """A plain decision made in full earlier for a proposal of this variant and length at this γ, again: while
+        nothing else it was priced on moved (the verify curve's fit, what the engine's runs learnt: Memory.version and
+        its variant's own count, Memory.moved; each drafter's priced cost, _c), no tree drafter is due its recheck
+        and no probe is due (Kept.read): the same decision, its event's data unchanged. look None: a resting lookup's round
+        (QUIET), which reads the last plain decision (at the same γ). None: decide in full (with a lookup). A run of plain rounds
         (issue 64: Spec-Bench's qa) then costs the lookup and this check a round."""
-        seconds = self.memory.seconds
-        others = tuple(seconds.get(name) for name in (*self.costly, *self.trees))
-        state = (self._fits, self.memory.version, self._c(self.drafter.name, t1), others, gamma)
+        costs = tuple(self._c(name, t1) for name in (self.drafter.name, *self.costly, *self.trees))
+        state = (self._fits, self.memory.version, costs)
         if self._stretch is None or self._stretch[0] != state:
             self._stretch = (state, {})
             return None
-        key = self._last_look if look is None else (look.variant, len(look.tokens))
-        kept = self._stretch[1].get(key)
-        note = None if kept is None or self.rounds >= self.recheck_at else kept.read(self)
+        key = self._last_look if look is None else (look.variant, len(look.tokens), gamma)
+        kept = self._stretch[1].get(key) if key is not None and key[2] == gamma else None
+        if kept is None or kept.moved != self.memory.moved.get(key[0]) or self.rounds >= self.recheck_at:
+            return None
+        note = kept.read(self)
         if note is None:
             return None
         if look is None:
@@ -638,7 +641,7 @@ class AutoDrafter(Drafter):
             self.tree_accepted[chosen] = n_accepted if old is None else DECAY * old + (1 - DECAY) * n_accepted
             self.memory.version += 1
         elif g:
-            self._count(variants, n_accepted)
+            self._count(variants, n_accepted, free=chosen == self.drafter.name)
             if chosen in self.costly and variants[0] != chosen:  # the drafter's overall α prices asking it
                 self._count([chosen] * g, n_accepted)
         # every drafter hears a drafted round now (one that was not chosen, no accepted drafts); a plain round waits
@@ -685,11 +688,15 @@ class AutoDrafter(Drafter):
                     self.verify[n] = ratio * verify_s
                     self.seeded.add(n)
 
-    def _count(self, variants: list, n_accepted: int, moved: bool = True) -> None:
+    def _count(self, variants: list, n_accepted: int, moved: bool = True, free: bool = False) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
         failure; each variant's older counts decay once per round it appears in. `moved`: the counts may change a
-        kept plain decision (Memory.version)."""
-        if moved:
+        kept plain decision: `free`, variants of the lookup's own (only a decision for a proposal of that variant
+        read them: Memory.moved), else any decision (Memory.version)."""
+        if moved and free:
+            for v in set(variants):
+                self.memory.moved[v] = self.memory.moved.get(v, 0) + 1
+        elif moved:
             self.memory.version += 1
         for v in set(variants):
             self.trials[v] = DECAY * self.trials.get(v, 0.0)
@@ -704,11 +711,10 @@ class AutoDrafter(Drafter):
         a draw from the target's p, so a hit's chance is p(token), what the acceptance rule gives a proposal sure of
         its token). One trial of the variant, as a verified first position counts (_count), so a variant priced out
         on another text learns this one's acceptance without a probe. A miss only lowers α: every plain decision
-        still holds (Memory.version unmoved); a hit may change one, and wakes a resting lookup."""
+        still holds (Memory.moved unmoved); a hit may change one: the lookup's next proposal of the variant is
+        priced in full (a resting lookup is not woken: a hit at the α that priced it out is no news)."""
         hit = committed == token
-        self._count([variant], int(hit), moved=hit)
-        if hit:
-            self.quiet, self.rest = 0, 1
+        self._count([variant], int(hit), moved=hit, free=True)
 
     def history_source(self, ids: list[int]) -> list[int] | None:
         """What a session's history keeps of this run: the suffix drafter's view (template positions masked)."""
@@ -719,8 +725,8 @@ class AutoDrafter(Drafter):
     def _plain(
         self, reason: str, candidates: list, plain_rate: float | None, key: tuple | None = None
     ) -> Draft:
-        """A plain round's draft (nothing) with the decision made in full; `key`: the lookup's (variant, length) on a
-        round that asked it, the decision kept for later rounds to read again (_still_plain)."""
+        """A plain round's draft (nothing) with the decision made in full; `key`: the lookup's (variant, length, γ) on
+        a round that asked it, the decision kept for later rounds to read again (_still_plain)."""
         decision = {
             "drafter": "",
             "gamma": 0,
@@ -731,7 +737,9 @@ class AutoDrafter(Drafter):
         note = Note("decided", decision, _decided)
         if key is not None:
             if self._stretch is not None:
-                self._stretch[1][key] = Kept(note, self._hopeful, self._probe_due)
+                self._stretch[1][key] = Kept(
+                    note, self._hopeful, self._probe_due, self.memory.moved.get(key[0])
+                )
             self._quiet(key)
         return self._plain_round(note)
 
@@ -780,10 +788,11 @@ class AutoDrafter(Drafter):
 class Kept:
     """A plain decision auto made in full, for later rounds with a proposal of the same kind to read again
     (_still_plain): its note, and when a probe was looked for (`hopeful`: the candidates that could pay), the
-    run's step from which the cheapest of their probes fits in the probe budget (PROBE_SHARE)."""
+    run's step from which the cheapest of their probes fits in the probe budget (PROBE_SHARE); `moved`: its
+    variant's count of moves when it was made (Memory.moved)."""
 
-    def __init__(self, note: Note, hopeful: list | None, due: float):
-        self.note, self.hopeful, self.due = note, hopeful, due
+    def __init__(self, note: Note, hopeful: list | None, due: float, moved: int | None = None):
+        self.note, self.hopeful, self.due, self.moved = note, hopeful, due, moved
         self.probes = note.data["reason"].startswith(PLAIN)  # a probe falling due changes this decision
         self._resting: dict[int, Note] = {}
 
@@ -826,7 +835,10 @@ class Memory:
         self.tree_accepted: dict[str, float] = {}
         self.tree_nodes: dict[str, float] = {}
         self.tree_found: dict[str, float] = {}
-        self.version = 0  # moves with every change of the counts and yields above (what auto's prices read)
+        # moves with every change of the counts and yields above (what auto's prices read) but the lookup's variants'
+        # which move their own count (variant -> moves): a decision for a proposal of one variant reads no other
+        self.version = 0
+        self.moved: dict[str, int] = {}
         # n verified tokens -> a round of that size ÷ a plain round, both whole but for the drafting (decayed): a new
         # run's t(n) before it verified n tokens itself (a fresh run's prior slope priced 2 rows at 1.17 plain rounds
         # where the blocks' rounds cost 1.37: its first lookups of one token lost, every run)
