@@ -210,10 +210,17 @@ def test_a_tree_fits_the_cache_the_factory_sized(target):
     assert tree.depths([-1, 0, 0, 1]) == [1, 2, 2, 3]
 
 
-def test_auto_offers_suffix_with_the_session_history(target):
+def test_auto_offers_suffix_with_the_session_history(target, monkeypatch):
     """auto prices suffix speculation beside n-gram lookup and recycling: with a history of an earlier run that
     wrote what follows, a suffix tree is among its candidates from the first drafted round and auto picks it;
-    the output is AR's; the history gains the run, its template positions masked like suffix's own."""
+    the output is AR's; the history gains the run, its template positions masked like suffix's own. Asking a
+    drafter is priced as free here: a busy machine's one slow ask priced suffix out of a 32-token run."""
+    from engine.drafters import auto as auto_module
+
+    cost = auto_module.AutoDrafter._cost
+    monkeypatch.setattr(
+        auto_module.AutoDrafter, "_cost", lambda self, name, seconds, tokens: cost(self, name, 1e-7, tokens)
+    )
     engine = Engine(target, "auto", measure_step=False)
     assert engine.make_drafter.needs.history
     built = engine.make_drafter(GenerationConfig(), None, 64, None, History())
