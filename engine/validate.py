@@ -110,9 +110,10 @@ def check_decided(e) -> None:
         if not isinstance(c, dict):
             raise ValueError(f"{where} must be an object, got {short_repr(c)}")
         prob(f"{where}.alpha", c.get("alpha"), none_ok=True)
+        prob(f"{where}.measured_alpha", c.get("measured_alpha"), none_ok=True)
         if "gamma" in c:
             whole(f"{where}.gamma", c["gamma"], 0, MAX_GAMMA)
-        for key in ("c", "v", "predicted_tokens_per_s"):  # auto rounds a cheap drafter's c to 0.0
+        for key in ("c", "v", "predicted_tokens_per_s", "tested"):  # auto rounds a cheap drafter's c to 0.0
             positive(f"{where}.{key}", c.get(key), zero_ok=True)
 
 

@@ -291,6 +291,12 @@ def _candidates(decided) -> str:
             f"tree of {c.get('nodes')} nodes, {c.get('tokens_per_round')} tokens per round"
             if "nodes" in c
             else f"α {c.get('alpha')}"
+            + (
+                f" (measured {c['measured_alpha']} over {c.get('tested')} positions, priced one standard error "
+                "lower)"
+                if "measured_alpha" in c
+                else ""
+            )
             + (f", drafts {c['drafted']} (its confidence cuts them to γ)" if "drafted" in c else "")
         )
         + f", c {c.get('c')}, v {c.get('v')} -> "

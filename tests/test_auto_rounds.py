@@ -4,12 +4,17 @@ a plain decision is read again while nothing it was priced on moves, a lookup th
 verifying rests, and a tree drafter priced out is rechecked less and less often. Forced costs throughout: nothing
 here times the host."""
 
+import random
+from types import SimpleNamespace
+
 import torch
 
+from engine import costmodel
 from engine.drafters import auto as auto_module
 from engine.drafters.auto import HELD, MAX_GAP, MAX_REST, QUIET, RECHECK, AutoDrafter, Memory
 from engine.drafters.base import Drafter, Lookup, Settled
 from engine.drafters.ngram import NgramDrafter
+from specviz import tree as tree_view
 from tests.test_auto_confidence import Tree, probe_run
 
 CPU = torch.device("cpu")
@@ -385,12 +390,15 @@ def test_a_proposal_left_unverified_is_checked_against_the_token_its_round_commi
     (read again, not repriced). The control: a target that commits other tokens keeps it plain, its α falling."""
     hits = AutoDrafter(Counting([4, 5, 6]), CPU)
     nothing_pays(hits)
+    # a curve on which α 0.3 never pays and the most ten decayed trials can earn does
+    hits.verify = {1: 1.0, 2: 1.5, 3: 2.0, 4: 2.5}
     hits.probe_gap = 10**6  # no probes: what it learns is the plain rounds' tokens alone
     drafted = unasked_rounds(hits, lambda i: 4, 40)
     first = next(i for i, g in enumerate(drafted) if g)
     assert 0 < first < 40  # plain until its α, learnt from plain rounds alone, made the proposal pay
     misses = AutoDrafter(Counting([4, 5, 6]), CPU)
     nothing_pays(misses)
+    misses.verify = {1: 1.0, 2: 1.5, 3: 2.0, 4: 2.5}
     misses.probe_gap = 10**6
     version = misses.memory.version
     assert not any(unasked_rounds(misses, lambda i: 7, 40))
@@ -405,4 +413,59 @@ def test_a_proposal_left_unverified_is_checked_against_the_token_its_round_commi
     auto.settle(Settled(round=1, n_accepted=0, ids=[1, 2, 3, 4], verify_s=1.0, round_s=1.0, rows=4))
     assert (
         auto.trials["n=1"] == auto_module.DECAY * 10.0 + 1.0 and auto.hits["n=1"] == auto_module.DECAY * 10.0
+    )
+
+
+def curse_run(auto: AutoDrafter, alpha: float, rounds: int, seed: int) -> tuple[float, int]:
+    """`rounds` rounds of a lookup whose every proposed token the target keeps with probability `alpha`, on a host
+    where a round verifying one draft costs 1.3 plain rounds (t(n) on a fixed curve). Returns (tokens per plain
+    round's time, rounds drafted)."""
+    rng = random.Random(seed)
+    curve = {1: 1.0, 2: 1.3, 3: 1.6, 4: 1.9, 5: 2.2}
+    tokens, cost, drafted, ids = 0, 0.0, 0, [1, 2, 3]
+    for i in range(rounds):
+        auto.verify = dict(curve)
+        g = len(auto.propose(ids, 1).token_ids)
+        hit = rng.random() < alpha
+        ids = ids + ([4] if hit else [7])  # the lookup proposes 4: kept, or another token committed
+        n = int(hit) if g else 0
+        auto.settle(
+            Settled(round=i + 1, n_accepted=n, ids=ids, verify_s=1.0, round_s=curve[g + 1], rows=g + 1)
+        )
+        tokens, cost, drafted = tokens + 1 + n, cost + curve[g + 1], drafted + bool(g)
+    return tokens / cost, drafted
+
+
+def test_a_lookup_is_priced_at_the_low_end_of_its_alpha():
+    """A lookup whose drafts are kept at α 0.25, on a host where one draft pays only above α 0.3: priced at its
+    measured α (ten decayed trials: it often reads above 0.3), auto drafts where the estimate happens to be high
+    and loses to plain decoding; priced one standard error lower (costmodel.priced_alpha), it rarely drafts and
+    keeps plain decoding's rate. The negative control prices at the measured α."""
+    rates = {}
+    for name, priced in (("low end", AutoDrafter.priced_alpha), ("measured", None)):
+        auto = AutoDrafter(Counting([4]), CPU)
+        auto.cost = {"ngram": 0.0}
+        auto.probe_gap = 10**6  # no probes: only what the priced α decides
+        if priced is None:
+            auto.priced_alpha = lambda v, prior=0.5, a=auto: (a.alpha(v, prior), a.alpha(v, prior), 1.0)
+        rates[name] = [curse_run(auto, 0.25, 3000, seed) for seed in range(3)]
+    ours, control = rates["low end"], rates["measured"]
+    assert all(rate > 0.985 for rate, _ in ours)
+    assert all(c_n > 5 * o_n for (_, o_n), (_, c_n) in zip(ours, control))
+    assert sum(r for r, _ in control) / 3 < sum(r for r, _ in ours) / 3 - 0.005 < 0.995  # the control loses
+    d = AutoDrafter(Counting([4]), CPU)
+    d.cost, d.verify = {"ngram": 0.0}, {1: 1.0, 2: 1.3}
+    d.trials, d.hits = {"n=1": 10.0}, {"n=1": 4.0}  # measured (4 + 0.5) / 11 = 0.41: pays at its measure
+    x = d.propose([1, 2, 3], 1).note("decided")["candidates"][0]
+    assert x["measured_alpha"] == round(4.5 / 11, 4) and x["tested"] == 11.0
+    assert x["alpha"] == round(costmodel.priced_alpha(4.5 / 11, 11.0), 4) < 0.3  # priced below what pays
+    assert x["predicted_tokens_per_s"] == round(
+        costmodel.predicted_speedup_asked(x["alpha"], 1, 0.0, 1.3, 1.0), 3
+    )
+    shown = tree_view._candidates(
+        SimpleNamespace(candidates=[x], plain_tokens_per_s=1.0)
+    )  # the page's tooltip
+    assert (
+        f"α {x['alpha']} (measured {x['measured_alpha']} over 11.0 positions, priced one standard error"
+        in shown
     )

@@ -198,6 +198,12 @@ class AutoDrafter(Drafter):
         # the cost model's α (accepted / tested) with one pseudo-trial worth the prior
         return costmodel.alpha(hits + prior, trials - hits + 1.0 - prior)
 
+    def priced_alpha(self, variant: str = "", prior: float = PRIOR_ALPHA) -> tuple[float, float, float]:
+        """(α a lookup's draft of this variant is priced at, its measured α, the positions that measure counts: its
+        decayed trials and the prior's one): the measure less one standard error (costmodel.priced_alpha)."""
+        measured, tested = self.alpha(variant, prior), self.trials.get(variant, 0.0) + 1.0
+        return costmodel.priced_alpha(measured, tested), measured, tested
+
     def verify_s(self, n: int) -> float | None:
         """t(n) in seconds as the round is priced: measured when seen, else the cost model's line through the
         multi-token points, over the points of the last fit (_priced_on)."""
@@ -495,15 +501,15 @@ class AutoDrafter(Drafter):
         )
 
     def _could_pay(self, candidate: dict) -> bool:
-        """A probe's candidate: it would beat plain decoding at the top of what its α may still be (α + 1 / √(n + 1)
-        after n tested positions; a tree: every node accepted), for its drafting and its verify forward (c and v in
+        """A probe's candidate: it would beat plain decoding at the top of what its α may still be (the measured
+        α + 1 / √(n + 1) after n tested positions, where a draft is priced at its low end: priced_alpha; a tree: every node accepted), for its drafting and its verify forward (c and v in
         target steps). A drafter measured poor often enough (a head whose asking costs half a step a token) is
         never probed again; a new or rarely seen variant is."""
         g, cost = candidate.get("gamma", 0), draft_steps(candidate) + candidate["v"]
         if "nodes" in candidate:
             return g > 0 and g + 1 > cost
         n = self.trials.get(candidate["variant"], 0.0)
-        top = min(1.0, candidate["alpha"] + 1.0 / math.sqrt(n + 1.0))
+        top = min(1.0, candidate.get("measured_alpha", candidate["alpha"]) + 1.0 / math.sqrt(n + 1.0))
         return g > 0 and costmodel.expected_tokens(top, g) > cost
 
     def _forecast_tree(self, d: str, gamma: int, t1: float) -> dict | None:
@@ -564,7 +570,12 @@ class AutoDrafter(Drafter):
         still paid for cap; the candidate says so in "drafted")."""
         if cap < 1:
             return []
-        c, alpha, used, out = self._c(d, t1), self.alpha(variant), self.used.get(d, 1.0), []
+        c, used, out = self._c(d, t1), self.used.get(d, 1.0), []
+        # the lookup's variants at the low end of their α (a handful of trials, some on other text); a costly
+        # drafter's at its measure, as its confidence bins price its chain (their priors are calibrated)
+        alpha, measured, tested = self.priced_alpha(variant)
+        if d in self.costly:
+            alpha = measured
         for g in range(1, cap + 1):
             v = self._t(g + 1)
             drafted = cap if d in self.costly else g
@@ -577,6 +588,8 @@ class AutoDrafter(Drafter):
                     "variant": variant,
                     "gamma": g,
                     "alpha": round(alpha, 4),
+                    "measured_alpha": round(measured, 4),
+                    "tested": round(tested, 2),
                     "c": round(c / t1, 4),
                     "v": round(v / t1, 4),
                     "predicted_tokens_per_s": round(rate, 3),
