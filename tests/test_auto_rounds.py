@@ -469,3 +469,41 @@ def test_a_lookup_is_priced_at_the_low_end_of_its_alpha():
         f"α {x['alpha']} (measured {x['measured_alpha']} over 11.0 positions, priced one standard error"
         in shown
     )
+
+
+def unchecked(auto: AutoDrafter) -> None:
+    """auto's rounds with no unverified proposal to check (what a tree of lookups leaves)."""
+    begin = auto._begin
+
+    def _begin(ids, gamma):
+        out = begin(ids, gamma)
+        auto.unverified = None
+        return out
+
+    auto._begin = _begin
+
+
+def test_a_lookup_proposal_is_not_probed_where_plain_rounds_check_it():
+    """A chain the lookup proposes, priced out but for the top of its α, is never probed: each plain round checks its
+    first token against the committed one (_unasked), what a probe at the smallest γ would learn, for free. The
+    control: where that check is not made (no unverified proposal), the same rounds probe it."""
+    reasons = {}
+    for name in ("checked", "unchecked"):
+        auto = AutoDrafter(Counting([4, 5, 6]), CPU)
+        nothing_pays(auto)
+        if name == "unchecked":
+            unchecked(auto)
+        curve = {1: 1.0, 2: 1.3, 3: 1.6, 4: 1.9}
+        ids = [1, 2, 3]
+        reasons[name] = []
+        for i in range(60):
+            auto.verify = dict(curve)
+            draft = auto.propose(ids, 1)
+            g = len(draft.token_ids)
+            reasons[name].append(draft.note("decided")["reason"])
+            ids = ids + [7]  # the target never commits the proposed token
+            auto.settle(
+                Settled(round=i + 1, n_accepted=0, ids=ids, verify_s=1.0, round_s=curve[g + 1], rows=g + 1)
+            )
+    assert not any(r.startswith("probing") for r in reasons["checked"])
+    assert any(r.startswith("probing ngram") for r in reasons["unchecked"])

@@ -355,8 +355,13 @@ class AutoDrafter(Drafter):
         if best["predicted_tokens_per_s"] <= plain_rate:
             if self.plain_streak < self.probe_gap:
                 return None, PLAIN, ""
+            # a chain the lookup proposed is not probed: each plain round checks its first token for free (_unasked),
+            # what a probe at the smallest γ would learn
+            free = d if self.unverified is not None else None
             hopeful = self._hopeful = [
-                x for x in candidates if x.get("asked") is not False and self._could_pay(x)
+                x
+                for x in candidates
+                if x.get("asked") is not False and x["drafter"] != free and self._could_pay(x)
             ]
             affordable = [x for x in hopeful if self.spent + probe_excess(x) <= PROBE_SHARE * self.steps]
             if not affordable:
