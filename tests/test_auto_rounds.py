@@ -147,9 +147,8 @@ def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
         auto.propose([1, 2, 3], 3)
     assert lookup.looked == QUIET + QUIET  # every other round: QUIET more lookups in 2·QUIET rounds
     assert auto.rest == MAX_REST == 4
-    auto._unasked(
-        "n=1", 4, 4
-    )  # an unverified proposal the round committed: no news at the α that priced it out
+    # an unverified proposal the round committed: no news at the α that priced it out
+    auto._unasked("n=1", 4, 4)
     assert auto.rest == MAX_REST
     resting = [auto.propose([1, 2, 3], 3).note("decided")["reason"] for _ in range(MAX_REST)]
     assert lookup.looked == 2 * QUIET + 1 and sum("the lookup rests" in r for r in resting) == MAX_REST - 1
@@ -368,14 +367,17 @@ def test_a_probe_over_budget_says_the_step_it_fits_from_and_comes_there():
     assert checked >= 2
 
 
-def unasked_rounds(auto: AutoDrafter, committed, rounds: int) -> list[int]:
+def unasked_rounds(auto: AutoDrafter, committed, rounds: int, reasons: list | None = None) -> list[int]:
     """`rounds` rounds of auto in which the target commits `committed(i)` after a plain round (the proposal's first
-    token at a hit); returns how many tokens each round drafted (0: plain). A drafted round is settled rejected."""
+    token at a hit); returns how many tokens each round drafted (0: plain), each decision's reason into `reasons`.
+    A drafted round is settled rejected."""
     drafted = []
     for i in range(rounds):
         draft = auto.propose([1, 2, 3], 3)
         g = len(draft.token_ids)
         drafted.append(g)
+        if reasons is not None:
+            reasons.append(draft.note("decided")["reason"])
         rows, ids = g + 1, [1, 2, 3, committed(i)]
         auto.settle(
             Settled(round=i + 1, n_accepted=0, ids=ids, verify_s=1.0, round_s=auto.verify[rows], rows=rows)
@@ -462,9 +464,8 @@ def test_a_lookup_is_priced_at_the_low_end_of_its_alpha():
     assert x["predicted_tokens_per_s"] == round(
         costmodel.predicted_speedup_asked(x["alpha"], 1, 0.0, 1.3, 1.0), 3
     )
-    shown = tree_view._candidates(
-        SimpleNamespace(candidates=[x], plain_tokens_per_s=1.0)
-    )  # the page's tooltip
+    # the page's tooltip
+    shown = tree_view._candidates(SimpleNamespace(candidates=[x], plain_tokens_per_s=1.0))
     assert (
         f"α {x['alpha']} (measured {x['measured_alpha']} over 11.0 positions, priced one standard error"
         in shown
@@ -491,19 +492,15 @@ def test_a_lookup_proposal_is_not_probed_where_plain_rounds_check_it():
     for name in ("checked", "unchecked"):
         auto = AutoDrafter(Counting([4, 5, 6]), CPU)
         nothing_pays(auto)
+        auto.verify = {
+            1: 1.0,
+            2: 1.3,
+            3: 1.6,
+            4: 1.9,
+        }  # one draft pays above α 0.3, where a low α's top may be
         if name == "unchecked":
             unchecked(auto)
-        curve = {1: 1.0, 2: 1.3, 3: 1.6, 4: 1.9}
-        ids = [1, 2, 3]
         reasons[name] = []
-        for i in range(60):
-            auto.verify = dict(curve)
-            draft = auto.propose(ids, 1)
-            g = len(draft.token_ids)
-            reasons[name].append(draft.note("decided")["reason"])
-            ids = ids + [7]  # the target never commits the proposed token
-            auto.settle(
-                Settled(round=i + 1, n_accepted=0, ids=ids, verify_s=1.0, round_s=curve[g + 1], rows=g + 1)
-            )
+        unasked_rounds(auto, lambda i: 7, 60, reasons[name])  # the target never commits the proposed token
     assert not any(r.startswith("probing") for r in reasons["checked"])
     assert any(r.startswith("probing ngram") for r in reasons["unchecked"])

@@ -469,9 +469,9 @@ class AutoDrafter(Drafter):
         """A plain decision made in full earlier for a proposal of this variant and length at this γ, again: while
         nothing else it was priced on moved (the verify curve's fit, what the engine's runs learnt: Memory.version and
         its variant's own count, Memory.moved; each drafter's priced cost, _c), no tree drafter is due its recheck
-        and no probe is due (Kept.read): the same decision, its event's data unchanged. look None: a resting lookup's round
-        (QUIET), which reads the last plain decision (at the same γ). None: decide in full (with a lookup). A run of plain rounds
-        (issue 64: Spec-Bench's qa) then costs the lookup and this check a round."""
+        and no probe is due (Kept.read): the same decision, its event's data unchanged. look None: a resting
+        lookup's round (QUIET), which reads the last plain decision (at the same γ). None: decide in full (with a
+        lookup). A run of plain rounds (issue 64: Spec-Bench's qa) then costs the lookup and this check a round."""
         costs = tuple(self._c(name, t1) for name in (self.drafter.name, *self.costly, *self.trees))
         state = (self._fits, self.memory.version, costs)
         if self._stretch is None or self._stretch[0] != state:
@@ -507,9 +507,10 @@ class AutoDrafter(Drafter):
 
     def _could_pay(self, candidate: dict) -> bool:
         """A probe's candidate: it would beat plain decoding at the top of what its α may still be (the measured
-        α + 1 / √(n + 1) after n tested positions, where a draft is priced at its low end: priced_alpha; a tree: every node accepted), for its drafting and its verify forward (c and v in
-        target steps). A drafter measured poor often enough (a head whose asking costs half a step a token) is
-        never probed again; a new or rarely seen variant is."""
+        α + 1 / √(n + 1) after n tested positions, where a draft is priced at its low end: priced_alpha; a tree:
+        every node accepted), for its drafting and its verify forward (c and v in target steps). A drafter measured
+        poor often enough (a head whose asking costs half a step a token) is never probed again; a new or rarely seen
+        variant is."""
         g, cost = candidate.get("gamma", 0), draft_steps(candidate) + candidate["v"]
         if "nodes" in candidate:
             return g > 0 and g + 1 > cost
@@ -578,9 +579,8 @@ class AutoDrafter(Drafter):
         c, used, out = self._c(d, t1), self.used.get(d, 1.0), []
         # the lookup's variants at the low end of their α (a handful of trials, some on other text); a costly
         # drafter's at its measure, as its confidence bins price its chain (their priors are calibrated)
-        alpha, measured, tested = self.priced_alpha(variant)
-        if d in self.costly:
-            alpha = measured
+        low = d not in self.costly
+        alpha, measured, tested = self.priced_alpha(variant) if low else (self.alpha(variant), None, None)
         for g in range(1, cap + 1):
             v = self._t(g + 1)
             drafted = cap if d in self.costly else g
@@ -593,13 +593,13 @@ class AutoDrafter(Drafter):
                     "variant": variant,
                     "gamma": g,
                     "alpha": round(alpha, 4),
-                    "measured_alpha": round(measured, 4),
-                    "tested": round(tested, 2),
                     "c": round(c / t1, 4),
                     "v": round(v / t1, 4),
                     "predicted_tokens_per_s": round(rate, 3),
                 }
             )
+            if low:
+                out[-1].update(measured_alpha=round(measured, 4), tested=round(tested, 2))
             if d in self.costly:
                 out[-1]["used"] = round(used, 4)
                 out[-1]["drafted"] = drafted
@@ -809,7 +809,7 @@ class Kept:
     run's step from which the cheapest of their probes fits in the probe budget (PROBE_SHARE); `moved`: its
     variant's count of moves when it was made (Memory.moved)."""
 
-    def __init__(self, note: Note, hopeful: list | None, due: float, moved: int | None = None):
+    def __init__(self, note: Note, hopeful: list | None, due: float, moved: int | None):
         self.note, self.hopeful, self.due, self.moved = note, hopeful, due, moved
         self.probes = note.data["reason"].startswith(PLAIN)  # a probe falling due changes this decision
         self._resting: dict[int, Note] = {}
@@ -853,8 +853,8 @@ class Memory:
         self.tree_accepted: dict[str, float] = {}
         self.tree_nodes: dict[str, float] = {}
         self.tree_found: dict[str, float] = {}
-        # moves with every change of the counts and yields above (what auto's prices read) but the lookup's variants'
-        # which move their own count (variant -> moves): a decision for a proposal of one variant reads no other
+        # moves with every change of the counts and yields above (what auto's prices read) but those of the lookup's
+        # variants, which move their own count (variant -> moves): a decision for one variant's proposal reads no other
         self.version = 0
         self.moved: dict[str, int] = {}
         # n verified tokens -> a round of that size ÷ a plain round, both whole but for the drafting (decayed): a new
