@@ -50,7 +50,10 @@ class Decided:
     gamma: int  # chosen γ (0 = plain step)
     reason: str  # one sentence: why
     plain_tokens_per_s: float | None  # predicted rate of plain decoding (1 / t(1))
-    candidates: list  # [{"drafter", "variant", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]
+    # [{"drafter", "variant", "gamma", "alpha", "c", "v", "predicted_tokens_per_s"}, ...]; a lookup's also its α's
+    # measure and tested positions and "expected_tokens_per_s" (the rate at the measure, which ranks the candidates
+    # that pay as priced)
+    candidates: list
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -113,7 +113,8 @@ def check_decided(e) -> None:
         prob(f"{where}.measured_alpha", c.get("measured_alpha"), none_ok=True)
         if "gamma" in c:
             whole(f"{where}.gamma", c["gamma"], 0, MAX_GAMMA)
-        for key in ("c", "v", "predicted_tokens_per_s", "tested"):  # auto rounds a cheap drafter's c to 0.0
+        # auto rounds a cheap drafter's c to 0.0
+        for key in ("c", "v", "predicted_tokens_per_s", "expected_tokens_per_s", "tested"):
             positive(f"{where}.{key}", c.get(key), zero_ok=True)
 
 

@@ -284,7 +284,8 @@ def _tree_round_html(rv, nodes: list[Node], greedy: bool) -> str:
 
 
 def _candidates(decided) -> str:
-    """One line per option auto weighed: drafter, γ, α, c, v and the predicted tokens/s."""
+    """One line per option auto weighed: drafter, γ, α, c, v and the predicted tokens/s (a lookup's: at the low end
+    of its α, and at the measure, which ranks those that pay)."""
     lines = [
         f"{c.get('drafter')}{' (' + str(c['variant']) + ')' if c.get('variant') else ''} γ={c.get('gamma')}: "
         + (
@@ -301,6 +302,7 @@ def _candidates(decided) -> str:
         )
         + f", c {c.get('c')}, v {c.get('v')} -> "
         f"{c.get('predicted_tokens_per_s')} tok/s"
+        + (f" ({c['expected_tokens_per_s']} at the measure)" if "expected_tokens_per_s" in c else "")
         + (" (forecast: not asked, it could not win)" if c.get("asked") is False else "")
         for c in (decided.candidates or [])[:16]
     ]

@@ -1,6 +1,7 @@
 """`auto`: hardware-aware speculation. Each round it asks its drafter (n-gram lookup, free to ask) what
 it has, and picks the γ with the best predicted tokens per second, from costs measured online on this
-machine, or plain decoding:
+machine, or plain decoding (a lookup's draft only where it pays at the low end of its α, at the γ best at its
+measured α):
 
     rate(γ) = E(α, γ) / (γ·c + t(γ+1))      plain decoding: 1 / t(1)
 
@@ -223,7 +224,7 @@ class AutoDrafter(Drafter):
         if fitted.keys() != self.verify.keys() or any(
             abs(t - fitted[n]) > REFIT * fitted[n] for n, t in self.verify.items()
         ):
-            self._fitted, self._curve = dict(self.verify), costmodel.verify_curve(self.verify)
+            self._fitted, self._curve = dict(self.verify), costmodel.verify_curve(self.verify, fitted=True)
             self._at, self._fits = {}, self._fits + 1
             self._memos.clear()
         return self._at
@@ -283,7 +284,9 @@ class AutoDrafter(Drafter):
             draft, d = trees[best["drafter"]], best["drafter"]
             variant, keep = d, gamma
         elif best["drafter"] in self.costly:
-            fallback = max((x for x in candidates if x["drafter"] == d), key=_rate, default=None)
+            fallback = max(
+                (x for x in candidates if x["drafter"] == d and _pays(x, plain_rate)), key=_rate, default=None
+            )
             free = (draft, variant, d, fallback)
             d = variant = best["drafter"]
             draft = self._ask(self.costly[d], ids, gamma)  # all γ: its confidence says below how many to keep
@@ -295,11 +298,7 @@ class AutoDrafter(Drafter):
                 keep, variants, rate = self._by_confidence(d, confidence, t1)
                 self._asked(d, used=bool(keep))
                 # the free drafter's proposal is still the better bet
-                if (
-                    reason is None
-                    and fallback
-                    and fallback["predicted_tokens_per_s"] > max(rate if keep else 0.0, plain_rate)
-                ):
+                if reason is None and fallback and _rate(fallback) > max(rate if keep else 0.0, plain_rate):
                     unsure = f"{d} was less sure (confidence {confidence}) than "
                     draft, variant, d, best = free
                     keep, variants, confidence = best["gamma"], None, None
@@ -329,7 +328,7 @@ class AutoDrafter(Drafter):
         sure = f" of the {len(confidence)} it drafted (confidence {confidence})" if confidence else ""
         why = reason or (
             f"{trying}{unsure}{d} with γ={best['gamma']}{sure} predicts "
-            f"{best['predicted_tokens_per_s']:.1f} tok/s vs {plain_rate:.1f} plain"
+            f"{_rate(best):.1f} tok/s{_low_end(best)} vs {plain_rate:.1f} plain"
         )
         shown = max(depths(draft.parents)) if draft.parents and n else n  # a tree's γ is its depth
         decision = {
@@ -343,16 +342,18 @@ class AutoDrafter(Drafter):
         return draft
 
     def _pick(self, candidates: list, d: str, plain_rate: float) -> tuple[dict | None, str | None, str]:
-        """The candidate this round verifies: the best predicted rate; when none beats plain decoding, a plain round
-        or, after enough of them, a probe at the smallest γ; the free drafter d's variant once when it was never
-        verified (free to ask, and its prior may be far off: a long match in copied text). Returns (the candidate,
-        None for a plain round; the plain round's or the probe's reason; the note that a variant is tried once)."""
-        best = max(candidates, key=lambda x: x["predicted_tokens_per_s"], default=None)
+        """The candidate this round verifies: of those that beat plain decoding as priced (a lookup's at the low end
+        of its α), the best rate at what was measured (_rate: a lookup's γ is chosen at its measured α); when none
+        does, a plain round or, after enough of them, a probe at the smallest γ; the free drafter d's variant once
+        when it was never verified (free to ask, and its prior may be far off: a long match in copied text).
+        Returns (the candidate, None for a plain round; the plain round's or the probe's reason; the note that a
+        variant is tried once)."""
+        best = max((x for x in candidates if _pays(x, plain_rate)), key=_rate, default=None)
         # the candidates a probe could try, when they were looked for, and the step the cheapest fits from
         self._hopeful, self._probe_due = None, math.inf
-        if best is None:
+        if not candidates:
             return None, "no drafter has a proposal", ""
-        if best["predicted_tokens_per_s"] <= plain_rate:
+        if best is None:
             if self.plain_streak < self.probe_gap:
                 return None, PLAIN, ""
             # a chain the lookup proposed is not probed: each plain round checks its first token for free (_unasked),
@@ -372,7 +373,7 @@ class AutoDrafter(Drafter):
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
         untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
         if best["drafter"] != d and untried:
-            best = max(untried, key=lambda x: x["predicted_tokens_per_s"])
+            best = max(untried, key=_rate)
             return best, None, f"trying {d} ({best['variant']}) once, since its α is a prior until verified: "
         return best, None, ""
 
@@ -397,8 +398,8 @@ class AutoDrafter(Drafter):
             forecast = self._memo(
                 (name, gamma, self._c(name, t1), *earned), self._forecast_tree, name, gamma, t1
             )
-            bar = max([plain_rate] + [x["predicted_tokens_per_s"] for x in candidates])
-            if forecast is not None and forecast["predicted_tokens_per_s"] <= bar:
+            bar = max([plain_rate] + [_rate(x) for x in candidates if _pays(x, plain_rate)])
+            if forecast is not None and _rate(forecast) <= bar:
                 if self.rounds < self._due(name):
                     unasked.append(forecast)
                     continue
@@ -581,12 +582,13 @@ class AutoDrafter(Drafter):
         # drafter's at its measure, as its confidence bins price its chain (their priors are calibrated)
         low = d not in self.costly
         alpha, measured, tested = self.priced_alpha(variant) if low else (self.alpha(variant), None, None)
+
+        def rate(a: float, g: int, drafted: int, v: float) -> float:  # tokens/s at acceptance a
+            return costmodel.predicted_speedup_asked(a, g, c * drafted / g / t1, v / t1, used) / t1
+
         for g in range(1, cap + 1):
             v = self._t(g + 1)
             drafted = cap if d in self.costly else g
-            rate = (
-                costmodel.predicted_speedup_asked(alpha, g, c * drafted / g / t1, v / t1, used) / t1
-            )  # tokens/s
             out.append(
                 {
                     "drafter": d,
@@ -595,11 +597,15 @@ class AutoDrafter(Drafter):
                     "alpha": round(alpha, 4),
                     "c": round(c / t1, 4),
                     "v": round(v / t1, 4),
-                    "predicted_tokens_per_s": round(rate, 3),
+                    "predicted_tokens_per_s": round(rate(alpha, g, drafted, v), 3),
                 }
             )
-            if low:
-                out[-1].update(measured_alpha=round(measured, 4), tested=round(tested, 2))
+            if low:  # γ is chosen at the measured α (_rate), among the candidates that pay at the low end
+                out[-1].update(
+                    measured_alpha=round(measured, 4),
+                    tested=round(tested, 2),
+                    expected_tokens_per_s=round(rate(measured, g, drafted, v), 3),
+                )
             if d in self.costly:
                 out[-1]["used"] = round(used, 4)
                 out[-1]["drafted"] = drafted
@@ -708,7 +714,8 @@ class AutoDrafter(Drafter):
 
     def _count(self, variants: list, n_accepted: int, moved: bool = True, free: bool = False) -> None:
         """One round's tested positions: the accepted ones are successes, the first rejection (if any) the one
-        failure; each variant's older counts decay once per round it appears in. `moved`: the counts may change a
+        failure; each variant's older counts decay once per round it is tested in (a position after the first
+        rejection brings no news). `moved`: the counts may change a
         kept plain decision: `free`, variants of the lookup's own (only a decision for a proposal of that variant
         read them: Memory.moved), else any decision (Memory.version)."""
         if moved and free:
@@ -716,7 +723,7 @@ class AutoDrafter(Drafter):
                 self.memory.moved[v] = self.memory.moved.get(v, 0) + 1
         elif moved:
             self.memory.version += 1
-        for v in set(variants):
+        for v in set(variants[: n_accepted + 1]):
             self.trials[v] = DECAY * self.trials.get(v, 0.0)
             self.hits[v] = DECAY * self.hits.get(v, 0.0)
         for i, v in enumerate(variants[: n_accepted + 1]):
@@ -874,8 +881,21 @@ class Memory:
 
 
 def _rate(x: dict) -> float:
-    """A candidate's predicted tokens per second (what auto ranks them by)."""
-    return x["predicted_tokens_per_s"]
+    """A candidate's tokens per second at what was measured (what auto ranks the candidates that pay by): a lookup's
+    at its measured α (expected_tokens_per_s), any other's as priced."""
+    return x.get("expected_tokens_per_s", x["predicted_tokens_per_s"])
+
+
+def _pays(x: dict, plain_rate: float) -> bool:
+    """Candidate x beats plain decoding as priced: a lookup's draft at the low end of its α."""
+    return x["predicted_tokens_per_s"] > plain_rate
+
+
+def _low_end(x: dict) -> str:
+    """The words on a lookup's price at the low end of its α, in a decision's reason ("" for other candidates)."""
+    if "expected_tokens_per_s" not in x:
+        return ""
+    return f" at its measured α {x['measured_alpha']} ({x['predicted_tokens_per_s']:.1f} at the low end, {x['alpha']})"
 
 
 def draft_steps(x: dict) -> float:
