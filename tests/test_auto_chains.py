@@ -1,6 +1,7 @@
 """auto's choice of γ for a lookup's chain (issue 64): made at the α it measured among the options that pay at the
 low end of their α, on the least-squares line through the verify sizes measured; a position no round tested leaves
-its counts as they were. Forced costs throughout: nothing here times the host."""
+its counts as they were. Forced costs throughout: what the host takes to ask the lookup is not counted where an
+exact figure is asserted."""
 
 import random
 from types import SimpleNamespace
@@ -13,6 +14,7 @@ from engine.drafters.auto import DECAY, AutoDrafter
 from engine.drafters.base import Drafter, Lookup, Settled
 from engine.validate import check_decided
 from specviz import tree as tree_view
+from tests.test_auto_confidence import Tree
 from tests.test_auto_rounds import Counting
 
 CPU = torch.device("cpu")
@@ -35,6 +37,9 @@ def test_a_candidate_is_priced_at_the_low_end_of_its_alpha_and_at_its_measure():
     measure (predicted_tokens_per_s: whether it pays) and at the measure (expected_tokens_per_s: which of those that
     pay is drafted); the page's tooltip shows both, the event validates."""
     auto = AutoDrafter(Counting([4, 5, 6]), CPU)
+    auto._cost = lambda name, seconds, tokens: (
+        None
+    )  # the lookup priced free, however long the host took to ask
     auto.cost, auto.verify = {"ngram": 0.0}, dict(CURVE)
     auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": 8.0}
     decided = auto.propose([1, 2, 3], 3).note("decided")
@@ -81,7 +86,7 @@ def test_gamma_is_chosen_at_the_measure_among_the_options_that_pay_at_the_low_en
         f"predicts {best['expected_tokens_per_s']:.1f} tok/s at its measured α {best['measured_alpha']}"
         in decided["reason"]
     )
-    assert f"({best['predicted_tokens_per_s']:.1f} at the low end" in decided["reason"]
+    assert f"({best['predicted_tokens_per_s']:.1f} at the low end α {best['alpha']})" in decided["reason"]
     # a measure that pays, a low end that does not: plain
     auto = AutoDrafter(Counting([4, 5, 6, 7]), CPU)
     auto.cost, auto.verify = {"ngram": 0.0}, dict(CURVE)
@@ -125,7 +130,10 @@ def run_like(first: float, after: float, rounds: int, seed: int, curve: dict = C
     plain round's time."""
     text = Runs(first, after, seed)
     auto = AutoDrafter(text, CPU)
-    auto.cost, auto.verify = {"ngram": 0.0}, dict(curve)
+    auto._cost = lambda name, seconds, tokens: (
+        None
+    )  # the lookup priced free, however long the host took to ask
+    auto.cost = {"ngram": 0.0}
     tokens, cost, ids = 0, 0.0, []
     for i in range(rounds):
         auto.verify = dict(curve)
@@ -174,3 +182,24 @@ def test_gamma_is_priced_on_the_line_through_the_sizes_measured(monkeypatch):
             line = costmodel.verify_curve(auto.verify, fitted=True)
             assert [x["v"] for x in decided["candidates"]] == [round(line(g + 1), 4) for g in range(1, 5)]
     assert chosen["points"] == 2 and chosen["line"] > 2
+
+
+def test_only_a_lookup_that_pays_at_its_low_end_keeps_a_tree_drafter_unasked():
+    """A tree drafter is asked when its forecast beats plain decoding and every candidate that pays: a lookup whose
+    measure beats the forecast but whose low end does not pay (it will not be drafted) leaves the tree asked and
+    chosen; one that pays at its low end keeps the tree unasked (the control)."""
+    asked = {}
+    for hits in (3.0, 6.0):  # α measured 0.32 (low end 0.18: no draft pays) or 0.59 (low end 0.44: one pays)
+        tree = Tree()
+        auto = AutoDrafter(Counting([4, 5, 6]), CPU, trees=(tree,))
+        auto._cost = lambda name, seconds, tokens: None  # asking priced at the forced costs
+        auto.verify, auto.cost = dict(CURVE), {"ngram": 0.0, "suffix": 0.05}
+        auto.trials, auto.hits = {"n=1": 10.0}, {"n=1": hits}
+        auto.propose([1, 2, 3], 3)  # the first ask: a two-node tree
+        auto.last = (0, [], "")
+        auto.tree_accepted["suffix"] = 0.55  # forecast 1.55 tokens for 0.05 + t(3) = 1.5: 1.03 a step
+        draft = auto.propose([1, 2, 3], 3)
+        lookup = [x for x in draft.note("decided")["candidates"] if x["drafter"] == "ngram"]
+        assert max(x["expected_tokens_per_s"] for x in lookup) > 1.04
+        asked[hits] = (tree.asked, draft.note("decided")["drafter"])
+    assert asked[3.0] == (2, "suffix") and asked[6.0] == (1, "ngram")

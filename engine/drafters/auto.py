@@ -7,8 +7,8 @@ measured α):
 
 c = seconds per drafted token, t(n) = seconds a round verifying n tokens costs but for its drafting, measured
 whole on the run's clock (the decision, the verify forward, the acceptance rule, the feedback and the round's
-events: Settled.round_s and events_s; fitted on the rounds seen so far, sizes not yet verified priced at the ratio
-earlier runs measured), α = the drafter's acceptance rate (decayed counts),
+events: Settled.round_s and events_s; t(1) as measured, larger sizes on the least-squares line through the sizes
+seen so far, sizes not yet verified entering it at the ratio earlier runs measured), α = the drafter's acceptance rate (decayed counts),
 E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
 probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
@@ -206,8 +206,9 @@ class AutoDrafter(Drafter):
         return costmodel.priced_alpha(measured, tested), measured, tested
 
     def verify_s(self, n: int) -> float | None:
-        """t(n) in seconds as the round is priced: measured when seen, else the cost model's line through the
-        multi-token points, over the points of the last fit (_priced_on)."""
+        """t(n) in seconds as the round is priced: t(1) measured, every larger size on the cost model's least-squares
+        line through the multi-token points (measured, or priced at earlier runs' ratios) of the last fit
+        (_priced_on): one size's noisy average does not pick γ."""
         if 1 not in self.verify:
             return None
         at = self._priced_on()
@@ -373,7 +374,8 @@ class AutoDrafter(Drafter):
             return best, f"probing {best['drafter']}{kind} after {self.plain_streak} plain rounds", ""
         untried = [x for x in candidates if x["drafter"] == d and x["variant"] not in self.trials]
         if best["drafter"] != d and untried:
-            best = max(untried, key=_rate)
+            # sized at the low end (a prior's one pseudo-trial: one draft), as it has not been verified
+            best = max(untried, key=lambda x: x["predicted_tokens_per_s"])
             return best, None, f"trying {d} ({best['variant']}) once, since its α is a prior until verified: "
         return best, None, ""
 
@@ -719,7 +721,7 @@ class AutoDrafter(Drafter):
         kept plain decision: `free`, variants of the lookup's own (only a decision for a proposal of that variant
         read them: Memory.moved), else any decision (Memory.version)."""
         if moved and free:
-            for v in set(variants):
+            for v in set(variants[: n_accepted + 1]):
                 self.memory.moved[v] = self.memory.moved.get(v, 0) + 1
         elif moved:
             self.memory.version += 1
@@ -895,7 +897,7 @@ def _low_end(x: dict) -> str:
     """The words on a lookup's price at the low end of its α, in a decision's reason ("" for other candidates)."""
     if "expected_tokens_per_s" not in x:
         return ""
-    return f" at its measured α {x['measured_alpha']} ({x['predicted_tokens_per_s']:.1f} at the low end, {x['alpha']})"
+    return f" at its measured α {x['measured_alpha']} ({x['predicted_tokens_per_s']:.1f} at the low end α {x['alpha']})"
 
 
 def draft_steps(x: dict) -> float:
