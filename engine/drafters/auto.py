@@ -8,7 +8,8 @@ measured α):
 c = seconds per drafted token, t(n) = seconds a round verifying n tokens costs but for its drafting, measured
 whole on the run's clock (the decision, the verify forward, the acceptance rule, the feedback and the round's
 events: Settled.round_s and events_s; t(1) as measured, larger sizes on the least-squares line through the sizes
-seen so far, sizes not yet verified entering it at the ratio earlier runs measured), α = the drafter's acceptance rate (decayed counts),
+seen so far, sizes not yet verified entering it at the ratio earlier runs measured), α = the drafter's acceptance
+rate (decayed counts),
 E(α, γ) = (1 - α^(γ+1)) / (1 - α). When nothing beats plain decoding it decodes plainly (γ = 0)
 and probes the best drafter again after `probe_every` plain rounds, doubling that gap (up to 64) while
 probes find nothing. A plain decision is kept and read again, not repriced, while nothing it was priced on moves
@@ -590,7 +591,7 @@ class AutoDrafter(Drafter):
 
         for g in range(1, cap + 1):
             v = self._t(g + 1)
-            drafted = cap if d in self.costly else g
+            drafted = g if low else cap
             out.append(
                 {
                     "drafter": d,
@@ -608,7 +609,7 @@ class AutoDrafter(Drafter):
                     tested=round(tested, 2),
                     expected_tokens_per_s=round(rate(measured, g, drafted, v), 3),
                 )
-            if d in self.costly:
+            else:
                 out[-1]["used"] = round(used, 4)
                 out[-1]["drafted"] = drafted
         return out
@@ -720,15 +721,16 @@ class AutoDrafter(Drafter):
         rejection brings no news). `moved`: the counts may change a
         kept plain decision: `free`, variants of the lookup's own (only a decision for a proposal of that variant
         read them: Memory.moved), else any decision (Memory.version)."""
+        tested = variants[: n_accepted + 1]
         if moved and free:
-            for v in set(variants[: n_accepted + 1]):
+            for v in set(tested):
                 self.memory.moved[v] = self.memory.moved.get(v, 0) + 1
         elif moved:
             self.memory.version += 1
-        for v in set(variants[: n_accepted + 1]):
+        for v in set(tested):
             self.trials[v] = DECAY * self.trials.get(v, 0.0)
             self.hits[v] = DECAY * self.hits.get(v, 0.0)
-        for i, v in enumerate(variants[: n_accepted + 1]):
+        for i, v in enumerate(tested):
             self.trials[v] += 1
             self.hits[v] += 1 if i < n_accepted else 0
 
