@@ -6,7 +6,7 @@ law stays exact); the numbers go through the one cost model."""
 import pytest
 import torch
 
-from engine import costmodel
+from engine import GenerationConfig, costmodel
 from engine.drafters.auto import AutoDrafter, confidence_variant
 from engine.drafters.base import Draft, Drafter, empty_draft
 from tests.rounds import kept
@@ -287,13 +287,16 @@ def test_a_tree_drafter_that_seldom_has_a_tree_is_forecast_as_such_and_rechecked
     assert tree.asked == asked + 1  # skipped RECHECK − 1 rounds, then asked once
 
 
-def probe_run(rounds: int) -> tuple[AutoDrafter, list]:
+def probe_run(rounds: int, left: int | None = None) -> tuple[AutoDrafter, list]:
     """A head whose asking costs 0.4 target steps a token and whose drafts are never accepted, on text where the
-    lookup has nothing: `rounds` rounds of auto, each settled at the forced verify cost of its size. Returns the
-    drafter and, per round, (steps so far, probe steps spent so far, whether it probed, the decision's reason)."""
+    lookup has nothing: `rounds` rounds of auto, each settled at the forced verify cost of its size (`left`: the
+    tokens the run's budget has left at every round, else no budget). Returns the drafter and, per round, (steps so
+    far, probe steps spent so far, whether it probed, the decision's reason)."""
     head = Head()
     head.conf = [0.9, 0.9, 0.9, 0.9]
     auto = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,))
+    if left is not None:
+        auto.prepare([1, 2, 3], GenerationConfig(max_new_tokens=left))
     auto.cost = {"ngram": 0.0, "eagle": 0.4}
     cost = {1: 1.0, 2: 1.4, 3: 1.5, 4: 1.6, 5: 1.7}
     auto.verify = dict(cost)
@@ -311,16 +314,54 @@ def test_a_runs_probes_cost_at_most_their_share_of_its_steps(monkeypatch):
     """A probe of a costly head that finds nothing costs its drafting and verify forward less a plain step's (here
     2.2 steps): a run's probes stay within PROBE_SHARE of its steps at every round, so auto is below plain decoding
     by at most that share where nothing pays (Spec-Bench's qa); it still probes once the run is long enough, and a
-    decision that holds one back says so. The control: without the bound the probes of a 200-round run cost more."""
+    decision that holds one back says so. The control: without the bound the probes of a 300-round run cost more."""
     from engine.drafters import auto as auto_module
 
-    auto, seen = probe_run(200)
-    assert all(spent <= auto_module.PROBE_SHARE * steps + 1e-9 for steps, spent, *_ in seen)
+    share = auto_module.PROBE_SHARE
+    auto, seen = probe_run(300)
+    assert all(spent <= share * steps + 1e-9 for steps, spent, *_ in seen)
     assert any(probed for _, _, probed, _ in seen)  # it still explores
-    assert any("past the 2% of this run's" in reason for *_, reason in seen)
+    assert any(f"past the {share:.0%} of this run's" in reason for *_, reason in seen)
     monkeypatch.setattr(auto_module, "PROBE_SHARE", float("inf"))
-    _, unbounded = probe_run(200)
-    assert any(spent > 0.02 * steps for steps, spent, *_ in unbounded)
+    _, unbounded = probe_run(300)
+    assert any(spent > share * steps for steps, spent, *_ in unbounded)
+
+
+@pytest.mark.parametrize("left", [7, 8])
+def test_no_probe_where_too_few_tokens_are_left_for_it_to_pay(left):
+    """A drafter a probe found paying drafts in the rounds the run has left: with fewer than probe_every (8) tokens
+    left in its budget no probe is made (the decision stays plain and is read again); with 8 left it probes
+    (the control)."""
+    auto, seen = probe_run(300, left)
+    assert auto.probe_every == 8
+    assert any(probed for _, _, probed, _ in seen) == (left >= 8)
+    if left < 8:
+        assert all(reason.startswith("no drafter beats plain decoding") for *_, reason in seen)
+
+
+def test_a_head_its_runs_left_unsure_is_not_asked_at_the_next_runs_start():
+    """The share of a head's asks worth verifying is learnt across runs (Memory.used): a run that found it unsure
+    every time leaves the next run pricing it below plain decoding from its first round, where a fresh memory (the
+    control) asks it again."""
+    head = Head()
+    head.conf = [0.1, 0.1, 0.1]
+    first = auto_with(head)
+    forced = {
+        "ngram": 0.0,
+        "eagle": 0.05,
+    }  # a twentieth of a target step a token (the stub asks in microseconds)
+    for _ in range(40):
+        first.cost = forced
+        first.propose([1, 2, 3], 3)
+        first.settle(kept(0, [1, 2, 3], 1.0))
+    assert 2 <= head.asked < 40  # it stopped asking within the run
+    for memory, asks in ((first.memory, 0), (None, 1)):
+        nxt = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,), memory=memory)
+        nxt.verify = dict(first.verify)
+        nxt.cost = forced
+        before = head.asked
+        nxt.propose([1, 2, 3], 3)
+        assert head.asked - before == asks
 
 
 @pytest.mark.parametrize("refit", [None, 0.0])

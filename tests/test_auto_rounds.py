@@ -342,7 +342,7 @@ def test_a_probe_over_budget_says_the_step_it_fits_from_and_comes_there():
     that step or later."""
     import re
 
-    auto, seen = probe_run(400)
+    auto, seen = probe_run(800)
     held = [
         (
             j,

@@ -71,8 +71,9 @@ DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 # a run's probes may cost at most this share of its target steps beyond what plain rounds would have: a probe that
 # finds nothing costs its drafting and its verify forward less the one token a plain step gives (a trained head's
 # 4 drafted tokens and a 2-row verify, ~2 steps on the blocks); on text where nothing pays (issue 64: Spec-Bench's
-# qa) the probes then keep auto within this share of plain decoding
-PROBE_SHARE = 0.02
+# qa) the probes then keep auto within this share of plain decoding (at 2% they cost qa's answers 1.3%, beside the
+# lookup's and the decisions' host work, which take another 2-3% of a step there)
+PROBE_SHARE = 0.01
 # pricing keeps the verify curve it fitted until a measured t(n) moves by more than this share (the average of whole
 # rounds moves with the host's load every round; each refit reprices every drafter and every lookup's proposal
 # afresh, ~0.15 ms a decision after a forward on the blocks: at 2% one round in ten refitted on Spec-Bench's qa)
@@ -136,9 +137,7 @@ class AutoDrafter(Drafter):
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         # variant -> decayed Bernoulli trials seen, and accepted tokens among them
         self.trials, self.hits = self.memory.trials, self.memory.hits
-        self.used: dict[
-            str, float
-        ] = {}  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
+        self.used = self.memory.used  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         # the verify curve the rounds are priced on: the points it was fitted on, t(n) read from it, fits so far;
         # and each drafter's last candidates by what they were priced from (_priced_on, _memo)
@@ -148,6 +147,9 @@ class AutoDrafter(Drafter):
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
+        # the run's last position (its prompt and max_new_tokens, from prepare) and the tokens left before it at the
+        # round being decided: a probe is not made where what it could find would have too few rounds left (_late)
+        self.end, self.left = math.inf, math.inf
         # this run's target steps so far (verify forwards ÷ t(1)), what its probes cost beyond plain rounds (steps,
         # less the tokens they brought), and the drafting steps of the probe in flight
         self.steps, self.spent, self.probe_draft = 0.0, 0.0, 0.0
@@ -189,6 +191,7 @@ class AutoDrafter(Drafter):
         self.memory.seconds = dict(seconds)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
+        self.end = len(prompt_ids) + cfg.max_new_tokens
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
         for d in (*self.costly.values(), *self.trees.values()):
             d.prepare(prompt_ids, cfg)
@@ -356,7 +359,7 @@ class AutoDrafter(Drafter):
         if not candidates:
             return None, "no drafter has a proposal", ""
         if best is None:
-            if self.plain_streak < self.probe_gap:
+            if self.plain_streak < self.probe_gap or self._late():
                 return None, PLAIN, ""
             # a chain the lookup proposed is not probed: each plain round checks its first token for free (_unasked),
             # what a probe at the smallest γ would learn
@@ -459,6 +462,7 @@ class AutoDrafter(Drafter):
         asked (free: only what it has) and the decision made earlier for a proposal like its own is looked for
         (_still_plain)."""
         t1 = self.verify_s(1)
+        self.left = self.end - len(ids)
         if t1 is None:
             return None, self._plain("measuring one plain target step first", [], None), None
         self.rounds += 1  # rounds decided (the measuring one is not)
@@ -493,6 +497,12 @@ class AutoDrafter(Drafter):
             return self._plain_round(kept.resting(self.quiet))
         self._quiet(key)
         return self._plain_round(note)
+
+    def _late(self) -> bool:
+        """Too few tokens are left in the run's budget for a probe to pay back: a drafter it found paying would have
+        fewer than `probe_every` rounds to draft in (issue 64: Spec-Bench's qa probed a head at round 62 of 64, at
+        ~1.7 target steps a probe). Memory keeps what a probe learns for the next run, which probes for itself."""
+        return self.left < self.probe_every
 
     def _over_budget(self, hopeful: list) -> tuple[str, float]:
         """(Why a drafter that could pay is not probed: its probe would take the run's probes past PROBE_SHARE of
@@ -828,7 +838,7 @@ class Kept:
     def read(self, auto: "AutoDrafter") -> Note | None:
         """The decision's note while it holds; None when a probe may be due (the full decision makes it): its plain
         rounds reached the probe gap, or, where a probe was over budget, the run's steps reached `due`."""
-        if not self.probes:
+        if not self.probes or auto._late():
             return self.note
         if self.hopeful is None:
             return self.note if auto.plain_streak < auto.probe_gap else None
@@ -850,7 +860,7 @@ class Kept:
 class Memory:
     """What auto learns that outlives a run, shared by the runs of one engine (the factory holds it): the seconds
     per drafted token of each drafter it asked (the host's cost, not the text's), each variant's decayed acceptance
-    counts and each tree drafter's yield and size. A new run starts from them, not from the priors: on a host where
+    counts, each costly drafter's share of asks worth verifying and each tree drafter's yield and size. A new run starts from them, not from the priors: on a host where
     a verify forward of 5 rows costs two plain steps, the prior α 0.5 prices a 4-token lookup below plain decoding,
     and a 64-token answer ends before the run has learnt otherwise (issue 64). Each keeps decaying as runs go on.
     A drafter's first cost includes its one-time work (loading a head, its first kernels), so its second
@@ -864,6 +874,9 @@ class Memory:
         self.tree_accepted: dict[str, float] = {}
         self.tree_nodes: dict[str, float] = {}
         self.tree_found: dict[str, float] = {}
+        # costly drafter -> share of its asks whose draft was worth verifying: a new run does not ask a head its text
+        # left unsure in every earlier run (issue 64: on Spec-Bench's qa a head asked, unsure, in each run cost ~1%)
+        self.used: dict[str, float] = {}
         # moves with every change of the counts and yields above (what auto's prices read) but those of the lookup's
         # variants, which move their own count (variant -> moves): a decision for one variant's proposal reads no other
         self.version = 0
