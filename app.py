@@ -9,7 +9,6 @@ them into view outputs.
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 from pathlib import Path
@@ -200,9 +199,12 @@ def main() -> None:
     )
     if warm and server.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)
-    if warm:  # start-up leaves ~0.5 M objects: one full collection now, and the survivors exempt from later
-        gc.collect()  # ones (each ~0.3 s on this 2-core box), so no full collection lands in the first visitor's run
-        gc.freeze()
+    if (
+        warm
+    ):  # start-up leaves ~0.5 M objects: no full collection of them lands in a visitor's run (settle_heap)
+        from engine.runtime.models import settle_heap
+
+        settle_heap()
     print(av.READY, flush=True)
     # a terminate (a Space restarting, the tests' servers) closes the server as Ctrl-C does, and the exit handlers run
     # (run.RECORDING_DIR)

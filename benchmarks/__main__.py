@@ -121,6 +121,7 @@ def _specbench(argv: list) -> int:
         session=args.session,
         corpus=args.corpus,
         repeats=args.repeats,
+        settle=True,
         command="python -m benchmarks specbench " + shlex.join(argv),
     )
     print(

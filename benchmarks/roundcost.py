@@ -24,6 +24,7 @@ from benchmarks.common import embedded_on, host_line
 from benchmarks.specbench_run import encode_turns
 from engine import Engine, GenerationConfig
 from engine import specbench as sb
+from engine.runtime.models import settle_heap
 
 PARTS = ("draft", "accept", "feedback", "events", "host")
 
@@ -53,6 +54,7 @@ def measure(weights: list, drafts: list, per_category: int, max_new_tokens: int,
     cfg = GenerationConfig(gamma=gamma, max_new_tokens=max_new_tokens)
     for key in engines:  # one warm-up run each: a first call loads, compiles and measures the host
         engines[key].run("Hello", GenerationConfig(gamma=gamma, max_new_tokens=4))
+    settle_heap()  # as the app's start-up: no full collection of the loaded models lands in a round
     for q in questions:
         for (w, method), engine in engines.items():
             ids = encode_turns(engine.target.tokenizer, q["turns"][:1], [])

@@ -355,3 +355,34 @@ def test_a_rounds_host_time_is_shown_beside_t1():
     }
     assert per_round(turns, "host_per_round_s") == pytest.approx((0.001 * 30 + 0.004 * 10) / 40)
     assert per_round({"q": {"host_per_round_s": [None], "host_rounds": [5]}}, "host_per_round_s") is None
+
+
+def test_the_command_line_settles_the_heap_as_the_app_does(monkeypatch):
+    """settle_heap (one full collection, its survivors frozen) leaves a later full collection only what was made since,
+    as the app's start-up leaves it; `python -m benchmarks specbench` asks for it after loading its contestants, so
+    its runs are timed as the app serves them. In a child process: the tests' own collector stays as it is. The
+    control: the same objects, unsettled, are still walked."""
+    import subprocess
+    import sys
+
+    import benchmarks.__main__ as cli
+    import benchmarks.specbench_run as sr
+    from tests.conftest import ROOT
+
+    for settle in (True, False):
+        code = (
+            "import gc\n"
+            + ("from engine.runtime.models import settle_heap\n" if settle else "")
+            + "keep = [[i] for i in range(100000)]\n"
+            + ("settle_heap()\n" if settle else "")
+            + "print(len(gc.get_objects()), gc.get_freeze_count())\n"
+        )
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+        )
+        walked, frozen = map(int, run.stdout.split())
+        assert (frozen >= 100000 and walked < 10000) if settle else (frozen == 0 and walked >= 100000)
+    asked = {}
+    monkeypatch.setattr(sr, "run_specbench", lambda **kw: asked.update(kw) or {"seconds": 0.0})
+    assert cli._specbench(["--drafts", "ngram", "--out", "unused"]) == 0
+    assert asked["settle"] is True
