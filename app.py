@@ -199,7 +199,8 @@ def main() -> None:
     )
     if warm and server.spaces is None:  # on ZeroGPU a run at start-up would hold a GPU for nobody
         warm_queue(demo)
-    # start-up leaves ~0.5 M objects: no full collection of them lands in a visitor's run (settle_heap)
+    # start-up leaves ~0.5 M objects: no full collection of them lands in a visitor's run (settle_heap; imported here,
+    # as ui/ imports the engine: after ui.server, which loads ZeroGPU's `spaces` before torch)
     if warm:
         from engine.runtime.models import settle_heap
 

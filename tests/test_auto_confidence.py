@@ -328,28 +328,33 @@ def test_a_runs_probes_cost_at_most_their_share_of_its_steps(monkeypatch):
 
 
 @pytest.mark.parametrize("left", [7, 8])
-def test_no_probe_where_too_few_tokens_are_left_for_it_to_pay(left):
+def test_no_probe_where_too_few_tokens_are_left_for_it_to_pay(monkeypatch, left):
     """A drafter a probe found paying drafts in the rounds the run has left: with fewer than probe_every (8) tokens
-    left in its budget no probe is made (the decision stays plain and is read again); with 8 left it probes
-    (the control)."""
+    left in its budget no probe is made, the decision says so and is read again (one full decision per reset of the
+    kept ones, not one a round); with 8 left it probes (the control)."""
+    from engine.drafters import auto as auto_module
+
+    full, ask_free = [], AutoDrafter._ask_free
+    monkeypatch.setattr(AutoDrafter, "_ask_free", lambda self, *a: full.append(1) or ask_free(self, *a))
     auto, seen = probe_run(300, left)
     assert auto.probe_every == 8
     assert any(probed for _, _, probed, _ in seen) == (left >= 8)
     if left < 8:
-        assert all(reason.startswith("no drafter beats plain decoding") for *_, reason in seen)
+        assert all(reason.startswith(auto_module.PLAIN) for *_, reason in seen)
+        assert any("no probe with fewer than 8 tokens left in the run" in reason for *_, reason in seen)
+        assert len(full) < 10
 
 
 def test_a_head_its_runs_left_unsure_is_not_asked_at_the_next_runs_start():
     """The share of a head's asks worth verifying is learnt across runs (Memory.used): a run that found it unsure
     every time leaves the next run pricing it below plain decoding from its first round, where a fresh memory (the
-    control) asks it again."""
+    control) asks it again; each new run moves the share a tenth of the way back to 1, so a later run asks it again
+    (another text may suit it)."""
     head = Head()
     head.conf = [0.1, 0.1, 0.1]
     first = auto_with(head)
-    forced = {
-        "ngram": 0.0,
-        "eagle": 0.05,
-    }  # a twentieth of a target step a token (the stub asks in microseconds)
+    # a twentieth of a target step a token (the stub asks in microseconds)
+    forced = {"ngram": 0.0, "eagle": 0.05}
     for _ in range(40):
         first.cost = forced
         first.propose([1, 2, 3], 3)
@@ -362,6 +367,17 @@ def test_a_head_its_runs_left_unsure_is_not_asked_at_the_next_runs_start():
         before = head.asked
         nxt.propose([1, 2, 3], 3)
         assert head.asked - before == asks
+    later = []
+    for _ in range(40):
+        nxt = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,), memory=first.memory)
+        nxt.verify = dict(first.verify)
+        nxt.cost = forced
+        before = head.asked
+        nxt.propose([1, 2, 3], 3)
+        later.append(head.asked - before)
+        if later[-1]:
+            break
+    assert 1 < len(later) < 40 and later[-1] == 1
 
 
 @pytest.mark.parametrize("refit", [None, 0.0])

@@ -357,6 +357,7 @@ def test_a_rounds_host_time_is_shown_beside_t1():
     assert per_round({"q": {"host_per_round_s": [None], "host_rounds": [5]}}, "host_per_round_s") is None
 
 
+@pytest.mark.slow  # a child process that imports torch: make test runs it, the inner loop does not
 def test_the_command_line_settles_the_heap_as_the_app_does(monkeypatch):
     """settle_heap (one full collection, its survivors frozen) leaves a later full collection only what was made since,
     as the app's start-up leaves it; `python -m benchmarks specbench` asks for it after loading its contestants, so

@@ -71,8 +71,8 @@ DECAY = 0.9  # weight of older rounds in acceptance and cost estimates
 # a run's probes may cost at most this share of its target steps beyond what plain rounds would have: a probe that
 # finds nothing costs its drafting and its verify forward less the one token a plain step gives (a trained head's
 # 4 drafted tokens and a 2-row verify, ~2 steps on the blocks); on text where nothing pays (issue 64: Spec-Bench's
-# qa) the probes then keep auto within this share of plain decoding (at 2% they cost qa's answers 1.3%, beside the
-# lookup's and the decisions' host work, which take another 2-3% of a step there)
+# qa) the probes then keep auto within this share of plain decoding, beside the lookup's and the decisions' host
+# work, which take another 2-3% of a step there
 PROBE_SHARE = 0.01
 # pricing keeps the verify curve it fitted until a measured t(n) moves by more than this share (the average of whole
 # rounds moves with the host's load every round; each refit reprices every drafter and every lookup's proposal
@@ -137,7 +137,7 @@ class AutoDrafter(Drafter):
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         # variant -> decayed Bernoulli trials seen, and accepted tokens among them
         self.trials, self.hits = self.memory.trials, self.memory.hits
-        self.used = self.memory.used  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
+        self.used = self.memory.regained(self.costly)  # costly drafter -> share of its drafts worth verifying
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         # the verify curve the rounds are priced on: the points it was fitted on, t(n) read from it, fits so far;
         # and each drafter's last candidates by what they were priced from (_priced_on, _memo)
@@ -147,8 +147,7 @@ class AutoDrafter(Drafter):
         self.plain_streak = 0
         self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
         self.probing = False  # the round in flight is a probe
-        # the run's last position (its prompt and max_new_tokens, from prepare) and the tokens left before it at the
-        # round being decided: a probe is not made where what it could find would have too few rounds left (_late)
+        # the run's last position (from prepare) and the tokens left before it at the round being decided (_late)
         self.end, self.left = math.inf, math.inf
         # this run's target steps so far (verify forwards ÷ t(1)), what its probes cost beyond plain rounds (steps,
         # less the tokens they brought), and the drafting steps of the probe in flight
@@ -162,14 +161,15 @@ class AutoDrafter(Drafter):
         self.feed_each = 0.0
         # n verified tokens -> seconds building a round's events (EMA; they are timed after its feedback, so a round
         # hears the last one's), and the size of the last round settled
-        self.events: dict[int, float] = {}
-        self.sized = 0
+        self.events, self.sized = {}, 0
         # plain decisions made in full, read again while nothing they were priced on moves (_still_plain): (what they
         # were priced on, {the lookup's (variant, length, γ): Kept})
         self._stretch: tuple | None = None
         self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
-        self._hopeful: list | None = None
-        self._probe_due = math.inf
+        self._hopeful, self._probe_due = (
+            None,
+            math.inf,
+        )  # what a probe could try, and the step it fits from (_pick)
         # the drafters that read the rounds (a settle of their own), and the plain rounds they have not been handed
         # yet: a plain round's feedback waits until one of them is asked (or HELD rounds wait), in order
         self.listening = [
@@ -191,7 +191,8 @@ class AutoDrafter(Drafter):
         self.memory.seconds = dict(seconds)
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
-        self.end = len(prompt_ids) + cfg.max_new_tokens
+        if cfg is not None:
+            self.end = len(prompt_ids) + cfg.max_new_tokens
         self.drafter.prepare(prompt_ids, cfg)  # n-gram: which prompt positions the chat template wrote
         for d in (*self.costly.values(), *self.trees.values()):
             d.prepare(prompt_ids, cfg)
@@ -359,7 +360,10 @@ class AutoDrafter(Drafter):
         if not candidates:
             return None, "no drafter has a proposal", ""
         if best is None:
-            if self.plain_streak < self.probe_gap or self._late():
+            if self._late():
+                late = f"; no probe with fewer than {self.probe_every} tokens left in the run"
+                return None, PLAIN + late, ""
+            if self.plain_streak < self.probe_gap:
                 return None, PLAIN, ""
             # a chain the lookup proposed is not probed: each plain round checks its first token for free (_unasked),
             # what a probe at the smallest γ would learn
@@ -777,7 +781,7 @@ class AutoDrafter(Drafter):
         if key is not None:
             if self._stretch is not None:
                 self._stretch[1][key] = Kept(
-                    note, self._hopeful, self._probe_due, self.memory.moved.get(key[0])
+                    note, self._hopeful, self._probe_due, self.memory.moved.get(key[0]), self._late()
                 )
             self._quiet(key)
         return self._plain_round(note)
@@ -828,18 +832,21 @@ class Kept:
     """A plain decision auto made in full, for later rounds with a proposal of the same kind to read again
     (_still_plain): its note, and when a probe was looked for (`hopeful`: the candidates that could pay), the
     run's step from which the cheapest of their probes fits in the probe budget (PROBE_SHARE); `moved`: its
-    variant's count of moves when it was made (Memory.moved)."""
+    variant's count of moves when it was made (Memory.moved); `late`: made where no probe is made any more (_late)."""
 
-    def __init__(self, note: Note, hopeful: list | None, due: float, moved: int | None):
-        self.note, self.hopeful, self.due, self.moved = note, hopeful, due, moved
+    def __init__(self, note: Note, hopeful: list | None, due: float, moved: int | None, late: bool = False):
+        self.note, self.hopeful, self.due, self.moved, self.late = note, hopeful, due, moved, late
         self.probes = note.data["reason"].startswith(PLAIN)  # a probe falling due changes this decision
         self._resting: dict[int, Note] = {}
 
     def read(self, auto: "AutoDrafter") -> Note | None:
         """The decision's note while it holds; None when a probe may be due (the full decision makes it): its plain
-        rounds reached the probe gap, or, where a probe was over budget, the run's steps reached `due`."""
-        if not self.probes or auto._late():
+        rounds reached the probe gap, or, where a probe was over budget, the run's steps reached `due`. Where no probe
+        is made any more, a decision made before (which may say when its probe comes) is made once again."""
+        if not self.probes:
             return self.note
+        if auto._late():
+            return self.note if self.late else None
         if self.hopeful is None:
             return self.note if auto.plain_streak < auto.probe_gap else None
         return self.note if auto.steps < self.due else None
@@ -858,13 +865,14 @@ class Kept:
 
 
 class Memory:
-    """What auto learns that outlives a run, shared by the runs of one engine (the factory holds it): the seconds
-    per drafted token of each drafter it asked (the host's cost, not the text's), each variant's decayed acceptance
-    counts, each costly drafter's share of asks worth verifying and each tree drafter's yield and size. A new run starts from them, not from the priors: on a host where
-    a verify forward of 5 rows costs two plain steps, the prior α 0.5 prices a 4-token lookup below plain decoding,
-    and a 64-token answer ends before the run has learnt otherwise (issue 64). Each keeps decaying as runs go on.
-    A drafter's first cost includes its one-time work (loading a head, its first kernels), so its second
-    measurement replaces it outright; the decay runs from there."""
+    """What auto learns that outlives a run, shared by the runs of one engine (the factory holds it): the
+    seconds per drafted token of each drafter it asked (the host's cost, not the text's), each variant's
+    decayed acceptance counts, each costly drafter's share of asks worth verifying and each tree drafter's
+    yield and size. A new run starts from them, not from the priors: on a host where a verify forward of 5
+    rows costs two plain steps, the prior α 0.5 prices a 4-token lookup below plain decoding, and a 64-token
+    answer ends before the run has learnt otherwise (issue 64). Each keeps decaying as runs go on. A drafter's
+    first cost includes its one-time work (loading a head, its first kernels), so its second measurement
+    replaces it outright; the decay runs from there."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
@@ -875,7 +883,7 @@ class Memory:
         self.tree_nodes: dict[str, float] = {}
         self.tree_found: dict[str, float] = {}
         # costly drafter -> share of its asks whose draft was worth verifying: a new run does not ask a head its text
-        # left unsure in every earlier run (issue 64: on Spec-Bench's qa a head asked, unsure, in each run cost ~1%)
+        # left unsure in the recent runs (issue 64: on Spec-Bench's qa a head asked, unsure, in each run cost ~1.4%)
         self.used: dict[str, float] = {}
         # moves with every change of the counts and yields above (what auto's prices read) but those of the lookup's
         # variants, which move their own count (variant -> moves): a decision for one variant's proposal reads no other
@@ -885,6 +893,14 @@ class Memory:
         # run's t(n) before it verified n tokens itself (a fresh run's prior slope priced 2 rows at 1.17 plain rounds
         # where the blocks' rounds cost 1.37: its first lookups of one token lost, every run)
         self.ratios: dict[int, float] = {}
+
+    def regained(self, names) -> dict[str, float]:
+        """The costly drafters' shares of asks worth verifying (`used`) as a new run starts, each moved a tenth of the
+        way back to its prior 1: a run's text may suit a head the earlier runs' did not (prices read the shares)."""
+        for name in names:
+            if name in self.used:
+                self.used[name] = DECAY * self.used[name] + (1 - DECAY)
+        return self.used
 
     def add_ratio(self, n: int, ratio: float) -> None:
         old = self.ratios.get(n)
