@@ -348,8 +348,7 @@ def test_no_probe_where_too_few_tokens_are_left_for_it_to_pay(monkeypatch, left)
 def test_a_head_its_runs_left_unsure_is_not_asked_at_the_next_runs_start():
     """The share of a head's asks worth verifying is learnt across runs (Memory.used): a run that found it unsure
     every time leaves the next run pricing it below plain decoding from its first round, where a fresh memory (the
-    control) asks it again; each new run moves the share a tenth of the way back to 1, so a later run asks it again
-    (another text may suit it)."""
+    control) asks it again."""
     head = Head()
     head.conf = [0.1, 0.1, 0.1]
     first = auto_with(head)
@@ -367,17 +366,6 @@ def test_a_head_its_runs_left_unsure_is_not_asked_at_the_next_runs_start():
         before = head.asked
         nxt.propose([1, 2, 3], 3)
         assert head.asked - before == asks
-    later = []
-    for _ in range(40):
-        nxt = AutoDrafter(Nothing(), torch.device("cpu"), costly=(head,), memory=first.memory)
-        nxt.verify = dict(first.verify)
-        nxt.cost = forced
-        before = head.asked
-        nxt.propose([1, 2, 3], 3)
-        later.append(head.asked - before)
-        if later[-1]:
-            break
-    assert 1 < len(later) < 40 and later[-1] == 1
 
 
 @pytest.mark.parametrize("refit", [None, 0.0])

@@ -137,7 +137,7 @@ class AutoDrafter(Drafter):
         self.costly = {d.name: d for d in costly}  # drafters priced before asked (trained heads), by name
         # variant -> decayed Bernoulli trials seen, and accepted tokens among them
         self.trials, self.hits = self.memory.trials, self.memory.hits
-        self.used = self.memory.regained(self.costly)  # costly drafter -> share of its drafts worth verifying
+        self.used = self.memory.used  # costly drafter -> share of its drafts worth verifying (EMA, prior 1)
         self.verify: dict[int, float] = {}  # n verified tokens -> seconds (EMA)
         # the verify curve the rounds are priced on: the points it was fitted on, t(n) read from it, fits so far;
         # and each drafter's last candidates by what they were priced from (_priced_on, _memo)
@@ -882,8 +882,10 @@ class Memory:
         self.tree_accepted: dict[str, float] = {}
         self.tree_nodes: dict[str, float] = {}
         self.tree_found: dict[str, float] = {}
-        # costly drafter -> share of its asks whose draft was worth verifying: a new run does not ask a head its text
-        # left unsure in the recent runs (issue 64: on Spec-Bench's qa a head asked, unsure, in each run cost ~1.4%)
+        # costly drafter -> share of its asks whose draft was worth verifying: a new run does not ask a head the recent
+        # runs found unsure (issue 64: on Spec-Bench's qa a head asked, unsure, in each run cost ~1.4%); a probe that
+        # finds it sure raises the share again (a share regained each run cost qa ~3%: each ask runs a head over the
+        # features pending since its last)
         self.used: dict[str, float] = {}
         # moves with every change of the counts and yields above (what auto's prices read) but those of the lookup's
         # variants, which move their own count (variant -> moves): a decision for one variant's proposal reads no other
@@ -893,14 +895,6 @@ class Memory:
         # run's t(n) before it verified n tokens itself (a fresh run's prior slope priced 2 rows at 1.17 plain rounds
         # where the blocks' rounds cost 1.37: its first lookups of one token lost, every run)
         self.ratios: dict[int, float] = {}
-
-    def regained(self, names) -> dict[str, float]:
-        """The costly drafters' shares of asks worth verifying (`used`) as a new run starts, each moved a tenth of the
-        way back to its prior 1: a run's text may suit a head the earlier runs' did not (prices read the shares)."""
-        for name in names:
-            if name in self.used:
-                self.used[name] = DECAY * self.used[name] + (1 - DECAY)
-        return self.used
 
     def add_ratio(self, n: int, ratio: float) -> None:
         old = self.ratios.get(n)
