@@ -166,10 +166,8 @@ class AutoDrafter(Drafter):
         # were priced on, {the lookup's (variant, length, γ): Kept})
         self._stretch: tuple | None = None
         self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
-        self._hopeful, self._probe_due = (
-            None,
-            math.inf,
-        )  # what a probe could try, and the step it fits from (_pick)
+        # what a probe could try, and the step it fits from (_pick)
+        self._hopeful, self._probe_due = None, math.inf
         # the drafters that read the rounds (a settle of their own), and the plain rounds they have not been handed
         # yet: a plain round's feedback waits until one of them is asked (or HELD rounds wait), in order
         self.listening = [
