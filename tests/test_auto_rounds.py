@@ -198,6 +198,29 @@ def test_a_tree_recheck_that_leaves_it_unchosen_waits_twice_as_long():
     assert auto.tree_gap["suffix"] == RECHECK
 
 
+def test_a_tree_priced_out_waits_its_gap_across_runs():
+    """The rounds a priced-out tree drafter waits for its recheck, and the round it was last asked in, are the engine's
+    runs' (Memory): a new run on a memory whose rechecks grew the gap to MAX_GAP does not ask it in its first RECHECK + 1
+    rounds; on a memory with the same forecast but no gap yet (the control) it does."""
+    tree = Tree()
+    first = AutoDrafter(Counting([]), CPU, trees=(tree,))
+    nothing_pays(first)
+    first.tree_accepted["suffix"] = 0.0  # its trees earned nothing: its forecast never beats plain decoding
+    for _ in range(8 * RECHECK):
+        first.propose([1, 2, 3], 3)
+    assert first.memory.tree_gap["suffix"] == MAX_GAP
+    fresh = Memory()
+    for name in ("tree_nodes", "tree_found", "tree_accepted", "seconds"):
+        setattr(fresh, name, dict(getattr(first.memory, name)))
+    for memory, asked in ((first.memory, False), (fresh, True)):
+        nxt = AutoDrafter(Counting([]), CPU, trees=(tree,), memory=memory)
+        nothing_pays(nxt)
+        before = tree.asked
+        for _ in range(RECHECK + 1):
+            nxt.propose([1, 2, 3], 3)
+        assert (tree.asked > before) == asked
+
+
 def test_a_plain_round_builds_no_tensor_from_the_lookup():
     """The n-gram lookup answers auto as lists (Drafter.lookup): its Draft is built only when auto drafts with it;
     propose builds the same Draft the lookup describes."""

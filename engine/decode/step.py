@@ -133,7 +133,7 @@ def verify(forward, ids: list[int], draft: Draft | None, cache: KVCache, device)
 
 def usable(draft: Draft | None) -> Draft | None:
     """The draft the target verifies: None when the drafter had nothing (a plain target step)."""
-    if draft is not None and len(draft.token_ids) == 0 and draft.extra is None:
+    if draft is not None and not draft.token_ids.shape[0] and draft.extra is None:
         return None
     return draft
 
@@ -231,7 +231,7 @@ def row_stats(x: torch.Tensor, k: int) -> tuple[list, list, list, list]:
 def _seen(draft: Draft, root: int, logits: torch.Tensor, rows: LogitRows | None) -> Seen:
     """The forward's rows as the drafter asked for them: top-k next ids per row, argmax at its extra rows."""
     extra = draft.extra.token_ids if draft.extra is not None else []
-    inputs = [root] + draft.token_ids.tolist() + list(extra)
+    inputs = [root] + (draft.token_ids.tolist() if draft.token_ids.shape[0] else []) + list(extra)
     if rows is not None:  # the row statistics have them already
         topk = rows.top_ids(draft.topk) if draft.topk else []
         extra_next = rows.best()[len(inputs) - len(extra) :] if extra else []

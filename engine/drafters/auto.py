@@ -25,10 +25,10 @@ why.
 Tree drafters that are cheap to ask (`trees`: token recycling, suffix speculation) are priced from the accepted
 drafts per round their trees earned (a prior until tried) over their asking time and the verify forward of the
 tree's size (costmodel.round_rate): first from a forecast (the size they have been building), and asked only when
-that beats every option priced so far (and to keep learning after RECHECK rounds, the gap doubling while such a
-recheck leaves it unchosen), since on fast weights asking one costs a tenth of a forward (issue 64); every
-round's `settle` brings them its forward's rows and its time (suffix sizes its tree on it), chosen or not. Suffix
-speculation reads the session's history when the run has one.
+that beats every option priced so far (and to keep learning after RECHECK rounds of the engine's runs, the gap
+doubling while such a recheck leaves it unchosen), since on fast weights asking one costs a tenth of a forward
+(issue 64); every round's `settle` brings them its forward's rows and its time (suffix sizes its tree on it),
+chosen or not. Suffix speculation reads the session's history when the run has one.
 
 Drafters that cost compute to ask (`costly`: the trained heads, heads.py) are priced *before* they are
 asked, next to what the free drafter has, from their own measured c, their α (a prior until tried) and the share
@@ -125,10 +125,9 @@ class AutoDrafter(Drafter):
         self.tree_accepted, self.tree_nodes = self.memory.tree_accepted, self.memory.tree_nodes
         self.tree_found = self.memory.tree_found  # tree drafter -> share of asks that brought a tree (EMA)
         self.rounds = 0  # rounds proposed so far in this run
-        self.tree_asked: dict[str, int] = {}  # tree drafter -> the round it was last asked
-        # tree drafter -> rounds its forecast may keep it unasked (RECHECK, doubling while rechecks leave it unchosen)
-        self.tree_gap: dict[str, int] = {}
-        self.recheck_at = 0  # the first round a tree drafter's recheck falls due (_due)
+        # tree drafter -> the round it was last asked in, and its recheck gap: the engine's runs' (Memory.tree_gap)
+        self.tree_asked, self.tree_gap = self.memory.tree_asked, self.memory.tree_gap
+        self.recheck_at = 0  # the first round (Memory.rounds) a tree drafter's recheck falls due (_due)
         self.rechecked: set = set()  # the tree drafters this round asked for their recheck
         # lookups that ended in a plain round since a draft was last accepted; rounds between two lookups (QUIET,
         # MAX_REST); rounds since the last; the lookup's (variant, length, γ) at the last plain decision
@@ -143,9 +142,11 @@ class AutoDrafter(Drafter):
         # and each drafter's last candidates by what they were priced from (_priced_on, _memo)
         self._fitted, self._curve, self._at, self._fits = {}, None, {}, 0
         self._memos: dict[tuple, list] = {}
-        self._costs_at: dict[str, float] = {}  # drafter -> the seconds per drafted token its prices read (_c)
-        self.plain_streak = 0
-        self.probe_gap = probe_every  # plain rounds before the next probe; doubles while probes fail
+        # drafter -> the seconds per drafted token its prices read (_c); moves of a drafter's measured cost past that
+        # price (_moves_price, cost's setter)
+        self._costs_at, self._repriced = {}, 0
+        # plain rounds in a row; plain rounds before the next probe (doubles while probes fail)
+        self.plain_streak, self.probe_gap = 0, probe_every
         self.probing = False  # the round in flight is a probe
         # the run's last position (from prepare) and the tokens left before it at the round being decided (_late)
         self.end, self.left = math.inf, math.inf
@@ -165,19 +166,23 @@ class AutoDrafter(Drafter):
         # plain decisions made in full, read again while nothing they were priced on moves (_still_plain): (what they
         # were priced on, {the lookup's (variant, length, γ): Kept})
         self._stretch: tuple | None = None
-        self._empty = torch.empty(0, dtype=torch.long, device=device)  # a plain round's draft: no tokens
+        # a plain round's draft has no tokens; id(note) -> the plain round's draft made with it (_plain_round)
+        self._empty, self._plain_drafts = torch.empty(0, dtype=torch.long, device=device), {}
         # what a probe could try, and the step it fits from (_pick)
         self._hopeful, self._probe_due = None, math.inf
-        # the drafters that read the rounds (a settle of their own), and the plain rounds they have not been handed
-        # yet: a plain round's feedback waits until one of them is asked (or HELD rounds wait), in order
-        self.listening = [
+        self.listening = self._listeners(drafter)
+        self.held, self._free_listens = [], drafter in self.listening
+        # the lookup's (variant, first token) this round, checked against the token a plain round commits (_unasked)
+        self.unverified: tuple | None = None
+
+    def _listeners(self, drafter: Drafter) -> list:
+        """The drafters that read the rounds (a settle of their own): a plain round's feedback waits until one of them
+        is asked (or HELD rounds wait in `held`), then they hear the held rounds in order (_feed)."""
+        return [
             d
             for d in (*self.trees.values(), drafter, *self.costly.values())
             if d is not None and getattr(d.settle, "__func__", None) is not Drafter.settle
         ]
-        self.held: list[Settled] = []
-        # the lookup's (variant, first token) this round, checked against the token a plain round commits (_unasked)
-        self.unverified: tuple | None = None
 
     @property
     def cost(self) -> dict[str, float]:
@@ -187,6 +192,7 @@ class AutoDrafter(Drafter):
     @cost.setter
     def cost(self, seconds: dict[str, float]) -> None:
         self.memory.seconds = dict(seconds)
+        self._repriced += 1
 
     def prepare(self, prompt_ids: list[int], cfg) -> None:
         if cfg is not None:
@@ -224,14 +230,22 @@ class AutoDrafter(Drafter):
         refitted when a measured point moved more than REFIT from the value it was fitted on, or a size was
         measured for the first time; until then every round reads the same curve, so a run of plain rounds (which
         move only t(1)'s average) reprices nothing (_memo)."""
-        fitted = self._fitted
-        if fitted.keys() != self.verify.keys() or any(
-            abs(t - fitted[n]) > REFIT * fitted[n] for n, t in self.verify.items()
-        ):
+        if self._off_fit():
             self._fitted, self._curve = dict(self.verify), costmodel.verify_curve(self.verify, fitted=True)
             self._at, self._fits = {}, self._fits + 1
             self._memos.clear()
         return self._at
+
+    def _off_fit(self) -> bool:
+        """A measured point moved past REFIT from the value the curve was fitted on, or is not on it yet."""
+        fitted = self._fitted
+        if len(fitted) != len(self.verify):
+            return True
+        for n, t in self.verify.items():
+            f = fitted.get(n)
+            if f is None or abs(t - f) > REFIT * f:
+                return True
+        return False
 
     def _t(self, n: int) -> float:
         """t(n) on the verify curve this round is priced on (propose checks the fit once a round, through verify_s;
@@ -246,13 +260,18 @@ class AutoDrafter(Drafter):
         before it was asked) as last repriced. Like the verify curve, the price moves only when the measure moved
         by more than REFIT of a target step over γ = MAX_GAMMA drafts (the n-gram's lookup moves by 10-50% a round
         and is a hundredth of a step), so a run of plain rounds reprices nothing (_memo)."""
-        live = self.cost.get(d)
+        live = self.memory.seconds.get(d)
         if live is None:
             return 0.1 * t1
         kept = self._costs_at.get(d)
         if kept is None or abs(live - kept) * MAX_GAMMA > REFIT * t1:
             kept = self._costs_at[d] = live
         return kept
+
+    def _moves_price(self, d: str) -> bool:
+        """Drafter d's measured cost has moved past what its price reads (_c would reprice it)."""
+        live, kept, t1 = self.memory.seconds.get(d), self._costs_at.get(d), self._at.get(1)
+        return live is not None and (kept is None or t1 is None or abs(live - kept) * MAX_GAMMA > REFIT * t1)
 
     def _memo(self, key: tuple, price, *args):
         """The candidates price(*args) makes, kept for the next round that asks with the same key: the drafter, what its
@@ -401,25 +420,27 @@ class AutoDrafter(Drafter):
         for name in self.costly:  # priced from what only asking them changes
             asked = (self._c(name, t1), self.hits.get(name), self.trials.get(name), self.used.get(name))
             candidates += self._memo((name, gamma, *asked), self._price, name, name, gamma, t1)
+        bar = _bar(candidates, plain_rate)  # the best rate priced so far, of the options that pay
         for name, tree_drafter in self.trees.items():  # priced by what their trees earned per round
             earned = (self.tree_nodes.get(name), self.tree_found.get(name), self.tree_accepted.get(name))
             forecast = self._memo(
                 (name, gamma, self._c(name, t1), *earned), self._forecast_tree, name, gamma, t1
             )
-            bar = max([plain_rate] + [_rate(x) for x in candidates if _pays(x, plain_rate)])
             if forecast is not None and _rate(forecast) <= bar:
-                if self.rounds < self._due(name):
+                if self.memory.rounds < self._due(name):
                     unasked.append(forecast)
                     continue
                 self.rechecked.add(name)  # asked only to keep its forecast learning
-            self.tree_asked[name] = self.rounds
+            self.tree_asked[name] = self.memory.rounds
             trees[name] = self._ask(tree_drafter, ids, gamma, per_token=False)
             n = len(trees[name].token_ids)
             old, found = self.tree_nodes.get(name), self.tree_found.get(name)
             self.tree_nodes[name] = n if old is None else DECAY * old + (1 - DECAY) * n
             self.tree_found[name] = float(n > 0) if found is None else DECAY * found + (1 - DECAY) * (n > 0)
             self.memory.version += 1
-            candidates += self._price_tree(name, trees[name], t1)
+            priced = self._price_tree(name, trees[name], t1)
+            candidates += priced
+            bar = max(bar, _bar(priced, plain_rate))
         return trees, candidates, unasked
 
     def _ask(self, drafter: Drafter, ids: list[int], gamma: int, per_token: bool = True) -> Draft:
@@ -443,14 +464,14 @@ class AutoDrafter(Drafter):
         self.recheck_at = min(map(self._due, self.trees), default=math.inf)
 
     def _due(self, name: str) -> int:
-        """The round tree drafter `name` is asked again however its forecast prices it: the first after the gap
-        (tree_gap) of rounds that follows the one it was last asked in."""
+        """The round (of the engine's runs: Memory.rounds) tree drafter `name` is asked again however its forecast
+        prices it: the first after the gap (tree_gap) of rounds that follows the one it was last asked in."""
         return self.tree_asked.get(name, 0) + self.tree_gap.get(name, RECHECK) + 1
 
     def _look(self, ids: list[int], gamma: int) -> Lookup:
         """The free drafter's proposal as lists (its Draft is built only when auto drafts with it), its asking time
         counted as _ask counts it."""
-        if self.held and self.drafter in self.listening:
+        if self.held and self._free_listens:
             self.asked_s += self._feed()
         t = time.perf_counter()
         look = self.drafter.lookup(ids, gamma)
@@ -467,7 +488,8 @@ class AutoDrafter(Drafter):
         self.left = self.end - len(ids)
         if t1 is None:
             return None, self._plain("measuring one plain target step first", [], None), None
-        self.rounds += 1  # rounds decided (the measuring one is not)
+        self.rounds += 1  # rounds decided (the measuring one is not), in this run and in the engine's
+        self.memory.rounds += 1
         if self.rested + 1 < self.rest and (still := self._still_plain(None, gamma, t1)) is not None:
             return t1, still, None
         look = self._look(ids, gamma)
@@ -482,14 +504,17 @@ class AutoDrafter(Drafter):
         and no probe is due (Kept.read): the same decision, its event's data unchanged. look None: a resting
         lookup's round (QUIET), which reads the last plain decision (at the same γ). None: decide in full (with a
         lookup). A run of plain rounds (issue 64: Spec-Bench's qa) then costs the lookup and this check a round."""
-        costs = tuple(self._c(name, t1) for name in (self.drafter.name, *self.costly, *self.trees))
-        state = (self._fits, self.memory.version, costs)
+        state = (self._fits, self.memory.version, self._repriced)
         if self._stretch is None or self._stretch[0] != state:
             self._stretch = (state, {})
             return None
         key = self._last_look if look is None else (look.variant, len(look.tokens), gamma)
         kept = self._stretch[1].get(key) if key is not None and key[2] == gamma else None
-        if kept is None or kept.moved != self.memory.moved.get(key[0]) or self.rounds >= self.recheck_at:
+        if (
+            kept is None
+            or kept.moved != self.memory.moved.get(key[0])
+            or self.memory.rounds >= self.recheck_at
+        ):
             return None
         note = kept.read(self)
         if note is None:
@@ -785,10 +810,18 @@ class AutoDrafter(Drafter):
         return self._plain_round(note)
 
     def _plain_round(self, note: Note) -> Draft:
-        """A plain round's draft: no tokens, the top-k rows recycling reads, the decision's note."""
+        """A plain round's draft: no tokens, the top-k rows recycling reads, the decision's note (one Draft per kept
+        note: nothing changes a plain round's draft once made)."""
         self.plain_streak += 1
         self.last = (0, [], "")
-        return Draft(self._empty, None, "auto", topk=self.topk, notes=[note])
+        made = self._plain_drafts.get(id(note))
+        if made is None or made.notes[0] is not note:
+            if len(self._plain_drafts) >= MEMOS:
+                self._plain_drafts.clear()
+            made = self._plain_drafts[id(note)] = Draft(
+                self._empty, None, "auto", topk=self.topk, notes=[note]
+            )
+        return made
 
     def _quiet(self, key: tuple) -> None:
         """A round whose lookup ended plain: after each QUIET of them since a draft was last accepted, the lookup
@@ -824,6 +857,8 @@ class AutoDrafter(Drafter):
         apart from the round) and the drafter's measured cost."""
         self.asked_s += seconds
         self.memory.add(name, seconds / tokens)
+        if self._moves_price(name):  # a kept plain decision read the price it had (_still_plain)
+            self._repriced += 1
 
 
 class Kept:
@@ -885,6 +920,12 @@ class Memory:
         # finds it sure raises the share again (a share regained each run cost qa ~3%: each ask runs a head over the
         # features pending since its last)
         self.used: dict[str, float] = {}
+        # rounds decided by the engine's runs; tree drafter -> the one it was last asked in, and its recheck gap: a
+        # tree priced out waits its gap across runs (a gap restarted at RECHECK each run rechecked both trees twice
+        # in each of Spec-Bench's 64-token qa answers, ~25 µs a round with the full decisions each ask brings)
+        self.rounds = 0
+        self.tree_asked: dict[str, int] = {}
+        self.tree_gap: dict[str, int] = {}
         # moves with every change of the counts and yields above (what auto's prices read) but those of the lookup's
         # variants, which move their own count (variant -> moves): a decision for one variant's proposal reads no other
         self.version = 0
@@ -909,6 +950,11 @@ def _rate(x: dict) -> float:
     """A candidate's tokens per second at what was measured (what auto ranks the candidates that pay by): a lookup's
     at its measured α (expected_tokens_per_s), any other's as priced."""
     return x.get("expected_tokens_per_s", x["predicted_tokens_per_s"])
+
+
+def _bar(candidates: list, plain_rate: float) -> float:
+    """The best rate (_rate) of the candidates that pay, plain_rate when none does."""
+    return max([plain_rate] + [_rate(x) for x in candidates if _pays(x, plain_rate)])
 
 
 def _pays(x: dict, plain_rate: float) -> bool:
