@@ -5,6 +5,7 @@ verifying rests, and a tree drafter priced out is rechecked less and less often.
 here times the host."""
 
 import random
+from dataclasses import replace
 from types import SimpleNamespace
 
 import torch
@@ -15,7 +16,7 @@ from engine.drafters.auto import HELD, MAX_GAP, MAX_REST, QUIET, RECHECK, AutoDr
 from engine.drafters.base import Drafter, Lookup, Settled
 from engine.drafters.ngram import NgramDrafter
 from specviz import tree as tree_view
-from tests.test_auto_confidence import Tree, probe_run
+from tests.test_auto_confidence import Head, Tree, probe_run
 
 CPU = torch.device("cpu")
 
@@ -128,9 +129,70 @@ def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkey
     assert len(full) == 5
     auto.propose([1, 2, 3], 3)  # back to γ 3: its decision is kept beside γ 2's
     assert len(full) == 5
-    lookup.tokens = [4]  # a proposal of another length
-    auto.propose([1, 2, 3], 2)
-    assert len(full) == 6
+    lookup.tokens = [4]  # a proposal of another length: made from γ 2's decision, its own candidates priced
+    shorter = auto.propose([1, 2, 3], 2).note("decided")
+    assert len(full) == 5 and shorter["reason"] == auto_module.PLAIN
+    assert [x["gamma"] for x in shorter["candidates"]] == [1]
+
+
+class Varying(Drafter):
+    """A free drafter whose proposals cycle through `proposals`: (variant, tokens)."""
+
+    name = "ngram"
+
+    def __init__(self, proposals):
+        self.proposals, self.at = proposals, 0
+
+    def propose(self, ids, gamma):
+        return self.lookup(ids, gamma).draft(CPU, self.name)
+
+    def lookup(self, ids, gamma):
+        variant, tokens = self.proposals[self.at % len(self.proposals)]
+        self.at += 1
+        return Lookup(variant, tokens[:gamma])
+
+
+def test_a_plain_decision_made_from_another_is_what_deciding_in_full_makes(monkeypatch):
+    """A proposal of a variant or length the stretch has not decided gets the plain decision made from one it has
+    (_derived: the lookup's own candidates priced, the rest read): over rounds of changing proposals, γ, t(1), hits
+    and misses, tree rechecks and a head priced out, every decision equals the one deciding in full makes (the
+    control, _derived disabled), in fewer full decisions."""
+
+    def run(derive: bool) -> tuple[list, int]:
+        proposals = [
+            ("n=1", [4, 5, 6]),
+            ("n=2", [7, 8]),
+            ("n=1", [4]),
+            ("", []),
+            ("n=3", [1, 2, 3]),
+            ("n=2", [7]),
+        ]
+        head = Head()
+        auto = AutoDrafter(Varying(proposals), CPU, costly=(head,), trees=(Tree(),))
+        nothing_pays(auto)
+        auto.cost = {**auto.cost, "eagle": 0.5}
+        (
+            auto.trials.update({"eagle": 50.0, "n=2": 20.0, "n=3": 5.0}),
+            auto.hits.update({"eagle": 5.0, "n=2": 4.0}),
+        )
+        full, ask_free = [], auto._ask_free
+        monkeypatch.setattr(auto, "_ask_free", lambda *a: full.append(1) or ask_free(*a))
+        if not derive:
+            monkeypatch.setattr(auto, "_derived", lambda *a: None)
+        decisions, rng = [], random.Random(7)
+        for i in range(120):
+            draft = auto.propose([1, 2, 3], 3 if i % 40 < 30 else 2)
+            decisions.append(draft.note("decided"))
+            committed = rng.choice(
+                [4, 7, 1, 9]
+            )  # the lookup's first token now and then: a hit moves its variant
+            auto.settle(replace(plain_settled(1.0 + 0.02 * rng.random()), round=i + 1, ids=[1, 2, committed]))
+        return decisions, len(full)
+
+    derived, fewer = run(True)
+    whole, every = run(False)
+    assert derived == whole and all(d["gamma"] == 0 for d in derived)
+    assert fewer < every
 
 
 def test_the_lookup_rests_while_its_proposals_are_not_worth_verifying():
