@@ -102,9 +102,9 @@ def test_earlier_runs_price_the_sizes_a_new_run_has_not_verified():
 def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkeypatch):
     """A plain decision made in full for the lookup's proposal is read again by the next rounds with a proposal of
     the same variant and length: nothing is repriced (_ask_free is not called), the decision shows the same
-    candidates and reason. What it was priced on moving (its variant's acceptance count, Memory.moved, or one every
-    decision reads, Memory.version) or another γ or length of proposal decides in full again; another variant's count
-    moving does not (the control)."""
+    candidates and reason. A count every decision reads moving (Memory.version) or another γ decides in full again;
+    its variant's own count moving (Memory.moved), or a proposal of another length, reprices the lookup's candidates
+    only (_derived); another variant's count moving reprices nothing (the control)."""
     lookup = Counting()
     auto = AutoDrafter(lookup, CPU)
     nothing_pays(auto)
@@ -119,19 +119,20 @@ def test_a_plain_decision_is_read_again_until_what_it_was_priced_on_moves(monkey
     auto._count(["n=2"], 1, free=True)  # another variant of the lookup's moved: this decision read none of it
     auto.propose([1, 2, 3], 3)
     assert len(full) == 2
-    auto._count(["n=1"], 1, free=True)  # its own variant's count moved
-    auto.propose([1, 2, 3], 3)
-    assert len(full) == 3
+    auto._count(["n=1"], 1, free=True)  # its own variant's count moved: its candidates are priced again
+    again = auto.propose([1, 2, 3], 3).note("decided")
+    assert len(full) == 2 and again["candidates"] != decided[0]["candidates"]
+    assert again["candidates"][0]["measured_alpha"] > decided[0]["candidates"][0]["measured_alpha"]
     auto._count(["eagle"], 1)  # a count any decision reads (a costly drafter's)
     auto.propose([1, 2, 3], 3)
-    assert len(full) == 4
+    assert len(full) == 3
     auto.propose([1, 2, 3], 2)  # γ moved
-    assert len(full) == 5
+    assert len(full) == 4
     auto.propose([1, 2, 3], 3)  # back to γ 3: its decision is kept beside γ 2's
-    assert len(full) == 5
+    assert len(full) == 4
     lookup.tokens = [4]  # a proposal of another length: made from γ 2's decision, its own candidates priced
     shorter = auto.propose([1, 2, 3], 2).note("decided")
-    assert len(full) == 5 and shorter["reason"] == auto_module.PLAIN
+    assert len(full) == 4 and shorter["reason"] == auto_module.PLAIN
     assert [x["gamma"] for x in shorter["candidates"]] == [1]
 
 

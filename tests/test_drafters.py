@@ -36,6 +36,7 @@ def test_ngram_index_is_incremental_and_matches_the_full_scan(max_n):
         ids += [rng.randrange(4) for _ in range(rng.randrange(1, 4))]  # a round commits 1-3 tokens
         gamma = rng.randrange(1, 6)
         assert index.match(ids, gamma) == longest_match(ids, max_n, gamma)
+        assert index.match(ids, gamma, 1) == longest_match(ids, max_n, gamma, 1)  # a chain's: the latest only
         # each position was indexed once per n-gram length ending there: nothing was rescanned
         assert sum(map(len, index.starts.values())) == sum(min(max_n, end + 1) for end in range(len(ids)))
     assert index.match([9, 8, 9], 2) == longest_match([9, 8, 9], max_n, 2)  # another sequence: rebuilt
@@ -57,6 +58,7 @@ def test_the_masked_source_grows_with_the_run_and_starts_again_on_another_sequen
         assert src is first  # one list, grown
         assert src == [-1 - j if j < len(mask) and mask[j] else t for j, t in enumerate(ids)]
         assert index.match(src, 3) == longest_match(src, 3, 3)
+        assert index.match(src, 3, 1) == longest_match(src, 3, 3, 1)
     ids[-1] = 9  # the last read token changed in place: not a continuation
     assert source(ids) is not first and source(ids)[-1] == 9
     assert index.match(source(ids), 3) == longest_match(source(ids), 3, 3)

@@ -512,9 +512,12 @@ class AutoDrafter(Drafter):
         kept = self._stretch[1].get(key) if key is not None and key[2] == gamma else None
         if self.memory.rounds >= self.recheck_at:
             return None
-        if kept is None and look is not None and look.parents is None:
-            kept = self._derived(key, t1)
-        if kept is None or kept.moved != self.memory.moved.get(key[0]):
+        fresh = kept is not None and kept.moved == self.memory.moved.get(key[0])
+        if (
+            not fresh and look is not None and look.parents is None
+        ):  # new to the stretch, or its variant moved
+            kept, fresh = self._derived(key, t1), True
+        if kept is None or not fresh:
             return None
         note = kept.read(self)
         if note is None:

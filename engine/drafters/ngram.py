@@ -98,6 +98,10 @@ class Masked:
         return self.seq
 
 
+# longer matches are accepted far more often: a lookup's variant is its match length n, "n=<n>"
+VARIANTS = tuple(f"n={n}" for n in range(17))
+
+
 class NgramIndex:
     """Where every n-gram (n <= max_n) of a growing sequence starts, updated with only the new tokens.
 
@@ -130,12 +134,29 @@ class NgramIndex:
         """(n, continuations) exactly as longest_match(ids, max_n, gamma, limit)."""
         self._extend(ids)
         for n in range(min(self.max_n, len(ids) - 1), 0, -1):
-            # not the suffix
-            starts = (s for s in reversed(self.starts.get(tuple(ids[-n:]), [])) if s + n < len(ids))
-            found = continuations(ids, n, starts, gamma, limit)
+            at = self.starts.get(tuple(ids[-n:]))
+            if not at:
+                continue
+            if limit == 1:  # a chain: the latest continuation that is not empty
+                found = self._latest(ids, n, at, gamma)
+            else:  # not the suffix
+                found = continuations(ids, n, (s for s in reversed(at) if s + n < len(ids)), gamma, limit)
             if found:
                 return n, found
         return 0, []
+
+    @staticmethod
+    def _latest(ids: list[int], n: int, at: list[int], gamma: int) -> list[list[int]]:
+        """continuations(..., limit=1) over the starts `at` (ascending), latest first, without the suffix's own."""
+        for s in reversed(at):
+            start = s + n
+            if start >= len(ids):
+                continue
+            cont = ids[start : start + gamma]
+            cut = next((k for k, t in enumerate(cont) if t < 0), len(cont))  # stop at the template
+            if cut:
+                return [cont[:cut]]
+        return []
 
 
 class NgramDrafter(Drafter):
@@ -171,7 +192,7 @@ class NgramDrafter(Drafter):
         n, found = self.index.match(self.source(ids), gamma, limit=8 if self.tree_budget else 1)
         if not found:
             return Lookup("", [])
-        variant = f"n={n}"  # longer matches are accepted far more often: auto tracks α per match length
+        variant = VARIANTS[n] if n < len(VARIANTS) else f"n={n}"  # auto tracks α per match length
         if self.tree_budget and len(found) > 1:  # every distinct continuation, shared prefixes merged
             tokens, parents = trie(found)
             # topological: a prefix is a tree
