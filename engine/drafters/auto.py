@@ -412,11 +412,8 @@ class AutoDrafter(Drafter):
         so far (asking one costs as much as a tenth of a 4-bit forward: issue 64) or its recheck is due; a tree
         never asked is asked.
         Returns (the tree drafts by name, the candidates, the forecasts of the trees not asked)."""
-        cap, d, variant = len(look.tokens), self.drafter.name, look.variant
         plain_rate = 1.0 / t1
-        asked = (self._c(d, t1), self.hits.get(variant), self.trials.get(variant), self.used.get(d))
-        priced_on = (d, variant, cap, *asked)
-        candidates, trees, unasked = list(self._memo(priced_on, self._price, d, variant, cap, t1)), {}, []
+        candidates, trees, unasked = self._lookup_priced(look.variant, len(look.tokens), gamma, t1), {}, []
         for name in self.costly:  # priced from what only asking them changes
             asked = (self._c(name, t1), self.hits.get(name), self.trials.get(name), self.used.get(name))
             candidates += self._memo((name, gamma, *asked), self._price, name, name, gamma, t1)
@@ -442,6 +439,17 @@ class AutoDrafter(Drafter):
             candidates += priced
             bar = max(bar, _bar(priced, plain_rate))
         return trees, candidates, unasked
+
+    def _lookup_priced(self, variant: str, cap: int, gamma: int, t1: float) -> list[dict]:
+        """The lookup's candidates for a proposal of `cap` tokens of this variant (a new list): a lookup's price at γ = g
+        does not depend on how long its proposal is, so one pricing up to γ (_memo) serves every length."""
+        d = self.drafter.name
+        # its cost is read with or without a proposal: every decision reads it (_moves_price)
+        asked = (self._c(d, t1), self.hits.get(variant), self.trials.get(variant), self.used.get(d))
+        if cap < 1:
+            return []
+        top = max(cap, gamma)
+        return self._memo((d, variant, top, *asked), self._price, d, variant, top, t1)[:cap]
 
     def _ask(self, drafter: Drafter, ids: list[int], gamma: int, per_token: bool = True) -> Draft:
         """drafter's proposal, its asking time counted into the round's (asked_s) and into its measured cost
@@ -501,9 +509,11 @@ class AutoDrafter(Drafter):
         """A plain decision made in full earlier for a proposal of this variant and length at this γ, again: while
         nothing else it was priced on moved (the verify curve's fit, what the engine's runs learnt: Memory.version and
         its variant's own count, Memory.moved; each drafter's priced cost, _c), no tree drafter is due its recheck
-        and no probe is due (Kept.read): the same decision, its event's data unchanged. look None: a resting
-        lookup's round (QUIET), which reads the last plain decision (at the same γ). None: decide in full (with a
-        lookup). A run of plain rounds (issue 64: Spec-Bench's qa) then costs the lookup and this check a round."""
+        and no probe is due (Kept.read): the same decision, its event's data unchanged. A chain of a variant or length
+        the stretch has not decided at this γ, or whose variant's count moved, gets the decision made from one it
+        has (_derived). look None: a resting lookup's round (QUIET), which reads the last plain decision (at the same
+        γ). None: decide in full (with a lookup). A run of plain rounds (issue 64: Spec-Bench's qa) then costs the
+        lookup and this check a round."""
         state = (self._fits, self.memory.version, self._repriced)
         if self._stretch is None or self._stretch[0] != state:
             self._stretch = (state, {})
@@ -537,11 +547,10 @@ class AutoDrafter(Drafter):
         time (issue 64: a third of Spec-Bench's qa rounds decided in full, most for a proposal new to the stretch).
         None: decide in full."""
         base = next((k for at, k in self._stretch[1].items() if at[2] == key[2] and k.probes), None)
-        d, variant, cap = self.drafter.name, key[0], key[1]
+        d, variant = self.drafter.name, key[0]
         if base is None or base.read(self) is None:
             return None
-        asked = (self._c(d, t1), self.hits.get(variant), self.trials.get(variant), self.used.get(d))
-        mine = self._memo((d, variant, cap, *asked), self._price, d, variant, cap, t1)
+        mine = self._lookup_priced(variant, key[1], key[2], t1)
         if any(_pays(x, 1.0 / t1) for x in mine):
             return None
         data = base.note.data
