@@ -523,9 +523,8 @@ class AutoDrafter(Drafter):
         if self.memory.rounds >= self.recheck_at:
             return None
         fresh = kept is not None and kept.moved == self.memory.moved.get(key[0])
-        if (
-            not fresh and look is not None and look.parents is None
-        ):  # new to the stretch, or its variant moved
+        # a chain new to the stretch, or whose variant moved: its decision made from the stretch's
+        if not fresh and look is not None and look.parents is None:
             kept, fresh = self._derived(key, t1), True
         if kept is None or not fresh:
             return None

@@ -40,13 +40,17 @@ def continuations(ids: list[int], n: int, starts, gamma: int, limit: int) -> lis
     n-grams at `starts` (latest first), at most `limit`; shared by the reference scan and NgramIndex."""
     found, seen = [], set()
     for start in starts:
-        cont = tuple(ids[start + n : start + n + gamma])
-        cont = cont[: next((k for k, t in enumerate(cont) if t < 0), len(cont))]  # stop at the template
-        if cont and cont not in seen:
-            seen.add(cont)
-            found.append(list(cont))
-            if len(found) == limit:
+        cont = ids[start + n : start + n + gamma]
+        cut = next((k for k, t in enumerate(cont) if t < 0), len(cont))  # stop at the template
+        if not cut:
+            continue
+        cont = cont[:cut]
+        key = tuple(cont)
+        if key not in seen:
+            found.append(cont)
+            if len(found) == limit:  # a chain's (limit 1): the latest, no set of the others kept
                 break
+            seen.add(key)
     return found
 
 
@@ -137,26 +141,11 @@ class NgramIndex:
             at = self.starts.get(tuple(ids[-n:]))
             if not at:
                 continue
-            if limit == 1:  # a chain: the latest continuation that is not empty
-                found = self._latest(ids, n, at, gamma)
-            else:  # not the suffix
-                found = continuations(ids, n, (s for s in reversed(at) if s + n < len(ids)), gamma, limit)
+            # not the suffix
+            found = continuations(ids, n, (s for s in reversed(at) if s + n < len(ids)), gamma, limit)
             if found:
                 return n, found
         return 0, []
-
-    @staticmethod
-    def _latest(ids: list[int], n: int, at: list[int], gamma: int) -> list[list[int]]:
-        """continuations(..., limit=1) over the starts `at` (ascending), latest first, without the suffix's own."""
-        for s in reversed(at):
-            start = s + n
-            if start >= len(ids):
-                continue
-            cont = ids[start : start + gamma]
-            cut = next((k for k, t in enumerate(cont) if t < 0), len(cont))  # stop at the template
-            if cut:
-                return [cont[:cut]]
-        return []
 
 
 class NgramDrafter(Drafter):
